@@ -1,0 +1,163 @@
+"""One operation's FLOPs and HBM bytes, and the primitive operations every count is built from.
+
+Counting rules (DESIGN.md): FLOPs count a multiply and an add as two, so a (m×k)·(k×n) matmul is 2·m·n·k.
+Bytes are the HBM traffic of the kernel that runs the operation: each input read once and each output written
+once, in that tensor's data type. The engine (``ops.py``) and the measure harness both build their operations
+from the functions below, so a measured kernel is always compared with the same count the analysis uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from .specs import DTYPE_BYTES
+
+# FLOPs per element of the elementwise work. Each is named once here; the kernels and the engine share them.
+# RMSNorm: square, add into the row's sum, multiply by the row's 1/rms, multiply by the gain (the per-row
+# mean, + eps and rsqrt are O(rows), not O(elements), and are left out).
+RMSNORM_FLOPS_PER_ELEMENT = 4
+# Softmax: subtract the row max, exp, add into the row sum, divide by the sum, plus the compare of the max pass.
+SOFTMAX_FLOPS_PER_ELEMENT = 5
+# SiLU(x) = x / (1 + exp(-x)): negate, exp, add, divide.
+SILU_FLOPS_PER_ELEMENT = 4
+# The gated MLP's activation: SiLU(gate) × up, one multiply more.
+GATED_ACT_FLOPS_PER_ELEMENT = SILU_FLOPS_PER_ELEMENT + 1
+# RoPE rotates pairs: (x·cos − y·sin, x·sin + y·cos) is 4 multiplies and 2 adds per pair, 3 per element.
+ROPE_FLOPS_PER_ELEMENT = 3
+# A residual add: one add per element.
+RESIDUAL_FLOPS_PER_ELEMENT = 1
+
+Unit = Literal["tensor", "vector"]
+
+
+def dtype_bytes(dtype: str) -> float:
+    return DTYPE_BYTES[dtype]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One kernel's work: FLOPs and HBM bytes for one instance, and how many instances run in a step.
+
+    ``unit`` and ``dtype`` pick the compute roof (tensor cores at the op's data type for matmuls; the vector units
+    in fp32 for elementwise work, which computes in fp32). ``weight_bytes`` and ``kv_bytes`` are the parts of
+    ``bytes`` that are weights read and KV cache read, for the step's totals. ``reads``/``writes``/``computes``
+    say in words what the count is made of.
+    """
+
+    name: str
+    flops: float
+    bytes: float
+    unit: Unit
+    dtype: str
+    reads: str
+    writes: str
+    computes: str
+    count: int = 1
+    weight_bytes: float = 0.0
+    kv_bytes: float = 0.0
+
+    def __post_init__(self):
+        if self.flops < 0 or self.bytes <= 0 or self.count < 1:
+            raise ValueError(f"op {self.name}: flops {self.flops}, bytes {self.bytes}, count {self.count}")
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per HBM byte."""
+        return self.flops / self.bytes
+
+    def times(self, count: int) -> Op:
+        return replace(self, count=count)
+
+    def renamed(self, name: str) -> Op:
+        return replace(self, name=name)
+
+
+def matmul_op(
+    name: str,
+    m: int,
+    k: int,
+    n: int,
+    dtype: str,
+    *,
+    weight_dtype: str | None = None,
+    out_dtype: str | None = None,
+    b_is_weight: bool = True,
+) -> Op:
+    """y[m,n] = x[m,k] · W[k,n]. Reads x (m·k) and W (k·n) once, writes y (m·n); 2·m·n·k FLOPs on tensor cores."""
+    w_dtype = weight_dtype or dtype
+    o_dtype = out_dtype or dtype
+    x_bytes = m * k * dtype_bytes(dtype)
+    w_bytes = k * n * dtype_bytes(w_dtype)
+    y_bytes = m * n * dtype_bytes(o_dtype)
+    return Op(
+        name=name,
+        flops=2 * m * n * k,
+        bytes=x_bytes + w_bytes + y_bytes,
+        unit="tensor",
+        dtype=dtype,
+        reads=f"x {m}×{k} {dtype}, {'W' if b_is_weight else 'B'} {k}×{n} {w_dtype}",
+        writes=f"y {m}×{n} {o_dtype}",
+        computes=f"2·{m}·{k}·{n} FLOPs of matmul",
+        weight_bytes=w_bytes if b_is_weight else 0.0,
+    )
+
+
+def rmsnorm_op(name: str, rows: int, hidden: int, dtype: str) -> Op:
+    """RMSNorm of rows×hidden: reads x and the gain vector (hidden), writes y; RMSNORM_FLOPS_PER_ELEMENT each."""
+    s = dtype_bytes(dtype)
+    gain = hidden * s
+    return Op(
+        name=name,
+        flops=RMSNORM_FLOPS_PER_ELEMENT * rows * hidden,
+        bytes=2 * rows * hidden * s + gain,
+        unit="vector",
+        dtype="fp32",
+        reads=f"x {rows}×{hidden} {dtype}, gain {hidden}",
+        writes=f"y {rows}×{hidden} {dtype}",
+        computes=f"{RMSNORM_FLOPS_PER_ELEMENT} FLOPs per element (square, sum, scale by 1/rms, scale by gain)",
+        weight_bytes=gain,
+    )
+
+
+def rmsnorm_linear_op(name: str, m: int, k: int, n: int, dtype: str, *, weight_dtype: str | None = None) -> Op:
+    """Fused y = RMSNorm(x) · W: reads x, the gain and W once, writes y; the normalized x never reaches HBM."""
+    mm = matmul_op(name, m, k, n, dtype, weight_dtype=weight_dtype)
+    gain = k * dtype_bytes(dtype)
+    return replace(
+        mm,
+        flops=mm.flops + RMSNORM_FLOPS_PER_ELEMENT * m * k,
+        bytes=mm.bytes + gain,
+        weight_bytes=mm.weight_bytes + gain,
+        reads=mm.reads + f", gain {k}",
+        computes=mm.computes + f" + {RMSNORM_FLOPS_PER_ELEMENT} FLOPs per x element of RMSNorm, on chip",
+    )
+
+
+def softmax_op(name: str, rows: int, cols: int, dtype: str) -> Op:
+    """Row softmax of rows×cols: read rows·cols elements, write rows·cols; SOFTMAX_FLOPS_PER_ELEMENT each."""
+    return Op(
+        name=name,
+        flops=SOFTMAX_FLOPS_PER_ELEMENT * rows * cols,
+        bytes=2 * rows * cols * dtype_bytes(dtype),
+        unit="vector",
+        dtype="fp32",
+        reads=f"x {rows}×{cols} {dtype}",
+        writes=f"y {rows}×{cols} {dtype}",
+        computes=f"{SOFTMAX_FLOPS_PER_ELEMENT} FLOPs per element (max, subtract, exp, sum, divide)",
+    )
+
+
+def copy_op(name: str, elements: int, dtype: str) -> Op:
+    """A device-to-device copy: read n elements, write n elements, no arithmetic."""
+    s = dtype_bytes(dtype)
+    return Op(
+        name=name,
+        flops=0.0,
+        bytes=2 * elements * s,
+        unit="vector",
+        dtype="fp32",
+        reads=f"{elements} {dtype} elements",
+        writes=f"{elements} {dtype} elements",
+        computes="nothing: pure data movement",
+    )
