@@ -1,0 +1,78 @@
+"""The typer app, and the one place where a UserError becomes a one-line message and exit code 2."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+
+import typer
+from rich.console import Console
+
+from ..errors import UserError
+
+DEFAULT_GPU = "h100-sxm"
+
+app = typer.Typer(
+    name="rooflinectl",
+    help="Roofline analysis of LLM inference: is each operation bound by bytes or by FLOPs, and how far from "
+    "the ceiling is it?",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def console() -> Console:
+    return Console(highlight=False)
+
+
+def fail(message: str) -> typer.Exit:
+    """Print one line to stderr; the caller raises the returned Exit(2)."""
+    print(f"error: {message}", file=sys.stderr)
+    return typer.Exit(2)
+
+
+def command(target: typer.Typer = app, *args, **kwargs) -> Callable:
+    """``target.command`` whose function turns a UserError into one line on stderr and exit code 2."""
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            try:
+                return fn(*a, **kw)
+            except UserError as err:
+                raise fail(str(err)) from None
+
+        return target.command(*args, **kwargs)(wrapper)
+
+    return decorate
+
+
+def print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def split_list(value: str | None, what: str) -> list[str] | None:
+    """'a,b' -> ['a', 'b']; None stays None (not given)."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items and value.strip():
+        raise UserError(f"{what}: empty list")
+    return items
+
+
+def split_ints(value: str, what: str) -> list[int]:
+    """'1,8,64' -> [1, 8, 64], each a positive integer."""
+    out = []
+    for item in split_list(value, what) or []:
+        try:
+            n = int(item)
+        except ValueError:
+            raise UserError(f"{what}: '{item}' is not an integer") from None
+        if n <= 0:
+            raise UserError(f"{what}: {n} must be a positive integer")
+        out.append(n)
+    return out

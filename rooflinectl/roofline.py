@@ -1,0 +1,180 @@
+"""Placement of operations on a GPU's roofline, step totals and sweeps. Pure: no I/O, no torch.
+
+attainable = min(peak, intensity × bandwidth); predicted time = max(FLOPs / peak, bytes / bandwidth);
+the bound is whichever term is larger (memory on a tie: the op sits exactly at the ridge).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .errors import UserError
+from .hardware import GPU, Roofs
+from .op import Op, dtype_bytes
+from .ops import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
+from .workload import Workload
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Placement:
+    op: Op
+    peak_flops: float  # FLOP/s of the compute roof above this op
+    bandwidth: float  # bytes/s of the memory roof
+    compute_time_s: float  # one instance
+    memory_time_s: float  # one instance
+    share: float = 0.0  # of the step's predicted time, count included
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def intensity(self) -> float:
+        return self.op.intensity
+
+    @property
+    def time_s(self) -> float:
+        """Predicted time of one instance."""
+        return max(self.compute_time_s, self.memory_time_s)
+
+    @property
+    def total_time_s(self) -> float:
+        return self.time_s * self.op.count
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.compute_time_s > self.memory_time_s else "memory"
+
+    @property
+    def attainable_flops(self) -> float:
+        return min(self.peak_flops, self.intensity * self.bandwidth)
+
+    @property
+    def ridge(self) -> float:
+        return self.peak_flops / self.bandwidth
+
+
+def place(op: Op, roofs: Roofs) -> Placement:
+    """Place one operation under ``roofs``."""
+    peak = roofs.peak(op.dtype, op.unit)
+    return Placement(
+        op=op,
+        peak_flops=peak,
+        bandwidth=roofs.bandwidth,
+        compute_time_s=op.flops / peak,
+        memory_time_s=op.bytes / roofs.bandwidth,
+    )
+
+
+@dataclass(frozen=True)
+class Totals:
+    flops: float
+    bytes: float
+    time_s: float
+    tokens_per_s: float  # decode: new tokens per second; prefill/attention: prompt tokens per second
+    weight_bytes: float  # weights read in the step
+    kv_cache_bytes: float  # KV cache read in the step
+    memory_bytes: float  # weights + KV cache held
+    fits: bool
+    capacity_bytes: float
+    max_batch: int  # largest batch whose weights + KV cache fit in HBM (0: the weights alone do not fit)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything ``analyze`` shows: the workload, the GPU, each op's placement and the totals."""
+
+    workload: Workload
+    gpu: GPU
+    roofs: Roofs
+    placements: tuple[Placement, ...]
+    totals: Totals
+
+    @property
+    def compute_unit(self) -> str:
+        return "vector" if self.workload.dtype == "fp32" else "tensor"
+
+    @property
+    def peak_flops(self) -> float:
+        """The compute roof of the workload's data type (tensor cores; vector units for fp32)."""
+        return self.roofs.peak(self.workload.dtype, self.compute_unit)
+
+    @property
+    def ridge(self) -> float:
+        return self.peak_flops / self.roofs.bandwidth
+
+    def placement(self, name: str) -> Placement:
+        for p in self.placements:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+def analyze(workload: Workload, gpu: GPU, calibrated: bool = False) -> Analysis:
+    """Build the step's operations and place each under the GPU's roofs (spec sheet or measured)."""
+    roofs = gpu.roofs(calibrated)
+    roofs.peak(workload.dtype, "vector" if workload.dtype == "fp32" else "tensor")  # a clear error up front
+    placed = [place(op, roofs) for op in step_ops(workload)]
+    step_time = sum(p.total_time_s for p in placed)
+    placed = [replace(p, share=p.total_time_s / step_time) for p in placed]
+
+    weights = weight_footprint_bytes(workload)
+    per_seq_kv = kv_cache_bytes_per_sequence(workload)
+    memory = weights + workload.batch * per_seq_kv
+    capacity = gpu.memory.hbm_capacity_gib * GIB
+    max_batch = max(0, math.floor((capacity - weights) / per_seq_kv)) if capacity > weights else 0
+    totals = Totals(
+        flops=sum(p.op.flops * p.op.count for p in placed),
+        bytes=sum(p.op.bytes * p.op.count for p in placed),
+        time_s=step_time,
+        tokens_per_s=workload.tokens / step_time,
+        weight_bytes=sum(p.op.weight_bytes * p.op.count for p in placed),
+        kv_cache_bytes=sum(p.op.kv_bytes * p.op.count for p in placed),
+        memory_bytes=memory,
+        fits=memory <= capacity,
+        capacity_bytes=capacity,
+        max_batch=max_batch,
+    )
+    return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals)
+
+
+SWEEP_FIELDS = ("batch", "context", "seq_len")
+
+
+def sweep(workload: Workload, gpu: GPU, field: str, values: list[int], calibrated: bool = False) -> list[Analysis]:
+    """Analyze the workload once per value of ``field`` (batch, context or seq_len)."""
+    if field not in SWEEP_FIELDS:
+        raise UserError(f"cannot sweep '{field}': choose one of {', '.join(SWEEP_FIELDS)}")
+    if field == "context" and workload.phase != "decode":
+        raise UserError(f"a {workload.phase} step attends to its seq_len: sweep seq_len, not context")
+    if field == "seq_len" and workload.phase == "decode":
+        raise UserError("decode processes one token per sequence: sweep context, not seq_len")
+    results = []
+    for value in values:
+        if value <= 0:
+            raise UserError(f"{field} must be a positive integer, got {value}")
+        if field == "batch":
+            w = workload.model_copy(update={"batch": value})
+        elif field == "context":
+            w = workload.model_copy(update={"kv_len": value})
+        else:
+            w = workload.model_copy(update={"tokens_per_seq": value, "kv_len": value})
+        results.append(analyze(w, gpu, calibrated))
+    return results
+
+
+def batch_at_ridge(weight_elements: float, io_elements_per_row: float, dtype: str, ridge: float) -> float | None:
+    """The batch m at which linear layers reach the ridge, or None if they never do.
+
+    Linear layers of ``weight_elements`` weights (Σ k·n) and ``io_elements_per_row`` inputs plus outputs per row
+    (Σ k + n) do 2·m·Σkn FLOPs over (Σkn + m·Σ(k+n))·s bytes; setting that ratio to ``ridge`` gives
+    m = ridge·s·Σkn / (2·Σkn − ridge·s·Σ(k+n)).
+    """
+    s = dtype_bytes(dtype)
+    denominator = 2 * weight_elements - ridge * s * io_elements_per_row
+    if denominator <= 0:
+        return None
+    return ridge * s * weight_elements / denominator

@@ -1,0 +1,290 @@
+"""Workloads: a model architecture plus a scenario (phase, sizes, data types, attention, fusion).
+
+Scenario files (``workloads/decode.yaml`` …) name a model by id or path, or inline it. Models come from
+``workloads/models/*.yaml``, a model YAML path, or a local Hugging Face ``config.json`` (nothing is downloaded).
+Command-line options override any scenario field through :func:`resolve_workload`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from .errors import UserError, closest
+from .specs import Strict, looks_like_path, read_yaml, search_dirs, validate
+
+WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
+
+Phase = Literal["decode", "prefill", "attention"]
+PHASES: tuple[str, ...] = ("decode", "prefill", "attention")
+DType = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
+DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8")
+AttentionImpl = Literal["naive", "flash"]
+# Fusions the engine knows. Each removes an HBM round trip (see ops.py for the exact byte changes):
+#   qkv          one matmul for Q, K and V: x is read once instead of three times
+#   gate_up      one matmul for gate and up: x is read once instead of twice
+#   norm_linear  RMSNorm in the prologue of the projections that follow it: the normalized x is never written
+#   act          SiLU(gate)·up in the epilogue of gate_up: gate and up never reach HBM (needs gate_up)
+#   residual     the residual add in the epilogue of o_proj and down_proj
+Fusion = Literal["qkv", "gate_up", "norm_linear", "act", "residual"]
+FUSIONS: tuple[str, ...] = ("qkv", "gate_up", "norm_linear", "act", "residual")
+
+
+class Model(Strict):
+    """A dense decoder-only transformer with RMSNorm, RoPE, GQA and a gated SiLU MLP (Llama, Mistral, Qwen2)."""
+
+    id: str
+    name: str
+    source: str = Field(min_length=1)
+    hidden_size: PositiveInt
+    num_layers: PositiveInt
+    num_heads: PositiveInt
+    num_kv_heads: PositiveInt
+    head_dim: PositiveInt
+    intermediate_size: PositiveInt
+    mlp: Literal["gated_silu"] = "gated_silu"
+    vocab_size: PositiveInt
+    tie_embeddings: bool = False
+
+    @model_validator(mode="after")
+    def _gqa(self):
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        return self
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def parameter_count(self) -> int:
+        """Weights of the whole model: per layer Q, K, V, O, gate, up, down and two norm gains; embedding,
+        final norm, and the LM head unless tied to the embedding."""
+        h, i = self.hidden_size, self.intermediate_size
+        per_layer = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 3 * h * i + 2 * h
+        head = 0 if self.tie_embeddings else self.vocab_size * h
+        return self.num_layers * per_layer + self.vocab_size * h + h + head
+
+
+class Scenario(Strict):
+    """One inference step to analyze. ``model`` is an id, a path, or an inline model."""
+
+    phase: Phase
+    model: str | Model
+    description: str | None = None
+    batch: PositiveInt = 1
+    seq_len: PositiveInt | None = None  # prompt tokens per sequence (prefill, attention)
+    context: PositiveInt | None = None  # KV positions one decode step attends to
+    dtype: DType = "bf16"  # weights and activations
+    kv_dtype: DType | None = None  # defaults to dtype
+    attention: AttentionImpl = "flash"
+    causal: bool = True
+    fused: list[Fusion] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _phase_sizes(self):
+        if self.phase == "decode":
+            if self.context is None:
+                raise ValueError("a decode scenario needs 'context' (the KV length each new token attends to)")
+            if self.seq_len not in (None, 1):
+                raise ValueError("decode processes one token per sequence: give 'context', not 'seq_len'")
+        else:
+            if self.seq_len is None:
+                raise ValueError(f"a {self.phase} scenario needs 'seq_len' (prompt tokens per sequence)")
+            if self.context not in (None, self.seq_len):
+                raise ValueError(f"{self.phase} attends to its own prompt: give 'seq_len', not 'context'")
+        if "act" in self.fused and "gate_up" not in self.fused:
+            raise ValueError("fusion 'act' goes in the epilogue of the fused gate_up matmul: add 'gate_up'")
+        if len(set(self.fused)) != len(self.fused):
+            raise ValueError("a fusion is listed twice")
+        return self
+
+
+class Workload(Strict):
+    """A scenario with its model resolved: what the engine takes."""
+
+    phase: Phase
+    model: Model
+    batch: PositiveInt
+    tokens_per_seq: PositiveInt  # tokens each sequence processes in this step: 1 for decode
+    kv_len: PositiveInt  # KV positions attended (decode: context; prefill: the prompt)
+    dtype: DType
+    kv_dtype: DType
+    attention: AttentionImpl
+    causal: bool
+    fused: tuple[Fusion, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        """Tokens processed by the step, all sequences together."""
+        return self.batch * self.tokens_per_seq
+
+    @property
+    def seq_len(self) -> int:
+        return self.tokens_per_seq
+
+    @property
+    def context(self) -> int:
+        return self.kv_len
+
+    def label(self) -> str:
+        size = f"context {self.kv_len}" if self.phase == "decode" else f"seq_len {self.tokens_per_seq}"
+        return f"{self.model.id} {self.phase}, batch {self.batch}, {size}, {self.dtype}, {self.attention} attention"
+
+
+# --- models --------------------------------------------------------------------------------------------------
+
+
+def _model_catalog() -> dict[str, Path]:
+    names: dict[str, Path] = {}
+    for folder in reversed(search_dirs("workloads", WORKLOADS_PATH_ENV)):
+        models = folder / "models"
+        if models.is_dir():
+            for path in sorted(models.glob("*.y*ml")):
+                names[path.stem.lower()] = path
+    return names
+
+
+def list_models() -> list[Model]:
+    return [load_model(str(p)) for p in _model_catalog().values()]
+
+
+def model_from_hf_config(path: Path) -> Model:
+    """A Model from a Hugging Face ``config.json`` (Llama/Mistral/Qwen2-style keys)."""
+    try:
+        cfg = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: malformed JSON at line {err.lineno}: {err.msg}") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    if cfg.get("num_local_experts", 1) not in (None, 0, 1) or cfg.get("num_experts", 1) not in (None, 0, 1):
+        raise UserError(f"{path}: mixture-of-experts models are not supported; rooflinectl counts dense models")
+    act = cfg.get("hidden_act", "silu")
+    if act not in ("silu", "swish"):
+        raise UserError(f"{path}: field 'hidden_act': only the gated SiLU MLP is supported, not '{act}'")
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+               if k not in cfg]
+    if missing:
+        raise UserError(f"{path}: field '{missing[0]}': missing from the config")
+    heads = cfg["num_attention_heads"]
+    data = {
+        "id": path.parent.name if path.name == "config.json" else path.stem,
+        "name": str(cfg.get("_name_or_path") or cfg.get("model_type") or path.parent.name),
+        "source": f"Hugging Face config {path}",
+        "hidden_size": cfg["hidden_size"],
+        "num_layers": cfg["num_hidden_layers"],
+        "num_heads": heads,
+        "num_kv_heads": cfg.get("num_key_value_heads") or heads,
+        "head_dim": cfg.get("head_dim") or (cfg["hidden_size"] // heads if heads else 0),
+        "intermediate_size": cfg["intermediate_size"],
+        "vocab_size": cfg["vocab_size"],
+        "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+    }
+    return validate(Model, data, str(path))
+
+
+def load_model(name: str) -> Model:
+    """A model by id (``workloads/models/<id>.yaml``), model YAML path, or Hugging Face config.json path."""
+    if looks_like_path(name) or Path(name).is_file():
+        path = Path(name).expanduser()
+        if path.suffix == ".json":
+            return model_from_hf_config(path)
+        return validate(Model, read_yaml(path), str(path))
+    catalog = _model_catalog()
+    path = catalog.get(name.lower())
+    if path is None:
+        raise UserError(f"unknown model '{name}'{closest(name, catalog)}; 'rooflinectl workloads list' shows them all")
+    return validate(Model, read_yaml(path), str(path))
+
+
+# --- scenarios -----------------------------------------------------------------------------------------------
+
+
+def _scenario_catalog() -> dict[str, Path]:
+    names: dict[str, Path] = {}
+    for folder in reversed(search_dirs("workloads", WORKLOADS_PATH_ENV)):
+        for path in sorted(folder.glob("*.y*ml")):
+            names[path.stem.lower()] = path
+    return names
+
+
+def list_scenarios() -> dict[str, Scenario]:
+    return {name: load_scenario(str(path)) for name, path in sorted(_scenario_catalog().items())}
+
+
+def load_scenario(name: str) -> Scenario:
+    """A scenario by name (``decode``, ``prefill``, ``attention`` or a user's) or by YAML path."""
+    if looks_like_path(name) or Path(name).is_file():
+        path = Path(name).expanduser()
+    else:
+        catalog = _scenario_catalog()
+        if name.lower() not in catalog:
+            raise UserError(
+                f"unknown workload '{name}'{closest(name, catalog)}; give a phase "
+                f"({', '.join(PHASES)}) or a workload YAML file"
+            )
+        path = catalog[name.lower()]
+    return validate(Scenario, read_yaml(path), str(path))
+
+
+def resolve_workload(name: str, **overrides) -> Workload:
+    """Load scenario ``name``, apply the overrides that are not None, and resolve its model.
+
+    Overrides are Scenario fields (``model``, ``batch``, ``seq_len``, ``context``, ``dtype``, ``kv_dtype``,
+    ``attention``, ``causal``, ``fused``). Sizes are checked here, so a negative ``--batch`` is a UserError.
+    """
+    scenario = load_scenario(name)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if given:
+        data = scenario.model_dump(exclude_none=True)
+        data.update(given)
+        if "context" in given and scenario.phase != "decode":
+            raise UserError(f"--context applies to decode; {scenario.phase} attends to its --seq-len")
+        if "seq_len" in given and scenario.phase == "decode":
+            raise UserError("decode processes one token per sequence; give its KV length with --context")
+        if "seq_len" in given:
+            data.pop("context", None)
+        scenario = validate(Scenario, data, "options")
+    return workload_from_scenario(scenario)
+
+
+def workload_from_scenario(scenario: Scenario) -> Workload:
+    model = scenario.model if isinstance(scenario.model, Model) else load_model(scenario.model)
+    decode = scenario.phase == "decode"
+    return Workload(
+        phase=scenario.phase,
+        model=model,
+        batch=scenario.batch,
+        tokens_per_seq=1 if decode else scenario.seq_len,
+        kv_len=scenario.context if decode else scenario.seq_len,
+        dtype=scenario.dtype,
+        kv_dtype=scenario.kv_dtype or scenario.dtype,
+        attention=scenario.attention,
+        causal=scenario.causal,
+        fused=tuple(scenario.fused),
+    )
+
+
+def scenario_from_workload(w: Workload) -> Scenario:
+    """The scenario that reproduces ``w`` (for saving a view as YAML)."""
+    decode = w.phase == "decode"
+    return Scenario(
+        phase=w.phase,
+        model=w.model.id,
+        batch=w.batch,
+        seq_len=None if decode else w.tokens_per_seq,
+        context=w.kv_len if decode else None,
+        dtype=w.dtype,
+        kv_dtype=w.kv_dtype,
+        attention=w.attention,
+        causal=w.causal,
+        fused=list(w.fused),
+    )
