@@ -21,7 +21,9 @@ def closest(name: str, candidates: Iterable[str], n: int = 3) -> str:
 
 def format_validation_error(source: str, err) -> str:
     """One line from a pydantic ValidationError: file, field path and reason of the first error."""
-    first = err.errors()[0]
+    # An unknown key is usually the cause of a 'missing' one (a typo such as 'bandwith'): name it first.
+    errors = sorted(err.errors(), key=lambda e: e.get("type") != "extra_forbidden")
+    first = errors[0]
     field = ".".join(str(p) for p in first.get("loc", ())) or "(top level)"
     more = len(err.errors()) - 1
     tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""

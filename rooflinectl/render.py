@@ -108,11 +108,12 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
 
 def totals_lines(a: Analysis) -> list[str]:
     t, w = a.totals, a.workload
-    rate = (
-        f"{t.tokens_per_s:,.1f} tokens/s ({w.batch} sequence{'s' if w.batch > 1 else ''})"
-        if w.phase == "decode"
-        else f"time to first token {duration(t.time_s)}, {t.tokens_per_s:,.0f} prompt tokens/s"
-    )
+    if w.phase == "decode":
+        rate = f"{t.tokens_per_s:,.1f} tokens/s ({w.batch} sequence{'s' if w.batch > 1 else ''})"
+    elif w.phase == "prefill":
+        rate = f"time to first token {duration(t.time_s)}, {t.tokens_per_s:,.0f} prompt tokens/s"
+    else:
+        rate = f"{t.tokens_per_s:,.0f} prompt tokens/s through attention alone"
     return [
         f"step: {si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} of HBM traffic, {duration(t.time_s)} predicted; {rate}",
         f"reads {si(t.weight_bytes, 'B')} of weights and {si(t.kv_cache_bytes, 'B')} of KV cache; "

@@ -1,0 +1,147 @@
+"""The engine's counts, pinned to numbers derived by hand from the counting rules in DESIGN.md and ops.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooflinectl.hardware import load_gpu
+from rooflinectl.op import (
+    GATED_ACT_FLOPS_PER_ELEMENT,
+    RMSNORM_FLOPS_PER_ELEMENT,
+    SOFTMAX_FLOPS_PER_ELEMENT,
+)
+from rooflinectl.ops import step_ops
+from rooflinectl.roofline import analyze
+from rooflinectl.workload import load_model, resolve_workload
+
+
+def ops_by_name(workload) -> dict:
+    return {op.name: op for op in step_ops(workload)}
+
+
+# Llama 3 8B: H = 4096, 32 heads, 8 KV heads, d = 128, I = 14336, V = 128256, 32 layers.
+H, HEADS, KV_HEADS, D, I, V, L = 4096, 32, 8, 128, 14336, 128256, 32
+
+
+def test_decode_batch1_llama3_8b_counts():
+    ops = ops_by_name(resolve_workload("decode", model="llama-3-8b", batch=1, context=4096, dtype="bf16"))
+    # q_proj: 1×4096 · 4096×4096 -> 2·1·4096·4096 FLOPs; x, W, y in bf16 (2 bytes).
+    assert ops["q_proj"].flops == 2 * 4096 * 4096 == 33_554_432
+    assert ops["q_proj"].bytes == (4096 + 4096 * 4096 + 4096) * 2 == 33_570_816
+    assert ops["q_proj"].count == L
+    # k_proj: 4096 -> 8 KV heads × 128 = 1024 columns.
+    assert ops["k_proj"].flops == 2 * 4096 * 1024
+    assert ops["k_proj"].bytes == (4096 + 4096 * 1024 + 1024) * 2 == 8_398_848
+    # Flash decode: one query per head sees all 4096 positions: 32·4096 scores, 4·d + softmax FLOPs each.
+    scores = HEADS * 4096
+    assert ops["attention"].flops == scores * (4 * D + SOFTMAX_FLOPS_PER_ELEMENT) == 67_764_224
+    # Reads Q (4096) and writes O (4096); reads K and V: 4096 positions × 1024 (GQA: KV heads only).
+    assert ops["attention"].bytes == (2 * 4096 + 2 * 4096 * 1024) * 2 == 16_793_600
+    assert ops["attention"].kv_bytes == 2 * 4096 * 1024 * 2
+    # act works on the MLP width: reads gate and up, writes their product.
+    assert ops["act"].flops == GATED_ACT_FLOPS_PER_ELEMENT * I == 71_680
+    assert ops["act"].bytes == 3 * I * 2 == 86_016
+    # RMSNorm reads x and its gain, writes y.
+    assert ops["attn_norm"].flops == RMSNORM_FLOPS_PER_ELEMENT * H
+    assert ops["attn_norm"].bytes == 3 * H * 2
+    # lm_head once per model.
+    assert ops["lm_head"].count == 1
+    assert ops["lm_head"].flops == 2 * H * V == 1_050_673_152
+    assert ops["lm_head"].bytes == (H + H * V + V) * 2 == 1_050_937_856
+
+
+def test_decode_op_order_matches_the_issue():
+    names = [op.name for op in step_ops(resolve_workload("decode", attention="naive"))]
+    assert names == [
+        "embed", "attn_norm", "q_proj", "k_proj", "v_proj", "rope", "kv_write", "qk", "softmax", "pv",
+        "o_proj", "attn_residual", "mlp_norm", "gate_proj", "up_proj", "act", "down_proj", "mlp_residual",
+        "final_norm", "lm_head",
+    ]
+
+
+def test_prefill_naive_counts_full_scores_and_flash_causal_counts_half():
+    naive = ops_by_name(resolve_workload("prefill", seq_len=2048, batch=2, attention="naive"))
+    flash = ops_by_name(resolve_workload("prefill", seq_len=2048, batch=2, attention="flash", causal=True))
+    full = 2 * HEADS * 2048 * 2048
+    assert naive["qk"].flops == 2 * full * D
+    # The score matrix is written by qk, read and written by softmax, read by pv.
+    assert naive["softmax"].bytes == 2 * full * 2
+    assert naive["qk"].bytes == (2 * 2048 * H + 2 * 2048 * KV_HEADS * D + full) * 2
+    causal = 2 * HEADS * 2048 * 2049 // 2
+    assert flash["attention"].flops == causal * (4 * D + SOFTMAX_FLOPS_PER_ELEMENT)
+    non_causal = ops_by_name(resolve_workload("prefill", seq_len=2048, batch=2, causal=False))
+    assert non_causal["attention"].flops == full * (4 * D + SOFTMAX_FLOPS_PER_ELEMENT)
+
+
+def test_prefill_lm_head_runs_on_last_token_only():
+    ops = ops_by_name(resolve_workload("prefill", seq_len=512, batch=3))
+    assert ops["lm_head"].flops == 2 * 3 * H * V
+    assert ops["q_proj"].flops == 2 * 3 * 512 * H * H
+
+
+def test_attention_phase_is_attention_core_of_every_layer():
+    ops = step_ops(resolve_workload("attention", seq_len=1024, attention="naive"))
+    assert [op.name for op in ops] == ["qk", "softmax", "pv"]
+    assert all(op.count == L for op in ops)
+
+
+def test_norm_linear_fusion_removes_the_normalized_round_trip():
+    plain = ops_by_name(resolve_workload("decode", batch=8))
+    fused = ops_by_name(resolve_workload("decode", batch=8, fused=["qkv", "norm_linear"]))
+    assert "attn_norm" not in fused
+    qkv_cols = HEADS * D + 2 * KV_HEADS * D
+    tokens = 8
+    unfused_bytes = plain["attn_norm"].bytes + plain["q_proj"].bytes + plain["k_proj"].bytes + plain["v_proj"].bytes
+    fused_op = fused["attn_norm+qkv_proj"]
+    assert fused_op.bytes == (tokens * H + H + H * qkv_cols + tokens * qkv_cols) * 2
+    # What disappears: the norm's write and its three re-reads of normalized x (one per projection),
+    # and the raw x that q/k/v each re-read beyond the first.
+    assert unfused_bytes - fused_op.bytes == (tokens * H * 2 + 2 * tokens * H) * 2
+    assert fused_op.flops == 2 * tokens * H * qkv_cols + RMSNORM_FLOPS_PER_ELEMENT * tokens * H
+
+
+def test_act_and_residual_fusion():
+    fused = ops_by_name(resolve_workload("decode", batch=4, fused=["gate_up", "act", "residual"]))
+    assert "act" not in fused and "mlp_residual" not in fused
+    op = fused["gate_up_proj+act"]
+    # gate_up reads x (4×H) and W (H×2I), writes only SiLU(gate)·up (4×I).
+    assert op.bytes == (4 * H + H * 2 * I + 4 * I) * 2
+    down = fused["down_proj+residual"]
+    assert down.bytes == (4 * I + I * H + 4 * H + 4 * H) * 2
+
+
+def test_act_fusion_needs_gate_up():
+    from rooflinectl.errors import UserError
+
+    with pytest.raises(UserError, match="gate_up"):
+        resolve_workload("decode", fused=["act"])
+
+
+def test_kv_dtype_narrows_only_the_cache():
+    ops = ops_by_name(resolve_workload("decode", context=1000, kv_dtype="fp8"))
+    assert ops["attention"].kv_bytes == 2 * 1000 * KV_HEADS * D * 1
+    assert ops["kv_write"].bytes == 2 * KV_HEADS * D * 2 + 2 * KV_HEADS * D * 1
+
+
+# Published parameter counts (Hugging Face model cards / safetensors metadata).
+@pytest.mark.parametrize(
+    "model, params",
+    [
+        ("llama-2-7b", 6_738_415_616),  # meta-llama/Llama-2-7b-hf: 6.74B
+        ("llama-3-8b", 8_030_261_248),  # meta-llama/Meta-Llama-3-8B: 8.03B
+        ("llama-2-13b", 13_015_864_320),  # meta-llama/Llama-2-13b-hf: 13.0B
+        ("llama-2-70b", 68_976_648_192),  # meta-llama/Llama-2-70b-hf: 69.0B
+        ("mistral-7b", 7_241_732_096),  # mistralai/Mistral-7B-v0.1: 7.24B
+    ],
+)
+def test_parameter_counts_match_published(model, params):
+    assert load_model(model).parameter_count() == params
+
+
+def test_weight_bytes_read_in_decode_equal_the_model_less_unread_embedding_rows():
+    w = resolve_workload("decode", batch=1)
+    a = analyze(w, load_gpu("h100"))
+    model = load_model("llama-3-8b")
+    # Every weight is read once, except the embedding table, of which one row per token is read.
+    expected = (model.parameter_count() - V * H + 1 * H) * 2
+    assert a.totals.weight_bytes == expected

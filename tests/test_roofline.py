@@ -1,0 +1,109 @@
+"""Placement on the roofline: properties that must hold for any op (hypothesis) and hand-checked cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rooflinectl.errors import UserError
+from rooflinectl.hardware import Roofs, load_gpu
+from rooflinectl.op import Op, matmul_op
+from rooflinectl.roofline import analyze, batch_at_ridge, place, sweep
+from rooflinectl.workload import resolve_workload
+
+ROOFS = Roofs(gpu_id="test", label="spec", bandwidth_gbps=2000.0, tensor_tflops={"bf16": 300.0},
+              vector_tflops={"fp32": 20.0})
+
+
+def op_with(flops: float, nbytes: float) -> Op:
+    return Op(name="x", flops=flops, bytes=nbytes, unit="tensor", dtype="bf16", reads="", writes="", computes="")
+
+
+positive = st.floats(min_value=1.0, max_value=1e15, allow_nan=False, allow_infinity=False)
+
+
+@given(flops=positive, nbytes=positive)
+def test_attainable_is_under_both_roofs_and_time_is_the_larger_term(flops, nbytes):
+    p = place(op_with(flops, nbytes), ROOFS)
+    assert p.attainable_flops <= ROOFS.peak("bf16", "tensor") * (1 + 1e-12)
+    assert p.attainable_flops <= p.intensity * ROOFS.bandwidth * (1 + 1e-12)
+    assert p.time_s == max(flops / 300e12, nbytes / 2000e9)
+    assert p.bound == ("compute" if flops / 300e12 > nbytes / 2000e9 else "memory")
+    # The attainable rate is exactly the op's FLOPs over its predicted time.
+    assert math.isclose(p.attainable_flops, flops / p.time_s, rel_tol=1e-9)
+
+
+@given(a=positive, b=positive, nbytes=positive)
+def test_attainable_rises_with_intensity(a, b, nbytes):
+    lo, hi = sorted((a, b))
+    assert place(op_with(lo, nbytes), ROOFS).attainable_flops <= place(op_with(hi, nbytes), ROOFS).attainable_flops
+
+
+def test_continuous_at_the_ridge():
+    ridge = ROOFS.ridge("bf16")
+    assert ridge == 300e12 / 2000e9 == 150.0
+    below = place(op_with(ridge * (1 - 1e-9) * 1e6, 1e6), ROOFS).attainable_flops
+    above = place(op_with(ridge * (1 + 1e-9) * 1e6, 1e6), ROOFS).attainable_flops
+    assert math.isclose(below, above, rel_tol=1e-6)
+    assert math.isclose(below, 300e12, rel_tol=1e-6)
+
+
+def test_h100_decode_batch1_q_proj_is_memory_bound_at_intensity_one():
+    a = analyze(resolve_workload("decode", batch=1), load_gpu("h100"))
+    q = a.placement("q_proj")
+    assert q.bound == "memory"
+    assert q.intensity == pytest.approx(1.0, rel=1e-3)  # 2·k·n FLOPs over k·n·2 bytes of weight
+    assert q.time_s == pytest.approx(33_570_816 / 3350e9)
+    assert a.ridge == pytest.approx(989.4e12 / 3350e9)
+    assert sum(p.share for p in a.placements) == pytest.approx(1.0)
+
+
+def test_prefill_linear_layers_are_compute_bound():
+    a = analyze(resolve_workload("prefill", seq_len=4096, batch=4), load_gpu("h100"))
+    assert a.placement("gate_proj").bound == "compute"
+    assert a.totals.tokens_per_s == pytest.approx(4 * 4096 / a.totals.time_s)
+
+
+def test_batching_raises_decode_intensity_until_the_ridge():
+    results = sweep(resolve_workload("decode"), load_gpu("h100"), "batch", [1, 8, 64, 512])
+    intensities = [r.placement("gate_proj").intensity for r in results]
+    assert intensities == sorted(intensities)
+    assert [r.placement("gate_proj").bound for r in results] == ["memory", "memory", "memory", "compute"]
+    # Attention reads each sequence's own KV cache: its intensity does not move with batch.
+    attn = [r.placement("attention").intensity for r in results]
+    assert max(attn) == pytest.approx(min(attn))
+
+
+def test_batch_at_ridge_solves_the_intensity_equation():
+    k, n = 4096, 14336
+    m = batch_at_ridge(k * n, k + n, "bf16", 295.0)
+    op = matmul_op("x", 1, k, n, "bf16")
+    # At m rows the matmul's intensity equals the ridge.
+    intensity = 2 * m * k * n / ((m * k + k * n + m * n) * 2)
+    assert intensity == pytest.approx(295.0)
+    assert op.intensity < 295
+    assert batch_at_ridge(64, 64, "bf16", 1e6) is None
+
+
+def test_a_dtype_without_a_peak_is_a_user_error():
+    w = resolve_workload("decode", dtype="int8")
+    gpu = load_gpu("h100")
+    assert analyze(w, gpu).peak_flops == 1978.9e12
+    no_fp8 = gpu.model_copy(update={"compute": gpu.compute.model_copy(update={"tensor_tflops": {"bf16": 1.0}})})
+    with pytest.raises(UserError, match="no tensor-core peak for fp8"):
+        analyze(resolve_workload("decode", dtype="fp8"), no_fp8)
+
+
+def test_memory_fit_and_largest_batch():
+    a = analyze(resolve_workload("decode", model="llama-3-70b", context=8192), load_gpu("h100"))
+    # 70.55e9 parameters × 2 bytes = 141 GB > 80 GiB: the weights alone do not fit on one H100.
+    assert not a.totals.fits
+    assert a.totals.max_batch == 0
+    b = analyze(resolve_workload("decode", batch=1, context=4096), load_gpu("h100"))
+    per_seq = 32 * 2 * 1024 * 4096 * 2
+    weights = 8_030_261_248 * 2
+    assert b.totals.max_batch == (80 * 2**30 - weights) // per_seq
+    assert b.totals.memory_bytes == weights + per_seq
