@@ -274,11 +274,14 @@ def workload_from_scenario(scenario: Scenario) -> Workload:
 
 
 def scenario_from_workload(w: Workload) -> Scenario:
-    """The scenario that reproduces ``w`` (for saving a view as YAML)."""
+    """The scenario that reproduces ``w`` (for saving a view as YAML). A model that is not in the catalog (from
+    a config.json or a YAML path) is written inline, so that the saved file stands on its own."""
     decode = w.phase == "decode"
+    catalog = _model_catalog()
+    bundled = w.model.id.lower() in catalog and load_model(w.model.id) == w.model
     return Scenario(
         phase=w.phase,
-        model=w.model.id,
+        model=w.model.id if bundled else w.model,
         batch=w.batch,
         seq_len=None if decode else w.tokens_per_seq,
         context=w.kv_len if decode else None,
