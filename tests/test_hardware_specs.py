@@ -1,0 +1,152 @@
+"""Every hardware/*.yaml loads, explains what no datasheet gives, and keeps the published dense peaks.
+
+The pinned values below are the published dense figures, each with the document it comes from; a change to a
+GPU file that moves one of them must come with a new source, not a quiet edit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rooflinectl.hardware import Sourced, load_gpu_file
+
+HARDWARE = Path(__file__).parent.parent / "hardware"
+FILES = sorted(HARDWARE.glob("*.yaml"))
+
+
+def _id(path: Path) -> str:
+    return path.stem
+
+
+def _sections(gpu) -> dict[str, Sourced]:
+    return {
+        name: value for name in type(gpu).model_fields if isinstance(value := getattr(gpu, name), Sourced)
+    }
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_file_loads_and_its_id_is_its_name(path):
+    gpu = load_gpu_file(path)
+    assert gpu.id == path.stem
+    assert {"memory", "limits", "compute", "interconnect"} <= set(_sections(gpu))
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_every_derived_entry_says_how(path):
+    for section_name, section in _sections(load_gpu_file(path)).items():
+        assert section.source.strip(), f"{section_name} has an empty source"
+        for field, how in section.derived.items():
+            assert how.startswith(("derived", "estimated")), f"{section_name}.derived.{field}: {how[:40]!r}"
+
+
+def test_ids_and_aliases_are_unique_across_files():
+    owner: dict[str, str] = {}
+    for path in FILES:
+        gpu = load_gpu_file(path)
+        for name in [gpu.id, *gpu.aliases]:
+            key = name.lower()  # lookup is case-insensitive
+            assert key not in owner, f"'{name}' names both {owner[key]} and {path.name}"
+            owner[key] = path.name
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_shared_memory_bandwidth_is_128_bytes_per_clock_per_sm(path):
+    # Every derived smem bandwidth here is 32 banks x 4 B per clock per SM (CU) at the boost clock.
+    gpu = load_gpu_file(path)
+    if gpu.memory.smem_bandwidth_gbps is None:
+        return
+    expected = 128 * gpu.sm_count * gpu.boost_clock_mhz * 1e6 / 1e9
+    assert gpu.memory.smem_bandwidth_gbps == pytest.approx(expected, rel=5e-4)
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_limits_agree_with_memory(path):
+    gpu = load_gpu_file(path)
+    m, lim = gpu.memory, gpu.limits
+    # The per-block maximum plus the system's reserved share fits in the SM's shared memory.
+    assert lim.max_smem_per_block_kib + lim.reserved_smem_per_block_bytes / 1024 <= m.smem_per_sm_kib
+    # The register file in KiB holds registers_per_sm 32-bit registers.
+    assert m.register_file_per_sm_kib * 1024 / 4 == lim.registers_per_sm
+    assert lim.max_registers_per_block <= lim.registers_per_sm
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_peaks_are_dense_and_ordered(path):
+    c = load_gpu_file(path).compute
+    t = c.tensor_tflops
+    # Narrower data types never run slower on the tensor cores than wider ones.
+    order = [d for d in ("fp64", "tf32", "bf16", "fp8", "fp4") if d in t]
+    assert [t[d] for d in order] == sorted(t[d] for d in order)
+    if "bf16" in t and "fp16" in t:
+        assert t["bf16"] == t["fp16"]
+    # Tensor cores beat the vector units at the same precision.
+    for dtype in ("fp64", "fp16", "bf16"):
+        if dtype in t and dtype in c.vector_tflops:
+            assert t[dtype] >= c.vector_tflops[dtype]
+
+
+# (file id, dotted field, published value); the comment above each group names the source.
+PINNED = [
+    # NVIDIA A100 datasheet (2021), A100 80GB SXM: BF16 Tensor 312 TFLOPS (624 with sparsity), 2,039 GB/s.
+    ("a100-80gb", "compute.tensor_tflops.bf16", 312),
+    ("a100-80gb", "memory.hbm_bandwidth_gbps", 2039),
+    # NVIDIA A100 whitepaper (2020), Table 1: 1555 GB/s HBM2, TF32 Tensor 156 TFLOPS dense.
+    ("a100-40gb", "memory.hbm_bandwidth_gbps", 1555),
+    ("a100-40gb", "compute.tensor_tflops.tf32", 156),
+    # NVIDIA H100 whitepaper (2022), Table 3, H100 SXM5: BF16 989.4 dense; H100 datasheet: 3.35 TB/s.
+    ("h100-sxm", "compute.tensor_tflops.bf16", 989.4),
+    ("h100-sxm", "memory.hbm_bandwidth_gbps", 3350),
+    # NVIDIA H100 whitepaper v1.04, Table 3, H100 PCIe: BF16 756/1513, 2039 GB/s.
+    ("h100-pcie", "compute.tensor_tflops.bf16", 756),
+    ("h100-pcie", "memory.hbm_bandwidth_gbps", 2039),
+    # NVIDIA H200 datasheet: 141 GB HBM3e at 4.8 TB/s; BF16 1,979 TFLOPS with sparsity = 989.4 dense.
+    ("h200", "memory.hbm_bandwidth_gbps", 4800),
+    ("h200", "memory.hbm_capacity_gib", 141),
+    ("h200", "compute.tensor_tflops.bf16", 989.4),
+    # NVIDIA A100 whitepaper (2020), Table 1, Tesla V100 SXM2: FP16 Tensor 125 TFLOPS, 900 GB/s.
+    ("v100", "compute.tensor_tflops.fp16", 125),
+    ("v100", "memory.hbm_bandwidth_gbps", 900),
+    # NVIDIA Ada whitepaper, Appendix A, RTX 4090: FP16 Tensor with FP32 accumulate 165.2 dense, 1008 GB/s.
+    ("rtx4090", "compute.tensor_tflops.fp16", 165.2),
+    ("rtx4090", "memory.hbm_bandwidth_gbps", 1008),
+    # NVIDIA L4 datasheet: FP16 Tensor 242 TFLOPS with sparsity = 121 dense, 300 GB/s.
+    ("l4", "compute.tensor_tflops.fp16", 121),
+    ("l4", "memory.hbm_bandwidth_gbps", 300),
+    # NVIDIA L40S datasheet: FP8 Tensor 733 dense (1,466 with sparsity), 864 GB/s.
+    ("l40s", "compute.tensor_tflops.fp8", 733),
+    ("l40s", "memory.hbm_bandwidth_gbps", 864),
+    # NVIDIA HGX B200 per-GPU specifications: FP16/BF16 4.5 PFLOPS and FP4 18 PFLOPS with sparsity, 7.7 TB/s.
+    ("b200", "compute.tensor_tflops.bf16", 2250),
+    ("b200", "compute.tensor_tflops.fp4", 9000),
+    ("b200", "memory.hbm_bandwidth_gbps", 7700),
+    # AMD ROCm 'MI300 series microarchitecture' peak table: Matrix BF16 1307.4 TFLOPS, 5.3 TB/s.
+    ("mi300x", "compute.tensor_tflops.bf16", 1307.4),
+    ("mi300x", "memory.hbm_bandwidth_gbps", 5300),
+    ("mi300x", "limits.warp_size", 64),
+    # Baseten, 'NVIDIA A10 vs A10G' (2023): A10G 24 GB GDDR6 at 600 GB/s.
+    ("a10g", "memory.hbm_bandwidth_gbps", 600),
+]
+
+
+@pytest.mark.parametrize(("gpu_id", "field", "value"), PINNED, ids=[f"{g}:{f}" for g, f, _ in PINNED])
+def test_published_values(gpu_id, field, value):
+    node = load_gpu_file(HARDWARE / f"{gpu_id}.yaml")
+    for part in field.split("."):
+        node = node[part] if isinstance(node, dict) else getattr(node, part)
+    assert node == pytest.approx(value)
+
+
+def test_only_supported_tensor_types_are_listed():
+    # Volta tensor cores take FP16 only; FP8 arrives with Ada/Hopper, FP4 with Blackwell; Ampere has FP64 tensor
+    # cores only on GA100.
+    types = {p.stem: set(load_gpu_file(p).compute.tensor_tflops) for p in FILES}
+    assert types["v100"] == {"fp16"}
+    for ampere in ("a100-40gb", "a100-80gb", "a10g"):
+        assert not types[ampere] & {"fp8", "fp4"}
+    assert "fp64" not in types["a10g"]
+    for ada in ("l4", "l40s", "rtx4090"):
+        assert "fp8" in types[ada] and "fp4" not in types[ada] and "fp64" not in types[ada]
+    assert "fp4" in types["b200"]
+    assert [g for g, t in types.items() if "fp4" in t] == ["b200"]
