@@ -1,0 +1,1 @@
+"""Triton kernels that `measure` runs; `registry` finds them by name without importing torch or triton."""

@@ -1,0 +1,108 @@
+"""copy: y = x for N contiguous elements, the bandwidth probe.
+
+Reads N elements and writes N elements, no arithmetic (op.copy_op). Each program moves one BLOCK of
+consecutive elements with 16-byte vector loads and stores; the number of bytes in flight per SM, not the
+arithmetic, decides its speed, which is what `calibrate` wants to measure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from ..op import Op, copy_op
+from .base import Inputs, Kernel, torch_dtype
+
+
+@dataclass(frozen=True)
+class CopyConfig:
+    block: int  # elements per program
+    num_warps: int
+    hints: bool = True  # evict_first on the load: the data is never read again, keep the L2 for the writes
+
+
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr, HINTS: tl.constexpr):
+    # Reads BLOCK elements, writes BLOCK elements.
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        if HINTS:
+            x = tl.load(x_ptr + offs, eviction_policy="evict_first")
+        else:
+            x = tl.load(x_ptr + offs)
+        tl.store(y_ptr + offs, x)
+    else:
+        mask = offs < n
+        if HINTS:
+            x = tl.load(x_ptr + offs, mask=mask, eviction_policy="evict_first")
+        else:
+            x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(y_ptr + offs, x, mask=mask)
+
+
+# 8192 elements (16 KB of bf16) per program in 8 warps: 32 elements, four 16-byte vectors, per thread in flight.
+# Measured on an H200 (docs/kernels-tuning.md).
+_BLOCK = 8192
+_WARPS = 8
+
+
+class Copy(Kernel):
+    name = "copy"
+    summary = "device-to-device copy: the bandwidth probe"
+    shape_format = "N"
+    dtypes = ("bf16", "fp16", "fp32")
+    default_dtype = "bf16"
+    # 2**28 elements: 512 MB of bf16 each way, far past the L2, about 0.25 ms on an H200.
+    default_shapes = [(1 << 28,)]
+    interpret_shapes = [(1,), (1000,), (4097,), (20000,)]
+
+    def op(self, shape, dtype) -> Op:
+        (n,) = shape
+        return copy_op(f"copy {n}", n, dtype)
+
+    def make_inputs(self, shape, dtype, device, generator) -> Inputs:
+        (n,) = shape
+        x = torch.randn((n,), generator=generator, device=device, dtype=torch.float32)
+        return {"x": x.to(torch_dtype(dtype))}
+
+    def make_output(self, inputs: Inputs) -> torch.Tensor:
+        return torch.empty_like(inputs["x"])
+
+    def config_for(self, shape, dtype) -> CopyConfig:
+        return CopyConfig(_BLOCK, _WARPS)
+
+    def candidates(self, shape, dtype) -> list[CopyConfig]:
+        out = [self.config_for(shape, dtype)]
+        for block, warps in ((2048, 4), (4096, 4), (4096, 8), (8192, 4), (8192, 16), (16384, 8), (16384, 16)):
+            out.append(CopyConfig(block, warps))
+        out.append(CopyConfig(_BLOCK, _WARPS, hints=False))
+        return list(dict.fromkeys(out))
+
+    def run(self, inputs: Inputs, out: torch.Tensor, config: CopyConfig | None = None) -> None:
+        x = inputs["x"]
+        if not (x.is_contiguous() and out.is_contiguous()) or out.numel() != x.numel():
+            raise ValueError("copy takes contiguous tensors of the same size")
+        n = x.numel()
+        cfg = config or self.config_for((n,), None)
+        self._start_run()
+        grid = (triton.cdiv(n, cfg.block),)
+        handle = _copy_kernel[grid](
+            x, out, n, BLOCK=cfg.block, EVEN=n % cfg.block == 0, HINTS=cfg.hints, num_warps=cfg.num_warps
+        )
+        self._record(_copy_kernel, grid, asdict(cfg), handle)
+
+    def reference(self, inputs: Inputs) -> torch.Tensor:
+        return inputs["x"].to(torch.float64)
+
+    def eager(self, inputs: Inputs) -> torch.Tensor:
+        x = inputs["x"]
+        return torch.empty_like(x).copy_(x)
+
+    def tolerance(self, dtype: str) -> float:
+        return 0.0  # a copy is exact
+
+
+KERNEL = Copy()

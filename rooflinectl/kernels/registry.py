@@ -1,0 +1,53 @@
+"""The measured kernels by name. Importing this module imports no torch and no triton: ``get_kernel`` imports the
+one kernel module asked for, and only then.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import UserError, closest
+
+if TYPE_CHECKING:
+    from .base import Kernel
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What ``measure --list`` shows of a kernel without importing it, and where its ``KERNEL`` object lives."""
+
+    name: str
+    summary: str
+    module: str
+
+
+_INFOS = (
+    KernelInfo(
+        "fused_softmax",
+        "row softmax in fp32: one HBM read and write while a row fits on chip, online normalizer beyond",
+        "rooflinectl.kernels.softmax",
+    ),
+    KernelInfo("copy", "device-to-device copy: the bandwidth probe", "rooflinectl.kernels.copy"),
+    KernelInfo(
+        "matmul",
+        "C = A·B with fp32 accumulation (tf32 for fp32): the Triton compute probe",
+        "rooflinectl.kernels.matmul",
+    ),
+    KernelInfo(
+        "rmsnorm_linear",
+        "y = RMSNorm(x)·Wᵀ fused: the normalized activations never reach HBM",
+        "rooflinectl.kernels.rmsnorm_linear",
+    ),
+)
+
+KERNELS: dict[str, KernelInfo] = {info.name: info for info in _INFOS}
+
+
+def get_kernel(name: str) -> Kernel:
+    """The kernel registered as ``name`` (its module imported now); UserError naming the closest names if unknown."""
+    info = KERNELS.get(name)
+    if info is None:
+        raise UserError(f"unknown kernel '{name}'{closest(name, KERNELS)}; known: {', '.join(KERNELS)}")
+    return importlib.import_module(info.module).KERNEL

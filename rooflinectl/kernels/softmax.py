@@ -1,0 +1,294 @@
+"""fused_softmax: y = softmax(x) along each row of a ROWS×COLS tensor, computed in fp32 for fp32/fp16/bf16 inputs.
+
+Reads rows·cols elements and writes rows·cols elements (op.softmax_op), and does it in one pass over HBM while
+a row fits on chip:
+
+- ``rows`` mode (row length up to ``_ONLINE_ABOVE``): each program loads ROWS whole rows into registers, takes the
+  max, the exponentials, their sum and the quotient, and writes the rows back: one read, one write.
+- ``online`` mode (longer rows): one program per row walks the row in chunks twice. The first pass keeps the
+  running max m and the running sum s of exp(x − m) (Milakov & Gimelshein, "Online normalizer calculation for
+  softmax", 2018: when a chunk raises the max, s is rescaled by exp(m_old − m_new)); the second pass writes
+  exp(x − m)/s. That is two reads and one write of HBM in the worst case. The second pass walks the chunks in
+  reverse, so that it starts with the ones the first pass loaded last, which are still in the L2 cache, and the
+  first pass asks the L2 to keep its lines (evict_last) while the second marks them as done (evict_first): most of
+  the second read then comes from the L2, not from HBM.
+
+Rows may be non-contiguous (any row stride, e.g. a column slice of a wider tensor) and columns may be strided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from ..op import Op, softmax_op
+from .base import Inputs, Kernel, torch_dtype
+
+# Rows up to this many elements are held whole in registers (one read, one write); longer rows take the online
+# path. Measured on an H200 (docs/kernels-tuning.md): see _rows_config and _online_config for the numbers.
+_ONLINE_ABOVE = 32768
+
+
+@dataclass(frozen=True)
+class SoftmaxConfig:
+    mode: str  # "rows": ROWS whole rows per program; "online": one row per program, two passes over chunks
+    block: int  # rows: the row length rounded up to a power of two; online: the chunk length
+    rows_per_program: int = 1
+    num_warps: int = 4
+    num_stages: int = 1
+    reverse: bool = True  # online: walk the chunks backwards in the second pass (L2 reuse)
+    prefetch: bool = True  # online: load the next chunk before working on this one
+    hints: bool = True  # L2 eviction hints (see the module docstring)
+
+
+@triton.jit
+def _softmax_rows_kernel(
+    x_ptr,
+    y_ptr,
+    n_rows,
+    n_cols,
+    sxr,
+    sxc,
+    syr,
+    syc,
+    BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,
+    HINTS: tl.constexpr,
+):
+    # Reads ROWS rows of n_cols elements, writes ROWS rows: one HBM read and one write per element.
+    pid = tl.program_id(0)
+    rows = (pid * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    x_ptrs = x_ptr + rows[:, None] * sxr + cols[None, :] * sxc
+    if HINTS:
+        x = tl.load(x_ptrs, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+    else:
+        x = tl.load(x_ptrs, mask=mask, other=-float("inf"))
+    x = x.to(tl.float32)
+    m = tl.max(x, axis=1)
+    e = tl.exp(x - m[:, None])
+    s = tl.sum(e, axis=1)
+    y = e * (1.0 / s)[:, None]
+    y_ptrs = y_ptr + rows[:, None] * syr + cols[None, :] * syc
+    tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _load_chunk(x_row, c, offs, n_cols, sxc, BLOCK: tl.constexpr, POLICY: tl.constexpr, HINTS: tl.constexpr):
+    # Chunk -1 and chunk n_chunks (prefetches past either end) are fully masked and move no bytes.
+    cols = c * BLOCK + offs
+    mask = (cols >= 0) & (cols < n_cols)
+    if HINTS:
+        x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"), eviction_policy=POLICY)
+    else:
+        x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"))
+    return x
+
+
+@triton.jit
+def _softmax_online_kernel(
+    x_ptr,
+    y_ptr,
+    n_cols,
+    sxr,
+    sxc,
+    syr,
+    syc,
+    BLOCK: tl.constexpr,
+    REVERSE: tl.constexpr,
+    HINTS: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    # Pass 1 reads the row once for its max and normalizer; pass 2 reads it again (mostly from the L2) and writes.
+    # With PREFETCH, each pass loads chunk c+1 before it works on chunk c, so that loads stay in flight during
+    # the block-wide reductions (a chunk past the end is fully masked and moves no bytes).
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * sxr
+    y_row = y_ptr + row * syr
+    offs = tl.arange(0, BLOCK)
+    n_chunks = tl.cdiv(n_cols, BLOCK)
+    # Running max and sum, one element wide so that they stay tensors through the loop.
+    m_run = tl.full([1], -float("inf"), tl.float32)
+    s_run = tl.zeros([1], tl.float32)
+    if PREFETCH:
+        x_next = _load_chunk(x_row, 0, offs, n_cols, sxc, BLOCK, "evict_last", HINTS)
+    for c in range(0, n_chunks):
+        if PREFETCH:
+            x = x_next
+            x_next = _load_chunk(x_row, c + 1, offs, n_cols, sxc, BLOCK, "evict_last", HINTS)
+        else:
+            x = _load_chunk(x_row, c, offs, n_cols, sxc, BLOCK, "evict_last", HINTS)
+        x = x.to(tl.float32)
+        m_new = tl.maximum(m_run, tl.max(x, axis=0))
+        # A chunk of -inf only (the masked tail, or masked-out scores) leaves m at -inf: exponents then use 0,
+        # so that exp(-inf - -inf) never makes a NaN.
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+        m_run = m_new
+    inv = 1.0 / s_run
+    first = n_chunks - 1 if REVERSE else 0
+    step = -1 if REVERSE else 1
+    if PREFETCH:
+        x_next = _load_chunk(x_row, first, offs, n_cols, sxc, BLOCK, "evict_first", HINTS)
+    for i in range(0, n_chunks):
+        c = first + step * i
+        if PREFETCH:
+            x = x_next
+            # c + step is -1 or n_chunks after the last chunk: fully masked, no bytes.
+            x_next = _load_chunk(x_row, c + step, offs, n_cols, sxc, BLOCK, "evict_first", HINTS)
+        else:
+            x = _load_chunk(x_row, c, offs, n_cols, sxc, BLOCK, "evict_first", HINTS)
+        cols = c * BLOCK + offs
+        y = tl.exp(x.to(tl.float32) - m_run) * inv
+        tl.store(y_row + cols * syc, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+# "rows" mode: elements one program holds (ROWS × BLOCK). Short rows are packed ROWS to a program so that each
+# program still moves a few KB; measured on an H200 (docs/kernels-tuning.md).
+_ROWS_TARGET_ELEMENTS = 4096
+
+
+def _rows_config(
+    cols: int, num_warps: int | None = None, rows_per_program: int | None = None, n_rows: int | None = None
+) -> SoftmaxConfig:
+    block = max(16, _next_pow2(cols))
+    rows = rows_per_program or max(1, _ROWS_TARGET_ELEMENTS // block)
+    if n_rows is not None:
+        rows = min(rows, _next_pow2(n_rows))  # no more rows a program than the tensor has
+    elements = rows * block
+    # About 16 fp32 values per thread, 4 to 16 warps (measured on an H200: docs/kernels-tuning.md).
+    warps = num_warps or min(16, max(4, elements // 512))
+    return SoftmaxConfig("rows", block, rows_per_program=rows, num_warps=warps)
+
+
+# "online" mode: chunk length and warps. 16,384 elements in 32 warps (16 a thread, twice with the prefetch, 53
+# registers) make one program of 1,024 threads per SM, which keeps the rows in flight, and so the L2 working set,
+# small. Measured on an H200 (docs/kernels-tuning.md).
+_ONLINE_BLOCK = 16384
+_ONLINE_WARPS = 32
+
+
+def _online_config(block: int = _ONLINE_BLOCK, num_warps: int = _ONLINE_WARPS, **kw) -> SoftmaxConfig:
+    return SoftmaxConfig("online", block, num_warps=num_warps, **kw)
+
+
+class FusedSoftmax(Kernel):
+    name = "fused_softmax"
+    summary = "row softmax in fp32: one HBM read and write while a row fits on chip, online normalizer beyond"
+    shape_format = "ROWSxCOLS"
+    dtypes = ("bf16", "fp16", "fp32")
+    default_dtype = "bf16"
+    # Issue 4's targets: rows of 1,024 to 16,384 and 65,536 to 262,144 elements, 4,096 rows.
+    default_shapes = [(4096, 1024), (4096, 4096), (4096, 16384), (4096, 65536), (4096, 262144)]
+    interpret_shapes = [(1, 1), (3, 7), (5, 781), (2, 3000)]
+
+    def op(self, shape, dtype) -> Op:
+        rows, cols = shape
+        return softmax_op(f"softmax {rows}x{cols}", rows, cols, dtype)
+
+    def make_inputs(self, shape, dtype, device, generator) -> Inputs:
+        rows, cols = shape
+        # Standard normal scores times 4: a spread of logits like attention scores, never all equal.
+        x = torch.randn((rows, cols), generator=generator, device=device, dtype=torch.float32) * 4.0
+        return {"x": x.to(torch_dtype(dtype))}
+
+    def make_output(self, inputs: Inputs) -> torch.Tensor:
+        x = inputs["x"]
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+    def config_for(self, shape, dtype) -> SoftmaxConfig:
+        rows, cols = shape
+        return _rows_config(cols, n_rows=rows) if cols <= _ONLINE_ABOVE else _online_config()
+
+    def candidates(self, shape, dtype) -> list[SoftmaxConfig]:
+        rows, cols = shape
+        out = [self.config_for(shape, dtype)]
+        if cols <= _ONLINE_ABOVE:  # longer rows spill registers (ptxas, sm_90: 65,536 in 32 warps)
+            block = max(16, _next_pow2(cols))
+            for elements in (2048, 4096, 8192):
+                rows_per_program = max(1, elements // block)
+                for per_thread in (8, 16, 32):  # fp32 values a thread holds
+                    warps = rows_per_program * block // (32 * per_thread)
+                    if 4 <= warps <= 32:
+                        out.append(_rows_config(cols, num_warps=warps, rows_per_program=rows_per_program))
+        if cols > 8192:
+            for block, warps, prefetch in (
+                (4096, 8, True),
+                (8192, 16, True),
+                (8192, 16, False),
+                (16384, 16, True),
+                (16384, 32, True),
+                (32768, 32, False),
+            ):
+                if block < cols:
+                    out.append(_online_config(block, warps, prefetch=prefetch))
+            out.append(_online_config(reverse=False))
+            out.append(_online_config(hints=False))
+        return list(dict.fromkeys(out))
+
+    def run(self, inputs: Inputs, out: torch.Tensor, config: SoftmaxConfig | None = None) -> None:
+        x = inputs["x"]
+        rows, cols = x.shape
+        cfg = config or self.config_for((rows, cols), None)
+        self._start_run()
+        meta = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        if cfg.mode == "rows":
+            if cfg.block < cols:
+                raise ValueError(f"rows mode needs block >= cols, got {cfg.block} < {cols}")
+            grid = (triton.cdiv(rows, cfg.rows_per_program),)
+            handle = _softmax_rows_kernel[grid](
+                x,
+                out,
+                rows,
+                cols,
+                x.stride(0),
+                x.stride(1),
+                out.stride(0),
+                out.stride(1),
+                BLOCK=cfg.block,
+                ROWS=cfg.rows_per_program,
+                HINTS=cfg.hints,
+                **meta,
+            )
+            self._record(_softmax_rows_kernel, grid, asdict(cfg), handle)
+        elif cfg.mode == "online":
+            grid = (rows,)
+            handle = _softmax_online_kernel[grid](
+                x,
+                out,
+                cols,
+                x.stride(0),
+                x.stride(1),
+                out.stride(0),
+                out.stride(1),
+                BLOCK=cfg.block,
+                REVERSE=cfg.reverse,
+                HINTS=cfg.hints,
+                PREFETCH=cfg.prefetch,
+                **meta,
+            )
+            self._record(_softmax_online_kernel, grid, asdict(cfg), handle)
+        else:
+            raise ValueError(f"unknown softmax mode {cfg.mode!r}")
+
+    def reference(self, inputs: Inputs) -> torch.Tensor:
+        return torch.softmax(inputs["x"].to(torch.float64), dim=-1)
+
+    def eager(self, inputs: Inputs) -> torch.Tensor:
+        return torch.softmax(inputs["x"], dim=-1)
+
+    def tolerance(self, dtype: str) -> float:
+        # fp32: exp and division in fp32 land near 1e-6; 16-bit outputs are rounded to 8 (bf16) or 11 (fp16)
+        # mantissa bits, about 2e-3 and 3e-4 relative.
+        return {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}[dtype]
+
+
+KERNEL = FusedSoftmax()
