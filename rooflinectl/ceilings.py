@@ -1,0 +1,206 @@
+"""Ceilings measured on the device in hand, and the calibrated hardware YAML that carries them.
+
+Two probes, shared by ``measure`` (once per run, for the "% of measured" column) and ``calibrate`` (written into a
+hardware file whose ``measured`` section ``analyze --calibrated`` and ``plot`` use as roofs):
+
+- bandwidth: a large device-to-device ``copy_`` by torch; bytes = bytes read + bytes written (DESIGN.md).
+- compute: an n×n×n product by torch on random data (zeros run faster and overstate the peak), per data type:
+  bf16 and fp16 through ``torch.matmul``, tf32 through an fp32 matmul with ``allow_tf32``, fp8 (e4m3) through
+  ``torch._scaled_mm`` where the device has fp8 tensor cores (compute capability 8.9 and up). FLOPs = 2·n³.
+
+Torch and triton are imported inside the functions. The YAML writer is pure and tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from .errors import UserError
+from .hardware import GPU, Measured, load_gpu_file
+from .records import Ceilings
+
+# The probes' sizes. 8192³ is the size issue 4's targets name ("torch's bf16 matmul at 8192³") and is large enough
+# to keep every SM of an H100/H200 busy for about a millisecond. The copy moves at least 1 GiB each way, and at least
+# 16 L2s, so that the L2 (50-60 MB on Hopper) holds a negligible share of it.
+MATMUL_SIZE = 8192
+COPY_MIN_BYTES = 1 << 30
+COPY_L2_MULTIPLE = 16
+# Longer warm-up and timing windows than do_bench's defaults (25 and 100 ms): clocks ramp up under a sustained load
+# and a ceiling should be the sustained figure.
+PROBE_WARMUP_MS = 200
+PROBE_REP_MS = 500
+
+# Data types calibrate probes, in this order; each is skipped (with a note) where the device or torch lacks it.
+PROBE_DTYPES = ("bf16", "fp16", "tf32", "fp8")
+
+Bench = Callable[..., tuple[float, float, float]]  # fn -> (median, p20, p80) in seconds
+
+
+def copy_bytes_for(l2_bytes: int | None) -> int:
+    """Bytes one side of the bandwidth probe's copy holds: 1 GiB, or 16 L2s if that is more."""
+    return max(COPY_MIN_BYTES, COPY_L2_MULTIPLE * (l2_bytes or 0))
+
+
+def probe_copy_bandwidth(bench: Bench, l2_bytes: int | None) -> tuple[float, int]:
+    """(GB/s, bytes moved per copy) of a device-to-device copy_ of random bf16 data, read + written."""
+    import torch
+
+    n = copy_bytes_for(l2_bytes) // 2
+    src = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    moved = 2 * src.numel() * src.element_size()  # read src + write dst
+    median, _, _ = bench(lambda: dst.copy_(src), warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
+    return moved / median / 1e9, moved
+
+
+def fp8_supported() -> bool:
+    import torch
+
+    return (
+        hasattr(torch, "float8_e4m3fn")
+        and hasattr(torch, "_scaled_mm")
+        and torch.cuda.get_device_capability() >= (8, 9)
+    )
+
+
+@contextlib.contextmanager
+def _tf32(enabled: bool):
+    import torch
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def probe_matmul(bench: Bench, dtype: str, n: int = MATMUL_SIZE) -> float:
+    """TFLOP/s of an n×n×n product in ``dtype`` (bf16, fp16, tf32, fp8) on random data; ValueError if unsupported."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    flops = 2 * n**3
+    if dtype in ("bf16", "fp16"):
+        t = torch.bfloat16 if dtype == "bf16" else torch.float16
+        a = torch.randn(n, n, device="cuda", dtype=t, generator=g)
+        b = torch.randn(n, n, device="cuda", dtype=t, generator=g)
+        median, _, _ = bench(lambda: torch.matmul(a, b), warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
+    elif dtype == "tf32":
+        a = torch.randn(n, n, device="cuda", dtype=torch.float32, generator=g)
+        b = torch.randn(n, n, device="cuda", dtype=torch.float32, generator=g)
+        with _tf32(True):
+            median, _, _ = bench(lambda: torch.matmul(a, b), warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
+    elif dtype == "fp8":
+        if not fp8_supported():
+            raise ValueError("fp8 needs torch._scaled_mm and a device of compute capability 8.9 or higher")
+        f8 = torch.float8_e4m3fn
+        a = torch.randn(n, n, device="cuda", generator=g).to(f8)
+        # _scaled_mm takes B column-major: the transpose of a row-major n×n tensor.
+        b = torch.randn(n, n, device="cuda", generator=g).to(f8).t()
+        one = torch.ones((), device="cuda", dtype=torch.float32)
+
+        def fn():
+            return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+        median, _, _ = bench(fn, warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
+    else:
+        raise ValueError(f"no matmul probe for {dtype}")
+    return flops / median / 1e12
+
+
+def measure_ceilings(
+    bench: Bench,
+    l2_bytes: int | None,
+    dtypes: list[str] | tuple[str, ...],
+    on_step: Callable[[str], None] = lambda text: None,
+    n: int = MATMUL_SIZE,
+) -> Ceilings:
+    """Copy bandwidth and the matmul peak of each of ``dtypes`` (those the device cannot run are noted, not fatal)."""
+    import torch
+
+    on_step("ceiling: device-to-device copy")
+    gbps, moved = probe_copy_bandwidth(bench, l2_bytes)
+    torch.cuda.empty_cache()  # the probe's buffers, freed on its return
+    tflops: dict[str, float] = {}
+    notes: list[str] = []
+    for dtype in dtypes:
+        on_step(f"ceiling: {dtype} matmul {n}³")
+        try:
+            tflops[dtype] = probe_matmul(bench, dtype, n)
+        except ValueError as err:
+            notes.append(f"{dtype} matmul not measured: {err}")
+        except RuntimeError as err:  # torch: not implemented for this device or build
+            notes.append(f"{dtype} matmul not measured: {str(err).splitlines()[0][:200]}")
+        torch.cuda.empty_cache()
+    return Ceilings(copy_bandwidth_gbps=gbps, copy_bytes=moved, tensor_tflops=tflops,
+                    matmul_size=n if dtypes else None, notes=notes)
+
+
+# --- the calibrated hardware file ----------------------------------------------------------------------------
+
+
+def measured_section(ceilings: Ceilings, *, device_name: str, date: str, command: str, torch_version: str,
+                     triton_version: str | None, driver: str | None) -> Measured:
+    if ceilings.copy_bandwidth_gbps is None:
+        raise UserError("calibrate: the copy bandwidth was not measured")
+    return Measured(
+        device_name=device_name,
+        date=date,
+        command=command,
+        torch_version=torch_version,
+        triton_version=triton_version,
+        driver=driver,
+        copy_bandwidth_gbps=round(ceilings.copy_bandwidth_gbps, 1),
+        tensor_tflops={k: round(v, 1) for k, v in ceilings.tensor_tflops.items()},
+    )
+
+
+def calibrated_id(spec: GPU, out: Path) -> str:
+    """The calibrated file's id: its file name (``my-h200.yaml`` -> ``my-h200``), so that it never collides with the
+    spec it came from in ``hardware list``; the spec's own id when the name is the same or not a valid id."""
+    stem = re.sub(r"[^a-z0-9._-]+", "-", out.stem.lower()).strip("-._")
+    return stem if re.fullmatch(r"[a-z0-9][a-z0-9._-]*", stem or "") else spec.id
+
+
+def calibrated_yaml(spec: GPU, measured: Measured, out: Path) -> str:
+    """The spec's content with ``measured`` replaced, as YAML text. A new id (see ``calibrated_id``) drops the
+    spec's aliases, so that ``--gpu h200`` still means the bundled spec; the same id keeps them, so that a file in a
+    folder of ROOFLINECTL_HARDWARE_PATH shadows the bundled one entirely."""
+    new_id = calibrated_id(spec, out)
+    data = spec.model_dump(mode="json", exclude_none=True)
+    data["id"] = new_id
+    if new_id != spec.id:
+        data["aliases"] = []
+        origin = f"Calibrated from the spec '{spec.id}' by rooflinectl calibrate on {measured.date}."
+        data["notes"] = f"{origin} {spec.notes}" if spec.notes else origin
+    data["measured"] = measured.model_dump(mode="json", exclude_none=True)
+    header = (
+        f"# {spec.name}: the spec sheet's numbers, and under 'measured' the ceilings that\n"
+        f"# `{measured.command}` measured on a {measured.device_name} ({measured.date}).\n"
+        f"# Use them as roofs with: rooflinectl analyze --calibrated --gpu {out}\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
+
+
+def write_calibrated(spec: GPU, measured: Measured, out: Path) -> GPU:
+    """Write the calibrated hardware file and load it back through the same loader as every spec (so a file that
+    would not load is never left behind); returns the loaded GPU."""
+    text = calibrated_yaml(spec, measured, out)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        tmp.write_text(text)
+    except OSError as err:
+        raise UserError(f"-o {out}: cannot write: {err.strerror}") from None
+    try:
+        gpu = load_gpu_file(tmp)
+    except UserError:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(out)
+    return gpu

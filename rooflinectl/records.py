@@ -1,0 +1,208 @@
+"""The Measurement record: what ``rooflinectl measure`` found, typed, saved and loaded as JSON.
+
+One file holds one run: the device and software it ran on, the ceilings measured in that run, and one
+``ShapeRecord`` per shape. ``rooflinectl plot --measured FILE`` reads the same file; it relies on the top-level
+``gpu.name`` and, per record, ``kernel``, ``op``, ``shape``, ``dtype``, ``flops``, ``bytes`` and ``time_s`` (None
+when the shape was not timed: the kernel failed its check, or ran in the interpreter).
+
+Units are in the names: ``*_s`` seconds, ``*_gbps`` 1e9 bytes/s, ``*_tflops`` 1e12 FLOP/s, ``*_pct`` percent.
+Rates and percentages are computed by ``rooflinectl.measure`` from the engine's placements; this module only
+holds them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import UserError, format_validation_error
+
+SCHEMA_VERSION = 1
+
+# A relative error of NaN or inf (a NaN in the output) is written as the JSON string "Infinity"/"NaN", so that the
+# file stays standard JSON and loads back to the same float.
+_CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+BaselineName = Literal["torch", "compile"]
+Timer = Literal["events", "cuda_graph"]
+Status = Literal["passed", "failed", "error", "checked"]
+
+
+class Record(BaseModel):
+    model_config = _CONFIG
+
+
+class Correctness(Record):
+    """The kernel's output against its torch reference on fresh random inputs, output poisoned with NaN first."""
+
+    rel_error: float  # ‖out − ref‖ / ‖ref‖ in float64; inf when the output holds a NaN or inf
+    tolerance: float
+    passed: bool  # rel_error <= tolerance (so a NaN never passes)
+    seed: int  # torch.Generator seed of the inputs: --seed reproduces them
+
+
+class Timing(Record):
+    """Median and 20–80% band of the timed runs (triton.testing.do_bench, CUDA events)."""
+
+    median_s: float
+    p20_s: float
+    p80_s: float
+    timer: Timer
+    input_sets: int  # buffers rotated between runs so that the L2 cannot hold the working set
+
+
+class Baseline(Record):
+    """The same operation run by torch eager or torch.compile, timed the same way."""
+
+    name: BaselineName
+    time_s: float | None = None
+    timing: Timing | None = None
+    achieved_gbps: float | None = None
+    achieved_tflops: float | None = None
+    speedup: float | None = None  # baseline time / kernel time: > 1 when the kernel is faster
+    rel_error: float | None = None  # the baseline's own error against the same reference
+    error: str | None = None  # why it has no time (torch.compile failed, ...)
+
+
+class LaunchRecord(Record):
+    """One Triton launch: its shape on the GPU and the resources it took (issue 7's per-launch anatomy).
+
+    Resource fields are None when the compiler's metadata is not there: under the interpreter nothing is compiled,
+    and the occupancy then counts only the warps (``occupancy_upper_bound``). Occupancy fields come from
+    ``rooflinectl.occupancy.launch_anatomy`` on the spec's limits; None without a spec (``note`` says why).
+    """
+
+    function: str
+    grid: list[int]
+    programs: int
+    num_warps: int | None = None  # warps per program
+    threads_per_program: int | None = None  # num_warps × warp size
+    n_regs: int | None = None  # registers per thread
+    n_spills: int | None = None
+    shared_bytes: int | None = None  # shared memory per program
+    config: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    programs_per_sm: int | None = None  # resident programs (blocks) per SM
+    occupancy: float | None = None  # active warps / max warps per SM, 0..1
+    occupancy_upper_bound: bool = False  # registers or shared memory unknown: only what is known was counted
+    limiter: str | None = None  # what binds the occupancy: warps, registers, shared memory, blocks
+    waves: int | None = None  # ceil(programs / (programs per SM × SMs))
+    last_wave_fill: float | None = None  # share of the last wave's slots that hold a program
+    warnings: list[str] = Field(default_factory=list)
+    note: str | None = None  # why some fields are missing
+
+
+class UnfusedOp(Record):
+    """One of the operations a fused kernel replaces, counted as its own kernel by the engine."""
+
+    op: str
+    flops: float
+    bytes: float
+    predicted_time_s: float | None = None
+
+
+class ShapeRecord(Record):
+    kernel: str
+    op: str  # the operation's name as the engine calls it
+    shape: list[int]
+    shape_text: str  # "4096x16384", in the kernel's shape_format
+    shape_format: str
+    dtype: str
+    flops: float  # one run, counted by the engine's rules (rooflinectl.op)
+    bytes: float
+    unit: Literal["tensor", "vector"]  # the compute roof the engine places the op under
+    op_dtype: str  # … at this data type
+    status: Status  # passed (checked and timed), failed (wrong result), error (raised), checked (interpreter)
+    correctness: Correctness | None = None
+    error: str | None = None  # the exception the kernel raised, on one line
+    time_s: float | None = None  # median; None when not timed
+    timing: Timing | None = None
+    achieved_gbps: float | None = None  # bytes / time_s
+    achieved_tflops: float | None = None  # flops / time_s
+    bound: Literal["memory", "compute"] | None = None  # under the spec's roofs
+    predicted_time_s: float | None = None  # roofline.place(op, spec roofs).time_s
+    spec_roof_pct: float | None = None  # predicted_time_s / time_s × 100: share of the attainable, spec roofs
+    measured_predicted_time_s: float | None = None  # the same under the ceilings measured in this run
+    measured_roof_pct: float | None = None
+    baselines: list[Baseline] = Field(default_factory=list)
+    launches: list[LaunchRecord] = Field(default_factory=list)
+    unfused: list[UnfusedOp] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class Ceilings(Record):
+    """Ceilings measured once in this run on this device, by the same probes as ``rooflinectl calibrate``."""
+
+    copy_bandwidth_gbps: float | None = None  # bytes read + written by a large torch copy_
+    copy_bytes: int | None = None  # bytes moved by one copy
+    tensor_tflops: dict[str, float] = Field(default_factory=dict)  # torch matmul (or _scaled_mm for fp8)
+    matmul_size: int | None = None  # n of the n×n×n products
+    notes: list[str] = Field(default_factory=list)
+
+
+class DeviceInfo(Record):
+    name: str  # torch.cuda.get_device_name(), or "CPU (Triton interpreter)"
+    spec: str | None = None  # id of the hardware spec compared against
+    spec_name: str | None = None
+    driver: str | None = None
+    cuda: str | None = None  # torch.version.cuda
+    compute_capability: str | None = None
+    sm_count: int | None = None
+    l2_bytes: int | None = None  # as the device reports it
+
+
+class MeasurementFile(Record):
+    """One ``rooflinectl measure`` run."""
+
+    schema_version: int = SCHEMA_VERSION
+    gpu: DeviceInfo
+    torch_version: str
+    triton_version: str
+    python_version: str
+    date: str  # local time with its UTC offset, ISO 8601
+    command: str
+    interpret: bool
+    seed: int  # the first shape's input seed; shape i uses seed + 1000·i (each record holds its own)
+    timer: Timer | None = None  # None: not timed (the interpreter)
+    warmup_ms: float | None = None
+    rep_ms: float | None = None
+    ceilings: Ceilings | None = None
+    records: list[ShapeRecord] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def failed(self) -> list[ShapeRecord]:
+        return [r for r in self.records if r.status in ("failed", "error")]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+def save(run: MeasurementFile, path: Path) -> None:
+    """Write the record as JSON; an unwritable path is a UserError."""
+    try:
+        path.write_text(run.to_json())
+    except OSError as err:
+        raise UserError(f"--save {path}: cannot write: {err.strerror}") from None
+
+
+def load(path: Path) -> MeasurementFile:
+    """A saved record, validated; a missing, malformed or foreign file is a one-line UserError."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: not JSON: {err.msg} at line {err.lineno}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a measurement record (a JSON object), found {type(data).__name__}")
+    try:
+        return MeasurementFile.model_validate(data)
+    except ValidationError as err:
+        raise UserError(format_validation_error(str(path), err)) from None
