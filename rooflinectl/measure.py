@@ -376,10 +376,19 @@ def _sync(device: str) -> None:
 def do_bench(fn: Callable[[], object], *, warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS,
              timer: str = "events") -> tuple[float, float, float]:
     """(median, 20th, 80th percentile) in seconds of ``fn`` on the GPU, from one set of timed runs."""
+    import inspect
+
+    import torch
     import triton.testing
 
     if timer == "cuda_graph":
-        ms = triton.testing.do_bench_cudagraph(fn, rep=rep_ms, quantiles=list(QUANTILES), return_mode="median")
+        bench = triton.testing.do_bench_cudagraph
+        if "quantiles" not in inspect.signature(bench).parameters:
+            raise UserError(f"--cuda-graph: triton {triton.__version__}'s do_bench_cudagraph gives no quantiles; "
+                            f"time without --cuda-graph")
+        # Older tritons refuse to capture on the default stream; newer ones make their own side stream anyway.
+        with torch.cuda.stream(torch.cuda.Stream()):
+            ms = bench(fn, rep=rep_ms, quantiles=list(QUANTILES), return_mode="median")
     else:
         ms = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=list(QUANTILES),
                                      return_mode="median")
@@ -496,17 +505,17 @@ def measure_shape(
     l2 = l2_bytes if l2_bytes is not None else (int(spec.memory.l2_size_mib * 2**20) if spec else 0)
     free = _free_memory(plan.device)
     n_sets = input_sets(_working_set(inputs, out), l2, free) if l2 else 1
-    sets = [(inputs, out)] + [_fresh(kernel, shape, plan, seed + i) for i in range(1, n_sets)]
     reporter.step(f"{label}: timing ({n_sets} input set{'s' if n_sets > 1 else ''})")
-    cycle = itertools.cycle(sets)
-
-    def run_kernel():
-        i, o = next(cycle)
-        kernel.run(i, o)
-
     try:
+        sets = [(inputs, out)] + [_fresh(kernel, shape, plan, seed + i) for i in range(1, n_sets)]
+        cycle = itertools.cycle(sets)
+
+        def run_kernel():
+            i, o = next(cycle)
+            kernel.run(i, o)
+
         t = bench(run_kernel, warmup_ms=plan.warmup_ms, rep_ms=plan.rep_ms)
-    except Exception as err:
+    except Exception as err:  # out of memory, a launch that fails only when timed: report it, go on
         rec.status, rec.error, rec.notes = "error", one_line(err), notes
         return rec
     rec.status = "passed"
@@ -561,6 +570,7 @@ def _free_memory(device: str) -> int | None:
         return None
     import torch
 
+    torch.cuda.empty_cache()  # blocks torch caches but no longer uses count as free
     return torch.cuda.mem_get_info()[0]
 
 
@@ -587,9 +597,14 @@ def run_measure(
     reporter = reporter or Reporter()
     for shape in plan.shapes:
         kernel.check(shape, plan.dtype)
+    ceiling_bench = bench
     if bench is None:
         def bench(fn, warmup_ms=WARMUP_MS, rep_ms=REP_MS):
             return do_bench(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, timer=plan.timer)
+
+        # The ceilings are timed as calibrate times them, with CUDA events, whatever the kernel's timer.
+        def ceiling_bench(fn, warmup_ms=WARMUP_MS, rep_ms=REP_MS):
+            return do_bench(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, timer="events")
     info = info or device_info(spec, plan.device)
     notes = spec_mismatch_notes(spec, info) if spec else []
     ops = [kernel.op(shape, plan.dtype) for shape in plan.shapes]
@@ -598,7 +613,7 @@ def run_measure(
     if plan.timed and ceilings is None:
         from .ceilings import measure_ceilings
 
-        ceilings = measure_ceilings(bench, info.l2_bytes, ceiling_dtypes(ops), on_step=reporter.step)
+        ceilings = measure_ceilings(ceiling_bench, info.l2_bytes, ceiling_dtypes(ops), on_step=reporter.step)
         reporter.advance()
     records = []
     for i, shape in enumerate(plan.shapes):

@@ -21,6 +21,7 @@ import torch
 
 from helpers import cli
 from rooflinectl.ceilings import calibrated_yaml, measured_section, write_calibrated
+from rooflinectl.cli.measure import print_run
 from rooflinectl.errors import UserError
 from rooflinectl.hardware import load_gpu
 from rooflinectl.kernels.base import Kernel
@@ -425,18 +426,18 @@ def rooflinectl(*args: str) -> subprocess.CompletedProcess:
 def interpreted(tmp_path_factory):
     out = tmp_path_factory.mktemp("interp") / "softmax.json"
     proc = rooflinectl("measure", "--kernel", "fused_softmax", "--interpret", "--shape", "5x781,1x1",
-                       "--dtype", "fp32", "--gpu", "h200", "--seed", "11", "--save", str(out))
+                       "--dtype", "fp32", "--gpu", "h200", "--seed", "11", "--save", str(out), "--json")
     return proc, out
 
 
-def test_interpret_checks_correctness_only(interpreted):
+def test_interpret_checks_correctness_only(interpreted, capsys):
     proc, out = interpreted
     assert proc.returncode == 0, proc.stderr
-    assert "checked correctness only, in Triton's interpreter on the CPU: nothing was timed" in proc.stdout
-    assert "5x781" in proc.stdout and "ok " in proc.stdout
-    assert "reproduce: rooflinectl measure --kernel fused_softmax --shape 5x781,1x1 --dtype fp32 --gpu h200 " \
-           "--seed 11 --interpret" in proc.stdout
+    assert proc.stderr == ""  # no progress bar, no interpreter warnings
     run = load(out)
+    assert MeasurementFile.model_validate_json(proc.stdout) == run  # --json prints what --save writes
+    assert run.command == ("rooflinectl measure --kernel fused_softmax --shape 5x781,1x1 --dtype fp32 --gpu h200 "
+                           f"--seed 11 --interpret --save {out} --json")
     assert run.interpret and run.gpu.name == "CPU (Triton interpreter)" and run.gpu.spec == "h200"
     assert [r.shape for r in run.records] == [[5, 781], [1, 1]]
     for r in run.records:
@@ -445,6 +446,12 @@ def test_interpret_checks_correctness_only(interpreted):
     # 5×781 fp32: 2 × 3,905 × 4 = 31,240 bytes (softmax_op); predicted on the H200 spec: 31,240 / 4.8e12 s.
     assert run.records[0].bytes == 31_240
     assert run.records[0].predicted_time_s == pytest.approx(31_240 / 4.8e12)
+    # The same record, laid out for a terminal, says that nothing was timed.
+    print_run(run)
+    text = capsys.readouterr().out
+    assert "checked correctness only, in Triton's interpreter on the CPU: nothing was timed" in text
+    row = next(line for line in text.splitlines() if line.lstrip().startswith("5x781"))
+    assert f"ok {run.records[0].correctness.rel_error:.1e}" in row and "1e-04" in row
 
 
 def test_interpret_launch_anatomy_says_what_is_unknown(interpreted):
@@ -501,3 +508,91 @@ def test_calibrated_file_named_like_the_spec_keeps_its_aliases(tmp_path):
     out.write_text(text)
     gpu = load_gpu(str(out))
     assert gpu.id == "h200" and gpu.aliases == H200.aliases and gpu.measured is not None
+
+
+# --- the commands' wiring and layout when a GPU is there (the GPU faked) -------------------------------------
+
+
+def test_timed_run_lays_out_every_number(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    clock = FakeClock((2.0e-6, 1.9e-6, 2.2e-6), (3.0e-6, 2.9e-6, 3.1e-6))
+    run = run_fake(FakeSoftmax(), [(512, 2048)], clock=clock,
+                   ceilings=Ceilings(copy_bandwidth_gbps=3000.0, tensor_tflops={"bf16": 760.0}))
+    print_run(run)
+    text = capsys.readouterr().out
+    rows = [line.split() for line in text.splitlines() if line.lstrip().startswith("512x2048")]
+    # shape, check, time, band, GB/s, TFLOP/s, predicted, %spec, %meas (the numbers of the test above)
+    assert rows[0] == ["512x2048", "ok", f"{run.records[0].correctness.rel_error:.1e}", "2", "µs", "1.9–2.2", "µs",
+                       "2,097", "2.6", "1.25", "µs", "63", "70"]
+    # the torch baseline: time, band, GB/s, TFLOP/s, its error, the kernel's speedup
+    assert rows[1][:11] == ["512x2048", "torch", "eager", "3", "µs", "2.9–3.1", "µs", "1,398", "1.7",
+                            f"{run.records[0].baselines[0].rel_error:.1e}", "1.50"]
+    # the launch: grid 512, 4 warps, 128 threads, no registers/spills/smem known, 16 per SM, ≤100%, 1 wave
+    assert rows[2] == ["512x2048", "run", "512", "4", "128", "-", "-", "-", "16", "≤100%", "1", "warps"]
+    assert "ceilings measured in this run: copy 3,000 GB/s, bf16 matmul 760 TFLOP/s" in text
+    assert "reproduce: rooflinectl measure --kernel fake_softmax" in text
+
+
+def fake_gpu(monkeypatch, name="NVIDIA H200"):
+    import rooflinectl.measure as harness
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: name)
+    monkeypatch.setattr(harness, "device_info", lambda spec, device: DeviceInfo(
+        name=name, spec=spec.id, driver="580.159.03", sm_count=132, l2_bytes=60 * MIB))
+
+
+def test_measure_detects_the_spec_and_exits_1_on_a_wrong_result(monkeypatch, tmp_path):
+    import rooflinectl.measure as harness
+
+    fake_gpu(monkeypatch)
+    seen = {}
+
+    def fake_run(kernel, plan, spec, *, command, reporter=None):
+        seen.update(kernel=kernel.name, plan=plan, spec=spec.id, command=command)
+        return run_fake(FakeSoftmax("half"), [(4, 4)], ceilings=Ceilings(copy_bandwidth_gbps=1.0))
+
+    monkeypatch.setattr(harness, "run_measure", fake_run)
+    out = tmp_path / "r.json"
+    result = cli("measure", "--kernel", "fused_softmax", "--shape", "4096x4096", "--baseline", "all",
+                 "--seed", "5", "--save", str(out))
+    assert result.exit_code == 1, result.output
+    assert seen["spec"] == "h200" and seen["kernel"] == "fused_softmax"
+    plan = seen["plan"]
+    assert (plan.shapes, plan.dtype, plan.device, plan.timed, plan.baselines, plan.seed) == (
+        [(4096, 4096)], "bf16", "cuda", True, ("torch", "compile"), 5)
+    assert seen["command"] == ("rooflinectl measure --kernel fused_softmax --shape 4096x4096 --dtype bf16 "
+                               f"--baseline all --gpu h200 --seed 5 --save {out}")
+    assert "FAILED inf" in result.stdout and "wrong result: not timed" in result.stdout
+    assert load(out).records[0].status == "failed"
+
+
+def test_calibrate_writes_a_loadable_file(monkeypatch, tmp_path):
+    import rooflinectl.ceilings as probes
+
+    fake_gpu(monkeypatch)
+    asked = {}
+
+    def fake_ceilings(bench, l2_bytes, dtypes, on_step=lambda text: None, n=8192):
+        asked.update(l2=l2_bytes, dtypes=tuple(dtypes))
+        return Ceilings(copy_bandwidth_gbps=4251.37, tensor_tflops={"bf16": 760.04, "fp16": 771.2},
+                        notes=["fp8 matmul not measured: test"])
+
+    monkeypatch.setattr(probes, "measure_ceilings", fake_ceilings)
+    out = tmp_path / "lab-h200.yaml"
+    result = cli("calibrate", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert asked == {"l2": 60 * MIB, "dtypes": ("bf16", "fp16", "tf32", "fp8")}
+    gpu = load_gpu(str(out))
+    assert gpu.id == "lab-h200" and gpu.memory == H200.memory
+    m = gpu.measured
+    assert (m.device_name, m.driver, m.copy_bandwidth_gbps, m.tensor_tflops) == (
+        "NVIDIA H200", "580.159.03", 4251.4, {"bf16": 760.0, "fp16": 771.2})
+    assert m.command == f"rooflinectl calibrate -o {out} --gpu h200"
+    assert m.torch_version == torch.__version__
+    rows = {line.strip().split("  ")[0]: line.split() for line in result.stdout.splitlines() if "/s" in line}
+    assert rows["copy bandwidth (read + write)"][-5:] == ["4,251", "GB/s", "4,800", "GB/s", "89%"]
+    assert rows["bf16 matmul"][-5:] == ["760.0", "TFLOP/s", "989.4", "TFLOP/s", "77%"]
+    assert "fp8 matmul not measured: test" in result.stdout
+    as_json = json.loads(cli("calibrate", "-o", str(out), "--json").stdout)
+    assert as_json["id"] == "lab-h200" and as_json["measured"]["copy_bandwidth_gbps"] == 4251.4

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from ..errors import UserError
 from ..records import MeasurementFile, ShapeRecord
-from ..render import duration
+from ..render import duration, si
 from ._app import app, command, console, print_json
 
 STATUS_STYLE = {"passed": "green", "checked": "green", "failed": "bold red", "error": "bold red"}
@@ -150,6 +150,19 @@ def _time(x: float | None) -> str:
     return "-" if x is None else duration(x, sep=" ")
 
 
+_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+def _band(low: float, high: float) -> str:
+    """'1.90–2.20 µs': both ends in the unit of the upper one."""
+    scale, unit = next(((f, u) for f, u in _UNITS if high >= f), _UNITS[-1])
+    return f"{low / scale:.3g}–{high / scale:.3g} {unit}"
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+
+
 def _check_cell(r: ShapeRecord) -> Text:
     if r.status == "error":
         return Text("ERROR", style=STATUS_STYLE["error"])
@@ -159,52 +172,57 @@ def _check_cell(r: ShapeRecord) -> Text:
     return Text(f"{word} {c.rel_error:.1e}", style=STATUS_STYLE[r.status])
 
 
+def _title(run: MeasurementFile) -> str:
+    first = run.records[0] if run.records else None
+    title = f"{first.kernel} {first.dtype} on {run.gpu.name}" if first else f"measure on {run.gpu.name}"
+    return title + (f" (spec: {run.gpu.spec})" if run.gpu.spec else "")
+
+
 def results_table(run: MeasurementFile) -> Table:
-    timed = not run.interpret
-    title = f"{run.records[0].kernel if run.records else 'measure'} on {run.gpu.name}"
-    if run.gpu.spec:
-        title += f" (spec: {run.gpu.spec})"
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    """Per shape: the check, and when timed, the time, the rates and the share of the roof."""
+    t = _table(_title(run))
     t.add_column("shape", no_wrap=True)
-    t.add_column("dtype")
-    t.add_column("check (rel. err)", no_wrap=True)
-    if timed:
-        for col in ("time", "20–80%", "GB/s", "TFLOP/s", "predicted", "% spec", "% meas."):
-            t.add_column(col, justify="right", no_wrap=True)
-        names = sorted({b.name for r in run.records for b in r.baselines}, key=["torch", "compile"].index)
-        for name in names:
-            t.add_column(f"{name} (×)", justify="right", no_wrap=True)
-    else:
-        t.add_column("tolerance", justify="right")
-        t.add_column("predicted", justify="right")
-        names = []
+    t.add_column("check", no_wrap=True)
+    timed = not run.interpret
+    cols = ("time", "p20–p80", "GB/s", "TFLOP/s", "predicted", "%spec", "%meas") if timed else (
+        "tolerance", "predicted")
+    for col in cols:
+        t.add_column(col, justify="right", no_wrap=True)
     for r in run.records:
-        row = [r.shape_text, r.dtype, _check_cell(r)]
+        row = [r.shape_text, _check_cell(r)]
         if timed:
-            band = f"{_time(r.timing.p20_s)}–{_time(r.timing.p80_s)}" if r.timing else "-"
-            row += [_time(r.time_s), band, _num(r.achieved_gbps), _num(r.achieved_tflops, ",.1f"),
-                    _time(r.predicted_time_s), _num(r.spec_roof_pct, ".0f"), _num(r.measured_roof_pct, ".0f")]
-            by_name = {b.name: b for b in r.baselines}
-            for name in names:
-                b = by_name.get(name)
-                if b is None:
-                    row.append("-")
-                elif b.error:
-                    row.append(Text("error", style="red"))
-                else:
-                    row.append(f"{_time(b.time_s)} ({b.speedup:.2f}×)")
+            row += [_time(r.time_s), _band(r.timing.p20_s, r.timing.p80_s) if r.timing else "-",
+                    _num(r.achieved_gbps), _num(r.achieved_tflops, ",.1f"), _time(r.predicted_time_s),
+                    _num(r.spec_roof_pct, ".0f"), _num(r.measured_roof_pct, ".0f")]
         else:
             row += [f"{r.correctness.tolerance:.0e}" if r.correctness else "-", _time(r.predicted_time_s)]
         t.add_row(*row)
     return t
 
 
-def anatomy_table(run: MeasurementFile) -> Table:
-    t = Table(title="Launch anatomy: each Triton launch of the checked run", title_justify="left",
-              box=box.SIMPLE_HEAD, pad_edge=False)
+def baselines_table(run: MeasurementFile) -> Table:
+    """Per shape and baseline: its time, rate and error, and the kernel's speedup over it."""
+    t = _table("Baselines: the same op by torch (×: baseline time / kernel time)")
     t.add_column("shape", no_wrap=True)
-    t.add_column("function", overflow="fold")
-    for col in ("grid", "warps", "threads", "regs", "spills", "smem", "blocks/SM", "occupancy", "waves"):
+    t.add_column("baseline")
+    for col in ("time", "p20–p80", "GB/s", "TFLOP/s", "rel. err", "kernel ×"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in run.records:
+        for b in r.baselines:
+            if b.error:
+                t.add_row(r.shape_text, b.name, Text("error (below)", style="red"), "", "", "", "", "")
+                continue
+            t.add_row(r.shape_text, "torch.compile" if b.name == "compile" else "torch eager", _time(b.time_s),
+                      _band(b.timing.p20_s, b.timing.p80_s) if b.timing else "-", _num(b.achieved_gbps),
+                      _num(b.achieved_tflops, ",.1f"), _num(b.rel_error, ".1e"), _num(b.speedup, ".2f"))
+    return t
+
+
+def anatomy_table(run: MeasurementFile) -> Table:
+    t = _table("Launch anatomy: each Triton launch of the checked run (occupancy on the spec's limits)")
+    t.add_column("shape", no_wrap=True)
+    t.add_column("function", overflow="fold", min_width=10)
+    for col in ("grid", "warps", "threads", "regs", "spills", "smem", "per SM", "occup.", "waves"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("limit")
     for r in run.records:
@@ -213,10 +231,27 @@ def anatomy_table(run: MeasurementFile) -> Table:
             t.add_row(
                 r.shape_text, launch.function, "×".join(str(g) for g in launch.grid), _num(launch.num_warps, "d"),
                 _num(launch.threads_per_program, "d"), _num(launch.n_regs, "d"), _num(launch.n_spills, "d"),
-                "-" if launch.shared_bytes is None else f"{launch.shared_bytes / 1024:,.1f} KiB",
+                "-" if launch.shared_bytes is None else si(launch.shared_bytes, "B", sep=""),
                 _num(launch.programs_per_sm, "d"), ("≤" + occ) if launch.occupancy_upper_bound else occ,
                 _num(launch.waves, "d"), launch.limiter or "-",
             )
+    return t
+
+
+def fusion_table(run: MeasurementFile) -> Table:
+    """What the fusion buys by the engine's count: the fused op against the operations it replaces."""
+    t = _table("Fusion: the fused kernel against the operations it replaces (engine's count, spec roofs)")
+    for col in ("shape", "unfused ops", "bytes unfused", "fused", "predicted unfused", "fused", "measured"):
+        t.add_column(col, justify="left" if col in ("shape", "unfused ops") else "right", no_wrap=col != "unfused ops")
+    for r in run.records:
+        if not r.unfused:
+            continue
+        predicted = [u.predicted_time_s for u in r.unfused]
+        t.add_row(
+            r.shape_text, " + ".join(u.op for u in r.unfused), si(sum(u.bytes for u in r.unfused), "B"),
+            si(r.bytes, "B"), _time(None if None in predicted else sum(predicted)), _time(r.predicted_time_s),
+            _time(r.time_s),
+        )
     return t
 
 
@@ -233,6 +268,10 @@ def _grouped(items: list[tuple[str, str]]) -> list[str]:
 def print_run(run: MeasurementFile) -> None:
     c = console()
     c.print(results_table(run))
+    if any(r.baselines for r in run.records):
+        c.print(baselines_table(run))
+    if any(r.unfused for r in run.records):
+        c.print(fusion_table(run))
     if any(r.launches for r in run.records):
         c.print(anatomy_table(run))
     items: list[tuple[str, str]] = []
@@ -256,9 +295,9 @@ def print_run(run: MeasurementFile) -> None:
                      "(run without --interpret on a GPU for speed)")
     else:
         how = "a CUDA graph's replays" if run.timer == "cuda_graph" else "CUDA events, the L2 flushed before each"
-        lines.append(f"time: median of the timed runs ({how}); 20–80%: the band around it. % spec / % meas.: the "
-                     f"engine's predicted time under the spec's roofs / under the ceilings measured in this run, "
-                     f"over the measured time. (×): baseline time / kernel time")
+        lines.append(f"time: median of the timed runs ({how}), p20–p80 the band around it. %spec, %meas: "
+                     f"the engine's predicted time under the spec's roofs, or under the ceilings measured in this "
+                     f"run, over the measured time (100 = on the roofline)")
         cl = run.ceilings
         if cl and cl.copy_bandwidth_gbps:
             parts = [f"copy {cl.copy_bandwidth_gbps:,.0f} GB/s"]
