@@ -1,0 +1,376 @@
+"""Occupancy: hand-worked examples on Ampere (A100, 8.0) and Hopper (H100, 9.0), one per binding limit on each;
+the CUDA runtime's own calculator on an H200 as ground truth; the launch anatomy; the command and its bad input.
+
+The rules (rooflinectl/occupancy.py cites cuda_occupancy.h for each):
+  warps/block        = ceil(threads / 32)
+  by warps           = 64 // warps/block
+  regs/warp          = round_up(regs × 32, 256)
+  by registers       = (65536 / 4 sub-partitions // regs/warp) × 4 // warps/block
+  smem/block         = round_up(smem + 1024 reserved, 128)
+  by shared memory   = smem/SM // smem/block          (H100: 228 KiB = 233,472 B; A100: 164 KiB = 167,936 B)
+  by blocks          = 32
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import cli
+from rooflinectl.cli.occupancy import parse_size
+from rooflinectl.errors import UserError
+from rooflinectl.hardware import GPU, load_gpu
+from rooflinectl.occupancy import _blocks, launch_anatomy, occupancy
+
+ROOT = Path(__file__).parent.parent
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def h100() -> GPU:
+    return load_gpu("h100")
+
+
+@pytest.fixture(scope="module")
+def a100() -> GPU:
+    """The bundled A100 80GB if it is there; else H100's file with the compute capability 8.0 limits (CUDA C++
+    Programming Guide, 'Technical Specifications per Compute Capability', column 8.0: 164 KB shared memory per
+    SM, 163 KB per block; A100 whitepaper: 108 SMs, 192 KB L1 + shared memory per SM)."""
+    try:
+        return load_gpu("a100-80gb")
+    except UserError:
+        data = yaml.safe_load((ROOT / "hardware" / "h100-sxm.yaml").read_text())
+        data.update(id="a100-built", aliases=[], compute_capability="8.0", sm_count=108)
+        data["memory"].update(smem_per_sm_kib=164, l1_smem_per_sm_kib=192)
+        data["limits"].update(max_smem_per_block_kib=163)
+        return GPU.model_validate(data)
+
+
+def test_the_limits_the_examples_rely_on(h100, a100):
+    """The worked examples below use these numbers: if a GPU file changes them, this fails first."""
+    for g in (h100, a100):
+        lim = g.limits
+        assert (lim.warp_size, lim.max_warps_per_sm, lim.max_blocks_per_sm) == (32, 64, 32)
+        assert (lim.registers_per_sm, lim.max_registers_per_block, lim.register_alloc_unit) == (65536, 65536, 256)
+        assert (lim.smem_alloc_unit_bytes, lim.reserved_smem_per_block_bytes) == (128, 1024)
+        assert lim.max_registers_per_thread == 255 and lim.max_threads_per_block == 1024
+    assert (h100.compute_capability, h100.sm_count, h100.memory.smem_per_sm_kib) == ("9.0", 132, 228)
+    assert h100.limits.max_smem_per_block_kib == 227
+    assert (a100.compute_capability, a100.sm_count, a100.memory.smem_per_sm_kib) == ("8.0", 108, 164)
+    assert a100.limits.max_smem_per_block_kib == 163
+
+
+def blocks_by(o) -> tuple:
+    """(by warps, by registers, by shared memory, by blocks)."""
+    return tuple(o.limit(n).blocks for n in ("warps", "registers", "shared memory", "blocks"))
+
+
+# --- Hopper (H100, 9.0) ----------------------------------------------------------------------------------------
+
+
+def test_h100_registers_bind(h100):
+    # 256 threads = 8 warps           -> by warps 64 // 8 = 8
+    # 96 × 32 = 3,072 regs/warp (a multiple of 256) -> 16,384 // 3,072 = 5 warps per sub-partition × 4 = 20 warps
+    #                                 -> by registers 20 // 8 = 2
+    # 0 + 1,024 reserved = 1,024 B    -> by shared memory 233,472 // 1,024 = 228;  by blocks 32
+    o = occupancy(h100, 256, 96, 0)
+    assert blocks_by(o) == (8, 2, 228, 32)
+    assert (o.blocks_per_sm, o.warps_per_sm, o.occupancy, o.binding) == (2, 16, 0.25, ("registers",))
+    assert (o.registers_per_warp, o.registers_per_block) == (3072, 8 * 3072)
+    # One more block needs 24 warps = 6 per sub-partition: regs/warp <= 16,384 // 6 = 2,730 -> 2,560 -> 80 per
+    # thread (81 × 32 = 2,592 rounds to 2,816, and 16,384 // 2,816 = 5 again).
+    first = o.suggestions[0]
+    assert (first.registers_per_thread, first.blocks_per_sm, first.occupancy) == (80, 3, 0.375)
+
+
+def test_h100_shared_memory_binds(h100):
+    # 128 threads = 4 warps           -> by warps 64 // 4 = 16
+    # 32 × 32 = 1,024 regs/warp       -> 16,384 // 1,024 = 16 × 4 = 64 warps -> by registers 64 // 4 = 16
+    # 100 KiB = 102,400 + 1,024 = 103,424 B (808 × 128) -> by shared memory 233,472 // 103,424 = 2
+    o = occupancy(h100, 128, 32, 100 * 1024)
+    assert blocks_by(o) == (16, 16, 2, 32)
+    assert (o.blocks_per_sm, o.warps_per_sm, o.occupancy, o.binding) == (2, 8, 0.125, ("shared memory",))
+    assert o.smem_allocated_per_block_bytes == 103424
+    # Three blocks: 233,472 // 3 = 77,824 B (608 × 128) - 1,024 reserved = 76,800 B = 75 KiB.
+    smem = o.suggestions[0]
+    assert (smem.smem_per_block_bytes, smem.blocks_per_sm, smem.occupancy) == (76800, 3, 0.1875)
+    assert occupancy(h100, 128, 32, 76800).blocks_per_sm == 3
+    assert occupancy(h100, 128, 32, 76801).blocks_per_sm == 2  # one byte more rounds up to 77,952 B
+    # Or blocks of 1,024 threads with the same 100 KiB: 2 blocks × 32 warps = 64 warps.
+    assert (o.suggestions[1].threads_per_block, o.suggestions[1].occupancy) == (1024, 1.0)
+
+
+def test_h100_warps_bind(h100):
+    # 768 threads = 24 warps          -> by warps 64 // 24 = 2 (48 of 64 warp slots)
+    # 16 × 32 = 512 regs/warp         -> 16,384 // 512 = 32 × 4 = 128 warps -> by registers 128 // 24 = 5
+    o = occupancy(h100, 768, 16, 0)
+    assert blocks_by(o) == (2, 5, 228, 32)
+    assert (o.blocks_per_sm, o.warps_per_sm, o.occupancy, o.binding) == (2, 48, 0.75, ("warps",))
+    # A block size that divides 64 warps fills the SM; 512 and 1,024 are equally near 768, the larger is chosen.
+    assert [(s.threads_per_block, s.occupancy) for s in o.suggestions] == [(1024, 1.0)]
+
+
+def test_h100_blocks_bind(h100):
+    # 32 threads = 1 warp             -> by warps 64
+    # 32 × 32 = 1,024 regs/warp       -> 64 warps -> by registers 64;  by blocks 32 -> 32 warps of 64
+    o = occupancy(h100, 32, 32, 0)
+    assert blocks_by(o) == (64, 64, 228, 32)
+    assert (o.blocks_per_sm, o.warps_per_sm, o.occupancy, o.binding) == (32, 32, 0.5, ("blocks",))
+    # Blocks of 64 threads: 32 blocks × 2 warps = 64 warps.
+    assert [(s.threads_per_block, s.blocks_per_sm, s.occupancy) for s in o.suggestions] == [(64, 32, 1.0)]
+
+
+def test_h100_sub_partitions_make_the_calculator_differ_from_the_naive_division(h100):
+    # 96 threads = 3 warps; 40 × 32 = 1,280 regs/warp.
+    # Calculator: 16,384 // 1,280 = 12 per sub-partition × 4 = 48 warps -> 48 // 3 = 16 blocks (75%).
+    # Naive:      65,536 // 1,280 = 51 warps -> 17 blocks: wrong, a warp's registers come from one sub-partition.
+    o = occupancy(h100, 96, 40, 0)
+    assert o.limit("registers").blocks == 16
+    assert (o.blocks_per_sm, o.warps_per_sm, o.occupancy) == (16, 48, 0.75)
+
+
+def test_registers_round_up_to_eight_per_thread(h100):
+    # 33 × 32 = 1,056 -> 1,280 regs/warp (5 × 256): a 33-register kernel is charged 40.
+    assert occupancy(h100, 128, 33).registers_per_warp == occupancy(h100, 128, 40).registers_per_warp == 1280
+    assert occupancy(h100, 128, 33).blocks_per_sm == 12  # 48 warps // 4
+    assert occupancy(h100, 128, 32).blocks_per_sm == 16  # 1,024 regs/warp: 64 warps // 4
+
+
+def test_issue_example_with_a_grid(h100):
+    # 256 threads, 64 regs, 48 KiB: by registers 2,048/warp -> 8 × 4 = 32 warps // 8 = 4;
+    # by shared memory 49,152 + 1,024 = 50,176 B -> 233,472 // 50,176 = 4. Both bind: 4 blocks, 32 warps, 50%.
+    # Grid 1,000: 4 × 132 = 528 per wave -> ceil(1000 / 528) = 2 waves, the last 472 / 528 full.
+    o = occupancy(h100, 256, 64, 48 * 1024, grid=1000)
+    assert blocks_by(o) == (8, 4, 4, 32)
+    assert (o.blocks_per_sm, o.occupancy, o.binding) == (4, 0.5, ("registers", "shared memory"))
+    assert (o.blocks_per_wave, o.waves) == (528, 2)
+    assert o.last_wave_fill == pytest.approx(472 / 528)
+    # Both must give: 5 blocks = 40 warps = 10 per sub-partition -> regs/warp <= 1,638 -> 1,536 -> 48 regs;
+    # 233,472 // 5 = 46,694 -> 46,592 (364 × 128) - 1,024 = 45,568 B = 44.5 KiB.
+    both = o.suggestions[0]
+    assert (both.registers_per_thread, both.smem_per_block_bytes, both.blocks_per_sm) == (48, 45568, 5)
+    assert occupancy(h100, 256, 48, 45568).blocks_per_sm == 5
+
+
+def test_full_occupancy_needs_no_suggestion(h100):
+    # 256 threads, 32 regs: by warps 8, by registers 64 // 8 = 8: 8 × 8 = 64 warps.
+    o = occupancy(h100, 256, 32, 0)
+    assert (o.occupancy, o.binding, o.suggestions) == (1.0, ("warps", "registers"), ())
+
+
+# --- Ampere (A100, 8.0) ----------------------------------------------------------------------------------------
+
+
+def test_a100_registers_bind(a100):
+    # 256 threads = 8 warps -> by warps 8
+    # 128 × 32 = 4,096 regs/warp -> 16,384 // 4,096 = 4 × 4 = 16 warps -> by registers 16 // 8 = 2
+    # 16 KiB + 1 KiB = 17,408 B (136 × 128) -> by shared memory 167,936 // 17,408 = 9
+    o = occupancy(a100, 256, 128, 16 * 1024)
+    assert blocks_by(o) == (8, 2, 9, 32)
+    assert (o.blocks_per_sm, o.warps_per_sm, o.occupancy, o.binding) == (2, 16, 0.25, ("registers",))
+
+
+def test_a100_shared_memory_binds_where_h100_has_room(a100, h100):
+    # 256 threads, 32 regs: by warps 8, by registers 64 // 8 = 8
+    # 48 KiB + 1 KiB = 50,176 B -> A100: 167,936 // 50,176 = 3 (37.5%); H100: 233,472 // 50,176 = 4 (50%)
+    o = occupancy(a100, 256, 32, 48 * 1024, grid=400)
+    assert blocks_by(o) == (8, 8, 3, 32)
+    assert (o.blocks_per_sm, o.warps_per_sm, o.occupancy, o.binding) == (3, 24, 0.375, ("shared memory",))
+    assert occupancy(h100, 256, 32, 48 * 1024).blocks_per_sm == 4
+    # Grid 400: 3 × 108 = 324 per wave -> 2 waves, the last 76 / 324 full.
+    assert (o.blocks_per_wave, o.waves) == (324, 2)
+    assert o.last_wave_fill == pytest.approx(76 / 324)
+    # Four blocks: 167,936 // 4 = 41,984 B (328 × 128) - 1,024 = 40,960 B = 40 KiB.
+    assert o.suggestions[0].smem_per_block_bytes == 40 * 1024
+
+
+def test_a100_warps_bind(a100):
+    # 640 threads = 20 warps -> by warps 64 // 20 = 3 (60 warps)
+    # 24 × 32 = 768 regs/warp -> 16,384 // 768 = 21 × 4 = 84 warps -> by registers 84 // 20 = 4
+    o = occupancy(a100, 640, 24, 0)
+    assert blocks_by(o) == (3, 4, 164, 32)
+    assert (o.blocks_per_sm, o.warps_per_sm, o.occupancy, o.binding) == (3, 60, 60 / 64, ("warps",))
+
+
+def test_a100_blocks_bind(a100):
+    # 32 threads = 1 warp -> by warps 64;  16 × 32 = 512 regs/warp -> 32 × 4 = 128 warps -> by registers 128
+    # 1 KiB + 1 KiB = 2,048 B -> by shared memory 167,936 // 2,048 = 82;  by blocks 32 -> 32 warps, 50%
+    o = occupancy(a100, 32, 16, 1024)
+    assert blocks_by(o) == (64, 128, 82, 32)
+    assert (o.blocks_per_sm, o.warps_per_sm, o.occupancy, o.binding) == (32, 32, 0.5, ("blocks",))
+
+
+# --- blocks that cannot launch, and bad input -----------------------------------------------------------------
+
+
+def test_blocks_that_cannot_launch(h100):
+    # 1,024 threads × 64 regs: 2,048 × 32 warps = 65,536, exactly the per-block limit: 1 block (50%).
+    assert occupancy(h100, 1024, 64).blocks_per_sm == 1
+    # 1,024 × 72: 2,304 × 32 = 73,728 > 65,536.
+    with pytest.raises(UserError, match="cannot launch"):
+        occupancy(h100, 1024, 72)
+    # 800 × 80: 2,560 × 25 warps = 64,000 fits, but the hardware checks 2,560 × 28 (25 rounded up to the 4
+    # sub-partitions) = 71,680 > 65,536 (cuda_occupancy.h, "Hardware check").
+    with pytest.raises(UserError, match="hardware checks"):
+        occupancy(h100, 800, 80)
+    # The largest shared memory one block may have on H100: 227 KiB + 1 KiB reserved = all 228 KiB: 1 block.
+    assert occupancy(h100, 128, 32, 227 * 1024).blocks_per_sm == 1
+
+
+def test_the_cuda_runtime_agrees_on_every_case():
+    """cudaOccupancyMaxActiveBlocksPerMultiprocessor on an H200 (compute capability 9.0, the H100's limits) for
+    13 kernels pinned to 24-78 registers (__maxnreg__), 36 block sizes and 15 dynamic shared-memory sizes:
+    tests/occupancy_probe/probe.cu made tests/data/occupancy_driver_h200.json. Every one of the 7,020 answers,
+    the 885 zeros (blocks that cannot launch) included, must be ours."""
+    d = json.loads((DATA / "occupancy_driver_h200.json").read_text())
+    g = load_gpu("h100")
+    lim = g.limits
+    # The device's properties are the H100 file's limits.
+    assert (d["cc"], d["sm_count"], d["max_blocks_per_sm"]) == (g.compute_capability, g.sm_count,
+                                                                lim.max_blocks_per_sm)
+    assert (d["regs_per_sm"], d["regs_per_block"]) == (lim.registers_per_sm, lim.max_registers_per_block)
+    assert d["smem_per_sm"] == g.memory.smem_per_sm_kib * 1024
+    assert d["smem_per_block_optin"] == lim.max_smem_per_block_kib * 1024
+    assert d["reserved_smem_per_block"] == lim.reserved_smem_per_block_bytes
+    checked = 0
+    for case in d["cases"]:
+        for threads, driver in zip(d["block_sizes"], case["blocks_per_sm"]):
+            assert _blocks(g, threads, case["regs"], case["smem"] + case["static_smem"]) == driver, (case, threads)
+            checked += 1
+    assert checked == 7020
+
+
+def test_triton_launches_on_a_gpu_agree_with_the_driver():
+    """Fourteen Triton launches on an H200 (tests/occupancy_probe/triton_probe.py): what the compiled kernel
+    reported, and the driver's cuOccupancyMaxActiveBlocksPerMultiprocessor on the kernel's own CUfunction."""
+    d = json.loads((DATA / "occupancy_triton_h200.json").read_text())
+    g = load_gpu("h100")
+    assert len(d["launches"]) == 14
+    for launch in d["launches"]:
+        a = launch_anatomy(g, launch["grid"], launch["num_warps"], launch["n_regs"], launch["n_spills"],
+                           launch["shared"])
+        assert a.occupancy.blocks_per_sm == launch["driver_blocks_per_sm"], launch
+        assert a.metadata_complete
+
+
+@pytest.mark.parametrize(
+    "threads, regs, smem, fragment",
+    [
+        (0, 32, 0, "threads per block must be between 1 and 1024"),
+        (1025, 32, 0, "got 1025"),
+        (256, 256, 0, "registers per thread must be between 0 and 255"),
+        (256, -1, 0, "got -1"),
+        (256, 32, 227 * 1024 + 1, "227 KiB"),
+    ],
+)
+def test_out_of_range_input_is_a_user_error(h100, threads, regs, smem, fragment):
+    with pytest.raises(UserError, match=fragment):
+        occupancy(h100, threads, regs, smem)
+
+
+# --- the launch anatomy ---------------------------------------------------------------------------------------
+
+
+def test_anatomy_of_a_compiled_launch(h100):
+    # 8,192 programs × 4 warps (128 threads), 32 regs, no shared memory: 16 per SM (warps and registers bind),
+    # 16 × 132 = 2,112 per wave -> 4 waves, the last (8,192 - 3 × 2,112) / 2,112 = 1,856 / 2,112 full.
+    a = launch_anatomy(h100, (8192,), num_warps=4, n_regs=32, n_spills=0, shared_bytes=0)
+    assert (a.programs, a.threads_per_program, a.occupancy.blocks_per_sm, a.waves) == (8192, 128, 16, 4)
+    assert a.last_wave_fill == pytest.approx(1856 / 2112)
+    assert a.metadata_complete and a.warnings == ()
+
+
+def test_anatomy_warns_about_spills_idle_sms_and_an_empty_last_wave(h100):
+    spills = launch_anatomy(h100, (8192,), 4, 255, 6, 0)
+    assert any("24 bytes of local memory" in w for w in spills.warnings)  # triton's n_spills = local bytes / 4
+    # 4 × 8 × 2 = 64 programs for 132 SMs: 68 sit idle.
+    idle = launch_anatomy(h100, (4, 8, 2), 4, 32, 0, 0)
+    assert idle.programs == 64
+    assert any("68 SMs" in w and "idle" in w for w in idle.warnings)
+    # 2,112 + 100 programs: 2 waves, the last 100 / 2,112 = 5% full.
+    tail = launch_anatomy(h100, 2212, 4, 32, 0, 0)
+    assert tail.waves == 2
+    assert any("last of 2 waves is 5% full" in w for w in tail.warnings)
+
+
+def test_anatomy_without_compiler_metadata_says_so(h100):
+    """Under TRITON_INTERPRET=1 nothing is compiled: registers, spills and shared memory are unknown."""
+    a = launch_anatomy(h100, (1024,), 4, None, None, None)
+    assert not a.metadata_complete
+    assert a.registers_per_thread is None and a.shared_bytes is None
+    assert any("upper bound" in w for w in a.warnings)
+    # Only the warps count: 64 // 4 = 16 blocks of 4 warps = 100%.
+    assert (a.occupancy.blocks_per_sm, a.occupancy.occupancy) == (16, 1.0)
+
+
+# --- the command ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("48KiB", 49152), ("48K", 49152), ("48k", 49152), ("48KB", 49152), ("49152", 49152), ("1.5KiB", 1536),
+     ("512B", 512), ("0", 0), ("1M", 1048576), (" 16 KiB ", 16384)],
+)
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert result.stdout == ""
+    for f in fragments:
+        assert f in lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--threads", "0", "--regs", "32"], ["threads per block", "got 0"]),
+        (["--threads", "2048", "--regs", "32"], ["between 1 and 1024"]),
+        (["--threads", "256", "--regs", "256"], ["between 0 and 255"]),
+        (["--threads", "256", "--regs", "32", "--smem", "228KiB"], ["227 KiB"]),
+        (["--gpu", "a100-80gb", "--threads", "256", "--regs", "32", "--smem", "164KiB"], ["163 KiB"]),
+        (["--threads", "256", "--regs", "32", "--smem", "48XB"], ["--smem", "'48XB' is not a size"]),
+        (["--threads", "256", "--regs", "32", "--smem", "KiB"], ["not a size"]),
+        (["--threads", "256", "--regs", "32", "--smem", "-1K"], ["not a size"]),
+        (["--threads", "256", "--regs", "32", "--smem", "1.3K"], ["not a whole number of bytes"]),
+        (["--threads", "256", "--regs", "32", "--grid", "0"], ["grid"]),
+        (["--threads", "1024", "--regs", "72"], ["cannot launch"]),
+        (["--gpu", "b300x", "--threads", "256", "--regs", "32"], ["unknown GPU"]),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, fragments):
+    if "a100-80gb" in args:
+        try:
+            load_gpu("a100-80gb")
+        except UserError:
+            pytest.skip("hardware/a100-80gb.yaml is not there")
+    assert_one_line_error(cli("occupancy", *args), *fragments)
+
+
+def test_command_json():
+    result = cli("occupancy", "--gpu", "h100", "--threads", "256", "--regs", "64", "--smem", "48KiB", "--grid",
+                 "1000", "--json")
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout)
+    assert (d["blocks_per_sm"], d["warps_per_sm"], d["occupancy"], d["waves"]) == (4, 32, 0.5, 2)
+    assert d["binding"] == ["registers", "shared memory"]
+    assert d["allocated"] == {"registers_per_warp": 2048, "registers_per_block": 16384,
+                              "smem_per_block_bytes": 50176}
+    assert {k: v["blocks_per_sm"] for k, v in d["limits"].items()} == {
+        "warps": 8, "registers": 4, "shared memory": 4, "blocks": 32}
+    assert d["suggestions"][0]["registers_per_thread"] == 48
+
+
+def test_command_text():
+    out = " ".join(cli("occupancy", "--gpu", "h100", "--threads", "256", "--regs", "64", "--smem", "48K",
+                       "--grid", "1000").stdout.split())  # as one line: rich wraps at the console's width
+    assert "occupancy 50.0%, bound by registers and shared memory" in out
+    assert "→ 2 waves, the last 89% full" in out
+    assert "at most 48 registers per thread" in out
+    assert "cuda_occupancy.h" in out
