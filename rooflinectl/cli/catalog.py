@@ -6,6 +6,7 @@ import typer
 
 from ..hardware import list_gpus, load_gpu
 from ..render import gpu_detail, gpu_table
+from ..render_hierarchy import gpu_hierarchy_json, gpu_hierarchy_view
 from ..workload import list_models, list_scenarios, load_model, load_scenario
 from ._app import app, command, console, print_json
 
@@ -39,9 +40,9 @@ def hardware_show(
     """
     g = load_gpu(gpu)
     if json:
-        print_json(g.model_dump())
+        print_json({**g.model_dump(), "hierarchy": gpu_hierarchy_json(g)})
     else:
-        console().print(gpu_detail(g))
+        console().print(gpu_detail(g), gpu_hierarchy_view(g))
 
 
 @command(workloads_app, "list")

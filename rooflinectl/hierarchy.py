@@ -1,0 +1,154 @@
+"""Where a byte lives on its way from HBM to the tensor cores: a GPU's memory levels, top to bottom, and the ridge
+point at each. Pure: a ``hardware.GPU`` in, numbers out.
+
+HBM -> L2 -> shared memory / L1 (each SM's own) -> register file (each SM's own) -> tensor cores and vector units.
+For each memory level: what it holds in all and per SM (for the chip-wide HBM and L2, an SM's even share), its
+bandwidth where the GPU file gives one, and how that number was obtained (the spec sheet, or the file's
+``derived`` note, which says "derived" or "estimated" and how), and the ridge point at that level:
+
+    ridge = peak FLOP/s of a unit and data type ÷ that level's bandwidth (bytes/s)
+
+the arithmetic intensity (FLOP per byte moved *from that level*) an operation needs to be compute-bound when its
+data streams from there. The ridge falls as the data sits closer to the units: data reused from shared memory needs
+far fewer FLOPs per byte than data streamed from HBM, which is why tiling pays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .hardware import GPU
+
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+REGISTER_BYTES = 4  # a register is 32 bits
+
+Provenance = Literal["spec", "derived", "estimated", "unknown"]
+
+
+@dataclass(frozen=True)
+class Ridge:
+    unit: Literal["tensor", "vector"]
+    dtype: str
+    flop_per_byte: float
+
+
+@dataclass(frozen=True)
+class Note:
+    """A number of the GPU file that no datasheet gives: which field, and the file's words on how it was had."""
+
+    field: str
+    provenance: Literal["derived", "estimated"]
+    how: str
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    name: str
+    size_bytes: float  # in all, over the chip
+    per_sm_bytes: float  # an SM's own (SM-local levels) or its even share (HBM, L2)
+    chip_wide: bool  # True: one pool shared by every SM; False: each SM has its own
+    bandwidth_gbps: float | None  # over the whole chip; None: no number in the GPU file
+    bandwidth_per_sm_gbps: float | None  # an SM's share of it
+    provenance: Provenance  # of the bandwidth
+    how: str  # the section's source, or the GPU file's derived note for the bandwidth
+    detail: str
+    ridges: tuple[Ridge, ...]  # empty without a bandwidth
+    size_note: Note | None = None  # when the size is derived or estimated
+    notes: tuple[Note, ...] = ()  # other derived numbers the level's detail shows
+
+    def ridge(self, dtype: str, unit: Literal["tensor", "vector"] = "tensor") -> float | None:
+        for r in self.ridges:
+            if r.dtype == dtype and r.unit == unit:
+                return r.flop_per_byte
+        return None
+
+
+@dataclass(frozen=True)
+class ComputeUnit:
+    unit: Literal["tensor", "vector"]
+    dtype: str
+    tflops: float  # dense peak, whole chip
+    per_sm_tflops: float
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    gpu_id: str
+    gpu_name: str
+    sm_count: int
+    levels: tuple[MemoryLevel, ...]  # top (HBM) to bottom (register file)
+    compute: tuple[ComputeUnit, ...]  # what the levels feed: tensor cores, then vector units
+    compute_source: str
+    compute_notes: tuple[Note, ...] = ()
+
+    def level(self, name: str) -> MemoryLevel:
+        for lv in self.levels:
+            if lv.name == name:
+                return lv
+        raise KeyError(name)
+
+
+def _note(section, field: str) -> Note | None:
+    """The GPU file's derived note on ``field``, or None when the number is the spec sheet's."""
+    how = section.derived.get(field)
+    if how is None:
+        return None
+    return Note(field, "estimated" if how.lower().startswith("estimated") else "derived", how)
+
+
+def _notes(section, *fields: str) -> tuple[Note, ...]:
+    return tuple(n for n in (_note(section, f) for f in fields) if n is not None)
+
+
+def hierarchy(gpu: GPU) -> Hierarchy:
+    """The levels of ``gpu``'s memory hierarchy with their sizes, bandwidths and ridge points."""
+    m, lim, c = gpu.memory, gpu.limits, gpu.compute
+    sms = gpu.sm_count
+    roofs = gpu.roofs()
+    peaks = [("tensor", d, roofs.peak(d, "tensor")) for d in c.tensor_tflops]
+    peaks += [("vector", d, roofs.peak(d, "vector")) for d in c.vector_tflops]
+
+    def level(name, size, per_sm, chip_wide, size_field, bandwidth_field, detail, notes=()) -> MemoryLevel:
+        bandwidth = getattr(m, bandwidth_field)
+        if bandwidth is None:
+            provenance, how = "unknown", "not in the GPU file"
+        else:
+            note = _note(m, bandwidth_field)
+            provenance, how = (note.provenance, note.how) if note else ("spec", m.source)
+        ridges = () if bandwidth is None else tuple(
+            Ridge(unit, dtype, peak / (bandwidth * 1e9)) for unit, dtype, peak in peaks)
+        return MemoryLevel(name=name, size_bytes=size, per_sm_bytes=per_sm, chip_wide=chip_wide,
+                           bandwidth_gbps=bandwidth,
+                           bandwidth_per_sm_gbps=None if bandwidth is None else bandwidth / sms,
+                           provenance=provenance, how=how, detail=detail, ridges=ridges,
+                           size_note=_note(m, size_field), notes=notes)
+
+    hbm = m.hbm_capacity_gib * GIB
+    l2 = m.l2_size_mib * MIB
+    smem = m.smem_per_sm_kib * KIB
+    regs = m.register_file_per_sm_kib * KIB
+    per_thread_full = lim.registers_per_sm // lim.max_threads_per_sm
+    levels = (
+        level("HBM", hbm, hbm / sms, True, "hbm_capacity_gib", "hbm_bandwidth_gbps", m.hbm_type),
+        level("L2", l2, l2 / sms, True, "l2_size_mib", "l2_bandwidth_gbps", f"one cache shared by all {sms} SMs"),
+        level("shared memory / L1", smem * sms, smem, False, "smem_per_sm_kib", "smem_bandwidth_gbps",
+              f"{m.smem_per_sm_kib:g} KiB of each SM's {m.l1_smem_per_sm_kib:g} KiB L1 + shared array; "
+              f"at most {lim.max_smem_per_block_kib:g} KiB to one block",
+              notes=_notes(m, "l1_smem_per_sm_kib")),
+        MemoryLevel(
+            name="register file", size_bytes=regs * sms, per_sm_bytes=regs, chip_wide=False, bandwidth_gbps=None,
+            bandwidth_per_sm_gbps=None, provenance="unknown",
+            how="not published (instructions read their operands from registers every cycle): no byte roof here",
+            detail=f"{lim.registers_per_sm:,} × 32-bit per SM; at most {lim.max_registers_per_thread} "
+                   f"({lim.max_registers_per_thread * REGISTER_BYTES:,} B) per thread, {per_thread_full} "
+                   f"({per_thread_full * REGISTER_BYTES} B) each with all {lim.max_threads_per_sm:,} threads "
+                   f"resident",
+            ridges=(),
+            size_note=_note(m, "register_file_per_sm_kib"),
+            notes=_notes(lim, "registers_per_sm", "max_registers_per_thread"),
+        ),
+    )
+    compute = tuple(ComputeUnit(unit, dtype, peak / 1e12, peak / 1e12 / sms) for unit, dtype, peak in peaks)
+    return Hierarchy(gpu_id=gpu.id, gpu_name=gpu.name, sm_count=sms, levels=levels, compute=compute,
+                     compute_source=c.source, compute_notes=_notes(c, "tensor_tflops", "vector_tflops"))

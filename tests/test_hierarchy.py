@@ -1,0 +1,127 @@
+"""The memory hierarchy of every bundled GPU, checked against its YAML file read on its own (not through the model),
+and the ridge point at each level against the engine's ridge at HBM; then `hardware show` with and without --json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import cli
+from rooflinectl.hardware import load_gpu, load_gpu_file
+from rooflinectl.hierarchy import hierarchy
+
+GPU_FILES = sorted((Path(__file__).parent.parent / "hardware").glob("*.yaml"))
+LEVELS = ["HBM", "L2", "shared memory / L1", "register file"]
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("path", GPU_FILES, ids=lambda p: p.stem)
+def test_levels_match_the_yaml(path):
+    raw = yaml.safe_load(path.read_text())
+    m, lim, c, sms = raw["memory"], raw["limits"], raw["compute"], raw["sm_count"]
+    h = hierarchy(load_gpu_file(path))
+    assert [lv.name for lv in h.levels] == LEVELS
+    hbm, l2, smem, regs = h.levels
+    # Sizes: binary units, as the files give them; HBM and L2 are shared, the others each SM's own.
+    assert hbm.size_bytes == m["hbm_capacity_gib"] * 2**30
+    assert hbm.per_sm_bytes == pytest.approx(m["hbm_capacity_gib"] * 2**30 / sms)
+    assert l2.size_bytes == m["l2_size_mib"] * 2**20
+    assert l2.per_sm_bytes == pytest.approx(m["l2_size_mib"] * 2**20 / sms)
+    assert smem.per_sm_bytes == m["smem_per_sm_kib"] * 1024
+    assert smem.size_bytes == m["smem_per_sm_kib"] * 1024 * sms
+    assert regs.per_sm_bytes == m["register_file_per_sm_kib"] * 1024
+    assert (hbm.chip_wide, l2.chip_wide, smem.chip_wide, regs.chip_wide) == (True, True, False, False)
+    # The register file in bytes is its 32-bit registers × 4.
+    assert regs.per_sm_bytes == lim["registers_per_sm"] * 4
+    # Bandwidths, and where each came from.
+    derived = m.get("derived", {})
+    for lv, field in ((hbm, "hbm_bandwidth_gbps"), (l2, "l2_bandwidth_gbps"), (smem, "smem_bandwidth_gbps")):
+        assert lv.bandwidth_gbps == m.get(field)
+        if m.get(field) is None:
+            assert lv.provenance == "unknown" and lv.ridges == ()
+        elif field in derived:
+            assert lv.how == derived[field]
+            assert lv.provenance == ("estimated" if derived[field].startswith("estimated") else "derived")
+        else:
+            assert lv.provenance == "spec" and lv.how == m["source"]
+    assert regs.bandwidth_gbps is None and regs.ridges == ()
+    # Derived sizes carry their note too.
+    for lv, field in ((hbm, "hbm_capacity_gib"), (l2, "l2_size_mib"), (smem, "smem_per_sm_kib"),
+                      (regs, "register_file_per_sm_kib")):
+        assert (lv.size_note.how if lv.size_note else None) == derived.get(field)
+    # Ridges: peak ÷ that level's bandwidth, every data type the file gives.
+    for lv in (hbm, l2, smem):
+        if lv.bandwidth_gbps is None:
+            continue
+        for unit, table in (("tensor", c["tensor_tflops"]), ("vector", c["vector_tflops"])):
+            for dtype, tflops in table.items():
+                assert lv.ridge(dtype, unit) == pytest.approx(tflops * 1e12 / (lv.bandwidth_gbps * 1e9))
+    # The compute level lists every peak, and its per-SM share.
+    peaks = {(u.unit, u.dtype): u.tflops for u in h.compute}
+    assert peaks == {**{("tensor", d): v for d, v in c["tensor_tflops"].items()},
+                     **{("vector", d): v for d, v in c["vector_tflops"].items()}}
+    assert all(u.per_sm_tflops == pytest.approx(u.tflops / sms) for u in h.compute)
+
+
+@pytest.mark.parametrize("path", GPU_FILES, ids=lambda p: p.stem)
+def test_hbm_ridge_is_the_engines_and_ridges_fall_towards_the_units(path):
+    g = load_gpu_file(path)
+    h = hierarchy(g)
+    roofs = g.roofs()
+    hbm = h.level("HBM")
+    for dtype in g.compute.tensor_tflops:
+        assert hbm.ridge(dtype) == pytest.approx(roofs.ridge(dtype))
+    # Each level with a bandwidth above HBM's needs fewer FLOPs per byte to keep the units busy.
+    for lv in h.levels[1:]:
+        if lv.bandwidth_gbps is not None and lv.bandwidth_gbps > g.memory.hbm_bandwidth_gbps:
+            assert lv.ridge("fp32", "vector") < hbm.ridge("fp32", "vector")
+
+
+def test_h100_worked_numbers():
+    """By hand from hardware/h100-sxm.yaml: 80 GiB / 132 SMs = 620.6 MiB each; 50 MiB / 132 = 387.9 KiB;
+    989.4 TFLOP/s bf16 ÷ 3,350 GB/s = 295.3 FLOP/B; ÷ the derived 33,454 GB/s of shared memory = 29.6."""
+    h = hierarchy(load_gpu("h100"))
+    assert h.level("HBM").per_sm_bytes / 2**20 == pytest.approx(620.6, abs=0.05)
+    assert h.level("L2").per_sm_bytes / 2**10 == pytest.approx(387.9, abs=0.05)
+    assert h.level("HBM").ridge("bf16") == pytest.approx(295.3, abs=0.05)
+    smem = h.level("shared memory / L1")
+    assert smem.ridge("bf16") == pytest.approx(29.6, abs=0.05)
+    assert smem.provenance == "derived" and "128 B/clk/SM" in smem.how
+    assert smem.bandwidth_per_sm_gbps == pytest.approx(33454 / 132)
+    # 65,536 registers for 2,048 resident threads: 32 each (128 B); 255 at most (1,020 B).
+    assert "32 (128 B) each with all 2,048 threads resident" in h.level("register file").detail
+
+
+def test_hardware_show_prints_the_hierarchy():
+    out = cli("hardware", "show", "h100").stdout
+    h = hierarchy(load_gpu("h100"))
+    assert "Memory hierarchy, top to bottom" in out
+    assert "shared/L1" in out and "registers" in out
+    row = next(line for line in out.splitlines() if line.startswith("HBM "))
+    assert f"{h.level('HBM').ridge('bf16'):,.0f}" in row and "3,350" in row
+    # The notes on derived numbers are printed, word for word.
+    for lv in h.levels:
+        if lv.provenance in ("derived", "estimated"):
+            assert flat(lv.how) in flat(out)
+    assert "Units the registers feed" in out and "989.4" in out
+
+
+def test_hardware_show_json_has_the_hierarchy():
+    data = json.loads(cli("hardware", "show", "h100", "--json").stdout)
+    assert data["memory"]["hbm_bandwidth_gbps"] == 3350  # the spec is still all there
+    hier = data["hierarchy"]
+    assert [lv["name"] for lv in hier["levels"]] == LEVELS
+    h = hierarchy(load_gpu("h100"))
+    for got, lv in zip(hier["levels"], h.levels):
+        assert got["bandwidth_gbps"] == lv.bandwidth_gbps
+        assert got["size_bytes"] == lv.size_bytes
+        for r in lv.ridges:
+            assert got["ridge_flop_per_byte"][r.unit][r.dtype] == pytest.approx(r.flop_per_byte)
+    assert hier["levels"][0]["bandwidth_provenance"] == "spec"
+    assert {(u["unit"], u["dtype"]) for u in hier["compute"]} >= {("tensor", "bf16"), ("vector", "fp32")}
