@@ -159,7 +159,7 @@ def _band(low: float, high: float) -> str:
     return f"{low / scale:.3g}–{high / scale:.3g} {unit}"
 
 
-def _table(title: str) -> Table:
+def _table(title: str | None) -> Table:
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
 
 
@@ -172,15 +172,16 @@ def _check_cell(r: ShapeRecord) -> Text:
     return Text(f"{word} {c.rel_error:.1e}", style=STATUS_STYLE[r.status])
 
 
-def _title(run: MeasurementFile) -> str:
+def headline(run: MeasurementFile) -> str:
     first = run.records[0] if run.records else None
-    title = f"{first.kernel} {first.dtype} on {run.gpu.name}" if first else f"measure on {run.gpu.name}"
-    return title + (f" (spec: {run.gpu.spec})" if run.gpu.spec else "")
+    what = f"{first.kernel} {first.dtype}" if first else "measure"
+    spec = f", against the spec {run.gpu.spec}" if run.gpu.spec else ""
+    return f"{what} on {run.gpu.name}{spec}"
 
 
 def results_table(run: MeasurementFile) -> Table:
     """Per shape: the check, and when timed, the time, the rates and the share of the roof."""
-    t = _table(_title(run))
+    t = _table(None)
     t.add_column("shape", no_wrap=True)
     t.add_column("check", no_wrap=True)
     timed = not run.interpret
@@ -267,6 +268,7 @@ def _grouped(items: list[tuple[str, str]]) -> list[str]:
 
 def print_run(run: MeasurementFile) -> None:
     c = console()
+    c.print(headline(run), highlight=False, markup=False)
     c.print(results_table(run))
     if any(r.baselines for r in run.records):
         c.print(baselines_table(run))
