@@ -9,9 +9,11 @@ a row fits on chip:
   running max m and the running sum s of exp(x − m) (Milakov & Gimelshein, "Online normalizer calculation for
   softmax", 2018: when a chunk raises the max, s is rescaled by exp(m_old − m_new)); the second pass writes
   exp(x − m)/s. That is two reads and one write of HBM in the worst case. The second pass walks the chunks in
-  reverse, so that it starts with the ones the first pass loaded last, which are still in the L2 cache, and the
-  first pass asks the L2 to keep its lines (evict_last) while the second marks them as done (evict_first): most of
-  the second read then comes from the L2, not from HBM.
+  reverse, so that it starts with the ones the first pass loaded last, which are still in the L2 cache. The first
+  pass asks the L2 to keep (evict_last) only the last chunks of each row, as many as the L2 can hold for all the
+  programs resident at once until the second pass comes back for them, and streams the rest (evict_first); the
+  second pass marks what it reads and writes as done (evict_first). Part of the second read then comes from the
+  L2 rather than from HBM: all of it while rows × programs in flight fit in the L2 (rows up to about 64K).
 
 Rows may be non-contiguous (any row stride, e.g. a column slice of a wider tensor) and columns may be strided.
 """
@@ -28,8 +30,9 @@ from ..op import Op, softmax_op
 from .base import Inputs, Kernel, torch_dtype
 
 # Rows up to this many elements are held whole in registers (one read, one write); longer rows take the online
-# path. Measured on an H200 (docs/kernels-tuning.md): see _rows_config and _online_config for the numbers.
-_ONLINE_ABOVE = 32768
+# path. Measured on an H200, 4,096 rows: at 32,768 columns the online path was 10% faster in bf16 (160 against
+# 178 µs) and even in fp32 (280 against 278 µs); at 16,384 the rows path was 8% faster in bf16, 5% slower in fp32.
+_ONLINE_ABOVE = 16384
 
 
 @dataclass(frozen=True)
@@ -39,25 +42,19 @@ class SoftmaxConfig:
     rows_per_program: int = 1
     num_warps: int = 4
     num_stages: int = 1
+    hints: bool = False  # L2 eviction hints: rows mode, evict_first on the load; online, see keep_mb
     reverse: bool = True  # online: walk the chunks backwards in the second pass (L2 reuse)
-    prefetch: bool = True  # online: load the next chunk before working on this one
-    hints: bool = True  # L2 eviction hints (see the module docstring)
+    # online with hints: L2 bytes (MB) that all resident programs together ask the L2 to keep (evict_last) from
+    # their first pass for the second: the last chunks of each row. The earlier chunks, which the L2 could not
+    # hold until the second pass anyway, are loaded evict_first so that they do not push the kept ones out.
+    keep_mb: int = 30
 
 
 @triton.jit
 def _softmax_rows_kernel(
-    x_ptr,
-    y_ptr,
-    n_rows,
-    n_cols,
-    sxr,
-    sxc,
-    syr,
-    syc,
-    BLOCK: tl.constexpr,
-    ROWS: tl.constexpr,
-    HINTS: tl.constexpr,
-):
+    x_ptr, y_ptr, n_rows, n_cols, sxr, sxc, syr, syc,
+    BLOCK: tl.constexpr, ROWS: tl.constexpr, HINTS: tl.constexpr,
+):  # fmt: skip
     # Reads ROWS rows of n_cols elements, writes ROWS rows: one HBM read and one write per element.
     pid = tl.program_id(0)
     rows = (pid * ROWS + tl.arange(0, ROWS)).to(tl.int64)
@@ -78,34 +75,28 @@ def _softmax_rows_kernel(
 
 
 @triton.jit
-def _load_chunk(x_row, c, offs, n_cols, sxc, BLOCK: tl.constexpr, POLICY: tl.constexpr, HINTS: tl.constexpr):
-    # Chunk -1 and chunk n_chunks (prefetches past either end) are fully masked and move no bytes.
+def _online_update(x_row, c, offs, n_cols, sxc, m_run, s_run, BLOCK: tl.constexpr, POLICY: tl.constexpr):
+    # One chunk of the first pass: fold chunk c into the running max m_run and sum s_run of exp(x - m_run).
     cols = c * BLOCK + offs
-    mask = (cols >= 0) & (cols < n_cols)
-    if HINTS:
-        x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"), eviction_policy=POLICY)
+    if POLICY == "":
+        x = tl.load(x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"))
     else:
-        x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"))
-    return x
+        x = tl.load(x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"), eviction_policy=POLICY)
+    x = x.to(tl.float32)
+    m_new = tl.maximum(m_run, tl.max(x, axis=0))
+    # A chunk of -inf only (the masked tail, or masked-out scores) leaves m at -inf: exponents then use 0,
+    # so that exp(-inf - -inf) never makes a NaN.
+    m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+    s_new = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+    return m_new, s_new
 
 
 @triton.jit
 def _softmax_online_kernel(
-    x_ptr,
-    y_ptr,
-    n_cols,
-    sxr,
-    sxc,
-    syr,
-    syc,
-    BLOCK: tl.constexpr,
-    REVERSE: tl.constexpr,
-    HINTS: tl.constexpr,
-    PREFETCH: tl.constexpr,
-):
-    # Pass 1 reads the row once for its max and normalizer; pass 2 reads it again (mostly from the L2) and writes.
-    # With PREFETCH, each pass loads chunk c+1 before it works on chunk c, so that loads stay in flight during
-    # the block-wide reductions (a chunk past the end is fully masked and moves no bytes).
+    x_ptr, y_ptr, n_cols, keep_from, sxr, sxc, syr, syc,
+    BLOCK: tl.constexpr, REVERSE: tl.constexpr, HINTS: tl.constexpr,
+):  # fmt: skip
+    # Pass 1 reads the row once for its max and normalizer; pass 2 reads it again (partly from the L2) and writes.
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * sxr
     y_row = y_ptr + row * syr
@@ -114,69 +105,84 @@ def _softmax_online_kernel(
     # Running max and sum, one element wide so that they stay tensors through the loop.
     m_run = tl.full([1], -float("inf"), tl.float32)
     s_run = tl.zeros([1], tl.float32)
-    if PREFETCH:
-        x_next = _load_chunk(x_row, 0, offs, n_cols, sxc, BLOCK, "evict_last", HINTS)
-    for c in range(0, n_chunks):
-        if PREFETCH:
-            x = x_next
-            x_next = _load_chunk(x_row, c + 1, offs, n_cols, sxc, BLOCK, "evict_last", HINTS)
-        else:
-            x = _load_chunk(x_row, c, offs, n_cols, sxc, BLOCK, "evict_last", HINTS)
-        x = x.to(tl.float32)
-        m_new = tl.maximum(m_run, tl.max(x, axis=0))
-        # A chunk of -inf only (the masked tail, or masked-out scores) leaves m at -inf: exponents then use 0,
-        # so that exp(-inf - -inf) never makes a NaN.
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
-        m_run = m_new
+    if HINTS:
+        # Chunks before keep_from will be gone from the L2 by the time pass 2 comes back to them: stream them.
+        for c in range(0, keep_from):
+            m_run, s_run = _online_update(x_row, c, offs, n_cols, sxc, m_run, s_run, BLOCK, "evict_first")
+        for c in range(keep_from, n_chunks):
+            m_run, s_run = _online_update(x_row, c, offs, n_cols, sxc, m_run, s_run, BLOCK, "evict_last")
+    else:
+        for c in range(0, n_chunks):
+            m_run, s_run = _online_update(x_row, c, offs, n_cols, sxc, m_run, s_run, BLOCK, "")
     inv = 1.0 / s_run
-    first = n_chunks - 1 if REVERSE else 0
-    step = -1 if REVERSE else 1
-    if PREFETCH:
-        x_next = _load_chunk(x_row, first, offs, n_cols, sxc, BLOCK, "evict_first", HINTS)
     for i in range(0, n_chunks):
-        c = first + step * i
-        if PREFETCH:
-            x = x_next
-            # c + step is -1 or n_chunks after the last chunk: fully masked, no bytes.
-            x_next = _load_chunk(x_row, c + step, offs, n_cols, sxc, BLOCK, "evict_first", HINTS)
+        if REVERSE:
+            c = n_chunks - 1 - i
         else:
-            x = _load_chunk(x_row, c, offs, n_cols, sxc, BLOCK, "evict_first", HINTS)
+            c = i
         cols = c * BLOCK + offs
-        y = tl.exp(x.to(tl.float32) - m_run) * inv
-        tl.store(y_row + cols * syc, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+        mask = cols < n_cols
+        if HINTS:
+            x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+        else:
+            x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"))
+        y = (tl.exp(x.to(tl.float32) - m_run) * inv).to(y_ptr.dtype.element_ty)
+        if HINTS:
+            tl.store(y_row + cols * syc, y, mask=mask, eviction_policy="evict_first")
+        else:
+            tl.store(y_row + cols * syc, y, mask=mask)
+
+
+def _sm_count(t: torch.Tensor) -> int:
+    """Streaming multiprocessors of the tensor's GPU (132 on an H100/H200, assumed under the interpreter)."""
+    if t.device.type != "cuda":
+        return 132
+    return torch.cuda.get_device_properties(t.device).multi_processor_count
+
+
+def _keep_chunks(cfg: SoftmaxConfig, x: torch.Tensor) -> int:
+    """Chunks at the end of each row that the online first pass asks the L2 to keep (evict_last)."""
+    # Programs resident at once: the SM's 2,048 threads divided among programs of num_warps warps.
+    resident = _sm_count(x) * max(1, 2048 // (32 * cfg.num_warps))
+    chunk_bytes = cfg.block * x.element_size()
+    return cfg.keep_mb * 2**20 // (resident * chunk_bytes)
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-# "rows" mode: elements one program holds (ROWS × BLOCK). Short rows are packed ROWS to a program so that each
-# program still moves a few KB; measured on an H200 (docs/kernels-tuning.md).
-_ROWS_TARGET_ELEMENTS = 4096
+# "rows" mode: ROWS × BLOCK elements a program, 16 of them a thread. Measured on an H200 (bf16 and fp32, 4,096
+# rows, 1,024 to 16,384 columns): 2,048 elements a program (two rows of 1,024 in 4 warps, one of 16,384 in 32)
+# were the fastest or within 2% of it at every row length; 4 rows of 1,024 were 8% slower, 8 rows 12%.
+_ROWS_TARGET_ELEMENTS = 2048
+_ELEMENTS_PER_THREAD = 16
+# Rows longer than this spill registers when held whole (ptxas for sm_90: 65,536 bf16 in 32 warps).
+_ROWS_MAX = 32768
 
 
 def _rows_config(
-    cols: int, num_warps: int | None = None, rows_per_program: int | None = None, n_rows: int | None = None
+    cols: int,
+    num_warps: int | None = None,
+    rows_per_program: int | None = None,
+    n_rows: int | None = None,
+    **kw,
 ) -> SoftmaxConfig:
     block = max(16, _next_pow2(cols))
     rows = rows_per_program or max(1, _ROWS_TARGET_ELEMENTS // block)
     if n_rows is not None:
         rows = min(rows, _next_pow2(n_rows))  # no more rows a program than the tensor has
-    elements = rows * block
-    # About 16 fp32 values per thread, 4 to 16 warps (measured on an H200: docs/kernels-tuning.md).
-    warps = num_warps or min(16, max(4, elements // 512))
-    return SoftmaxConfig("rows", block, rows_per_program=rows, num_warps=warps)
+    warps = num_warps or min(32, max(4, rows * block // (32 * _ELEMENTS_PER_THREAD)))
+    return SoftmaxConfig("rows", block, rows_per_program=rows, num_warps=warps, **kw)
 
 
-# "online" mode: chunk length and warps. 16,384 elements in 32 warps (16 a thread, twice with the prefetch, 53
-# registers) make one program of 1,024 threads per SM, which keeps the rows in flight, and so the L2 working set,
-# small. Measured on an H200 (docs/kernels-tuning.md).
-_ONLINE_BLOCK = 16384
-_ONLINE_WARPS = 32
+# "online" mode: chunks of 8,192 elements in 16 warps. Measured on an H200 (docs/kernels-tuning.md).
+_ONLINE_BLOCK = 8192
+_ONLINE_WARPS = 16
 
 
 def _online_config(block: int = _ONLINE_BLOCK, num_warps: int = _ONLINE_WARPS, **kw) -> SoftmaxConfig:
+    kw.setdefault("hints", True)
     return SoftmaxConfig("online", block, num_warps=num_warps, **kw)
 
 
@@ -211,27 +217,23 @@ class FusedSoftmax(Kernel):
     def candidates(self, shape, dtype) -> list[SoftmaxConfig]:
         rows, cols = shape
         out = [self.config_for(shape, dtype)]
-        if cols <= _ONLINE_ABOVE:  # longer rows spill registers (ptxas, sm_90: 65,536 in 32 warps)
+        if cols <= _ROWS_MAX:
             block = max(16, _next_pow2(cols))
-            for elements in (2048, 4096, 8192):
+            for elements in (2048, 4096):
                 rows_per_program = max(1, elements // block)
                 for per_thread in (8, 16, 32):  # fp32 values a thread holds
                     warps = rows_per_program * block // (32 * per_thread)
                     if 4 <= warps <= 32:
                         out.append(_rows_config(cols, num_warps=warps, rows_per_program=rows_per_program))
+            out.append(_rows_config(cols, hints=True))
         if cols > 8192:
-            for block, warps, prefetch in (
-                (4096, 8, True),
-                (8192, 16, True),
-                (8192, 16, False),
-                (16384, 16, True),
-                (16384, 32, True),
-                (32768, 32, False),
-            ):
+            for block, warps in ((4096, 8), (8192, 16), (16384, 32), (32768, 32)):
                 if block < cols:
-                    out.append(_online_config(block, warps, prefetch=prefetch))
-            out.append(_online_config(reverse=False))
+                    out.append(_online_config(block, warps))
+            for keep_mb in (0, 15, 45, 10000):
+                out.append(_online_config(keep_mb=keep_mb))
             out.append(_online_config(hints=False))
+            out.append(_online_config(reverse=False))
         return list(dict.fromkeys(out))
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: SoftmaxConfig | None = None) -> None:
@@ -240,6 +242,7 @@ class FusedSoftmax(Kernel):
         cfg = config or self.config_for((rows, cols), None)
         self._start_run()
         meta = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        strides = (x.stride(0), x.stride(1), out.stride(0), out.stride(1))
         if cfg.mode == "rows":
             if cfg.block < cols:
                 raise ValueError(f"rows mode needs block >= cols, got {cfg.block} < {cols}")
@@ -249,10 +252,7 @@ class FusedSoftmax(Kernel):
                 out,
                 rows,
                 cols,
-                x.stride(0),
-                x.stride(1),
-                out.stride(0),
-                out.stride(1),
+                *strides,
                 BLOCK=cfg.block,
                 ROWS=cfg.rows_per_program,
                 HINTS=cfg.hints,
@@ -260,22 +260,21 @@ class FusedSoftmax(Kernel):
             )
             self._record(_softmax_rows_kernel, grid, asdict(cfg), handle)
         elif cfg.mode == "online":
+            n_chunks = triton.cdiv(cols, cfg.block)
+            keep_from = max(0, n_chunks - _keep_chunks(cfg, x))
             grid = (rows,)
             handle = _softmax_online_kernel[grid](
                 x,
                 out,
                 cols,
-                x.stride(0),
-                x.stride(1),
-                out.stride(0),
-                out.stride(1),
+                keep_from,
+                *strides,
                 BLOCK=cfg.block,
                 REVERSE=cfg.reverse,
                 HINTS=cfg.hints,
-                PREFETCH=cfg.prefetch,
                 **meta,
             )
-            self._record(_softmax_online_kernel, grid, asdict(cfg), handle)
+            self._record(_softmax_online_kernel, grid, {**asdict(cfg), "keep_from": keep_from}, handle)
         else:
             raise ValueError(f"unknown softmax mode {cfg.mode!r}")
 
