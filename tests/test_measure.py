@@ -320,6 +320,13 @@ def test_record_json_round_trip_and_plot_keys(tmp_path):
     back = load(path)
     assert back == run
     assert isinstance(back, MeasurementFile)
+    # And `plot --measured` reads it: the timed record, with the engine's count.
+    from rooflinectl.plot import load_measured
+
+    measured = load_measured(path)
+    assert measured.gpu.spec == "h100-sxm" and measured.matches(H100)
+    assert [(r.op, r.flops, r.bytes, r.time_s) for r in measured.records] == [
+        ("softmax 512x2048", 5_242_880, 4_194_304, 2e-6), ("softmax 4x4", 80, 64, None)]
 
 
 def test_loading_a_foreign_file_is_one_line(tmp_path):
