@@ -1,0 +1,76 @@
+"""``rooflinectl explore``: the roofline in a full-screen terminal interface, every knob on a key.
+
+Textual is imported inside the command only, so that ``rooflinectl --help`` and ``analyze`` stay light.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from ..errors import UserError
+from ..workload import resolve_workload
+from ._app import app, command
+from .analyze import (
+    ATTENTION_OPTION,
+    BATCH_OPTION,
+    CALIBRATED_OPTION,
+    CAUSAL_OPTION,
+    CONTEXT_OPTION,
+    DTYPE_OPTION,
+    FUSE_OPTION,
+    GPU_OPTION,
+    KV_DTYPE_OPTION,
+    MODEL_OPTION,
+    SEQ_LEN_OPTION,
+    workload_overrides,
+)
+
+
+def is_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+@command(app)
+def explore(
+    workload: str = typer.Argument("decode", help="A phase (decode, prefill, attention) or a workload YAML file."),
+    gpu: str = GPU_OPTION,
+    model: str = MODEL_OPTION,
+    batch: int = BATCH_OPTION,
+    seq_len: int = SEQ_LEN_OPTION,
+    context: int = CONTEXT_OPTION,
+    dtype: str = DTYPE_OPTION,
+    kv_dtype: str = KV_DTYPE_OPTION,
+    attention: str = ATTENTION_OPTION,
+    causal: bool = CAUSAL_OPTION,
+    fuse: str = FUSE_OPTION,
+    calibrated: bool = CALIBRATED_OPTION,
+    out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Where the s and x keys save files."),
+):
+    """Explore a workload's roofline interactively: keys change phase, batch, length, dtype, attention, model
+    and GPU, and the ops table, chart, totals and verdict follow at once.
+
+    Example: rooflinectl explore decode --gpu h100 --model llama-3-70b
+    """
+    from ..hardware import load_gpu
+
+    w = resolve_workload(
+        workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse)
+    )
+    g = load_gpu(gpu)
+    if not out_dir.is_dir():
+        raise UserError(f"--out-dir {out_dir}: no such folder")
+    if not is_terminal():
+        raise UserError(
+            "explore needs an interactive terminal; for the same numbers as text, run 'rooflinectl analyze' "
+            "with the same arguments"
+        )
+    from ..explore.app import ExploreApp
+
+    gpu_ref = str(Path(gpu).expanduser().resolve()) if Path(gpu).expanduser().is_file() else gpu
+    ui = ExploreApp(w, g, calibrated=calibrated, gpu_ref=gpu_ref, out_dir=out_dir)
+    ui.run()  # Textual restores the terminal on the way out, an unexpected error included
+    if ui.return_code:
+        raise typer.Exit(ui.return_code)

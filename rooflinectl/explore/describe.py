@@ -1,0 +1,105 @@
+"""Plain-language notes on one operation: what it moves and computes, where it sits, what would move it. Pure.
+
+Every number comes from the engine's Placement and Analysis; the rules below only choose which advice applies.
+"""
+
+from __future__ import annotations
+
+from ..explain import is_linear, linear_summary
+from ..render import duration, si
+from ..roofline import Analysis, Placement
+
+# Elementwise ops that a neighbouring matmul can take into its prologue or epilogue, and the --fuse name that does.
+FUSABLE = {
+    "attn_norm": "norm_linear (RMSNorm in the prologue of q/k/v_proj)",
+    "mlp_norm": "norm_linear (RMSNorm in the prologue of gate/up_proj)",
+    "act": "gate_up + act (SiLU(gate)·up in the epilogue of the gate_up matmul)",
+    "attn_residual": "residual (the add in the epilogue of o_proj)",
+    "mlp_residual": "residual (the add in the epilogue of down_proj)",
+}
+NAIVE_ATTENTION = ("qk", "softmax", "pv")
+
+
+def intensity_text(x: float) -> str:
+    """1.79e+03 reads badly in a narrow column: 0.167, 4.04, 123, 1,794, 12.3k."""
+    if x >= 1e4:
+        return si(x, sep="")
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def placement_line(p: Placement) -> str:
+    """One instance's FLOPs and bytes, and where the op sits against the ridge of its own roof."""
+    if p.op.flops == 0:
+        return f"no arithmetic: its time is {si(p.op.bytes, 'B')} / {p.bandwidth / 1e9:,.0f} GB/s"
+    side = "left" if p.intensity < p.ridge else "right"
+    return (
+        f"{si(p.op.flops, 'FLOP')} / {si(p.op.bytes, 'B')} = {intensity_text(p.intensity)} FLOP/B, {side} of the "
+        f"{p.op.dtype} {p.op.unit} ridge at {p.ridge:.0f}: {p.bound}-bound, "
+        f"{p.attainable_flops / 1e12:.3g} of {p.peak_flops / 1e12:.3g} TFLOP/s"
+    )
+
+
+def hints(p: Placement, a: Analysis) -> list[str]:
+    """What would move this op, most effective first, by rule: the op's kind, phase and bound."""
+    w = a.workload
+    out: list[str] = []
+    if p.name in NAIVE_ATTENTION:
+        out.append("FlashAttention (key a) keeps the scores on chip: this op's trip through HBM disappears")
+    if p.bound == "memory":
+        if is_linear(p) and w.phase == "decode":
+            _, turn = linear_summary(a)
+            at = f"; the linear layers reach the ridge near batch {turn:,.0f}" if turn else ""
+            out.append(
+                f"batching (key b): the sequences of a batch share one read of the weights, so FLOPs grow with "
+                f"batch and bytes barely do{at}"
+            )
+        elif p.name == "lm_head":
+            out.append("more sequences per step (key b): logits are computed for the last token of each only")
+        elif is_linear(p):
+            out.append("more tokens per step (batch, prompt length) to reuse each read of the weights")
+        elif p.name == "attention" and w.phase == "decode":
+            out.append(
+                "batching does not help: each sequence reads its own KV cache; a narrower KV cache (--kv-dtype "
+                "fp8) or fewer KV heads cut its bytes"
+            )
+        elif p.name in FUSABLE:
+            out.append(f"fusion, --fuse {FUSABLE[p.name]}: its input and output skip the trip through HBM")
+        elif p.op.flops == 0:
+            out.append("nothing to compute: only fewer bytes (a narrower data type, fusion) or faster memory help")
+        elif p.name not in NAIVE_ATTENTION:
+            out.append("fusion into a neighbouring kernel: for elementwise work the bytes are the whole cost")
+        if is_linear(p) and w.dtype in ("fp32", "bf16", "fp16"):
+            out.append("narrower weights (fp8 or int8, key d) halve the bytes of every weight read")
+        out.append(f"faster memory (key g): its time is bytes / {p.bandwidth / 1e9:,.0f} GB/s")
+    else:
+        faster = _faster_peak(p, a)
+        if faster:
+            out.append(faster)
+        out.append("a GPU with more FLOP/s (key g): it already runs at its compute roof")
+    return out
+
+
+def _faster_peak(p: Placement, a: Analysis) -> str | None:
+    """A narrower data type on the same unit with a higher peak, if the GPU has one (fp8 before int8)."""
+    table = a.roofs.tensor_tflops if p.op.unit == "tensor" else a.roofs.vector_tflops
+    for dtype in ("fp8", "int8", "bf16", "fp16"):
+        tf = table.get(dtype)
+        if tf and tf * 1e12 > p.peak_flops and dtype != p.op.dtype:
+            return (
+                f"lower precision (key d): {dtype} peaks at {tf:,.1f} TFLOP/s on {a.gpu.id}, "
+                f"against {p.peak_flops / 1e12:,.1f} for {p.op.dtype}"
+            )
+    return None
+
+
+def describe(p: Placement, a: Analysis) -> list[str]:
+    """A few lines on ``p``: identity and cost, reads, writes, computes, placement, what would move it."""
+    count = f" ×{p.op.count}" if p.op.count > 1 else ""
+    return [
+        f"{p.name}{count}: {duration(p.total_time_s)}, {p.share:.1%} of the step",
+        f"reads    {p.op.reads}",
+        f"writes   {p.op.writes}",
+        f"computes {p.op.computes}",
+        placement_line(p),
+        *(f"→ {h}" for h in hints(p, a)),
+    ]

@@ -1,0 +1,168 @@
+"""The knobs of an exploration and how each key turns them. Pure: no terminal, no engine arithmetic.
+
+A :class:`Knobs` is one point of the space the user moves through; :meth:`Knobs.workload` turns it into the
+engine's Workload through the same validation as a workload file, so a knob can never reach a state that
+``rooflinectl analyze`` would refuse. Each turn returns new knobs and leaves the old ones untouched: the app keeps
+the old ones when the new ones fail (a data type the GPU has no peak for, say).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from ..errors import UserError
+from ..hardware import GPU
+from ..roofline import Analysis, analyze
+from ..specs import validate
+from ..workload import (
+    DTYPES,
+    PHASES,
+    Model,
+    Scenario,
+    Workload,
+    scenario_from_workload,
+    workload_from_scenario,
+)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """What the keys turn. ``length`` is the context of a decode step and the prompt (seq_len) otherwise: one
+    knob, so that switching phase keeps the number of tokens in play."""
+
+    phase: str
+    model: Model
+    gpu: GPU
+    batch: int
+    length: int
+    dtype: str
+    kv_dtype: str
+    attention: str
+    causal: bool = True
+    fused: tuple[str, ...] = ()
+    calibrated: bool = False
+
+    @classmethod
+    def from_workload(cls, w: Workload, gpu: GPU, calibrated: bool = False) -> Knobs:
+        return cls(
+            phase=w.phase, model=w.model, gpu=gpu, batch=w.batch,
+            length=w.kv_len if w.phase == "decode" else w.tokens_per_seq,
+            dtype=w.dtype, kv_dtype=w.kv_dtype, attention=w.attention, causal=w.causal, fused=tuple(w.fused),
+            calibrated=calibrated,
+        )
+
+    @property
+    def length_name(self) -> str:
+        return "context" if self.phase == "decode" else "seq_len"
+
+    def scenario(self) -> Scenario:
+        decode = self.phase == "decode"
+        data = dict(
+            phase=self.phase, model=self.model, batch=self.batch,
+            seq_len=None if decode else self.length, context=self.length if decode else None,
+            dtype=self.dtype, kv_dtype=self.kv_dtype, attention=self.attention, causal=self.causal,
+            fused=list(self.fused),
+        )
+        return validate(Scenario, data, "explore")
+
+    def workload(self) -> Workload:
+        return workload_from_scenario(self.scenario())
+
+    def analyze(self) -> Analysis:
+        """The engine's analysis of these knobs; a UserError when the GPU lacks the data type's peak."""
+        return analyze(self.workload(), self.gpu, calibrated=self.calibrated)
+
+
+def cycle(items: list, current, key=lambda x: x):
+    """The item after ``current`` in ``items`` (by ``key``), wrapping; the first one if ``current`` is absent."""
+    keys = [key(i) for i in items]
+    k = key(current)
+    return items[(keys.index(k) + 1) % len(items)] if k in keys else items[0]
+
+
+def next_phase(k: Knobs) -> Knobs:
+    return replace(k, phase=cycle(list(PHASES), k.phase))
+
+
+def scale_batch(k: Knobs, factor: float) -> Knobs:
+    batch = int(k.batch * factor)
+    if batch < 1:
+        raise UserError("batch is already 1")
+    return replace(k, batch=batch)
+
+
+def scale_length(k: Knobs, factor: float) -> Knobs:
+    length = int(k.length * factor)
+    if length < 1:
+        raise UserError(f"{k.length_name} is already 1")
+    return replace(k, length=length)
+
+
+def dtypes_with_peaks(gpu: GPU, calibrated: bool = False) -> list[str]:
+    """The workload data types this GPU has a compute peak for (tensor cores; the vector units for fp32)."""
+    roofs = gpu.roofs(calibrated)
+    return [d for d in DTYPES if d in (roofs.vector_tflops if d == "fp32" else roofs.tensor_tflops)]
+
+
+def next_dtype(k: Knobs) -> Knobs:
+    """The next data type the GPU has a peak for; the KV cache follows unless it was set apart."""
+    dtype = cycle(dtypes_with_peaks(k.gpu, k.calibrated), k.dtype)
+    kv = dtype if k.kv_dtype == k.dtype else k.kv_dtype
+    return replace(k, dtype=dtype, kv_dtype=kv)
+
+
+def toggle_attention(k: Knobs) -> Knobs:
+    return replace(k, attention="flash" if k.attention == "naive" else "naive")
+
+
+def next_model(k: Knobs, models: list[Model]) -> Knobs:
+    return replace(k, model=cycle(models, k.model, key=lambda m: m.id))
+
+
+def next_gpu(k: Knobs, gpus: list[GPU]) -> tuple[Knobs, list[str]]:
+    """The next GPU that has a peak for the current data type, and the ones skipped for lacking it."""
+    skipped: list[str] = []
+    gpu = k.gpu
+    for _ in gpus:
+        gpu = cycle(gpus, gpu, key=lambda g: g.id)
+        if gpu.id == k.gpu.id:
+            break
+        if k.dtype in dtypes_with_peaks(gpu, k.calibrated):
+            return replace(k, gpu=gpu), skipped
+        skipped.append(gpu.id)
+    raise UserError(f"no other GPU has a {k.dtype} peak" + (f" (skipped {', '.join(skipped)})" if skipped else ""))
+
+
+# --- saving --------------------------------------------------------------------------------------------------
+
+
+def workload_yaml(k: Knobs, gpu_ref: str, path: str = "FILE") -> str:
+    """A workload file that ``rooflinectl analyze PATH --gpu GPU_REF`` reads back to the same analysis (a model
+    that is not in the catalog is written inline by ``scenario_from_workload``)."""
+    scenario = scenario_from_workload(k.workload())
+    data = {"phase": scenario.phase,
+            "description": f"saved by rooflinectl explore: {k.workload().label()} on {k.gpu.name}",
+            **scenario.model_dump(exclude_none=True, exclude={"phase", "description"}, mode="json")}
+    flags = " --calibrated" if k.calibrated else ""
+    header = f"# Reproduce with: rooflinectl analyze {path} --gpu {gpu_ref}{flags}\n"
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
+
+
+def workload_filename(k: Knobs) -> str:
+    size = f"c{k.length}" if k.phase == "decode" else f"s{k.length}"
+    stem = f"explore-{k.model.id}-{k.phase}-b{k.batch}-{size}-{k.dtype}-{k.attention}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", stem) + ".yaml"
+
+
+def save_workload(k: Knobs, gpu_ref: str, folder: Path) -> Path:
+    """Write the workload file of ``k`` into ``folder``; an OS error becomes a one-line UserError."""
+    path = folder / workload_filename(k)
+    try:
+        path.write_text(workload_yaml(k, gpu_ref, str(path)))
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror}") from None
+    return path
