@@ -1,0 +1,105 @@
+"""``rooflinectl plot``: the roofline chart of a workload on one or more GPUs, as PNG, SVG or PDF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..errors import UserError
+from ..workload import resolve_workload
+from ._app import DEFAULT_GPU, app, command, print_json, split_ints
+from .analyze import (
+    ATTENTION_OPTION,
+    CALIBRATED_OPTION,
+    CAUSAL_OPTION,
+    DTYPE_OPTION,
+    FUSE_OPTION,
+    KV_DTYPE_OPTION,
+    MODEL_OPTION,
+    workload_overrides,
+)
+
+
+def sizes(batch: str | None, seq_len: str | None, context: str | None) -> tuple[dict, str | None, list[int]]:
+    """The size options: one value each overrides the scenario; a list (of one option only) is a sweep.
+
+    Returns (the single-value overrides, the swept field or None, its values sorted and without repeats).
+    """
+    overrides: dict = {}
+    swept: list[tuple[str, list[int]]] = []
+    for field, flag, text in (("batch", "--batch", batch), ("seq_len", "--seq-len", seq_len),
+                              ("context", "--context", context)):
+        if text is None:
+            continue
+        values = split_ints(text, flag)
+        if not values:
+            raise UserError(f"{flag}: give a value or a comma-separated list such as 1,8,64")
+        if len(values) == 1:
+            overrides[field] = values[0]
+        else:
+            swept.append((field, sorted(set(values))))
+    if len(swept) > 1:
+        flags = " and ".join("--" + f.replace("_", "-") for f, _ in swept)
+        raise UserError(f"{flags} are both lists: sweep one size at a time")
+    field, values = swept[0] if swept else (None, [])
+    return overrides, field, values
+
+
+def default_phases(seq_len: str | None, context: str | None) -> list[str]:
+    """With no workload named: decode and prefill, or the one phase a length option applies to."""
+    if context is not None and seq_len is not None:
+        raise UserError("--context is decode's length and --seq-len prefill's: name the workload to plot")
+    if context is not None:
+        return ["decode"]
+    if seq_len is not None:
+        return ["prefill"]
+    return ["decode", "prefill"]
+
+
+@command(app)
+def plot(
+    workload: str = typer.Argument(
+        None, help="A phase (decode, prefill, attention) or a workload YAML file [default: decode and prefill]."
+    ),
+    gpu: list[str] = typer.Option(
+        None, "--gpu", "-g", help=f"GPU id, alias or YAML path; repeat to compare GPUs [default: {DEFAULT_GPU}]."
+    ),
+    model: str = MODEL_OPTION,
+    batch: str = typer.Option(None, "--batch", "-b", help="Sequences in the batch; a list (1,8,64,256) draws "
+                              "each op's trajectory."),
+    seq_len: str = typer.Option(None, "--seq-len", "-s", help="Prompt tokens per sequence (prefill, attention); "
+                                "a list draws trajectories."),
+    context: str = typer.Option(None, "--context", "-c", help="KV positions a decode step attends to; a list "
+                                "draws trajectories."),
+    dtype: str = DTYPE_OPTION,
+    kv_dtype: str = KV_DTYPE_OPTION,
+    attention: str = ATTENTION_OPTION,
+    causal: bool = CAUSAL_OPTION,
+    fuse: str = FUSE_OPTION,
+    calibrated: bool = CALIBRATED_OPTION,
+    measured: Path = typer.Option(
+        None, "--measured", help="Overlay measured kernels from a 'rooflinectl measure --save' JSON file."
+    ),
+    output: Path = typer.Option(Path("roofline.png"), "--output", "-o", help="The file to write: .png, .svg or .pdf."),
+    json: bool = typer.Option(False, "--json", help="Print the chart's content (roofs, ridges, points) as JSON."),
+):
+    """Draw the roofline chart: every op of the step at its intensity and attainable rate, under the GPU's roofs.
+
+    Example: rooflinectl plot decode --gpu h100 --batch 1,8,64,256 -o decode-batching.png
+    """
+    from ..hardware import load_gpu
+    from ..plot import chart_json, check_output, plot_workloads
+
+    check_output(output)
+    overrides, field, values = sizes(batch, seq_len, context)
+    names = [workload] if workload is not None else default_phases(seq_len, context)
+    common = workload_overrides(model, None, None, None, dtype, kv_dtype, attention, causal, fuse)
+    workloads = [resolve_workload(name, **{**common, **overrides}) for name in names]
+    gpus = [load_gpu(g) for g in (gpu or [DEFAULT_GPU])]
+    chart = plot_workloads(workloads, gpus, output, field, values, measured, calibrated)
+    if json:
+        print_json(chart_json(chart, output))
+    else:
+        panels = ", ".join(p.title for p in chart.panels)
+        print(f"wrote {output} ({panels}; {', '.join(chart.gpus)})")
