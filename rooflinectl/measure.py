@@ -8,8 +8,9 @@ Per shape, in this order (DESIGN.md, "Measuring honestly"):
 2. timing: ``triton.testing.do_bench`` (CUDA events, warm-up, the L2 flushed before each run; median and the
    20th/80th percentiles), rotating among several input sets when the working set is under 4 L2s, so that a run
    never finds its inputs in the L2 that the previous run left there. ``timer="cuda_graph"`` replays the runs
-   from a CUDA graph instead (``do_bench_cudagraph``), which removes the CPU's launch overhead from kernels of a
-   few microseconds; the rotation is then what keeps the L2 honest.
+   from a CUDA graph instead (``do_bench_cudagraph``): no CPU launch overhead between kernels of a few
+   microseconds, and no flush, whose dirty lines a kernel that moves only a few L2s of data would otherwise
+   spend part of its time writing back; the rotation is then what keeps the L2 honest.
 3. baselines (torch eager, torch.compile), checked against the same reference and timed the same way.
 4. the numbers: achieved GB/s and TFLOP/s from the engine's FLOP and byte count of the same op
    (``kernel.op``), the engine's predicted time under the spec's roofs and under the ceilings measured in this run
