@@ -18,14 +18,8 @@ import yaml
 from helpers import cli
 from rooflinectl.errors import UserError
 from rooflinectl.hardware import GPU, load_gpu
-from rooflinectl.plot import (
-    MeasuredFile,
-    build_chart,
-    draw,
-    join_names,
-    load_measured,
-    wrap_title,
-)
+from rooflinectl.plot import MeasuredFile, build_chart, draw, join_names, load_measured
+from rooflinectl.plot_draw import wrap_title
 from rooflinectl.roofline import analyze, sweep
 from rooflinectl.workload import resolve_workload
 
