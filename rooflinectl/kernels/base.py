@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
@@ -81,9 +81,17 @@ class Launch:
 
     function: str
     grid: tuple[int, ...]
-    # The meta-parameters of the launch: block sizes and flags (constexprs), num_warps, num_stages.
-    config: Mapping[str, Any] = field(default_factory=dict)
+    # The kernel's config dataclass (or a dict) and launch-time extras; ``config`` merges them on demand, so that
+    # recording a launch costs the hot path nothing.
+    settings: Any = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
     handle: Any = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The meta-parameters of the launch: block sizes and flags (constexprs), num_warps, num_stages."""
+        base = asdict(self.settings) if is_dataclass(self.settings) else dict(self.settings or {})
+        return {**base, **self.extra}
 
     @property
     def programs(self) -> int:
@@ -256,15 +264,8 @@ class Kernel(ABC):
         """The Triton launches of the last ``run``, in order (see Launch for what the interpreter leaves out)."""
         return list(self._launches)
 
-    def _record(self, fn, grid: tuple[int, ...], config: Mapping[str, Any], handle) -> None:
-        self._launches.append(
-            Launch(
-                function=fn.__name__ if hasattr(fn, "__name__") else str(fn),
-                grid=tuple(grid),
-                config=dict(config),
-                handle=handle,
-            )
-        )
+    def _record(self, fn, grid: tuple[int, ...], settings, handle, **extra) -> None:
+        self._launches.append(Launch(getattr(fn, "__name__", str(fn)), tuple(grid), settings, extra, handle))
 
     def _start_run(self) -> None:
         self._launches = []

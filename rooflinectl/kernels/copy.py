@@ -7,7 +7,7 @@ arithmetic, decides its speed, which is what `calibrate` wants to measure.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -92,7 +92,7 @@ class Copy(Kernel):
         handle = _copy_kernel[grid](
             x, out, n, BLOCK=cfg.block, EVEN=n % cfg.block == 0, HINTS=cfg.hints, num_warps=cfg.num_warps
         )
-        self._record(_copy_kernel, grid, asdict(cfg), handle)
+        self._record(_copy_kernel, grid, cfg, handle)
 
     def reference(self, inputs: Inputs) -> torch.Tensor:
         return inputs["x"].to(torch.float64)

@@ -10,7 +10,7 @@ interpreter alike; Triton still pipelines the loads through shared memory and is
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -174,7 +174,7 @@ class Matmul(Kernel):
             num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )
-        self._record(_matmul_kernel, grid, asdict(cfg), handle)
+        self._record(_matmul_kernel, grid, cfg, handle)
 
     def reference(self, inputs: Inputs) -> torch.Tensor:
         return inputs["a"].to(torch.float32) @ inputs["b"].to(torch.float32)

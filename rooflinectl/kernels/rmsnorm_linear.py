@@ -30,7 +30,7 @@ counter, and the program that arrives last sums the partials, runs the epilogue 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -232,6 +232,11 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+# The rstd pre-pass: 4 rows a program, 1,024 columns a step, 4 warps (8 values a thread in flight).
+_RSTD_ROWS = 4
+_RSTD_BLOCK_K = 1024
+_RSTD_SETTINGS = {"BLOCK_K": _RSTD_BLOCK_K, "ROWS": _RSTD_ROWS, "num_warps": 4}
+
 # Decode (gemv) up to this many rows of x; beyond, the tile kernel. Measured on an H200 (docs/kernels-tuning.md).
 _GEMV_MAX_M = 64
 # gemv: 64 rows of W a program, the M side of one warpgroup's wgmma. Measured on an H200 at 1×4096×14336: 64 rows
@@ -317,6 +322,7 @@ class RMSNormLinear(Kernel):
         self.with_bias = with_bias
         self.eps = eps
         self._counters: dict[str, torch.Tensor] = {}
+        self._dummies: dict[str, tuple] = {}
 
     def op(self, shape, dtype) -> Op:
         m, k, n = shape
@@ -364,7 +370,7 @@ class RMSNormLinear(Kernel):
     def candidates(self, shape, dtype) -> list[RMSNormLinearConfig]:
         m, k, n = shape
         out = [self.config_for(shape, dtype)]
-        if m <= _GEMV_MAX_M:
+        if m <= 2 * _GEMV_MAX_M:
             for split_k in (1, 2, 4, 8):
                 out.append(_gemv_config(m, k, n, dtype, split_k=split_k))
             out.append(_gemv_config(m, k, n, dtype, block_k=256))
@@ -378,6 +384,9 @@ class RMSNormLinear(Kernel):
             out.append(_tile_config(m, k, n, _TILE_BIG, num_stages=4))
             out.append(_tile_config(m, k, n, _TILE_MID, num_stages=3))
             out.append(_tile_config(m, k, n, _TILE_MID, num_warps=4))
+            out.append(_tile_config(m, k, n, _TILE_BIG, group_m=16, num_stages=4))
+            out.append(_tile_config(m, k, n, replace(_TILE_BIG, block_m=256, block_n=128), group_m=16))
+            out.append(_tile_config(m, k, n, _TILE_BIG, block_k=128, num_stages=2, group_m=16))
         return [c for c in dict.fromkeys(out) if _smem_estimate(c, dtype) <= _SMEM_LIMIT]
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: RMSNormLinearConfig | None = None) -> None:
@@ -407,17 +416,14 @@ class RMSNormLinear(Kernel):
                 out.stride(0), self.eps, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                 BLOCK_KSS=block_kss, SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, **meta,
             )  # fmt: skip
-            self._record(_gemv_kernel, grid, {**asdict(cfg), "split_k": split_k}, handle)
+            self._record(_gemv_kernel, grid, cfg, handle, split_k=split_k)
             return
         if cfg.kind != "tile":
             raise ValueError(f"unknown rmsnorm_linear kind {cfg.kind!r}")
         rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
-        rows = 4
-        pre_grid = (triton.cdiv(m, rows),)
-        handle = _rstd_kernel[pre_grid](
-            x, rstd, m, k, x.stride(0), self.eps, BLOCK_K=1024, ROWS=rows, num_warps=4
-        )
-        self._record(_rstd_kernel, pre_grid, {"BLOCK_K": 1024, "ROWS": rows, "num_warps": 4}, handle)
+        pre_grid = (triton.cdiv(m, _RSTD_ROWS),)
+        handle = _rstd_kernel[pre_grid](x, rstd, m, k, x.stride(0), self.eps, **_RSTD_SETTINGS)
+        self._record(_rstd_kernel, pre_grid, _RSTD_SETTINGS, handle)
         tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
         ws, _, counts = self._workspace(x.device, split_k, tiles, cfg.block_m * cfg.block_n, 0)
         grid = (tiles * split_k,)
@@ -426,18 +432,20 @@ class RMSNormLinear(Kernel):
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
             SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, **meta,
         )  # fmt: skip
-        self._record(_tile_kernel, grid, {**asdict(cfg), "split_k": split_k}, handle)
+        self._record(_tile_kernel, grid, cfg, handle, split_k=split_k)
 
     def _workspace(self, device, split_k: int, tiles: int, tile_elems: int, ss_elems: int):
         """fp32 partials and per-tile counters for split K (one-element dummies when not split)."""
+        key = str(device)
         if split_k == 1:
-            dummy = torch.empty((1,), dtype=torch.float32, device=device)
-            return dummy, dummy, torch.empty((1,), dtype=torch.int32, device=device)
+            if key not in self._dummies:
+                f32 = torch.empty((1,), dtype=torch.float32, device=device)
+                self._dummies[key] = (f32, f32, torch.empty((1,), dtype=torch.int32, device=device))
+            return self._dummies[key]
         ws = torch.empty((split_k * tiles * tile_elems,), dtype=torch.float32, device=device)
         ss = torch.empty((max(1, split_k * tiles * ss_elems),), dtype=torch.float32, device=device)
         # Counters start at zero once and are reset by the last program of each tile; allocated once per device
         # (and outside any CUDA graph capture, at the first run) so that every launch finds them at zero.
-        key = str(device)
         counts = self._counters.get(key)
         if counts is None or counts.numel() < tiles:
             counts = torch.zeros((max(tiles, 1 << 16),), dtype=torch.int32, device=device)

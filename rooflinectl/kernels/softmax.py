@@ -9,18 +9,17 @@ a row fits on chip:
   running max m and the running sum s of exp(x − m) (Milakov & Gimelshein, "Online normalizer calculation for
   softmax", 2018: when a chunk raises the max, s is rescaled by exp(m_old − m_new)); the second pass writes
   exp(x − m)/s. That is two reads and one write of HBM in the worst case. The second pass walks the chunks in
-  reverse, so that it starts with the ones the first pass loaded last, which are still in the L2 cache. The first
-  pass asks the L2 to keep (evict_last) only the last chunks of each row, as many as the L2 can hold for all the
-  programs resident at once until the second pass comes back for them, and streams the rest (evict_first); the
-  second pass marks what it reads and writes as done (evict_first). Part of the second read then comes from the
-  L2 rather than from HBM: all of it while rows × programs in flight fit in the L2 (rows up to about 64K).
+  reverse, so that it starts with the ones the first pass loaded last, which are still in the L2 cache; the first
+  pass asks the L2 to keep its lines (evict_last), the second marks what it reads and writes as done
+  (evict_first). Part of the second read then comes from the L2 rather than from HBM: most of it while the rows
+  in flight fit in the L2 (rows up to about 64K elements), little of it for rows of 256K.
 
 Rows may be non-contiguous (any row stride, e.g. a column slice of a wider tensor) and columns may be strided.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -42,12 +41,10 @@ class SoftmaxConfig:
     rows_per_program: int = 1
     num_warps: int = 4
     num_stages: int = 1
-    hints: bool = False  # L2 eviction hints: rows mode, evict_first on the load; online, see keep_mb
+    # L2 eviction hints. rows mode: evict_first on the load. online mode: evict_last on the first pass's loads,
+    # evict_first on the second pass's loads and stores.
+    hints: bool = False
     reverse: bool = True  # online: walk the chunks backwards in the second pass (L2 reuse)
-    # online with hints: L2 bytes (MB) that all resident programs together ask the L2 to keep (evict_last) from
-    # their first pass for the second: the last chunks of each row. The earlier chunks, which the L2 could not
-    # hold until the second pass anyway, are loaded evict_first so that they do not push the kept ones out.
-    keep_mb: int = 30
 
 
 @triton.jit
@@ -75,25 +72,8 @@ def _softmax_rows_kernel(
 
 
 @triton.jit
-def _online_update(x_row, c, offs, n_cols, sxc, m_run, s_run, BLOCK: tl.constexpr, POLICY: tl.constexpr):
-    # One chunk of the first pass: fold chunk c into the running max m_run and sum s_run of exp(x - m_run).
-    cols = c * BLOCK + offs
-    if POLICY == "":
-        x = tl.load(x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"))
-    else:
-        x = tl.load(x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"), eviction_policy=POLICY)
-    x = x.to(tl.float32)
-    m_new = tl.maximum(m_run, tl.max(x, axis=0))
-    # A chunk of -inf only (the masked tail, or masked-out scores) leaves m at -inf: exponents then use 0,
-    # so that exp(-inf - -inf) never makes a NaN.
-    m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-    s_new = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
-    return m_new, s_new
-
-
-@triton.jit
 def _softmax_online_kernel(
-    x_ptr, y_ptr, n_cols, keep_from, sxr, sxc, syr, syc,
+    x_ptr, y_ptr, n_cols, sxr, sxc, syr, syc,
     BLOCK: tl.constexpr, REVERSE: tl.constexpr, HINTS: tl.constexpr,
 ):  # fmt: skip
     # Pass 1 reads the row once for its max and normalizer; pass 2 reads it again (partly from the L2) and writes.
@@ -105,15 +85,21 @@ def _softmax_online_kernel(
     # Running max and sum, one element wide so that they stay tensors through the loop.
     m_run = tl.full([1], -float("inf"), tl.float32)
     s_run = tl.zeros([1], tl.float32)
-    if HINTS:
-        # Chunks before keep_from will be gone from the L2 by the time pass 2 comes back to them: stream them.
-        for c in range(0, keep_from):
-            m_run, s_run = _online_update(x_row, c, offs, n_cols, sxc, m_run, s_run, BLOCK, "evict_first")
-        for c in range(keep_from, n_chunks):
-            m_run, s_run = _online_update(x_row, c, offs, n_cols, sxc, m_run, s_run, BLOCK, "evict_last")
-    else:
-        for c in range(0, n_chunks):
-            m_run, s_run = _online_update(x_row, c, offs, n_cols, sxc, m_run, s_run, BLOCK, "")
+    for c in range(0, n_chunks):
+        cols = c * BLOCK + offs
+        if HINTS:
+            x = tl.load(
+                x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_last"
+            )
+        else:
+            x = tl.load(x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"))
+        x = x.to(tl.float32)
+        m_new = tl.maximum(m_run, tl.max(x, axis=0))
+        # A chunk of -inf only (the masked tail, or masked-out scores) leaves m at -inf: exponents then use 0,
+        # so that exp(-inf - -inf) never makes a NaN.
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+        m_run = m_new
     inv = 1.0 / s_run
     for i in range(0, n_chunks):
         if REVERSE:
@@ -131,21 +117,6 @@ def _softmax_online_kernel(
             tl.store(y_row + cols * syc, y, mask=mask, eviction_policy="evict_first")
         else:
             tl.store(y_row + cols * syc, y, mask=mask)
-
-
-def _sm_count(t: torch.Tensor) -> int:
-    """Streaming multiprocessors of the tensor's GPU (132 on an H100/H200, assumed under the interpreter)."""
-    if t.device.type != "cuda":
-        return 132
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
-
-
-def _keep_chunks(cfg: SoftmaxConfig, x: torch.Tensor) -> int:
-    """Chunks at the end of each row that the online first pass asks the L2 to keep (evict_last)."""
-    # Programs resident at once: the SM's 2,048 threads divided among programs of num_warps warps.
-    resident = _sm_count(x) * max(1, 2048 // (32 * cfg.num_warps))
-    chunk_bytes = cfg.block * x.element_size()
-    return cfg.keep_mb * 2**20 // (resident * chunk_bytes)
 
 
 def _next_pow2(n: int) -> int:
@@ -219,19 +190,16 @@ class FusedSoftmax(Kernel):
         out = [self.config_for(shape, dtype)]
         if cols <= _ROWS_MAX:
             block = max(16, _next_pow2(cols))
-            for elements in (2048, 4096):
+            for elements in (1024, 2048, 4096):
                 rows_per_program = max(1, elements // block)
                 for per_thread in (8, 16, 32):  # fp32 values a thread holds
                     warps = rows_per_program * block // (32 * per_thread)
-                    if 4 <= warps <= 32:
+                    if 2 <= warps <= 32:
                         out.append(_rows_config(cols, num_warps=warps, rows_per_program=rows_per_program))
-            out.append(_rows_config(cols, hints=True))
         if cols > 8192:
-            for block, warps in ((4096, 8), (8192, 16), (16384, 32), (32768, 32)):
+            for block, warps in ((4096, 8), (8192, 16), (16384, 16), (16384, 32), (32768, 32)):
                 if block < cols:
                     out.append(_online_config(block, warps))
-            for keep_mb in (0, 15, 45, 10000):
-                out.append(_online_config(keep_mb=keep_mb))
             out.append(_online_config(hints=False))
             out.append(_online_config(reverse=False))
         return list(dict.fromkeys(out))
@@ -248,33 +216,15 @@ class FusedSoftmax(Kernel):
                 raise ValueError(f"rows mode needs block >= cols, got {cfg.block} < {cols}")
             grid = (triton.cdiv(rows, cfg.rows_per_program),)
             handle = _softmax_rows_kernel[grid](
-                x,
-                out,
-                rows,
-                cols,
-                *strides,
-                BLOCK=cfg.block,
-                ROWS=cfg.rows_per_program,
-                HINTS=cfg.hints,
-                **meta,
-            )
-            self._record(_softmax_rows_kernel, grid, asdict(cfg), handle)
+                x, out, rows, cols, *strides, BLOCK=cfg.block, ROWS=cfg.rows_per_program, HINTS=cfg.hints, **meta
+            )  # fmt: skip
+            self._record(_softmax_rows_kernel, grid, cfg, handle)
         elif cfg.mode == "online":
-            n_chunks = triton.cdiv(cols, cfg.block)
-            keep_from = max(0, n_chunks - _keep_chunks(cfg, x))
             grid = (rows,)
             handle = _softmax_online_kernel[grid](
-                x,
-                out,
-                cols,
-                keep_from,
-                *strides,
-                BLOCK=cfg.block,
-                REVERSE=cfg.reverse,
-                HINTS=cfg.hints,
-                **meta,
-            )
-            self._record(_softmax_online_kernel, grid, {**asdict(cfg), "keep_from": keep_from}, handle)
+                x, out, cols, *strides, BLOCK=cfg.block, REVERSE=cfg.reverse, HINTS=cfg.hints, **meta
+            )  # fmt: skip
+            self._record(_softmax_online_kernel, grid, cfg, handle)
         else:
             raise ValueError(f"unknown softmax mode {cfg.mode!r}")
 
