@@ -1,0 +1,246 @@
+"""The Triton kernels, run through Triton's interpreter on a CPU: correctness on odd shapes, the registry, counts.
+
+The interpreter runs each program as numpy code, so shapes stay small; bf16 is left out because the interpreter's
+bf16 arithmetic is not the GPU's (the H200 checks bf16: benchmarks/tune_kernels.py).
+"""
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+from rooflinectl.errors import UserError  # noqa: E402
+from rooflinectl.kernels.registry import KERNELS, KernelInfo, get_kernel  # noqa: E402
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from rooflinectl.kernels.base import Kernel, relative_error  # noqa: E402
+from rooflinectl.kernels.rmsnorm_linear import RMSNormLinear, RMSNormLinearConfig  # noqa: E402
+from rooflinectl.kernels.softmax import SoftmaxConfig  # noqa: E402
+
+DTYPES = ["fp32", "fp16"]
+
+# Rows past the edge and masked lanes compute -inf - -inf in numpy under the interpreter; their results are never
+# stored, as on the GPU.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:invalid value encountered:RuntimeWarning", "ignore:divide by zero encountered:RuntimeWarning"
+)
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def _check(kernel: Kernel, inputs, dtype, config=None):
+    out = kernel.make_output(inputs)
+    out.fill_(float("nan"))  # poison: an element the kernel does not write fails the check
+    kernel.run(inputs, out, config)
+    assert not torch.isnan(out).any(), "NaN in the output: an element was not written"
+    err = relative_error(out, kernel.reference(inputs))
+    assert err <= kernel.tolerance(dtype), f"relative error {err:.2e} > {kernel.tolerance(dtype):.0e}"
+    return out
+
+
+# ---- registry ----------------------------------------------------------------------------------------------
+
+
+def test_registry_names():
+    assert set(KERNELS) == {"fused_softmax", "copy", "matmul", "rmsnorm_linear"}
+    for name, info in KERNELS.items():
+        assert isinstance(info, KernelInfo) and info.name == name and info.summary
+        kernel = get_kernel(name)
+        assert isinstance(kernel, Kernel) and kernel.name == name and kernel.summary == info.summary
+        assert kernel.default_dtype in kernel.dtypes
+        dims = len(kernel.shape_format.split("x"))
+        assert all(len(s) == dims for s in kernel.default_shapes + kernel.interpret_shapes)
+
+
+def test_registry_unknown_name_suggests():
+    with pytest.raises(UserError, match="did you mean: fused_softmax"):
+        get_kernel("softmax")
+    with pytest.raises(UserError, match="unknown kernel 'zzz'"):
+        get_kernel("zzz")
+
+
+def test_registry_imports_no_torch_or_triton():
+    code = (
+        "import sys; import rooflinectl.kernels.registry as r; r.KERNELS['copy'];"
+        "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_parse_shape():
+    k = get_kernel("fused_softmax")
+    assert k.parse_shape("4096x16384") == (4096, 16384)
+    with pytest.raises(UserError, match="ROWSxCOLS"):
+        k.parse_shape("4096")
+    with pytest.raises(UserError):
+        k.parse_shape("4096xabc")
+    with pytest.raises(UserError, match="positive"):
+        k.parse_shape("0x8")
+    with pytest.raises(UserError, match="dtype"):
+        k.check((4, 4), "fp8")
+
+
+# ---- counts (the same op.py functions that the engine uses) -----------------------------------------------
+
+
+def test_op_counts():
+    sm = get_kernel("fused_softmax").op((4096, 4096), "bf16")
+    assert sm.bytes == 2 * 4096 * 4096 * 2 and sm.flops == 5 * 4096 * 4096
+    cp = get_kernel("copy").op((1 << 20,), "fp32")
+    assert cp.bytes == 2 * (1 << 20) * 4 and cp.flops == 0
+    mm = get_kernel("matmul").op((8192, 8192, 8192), "bf16")
+    assert mm.flops == 2 * 8192**3 and mm.bytes == 3 * 8192 * 8192 * 2 and mm.weight_bytes == 0
+    m, k, n = 1, 4096, 14336
+    rl = get_kernel("rmsnorm_linear")
+    fused = rl.op((m, k, n), "bf16")
+    # x, W and the gain read once, y written once; 2mnk of matmul and 4 per x element of RMSNorm.
+    assert fused.bytes == (m * k + n * k + k + m * n) * 2
+    assert fused.flops == 2 * m * n * k + 4 * m * k
+    norm, linear = rl.unfused_ops((m, k, n), "bf16")
+    # Unfused, the normalized x is written by the norm and read again by the linear: 2·m·k more elements.
+    assert norm.bytes + linear.bytes - fused.bytes == 2 * m * k * 2
+    assert get_kernel("copy").unfused_ops((8,), "bf16") == []
+    assert RMSNormLinear(with_bias=True).op((m, k, n), "bf16").bytes == fused.bytes + n * 2
+
+
+# ---- correctness under the interpreter ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_interpret_shapes(name, dtype):
+    kernel = get_kernel(name)
+    for i, shape in enumerate(kernel.interpret_shapes):
+        inputs = kernel.make_inputs(shape, dtype, "cpu", _gen(i))
+        _check(kernel, inputs, dtype)
+        launches = kernel.last_launches()
+        assert launches and all(la.programs >= 1 for la in launches)
+        # Under the interpreter there is no compiled kernel: resources unknown, warps as asked.
+        assert launches[-1].handle is None and launches[-1].n_regs is None
+        assert launches[-1].num_warps == launches[-1].config["num_warps"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cols", [1, 7, 781])
+def test_softmax_row_lengths(cols, dtype):
+    k = get_kernel("fused_softmax")
+    _check(k, k.make_inputs((5, cols), dtype, "cpu", _gen(cols)), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reverse", [True, False])
+@pytest.mark.parametrize("hints", [True, False])
+def test_softmax_online_path(dtype, reverse, hints):
+    # A small chunk forces the two-pass online normalizer over 12 chunks, the last one partial.
+    k = get_kernel("fused_softmax")
+    cfg = SoftmaxConfig("online", 64, num_warps=4, reverse=reverse, hints=hints)
+    inputs = k.make_inputs((3, 741), dtype, "cpu", _gen(1))
+    out = _check(k, inputs, dtype, cfg)
+    assert k.last_launches()[0].function == "_softmax_online_kernel"
+    # Both paths agree.
+    assert relative_error(out, _check(k, inputs, dtype)) <= k.tolerance(dtype)
+
+
+def test_softmax_online_path_chosen_for_long_rows():
+    k = get_kernel("fused_softmax")
+    assert k.config_for((4096, 262144), "bf16").mode == "online"
+    assert k.config_for((4096, 4096), "bf16").mode == "rows"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_non_contiguous_rows(dtype):
+    k = get_kernel("fused_softmax")
+    wide = k.make_inputs((9, 300), dtype, "cpu", _gen(2))["x"]
+    _check(k, {"x": wide[:, 13 : 13 + 257]}, dtype)  # row stride 300, 257 columns
+    _check(k, {"x": wide[:, 13 : 13 + 257]}, dtype, SoftmaxConfig("online", 32, num_warps=4))
+    tall = k.make_inputs((40, 6), dtype, "cpu", _gen(3))["x"]
+    _check(k, {"x": tall.t()}, dtype)  # column stride 6
+
+
+def test_softmax_masked_scores():
+    # -inf entries (masked attention scores) are zeros of the softmax; an all -inf row is NaN, as in torch.
+    k = get_kernel("fused_softmax")
+    x = torch.randn(3, 100, generator=_gen(4))
+    x[0, :50] = -float("inf")
+    x[2] = -float("inf")
+    for cfg in (None, SoftmaxConfig("online", 16, num_warps=4, hints=True)):
+        out = torch.empty_like(x)
+        k.run({"x": x}, out, cfg)
+        torch.testing.assert_close(out[:2], torch.softmax(x[:2], -1))
+        assert torch.isnan(out[2]).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_copy_odd_lengths(dtype):
+    k = get_kernel("copy")
+    for n in (1, 4095, 5003):
+        inputs = k.make_inputs((n,), dtype, "cpu", _gen(n))
+        out = _check(k, inputs, dtype)
+        assert torch.equal(out, inputs["x"])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_odd_shapes(dtype):
+    k = get_kernel("matmul")
+    for shape in ((1, 40, 1), (33, 70, 17)):
+        _check(k, k.make_inputs(shape, dtype, "cpu", _gen(5)), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize(
+    "shape, cfg",
+    [
+        ((1, 300, 33), None),  # M = 1, K not a multiple of the K step, N odd
+        (
+            (1, 1000, 33),
+            RMSNormLinearConfig("gemv", 16, 64, 128, 4, 4, split_k=4),
+        ),  # split K, partial last split
+        ((20, 512, 70), RMSNormLinearConfig("gemv", 32, 64, 64, 4, 4, split_k=2)),
+        ((70, 200, 33), None),  # the tile kernel
+        ((70, 1000, 20), RMSNormLinearConfig("tile", 64, 32, 64, 4, 4, split_k=4)),
+        ((130, 256, 40), RMSNormLinearConfig("tile", 64, 32, 64, 4, 4, split_k=2, group_m=2)),
+    ],
+)
+def test_rmsnorm_linear(shape, cfg, with_bias, dtype):
+    k = RMSNormLinear(with_bias=with_bias)
+    inputs = k.make_inputs(shape, dtype, "cpu", _gen(6))
+    _check(k, inputs, dtype, cfg)
+    _check(k, inputs, dtype, cfg)  # again: the split-K counters were reset by the last program
+    if cfg is not None and cfg.split_k > 1:
+        assert int(k._counters["cpu"].abs().sum()) == 0
+
+
+def test_rmsnorm_linear_gain_matters():
+    # The gain is folded into W_g at load time; a run that ignored it would be far off the reference.
+    k = get_kernel("rmsnorm_linear")
+    inputs = k.make_inputs((2, 64, 24), "fp32", "cpu", _gen(7))
+    out = _check(k, inputs, "fp32")
+    no_gain = (inputs["x"] * torch.rsqrt(inputs["x"].pow(2).mean(-1, keepdim=True) + k.eps)) @ inputs["w"].t()
+    assert relative_error(out, no_gain) > 0.1
+
+
+def test_rmsnorm_linear_config_by_shape():
+    k = get_kernel("rmsnorm_linear")
+    decode = k.config_for((1, 4096, 4096), "bf16")
+    assert decode.kind == "gemv" and decode.split_k > 1  # 64 tiles of W rows do not fill 132 SMs
+    assert k.config_for((8192, 4096, 4096), "bf16").kind == "tile"
+
+
+def test_baselines_match_reference():
+    for name in sorted(KERNELS):
+        k = get_kernel(name)
+        shape = k.interpret_shapes[-1]
+        inputs = k.make_inputs(shape, "fp32", "cpu", _gen(8))
+        base = k.baselines()
+        assert set(base) == {"torch", "compile"}
+        assert relative_error(base["torch"](inputs), k.reference(inputs)) <= k.tolerance("fp32")
