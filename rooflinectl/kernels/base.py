@@ -84,8 +84,8 @@ class Launch:
     # The kernel's config dataclass (or a dict) and launch-time extras; ``config`` merges them on demand, so that
     # recording a launch costs the hot path nothing.
     settings: Any = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
     handle: Any = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def config(self) -> dict[str, Any]:
@@ -265,7 +265,7 @@ class Kernel(ABC):
         return list(self._launches)
 
     def _record(self, fn, grid: tuple[int, ...], settings, handle, **extra) -> None:
-        self._launches.append(Launch(getattr(fn, "__name__", str(fn)), tuple(grid), settings, extra, handle))
+        self._launches.append(Launch(getattr(fn, "__name__", str(fn)), tuple(grid), settings, handle, extra))
 
     def _start_run(self) -> None:
         self._launches = []
