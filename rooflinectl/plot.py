@@ -619,9 +619,15 @@ def _measured_points(
         fraction = achieved / probe.attainable_flops
         out.append(MeasuredPoint(gpu=gpu, kernel=r.kernel, op=r.op, intensity=probe.intensity, flops=achieved,
                                  roof_flops=probe.attainable_flops, fraction=fraction,
-                                 label=f"{r.kernel} {fraction:.0%}", predicted=predicted))
+                                 label=measured_label(r, fraction), predicted=predicted))
     notes = [f"Measured, not drawn: {', '.join(names)} ({why})." for why, names in skipped.items()]
     return out, notes
+
+
+def measured_label(r: MeasuredRecord, fraction: float) -> str:
+    """'matmul 8x4096x14336 33%': the kernel, its shape (several shapes of one kernel are usual), the fraction."""
+    shape = "x".join(str(n) for n in r.shape)
+    return f"{r.kernel} {shape + ' ' if shape else ''}{fraction:.0%}"
 
 
 def engine_op_name(record_op: str, a: Analysis) -> str:

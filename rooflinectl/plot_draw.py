@@ -134,11 +134,14 @@ def _draw_panel(fig, ax, panel: Panel, chart: Chart, with_legend: bool) -> None:
     for r in panel.roofs:  # labels keep off the roof lines
         placer.block_line(r.x_from, r.at(r.x_from), r.x_to, r.at(r.x_to))
     unlabelled = _draw_roofs(ax, panel, gpu_index, placer)
-    for r in panel.ridges:  # ridge labels keep off the other ridges' lines
-        placer.block_line(r.intensity, panel.ylim[0], r.intensity, r.flops, half_pt=0.5)
+    for r in panel.ridges:  # ridge labels (only) keep off the other ridges' lines
+        placer.block_line(r.intensity, panel.ylim[0], r.intensity, r.flops, half_pt=0.5, ridge=True)
     for r in panel.ridges:
         placer.vertical_label(r.label, r.intensity, panel.ylim[0], GPU_COLORS[gpu_index[r.gpu]])
 
+    for m in panel.measured:  # what was measured first: it is why the chart was drawn
+        placer.label(m.label, m.intensity, m.flops, 5, color=MEASURED_COLOR, prefer="below", weight="bold",
+                     gid="measured-label")
     for lab in panel.labels:
         placer.label(lab.text, lab.intensity, lab.flops, _radius_of(lab.share, panel), ops=lab.ops)
     for g in panel.groups:  # short, and free to sit on any side of their point
@@ -147,9 +150,6 @@ def _draw_panel(fig, ax, panel: Panel, chart: Chart, with_legend: bool) -> None:
                 text = f"{FIELD_NAMES[panel.sweep_field]} {p.value}" if k == 0 else str(p.value)
                 placer.label(text, p.intensity, p.flops, _radius(p, panel), color="#555555", fontsize=7.5,
                              prefer="below", leader=False, gid="value-label")
-    for m in panel.measured:
-        placer.label(m.label, m.intensity, m.flops, 5, color=MEASURED_COLOR, prefer="below", weight="bold",
-                     gid="measured-label")
 
     footnotes = list(panel.footnotes)
     if unlabelled:
@@ -272,6 +272,7 @@ class _Placer:
         self.solid = np.empty((0, 4))  # labels, markers, legend: x0, y0, x1, y1 in display coordinates
         self.tags: list[frozenset] = []  # per row of ``solid``: the ops of a marker (empty for the rest)
         self.lines = np.empty((0, 4))  # roof lines: text keeps off them, leader lines may cross them
+        self.ridge_lines = np.empty((0, 4))  # the dotted lines under the ridges: only ridge labels keep off them
         self.texts = []  # every label placed
 
     @staticmethod
@@ -298,10 +299,15 @@ class _Placer:
         c = a + np.linspace(0, 1, n)[:, None] * (b - a)
         return np.hstack([c - half, c + half])
 
-    def block_line(self, x0: float, y0: float, x1: float, y1: float, half_pt: float = 1.5) -> None:
+    def block_line(self, x0: float, y0: float, x1: float, y1: float, half_pt: float = 1.5,
+                   ridge: bool = False) -> None:
         """A straight line in data space (log-log roofs are straight on screen too)."""
         a, b = self.ax.transData.transform((x0, y0)), self.ax.transData.transform((x1, y1))
-        self.lines = self._stack(self.lines, self._segment(a, b, half_pt * self.pt))
+        rows = self._segment(a, b, half_pt * self.pt)
+        if ridge:
+            self.ridge_lines = self._stack(self.ridge_lines, rows)
+        else:
+            self.lines = self._stack(self.lines, rows)
 
     def _boxes(self, t) -> np.ndarray:
         return text_boxes(t, self.renderer)
@@ -359,9 +365,8 @@ class _Placer:
         best = None
         for ring, extra in enumerate(rings):
             dist = radius_pt + extra
-            for angle in angles:
+            for angle, ha in self._spots(angles):
                 dx, dy = dist * math.cos(math.radians(angle)), dist * math.sin(math.radians(angle))
-                ha = "left" if dx > 2 else "right" if dx < -2 else "center"
                 va = "bottom" if dy > 2 else "top" if dy < -2 else "center"
                 t = self.ax.annotate(text, (x, y), xytext=(dx, dy), ha=ha, va=va, **style)
                 boxes = self._boxes(t)
@@ -384,6 +389,19 @@ class _Placer:
         self._keep(t, self._boxes(t))
         return True
 
+    @staticmethod
+    def _spots(angles: Sequence[float]) -> list[tuple[float, str]]:
+        """(angle, horizontal alignment) to try: text to the right of a spot on the right, and so on; straight
+        above or below, centred, then starting or ending there (near the axes' side, centred text can't fit)."""
+        out = []
+        for angle in angles:
+            dx = math.cos(math.radians(angle))
+            if abs(dx) > 0.05:
+                out.append((angle, "left" if dx > 0 else "right"))
+            else:
+                out += [(angle, "center"), (angle, "left"), (angle, "right")]
+        return out
+
     def _annotate(self, text, x, y, dx, dy, ha, va, style, leader: bool, radius_pt: float):
         arrow = dict(arrowstyle="-", color="#999999", lw=0.6, shrinkA=1, shrinkB=radius_pt) if leader else None
         return self.ax.annotate(text, (x, y), xytext=(dx, dy), ha=ha, va=va, arrowprops=arrow, **style)
@@ -396,7 +414,7 @@ class _Placer:
                                      fontsize=ROOF_FONT, color=color, ha=ha, va="bottom", zorder=6,
                                      gid="ridge-label")
                 boxes = self._boxes(t)
-                if self._free(boxes, pad=0.5):
+                if self._free(boxes, pad=0.5) and self._overlap(boxes, self.ridge_lines, 0.5) == 0:
                     self._keep(t, boxes)
                     return
                 t.remove()

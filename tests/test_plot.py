@@ -222,7 +222,7 @@ def test_measured_point_sits_at_flops_over_bytes_and_time_with_its_share_of_the_
     # Under the HBM roof at that intensity: 2000e9 · intensity; 20 µs against the 16.8 µs the roof allows.
     assert gemv.roof_flops == pytest.approx(2000e9 * flops / nbytes)
     assert gemv.fraction == pytest.approx(nbytes / 2000e9 / 20e-6)
-    assert gemv.label == f"gemv {gemv.fraction:.0%}" == "gemv 84%"
+    assert gemv.label == f"gemv 1x4096x4096 {gemv.fraction:.0%}" == "gemv 1x4096x4096 84%"
     q = next(p for p in panel.points if p.op == "q_proj")
     assert gemv.predicted == (q.intensity, q.flops)
     # The softmax record names its roof (fp32 vector): intensity 5/4 FLOP/byte, memory-bound under 2000 GB/s.
@@ -323,7 +323,7 @@ def test_drawn_roofs_ridges_and_points_are_the_charts_data(drawn):
     (measured,) = by_gid(ax, "measured test-gpu gemv")
     assert tuple(measured.get_offsets()[0]) == pytest.approx((panel.measured[0].intensity, panel.measured[0].flops))
     texts = {t.get_text() for t in ax.texts}
-    assert "gemv 84%" in texts
+    assert "gemv 1x4096x4096 84%" in texts
     assert {lab.text for lab in panel.labels} <= texts
     assert any(t.startswith("test-gpu ") and "HBM 2 TB/s" in t for t in texts)
     assert [t.get_text() for t in by_gid(ax, "footnote")] == ["\n".join(panel.footnotes)]
