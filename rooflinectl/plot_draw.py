@@ -327,10 +327,10 @@ class _Placer:
         return bool(boxes[:, 0].min() >= box.x0 and boxes[:, 2].max() <= box.x1
                     and boxes[:, 1].min() >= box.y0 and boxes[:, 3].max() <= box.y1)
 
-    def _free(self, boxes: np.ndarray, pad: float = 1.5, lines: bool = True) -> bool:
-        if not self._inside(boxes) or self._overlap(boxes, self.solid, pad) > 0:
-            return False
-        return not lines or self._overlap(boxes, self.lines, pad) == 0
+    def _free(self, boxes: np.ndarray, pad: float = 1.5) -> bool:
+        """Inside the axes, and clear (by ``pad`` points) of every label, marker and roof line."""
+        return (self._inside(boxes) and self._overlap(boxes, self.solid, pad) == 0
+                and self._overlap(boxes, self.lines, pad) == 0)
 
     def _leader_crossing(self, x: float, y: float, radius_pt: float, box: np.ndarray, ops: frozenset) -> float:
         """How much the leader from the marker's edge to the nearest point of the label crosses labels and

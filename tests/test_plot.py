@@ -186,6 +186,19 @@ def test_several_gpus_each_get_roofs_points_and_a_legend_entry():
     assert chart.title == "Meta Llama 3 8B on Test GPU 1 vs Test GPU 2 · bf16 · flash attention"
 
 
+def test_calibrated_roofs_are_the_measured_ceilings():
+    data = GPU1.model_dump()
+    data["measured"] = {"device_name": "Test GPU 1", "date": "2026-12-01", "command": "rooflinectl calibrate",
+                        "torch_version": "2.11.0", "copy_bandwidth_gbps": 1600, "tensor_tflops": {"bf16": 240}}
+    chart = build_chart([DECODE], [GPU.model_validate(data)], calibrated=True)
+    roofs = {r.name: r for r in chart.panels[0].roofs}
+    assert (roofs["HBM"].value, roofs["bf16 tensor"].value) == (1600e9, 240e12)
+    assert roofs["HBM"].label == "HBM 1.6 TB/s measured"
+    assert roofs["fp32 vector"].value == 20e12  # not calibrated: the spec's
+    assert chart.panels[0].ridges[0].intensity == pytest.approx(150)
+    assert "(measured roofs)" in chart.title
+
+
 def test_a_gpu_given_twice_is_an_error():
     with pytest.raises(UserError, match="given twice"):
         build_chart([DECODE], [GPU1, GPU1])
@@ -379,6 +392,13 @@ def test_plot_json_svg_sweep_and_several_gpus(tmp_path):
     assert panel["values"] == [1, 8, 64] and panel["sweep_field"] == "batch"
     assert len(panel["trajectories"]) == 2 * 16  # 18 decode ops less embed and kv_write, on each GPU
     assert "<svg" in out.read_text()[:1000]
+
+
+def test_a_context_list_with_no_workload_sweeps_decode(tmp_path):
+    result = cli("plot", "--context", "1024,4096", "-o", str(tmp_path / "c.png"), "--json")
+    assert result.exit_code == 0, result.output
+    (panel,) = json.loads(result.stdout)["panels"]
+    assert (panel["phase"], panel["sweep_field"], panel["values"]) == ("decode", "context", [1024, 4096])
 
 
 def test_plot_pdf(tmp_path):
