@@ -183,3 +183,31 @@ def test_help_runs_without_heavy_imports():
             "print(' '.join(m for m in ('torch', 'triton', 'matplotlib', 'textual') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ""
+
+
+def _command_paths(group, prefix=()):
+    import typer
+
+    click_group = typer.main.get_command(group) if not hasattr(group, "commands") else group
+    for name, cmd in click_group.commands.items():
+        if hasattr(cmd, "commands"):
+            yield from _command_paths(cmd, (*prefix, name))
+        else:
+            yield " ".join((*prefix, name))
+
+
+def test_every_command_is_documented_in_the_readme():
+    from rooflinectl.cli import app
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    paths = list(_command_paths(app))
+    assert {"analyze", "plot", "measure", "calibrate", "occupancy", "explore", "hardware show"} <= set(paths)
+    for path in paths:
+        assert f"rooflinectl {path}" in readme, f"README.md does not show `rooflinectl {path}`"
+
+
+def test_readme_analyze_output_is_current():
+    """The README's `$ rooflinectl analyze decode --gpu a100` block is the command's real output."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("$ rooflinectl analyze decode --gpu a100\n", 1)[1].split("```", 1)[0]
+    assert cli("analyze", "decode", "--gpu", "a100").stdout.rstrip() == block.rstrip()
