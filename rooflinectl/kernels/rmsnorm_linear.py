@@ -51,6 +51,7 @@ class RMSNormLinearConfig:
     num_warps: int
     num_stages: int
     split_k: int = 1  # programs that share one output tile, each over a K range
+    ss: str = "inloop"  # gemv: sum of squares from a load of its own in the matmul loop, or "loop" before it
     group_m: int = 8  # tile: tile rows per group, for L2 reuse
 
 
@@ -76,7 +77,7 @@ def _gemv_epilogue(acc, ss, b_ptr, y_ptr, offs_n, offs_m, M, N, K, sym, eps, HAS
 def _gemv_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_KSS: tl.constexpr,
-    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_INLOOP: tl.constexpr,
 ):  # fmt: skip
     # Reads BLOCK_N rows of W_g and BLOCK_M rows of x over one K range; writes y[BLOCK_M rows, BLOCK_N columns]
     # (or, split, an fp32 partial that the last program of the tile sums).
@@ -91,19 +92,31 @@ def _gemv_kernel(
     k_lo = pid_s * k_per_split
     k_hi = tl.minimum(K, k_lo + k_per_split)
 
-    # Sum of squares of this K range of x, in its own loop (see the module docstring).
+    # Sum of squares of this K range of x, never from the x tile that feeds the dot (see the module docstring):
+    # from a load of its own in the matmul loop (SS_INLOOP: an L2 read of a few KB a step, no extra latency), or
+    # in a loop of its own before it.
     ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    for k in range(k_lo, k_hi, BLOCK_KSS):
-        cols = k + tl.arange(0, BLOCK_KSS)
-        xs = tl.load(x_ptr + m_safe[:, None] * sxm + cols[None, :], mask=(cols < k_hi)[None, :], other=0.0)
-        xs = xs.to(tl.float32)
-        ss += tl.sum(xs * xs, axis=1)
+    if not SS_INLOOP:
+        for k in range(k_lo, k_hi, BLOCK_KSS):
+            cols = k + tl.arange(0, BLOCK_KSS)
+            xs = tl.load(
+                x_ptr + m_safe[:, None] * sxm + cols[None, :], mask=(cols < k_hi)[None, :], other=0.0
+            )
+            xs = xs.to(tl.float32)
+            ss += tl.sum(xs * xs, axis=1)
 
     offs_k = k_lo + tl.arange(0, BLOCK_K)
     w_ptrs = w_ptr + n_safe[:, None] * swn + offs_k[None, :]
     x_ptrs = x_ptr + m_safe[:, None] * sxm + offs_k[None, :]
+    if SS_INLOOP:
+        # One step ahead, so that the load's latency hides behind a step of the matmul.
+        xs_next = tl.load(x_ptrs, mask=(offs_k < k_hi)[None, :], other=0.0, cache_modifier=".cg")
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k in range(k_lo, k_hi, BLOCK_K):
+        if SS_INLOOP:
+            xs = xs_next
+            ahead = offs_k + (k - k_lo + BLOCK_K)
+            xs_next = tl.load(x_ptrs + BLOCK_K, mask=(ahead < k_hi)[None, :], other=0.0, cache_modifier=".cg")
         if EVEN_K:
             w = tl.load(w_ptrs)
             x = tl.load(x_ptrs)
@@ -112,6 +125,9 @@ def _gemv_kernel(
             w = tl.load(w_ptrs, mask=k_mask, other=0.0)
             x = tl.load(x_ptrs, mask=k_mask, other=0.0)
         acc = tl.dot(w, tl.trans(x), acc, input_precision="tf32")
+        if SS_INLOOP:
+            xsf = xs.to(tl.float32)
+            ss += tl.sum(xsf * xsf, axis=1)
         w_ptrs += BLOCK_K
         x_ptrs += BLOCK_K
 
@@ -251,7 +267,11 @@ _GEMV_STAGES = 4
 _TARGET_PROGRAMS = 264
 # A split's K range holds at least this many K steps, so that the pipeline fills.
 _MIN_STEPS_PER_SPLIT = 4
-# Prefill tiles, as matmul.py's (128×256×64, 8 warps, 3 stages) where the grid has enough of them.
+# Prefill tiles. Measured on an H200 (bf16, K×N 4096×14336 and 8192×8192): up to M = 256, 64×128 tiles in 4 warps,
+# K split in two when that leaves fewer than 264 programs (M = 128: 42.9 µs at 4096×14336 against 43.1 for 128×128
+# and 58.4 for 128×256; 54.3 at 8192×8192 against 60.8 unsplit); beyond, matmul.py's 128×256×64 in 8 warps,
+# 3 stages (M = 2048: 370.6 µs against 391-400 for 4 stages, groups of 16, 256×128; M = 8192: within 1% of them).
+_SMALL_TILE_MAX_M = 256
 _TILE_BIG = RMSNormLinearConfig("tile", 128, 256, 64, num_warps=8, num_stages=3)
 _TILE_MID = RMSNormLinearConfig("tile", 128, 128, 64, num_warps=8, num_stages=4)
 _TILE_SMALL = RMSNormLinearConfig("tile", 64, 128, 64, num_warps=4, num_stages=4)
@@ -363,30 +383,28 @@ class RMSNormLinear(Kernel):
             return _gemv_config(m, k, n, dtype)
         if dtype == "fp32":
             return _tile_config(m, k, n, replace(_TILE_MID, block_k=32, num_stages=3))
-        if triton.cdiv(m, 128) * triton.cdiv(n, 256) >= 132:
-            return _tile_config(m, k, n, _TILE_BIG)
-        return _tile_config(m, k, n, _TILE_MID)
+        if m <= _SMALL_TILE_MAX_M:
+            return _tile_config(m, k, n, _TILE_SMALL)
+        return _tile_config(m, k, n, _TILE_BIG, split_k=1)
 
     def candidates(self, shape, dtype) -> list[RMSNormLinearConfig]:
+        """The chosen config and its nearest rivals (the wider sweeps are in docs/kernels-tuning.md)."""
         m, k, n = shape
-        out = [self.config_for(shape, dtype)]
-        if m <= 2 * _GEMV_MAX_M:
-            for split_k in (1, 2, 4, 8):
-                out.append(_gemv_config(m, k, n, dtype, split_k=split_k))
-            out.append(_gemv_config(m, k, n, dtype, block_k=256))
-            out.append(_gemv_config(m, k, n, dtype, num_stages=6))
-            out.append(_gemv_config(m, k, n, dtype, block_n=128, num_warps=8))
-        if m >= 64:
-            for base in (_TILE_BIG, _TILE_MID, _TILE_SMALL):
-                out.append(_tile_config(m, k, n, base))
-                out.append(_tile_config(m, k, n, base, split_k=1))
-            out.append(_tile_config(m, k, n, _TILE_BIG, group_m=16))
-            out.append(_tile_config(m, k, n, _TILE_BIG, num_stages=4))
-            out.append(_tile_config(m, k, n, _TILE_MID, num_stages=3))
-            out.append(_tile_config(m, k, n, _TILE_MID, num_warps=4))
-            out.append(_tile_config(m, k, n, _TILE_BIG, group_m=16, num_stages=4))
-            out.append(_tile_config(m, k, n, replace(_TILE_BIG, block_m=256, block_n=128), group_m=16))
-            out.append(_tile_config(m, k, n, _TILE_BIG, block_k=128, num_stages=2, group_m=16))
+        chosen = self.config_for(shape, dtype)
+        out = [chosen]
+        if chosen.kind == "gemv":
+            for split_k in (1, 2, 3, 4):
+                out.append(replace(chosen, split_k=split_k))
+            out.append(replace(chosen, num_stages=6))
+            out.append(replace(chosen, ss="loop"))
+        elif m <= _SMALL_TILE_MAX_M:
+            out += [
+                replace(chosen, split_k=1),
+                replace(chosen, split_k=2),
+                _tile_config(m, k, n, _TILE_MID, split_k=1),
+            ]
+        else:
+            out += [replace(chosen, num_stages=4), replace(chosen, group_m=16)]
         return [c for c in dict.fromkeys(out) if _smem_estimate(c, dtype) <= _SMEM_LIMIT]
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: RMSNormLinearConfig | None = None) -> None:
@@ -414,7 +432,8 @@ class RMSNormLinear(Kernel):
             handle = _gemv_kernel[grid](
                 x, w, bias_arg, out, ws, ss, counts, m, n, k, k_per_split, x.stride(0), w.stride(0),
                 out.stride(0), self.eps, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-                BLOCK_KSS=block_kss, SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, **meta,
+                BLOCK_KSS=block_kss, SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, SS_INLOOP=cfg.ss == "inloop",
+                **meta,
             )  # fmt: skip
             self._record(_gemv_kernel, grid, cfg, handle, split_k=split_k)
             return
