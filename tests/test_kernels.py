@@ -10,6 +10,7 @@ os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+from dataclasses import replace  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -214,10 +215,13 @@ def test_matmul_odd_shapes(dtype):
 def test_rmsnorm_linear(shape, cfg, with_bias, dtype):
     k = RMSNormLinear(with_bias=with_bias)
     inputs = k.make_inputs(shape, dtype, "cpu", _gen(6))
-    _check(k, inputs, dtype, cfg)
-    _check(k, inputs, dtype, cfg)  # again: the split-K counters were reset by the last program
-    if cfg is not None and cfg.split_k > 1:
-        assert int(k._counters["cpu"].abs().sum()) == 0
+    cfg = cfg or k.config_for(shape, dtype)
+    variants = [cfg, replace(cfg, ss="inloop")] if cfg.kind == "gemv" else [cfg]
+    for c in variants:  # the sum of squares from its own loop, and from its own load inside the matmul loop
+        _check(k, inputs, dtype, c)
+        _check(k, inputs, dtype, c)  # again: the split-K counters were reset by the last program
+        if c.split_k > 1:
+            assert int(k._counters["cpu"].abs().sum()) == 0
 
 
 def test_rmsnorm_linear_gain_matters():

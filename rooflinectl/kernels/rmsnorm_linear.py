@@ -13,11 +13,13 @@ Two kernels, chosen by shape:
 
 - ``gemv`` (decode, M up to 64): bandwidth-bound on W. The roles are swapped (yᵀ = W_g·xᵀ) so that a W tile of
   BLOCK_N = 64 rows is the wide operand of Hopper's wgmma and the few rows of x the narrow one; each program owns
-  BLOCK_N rows of W and one K range, so that W is read exactly once. The sum of squares of x comes from the same
-  K range, in a loop of its own before the matmul loop.
+  BLOCK_N rows of W and one K range, so that W is read exactly once. The sum of squares of x over the same K
+  range comes from a loop of its own before the matmul loop (``ss="loop"``, the default, measured) or from a load
+  of its own one step ahead inside it (``ss="inloop"``, which hides that loop's L2 latency; not yet measured on a
+  GPU, see docs/kernels-tuning.md).
 - ``tile`` (prefill): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in GROUP_M groups, with the row scaling
   (and bias) in the epilogue; a small pre-pass kernel computes rstd (it reads x once more, M·K elements, and writes
-  M floats: about 5% of the time at 8192×4096×4096).
+  M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth).
 
 Why the sum of squares is never taken from the x tile that feeds the matmul: with triton 3.6 on an H200 that
 gave wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software pipeliner racing on
@@ -51,7 +53,10 @@ class RMSNormLinearConfig:
     num_warps: int
     num_stages: int
     split_k: int = 1  # programs that share one output tile, each over a K range
-    ss: str = "inloop"  # gemv: sum of squares from a load of its own in the matmul loop, or "loop" before it
+    # gemv only: the sum of squares of x from a loop of its own before the matmul loop ("loop", measured on the
+    # H200), or from a load of its own one step ahead inside it ("inloop": hides the loop's L2 latency; checked
+    # under the interpreter, not yet measured on a GPU: docs/kernels-tuning.md).
+    ss: str = "loop"
     group_m: int = 8  # tile: tile rows per group, for L2 reuse
 
 
@@ -253,22 +258,26 @@ _RSTD_ROWS = 4
 _RSTD_BLOCK_K = 1024
 _RSTD_SETTINGS = {"BLOCK_K": _RSTD_BLOCK_K, "ROWS": _RSTD_ROWS, "num_warps": 4}
 
-# Decode (gemv) up to this many rows of x; beyond, the tile kernel. Measured on an H200 (docs/kernels-tuning.md).
+# Decode (gemv) up to this many rows of x; beyond, the tile kernel. Measured on an H200 at M = 128 (4096×14336):
+# gemv with 128 rows of x a program 117-157 µs, the tile kernel 42.9. M = 64 was not timed on either side.
 _GEMV_MAX_M = 64
 # gemv: 64 rows of W a program, the M side of one warpgroup's wgmma. Measured on an H200 at 1×4096×14336: 64 rows
 # 34.8 µs; 32 and 16 rows (mma.sync, not wgmma) 72 and 116 µs.
 _GEMV_BLOCK_N = 64
 # gemv K step 128 (256 bytes of each W row a load), 4 warps, 4 stages: 80 KB of shared memory, two programs an SM.
+# Measured on an H200: 14.3 µs at 1×4096×4096 (K step 256: 18.9; 6 stages, one program an SM: 18.7), 43.1 at
+# 1×4096×14336 (47.8, 47.8).
 _GEMV_BLOCK_K = 128
 _GEMV_WARPS = 4
 _GEMV_STAGES = 4
-# Programs wanted on the grid: two per SM on 132 SMs. Fewer tiles than this split K (measured on an H200:
-# docs/kernels-tuning.md).
+# Programs wanted on the grid: two per SM on 132 SMs; fewer tiles than this split K. Measured on an H200: at
+# 1×4096×4096 (64 tiles) split 4 14.3 µs, 2 17.9, 8 17.5, none 23.5; at 8×8192×8192 (128 tiles) split 2 44.9,
+# none 52.3, 4 46.0; at 1×4096×14336 (224 tiles) none 43.1, 2 47.8, 4 47.3.
 _TARGET_PROGRAMS = 264
 # A split's K range holds at least this many K steps, so that the pipeline fills.
 _MIN_STEPS_PER_SPLIT = 4
 # Prefill tiles. Measured on an H200 (bf16, K×N 4096×14336 and 8192×8192): up to M = 256, 64×128 tiles in 4 warps,
-# K split in two when that leaves fewer than 264 programs (M = 128: 42.9 µs at 4096×14336 against 43.1 for 128×128
+# K split when there are fewer tiles than SMs (M = 128: 42.9 µs at 4096×14336 against 43.1 for 128×128
 # and 58.4 for 128×256; 54.3 at 8192×8192 against 60.8 unsplit); beyond, matmul.py's 128×256×64 in 8 warps,
 # 3 stages (M = 2048: 370.6 µs against 391-400 for 4 stages, groups of 16, 256×128; M = 8192: within 1% of them).
 _SMALL_TILE_MAX_M = 256
@@ -396,7 +405,7 @@ class RMSNormLinear(Kernel):
             for split_k in (1, 2, 3, 4):
                 out.append(replace(chosen, split_k=split_k))
             out.append(replace(chosen, num_stages=6))
-            out.append(replace(chosen, ss="loop"))
+            out.append(replace(chosen, ss="inloop"))
         elif m <= _SMALL_TILE_MAX_M:
             out += [
                 replace(chosen, split_k=1),

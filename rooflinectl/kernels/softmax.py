@@ -29,8 +29,9 @@ from ..op import Op, softmax_op
 from .base import Inputs, Kernel, torch_dtype
 
 # Rows up to this many elements are held whole in registers (one read, one write); longer rows take the online
-# path. Measured on an H200, 4,096 rows: at 32,768 columns the online path was 10% faster in bf16 (160 against
-# 178 µs) and even in fp32 (280 against 278 µs); at 16,384 the rows path was 8% faster in bf16, 5% slower in fp32.
+# path. Measured on an H200, 4,096 rows: at 32,768 columns the online path was 7-10% faster in bf16 (160-164
+# against 175-178 µs) and within 1% in fp32 (262 against 265 µs); at 16,384 the rows path was 12% faster in bf16
+# (72.7 against 82.0 µs) and within 1% in fp32 (131.1 against 130.4).
 _ONLINE_ABOVE = 16384
 
 
