@@ -107,7 +107,9 @@ class Matmul(Kernel):
 
     def op(self, shape, dtype) -> Op:
         m, k, n = shape
-        return matmul_op(f"matmul {m}x{k}x{n}", m, k, n, dtype, b_is_weight=False)
+        # tl.dot on fp32 operands runs on the tensor cores in tf32 (same 4-byte storage): place it under tf32's roof.
+        compute = "tf32" if dtype == "fp32" else dtype
+        return matmul_op(f"matmul {m}x{k}x{n}", m, k, n, compute, b_is_weight=False)
 
     def make_inputs(self, shape, dtype, device, generator) -> Inputs:
         m, k, n = shape
