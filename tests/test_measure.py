@@ -479,38 +479,53 @@ def test_interpret_launch_anatomy_says_what_is_unknown(interpreted):
 def test_anatomy_of_a_kernel_compiled_for_hopper_on_the_cpu():
     """Triton ships ptxas, so a kernel compiles for sm_90 here: the compiler's metadata (shared memory, warps) is
     real. Registers and spills come from loading the binary into a driver, which a CPU machine lacks: they stay
-    unknown, and the occupancy, counted from warps and shared memory, is an upper bound and says so."""
-    import warnings
+    unknown, and the occupancy, counted from warps and shared memory, is an upper bound and says so.
 
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    Runs in a fresh interpreter without TRITON_INTERPRET: test_kernels.py turns the interpreter on for this whole
+    process, and an interpreted kernel cannot be compiled for a GPU target."""
+    pytest.importorskip("triton")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _HOPPER_ANATOMY], capture_output=True, text=True, env=env)
+    if proc.returncode == 3:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
-    from rooflinectl.kernels.base import Launch
-    from rooflinectl.kernels.softmax import _softmax_rows_kernel
-    from rooflinectl.measure import launch_record
 
-    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "sxr": "i32", "sxc": "i32",
-           "syr": "i32", "syc": "i32", "BLOCK": "constexpr", "ROWS": "constexpr", "HINTS": "constexpr"}
-    src = ASTSource(fn=_softmax_rows_kernel, signature=sig, constexprs={"BLOCK": 1024, "ROWS": 4, "HINTS": True})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
-        except Exception as err:  # no ptxas in this triton build
-            pytest.skip(f"cannot compile for sm_90 here: {err}")
-    launch = Launch("_softmax_rows_kernel", (1024,), {"num_warps": 8}, compiled)
-    rec = launch_record(launch, H200)
-    # From the compiler: 8 warps (256 threads) and the shared memory of the row reductions' scratch.
-    assert rec.num_warps == 8 and rec.threads_per_program == 256
-    assert rec.shared_bytes == compiled.metadata.shared and rec.shared_bytes > 0
-    # Not without a driver:
-    assert rec.n_regs is None and rec.n_spills is None
-    # 64 warps per SM / 8 = 8 programs (shared memory allows far more); 1,024 programs / (8 × 132) = 1 wave.
-    assert (rec.programs_per_sm, rec.occupancy, rec.limiter, rec.waves) == (8, 1.0, "warps", 1)
-    assert rec.occupancy_upper_bound
-    assert rec.last_wave_fill == pytest.approx(1024 / 1056)
-    assert any("upper bound" in w and "registers" in w for w in rec.warnings)
+_HOPPER_ANATOMY = """
+import sys, warnings
+import pytest
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from rooflinectl.hardware import load_gpu
+from rooflinectl.kernels.base import Launch
+from rooflinectl.kernels.softmax import _softmax_rows_kernel
+from rooflinectl.measure import launch_record
+
+sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "sxr": "i32", "sxc": "i32",
+       "syr": "i32", "syc": "i32", "BLOCK": "constexpr", "ROWS": "constexpr", "HINTS": "constexpr"}
+src = ASTSource(fn=_softmax_rows_kernel, signature=sig, constexprs={"BLOCK": 1024, "ROWS": 4, "HINTS": True})
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    try:
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+    except Exception as err:  # no ptxas in this triton build
+        print(f"cannot compile for sm_90 here: {err}")
+        sys.exit(3)
+launch = Launch("_softmax_rows_kernel", (1024,), {"num_warps": 8}, compiled)
+rec = launch_record(launch, load_gpu("h200"))
+# From the compiler: 8 warps (256 threads) and the shared memory of the row reductions' scratch.
+assert rec.num_warps == 8 and rec.threads_per_program == 256
+assert rec.shared_bytes == compiled.metadata.shared and rec.shared_bytes > 0
+# Not without a driver:
+assert rec.n_regs is None and rec.n_spills is None
+# 64 warps per SM / 8 = 8 programs (shared memory allows far more); 1,024 programs / (8 x 132) = 1 wave.
+assert (rec.programs_per_sm, rec.occupancy, rec.limiter, rec.waves) == (8, 1.0, "warps", 1), rec
+assert rec.occupancy_upper_bound
+assert rec.last_wave_fill == pytest.approx(1024 / 1056)
+assert any("upper bound" in w and "registers" in w for w in rec.warnings)
+"""
 
 
 # --- calibrate's hardware file --------------------------------------------------------------------------------
