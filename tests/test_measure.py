@@ -21,7 +21,7 @@ import torch
 
 from helpers import cli
 from rooflinectl.ceilings import calibrated_yaml, measured_section, write_calibrated
-from rooflinectl.cli.measure import print_run
+from rooflinectl.render_measure import print_run
 from rooflinectl.errors import UserError
 from rooflinectl.hardware import load_gpu
 from rooflinectl.kernels.base import Kernel

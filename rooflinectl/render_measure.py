@@ -1,0 +1,228 @@
+"""Tables of measurement runs and calibrations: they lay out the harness's records and compute nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .records import MeasurementFile, ShapeRecord
+from .render import duration, si
+
+STATUS_STYLE = {"passed": "green", "checked": "green", "failed": "bold red", "error": "bold red"}
+
+
+def console() -> Console:
+    return Console(highlight=False)
+
+
+# --- measure --------------------------------------------------------------------------------------------------
+
+
+def _num(x: float | None, fmt: str = ",.0f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _time(x: float | None) -> str:
+    return "-" if x is None else duration(x, sep=" ")
+
+
+_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+def _band(low: float, high: float) -> str:
+    """'1.90–2.20 µs': both ends in the unit of the upper one."""
+    scale, unit = next(((f, u) for f, u in _UNITS if high >= f), _UNITS[-1])
+    return f"{low / scale:.3g}–{high / scale:.3g} {unit}"
+
+
+def _table(title: str | None) -> Table:
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+
+
+def _check_cell(r: ShapeRecord) -> Text:
+    if r.status == "error":
+        return Text("ERROR", style=STATUS_STYLE["error"])
+    c = r.correctness
+    assert c is not None
+    word = "ok" if c.passed else "FAILED"
+    return Text(f"{word} {c.rel_error:.1e}", style=STATUS_STYLE[r.status])
+
+
+def headline(run: MeasurementFile) -> str:
+    first = run.records[0] if run.records else None
+    what = f"{first.kernel} {first.dtype}" if first else "measure"
+    spec = f", against the spec {run.gpu.spec}" if run.gpu.spec else ""
+    return f"{what} on {run.gpu.name}{spec}"
+
+
+def results_table(run: MeasurementFile) -> Table:
+    """Per shape: the check, and when timed, the time, the rates and the share of the roof."""
+    t = _table(None)
+    t.add_column("shape", no_wrap=True)
+    t.add_column("check", no_wrap=True)
+    timed = not run.interpret
+    cols = ("time", "p20–p80", "GB/s", "TFLOP/s", "predicted", "%spec", "%meas") if timed else (
+        "tolerance", "predicted")
+    for col in cols:
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in run.records:
+        row = [r.shape_text, _check_cell(r)]
+        if timed:
+            row += [_time(r.time_s), _band(r.timing.p20_s, r.timing.p80_s) if r.timing else "-",
+                    _num(r.achieved_gbps), _num(r.achieved_tflops, ",.1f"), _time(r.predicted_time_s),
+                    _num(r.spec_roof_pct, ".0f"), _num(r.measured_roof_pct, ".0f")]
+        else:
+            row += [f"{r.correctness.tolerance:.0e}" if r.correctness else "-", _time(r.predicted_time_s)]
+        t.add_row(*row)
+    return t
+
+
+def baselines_table(run: MeasurementFile) -> Table:
+    """Per shape and baseline: its time, rate and error, and the kernel's speedup over it."""
+    t = _table("Baselines: the same op by torch (×: baseline time / kernel time)")
+    t.add_column("shape", no_wrap=True)
+    t.add_column("baseline")
+    for col in ("time", "p20–p80", "GB/s", "TFLOP/s", "rel. err", "kernel ×"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in run.records:
+        for b in r.baselines:
+            if b.error:
+                t.add_row(r.shape_text, b.name, Text("error (below)", style="red"), "", "", "", "", "")
+                continue
+            t.add_row(r.shape_text, "torch.compile" if b.name == "compile" else "torch eager", _time(b.time_s),
+                      _band(b.timing.p20_s, b.timing.p80_s) if b.timing else "-", _num(b.achieved_gbps),
+                      _num(b.achieved_tflops, ",.1f"), _num(b.rel_error, ".1e"), _num(b.speedup, ".2f"))
+    return t
+
+
+def anatomy_table(run: MeasurementFile) -> Table:
+    t = _table("Launch anatomy: each Triton launch of the checked run (occupancy on the spec's limits)")
+    t.add_column("shape", no_wrap=True)
+    t.add_column("function", overflow="fold", min_width=10)
+    for col in ("grid", "warps", "threads", "regs", "spills", "smem", "per SM", "occup.", "waves"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("limit")
+    for r in run.records:
+        for launch in r.launches:
+            occ = "-" if launch.occupancy is None else f"{launch.occupancy:.0%}"
+            t.add_row(
+                r.shape_text, launch.function, "×".join(str(g) for g in launch.grid), _num(launch.num_warps, "d"),
+                _num(launch.threads_per_program, "d"), _num(launch.n_regs, "d"), _num(launch.n_spills, "d"),
+                "-" if launch.shared_bytes is None else si(launch.shared_bytes, "B", sep=""),
+                _num(launch.programs_per_sm, "d"), ("≤" + occ) if launch.occupancy_upper_bound else occ,
+                _num(launch.waves, "d"), launch.limiter or "-",
+            )
+    return t
+
+
+def fusion_table(run: MeasurementFile) -> Table:
+    """What the fusion buys by the engine's count: the fused op against the operations it replaces."""
+    t = _table("Fusion: the fused kernel against the operations it replaces (engine's count, spec roofs)")
+    for col in ("shape", "unfused ops", "bytes unfused", "fused", "predicted unfused", "fused", "measured"):
+        t.add_column(col, justify="left" if col in ("shape", "unfused ops") else "right", no_wrap=col != "unfused ops")
+    for r in run.records:
+        if not r.unfused:
+            continue
+        predicted = [u.predicted_time_s for u in r.unfused]
+        t.add_row(
+            r.shape_text, " + ".join(u.op for u in r.unfused), si(sum(u.bytes for u in r.unfused), "B"),
+            si(r.bytes, "B"), _time(None if None in predicted else sum(predicted)), _time(r.predicted_time_s),
+            _time(r.time_s),
+        )
+    return t
+
+
+def _grouped(items: list[tuple[str, str]]) -> list[str]:
+    """('shape', 'message') pairs -> one line per message, naming the shapes it holds for."""
+    shapes: dict[str, list[str]] = {}
+    for shape, message in items:
+        shapes.setdefault(message, [])
+        if shape not in shapes[message]:
+            shapes[message].append(shape)
+    return [f"{', '.join(where)}: {message}" for message, where in shapes.items()]
+
+
+def print_run(run: MeasurementFile) -> None:
+    c = console()
+    c.print(headline(run), highlight=False, markup=False)
+    c.print(results_table(run))
+    if any(r.baselines for r in run.records):
+        c.print(baselines_table(run))
+    if any(r.unfused for r in run.records):
+        c.print(fusion_table(run))
+    if any(r.launches for r in run.records):
+        c.print(anatomy_table(run))
+    items: list[tuple[str, str]] = []
+    for r in run.records:
+        if r.error:
+            items.append((r.shape_text, f"error: {r.error}"))
+        items += [(r.shape_text, f"baseline {b.name}: {b.error}") for b in r.baselines if b.error]
+        for launch in r.launches:
+            where = f"{r.shape_text} {launch.function}"
+            items += [(where, f"warning: {w}") for w in launch.warnings]
+            if launch.note:
+                items.append((where, f"anatomy: {launch.note}"))
+        items += [(r.shape_text, n) for n in r.notes if not n.startswith("checked in the Triton interpreter")]
+    lines = _grouped(items) + run.notes
+    g = run.gpu
+    versions = f"torch {run.torch_version}, triton {run.triton_version}"
+    if g.driver:
+        versions += f", driver {g.driver}"
+    if run.interpret:
+        lines.append("checked correctness only, in Triton's interpreter on the CPU: nothing was timed "
+                     "(run without --interpret on a GPU for speed)")
+    else:
+        how = "a CUDA graph's replays" if run.timer == "cuda_graph" else "CUDA events, the L2 flushed before each"
+        lines.append(f"time: median of the timed runs ({how}), p20–p80 the band around it. %spec, %meas: "
+                     f"the engine's predicted time under the spec's roofs, or under the ceilings measured in this "
+                     f"run, over the measured time (100 = on the roofline)")
+        cl = run.ceilings
+        if cl and cl.copy_bandwidth_gbps:
+            parts = [f"copy {cl.copy_bandwidth_gbps:,.0f} GB/s"]
+            parts += [f"{d} matmul {v:,.0f} TFLOP/s" for d, v in cl.tensor_tflops.items()]
+            lines.append("ceilings measured in this run: " + ", ".join(parts))
+            lines += [f"ceilings: {n}" for n in cl.notes]
+    lines.append(f"{versions}; {run.date}")
+    lines.append(f"reproduce: {run.command}")
+    for line in lines:
+        c.print(line, highlight=False, markup=False)
+
+
+def list_table(rows: list[dict]) -> Table:
+    t = Table(title="Kernels", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("name", no_wrap=True)
+    t.add_column("summary")
+    t.add_column("installed", no_wrap=True)
+    for row in rows:
+        t.add_row(row["name"], row["summary"], "yes" if row["available"] else "not yet")
+    return t
+
+
+# --- the commands --------------------------------------------------------------------------------------------
+
+
+def print_calibration(spec, written, notes: list[str], output: Path) -> None:
+    m = written.measured
+    t = Table(title=f"Measured on {m.device_name} ({m.date})", title_justify="left", box=box.SIMPLE_HEAD)
+    t.add_column("ceiling")
+    t.add_column("measured", justify="right")
+    t.add_column(f"spec {spec.id}", justify="right")
+    t.add_column("of spec", justify="right")
+    spec_bw = spec.memory.hbm_bandwidth_gbps
+    t.add_row("copy bandwidth (read + write)", f"{m.copy_bandwidth_gbps:,.0f} GB/s", f"{spec_bw:,.0f} GB/s",
+              f"{m.copy_bandwidth_gbps / spec_bw:.0%}")
+    for d, v in m.tensor_tflops.items():
+        peak = spec.compute.tensor_tflops.get(d)
+        t.add_row(f"{d} matmul", f"{v:,.1f} TFLOP/s", _num(peak, ",.1f") + (" TFLOP/s" if peak else ""),
+                  f"{v / peak:.0%}" if peak else "-")
+    c = console()
+    c.print(t)
+    for n in notes:
+        c.print(n, highlight=False, markup=False)
+    c.print(f"wrote {output} (id {written.id}); use it: rooflinectl analyze --calibrated --gpu {output}",
+            highlight=False, markup=False)
+
