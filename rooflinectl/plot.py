@@ -13,7 +13,6 @@ a panel holds every GPU given, each with its own roofs colour and marker shape.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -26,6 +25,7 @@ from .errors import UserError, format_validation_error
 from .hardware import GPU
 from .op import Op
 from .roofline import Analysis, Placement, analyze, place, sweep
+from .specs import read_json
 from .workload import Workload
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -223,18 +223,7 @@ class MeasuredFile(_Loose):
 
 def load_measured(path: Path) -> MeasuredFile:
     """Read the JSON that ``rooflinectl measure --save`` writes; a malformed file is a one-line UserError."""
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot read: {err.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: malformed JSON at line {err.lineno}: {err.msg}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object with 'gpu' and 'records', found {type(data).__name__}")
+    data = read_json(path, "a JSON object with 'gpu' and 'records'")
     try:
         measured = MeasuredFile.model_validate(data)
     except ValidationError as err:

@@ -12,13 +12,13 @@ holds them.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import UserError, format_validation_error
+from .specs import read_json
 
 SCHEMA_VERSION = 1
 
@@ -190,18 +190,7 @@ def save(run: MeasurementFile, path: Path) -> None:
 
 def load(path: Path) -> MeasurementFile:
     """A saved record, validated; a missing, malformed or foreign file is a one-line UserError."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot read: {err.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: not JSON: {err.msg} at line {err.lineno}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a measurement record (a JSON object), found {type(data).__name__}")
+    data = read_json(path, "a measurement record (a JSON object)")
     try:
         return MeasurementFile.model_validate(data)
     except ValidationError as err:

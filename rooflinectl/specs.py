@@ -58,14 +58,32 @@ def looks_like_path(name: str) -> bool:
     return name.endswith((".yaml", ".yml", ".json")) or os.sep in name or "/" in name
 
 
-def read_yaml(path: Path) -> dict:
-    """Parse one YAML file into a mapping, or raise a one-line UserError."""
+def read_text(path: Path) -> str:
+    """A file's text, or a one-line UserError when it is missing or unreadable."""
     try:
-        text = path.read_text()
+        return Path(path).read_text()
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except OSError as err:
         raise UserError(f"{path}: cannot read: {err.strerror}") from None
+
+
+def read_json(path: Path, what: str = "a JSON object") -> dict:
+    """Parse one JSON file into a mapping, or raise a one-line UserError."""
+    import json
+
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: malformed JSON at line {err.lineno}: {err.msg}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected {what}, found {type(data).__name__}")
+    return data
+
+
+def read_yaml(path: Path) -> dict:
+    """Parse one YAML file into a mapping, or raise a one-line UserError."""
+    text = read_text(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:

@@ -7,14 +7,13 @@ Command-line options override any scenario field through :func:`resolve_workload
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
 from .errors import UserError, closest
-from .specs import Strict, looks_like_path, read_yaml, search_dirs, validate
+from .specs import Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
 
@@ -157,14 +156,7 @@ def list_models() -> list[Model]:
 
 def model_from_hf_config(path: Path) -> Model:
     """A Model from a Hugging Face ``config.json`` (Llama/Mistral/Qwen2-style keys)."""
-    try:
-        cfg = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: malformed JSON at line {err.lineno}: {err.msg}") from None
-    if not isinstance(cfg, dict):
-        raise UserError(f"{path}: expected a JSON object")
+    cfg = read_json(path)
     if cfg.get("num_local_experts", 1) not in (None, 0, 1) or cfg.get("num_experts", 1) not in (None, 0, 1):
         raise UserError(f"{path}: mixture-of-experts models are not supported; rooflinectl counts dense models")
     act = cfg.get("hidden_act", "silu")

@@ -21,7 +21,6 @@ import torch
 
 from helpers import cli
 from rooflinectl.ceilings import calibrated_yaml, measured_section, write_calibrated
-from rooflinectl.render_measure import print_run
 from rooflinectl.errors import UserError
 from rooflinectl.hardware import load_gpu
 from rooflinectl.kernels.base import Kernel
@@ -40,6 +39,7 @@ from rooflinectl.measure import (
 )
 from rooflinectl.op import matmul_op, softmax_op
 from rooflinectl.records import Ceilings, DeviceInfo, MeasurementFile, load, save
+from rooflinectl.render_measure import print_run
 
 H100 = load_gpu("h100")
 H200 = load_gpu("h200")
@@ -335,7 +335,7 @@ def test_loading_a_foreign_file_is_one_line(tmp_path):
     with pytest.raises(UserError, match="bad.json: field 'bogus': Extra inputs are not permitted"):
         load(bad)
     bad.write_text("[1, 2")
-    with pytest.raises(UserError, match="not JSON"):
+    with pytest.raises(UserError, match="malformed JSON at line 1"):
         load(bad)
 
 
