@@ -14,9 +14,9 @@ Two kernels, chosen by shape:
 - ``gemv`` (decode, M up to 64): bandwidth-bound on W. The roles are swapped (yᵀ = W_g·xᵀ) so that a W tile of
   BLOCK_N = 64 rows is the wide operand of Hopper's wgmma and the few rows of x the narrow one; each program owns
   BLOCK_N rows of W and one K range, so that W is read exactly once. The sum of squares of x over the same K
-  range comes from a loop of its own before the matmul loop (``ss="loop"``, the default, measured) or from a load
-  of its own one step ahead inside it (``ss="inloop"``, which hides that loop's L2 latency; not yet measured on a
-  GPU, see docs/kernels-tuning.md).
+  range comes from a loop of its own before the matmul loop (``ss="loop"``, faster at M = 1) or from a load of its
+  own one step ahead inside it (``ss="inloop"``, which hides that loop's L2 latency: faster from M = 8 on, by
+  the H200 measurements at ``_GEMV_INLOOP_MIN_M``).
 - ``tile`` (prefill): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in GROUP_M groups, with the row scaling
   (and bias) in the epilogue; a small pre-pass kernel computes rstd (it reads x once more, M·K elements, and writes
   M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth).
@@ -53,9 +53,8 @@ class RMSNormLinearConfig:
     num_warps: int
     num_stages: int
     split_k: int = 1  # programs that share one output tile, each over a K range
-    # gemv only: the sum of squares of x from a loop of its own before the matmul loop ("loop", measured on the
-    # H200), or from a load of its own one step ahead inside it ("inloop": hides the loop's L2 latency; checked
-    # under the interpreter, not yet measured on a GPU: docs/kernels-tuning.md).
+    # gemv only: the sum of squares of x from a loop of its own before the matmul loop ("loop"), or from a load of
+    # its own one step ahead inside it ("inloop": hides the separate loop's L2 latency). _GEMV_INLOOP_MIN_M picks.
     ss: str = "loop"
     group_m: int = 8  # tile: tile rows per group, for L2 reuse
 
@@ -300,11 +299,20 @@ def _split_for(tiles: int, k: int, block_k: int) -> int:
     return max(1, min(most, round(_TARGET_PROGRAMS / tiles)))
 
 
+# From this many rows of x up, the gemv takes its sum of squares inside the matmul loop ("inloop"). Measured on
+# an H200 (bf16, CUDA-graph replay, rows checked against the reference; docs/kernels-tuning.md, run 4): inloop
+# 31.5 against 39.1 µs at 8×4096×14336, 33.3 against 60.2 at 32×4096×14336, 36.9 against 45.8 at 8×8192×8192,
+# 39.0 against 56.1 at 32×8192×8192; but at M = 1 the separate loop stays ahead: 14.3 against 15.6 µs at
+# 1×4096×4096, 42.8 against 53.5 at 1×4096×14336. M = 2..7 was not timed.
+_GEMV_INLOOP_MIN_M = 8
+
+
 def _gemv_config(m: int, k: int, n: int, dtype: str, **kw) -> RMSNormLinearConfig:
     block_m = max(16, _next_pow2(m))
     block_k = _GEMV_BLOCK_K if dtype != "fp32" else _GEMV_BLOCK_K // 2
     base = RMSNormLinearConfig(
-        "gemv", block_m, _GEMV_BLOCK_N, block_k, num_warps=_GEMV_WARPS, num_stages=_GEMV_STAGES
+        "gemv", block_m, _GEMV_BLOCK_N, block_k, num_warps=_GEMV_WARPS, num_stages=_GEMV_STAGES,
+        ss="inloop" if m >= _GEMV_INLOOP_MIN_M else "loop",
     )
     cfg = replace(base, **kw)
     if "split_k" not in kw:
@@ -407,7 +415,7 @@ class RMSNormLinear(Kernel):
             for split_k in (1, 2, 3, 4):
                 out.append(replace(chosen, split_k=split_k))
             out.append(replace(chosen, num_stages=6))
-            out.append(replace(chosen, ss="inloop"))
+            out.append(replace(chosen, ss="loop" if chosen.ss == "inloop" else "inloop"))
         elif m <= _SMALL_TILE_MAX_M:
             out += [
                 replace(chosen, split_k=1),
