@@ -211,3 +211,28 @@ def test_readme_analyze_output_is_current():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     block = readme.split("$ rooflinectl analyze decode --gpu a100\n", 1)[1].split("```", 1)[0]
     assert cli("analyze", "decode", "--gpu", "a100").stdout.rstrip() == block.rstrip()
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["analyze", "--batch", "abc"], "'--batch'"),
+        (["analyze", "--bogus"], "No such option: --bogus"),
+        (["occupancy", "--threads", "x"], "'--threads'"),
+        (["analyze", "--gpu", "nope"], "unknown GPU"),
+    ],
+)
+def test_usage_errors_through_the_entry_point_are_one_line(args, fragment):
+    """Click's own errors (bad option values, unknown options) get the same one-line form as ours."""
+    proc = subprocess.run([sys.executable, "-m", "rooflinectl", *args], capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], proc.stderr
+    assert proc.stdout == ""
+
+
+def test_help_through_the_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "rooflinectl", "analyze", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "Example: rooflinectl analyze" in proc.stdout
+    bare = subprocess.run([sys.executable, "-m", "rooflinectl"], capture_output=True, text=True)
+    assert bare.returncode == 0 and "analyze" in bare.stdout

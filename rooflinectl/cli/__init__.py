@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import sys
+
+import typer
 
 from ._app import app
 
@@ -14,8 +17,33 @@ for _name in _COMMAND_MODULES:
     importlib.import_module(f"{__name__}.{_name}")
 
 
+def _click_error_classes() -> tuple[type, type]:
+    """Click's UsageError and ClickException, wherever this typer takes click from (newer typers vendor it)."""
+    mro = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
+    return mro["UsageError"], mro["ClickException"]
+
+
 def main() -> None:
-    app()
+    """The console entry point. Click's usage errors (an unknown option, ``--batch abc``) become one line on
+    stderr and exit code 2, like every other bad input; ``rooflinectl`` alone prints the help."""
+    usage_error, click_exception = _click_error_classes()
+    try:
+        code = app(standalone_mode=False)
+    except usage_error as err:
+        if type(err).__name__ == "NoArgsIsHelpError" and err.ctx is not None:
+            print(err.ctx.get_help())
+            sys.exit(0)
+        command = err.ctx.command_path if err.ctx is not None else "rooflinectl"
+        message = " ".join(err.format_message().split())
+        print(f"error: {message} (see '{command} --help')", file=sys.stderr)
+        sys.exit(2)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    except click_exception as err:
+        print(f"error: {' '.join(err.format_message().split())}", file=sys.stderr)
+        sys.exit(err.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 __all__ = ["app", "main"]
