@@ -69,9 +69,6 @@ class Op:
     def times(self, count: int) -> Op:
         return replace(self, count=count)
 
-    def renamed(self, name: str) -> Op:
-        return replace(self, name=name)
-
 
 def matmul_op(
     name: str,

@@ -124,14 +124,6 @@ class Workload(Strict):
         """Tokens processed by the step, all sequences together."""
         return self.batch * self.tokens_per_seq
 
-    @property
-    def seq_len(self) -> int:
-        return self.tokens_per_seq
-
-    @property
-    def context(self) -> int:
-        return self.kv_len
-
     def label(self) -> str:
         size = f"context {self.kv_len}" if self.phase == "decode" else f"seq_len {self.tokens_per_seq}"
         return f"{self.model.id} {self.phase}, batch {self.batch}, {size}, {self.dtype}, {self.attention} attention"
