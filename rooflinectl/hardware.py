@@ -184,7 +184,8 @@ class Roofs(Strict):
         table = self.tensor_tflops if unit == "tensor" else self.vector_tflops
         if dtype not in table:
             have = ", ".join(sorted(table))
-            raise UserError(f"{self.gpu_id} has no {unit}-core peak for {dtype} (it has: {have})")
+            kind = "tensor-core" if unit == "tensor" else "vector-unit"
+            raise UserError(f"{self.gpu_id} has no {kind} peak for {dtype} (it has: {have})")
         return table[dtype] * 1e12
 
     def ridge(self, dtype: str, unit: Literal["tensor", "vector"] = "tensor") -> float:
