@@ -248,3 +248,11 @@ def test_baselines_match_reference():
         base = k.baselines()
         assert set(base) == {"torch", "compile"}
         assert relative_error(base["torch"](inputs), k.reference(inputs)) <= k.tolerance("fp32")
+
+
+def test_sm_count_without_a_device_is_the_tuned_one():
+    # Under the interpreter the configs follow the SM count they were tuned on (H100/H200), so that CI exercises
+    # the same split-K paths as the GPU; on a GPU the device's own count is read.
+    from rooflinectl.kernels.base import TUNED_SM_COUNT, sm_count
+
+    assert sm_count() == TUNED_SM_COUNT == 132

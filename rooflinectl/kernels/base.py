@@ -23,6 +23,7 @@ which only ``registry.get_kernel`` imports), so importing this file costs nothin
 
 from __future__ import annotations
 
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -54,6 +55,23 @@ def dtype_name(dtype) -> str:
         if str(dtype) == f"torch.{attr}":
             return name
     raise ValueError(f"no rooflinectl name for {dtype}")
+
+
+# The SM count the tuning constants were measured with (H100 SXM and H200: 132). Used where no CUDA device is
+# visible, as under Triton's interpreter, so that the interpreter takes the same code paths as an H200 would.
+TUNED_SM_COUNT = 132
+
+
+@functools.cache
+def sm_count() -> int:
+    """Streaming multiprocessors of the current CUDA device, or TUNED_SM_COUNT without one."""
+    import os
+
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return TUNED_SM_COUNT
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:

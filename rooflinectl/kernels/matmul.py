@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from ..op import Op, matmul_op
-from .base import Inputs, Kernel, torch_dtype
+from .base import Inputs, Kernel, sm_count, torch_dtype
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class Matmul(Kernel):
         if dtype == "fp32":
             return _CONFIG_32
         # Fewer big tiles than SMs: small tiles, so that every SM has work.
-        if triton.cdiv(m, 128) * triton.cdiv(n, 256) < 132:
+        if triton.cdiv(m, 128) * triton.cdiv(n, 256) < sm_count():
             return _CONFIG_SMALL
         return _CONFIG_16
 

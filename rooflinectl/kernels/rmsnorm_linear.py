@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 
 from ..op import Op, dtype_bytes, matmul_op, rmsnorm_linear_op, rmsnorm_op
-from .base import Inputs, Kernel, torch_dtype
+from .base import Inputs, Kernel, sm_count, torch_dtype
 
 EPS = 1e-6
 
@@ -269,10 +269,10 @@ _GEMV_BLOCK_N = 64
 _GEMV_BLOCK_K = 128
 _GEMV_WARPS = 4
 _GEMV_STAGES = 4
-# Programs wanted on the grid: two per SM on 132 SMs; fewer tiles than this split K. Measured on an H200: at
-# 1×4096×4096 (64 tiles) split 4 14.3 µs, 2 17.9, 8 17.5, none 23.5; at 8×8192×8192 (128 tiles) split 2 44.9,
+# Programs wanted on the grid: two per SM (264 on the H200's 132); fewer tiles than this split K. Measured on an
+# H200: at 1×4096×4096 (64 tiles) split 4 14.3 µs, 2 17.9, 8 17.5, none 23.5; at 8×8192×8192 (128 tiles) split 2 44.9,
 # none 52.3, 4 46.0; at 1×4096×14336 (224 tiles) none 43.1, 2 47.8, 4 47.3.
-_TARGET_PROGRAMS = 264
+_PROGRAMS_PER_SM = 2
 # A split's K range holds at least this many K steps, so that the pipeline fills.
 _MIN_STEPS_PER_SPLIT = 4
 # Prefill tiles. Measured on an H200 (bf16, K×N 4096×14336 and 8192×8192): up to M = 256, 64×128 tiles in 4 warps,
@@ -294,9 +294,10 @@ def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
 
 
 def _split_for(tiles: int, k: int, block_k: int) -> int:
-    """Split K so that tiles × split reaches _TARGET_PROGRAMS, keeping _MIN_STEPS_PER_SPLIT steps a split."""
+    """Split K so that tiles × split reaches _PROGRAMS_PER_SM programs on every SM, keeping _MIN_STEPS_PER_SPLIT
+    steps a split."""
     most = max(1, k // (block_k * _MIN_STEPS_PER_SPLIT))
-    return max(1, min(most, round(_TARGET_PROGRAMS / tiles)))
+    return max(1, min(most, round(_PROGRAMS_PER_SM * sm_count() / tiles)))
 
 
 # From this many rows of x up, the gemv takes its sum of squares inside the matmul loop ("inloop"). Measured on
@@ -325,7 +326,7 @@ def _tile_config(m: int, k: int, n: int, base: RMSNormLinearConfig, **kw) -> RMS
     cfg = replace(base, **kw)
     if "split_k" not in kw:
         tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-        cfg = replace(cfg, split_k=_split_for(tiles, k, cfg.block_k) if tiles < 132 else 1)
+        cfg = replace(cfg, split_k=_split_for(tiles, k, cfg.block_k) if tiles < sm_count() else 1)
     return cfg
 
 
