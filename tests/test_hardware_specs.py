@@ -103,7 +103,8 @@ PINNED = [
     ("h100-pcie", "memory.hbm_bandwidth_gbps", 2039),
     # NVIDIA H200 datasheet: 141 GB HBM3e at 4.8 TB/s; BF16 1,979 TFLOPS with sparsity = 989.4 dense.
     ("h200", "memory.hbm_bandwidth_gbps", 4800),
-    ("h200", "memory.hbm_capacity_gib", 141),
+    # The capacity is the device's own (totalGlobalMem 150,109,880,320 B), not the datasheet's "141 GB".
+    ("h200", "memory.hbm_capacity_gib", 139.8),
     ("h200", "compute.tensor_tflops.bf16", 989.4),
     # NVIDIA A100 whitepaper (2020), Table 1, Tesla V100 SXM2: FP16 Tensor 125 TFLOPS, 900 GB/s.
     ("v100", "compute.tensor_tflops.fp16", 125),
