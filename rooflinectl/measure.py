@@ -286,8 +286,8 @@ def require_gpu_stack() -> tuple[str, str]:
     except ImportError as err:
         missing = getattr(err, "name", None) or "torch/triton"
         raise UserError(
-            f"measure needs torch and triton ({missing} is not installed): {INSTALL_HINT}, "
-            f"or use --interpret to check correctness on the CPU"
+            f"measure needs torch and triton ({missing} is not installed): {INSTALL_HINT} (with no GPU, a CPU "
+            f"build of torch and then --interpret checks correctness on the CPU)"
         ) from None
     return torch.__version__, triton.__version__
 
