@@ -152,42 +152,44 @@ def gpu_table(gpus: list[GPU]) -> Table:
     return table
 
 
+def _marked(section, field: str, text: str) -> str:
+    """``text``, flagged when the GPU file lists ``field`` under ``derived`` (derived or estimated)."""
+    note = section.derived.get(field)
+    if note is None:
+        return text
+    return f"{text} ({'estimated' if note.lower().startswith('estimated') else 'derived'})"
+
+
 def gpu_detail(g: GPU) -> Group:
-    """One GPU's spec, with each number's source, and the ridge points per data type."""
+    """One GPU's spec, each section with its numbered source, and its peaks with their ridge points."""
     m, c, lim = g.memory, g.compute, g.limits
-    spec = Table(title=f"{g.name} ({g.id})", title_justify="left", show_header=True)
+    sources = [m.source, lim.source, c.source] + ([g.interconnect.source] if g.interconnect else [])
+    spec = Table(title=f"{g.name} ({g.id})", title_justify="left", box=box.SIMPLE_HEAD)
     spec.add_column("field", no_wrap=True)
-    spec.add_column("value", no_wrap=True)
-    spec.add_column("source", overflow="fold")
-
-    def src(section, name: str) -> str:
-        return section.derived.get(name, "")
-
+    spec.add_column("value", overflow="fold")
+    spec.add_column("src", no_wrap=True)
+    cc = f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else ""
+    l2_bw = f", {_marked(m, 'l2_bandwidth_gbps', f'{m.l2_bandwidth_gbps:,.0f} GB/s')}" if m.l2_bandwidth_gbps else ""
+    smem_bw = (f", {_marked(m, 'smem_bandwidth_gbps', f'{m.smem_bandwidth_gbps:,.0f} GB/s')} in all"
+               if m.smem_bandwidth_gbps else "")
     rows = [
-        ("vendor / architecture", f"{g.vendor} {g.architecture}" + (f" (sm_{g.compute_capability.replace('.', '')})"
-                                                                    if g.compute_capability else ""), ""),
+        ("vendor / architecture", f"{g.vendor} {g.architecture}{cc}", ""),
         ("SMs × boost clock", f"{g.sm_count} × {g.boost_clock_mhz:g} MHz", ""),
-        ("HBM", f"{m.hbm_capacity_gib:g} GiB {m.hbm_type}, {m.hbm_bandwidth_gbps:,.0f} GB/s", m.source),
-        ("L2", f"{m.l2_size_mib:g} MiB" + (f", {m.l2_bandwidth_gbps:,.0f} GB/s" if m.l2_bandwidth_gbps else ""),
-         src(m, "l2_bandwidth_gbps")),
-        ("shared memory / SM", f"{m.smem_per_sm_kib:g} KiB of {m.l1_smem_per_sm_kib:g} KiB L1"
-         + (f", {m.smem_bandwidth_gbps:,.0f} GB/s in all" if m.smem_bandwidth_gbps else ""),
-         src(m, "smem_bandwidth_gbps")),
-        ("registers / SM", f"{m.register_file_per_sm_kib:g} KiB ({lim.registers_per_sm:,} × 32-bit)", lim.source),
+        ("HBM", f"{_marked(m, 'hbm_capacity_gib', f'{m.hbm_capacity_gib:g} GiB')} {m.hbm_type}, "
+                f"{m.hbm_bandwidth_gbps:,.0f} GB/s", "[1]"),
+        ("L2", f"{_marked(m, 'l2_size_mib', f'{m.l2_size_mib:g} MiB')}{l2_bw}", "[1]"),
+        ("shared memory / SM", f"{m.smem_per_sm_kib:g} KiB of a {m.l1_smem_per_sm_kib:g} KiB L1{smem_bw}", "[1]"),
+        ("registers / SM", f"{m.register_file_per_sm_kib:g} KiB ({lim.registers_per_sm:,} × 32-bit)", "[1] [2]"),
+        ("limits / SM", f"{lim.max_warps_per_sm} warps of {lim.warp_size}, {lim.max_blocks_per_sm} blocks, "
+                        f"{lim.max_smem_per_block_kib:g} KiB shared memory per block", "[2]"),
     ]
-    for name, value, source in rows:
-        spec.add_row(name, value, source)
-    for dtype, tf in c.tensor_tflops.items():
-        spec.add_row(f"tensor {dtype}", f"{tf:,.1f} TFLOP/s" + (" (TOPS)" if dtype == "int8" else ""), "")
-    for dtype, tf in c.vector_tflops.items():
-        spec.add_row(f"vector {dtype}", f"{tf:,.1f} TFLOP/s", "")
-    spec.add_row("compute peaks", "dense (no sparsity)", c.source)
     if g.interconnect:
-        spec.add_row("interconnect", f"{g.interconnect.name}, {g.interconnect.bandwidth_gbps:,.0f} GB/s",
-                     g.interconnect.source)
+        rows.append(("interconnect", f"{g.interconnect.name}, {g.interconnect.bandwidth_gbps:,.0f} GB/s", "[4]"))
+    for row in rows:
+        spec.add_row(*row)
 
-    ridge = Table(title="Ridge points against HBM (FLOP per byte an op needs to be compute-bound)",
-                  title_justify="left")
+    ridge = Table(title="Dense peaks [3] and ridge points against HBM (FLOP per byte an op needs to be "
+                        "compute-bound)", title_justify="left", box=box.SIMPLE_HEAD)
     ridge.add_column("unit")
     ridge.add_column("dtype")
     ridge.add_column("peak", justify="right")
@@ -195,8 +197,10 @@ def gpu_detail(g: GPU) -> Group:
     roofs = g.roofs()
     for unit, table in (("tensor", c.tensor_tflops), ("vector", c.vector_tflops)):
         for dtype, tf in table.items():
-            ridge.add_row(unit, dtype, f"{tf:,.1f} TFLOP/s", f"{roofs.ridge(dtype, unit):.1f}")
-    parts = [spec, ridge]
+            peak = f"{tf:,.1f} {'TOPS' if dtype == 'int8' else 'TFLOP/s'}"
+            ridge.add_row(unit, dtype, peak, f"{roofs.ridge(dtype, unit):.1f}")
+    notes = Text("\n".join(f"[{i}] {text}" for i, text in enumerate(sources, 1)))
+    parts = [spec, ridge, notes]
     if g.measured:
         mm = g.measured
         measured = Table(title=f"Measured ceilings ({mm.device_name}, {mm.date})", title_justify="left")
