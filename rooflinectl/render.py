@@ -134,19 +134,21 @@ def print_analysis(console: Console, a: Analysis) -> None:
 
 
 def gpu_table(gpus: list[GPU]) -> Table:
-    table = Table(title="GPUs", title_justify="left")
-    for col in ("id", "aliases", "name", "HBM", "GB/s", "bf16 TFLOP/s", "ridge bf16"):
-        table.add_column(col, no_wrap=True)
+    table = Table(title="GPUs ('rooflinectl hardware show ID' for one in full)", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    table.add_column("id", no_wrap=True)
+    table.add_column("aliases", overflow="fold")
+    for col in ("HBM", "GB/s", "bf16 TFLOP/s", "ridge"):
+        table.add_column(col, justify="right", no_wrap=True)
     for g in gpus:
         roofs = g.roofs()
         dtype = "bf16" if "bf16" in roofs.tensor_tflops else "fp16"
         table.add_row(
             g.id,
             ", ".join(g.aliases),
-            g.name,
             f"{g.memory.hbm_capacity_gib:g} GiB",
             f"{g.memory.hbm_bandwidth_gbps:,.0f}",
-            f"{roofs.tensor_tflops[dtype]:,.1f}" + ("" if dtype == "bf16" else " (fp16)"),
+            f"{roofs.tensor_tflops[dtype]:,.1f}" + ("" if dtype == "bf16" else " fp16"),
             f"{roofs.ridge(dtype):.0f}",
         )
     return table

@@ -59,20 +59,21 @@ def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSO
             "models": [m.model_dump() for m in models],
         })
         return
+    from rich import box
     from rich.table import Table
 
-    t = Table(title="Scenarios", title_justify="left")
-    for col in ("name", "phase", "model", "batch", "seq_len", "context", "dtype", "attention", "description"):
-        t.add_column(col)
+    t = Table(title="Scenarios (rooflinectl analyze NAME)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("name", "phase", "model", "batch", "seq_len", "context", "dtype", "attention"):
+        t.add_column(col, no_wrap=True)
     for name, s in scenarios.items():
         model = s.model if isinstance(s.model, str) else s.model.id
         t.add_row(name, s.phase, model, str(s.batch), str(s.seq_len or "-"), str(s.context or "-"), s.dtype,
-                  s.attention, s.description or "")
-    m = Table(title="Models", title_justify="left")
-    for col in ("id", "name", "params", "hidden", "layers", "heads/kv", "mlp", "vocab"):
-        m.add_column(col)
+                  s.attention)
+    m = Table(title="Models (--model ID)", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("id", "params", "hidden", "layers", "heads/kv", "mlp", "vocab"):
+        m.add_column(col, no_wrap=True, justify="left" if col == "id" else "right")
     for model in models:
-        m.add_row(model.id, model.name, f"{model.parameter_count() / 1e9:.2f} B", str(model.hidden_size),
+        m.add_row(model.id, f"{model.parameter_count() / 1e9:.2f} B", str(model.hidden_size),
                   str(model.num_layers), f"{model.num_heads}/{model.num_kv_heads}", str(model.intermediate_size),
                   str(model.vocab_size))
     c = console()
