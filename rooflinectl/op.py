@@ -35,6 +35,12 @@ def dtype_bytes(dtype: str) -> float:
     return DTYPE_BYTES[dtype]
 
 
+def matmul_unit(dtype: str) -> Unit:
+    """Where a matmul of ``dtype`` runs: the tensor cores, except fp32, which PyTorch runs on the vector units by
+    default (TF32 is opt-in: a kernel that uses it counts its matmul as ``tf32``)."""
+    return "vector" if dtype == "fp32" else "tensor"
+
+
 @dataclass(frozen=True)
 class Op:
     """One kernel's work: FLOPs and HBM bytes for one instance, and how many instances run in a step.
@@ -81,7 +87,8 @@ def matmul_op(
     out_dtype: str | None = None,
     b_is_weight: bool = True,
 ) -> Op:
-    """y[m,n] = x[m,k] · W[k,n]. Reads x (m·k) and W (k·n) once, writes y (m·n); 2·m·n·k FLOPs on tensor cores."""
+    """y[m,n] = x[m,k] · W[k,n]. Reads x (m·k) and W (k·n) once, writes y (m·n); 2·m·n·k FLOPs on the unit
+    ``matmul_unit(dtype)`` names."""
     w_dtype = weight_dtype or dtype
     o_dtype = out_dtype or dtype
     x_bytes = m * k * dtype_bytes(dtype)
@@ -91,7 +98,7 @@ def matmul_op(
         name=name,
         flops=2 * m * n * k,
         bytes=x_bytes + w_bytes + y_bytes,
-        unit="tensor",
+        unit=matmul_unit(dtype),
         dtype=dtype,
         reads=f"x {m}×{k} {dtype}, {'W' if b_is_weight else 'B'} {k}×{n} {w_dtype}",
         writes=f"y {m}×{n} {o_dtype}",

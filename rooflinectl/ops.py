@@ -41,6 +41,7 @@ from .op import (
     Op,
     dtype_bytes,
     matmul_op,
+    matmul_unit,
     rmsnorm_linear_op,
     rmsnorm_op,
     softmax_op,
@@ -48,17 +49,11 @@ from .op import (
 from .workload import Workload
 
 
-def _matmul(name: str, m: int, k: int, n: int, dtype: str, **kw) -> Op:
-    op = matmul_op(name, m, k, n, dtype, **kw)
-    return replace(op, unit="vector") if dtype == "fp32" else op
-
-
 def _projection(w: Workload, name: str, k: int, n: int, norm: bool) -> Op:
     """A linear layer of the block; with ``norm`` the preceding RMSNorm runs in its prologue (norm_linear)."""
     if norm:
-        op = rmsnorm_linear_op(name, w.tokens, k, n, w.dtype)
-        return replace(op, unit="vector") if w.dtype == "fp32" else op
-    return _matmul(name, w.tokens, k, n, w.dtype)
+        return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype)
+    return matmul_op(name, w.tokens, k, n, w.dtype)
 
 
 def _with_residual(op: Op, w: Workload) -> Op:
@@ -104,7 +99,7 @@ def attention_ops(w: Workload) -> list[Op]:
     a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
     q_bytes = b * t * m.q_dim * a  # Q in, and O out, both N×h·d
     k_bytes = b * lk * m.kv_dim * kv  # K (and likewise V) of every KV head, read once
-    unit = "vector" if w.dtype == "fp32" else "tensor"
+    unit = matmul_unit(w.dtype)
     if w.attention == "flash":
         s = b * m.num_heads * scores_computed(w, causal_skip=True)
         return [
@@ -198,7 +193,7 @@ def layer_ops(w: Workload) -> list[Op]:
     )
     ops.extend(attention_ops(w))
 
-    o_proj = _matmul("o_proj", n, m.q_dim, h, w.dtype)
+    o_proj = matmul_op("o_proj", n, m.q_dim, h, w.dtype)
     if "residual" in fused:
         ops.append(_with_residual(o_proj, w))
     else:
@@ -236,7 +231,7 @@ def layer_ops(w: Workload) -> list[Op]:
                 computes=f"{GATED_ACT_FLOPS_PER_ELEMENT} FLOPs per element (SiLU: negate, exp, add, divide; × up)",
             )
         )
-    down = _matmul("down_proj", n, i, h, w.dtype)
+    down = matmul_op("down_proj", n, i, h, w.dtype)
     if "residual" in fused:
         ops.append(_with_residual(down, w))
     else:
@@ -262,7 +257,7 @@ def model_ops(w: Workload) -> tuple[list[Op], list[Op]]:
         weight_bytes=embed_read,
     )
     final_norm = rmsnorm_op("final_norm", n, h, w.dtype)
-    lm_head = _matmul("lm_head", w.batch, h, m.vocab_size, w.dtype)
+    lm_head = matmul_op("lm_head", w.batch, h, m.vocab_size, w.dtype)
     if w.phase == "prefill":
         lm_head = replace(lm_head, computes=lm_head.computes + ", for the last token of each sequence only")
     return [embed], [final_norm, lm_head]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from .errors import UserError
 from .hardware import GPU, Roofs
-from .op import Op, dtype_bytes
+from .op import Op, dtype_bytes, matmul_unit
 from .ops import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
 from .workload import Workload
 
@@ -95,7 +95,7 @@ class Analysis:
 
     @property
     def compute_unit(self) -> str:
-        return "vector" if self.workload.dtype == "fp32" else "tensor"
+        return matmul_unit(self.workload.dtype)
 
     @property
     def peak_flops(self) -> float:
@@ -116,7 +116,7 @@ class Analysis:
 def analyze(workload: Workload, gpu: GPU, calibrated: bool = False) -> Analysis:
     """Build the step's operations and place each under the GPU's roofs (spec sheet or measured)."""
     roofs = gpu.roofs(calibrated)
-    roofs.peak(workload.dtype, "vector" if workload.dtype == "fp32" else "tensor")  # a clear error up front
+    roofs.peak(workload.dtype, matmul_unit(workload.dtype))  # a clear error up front
     placed = [place(op, roofs) for op in step_ops(workload)]
     step_time = sum(p.total_time_s for p in placed)
     placed = [replace(p, share=p.total_time_s / step_time) for p in placed]

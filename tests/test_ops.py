@@ -145,3 +145,12 @@ def test_weight_bytes_read_in_decode_equal_the_model_less_unread_embedding_rows(
     # Every weight is read once, except the embedding table, of which one row per token is read.
     expected = (model.parameter_count() - V * H + 1 * H) * 2
     assert a.totals.weight_bytes == expected
+
+
+def test_fp32_matmuls_run_on_the_vector_units_and_tf32_on_the_tensor_cores():
+    from rooflinectl.op import matmul_op
+
+    ops = ops_by_name(resolve_workload("decode", dtype="fp32", fused=["norm_linear"]))
+    assert {ops[n].unit for n in ("attn_norm+q_proj", "o_proj", "attention", "lm_head")} == {"vector"}
+    assert matmul_op("x", 8, 8, 8, "tf32").unit == "tensor"
+    assert matmul_op("x", 8, 8, 8, "bf16").unit == "tensor"

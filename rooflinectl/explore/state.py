@@ -16,6 +16,7 @@ import yaml
 
 from ..errors import UserError
 from ..hardware import GPU
+from ..op import matmul_unit
 from ..roofline import Analysis, analyze
 from ..specs import validate
 from ..workload import (
@@ -105,7 +106,8 @@ def scale_length(k: Knobs, factor: float) -> Knobs:
 def dtypes_with_peaks(gpu: GPU, calibrated: bool = False) -> list[str]:
     """The workload data types this GPU has a compute peak for (tensor cores; the vector units for fp32)."""
     roofs = gpu.roofs(calibrated)
-    return [d for d in DTYPES if d in (roofs.vector_tflops if d == "fp32" else roofs.tensor_tflops)]
+    return [d for d in DTYPES
+            if d in (roofs.vector_tflops if matmul_unit(d) == "vector" else roofs.tensor_tflops)]
 
 
 def next_dtype(k: Knobs) -> Knobs:
