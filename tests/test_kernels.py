@@ -151,10 +151,60 @@ def test_softmax_online_path(dtype, reverse, hints):
     assert relative_error(out, _check(k, inputs, dtype)) <= k.tolerance(dtype)
 
 
-def test_softmax_online_path_chosen_for_long_rows():
+@pytest.mark.parametrize("mode,block", [("rows", 8), ("online", 4)])
+def test_softmax_persistent_grid(mode, block):
+    # One program an SM (132 under the interpreter) for 300 rows: each program loops over two or three rows.
     k = get_kernel("fused_softmax")
-    assert k.config_for((4096, 262144), "bf16").mode == "online"
-    assert k.config_for((4096, 4096), "bf16").mode == "rows"
+    cfg = SoftmaxConfig(mode, block, num_warps=1, programs_per_sm=1, num_stages=2)
+    _check(k, k.make_inputs((300, 7), "fp32", "cpu", _gen(6)), "fp32", cfg)
+    assert k.last_launches()[0].grid == (132,)
+
+
+def test_softmax_mode_by_row_length():
+    k = get_kernel("fused_softmax")
+    assert k.config_for((4096, 16384), "bf16").mode == "rows"
+    assert k.config_for((4096, 65536), "bf16").mode == "online"
+    long = k.config_for((4096, 262144), "bf16")
+    assert long.mode == "split" and long.chunks == 2  # 16 parts of 2 × 8,192
+    assert k.config_for((4096, 262144), "fp32") == SoftmaxConfig("split", 8192, num_warps=4, chunks=1)
+    # One row of 1,024 in 2 warps (16 elements a thread); shorter rows share a program.
+    assert k.config_for((4096, 1024), "bf16") == SoftmaxConfig("rows", 1024, rows_per_program=1, num_warps=2)
+    assert k.config_for((4096, 256), "bf16").rows_per_program == 4
+    # No PDL under the interpreter.
+    assert not any(k.config_for((8, c), "fp32").pdl for c in (100, 30000))
+
+
+def test_softmax_split_parts_never_exceed_the_sms():
+    # A row of 10M bf16 elements would be 611 parts of 2 × 8,192: the parts grow instead, one per SM at most.
+    from rooflinectl.kernels.base import sm_count
+
+    cfg = get_kernel("fused_softmax").config_for((2, 10_000_000), "bf16")
+    assert cfg.mode == "split"
+    assert -(-10_000_000 // (cfg.block * cfg.chunks)) <= sm_count() == 132
+    k = get_kernel("fused_softmax")
+    x = torch.zeros(1, 133 * 16)
+    with pytest.raises(ValueError, match="at most 132 parts"):
+        k.run({"x": x}, torch.empty_like(x), SoftmaxConfig("split", 16))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "block,chunks,hints",
+    [(1024, 1, False), (128, 1, False), (128, 1, True), (64, 3, True), (64, 3, False)],
+    ids=["one-part", "parts", "parts-hints", "parts-of-chunks-hints", "parts-of-chunks"],
+)
+def test_softmax_split_path(dtype, block, chunks, hints):
+    # Under the interpreter the programs of a row run one after another: every part but the last stops waiting
+    # after a few polls and reads its whole row (the fallback), the last finds all parts published and combines
+    # them. Both paths write the same softmax.
+    k = get_kernel("fused_softmax")
+    cfg = SoftmaxConfig("split", block, num_warps=4, chunks=chunks, hints=hints)
+    inputs = k.make_inputs((4, 741), dtype, "cpu", _gen(5))
+    out = _check(k, inputs, dtype, cfg)
+    launch = k.last_launches()[0]
+    assert launch.function == "_softmax_split_kernel"
+    assert launch.grid == (4 * -(-741 // (block * chunks)),) and launch.config["parts"] == -(-741 // (block * chunks))
+    assert relative_error(out, _check(k, inputs, dtype)) <= k.tolerance(dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -163,6 +213,7 @@ def test_softmax_non_contiguous_rows(dtype):
     wide = k.make_inputs((9, 300), dtype, "cpu", _gen(2))["x"]
     _check(k, {"x": wide[:, 13 : 13 + 257]}, dtype)  # row stride 300, 257 columns
     _check(k, {"x": wide[:, 13 : 13 + 257]}, dtype, SoftmaxConfig("online", 32, num_warps=4))
+    _check(k, {"x": wide[:, 13 : 13 + 257]}, dtype, SoftmaxConfig("split", 32, num_warps=4, chunks=2))
     tall = k.make_inputs((40, 6), dtype, "cpu", _gen(3))["x"]
     _check(k, {"x": tall.t()}, dtype)  # column stride 6
 
@@ -173,7 +224,8 @@ def test_softmax_masked_scores():
     x = torch.randn(3, 100, generator=_gen(4))
     x[0, :50] = -float("inf")
     x[2] = -float("inf")
-    for cfg in (None, SoftmaxConfig("online", 16, num_warps=4, hints=True)):
+    split = [SoftmaxConfig("split", 16, num_warps=4, chunks=c, hints=c > 1) for c in (1, 2)]
+    for cfg in (None, SoftmaxConfig("online", 16, num_warps=4, hints=True), *split):
         out = torch.empty_like(x)
         k.run({"x": x}, out, cfg)
         torch.testing.assert_close(out[:2], torch.softmax(x[:2], -1))

@@ -504,8 +504,10 @@ from rooflinectl.kernels.softmax import _softmax_rows_kernel
 from rooflinectl.measure import launch_record
 
 sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "sxr": "i32", "sxc": "i32",
-       "syr": "i32", "syc": "i32", "BLOCK": "constexpr", "ROWS": "constexpr", "HINTS": "constexpr"}
-src = ASTSource(fn=_softmax_rows_kernel, signature=sig, constexprs={"BLOCK": 1024, "ROWS": 4, "HINTS": True})
+       "syr": "i32", "syc": "i32", "BLOCK": "constexpr", "ROWS": "constexpr", "HINTS": "constexpr",
+       "STAGES": "constexpr", "GDC": "constexpr"}
+constexprs = {"BLOCK": 1024, "ROWS": 4, "HINTS": True, "STAGES": 1, "GDC": False}
+src = ASTSource(fn=_softmax_rows_kernel, signature=sig, constexprs=constexprs)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     try:
@@ -525,6 +527,24 @@ assert (rec.programs_per_sm, rec.occupancy, rec.limiter, rec.waves) == (8, 1.0, 
 assert rec.occupancy_upper_bound
 assert rec.last_wave_fill == pytest.approx(1024 / 1056)
 assert any("upper bound" in w and "registers" in w for w in rec.warnings)
+
+# The GPU-only code paths compile for sm_90 too: the rows kernel as a programmatic dependent (griddepcontrol),
+# and the split kernel's atomics, bounded wait and fallback.
+from rooflinectl.kernels.softmax import _softmax_split_kernel
+
+pdl = ASTSource(fn=_softmax_rows_kernel, signature=sig, constexprs={**constexprs, "GDC": True})
+ptx = triton.compile(pdl, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm["ptx"]
+assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx
+split_sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "count_ptr": "*i32", "part_ptr": "*fp32", "n_cols": "i32",
+             "n_parts": "i32", "sxr": "i32", "sxc": "i32", "syr": "i32", "syc": "i32", **{
+             k: "constexpr" for k in ("BLOCK", "CHUNKS", "PARTS", "HINTS", "MAX_POLLS", "FALLBACK_BLOCK")}}
+for chunks in (1, 2):
+    split = ASTSource(fn=_softmax_split_kernel, signature=split_sig, constexprs={
+        "BLOCK": 8192, "CHUNKS": chunks, "PARTS": 16, "HINTS": chunks > 1, "MAX_POLLS": 1024, "FALLBACK_BLOCK": 1024})
+    ptx = triton.compile(split, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm["ptx"]
+    lines = ptx.splitlines()
+    assert any("atom." in line and "acq_rel" in line and ".add" in line for line in lines), "publish: acq_rel add"
+    assert any("acquire" in line and "atom." not in line for line in lines), "poll: a load-acquire"
 """
 
 
