@@ -39,7 +39,7 @@ def configs(cols: int, dtype: str, dry: bool) -> list[SoftmaxConfig]:
     if chosen.mode != "split":
         out.append(replace(chosen, pdl=not chosen.pdl))
     if cols <= 2048:
-        for r, w in ((1, 2), (1, 4), (2, 4)):
+        for r, w in ((1, 1), (1, 2), (1, 4), (2, 2), (2, 4)):
             out.append(replace(chosen, rows_per_program=r, num_warps=w))
     if cols >= 32768:
         if chosen.mode != "online":

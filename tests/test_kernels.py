@@ -174,6 +174,15 @@ def test_softmax_mode_by_row_length():
     assert not any(k.config_for((8, c), "fp32").pdl for c in (100, 30000))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_run_picks_the_config_of_the_inputs_dtype(dtype):
+    # fp32 and 16-bit rows take different online chunks (32,768 in 32 warps against 16,384 in 16).
+    k = get_kernel("fused_softmax")
+    _check(k, k.make_inputs((2, 20000), dtype, "cpu", _gen(7)), dtype)
+    assert k.last_launches()[0].settings == k.config_for((2, 20000), dtype)
+    assert k.last_launches()[0].settings.block == (32768 if dtype == "fp32" else 16384)
+
+
 def test_softmax_split_parts_never_exceed_the_sms():
     # A row of 10M bf16 elements would be 611 parts of 2 × 8,192: the parts grow instead, one per SM at most.
     from rooflinectl.kernels.base import sm_count

@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 
 from ..op import Op, softmax_op
-from .base import Inputs, Kernel, sm_count, torch_dtype
+from .base import Inputs, Kernel, dtype_name, sm_count, torch_dtype
 
 # Rows up to this many elements are held whole in registers (one read, one write); longer rows take the online
 # path. Measured on an H200, 4,096 rows: at 32,768 columns the online path was 7-10% faster in bf16 (160-164
@@ -377,7 +377,7 @@ class FusedSoftmax(Kernel):
     def run(self, inputs: Inputs, out: torch.Tensor, config: SoftmaxConfig | None = None) -> None:
         x = inputs["x"]
         rows, cols = x.shape
-        cfg = config or self.config_for((rows, cols), None)
+        cfg = config or self.config_for((rows, cols), dtype_name(x.dtype))
         self._start_run()
         meta = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
         if cfg.pdl:
