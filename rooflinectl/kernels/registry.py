@@ -26,7 +26,7 @@ class KernelInfo:
 _INFOS = (
     KernelInfo(
         "fused_softmax",
-        "row softmax in fp32: one HBM read and write while a row fits on chip, online normalizer beyond",
+        "row softmax in fp32: whole rows on chip, online normalizer, or rows split across programs",
         "rooflinectl.kernels.softmax",
     ),
     KernelInfo("copy", "device-to-device copy: the bandwidth probe", "rooflinectl.kernels.copy"),

@@ -331,7 +331,7 @@ def _split_config(cols: int, dtype: str) -> SoftmaxConfig:
 
 class FusedSoftmax(Kernel):
     name = "fused_softmax"
-    summary = "row softmax in fp32: one HBM read and write while a row fits on chip, online normalizer beyond"
+    summary = "row softmax in fp32: whole rows on chip, online normalizer, or rows split across programs"
     shape_format = "ROWSxCOLS"
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
