@@ -183,6 +183,13 @@ def test_softmax_run_picks_the_config_of_the_inputs_dtype(dtype):
     assert k.last_launches()[0].settings.block == (32768 if dtype == "fp32" else 16384)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_softmax_interpret_shapes_cover_every_mode(dtype):
+    # `measure --interpret` and test_interpret_shapes run these: each of the three kernels must be among them.
+    k = get_kernel("fused_softmax")
+    assert {k.config_for(s, dtype).mode for s in k.interpret_shapes} == {"rows", "online", "split"}
+
+
 def test_softmax_split_parts_never_exceed_the_sms():
     # A row of 10M bf16 elements would be 611 parts of 2 × 8,192: the parts grow instead, one per SM at most.
     from rooflinectl.kernels.base import sm_count

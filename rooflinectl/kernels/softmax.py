@@ -337,7 +337,8 @@ class FusedSoftmax(Kernel):
     default_dtype = "bf16"
     # Issue 4's targets: rows of 1,024 to 16,384 and 65,536 to 262,144 elements, 4,096 rows.
     default_shapes = [(4096, 1024), (4096, 4096), (4096, 16384), (4096, 65536), (4096, 262144)]
-    interpret_shapes = [(1, 1), (3, 7), (5, 781), (2, 3000)]
+    # Every mode: rows (up to 3,000), online (20,000) and split (70,001, its last part ragged).
+    interpret_shapes = [(1, 1), (3, 7), (5, 781), (2, 3000), (2, 20000), (2, 70001)]
 
     def op(self, shape, dtype) -> Op:
         rows, cols = shape
