@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 import triton
@@ -257,10 +257,15 @@ def _interpreting() -> bool:
 
 @functools.cache
 def pdl_supported() -> bool:
-    """Programmatic dependent launch: a CUDA GPU of compute capability 9.0 (Hopper) or later, not interpreted."""
-    if _interpreting() or not torch.cuda.is_available():
+    """Programmatic dependent launch: a CUDA GPU of compute capability 9.0 (Hopper) or later, not interpreted,
+    and a triton that has the launch option (3.4 and later; the pyproject admits 3.0)."""
+    if _interpreting() or not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         return False
-    return torch.cuda.get_device_capability()[0] >= 9
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except ImportError:
+        return False
+    return "launch_pdl" in {f.name for f in fields(CUDAOptions)}
 
 
 def _programs(blocks: int, cfg: SoftmaxConfig) -> int:
