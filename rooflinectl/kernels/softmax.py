@@ -244,8 +244,9 @@ def _next_pow2(n: int) -> int:
 
 
 # split mode: how long a program waits for the other parts of its row before it reads the whole row itself. A
-# poll is an L2 atomic, about a microsecond; a part that is running arrives within microseconds, so 1,024 polls
-# (about a millisecond) only run out when the parts are not resident together. The interpreter runs programs
+# poll is a load-acquire from the L2 (`ld.global.gpu.acquire`), under a microsecond; a part that is running
+# publishes within microseconds, so 1,024 polls (up to about a millisecond) run out only when the parts are not
+# resident together. The interpreter runs programs
 # one at a time, so there a wait never ends: it polls a few times and takes the fallback.
 _MAX_POLLS = 1024
 _MAX_POLLS_INTERPRETED = 3
@@ -283,8 +284,6 @@ def _programs(blocks: int, cfg: SoftmaxConfig) -> int:
 # were never faster than one program a row.
 _ROWS_TARGET_ELEMENTS = 1024
 _ELEMENTS_PER_THREAD = 16
-# Rows longer than this spill registers when held whole (ptxas for sm_90: 65,536 bf16 in 32 warps).
-_ROWS_MAX = 32768
 
 
 def _rows_config(
