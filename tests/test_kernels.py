@@ -131,6 +131,18 @@ def test_interpret_shapes(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_run_takes_the_config_chosen_for_its_inputs(name, dtype):
+    # What `measure` times (run without a config) is what config_for chose for that shape and dtype: the kernel's
+    # main launch (its last; rmsnorm_linear may launch a pre-pass first) carries that config.
+    kernel = get_kernel(name)
+    for i, shape in enumerate(kernel.interpret_shapes):
+        inputs = kernel.make_inputs(shape, dtype, "cpu", _gen(i))
+        kernel.run(inputs, kernel.make_output(inputs))
+        assert kernel.last_launches()[-1].settings == kernel.config_for(shape, dtype), shape
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cols", [1, 7, 781])
 def test_softmax_row_lengths(cols, dtype):
     k = get_kernel("fused_softmax")

@@ -248,7 +248,10 @@ class Kernel(ABC):
 
     @abstractmethod
     def run(self, inputs: Inputs, out: torch.Tensor, config=None) -> None:
-        """Run the Triton kernel, writing into ``out``. ``config`` overrides the choice by shape (for tuning)."""
+        """Run the Triton kernel, writing into ``out``. ``config`` overrides the choice by shape (for tuning).
+
+        Without ``config`` it runs ``config_for(shape, dtype)`` of the inputs it was given, dtype included: the
+        config that the tuning chose is then the one that ``measure`` times."""
 
     @abstractmethod
     def reference(self, inputs: Inputs) -> torch.Tensor:
