@@ -538,6 +538,13 @@ assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in pt
 split_sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "count_ptr": "*i32", "part_ptr": "*fp32", "n_cols": "i32",
              "n_parts": "i32", "sxr": "i32", "sxc": "i32", "syr": "i32", "syc": "i32", **{
              k: "constexpr" for k in ("BLOCK", "CHUNKS", "PARTS", "HINTS", "MAX_POLLS", "FALLBACK_BLOCK")}}
+from rooflinectl.kernels.softmax import _softmax_online_kernel
+
+online_sig = {**{k: v for k, v in sig.items() if k not in ("ROWS", "STAGES")}, "REVERSE": "constexpr"}
+online = ASTSource(fn=_softmax_online_kernel, signature=online_sig,
+                   constexprs={"BLOCK": 16384, "REVERSE": True, "HINTS": True, "GDC": True})
+ptx = triton.compile(online, target=GPUTarget("cuda", 90, 32), options={"num_warps": 16}).asm["ptx"]
+assert "griddepcontrol.wait" in ptx and "evict_last" in ptx and "evict_first" in ptx
 for chunks in (1, 2):
     split = ASTSource(fn=_softmax_split_kernel, signature=split_sig, constexprs={
         "BLOCK": 8192, "CHUNKS": chunks, "PARTS": 16, "HINTS": chunks > 1, "MAX_POLLS": 1024, "FALLBACK_BLOCK": 1024})

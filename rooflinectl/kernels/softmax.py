@@ -51,7 +51,7 @@ class SoftmaxConfig:
     block: int  # rows: the row length rounded up to a power of two; online and split: the chunk length
     rows_per_program: int = 1
     num_warps: int = 4
-    num_stages: int = 1  # rows and online: software pipelining of the loads across loop iterations
+    num_stages: int = 1  # software pipelining of the loads across loop iterations (triton's launch option)
     # L2 eviction hints. rows mode and split mode with one chunk: evict_first on the load. online mode and split
     # mode with several chunks: evict_last on the first pass's loads, evict_first on the second pass's loads (and
     # in online mode its stores).
@@ -82,10 +82,7 @@ def _softmax_rows_kernel(
         rows = (blk * ROWS + tl.arange(0, ROWS)).to(tl.int64)
         mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
         x_ptrs = x_ptr + rows[:, None] * sxr + cols[None, :] * sxc
-        if HINTS:
-            x = tl.load(x_ptrs, mask=mask, other=-float("inf"), eviction_policy="evict_first")
-        else:
-            x = tl.load(x_ptrs, mask=mask, other=-float("inf"))
+        x = tl.load(x_ptrs, mask=mask, other=-float("inf"), eviction_policy="evict_first" if HINTS else "")
         x = x.to(tl.float32)
         m = tl.max(x, axis=1)
         e = tl.exp(x - m[:, None])
@@ -96,76 +93,68 @@ def _softmax_rows_kernel(
 
 
 @triton.jit
+def _row_stats(x_row, sxc, n_cols, first, last, BLOCK: tl.constexpr, HINTS: tl.constexpr):
+    # Max and sum of exp(x - max) over chunks first..last-1 of a row, with the online normalizer; evict_last
+    # (with HINTS) asks the L2 to keep the lines for a second read.
+    offs = tl.arange(0, BLOCK)
+    # Running max and sum, one element wide so that they stay tensors through the loop.
+    m_run = tl.full([1], -float("inf"), tl.float32)
+    s_run = tl.zeros([1], tl.float32)
+    for c in range(first, last):
+        cols = c * BLOCK + offs
+        x = tl.load(
+            x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"),
+            eviction_policy="evict_last" if HINTS else "",
+        )  # fmt: skip
+        x = x.to(tl.float32)
+        m_new = tl.maximum(m_run, tl.max(x, axis=0))
+        # A chunk of -inf only (the masked tail, or masked-out scores) leaves m at -inf: exponents then use 0, so
+        # that exp(-inf - -inf) never makes a NaN.
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+        m_run = m_new
+    return tl.max(m_run, axis=0), tl.sum(s_run, axis=0)
+
+
+@triton.jit
+def _write_chunks(
+    x_row, y_row, sxc, syc, n_cols, first, last, row_m, inv,
+    BLOCK: tl.constexpr, REVERSE: tl.constexpr, LOAD_HINT: tl.constexpr, STORE_HINT: tl.constexpr,
+):  # fmt: skip
+    # y = exp(x - row_m) · inv over chunks first..last-1, read again; REVERSE starts with the chunk read last (the
+    # likeliest to be in the L2). The hints mark the loads and stores evict_first: done with, for the L2.
+    offs = tl.arange(0, BLOCK)
+    for i in range(0, last - first):
+        if REVERSE:
+            c = last - 1 - i
+        else:
+            c = first + i
+        cols = c * BLOCK + offs
+        mask = cols < n_cols
+        x = tl.load(
+            x_row + cols * sxc, mask=mask, other=-float("inf"), eviction_policy="evict_first" if LOAD_HINT else "",
+        )  # fmt: skip
+        y = (tl.exp(x.to(tl.float32) - row_m) * inv).to(y_row.dtype.element_ty)
+        tl.store(y_row + cols * syc, y, mask=mask, eviction_policy="evict_first" if STORE_HINT else "")
+
+
+@triton.jit
 def _softmax_online_kernel(
     x_ptr, y_ptr, n_rows, n_cols, sxr, sxc, syr, syc,
-    BLOCK: tl.constexpr, REVERSE: tl.constexpr, HINTS: tl.constexpr, STAGES: tl.constexpr, GDC: tl.constexpr,
+    BLOCK: tl.constexpr, REVERSE: tl.constexpr, HINTS: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
     # Pass 1 reads the row once for its max and normalizer; pass 2 reads it again (partly from the L2) and writes.
     # Each program takes the rows pid, pid + programs, ... (one row when the grid has one program per row).
     if GDC:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
-    offs = tl.arange(0, BLOCK)
     n_chunks = tl.cdiv(n_cols, BLOCK)
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
         x_row = x_ptr + tl.cast(row, tl.int64) * sxr
         y_row = y_ptr + tl.cast(row, tl.int64) * syr
-        # Running max and sum, one element wide so that they stay tensors through the loop.
-        m_run = tl.full([1], -float("inf"), tl.float32)
-        s_run = tl.zeros([1], tl.float32)
-        for c in tl.range(0, n_chunks, num_stages=STAGES):
-            cols = c * BLOCK + offs
-            if HINTS:
-                x = tl.load(
-                    x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_last"
-                )
-            else:
-                x = tl.load(x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"))
-            x = x.to(tl.float32)
-            m_new = tl.maximum(m_run, tl.max(x, axis=0))
-            # A chunk of -inf only (the masked tail, or masked-out scores) leaves m at -inf: exponents then use 0,
-            # so that exp(-inf - -inf) never makes a NaN.
-            m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-            s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
-            m_run = m_new
-        inv = 1.0 / s_run
-        for i in tl.range(0, n_chunks, num_stages=STAGES):
-            if REVERSE:
-                c = n_chunks - 1 - i
-            else:
-                c = i
-            cols = c * BLOCK + offs
-            mask = cols < n_cols
-            if HINTS:
-                x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"), eviction_policy="evict_first")
-            else:
-                x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"))
-            y = (tl.exp(x.to(tl.float32) - m_run) * inv).to(y_ptr.dtype.element_ty)
-            if HINTS:
-                tl.store(y_row + cols * syc, y, mask=mask, eviction_policy="evict_first")
-            else:
-                tl.store(y_row + cols * syc, y, mask=mask)
-
-
-@triton.jit
-def _row_stats(x_row, sxc, n_cols, first, last, BLOCK: tl.constexpr, HINTS: tl.constexpr):
-    # Max and sum of exp(x - max) over chunks first..last-1 of a row, with the online normalizer; evict_last
-    # (with HINTS) asks the L2 to keep the lines for a second read.
-    offs = tl.arange(0, BLOCK)
-    m_run = tl.full([1], -float("inf"), tl.float32)
-    s_run = tl.zeros([1], tl.float32)
-    for c in range(first, last):
-        cols = c * BLOCK + offs
-        if HINTS:
-            x = tl.load(x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"), eviction_policy="evict_last")
-        else:
-            x = tl.load(x_row + cols * sxc, mask=cols < n_cols, other=-float("inf"))
-        x = x.to(tl.float32)
-        m_new = tl.maximum(m_run, tl.max(x, axis=0))
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-        s_run = s_run * tl.exp(m_run - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
-        m_run = m_new
-    return tl.max(m_run, axis=0), tl.sum(s_run, axis=0)
+        row_m, row_s = _row_stats(x_row, sxc, n_cols, 0, n_chunks, BLOCK, HINTS)
+        # A row of -inf only: exp(-inf - -inf) = NaN, as torch gives.
+        _write_chunks(x_row, y_row, sxc, syc, n_cols, 0, n_chunks, row_m, 1.0 / row_s, BLOCK, REVERSE, HINTS, HINTS)
 
 
 @triton.jit
@@ -194,10 +183,9 @@ def _softmax_split_kernel(
     if CHUNKS == 1:
         cols = part * BLOCK + offs
         mask = cols < n_cols
-        if HINTS:
-            x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"), eviction_policy="evict_first")
-        else:
-            x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"))
+        x = tl.load(
+            x_row + cols * sxc, mask=mask, other=-float("inf"), eviction_policy="evict_first" if HINTS else ""
+        )
         xf = x.to(tl.float32)
         m = tl.max(xf, axis=0)
         s = tl.sum(tl.exp(xf - tl.where(m == -float("inf"), 0.0, m)), axis=0)
@@ -228,15 +216,8 @@ def _softmax_split_kernel(
         y = (tl.exp(x.to(tl.float32) - row_m) * inv).to(y_ptr.dtype.element_ty)
         tl.store(y_row + cols * syc, y, mask=mask)
     else:
-        for i in range(0, CHUNKS):
-            cols = (part * CHUNKS + CHUNKS - 1 - i) * BLOCK + offs  # last read first: likeliest in the L2
-            mask = cols < n_cols
-            if HINTS:
-                x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"), eviction_policy="evict_first")
-            else:
-                x = tl.load(x_row + cols * sxc, mask=mask, other=-float("inf"))
-            y = (tl.exp(x.to(tl.float32) - row_m) * inv).to(y_ptr.dtype.element_ty)
-            tl.store(y_row + cols * syc, y, mask=mask)
+        first = part * CHUNKS
+        _write_chunks(x_row, y_row, sxc, syc, n_cols, first, first + CHUNKS, row_m, inv, BLOCK, True, HINTS, False)
 
 
 def _next_pow2(n: int) -> int:
@@ -400,8 +381,8 @@ class FusedSoftmax(Kernel):
         elif cfg.mode == "online":
             grid = (_programs(rows, cfg),)
             handle = _softmax_online_kernel[grid](
-                x, out, rows, cols, *strides, BLOCK=cfg.block, REVERSE=cfg.reverse, HINTS=cfg.hints,
-                STAGES=cfg.num_stages, GDC=cfg.pdl, **meta,
+                x, out, rows, cols, *strides, BLOCK=cfg.block, REVERSE=cfg.reverse, HINTS=cfg.hints, GDC=cfg.pdl,
+                **meta,
             )  # fmt: skip
             self._record(_softmax_online_kernel, grid, cfg, handle)
         elif cfg.mode == "split":
