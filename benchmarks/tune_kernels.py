@@ -296,9 +296,12 @@ def ceilings(gen):
 # ---- timing sections ---------------------------------------------------------------------------------------
 
 
-def time_shape(kernel, shape, dtype, gen, *, baselines=("torch",), extra=None, only_chosen=False):
+def time_shape(kernel, shape, dtype, gen, *, baselines=("torch",), extra=None, only_chosen=False, configs=None):
+    """Check and time every candidate config of kernel at shape (or the given configs, the chosen one first);
+    returns a dict of results."""
     only_chosen = only_chosen or FINAL
-    """Check and time every candidate config of kernel at shape; returns a dict of results."""
+    if DRY and dtype == "bf16":
+        dtype = "fp16"  # the interpreter's bf16 arithmetic is not the GPU's: every bf16 check would fail
     op = kernel.op(shape, dtype)
     per_set = op.bytes
     r = rotation(per_set) if not DRY else 2
@@ -306,7 +309,7 @@ def time_shape(kernel, shape, dtype, gen, *, baselines=("torch",), extra=None, o
     outs = [kernel.make_output(s) for s in sets]
     ref = kernel.reference(sets[0])
     chosen = kernel.config_for(shape, dtype)
-    cands = [chosen] if only_chosen else kernel.candidates(shape, dtype)
+    cands = [chosen] if only_chosen else (configs or kernel.candidates(shape, dtype))
     rows = []
     # The first timing of a section ran 5-10% slow in every run (clocks or TLBs settling): time the chosen config
     # once, unrecorded, before the candidates.

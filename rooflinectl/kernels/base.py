@@ -62,14 +62,19 @@ def dtype_name(dtype) -> str:
 TUNED_SM_COUNT = 132
 
 
+def interpreting() -> bool:
+    """Whether kernels run in Triton's interpreter (TRITON_INTERPRET=1, set before triton is imported)."""
+    import os
+
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
 @functools.cache
 def sm_count() -> int:
     """Streaming multiprocessors of the current CUDA device, or TUNED_SM_COUNT without one."""
-    import os
-
     import torch
 
-    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+    if interpreting() or not torch.cuda.is_available():
         return TUNED_SM_COUNT
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 

@@ -26,7 +26,6 @@ Rows may be non-contiguous (any row stride, e.g. a column slice of a wider tenso
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, fields, replace
 
 import torch
@@ -34,7 +33,7 @@ import triton
 import triton.language as tl
 
 from ..op import Op, softmax_op
-from .base import Inputs, Kernel, dtype_name, sm_count, torch_dtype
+from .base import Inputs, Kernel, dtype_name, interpreting, sm_count, torch_dtype
 
 # Rows up to this many elements are held whole in registers (one read, one write); longer rows take the online
 # path. Measured on an H200, 4,096 rows: at 32,768 columns the online path was 7-10% faster in bf16 (160-164
@@ -225,23 +224,23 @@ def _next_pow2(n: int) -> int:
 
 
 # split mode: how long a program waits for the other parts of its row before it reads the whole row itself. A
-# poll is a load-acquire from the L2 (`ld.global.gpu.acquire`), under a microsecond; a part that is running
-# publishes within microseconds, so 1,024 polls (up to about a millisecond) run out only when the parts are not
-# resident together. The interpreter runs programs
+# poll is a load-acquire from the L2 (`ld.global.gpu.acquire`), one L2 round trip (on the order of a microsecond
+# under load; not measured on its own). Parts that are running publish within a few microseconds (a whole
+# 4096×262,144 split kernel takes 1.4 ms for 65,536 programs), so 1,024 polls run out only when the parts of a
+# row are not resident together. The interpreter runs programs
 # one at a time, so there a wait never ends: it polls a few times and takes the fallback.
 _MAX_POLLS = 1024
 _MAX_POLLS_INTERPRETED = 3
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
+# The fallback reads its row in chunks of this many elements a thread: few enough registers beside a part held
+# in registers (chunks as large as the part doubled the registers and slowed split mode: tuning run 6).
+_FALLBACK_PER_THREAD = 4
 
 
 @functools.cache
 def pdl_supported() -> bool:
     """Programmatic dependent launch: a CUDA GPU of compute capability 9.0 (Hopper) or later, not interpreted,
     and a triton that has the launch option (3.4 and later; the pyproject admits 3.0)."""
-    if _interpreting() or not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
+    if interpreting() or not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         return False
     try:
         from triton.backends.nvidia.compiler import CUDAOptions
@@ -397,8 +396,8 @@ class FusedSoftmax(Kernel):
             grid = (rows * parts,)
             handle = _softmax_split_kernel[grid](
                 x, out, counts, partials, cols, parts, *strides, BLOCK=cfg.block, CHUNKS=cfg.chunks, PARTS=width,
-                HINTS=cfg.hints, MAX_POLLS=_MAX_POLLS_INTERPRETED if _interpreting() else _MAX_POLLS,
-                FALLBACK_BLOCK=min(cfg.block, 32 * cfg.num_warps * 4), num_warps=cfg.num_warps,
+                HINTS=cfg.hints, MAX_POLLS=_MAX_POLLS_INTERPRETED if interpreting() else _MAX_POLLS,
+                FALLBACK_BLOCK=min(cfg.block, 32 * cfg.num_warps * _FALLBACK_PER_THREAD), num_warps=cfg.num_warps,
             )  # fmt: skip
             self._record(_softmax_split_kernel, grid, cfg, handle, parts=parts)
         else:
