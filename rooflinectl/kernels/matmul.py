@@ -52,14 +52,10 @@ def _matmul_kernel(
 ):
     # Reads a BLOCK_M×K strip of A and a K×BLOCK_N strip of B, writes one BLOCK_M×BLOCK_N tile of C.
     pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
+    # Grouped order: GROUP_M tile rows walk the tile columns together, so that their strips of B are reused
+    # from the L2 (triton's swizzle2d is that order, as in its matmul tutorial).
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = tl.swizzle2d(pid // num_pid_n, pid % num_pid_n, tl.cdiv(M, BLOCK_M), num_pid_n, GROUP_M)
 
     # Rows and columns past the edge wrap around (% M, % N) so that the loads need no mask; the store masks them.
     offs_am = ((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)

@@ -200,14 +200,8 @@ def _tile_kernel(
     pid = tl.program_id(0)
     tile = pid // SPLIT_K
     pid_s = pid % SPLIT_K
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = tile // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((tile % num_pid_in_group) % group_size_m)
-    pid_n = (tile % num_pid_in_group) // group_size_m
+    num_pid_n = tl.cdiv(N, BLOCK_N)  # tiles in grouped order, as in the matmul kernel
+    pid_m, pid_n = tl.swizzle2d(tile // num_pid_n, tile % num_pid_n, tl.cdiv(M, BLOCK_M), num_pid_n, GROUP_M)
     k_lo = pid_s * k_per_split
     k_hi = tl.minimum(K, k_lo + k_per_split)
 
