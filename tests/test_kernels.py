@@ -154,15 +154,6 @@ def test_softmax_online_path(dtype, reverse, hints):
     assert relative_error(out, _check(k, inputs, dtype)) <= k.tolerance(dtype)
 
 
-@pytest.mark.parametrize("mode,block", [("rows", 8), ("online", 4)])
-def test_softmax_persistent_grid(mode, block):
-    # One program an SM (132 under the interpreter) for 300 rows: each program loops over two or three rows.
-    k = get_kernel("fused_softmax")
-    cfg = SoftmaxConfig(mode, block, num_warps=1, programs_per_sm=1, num_stages=2)
-    _check(k, k.make_inputs((300, 7), "fp32", "cpu", _gen(6)), "fp32", cfg)
-    assert k.last_launches()[0].grid == (132,)
-
-
 def test_softmax_mode_by_row_length():
     k = get_kernel("fused_softmax")
     assert k.config_for((4096, 16384), "bf16").mode == "rows"

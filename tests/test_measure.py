@@ -505,8 +505,8 @@ from rooflinectl.measure import launch_record
 
 sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "sxr": "i32", "sxc": "i32",
        "syr": "i32", "syc": "i32", "BLOCK": "constexpr", "ROWS": "constexpr", "HINTS": "constexpr",
-       "STAGES": "constexpr", "GDC": "constexpr"}
-constexprs = {"BLOCK": 1024, "ROWS": 4, "HINTS": True, "STAGES": 1, "GDC": False}
+       "GDC": "constexpr"}
+constexprs = {"BLOCK": 1024, "ROWS": 4, "HINTS": True, "GDC": False}
 src = ASTSource(fn=_softmax_rows_kernel, signature=sig, constexprs=constexprs)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -540,7 +540,7 @@ split_sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "count_ptr": "*i32", "part_ptr"
              k: "constexpr" for k in ("BLOCK", "CHUNKS", "PARTS", "HINTS", "MAX_POLLS", "FALLBACK_BLOCK")}}
 from rooflinectl.kernels.softmax import _softmax_online_kernel
 
-online_sig = {**{k: v for k, v in sig.items() if k not in ("ROWS", "STAGES")}, "REVERSE": "constexpr"}
+online_sig = {**{k: v for k, v in sig.items() if k not in ("n_rows", "ROWS")}, "REVERSE": "constexpr"}
 online = ASTSource(fn=_softmax_online_kernel, signature=online_sig,
                    constexprs={"BLOCK": 16384, "REVERSE": True, "HINTS": True, "GDC": True})
 ptx = triton.compile(online, target=GPUTarget("cuda", 90, 32), options={"num_warps": 16}).asm["ptx"]

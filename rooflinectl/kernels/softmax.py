@@ -56,9 +56,6 @@ class SoftmaxConfig:
     # in online mode its stores).
     hints: bool = False
     reverse: bool = True  # online: walk the chunks backwards in the second pass (L2 reuse)
-    # rows and online: 0 launches one program per block of rows (per row when online); n > 0 launches n programs
-    # per SM that loop over the blocks (a persistent grid: fewer rows in flight, no tail of short programs).
-    programs_per_sm: int = 0
     chunks: int = 1  # split: chunks of BLOCK columns a part (1: the part stays in registers)
     # Programmatic dependent launch (Hopper and later): the kernel may start while the previous one drains, and
     # waits for its writes before it reads (rows and online modes, GPU only).
@@ -68,27 +65,24 @@ class SoftmaxConfig:
 @triton.jit
 def _softmax_rows_kernel(
     x_ptr, y_ptr, n_rows, n_cols, sxr, sxc, syr, syc,
-    BLOCK: tl.constexpr, ROWS: tl.constexpr, HINTS: tl.constexpr, STAGES: tl.constexpr, GDC: tl.constexpr,
+    BLOCK: tl.constexpr, ROWS: tl.constexpr, HINTS: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
-    # Reads ROWS rows of n_cols elements, writes ROWS rows: one HBM read and one write per element. Each program
-    # takes the blocks of ROWS rows pid, pid + programs, ... (one block when the grid has one program per block).
+    # Reads ROWS rows of n_cols elements, writes ROWS rows: one HBM read and one write per element.
     if GDC:  # launched as a programmatic dependent: wait until the previous kernel's writes are visible
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
-    n_blocks = tl.cdiv(n_rows, ROWS)
+    rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
     cols = tl.arange(0, BLOCK)
-    for blk in tl.range(tl.program_id(0), n_blocks, tl.num_programs(0), num_stages=STAGES):
-        rows = (blk * ROWS + tl.arange(0, ROWS)).to(tl.int64)
-        mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-        x_ptrs = x_ptr + rows[:, None] * sxr + cols[None, :] * sxc
-        x = tl.load(x_ptrs, mask=mask, other=-float("inf"), eviction_policy="evict_first" if HINTS else "")
-        x = x.to(tl.float32)
-        m = tl.max(x, axis=1)
-        e = tl.exp(x - m[:, None])
-        s = tl.sum(e, axis=1)
-        y = e * (1.0 / s)[:, None]
-        y_ptrs = y_ptr + rows[:, None] * syr + cols[None, :] * syc
-        tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    x_ptrs = x_ptr + rows[:, None] * sxr + cols[None, :] * sxc
+    x = tl.load(x_ptrs, mask=mask, other=-float("inf"), eviction_policy="evict_first" if HINTS else "")
+    x = x.to(tl.float32)
+    m = tl.max(x, axis=1)
+    e = tl.exp(x - m[:, None])
+    s = tl.sum(e, axis=1)
+    y = e * (1.0 / s)[:, None]
+    y_ptrs = y_ptr + rows[:, None] * syr + cols[None, :] * syc
+    tl.store(y_ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -139,21 +133,20 @@ def _write_chunks(
 
 @triton.jit
 def _softmax_online_kernel(
-    x_ptr, y_ptr, n_rows, n_cols, sxr, sxc, syr, syc,
+    x_ptr, y_ptr, n_cols, sxr, sxc, syr, syc,
     BLOCK: tl.constexpr, REVERSE: tl.constexpr, HINTS: tl.constexpr, GDC: tl.constexpr,
 ):  # fmt: skip
     # Pass 1 reads the row once for its max and normalizer; pass 2 reads it again (partly from the L2) and writes.
-    # Each program takes the rows pid, pid + programs, ... (one row when the grid has one program per row).
     if GDC:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * sxr
+    y_row = y_ptr + row * syr
     n_chunks = tl.cdiv(n_cols, BLOCK)
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        x_row = x_ptr + tl.cast(row, tl.int64) * sxr
-        y_row = y_ptr + tl.cast(row, tl.int64) * syr
-        row_m, row_s = _row_stats(x_row, sxc, n_cols, 0, n_chunks, BLOCK, HINTS)
-        # A row of -inf only: exp(-inf - -inf) = NaN, as torch gives.
-        _write_chunks(x_row, y_row, sxc, syc, n_cols, 0, n_chunks, row_m, 1.0 / row_s, BLOCK, REVERSE, HINTS, HINTS)
+    row_m, row_s = _row_stats(x_row, sxc, n_cols, 0, n_chunks, BLOCK, HINTS)
+    # A row of -inf only: exp(-inf - -inf) = NaN, as torch gives.
+    _write_chunks(x_row, y_row, sxc, syc, n_cols, 0, n_chunks, row_m, 1.0 / row_s, BLOCK, REVERSE, HINTS, HINTS)
 
 
 @triton.jit
@@ -249,19 +242,12 @@ def pdl_supported() -> bool:
     return "launch_pdl" in {f.name for f in fields(CUDAOptions)}
 
 
-def _programs(blocks: int, cfg: SoftmaxConfig) -> int:
-    """Programs to launch for `blocks` units of work: one each, or at most programs_per_sm per SM (persistent)."""
-    if cfg.programs_per_sm > 0:
-        return max(1, min(blocks, cfg.programs_per_sm * sm_count()))
-    return blocks
-
-
 # "rows" mode: one row a program (several when rows are shorter than 1,024 elements), 16 elements a thread.
 # Measured on an H200 (4,096 rows, PDL on; benchmarks/tune_softmax.py, docs/kernels-tuning.md run 6): at 1,024
 # columns one row in 2 warps took 5.5 µs in bf16 and 9.6 in fp32, against 5.8 and 10.0 for two rows in 4 warps
 # (4 rows: 6.3 and 10.7; 8 rows: 7.0 and 12.3); at 2,048 to 16,384 columns one row a program, 16 elements a
-# thread, was the fastest or within 2%. Persistent grids with pipelined loads (2-16 programs an SM, 1-3 stages)
-# were never faster than one program a row.
+# thread, was the fastest or within 2%. Persistent grids with pipelined loads (2-16 programs an SM, 1-3 stages,
+# run 5) were never faster than one program a row, so the kernels launch one program a block of rows.
 _ROWS_TARGET_ELEMENTS = 1024
 _ELEMENTS_PER_THREAD = 16
 
@@ -371,16 +357,16 @@ class FusedSoftmax(Kernel):
         if cfg.mode == "rows":
             if cfg.block < cols:
                 raise ValueError(f"rows mode needs block >= cols, got {cfg.block} < {cols}")
-            grid = (_programs(triton.cdiv(rows, cfg.rows_per_program), cfg),)
+            grid = (triton.cdiv(rows, cfg.rows_per_program),)
             handle = _softmax_rows_kernel[grid](
                 x, out, rows, cols, *strides, BLOCK=cfg.block, ROWS=cfg.rows_per_program, HINTS=cfg.hints,
-                STAGES=cfg.num_stages, GDC=cfg.pdl, **meta,
+                GDC=cfg.pdl, **meta,
             )  # fmt: skip
             self._record(_softmax_rows_kernel, grid, cfg, handle)
         elif cfg.mode == "online":
-            grid = (_programs(rows, cfg),)
+            grid = (rows,)
             handle = _softmax_online_kernel[grid](
-                x, out, rows, cols, *strides, BLOCK=cfg.block, REVERSE=cfg.reverse, HINTS=cfg.hints, GDC=cfg.pdl,
+                x, out, cols, *strides, BLOCK=cfg.block, REVERSE=cfg.reverse, HINTS=cfg.hints, GDC=cfg.pdl,
                 **meta,
             )  # fmt: skip
             self._record(_softmax_online_kernel, grid, cfg, handle)
