@@ -540,7 +540,7 @@ split_sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "count_ptr": "*i32", "part_ptr"
              k: "constexpr" for k in ("BLOCK", "CHUNKS", "PARTS", "HINTS", "MAX_POLLS", "FALLBACK_BLOCK")}}
 from rooflinectl.kernels.softmax import _softmax_online_kernel
 
-online_sig = {**{k: v for k, v in sig.items() if k not in ("n_rows", "ROWS")}, "REVERSE": "constexpr"}
+online_sig = {**{k: v for k, v in sig.items() if k != "ROWS"}, "REVERSE": "constexpr"}
 online = ASTSource(fn=_softmax_online_kernel, signature=online_sig,
                    constexprs={"BLOCK": 16384, "REVERSE": True, "HINTS": True, "GDC": True})
 ptx = triton.compile(online, target=GPUTarget("cuda", 90, 32), options={"num_warps": 16}).asm["ptx"]
