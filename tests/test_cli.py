@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from helpers import cli
-from rooflinectl.hardware import load_gpu
-from rooflinectl.roofline import analyze
-from rooflinectl.workload import resolve_workload
+from rooflinectl.engine.roofline import analyze
+from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.workload import resolve_workload
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
-from rooflinectl.hardware import list_gpus, load_gpu
-from rooflinectl.roofline import analyze
-from rooflinectl.workload import (
+from rooflinectl.specs.hardware import list_gpus, load_gpu
+from rooflinectl.specs.workload import (
     load_model,
     load_scenario,
     model_from_hf_config,

@@ -18,17 +18,17 @@ import yaml
 from rich.console import Console
 
 from helpers import cli
+from rooflinectl.engine.explain import verdict
+from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
-from rooflinectl.explain import verdict
 from rooflinectl.explore import state
 from rooflinectl.explore.app import ExploreApp, RooflineChart, save_chart
 from rooflinectl.explore.canvas import Canvas, LogAxis
 from rooflinectl.explore.chart import group_label, roofline_chart
 from rooflinectl.explore.describe import describe
-from rooflinectl.hardware import load_gpu, load_gpu_file
-from rooflinectl.render import duration
-from rooflinectl.roofline import analyze
-from rooflinectl.workload import list_models, resolve_workload
+from rooflinectl.render.analysis import duration
+from rooflinectl.specs.hardware import load_gpu, load_gpu_file
+from rooflinectl.specs.workload import list_models, resolve_workload
 
 ROOT = Path(__file__).parent.parent
 SIZE = (100, 30)
@@ -393,7 +393,7 @@ def test_without_plot_the_chart_key_says_so(monkeypatch, tmp_path):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rooflinectl.plot"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rooflinectl.plot.build"
                         else real(name, *a))
     with pytest.raises(UserError, match="plot module"):
         save_chart(analyze(resolve_workload("decode"), H100), tmp_path / "x.png")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rooflinectl.hardware import Sourced, load_gpu_file
+from rooflinectl.specs.hardware import Sourced, load_gpu_file
 
 HARDWARE = Path(__file__).parent.parent / "hardware"
 FILES = sorted(HARDWARE.glob("*.yaml"))

@@ -20,11 +20,11 @@ import pytest
 import torch
 
 from helpers import cli
-from rooflinectl.ceilings import calibrated_yaml, measured_section, write_calibrated
+from rooflinectl.engine.op import matmul_op, softmax_op
 from rooflinectl.errors import UserError
-from rooflinectl.hardware import load_gpu
 from rooflinectl.kernels.base import Kernel
-from rooflinectl.measure import (
+from rooflinectl.measure.ceilings import calibrated_yaml, measured_section, write_calibrated
+from rooflinectl.measure.harness import (
     Plan,
     Reporter,
     achieved,
@@ -37,9 +37,9 @@ from rooflinectl.measure import (
     roof_share,
     run_measure,
 )
-from rooflinectl.op import matmul_op, softmax_op
-from rooflinectl.records import Ceilings, DeviceInfo, MeasurementFile, load, save
-from rooflinectl.render_measure import print_run
+from rooflinectl.measure.records import Ceilings, DeviceInfo, MeasurementFile, load, save
+from rooflinectl.render.measure import print_run
+from rooflinectl.specs.hardware import load_gpu
 
 H100 = load_gpu("h100")
 H200 = load_gpu("h200")
@@ -168,7 +168,7 @@ def test_bad_shapes_are_user_errors(text, fragment):
     ("NVIDIA GeForce RTX 4090", "rtx4090"),
 ])
 def test_detect_spec_from_the_device_name(device, spec_id):
-    from rooflinectl.hardware import list_gpus
+    from rooflinectl.specs.hardware import list_gpus
 
     assert detect_spec(device, list_gpus()).id == spec_id
 
@@ -181,7 +181,7 @@ def test_detect_spec_from_the_device_name(device, spec_id):
     "Intel Arc A770",
 ])
 def test_detect_spec_refuses_to_guess(device):
-    from rooflinectl.hardware import list_gpus
+    from rooflinectl.specs.hardware import list_gpus
 
     with pytest.raises(UserError, match="pass --gpu"):
         detect_spec(device, list_gpus())
@@ -321,7 +321,7 @@ def test_record_json_round_trip_and_plot_keys(tmp_path):
     assert back == run
     assert isinstance(back, MeasurementFile)
     # And `plot --measured` reads it: the timed record, with the engine's count.
-    from rooflinectl.plot import load_measured
+    from rooflinectl.plot.build import load_measured
 
     measured = load_measured(path)
     assert measured.gpu.spec == "h100-sxm" and measured.matches(H100)
@@ -401,7 +401,7 @@ def test_unknown_device_asks_for_gpu(monkeypatch):
 
 
 def test_device_name_picks_the_spec(monkeypatch):
-    from rooflinectl.measure import detect_device_spec
+    from rooflinectl.measure.harness import detect_device_spec
 
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
     assert detect_device_spec().id == "h200"
@@ -498,10 +498,10 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from rooflinectl.hardware import load_gpu
+from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.kernels.base import Launch
 from rooflinectl.kernels.softmax import _softmax_rows_kernel
-from rooflinectl.measure import launch_record
+from rooflinectl.measure.harness import launch_record
 
 sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "sxr": "i32", "sxc": "i32",
        "syr": "i32", "syc": "i32", "BLOCK": "constexpr", "ROWS": "constexpr", "HINTS": "constexpr",
@@ -620,7 +620,7 @@ def test_timed_run_lays_out_every_number(capsys, monkeypatch):
 
 
 def fake_gpu(monkeypatch, name="NVIDIA H200"):
-    import rooflinectl.measure as harness
+    import rooflinectl.measure.harness as harness
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: name)
@@ -629,7 +629,7 @@ def fake_gpu(monkeypatch, name="NVIDIA H200"):
 
 
 def test_measure_detects_the_spec_and_exits_1_on_a_wrong_result(monkeypatch, tmp_path):
-    import rooflinectl.measure as harness
+    import rooflinectl.measure.harness as harness
 
     fake_gpu(monkeypatch)
     seen = {}
@@ -654,7 +654,7 @@ def test_measure_detects_the_spec_and_exits_1_on_a_wrong_result(monkeypatch, tmp
 
 
 def test_calibrate_writes_a_loadable_file(monkeypatch, tmp_path):
-    import rooflinectl.ceilings as probes
+    import rooflinectl.measure.ceilings as probes
 
     fake_gpu(monkeypatch)
     asked = {}

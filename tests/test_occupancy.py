@@ -21,9 +21,9 @@ import yaml
 
 from helpers import cli
 from rooflinectl.cli.occupancy import parse_size
+from rooflinectl.engine.occupancy import _blocks, launch_anatomy, occupancy
 from rooflinectl.errors import UserError
-from rooflinectl.hardware import GPU, load_gpu
-from rooflinectl.occupancy import _blocks, launch_anatomy, occupancy
+from rooflinectl.specs.hardware import GPU, load_gpu
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.hardware import load_gpu
-from rooflinectl.op import (
+from rooflinectl.engine.op import (
     GATED_ACT_FLOPS_PER_ELEMENT,
     RMSNORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
 )
-from rooflinectl.ops import step_ops
-from rooflinectl.roofline import analyze
-from rooflinectl.workload import load_model, resolve_workload
+from rooflinectl.engine.roofline import analyze
+from rooflinectl.engine.transformer import step_ops
+from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.workload import load_model, resolve_workload
 
 
 def ops_by_name(workload) -> dict:
@@ -148,7 +148,7 @@ def test_weight_bytes_read_in_decode_equal_the_model_less_unread_embedding_rows(
 
 
 def test_fp32_matmuls_run_on_the_vector_units_and_tf32_on_the_tensor_cores():
-    from rooflinectl.op import matmul_op
+    from rooflinectl.engine.op import matmul_op
 
     ops = ops_by_name(resolve_workload("decode", dtype="fp32", fused=["norm_linear"]))
     assert {ops[n].unit for n in ("attn_norm+q_proj", "o_proj", "attention", "lm_head")} == {"vector"}

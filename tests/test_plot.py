@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from helpers import cli
+from rooflinectl.engine.roofline import analyze, sweep
 from rooflinectl.errors import UserError
-from rooflinectl.hardware import GPU, load_gpu
-from rooflinectl.plot import MeasuredFile, build_chart, draw, join_names, load_measured
-from rooflinectl.plot_draw import wrap_title
-from rooflinectl.roofline import analyze, sweep
-from rooflinectl.workload import resolve_workload
+from rooflinectl.plot.build import MeasuredFile, build_chart, draw, join_names, load_measured
+from rooflinectl.plot.draw import wrap_title
+from rooflinectl.specs.hardware import GPU, load_gpu
+from rooflinectl.specs.workload import resolve_workload
 
 BASE = load_gpu("h100")
 

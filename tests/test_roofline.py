@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rooflinectl.engine.op import Op, matmul_op
+from rooflinectl.engine.roofline import analyze, batch_at_ridge, place, sweep
 from rooflinectl.errors import UserError
-from rooflinectl.hardware import Roofs, load_gpu
-from rooflinectl.op import Op, matmul_op
-from rooflinectl.roofline import analyze, batch_at_ridge, place, sweep
-from rooflinectl.workload import resolve_workload
+from rooflinectl.specs.hardware import Roofs, load_gpu
+from rooflinectl.specs.workload import resolve_workload
 
 ROOFS = Roofs(gpu_id="test", label="spec", bandwidth_gbps=2000.0, tensor_tflops={"bf16": 300.0},
               vector_tflops={"fp32": 20.0})

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from ..render import analysis_json, print_analysis
-from ..roofline import analyze as analyze_workload
-from ..workload import resolve_workload
+from ..engine.roofline import analyze as analyze_workload
+from ..render.analysis import analysis_json, print_analysis
+from ..specs.workload import resolve_workload
 from ._app import DEFAULT_GPU, app, command, console, print_json, split_list
 
 # Options shared by the commands that take a workload (analyze, plot, explore).
@@ -59,7 +59,7 @@ def analyze(
 
     Example: rooflinectl analyze decode --gpu a100 --batch 64 --context 4096
     """
-    from ..hardware import load_gpu
+    from ..specs.hardware import load_gpu
 
     w = resolve_workload(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse)

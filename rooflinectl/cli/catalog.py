@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from ..hardware import list_gpus, load_gpu
-from ..render import gpu_detail, gpu_table
-from ..render_hierarchy import gpu_hierarchy_json, gpu_hierarchy_view
-from ..workload import list_models, list_scenarios, load_model, load_scenario
+from ..render.analysis import gpu_detail, gpu_table
+from ..render.hierarchy import gpu_hierarchy_json, gpu_hierarchy_view
+from ..specs.hardware import list_gpus, load_gpu
+from ..specs.workload import list_models, list_scenarios, load_model, load_scenario
 from ._app import app, command, console, print_json
 
 hardware_app = typer.Typer(help="The GPU specs: list them, show one with its ridge points.", no_args_is_help=True)

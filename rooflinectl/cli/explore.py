@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
-from ..workload import resolve_workload
+from ..specs.workload import resolve_workload
 from ._app import app, command
 from .analyze import (
     ATTENTION_OPTION,
@@ -54,7 +54,7 @@ def explore(
 
     Example: rooflinectl explore decode --gpu h100 --model llama-3-70b
     """
-    from ..hardware import load_gpu
+    from ..specs.hardware import load_gpu
 
     w = resolve_workload(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse)

@@ -1,7 +1,7 @@
 """``rooflinectl measure`` and ``rooflinectl calibrate``: real kernels on the GPU in hand, against the roofline.
 
 The commands parse options, check them in the order that reports bad input before a missing GPU, call
-``rooflinectl.measure`` / ``rooflinectl.ceilings``, and lay out what comes back. Torch and triton are imported
+``rooflinectl.measure.harness`` / ``rooflinectl.measure.ceilings``, and lay out what comes back. Torch and triton are imported
 inside the commands, after ``--interpret`` has set TRITON_INTERPRET.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
-from ..render_measure import list_table, print_calibration, print_run
+from ..render.measure import list_table, print_calibration, print_run
 from ._app import app, command, console, print_json
 
 # --- option checks -------------------------------------------------------------------------------------------
@@ -39,8 +39,8 @@ def check_writable(path: Path, option: str) -> None:
 
 def resolve_spec(gpu: str | None, device: str):
     """--gpu, or the spec matching the CUDA device's name; None under the interpreter without --gpu."""
-    from ..hardware import load_gpu
-    from ..measure import detect_device_spec
+    from ..measure.harness import detect_device_spec
+    from ..specs.hardware import load_gpu
 
     if gpu is not None:
         return load_gpu(gpu)
@@ -125,7 +125,7 @@ class RichReporter:
 def _reporter(json: bool):
     from contextlib import nullcontext
 
-    from ..measure import Reporter
+    from ..measure.harness import Reporter
 
     if json or not sys.stderr.isatty():
         return nullcontext(Reporter())
@@ -156,7 +156,7 @@ def measure(
     Example: rooflinectl measure --kernel fused_softmax --shape 4096x16384 --dtype bf16 --baseline all
     """
     from ..kernels.registry import KERNELS
-    from ..measure import Plan, baselines_for, parse_shapes, run_measure, set_interpret
+    from ..measure.harness import Plan, baselines_for, parse_shapes, run_measure, set_interpret
 
     if list_:
         rows = [{"name": i.name, "summary": i.summary, "available": kernel_available(i.module)}
@@ -178,7 +178,7 @@ def measure(
     if interpret:
         set_interpret(KERNELS[kernel].module)
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
-    from ..measure import require_cuda, require_gpu_stack
+    from ..measure.harness import require_cuda, require_gpu_stack
 
     require_gpu_stack()
     k = load_kernel(kernel)
@@ -199,7 +199,7 @@ def measure(
     with _reporter(json) as reporter:
         run = run_measure(k, plan, spec, command=cmd, reporter=reporter)
     if save is not None:
-        from ..records import save as save_record
+        from ..measure.records import save as save_record
 
         save_record(run, save)
     if json:
@@ -225,8 +225,8 @@ def calibrate(
 
     Example: rooflinectl calibrate -o hardware/my-h200.yaml
     """
-    from ..ceilings import PROBE_DTYPES, measure_ceilings, measured_section, write_calibrated
-    from ..measure import device_info, do_bench, now, require_cuda, require_gpu_stack
+    from ..measure.ceilings import PROBE_DTYPES, measure_ceilings, measured_section, write_calibrated
+    from ..measure.harness import device_info, do_bench, now, require_cuda, require_gpu_stack
 
     check_writable(output, "-o")
     torch_version, triton_version = require_gpu_stack()

@@ -46,9 +46,9 @@ def occupancy(
 
     Example: rooflinectl occupancy --gpu h100 --threads 256 --regs 64 --smem 48KiB --grid 1000
     """
-    from ..hardware import load_gpu
-    from ..occupancy import occupancy as compute_occupancy
-    from ..render_occupancy import occupancy_json, print_occupancy
+    from ..engine.occupancy import occupancy as compute_occupancy
+    from ..render.occupancy import occupancy_json, print_occupancy
+    from ..specs.hardware import load_gpu
 
     g = load_gpu(gpu)
     result = compute_occupancy(g, threads, regs, parse_size(smem), grid)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
-from ..workload import resolve_workload
+from ..specs.workload import resolve_workload
 from ._app import DEFAULT_GPU, app, command, print_json, split_ints
 from .analyze import (
     ATTENTION_OPTION,
@@ -88,8 +88,8 @@ def plot(
 
     Example: rooflinectl plot decode --gpu h100 --batch 1,8,64,256 -o decode-batching.png
     """
-    from ..hardware import load_gpu
-    from ..plot import chart_json, check_output, plot_workloads
+    from ..plot.build import chart_json, check_output, plot_workloads
+    from ..specs.hardware import load_gpu
 
     check_output(output)
     overrides, field, values = sizes(batch, seq_len, context)

@@ -30,12 +30,12 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
+from ..engine.explain import verdict
+from ..engine.roofline import Analysis, Placement
 from ..errors import UserError
-from ..explain import verdict
-from ..hardware import GPU, list_gpus
-from ..render import BOUND_STYLE, duration, si
-from ..roofline import Analysis, Placement
-from ..workload import Model, Workload, list_models
+from ..render.analysis import BOUND_STYLE, duration, si
+from ..specs.hardware import GPU, list_gpus
+from ..specs.workload import Model, Workload, list_models
 from . import state
 from .chart import Chart, roofline_chart
 from .describe import describe, intensity_text
@@ -402,11 +402,11 @@ class ExploreApp(App):
 
 def save_chart(a: Analysis, path: Path, calibrated: bool = False) -> Path:
     """Draw ``a``'s workload on its GPU to ``path`` through the plot module, imported only now (matplotlib)."""
-    if importlib.util.find_spec("rooflinectl.plot") is None:
+    if importlib.util.find_spec("rooflinectl.plot.build") is None:
         raise UserError("saving the chart needs rooflinectl's plot module, which this installation lacks")
-    plot = importlib.import_module("rooflinectl.plot")
+    plot = importlib.import_module("rooflinectl.plot.build")
     draw = getattr(plot, "plot_workloads", None)
     if draw is None:
-        raise UserError("this installation's rooflinectl.plot has no plot_workloads to draw the chart with")
+        raise UserError("this installation's rooflinectl.plot.build has no plot_workloads to draw the chart with")
     draw([a.workload], [a.gpu], path, calibrated=calibrated)
     return path

@@ -19,8 +19,8 @@ KEYS = ("b", "B", "c", "C", "p", "a", "d", "m", "g", "down")
 
 
 async def measure(rounds: int, size: tuple[int, int]) -> tuple[list[float], list[float], list[float]]:
-    from ..hardware import load_gpu
-    from ..workload import resolve_workload
+    from ..specs.hardware import load_gpu
+    from ..specs.workload import resolve_workload
     from .app import ExploreApp
 
     app = ExploreApp(resolve_workload("decode"), load_gpu("h100"))

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from rich.style import Style
 
-from ..render import BOUND_STYLE, si
-from ..roofline import Analysis, Placement
+from ..engine.roofline import Analysis, Placement
+from ..render.analysis import BOUND_STYLE, si
 from .canvas import Canvas, LogAxis, decade_ceil, decade_floor
 
 # The x axis always spans at least these intensities (FLOP/byte), so that moving a knob moves the points and not

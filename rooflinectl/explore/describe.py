@@ -5,9 +5,9 @@ Every number comes from the engine's Placement and Analysis; the rules below onl
 
 from __future__ import annotations
 
-from ..explain import is_linear, linear_summary
-from ..render import duration, si
-from ..roofline import Analysis, Placement
+from ..engine.explain import is_linear, linear_summary
+from ..engine.roofline import Analysis, Placement
+from ..render.analysis import duration, si
 
 # Elementwise ops that a neighbouring matmul can take into its prologue or epilogue, and the --fuse name that does.
 FUSABLE = {

@@ -11,8 +11,8 @@ import asyncio
 
 
 async def shoot(path: str, workload: str, gpu: str, keys: str, size: tuple[int, int], title: str) -> None:
-    from ..hardware import load_gpu
-    from ..workload import resolve_workload
+    from ..specs.hardware import load_gpu
+    from ..specs.workload import resolve_workload
     from .app import ExploreApp
 
     app = ExploreApp(resolve_workload(workload), load_gpu(gpu))

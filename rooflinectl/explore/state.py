@@ -14,12 +14,12 @@ from pathlib import Path
 
 import yaml
 
+from ..engine.op import matmul_unit
+from ..engine.roofline import Analysis, analyze
 from ..errors import UserError
-from ..hardware import GPU
-from ..op import matmul_unit
-from ..roofline import Analysis, analyze
-from ..specs import validate
-from ..workload import (
+from ..specs.hardware import GPU
+from ..specs.load import validate
+from ..specs.workload import (
     DTYPES,
     PHASES,
     Model,

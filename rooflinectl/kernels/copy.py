@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..op import Op, copy_op
+from ..engine.op import Op, copy_op
 from .base import Inputs, Kernel, torch_dtype
 
 

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..op import Op, matmul_op
+from ..engine.op import Op, matmul_op
 from .base import Inputs, Kernel, sm_count, torch_dtype
 
 

@@ -1,6 +1,6 @@
 """Drawing a roofline ``Chart`` with matplotlib, and placing its labels so that none overlap.
 
-Everything drawn comes from the chart's data (``rooflinectl.plot``); this module decides only where things go.
+Everything drawn comes from the chart's data (``rooflinectl.plot.build``); this module decides only where things go.
 matplotlib is imported inside the functions (on the Agg backend, so it works headless): importing this module
 costs numpy only. Each artist carries a gid ("roof h100-sxm HBM", "point h100-sxm q/k/v_proj", "op-label", …) so
 that tests can find what was drawn.
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
-from .plot import (
+from ..errors import UserError
+from .build import (
     BOUND_COLORS,
     FIELD_NAMES,
     GPU_COLORS,

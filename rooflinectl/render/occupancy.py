@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .occupancy import Anatomy, Occupancy
+from ..engine.occupancy import Anatomy, Occupancy
 
 
 def _bytes(n: int) -> str:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from .errors import UserError
-from .hardware import GPU, Measured, load_gpu_file
+from ..errors import UserError
+from ..specs.hardware import GPU, Measured, load_gpu_file
 from .records import Ceilings
 
 # The probes' sizes. 8192³ is the size issue 4's targets name ("torch's bf16 matmul at 8192³") and is large enough

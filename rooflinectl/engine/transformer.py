@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..specs.workload import Workload
 from .op import (
     GATED_ACT_FLOPS_PER_ELEMENT,
     RESIDUAL_FLOPS_PER_ELEMENT,
@@ -46,7 +47,6 @@ from .op import (
     rmsnorm_op,
     softmax_op,
 )
-from .workload import Workload
 
 
 def _projection(w: Workload, name: str, k: int, n: int, norm: bool) -> Op:

@@ -6,7 +6,7 @@ One file holds one run: the device and software it ran on, the ceilings measured
 when the shape was not timed: the kernel failed its check, or ran in the interpreter).
 
 Units are in the names: ``*_s`` seconds, ``*_gbps`` 1e9 bytes/s, ``*_tflops`` 1e12 FLOP/s, ``*_pct`` percent.
-Rates and percentages are computed by ``rooflinectl.measure`` from the engine's placements; this module only
+Rates and percentages are computed by ``rooflinectl.measure.harness`` from the engine's placements; this module only
 holds them.
 """
 
@@ -17,8 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import UserError, format_validation_error
-from .specs import read_json
+from ..errors import UserError, format_validation_error
+from ..specs.load import read_json
 
 SCHEMA_VERSION = 1
 
@@ -72,7 +72,7 @@ class LaunchRecord(Record):
 
     Resource fields are None when the compiler's metadata is not there: under the interpreter nothing is compiled,
     and the occupancy then counts only the warps (``occupancy_upper_bound``). Occupancy fields come from
-    ``rooflinectl.occupancy.launch_anatomy`` on the spec's limits; None without a spec (``note`` says why).
+    ``rooflinectl.engine.occupancy.launch_anatomy`` on the spec's limits; None without a spec (``note`` says why).
     """
 
     function: str
@@ -110,7 +110,7 @@ class ShapeRecord(Record):
     shape_text: str  # "4096x16384", in the kernel's shape_format
     shape_format: str
     dtype: str
-    flops: float  # one run, counted by the engine's rules (rooflinectl.op)
+    flops: float  # one run, counted by the engine's rules (rooflinectl.engine.op)
     bytes: float
     unit: Literal["tensor", "vector"]  # the compute roof the engine places the op under
     op_dtype: str  # … at this data type

@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .errors import UserError
-from .hardware import GPU
+from ..errors import UserError
+from ..specs.hardware import GPU
 
 Limit = Literal["warps", "registers", "shared memory", "blocks"]
 LIMITS: tuple[Limit, ...] = ("warps", "registers", "shared memory", "blocks")

@@ -13,9 +13,9 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .errors import UserError, format_validation_error
+from ..errors import UserError, format_validation_error
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # rooflinectl/
 
 # Data types rooflinectl knows, with their size in bytes. fp4 packs two values per byte.
 DTYPE_BYTES: dict[str, float] = {

@@ -8,8 +8,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .hardware import GPU
-from .hierarchy import Hierarchy, MemoryLevel, Note, hierarchy
+from ..engine.hierarchy import Hierarchy, MemoryLevel, Note, hierarchy
+from ..specs.hardware import GPU
 
 MARK = {"estimated": "≈", "derived": "†"}
 

@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from .errors import UserError, closest
-from .specs import Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
+from ..errors import UserError, closest
+from .load import Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
 

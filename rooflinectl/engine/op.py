@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .specs import DTYPE_BYTES
+from ..specs.load import DTYPE_BYTES
 
 # FLOPs per element of the elementwise work. Each is named once here; the kernels and the engine share them.
 # RMSNorm: square, add into the row's sum, multiply by the row's 1/rms, multiply by the gain (the per-row

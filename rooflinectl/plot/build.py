@@ -21,12 +21,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import UserError, format_validation_error
-from .hardware import GPU
-from .op import Op
-from .roofline import Analysis, Placement, analyze, place, sweep
-from .specs import read_json
-from .workload import Workload
+from ..engine.op import Op
+from ..engine.roofline import Analysis, Placement, analyze, place, sweep
+from ..errors import UserError, format_validation_error
+from ..specs.hardware import GPU
+from ..specs.load import read_json
+from ..specs.workload import Workload
 
 FORMATS = (".png", ".svg", ".pdf")
 BOUND_COLORS = {"memory": "#0072B2", "compute": "#D55E00"}  # Okabe-Ito blue and vermillion: colour-blind safe
@@ -682,7 +682,7 @@ def check_output(path: Path) -> None:
 
 def draw(chart: Chart, path: Path | None = None):
     """Render ``chart`` with matplotlib (``plot_draw``); write it to ``path`` when given. Returns the figure."""
-    from .plot_draw import draw_chart
+    from .draw import draw_chart
 
     return draw_chart(chart, path)
 

@@ -17,7 +17,7 @@ Per shape, in this order (DESIGN.md, "Measuring honestly"):
    (``roofline.place``), and the share of that attainable time the kernel reached.
 
 The ceilings (copy bandwidth, matmul peaks for the data types the run's ops need) are measured once per run by
-``rooflinectl.ceilings``. Under ``interpret`` (Triton's interpreter, on the CPU) only step 1 runs.
+``rooflinectl.measure.ceilings``. Under ``interpret`` (Triton's interpreter, on the CPU) only step 1 runs.
 
 Torch and triton are imported inside the functions: importing this module costs nothing.
 """
@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from .errors import UserError
-from .hardware import GPU, Roofs
+from ..engine.roofline import place
+from ..errors import UserError
+from ..specs.hardware import GPU, Roofs
 from .records import (
     Baseline,
     Ceilings,
@@ -48,11 +49,10 @@ from .records import (
     Timing,
     UnfusedOp,
 )
-from .roofline import place
 
 if TYPE_CHECKING:
-    from .kernels.base import Kernel, Launch
-    from .op import Op
+    from ..engine.op import Op
+    from ..kernels.base import Kernel, Launch
 
 INSTALL_HINT = "pip install -e '.[gpu]'"
 INTERPRETER_DEVICE_NAME = "CPU (Triton interpreter)"
@@ -216,7 +216,7 @@ def launch_record(launch: Launch, gpu: GPU | None) -> LaunchRecord:
     if gpu is None or warps is None:
         why = "no hardware spec (--gpu)" if gpu is None else "the launch does not say its num_warps"
         return LaunchRecord(**fields, note=f"occupancy not computed: {why}")
-    from .occupancy import launch_anatomy
+    from ..engine.occupancy import launch_anatomy
 
     try:
         a = launch_anatomy(gpu, tuple(launch.grid), warps, launch.n_regs, launch.n_spills, launch.shared_bytes)
@@ -358,7 +358,7 @@ def detect_device_spec() -> GPU:
     """The spec of the CUDA device in hand, by its name (see ``detect_spec``)."""
     import torch
 
-    from .hardware import list_gpus
+    from ..specs.hardware import list_gpus
 
     return detect_spec(torch.cuda.get_device_name(0), list_gpus())
 
@@ -421,7 +421,7 @@ def _fresh(kernel: Kernel, shape, plan: Plan, seed: int):
 
 
 def _check(out, ref, tolerance: float, seed: int) -> Correctness:
-    from .kernels.base import relative_error
+    from ..kernels.base import relative_error
 
     if tuple(out.shape) != tuple(ref.shape):
         return Correctness(rel_error=math.inf, tolerance=tolerance, passed=False, seed=seed)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .hardware import GPU
+from ..specs.hardware import GPU
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30
 REGISTER_BYTES = 4  # a register is 32 bits

@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .errors import UserError
-from .hardware import GPU, Roofs
+from ..errors import UserError
+from ..specs.hardware import GPU, Roofs
+from ..specs.workload import Workload
 from .op import Op, dtype_bytes, matmul_unit
-from .ops import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
-from .workload import Workload
+from .transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
 
 GIB = 2**30
 

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .records import MeasurementFile, ShapeRecord
-from .render import duration, si
+from ..measure.records import MeasurementFile, ShapeRecord
+from .analysis import duration, si
 
 STATUS_STYLE = {"passed": "green", "checked": "green", "failed": "bold red", "error": "bold red"}
 

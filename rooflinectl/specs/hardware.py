@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
-from .errors import UserError, closest
-from .specs import Strict, looks_like_path, read_yaml, search_dirs, validate
+from ..errors import UserError, closest
+from .load import Strict, looks_like_path, read_yaml, search_dirs, validate
 
 HARDWARE_PATH_ENV = "ROOFLINECTL_HARDWARE_PATH"
 

@@ -7,9 +7,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .explain import verdict
-from .hardware import GPU
-from .roofline import Analysis
+from ..engine.explain import verdict
+from ..engine.roofline import Analysis
+from ..specs.hardware import GPU
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
 
