@@ -26,9 +26,9 @@ from rooflinectl.explore.app import ExploreApp, RooflineChart, save_chart
 from rooflinectl.explore.canvas import Canvas, LogAxis
 from rooflinectl.explore.chart import group_label, roofline_chart
 from rooflinectl.explore.describe import describe
-from rooflinectl.render.analysis import duration
 from rooflinectl.specs.hardware import load_gpu, load_gpu_file
 from rooflinectl.specs.workload import list_models, resolve_workload
+from rooflinectl.units import duration
 
 ROOT = Path(__file__).parent.parent
 SIZE = (100, 30)

@@ -19,7 +19,7 @@ ROOFS = Roofs(gpu_id="test", label="spec", bandwidth_gbps=2000.0, tensor_tflops=
 
 
 def op_with(flops: float, nbytes: float) -> Op:
-    return Op(name="x", flops=flops, bytes=nbytes, unit="tensor", dtype="bf16", reads="", writes="", computes="")
+    return Op(name="x", kind="matmul", flops=flops, bytes=nbytes, unit="tensor", dtype="bf16", reads="", writes="", computes="")
 
 
 positive = st.floats(min_value=1.0, max_value=1e15, allow_nan=False, allow_infinity=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .op import dtype_bytes
+from ..units import GIB, dtype_bytes
 from .roofline import Analysis, Placement, analyze, batch_at_ridge
 
 
@@ -77,10 +77,9 @@ def verdict(a: Analysis) -> list[str]:
             f"scores on chip and moves {_gb(flash_attn.op.bytes * flash_attn.op.count)}: the step would take "
             f"{flash.totals.time_s * 1e3:.2f} ms instead of {t.time_s * 1e3:.2f} ms."
         )
-    gib = 2**30
     fit = "fits" if t.fits else "does NOT fit"
     lines.append(
-        f"Weights and KV cache take {t.memory_bytes / gib:.1f} GiB of {t.capacity_bytes / gib:.0f} GiB: {fit}; "
+        f"Weights and KV cache take {t.memory_bytes / GIB:.1f} GiB of {t.capacity_bytes / GIB:.0f} GiB: {fit}; "
         f"the largest batch that fits at this length is {t.max_batch:,} (activations not counted)."
     )
     return lines

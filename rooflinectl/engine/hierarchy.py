@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..specs.hardware import GPU
+from ..units import GIB, KIB, MIB
 
-KIB, MIB, GIB = 2**10, 2**20, 2**30
 REGISTER_BYTES = 4  # a register is 32 bits
 
 Provenance = Literal["spec", "derived", "estimated", "unknown"]

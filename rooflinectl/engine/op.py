@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ..specs.load import DTYPE_BYTES
+from ..units import dtype_bytes
 
 # FLOPs per element of the elementwise work. Each is named once here; the kernels and the engine share them.
 # RMSNorm: square, add into the row's sum, multiply by the row's 1/rms, multiply by the gain (the per-row
@@ -30,9 +30,18 @@ RESIDUAL_FLOPS_PER_ELEMENT = 1
 
 Unit = Literal["tensor", "vector"]
 
-
-def dtype_bytes(dtype: str) -> float:
-    return DTYPE_BYTES[dtype]
+# What an operation is, for everything downstream that must tell operations apart (the verdict, the chart, the
+# explorer's hints, a measured record): nothing decides from an op's name.
+#   linear      a matmul against weights (projections, the LM head)
+#   attention   the attention core: QKᵀ, softmax over scores, PV, or one fused kernel
+#   norm        RMSNorm
+#   elementwise RoPE, activations, residual adds
+#   gather      embedding lookup
+#   copy        pure data movement (the KV-cache write, a device copy)
+#   matmul      a matmul of two activations or of a benchmark's two operands (no weights)
+# Mixture-of-experts and parallel serving add: expert, router, communication.
+OpKind = Literal["linear", "attention", "norm", "elementwise", "gather", "copy", "matmul", "expert", "router",
+                 "communication"]
 
 
 def matmul_unit(dtype: str) -> Unit:
@@ -45,13 +54,15 @@ def matmul_unit(dtype: str) -> Unit:
 class Op:
     """One kernel's work: FLOPs and HBM bytes for one instance, and how many instances run in a step.
 
-    ``unit`` and ``dtype`` pick the compute roof (tensor cores at the op's data type for matmuls; the vector units
+    ``kind`` says what the op is (see OpKind) and ``fuses`` the kinds of work folded into it beyond its own
+    (``("norm",)`` for an RMSNorm in a projection's prologue); ``unit`` and ``dtype`` pick the compute roof (tensor cores at the op's data type for matmuls; the vector units
     in fp32 for elementwise work, which computes in fp32). ``weight_bytes`` and ``kv_bytes`` are the parts of
     ``bytes`` that are weights read and KV cache read, for the step's totals. ``reads``/``writes``/``computes``
     say in words what the count is made of.
     """
 
     name: str
+    kind: OpKind
     flops: float
     bytes: float
     unit: Unit
@@ -62,6 +73,7 @@ class Op:
     count: int = 1
     weight_bytes: float = 0.0
     kv_bytes: float = 0.0
+    fuses: tuple[OpKind, ...] = ()
 
     def __post_init__(self):
         if self.flops < 0 or self.bytes <= 0 or self.count < 1:
@@ -96,6 +108,7 @@ def matmul_op(
     y_bytes = m * n * dtype_bytes(o_dtype)
     return Op(
         name=name,
+        kind="linear" if b_is_weight else "matmul",
         flops=2 * m * n * k,
         bytes=x_bytes + w_bytes + y_bytes,
         unit=matmul_unit(dtype),
@@ -113,6 +126,7 @@ def rmsnorm_op(name: str, rows: int, hidden: int, dtype: str) -> Op:
     gain = hidden * s
     return Op(
         name=name,
+        kind="norm",
         flops=RMSNORM_FLOPS_PER_ELEMENT * rows * hidden,
         bytes=2 * rows * hidden * s + gain,
         unit="vector",
@@ -133,15 +147,18 @@ def rmsnorm_linear_op(name: str, m: int, k: int, n: int, dtype: str, *, weight_d
         flops=mm.flops + RMSNORM_FLOPS_PER_ELEMENT * m * k,
         bytes=mm.bytes + gain,
         weight_bytes=mm.weight_bytes + gain,
+        fuses=(*mm.fuses, "norm"),
         reads=mm.reads + f", gain {k}",
         computes=mm.computes + f" + {RMSNORM_FLOPS_PER_ELEMENT} FLOPs per x element of RMSNorm, on chip",
     )
 
 
 def softmax_op(name: str, rows: int, cols: int, dtype: str) -> Op:
-    """Row softmax of rows×cols: read rows·cols elements, write rows·cols; SOFTMAX_FLOPS_PER_ELEMENT each."""
+    """Row softmax of rows×cols: read rows·cols elements, write rows·cols; SOFTMAX_FLOPS_PER_ELEMENT each.
+    Its kind is attention: a softmax over rows is the middle of naive attention."""
     return Op(
         name=name,
+        kind="attention",
         flops=SOFTMAX_FLOPS_PER_ELEMENT * rows * cols,
         bytes=2 * rows * cols * dtype_bytes(dtype),
         unit="vector",
@@ -157,6 +174,7 @@ def copy_op(name: str, elements: int, dtype: str) -> Op:
     s = dtype_bytes(dtype)
     return Op(
         name=name,
+        kind="copy",
         flops=0.0,
         bytes=2 * elements * s,
         unit="vector",

@@ -12,10 +12,9 @@ from dataclasses import dataclass, replace
 from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
 from ..specs.workload import Workload
-from .op import Op, dtype_bytes, matmul_unit
+from ..units import GIB, dtype_bytes
+from .op import Op, matmul_unit
 from .transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
-
-GIB = 2**30
 
 
 @dataclass(frozen=True)

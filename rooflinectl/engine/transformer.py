@@ -34,13 +34,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..specs.workload import Workload
+from ..units import dtype_bytes
 from .op import (
     GATED_ACT_FLOPS_PER_ELEMENT,
     RESIDUAL_FLOPS_PER_ELEMENT,
     ROPE_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
     Op,
-    dtype_bytes,
     matmul_op,
     matmul_unit,
     rmsnorm_linear_op,
@@ -66,6 +66,7 @@ def _with_residual(op: Op, w: Workload) -> Op:
         bytes=op.bytes + extra * dtype_bytes(w.dtype),
         reads=op.reads + ", residual",
         computes=op.computes + ", + residual add",
+        fuses=(*op.fuses, "elementwise"),
     )
 
 
@@ -74,6 +75,7 @@ def _residual(name: str, w: Workload) -> Op:
     a = dtype_bytes(w.dtype)
     return Op(
         name=name,
+        kind="elementwise",
         flops=RESIDUAL_FLOPS_PER_ELEMENT * n,
         bytes=3 * n * a,
         unit="vector",
@@ -105,6 +107,7 @@ def attention_ops(w: Workload) -> list[Op]:
         return [
             Op(
                 name="attention",
+                kind="attention",
                 # QKᵀ and PV: 2·d FLOPs each per score; the online softmax on each score.
                 flops=s * (4 * d + SOFTMAX_FLOPS_PER_ELEMENT),
                 bytes=2 * q_bytes + 2 * k_bytes,
@@ -121,6 +124,7 @@ def attention_ops(w: Workload) -> list[Op]:
     return [
         Op(
             name="qk",
+            kind="attention",
             flops=2 * s * d,
             bytes=q_bytes + k_bytes + score_bytes,
             unit=unit,
@@ -133,6 +137,7 @@ def attention_ops(w: Workload) -> list[Op]:
         softmax_op("softmax", b * m.num_heads * t, lk, w.dtype),
         Op(
             name="pv",
+            kind="attention",
             flops=2 * s * d,
             bytes=score_bytes + k_bytes + q_bytes,
             unit=unit,
@@ -168,6 +173,7 @@ def layer_ops(w: Workload) -> list[Op]:
     ops.append(
         Op(
             name="rope",
+            kind="elementwise",
             flops=ROPE_FLOPS_PER_ELEMENT * rotated,
             # Q and K in and out, and each token's cos and sin rows (d/2 each).
             bytes=2 * rotated * a + n * m.head_dim * a,
@@ -182,6 +188,7 @@ def layer_ops(w: Workload) -> list[Op]:
     ops.append(
         Op(
             name="kv_write",
+            kind="copy",
             flops=0.0,
             bytes=new_kv * a + new_kv * kv,
             unit="vector",
@@ -213,6 +220,7 @@ def layer_ops(w: Workload) -> list[Op]:
                 bytes=gate_up.bytes - n * i * a,
                 writes=f"SiLU(gate)·up {n}×{i}",
                 computes=gate_up.computes + ", + SiLU(gate)·up in the epilogue",
+                fuses=(*gate_up.fuses, "elementwise"),
             )
         ops.append(gate_up)
     else:
@@ -222,6 +230,7 @@ def layer_ops(w: Workload) -> list[Op]:
         ops.append(
             Op(
                 name="act",
+                kind="elementwise",
                 flops=GATED_ACT_FLOPS_PER_ELEMENT * n * i,
                 bytes=3 * n * i * a,
                 unit="vector",
@@ -247,6 +256,7 @@ def model_ops(w: Workload) -> tuple[list[Op], list[Op]]:
     embed_read = rows * dtype_bytes(w.dtype)
     embed = Op(
         name="embed",
+        kind="gather",
         flops=0.0,
         bytes=embed_read + rows * dtype_bytes(w.dtype),
         unit="vector",

@@ -33,9 +33,10 @@ from textual.widgets import Footer, Static
 from ..engine.explain import verdict
 from ..engine.roofline import Analysis, Placement
 from ..errors import UserError
-from ..render.analysis import BOUND_STYLE, duration, si
+from ..render.analysis import BOUND_STYLE
 from ..specs.hardware import GPU, list_gpus
 from ..specs.workload import Model, Workload, list_models
+from ..units import GIB, duration, si
 from . import state
 from .chart import Chart, roofline_chart
 from .describe import describe, intensity_text
@@ -156,7 +157,7 @@ def totals_text(a: Analysis) -> Text:
         (rate, "bold"), "\n",
         f"{si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} HBM: {si(t.weight_bytes, 'B')} weights, "
         f"{si(t.kv_cache_bytes, 'B')} KV\n",
-        f"holds {t.memory_bytes / 2**30:,.1f} of {t.capacity_bytes / 2**30:.0f} GiB: ", fits,
+        f"holds {t.memory_bytes / GIB:,.1f} of {t.capacity_bytes / GIB:.0f} GiB: ", fits,
         f" · max batch {t.max_batch:,}\n",
         f"roofs {a.roofs.bandwidth_gbps:,.0f} GB/s · {a.peak_flops / 1e12:,.1f} TFLOP/s {w.dtype} · "
         f"ridge {a.ridge:.0f}",

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from rich.style import Style
 
 from ..engine.roofline import Analysis, Placement
-from ..render.analysis import BOUND_STYLE, si
+from ..render.analysis import BOUND_STYLE
+from ..units import si
 from .canvas import Canvas, LogAxis, decade_ceil, decade_floor
 
 # The x axis always spans at least these intensities (FLOP/byte), so that moving a knob moves the points and not

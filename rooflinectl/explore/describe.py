@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..engine.explain import is_linear, linear_summary
 from ..engine.roofline import Analysis, Placement
-from ..render.analysis import duration, si
+from ..units import duration, si
 
 # Elementwise ops that a neighbouring matmul can take into its prologue or epilogue, and the --fuse name that does.
 FUSABLE = {

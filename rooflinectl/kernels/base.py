@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 Inputs = dict[str, "torch.Tensor"]
 
-# The data types kernels take, by rooflinectl's name (op.py's DTYPE_BYTES keys) and torch's attribute name.
+# The data types kernels take, by rooflinectl's name (units.DTYPE_BYTES keys) and torch's attribute name.
 TORCH_DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 

@@ -38,7 +38,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..engine.op import Op, dtype_bytes, matmul_op, rmsnorm_linear_op, rmsnorm_op
+from ..engine.op import Op, matmul_op, rmsnorm_linear_op, rmsnorm_op
+from ..units import dtype_bytes
 from .base import Inputs, Kernel, sm_count, torch_dtype
 
 EPS = 1e-6

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from ..engine.roofline import place
 from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
+from ..units import MIB
 from .records import (
     Baseline,
     Ceilings,
@@ -451,7 +452,7 @@ def measure_shape(
     rec = ShapeRecord(
         kernel=kernel.name, op=op.name, shape=list(shape), shape_text=shape_text(shape),
         shape_format=kernel.shape_format, dtype=plan.dtype, flops=op.flops, bytes=op.bytes, unit=op.unit,
-        op_dtype=op.dtype, status="checked",
+        op_dtype=op.dtype, op_kind=op.kind, status="checked",
     )
     notes: list[str] = []
     spec_roofs = spec.roofs() if spec else None
@@ -503,7 +504,7 @@ def measure_shape(
     del ref
 
     # 2. timing, rotating input sets past the L2
-    l2 = l2_bytes if l2_bytes is not None else (int(spec.memory.l2_size_mib * 2**20) if spec else 0)
+    l2 = l2_bytes if l2_bytes is not None else (int(spec.memory.l2_size_mib * MIB) if spec else 0)
     free = _free_memory(plan.device)
     n_sets = input_sets(_working_set(inputs, out), l2, free) if l2 else 1
     reporter.step(f"{label}: timing ({n_sets} input set{'s' if n_sets > 1 else ''})")

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..engine.op import OpKind
 from ..errors import UserError, format_validation_error
 from ..specs.load import read_json
 
@@ -114,6 +115,7 @@ class ShapeRecord(Record):
     bytes: float
     unit: Literal["tensor", "vector"]  # the compute roof the engine places the op under
     op_dtype: str  # … at this data type
+    op_kind: OpKind | None = None  # what the op is (engine.op.OpKind); None in records saved before it was kept
     status: Status  # passed (checked and timed), failed (wrong result), error (raised), checked (interpreter)
     correctness: Correctness | None = None
     error: str | None = None  # the exception the kernel raised, on one line

@@ -205,6 +205,7 @@ class MeasuredRecord(_Loose):
     time_s: float | None = Field(default=None, gt=0)  # median; None when not timed (failed, or the interpreter)
     unit: Literal["tensor", "vector"] | None = None  # the compute roof the engine places the op under …
     op_dtype: str | None = None  # … at this data type
+    op_kind: str | None = None
 
 
 class MeasuredFile(_Loose):
@@ -587,7 +588,7 @@ def _measured_points(
             skipped.setdefault("0 FLOPs: no place on a log axis", []).append(r.kernel)
             continue
         if r.unit and r.op_dtype:
-            roofed = Op(name=r.op, flops=r.flops, bytes=r.bytes, unit=r.unit, dtype=r.op_dtype, reads="",
+            roofed = Op(name=r.op, kind=r.op_kind or "matmul", flops=r.flops, bytes=r.bytes, unit=r.unit, dtype=r.op_dtype, reads="",
                         writes="", computes="")
         else:
             try:

@@ -10,26 +10,9 @@ from rich.text import Text
 from ..engine.explain import verdict
 from ..engine.roofline import Analysis
 from ..specs.hardware import GPU
+from ..units import GIB, duration, si
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
-
-
-def si(x: float, unit: str = "", sep: str = " ") -> str:
-    """1.23 G, 456 M … with decimal prefixes."""
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= factor:
-            return f"{x / factor:.3g}{sep}{prefix}{unit}"
-    return f"{x:.3g}{sep}{unit}".rstrip()
-
-
-def duration(seconds: float, sep: str = " ") -> str:
-    if seconds >= 1:
-        return f"{seconds:.3g}{sep}s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g}{sep}ms"
-    if seconds >= 1e-6:
-        return f"{seconds * 1e6:.3g}{sep}µs"
-    return f"{seconds * 1e9:.3g}{sep}ns"
 
 
 def analysis_json(a: Analysis) -> dict:
@@ -117,7 +100,7 @@ def totals_lines(a: Analysis) -> list[str]:
     return [
         f"step: {si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} of HBM traffic, {duration(t.time_s)} predicted; {rate}",
         f"reads {si(t.weight_bytes, 'B')} of weights and {si(t.kv_cache_bytes, 'B')} of KV cache; "
-        f"holds {t.memory_bytes / 2**30:.1f} GiB of {t.capacity_bytes / 2**30:.0f} GiB "
+        f"holds {t.memory_bytes / GIB:.1f} GiB of {t.capacity_bytes / GIB:.0f} GiB "
         f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
         f"roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, {a.peak_flops / 1e12:,.1f} TFLOP/s {w.dtype}; "
         f"ridge {a.ridge:.0f} FLOP/byte",

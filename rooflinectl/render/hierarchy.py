@@ -10,16 +10,9 @@ from rich.text import Text
 
 from ..engine.hierarchy import Hierarchy, MemoryLevel, Note, hierarchy
 from ..specs.hardware import GPU
+from ..units import binary_size
 
 MARK = {"estimated": "≈", "derived": "†"}
-
-
-def size(n: float) -> str:
-    """Binary units, as the GPU files give sizes: 80 GiB, 388 KiB."""
-    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if n >= factor:
-            return f"{n / factor:.3g} {unit}"
-    return f"{n:.3g} B"
 
 
 def _num(x: float | None) -> str:
@@ -90,8 +83,8 @@ def hierarchy_view(h: Hierarchy) -> Group:
             bandwidth += mark(Note("", lv.provenance, lv.how), f"{lv.name} bandwidth")
         for extra in lv.notes:
             mark(extra, f"{lv.name}, {extra.field}")
-        per_sm = size(lv.per_sm_bytes) + ("*" if lv.chip_wide else "")
-        table.add_row(name, size(lv.size_bytes) + size_mark, per_sm + size_mark, bandwidth,
+        per_sm = binary_size(lv.per_sm_bytes) + ("*" if lv.chip_wide else "")
+        table.add_row(name, binary_size(lv.size_bytes) + size_mark, per_sm + size_mark, bandwidth,
                       _num(lv.bandwidth_per_sm_gbps), *[_num(lv.ridge(dtype, unit)) for unit, dtype, _ in cols])
     for extra in h.compute_notes:
         mark(extra, f"peak {extra.field}")

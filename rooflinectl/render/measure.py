@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.records import MeasurementFile, ShapeRecord
-from .analysis import duration, si
+from ..units import duration, si
 
 STATUS_STYLE = {"passed": "green", "checked": "green", "failed": "bold red", "error": "bold red"}
 

@@ -17,19 +17,6 @@ from ..errors import UserError, format_validation_error
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # rooflinectl/
 
-# Data types rooflinectl knows, with their size in bytes. fp4 packs two values per byte.
-DTYPE_BYTES: dict[str, float] = {
-    "fp64": 8,
-    "fp32": 4,
-    "tf32": 4,  # stored as fp32; only the tensor cores read 19 of its bits
-    "bf16": 2,
-    "fp16": 2,
-    "fp8": 1,
-    "int8": 1,
-    "fp4": 0.5,
-}
-
-
 class Strict(BaseModel):
     """Base of every spec model: unknown keys are errors, models are immutable."""
 
