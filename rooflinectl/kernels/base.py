@@ -32,9 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.op import Op
 from ..errors import UserError
+from ..units import KIB
 
 if TYPE_CHECKING:
     import torch
+
+    from ..specs.hardware import GPU
+    from .registry import KernelInfo
 
 Inputs = dict[str, "torch.Tensor"]
 
@@ -55,6 +59,23 @@ def dtype_name(dtype) -> str:
         if str(dtype) == f"torch.{attr}":
             return name
     raise ValueError(f"no rooflinectl name for {dtype}")
+
+
+def dot_dtype(dtype: str) -> str:
+    """The data type a kernel's ``tl.dot`` runs in, for the roof its matmul is placed under: fp32 operands go
+    through the tensor cores as tf32 (``input_precision="tf32"``, the same 4-byte storage); 16-bit ones as they
+    are. (The engine's ``op.matmul_unit`` places a plain fp32 matmul on the vector units: PyTorch's default.)"""
+    return "tf32" if dtype == "fp32" else dtype
+
+
+# Shared memory one program may take where no GPU spec says (a spec's ``limits.max_smem_per_block_kib``): the
+# opt-in limit of the H100 and H200 (227 KiB), which the kernels' configs were tuned for.
+TUNED_SMEM_PER_BLOCK_BYTES = 227 * KIB
+
+
+def smem_per_block_bytes(gpu: GPU | None = None) -> int:
+    """Shared memory one program may take on ``gpu`` (its spec's limit), or TUNED_SMEM_PER_BLOCK_BYTES without one."""
+    return int(gpu.limits.max_smem_per_block_kib * KIB) if gpu is not None else TUNED_SMEM_PER_BLOCK_BYTES
 
 
 # The SM count the tuning constants were measured with (H100 SXM and H200: 132). Used where no CUDA device is
@@ -179,11 +200,10 @@ class Kernel(ABC):
     """A Triton kernel with its count, inputs, reference, baselines and tolerance.
 
     Subclasses set the class attributes below and implement the abstract methods. Shapes are tuples of ints in
-    the order ``shape_format`` names them ("ROWSxCOLS", "MxKxN", "N").
+    the order ``shape_format`` names them ("ROWSxCOLS", "MxKxN", "N"). A kernel's name and summary are its
+    registry entry's (``registry.KERNELS``, found by the kernel's module): written once, there.
     """
 
-    name: str
-    summary: str
     shape_format: str
     dtypes: tuple[str, ...]
     default_dtype: str
@@ -194,6 +214,21 @@ class Kernel(ABC):
 
     def __init__(self) -> None:
         self._launches: list[Launch] = []
+
+    @property
+    def info(self) -> KernelInfo:
+        """This kernel's registry entry."""
+        from .registry import info_for_module
+
+        return info_for_module(type(self).__module__)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def summary(self) -> str:
+        return self.info.summary
 
     # ---- shapes and data types -------------------------------------------------------------------------------
 
@@ -282,8 +317,9 @@ class Kernel(ABC):
     def config_for(self, shape: tuple[int, ...], dtype: str):
         """The launch configuration ``run`` picks for this shape and data type (a frozen dataclass)."""
 
-    def candidates(self, shape: tuple[int, ...], dtype: str) -> list:
-        """Configurations worth timing for this shape (benchmarks/tune_kernels.py); the chosen one first."""
+    def candidates(self, shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> list:
+        """Configurations worth timing for this shape (benchmarks/tune_kernels.py) on ``gpu`` (default: the GPU
+        the configs were tuned on); the chosen one first."""
         return [self.config_for(shape, dtype)]
 
     def last_launches(self) -> list[Launch]:
@@ -295,7 +331,3 @@ class Kernel(ABC):
 
     def _start_run(self) -> None:
         self._launches = []
-
-    @staticmethod
-    def _shape_of(inputs: Inputs, key: str) -> tuple[int, ...]:
-        return tuple(inputs[key].shape)

@@ -52,8 +52,6 @@ _WARPS = 4
 
 
 class Copy(Kernel):
-    name = "copy"
-    summary = "device-to-device copy: the bandwidth probe"
     shape_format = "N"
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
@@ -63,7 +61,7 @@ class Copy(Kernel):
 
     def op(self, shape, dtype) -> Op:
         (n,) = shape
-        return copy_op(f"copy {n}", n, dtype)
+        return copy_op("copy", n, dtype)
 
     def make_inputs(self, shape, dtype, device, generator) -> Inputs:
         (n,) = shape
@@ -76,7 +74,7 @@ class Copy(Kernel):
     def config_for(self, shape, dtype) -> CopyConfig:
         return CopyConfig(_BLOCK, _WARPS)
 
-    def candidates(self, shape, dtype) -> list[CopyConfig]:
+    def candidates(self, shape, dtype, gpu=None) -> list[CopyConfig]:
         """The chosen config and its nearest rivals (the wider sweeps are in docs/kernels-tuning.md)."""
         return [self.config_for(shape, dtype), CopyConfig(2048, 8), CopyConfig(2048, 4)]
 

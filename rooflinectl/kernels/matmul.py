@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from ..engine.op import Op, matmul_op
-from .base import Inputs, Kernel, sm_count, torch_dtype
+from .base import Inputs, Kernel, dot_dtype, dtype_name, sm_count, torch_dtype
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,6 @@ _CONFIG_SMALL = MatmulConfig(64, 64, 32, 8, num_warps=4, num_stages=3)
 
 
 class Matmul(Kernel):
-    name = "matmul"
-    summary = "C = A·B with fp32 accumulation (tf32 for fp32): the Triton compute probe"
     shape_format = "MxKxN"
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
@@ -103,9 +101,7 @@ class Matmul(Kernel):
 
     def op(self, shape, dtype) -> Op:
         m, k, n = shape
-        # tl.dot on fp32 operands runs on the tensor cores in tf32 (same 4-byte storage): place it under tf32's roof.
-        compute = "tf32" if dtype == "fp32" else dtype
-        return matmul_op(f"matmul {m}x{k}x{n}", m, k, n, compute, b_is_weight=False)
+        return matmul_op("matmul", m, k, n, dot_dtype(dtype), b_is_weight=False)
 
     def make_inputs(self, shape, dtype, device, generator) -> Inputs:
         m, k, n = shape
@@ -127,7 +123,7 @@ class Matmul(Kernel):
             return _CONFIG_SMALL
         return _CONFIG_16
 
-    def candidates(self, shape, dtype) -> list[MatmulConfig]:
+    def candidates(self, shape, dtype, gpu=None) -> list[MatmulConfig]:
         """The chosen config and its nearest rival (the wider sweeps are in docs/kernels-tuning.md)."""
         chosen = self.config_for(shape, dtype)
         return (
@@ -140,7 +136,7 @@ class Matmul(Kernel):
         a, b = inputs["a"], inputs["b"]
         m, k = a.shape
         n = b.shape[1]
-        cfg = config or self.config_for((m, k, n), _dtype_key(a))
+        cfg = config or self.config_for((m, k, n), dtype_name(a.dtype))
         self._start_run()
         grid = (triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n),)
         handle = _matmul_kernel[grid](
@@ -176,10 +172,6 @@ class Matmul(Kernel):
         # fp32 runs through tf32 (10 mantissa bits): about 3e-4 relative on random data, bound 3e-3.
         # 16-bit operands are exact products summed in fp32; the bf16 output's rounding (2**-9) dominates.
         return {"fp32": 3e-3, "fp16": 1e-2, "bf16": 1e-2}[dtype]
-
-
-def _dtype_key(t: torch.Tensor) -> str:
-    return "fp32" if t.dtype == torch.float32 else "bf16"
 
 
 KERNEL = Matmul()

@@ -1,5 +1,8 @@
-"""The measured kernels by name. Importing this module imports no torch and no triton: ``get_kernel`` imports the
-one kernel module asked for, and only then.
+"""The measured kernels by name: the one place where a kernel is registered, named and summarized.
+
+Adding a kernel: its module in this package (a ``Kernel`` subclass and ``KERNEL = TheKernel()``), an entry below,
+its test under tests/kernels/ and its docs. Importing this module imports no torch and no triton: ``get_kernel``
+imports the one kernel module asked for, and only then.
 """
 
 from __future__ import annotations
@@ -43,6 +46,14 @@ _INFOS = (
 )
 
 KERNELS: dict[str, KernelInfo] = {info.name: info for info in _INFOS}
+
+
+def info_for_module(module: str) -> KernelInfo:
+    """The entry of the kernel that lives in ``module`` (how a Kernel finds its own name and summary)."""
+    for info in _INFOS:
+        if info.module == module:
+            return info
+    raise LookupError(f"no kernel is registered from the module {module}")
 
 
 def get_kernel(name: str) -> Kernel:

@@ -9,7 +9,8 @@ g is folded into W once, at load time, as a serving engine does (``prepare_weigh
 the inputs as "w_g", and it is not timed). Measured on an H200 against scaling the x tiles by g in the K loop,
 the fold was faster everywhere: 32.9 against 36.7 µs at 1×4096×4096, 543 against 700 µs at 8192×4096×4096.
 
-Two kernels, chosen by shape:
+Two kernels, chosen by shape (the table of configurations, with the measurements behind each, is in
+``rmsnorm_linear_configs.py``):
 
 - ``gemv`` (decode, M up to 64): bandwidth-bound on W. The roles are swapped (yᵀ = W_g·xᵀ) so that a W tile of
   BLOCK_N = 64 rows is the wide operand of Hopper's wgmma and the few rows of x the narrow one; each program owns
@@ -32,7 +33,7 @@ counter, and the program that arrives last sums the partials, runs the epilogue 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 import triton
@@ -40,24 +41,13 @@ import triton.language as tl
 
 from ..engine.op import Op, matmul_op, rmsnorm_linear_op, rmsnorm_op
 from ..units import dtype_bytes
-from .base import Inputs, Kernel, sm_count, torch_dtype
+from . import rmsnorm_linear_configs as configs
+from .base import Inputs, Kernel, dot_dtype, dtype_name, torch_dtype
+from .rmsnorm_linear_configs import _RSTD_ROWS, _RSTD_SETTINGS, RMSNormLinearConfig
+
+__all__ = ["EPS", "KERNEL", "RMSNormLinear", "RMSNormLinearConfig", "prepare_weight"]
 
 EPS = 1e-6
-
-
-@dataclass(frozen=True)
-class RMSNormLinearConfig:
-    kind: str  # "gemv" (decode) or "tile" (prefill)
-    block_m: int
-    block_n: int
-    block_k: int
-    num_warps: int
-    num_stages: int
-    split_k: int = 1  # programs that share one output tile, each over a K range
-    # gemv only: the sum of squares of x from a loop of its own before the matmul loop ("loop"), or from a load of
-    # its own one step ahead inside it ("inloop": hides the separate loop's L2 latency). _GEMV_INLOOP_MIN_M picks.
-    ss: str = "loop"
-    group_m: int = 8  # tile: tile rows per group, for L2 reuse
 
 
 def prepare_weight(w: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -243,91 +233,7 @@ def _tile_kernel(
             tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
-# The rstd pre-pass: 4 rows a program, 1,024 columns a step, 4 warps (8 values a thread in flight).
-_RSTD_ROWS = 4
-_RSTD_BLOCK_K = 1024
-_RSTD_SETTINGS = {"BLOCK_K": _RSTD_BLOCK_K, "ROWS": _RSTD_ROWS, "num_warps": 4}
-
-# Decode (gemv) up to this many rows of x; beyond, the tile kernel. Measured on an H200 at M = 128 (4096×14336):
-# gemv with 128 rows of x a program 117-157 µs, the tile kernel 42.9. M = 64 was not timed on either side.
-_GEMV_MAX_M = 64
-# gemv: 64 rows of W a program, the M side of one warpgroup's wgmma. Measured on an H200 at 1×4096×14336: 64 rows
-# 34.8 µs; 32 and 16 rows (mma.sync, not wgmma) 72 and 116 µs.
-_GEMV_BLOCK_N = 64
-# gemv K step 128 (256 bytes of each W row a load), 4 warps, 4 stages: 80 KB of shared memory, two programs an SM.
-# Measured on an H200: 14.3 µs at 1×4096×4096 (K step 256: 18.9; 6 stages, one program an SM: 18.7), 43.1 at
-# 1×4096×14336 (47.8, 47.8).
-_GEMV_BLOCK_K = 128
-_GEMV_WARPS = 4
-_GEMV_STAGES = 4
-# Programs wanted on the grid: two per SM (264 on the H200's 132); fewer tiles than this split K. Measured on an
-# H200: at 1×4096×4096 (64 tiles) split 4 14.3 µs, 2 17.9, 8 17.5, none 23.5; at 8×8192×8192 (128 tiles) split 2 44.9,
-# none 52.3, 4 46.0; at 1×4096×14336 (224 tiles) none 43.1, 2 47.8, 4 47.3.
-_PROGRAMS_PER_SM = 2
-# A split's K range holds at least this many K steps, so that the pipeline fills.
-_MIN_STEPS_PER_SPLIT = 4
-# Prefill tiles. Measured on an H200 (bf16, K×N 4096×14336 and 8192×8192): up to M = 256, 64×128 tiles in 4 warps,
-# K split when there are fewer tiles than SMs (M = 128: 42.9 µs at 4096×14336 against 43.1 for 128×128
-# and 58.4 for 128×256; 54.3 at 8192×8192 against 60.8 unsplit); beyond, matmul.py's 128×256×64 in 8 warps,
-# 3 stages (M = 2048: 370.6 µs against 391-400 for 4 stages, groups of 16, 256×128; M = 8192: within 1% of them).
-_SMALL_TILE_MAX_M = 256
-_TILE_BIG = RMSNormLinearConfig("tile", 128, 256, 64, num_warps=8, num_stages=3)
-_TILE_MID = RMSNormLinearConfig("tile", 128, 128, 64, num_warps=8, num_stages=4)
-_TILE_SMALL = RMSNormLinearConfig("tile", 64, 128, 64, num_warps=4, num_stages=4)
-
-# Shared memory one program may take on Hopper (227 KB), and the pipeline's estimate: stages × (x tile + W tile).
-_SMEM_LIMIT = 227 * 1024
-
-
-def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
-    size = 4 if dtype == "fp32" else 2
-    return cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * size
-
-
-def _split_for(tiles: int, k: int, block_k: int) -> int:
-    """Split K so that tiles × split reaches _PROGRAMS_PER_SM programs on every SM, keeping _MIN_STEPS_PER_SPLIT
-    steps a split."""
-    most = max(1, k // (block_k * _MIN_STEPS_PER_SPLIT))
-    return max(1, min(most, round(_PROGRAMS_PER_SM * sm_count() / tiles)))
-
-
-# From this many rows of x up, the gemv takes its sum of squares inside the matmul loop ("inloop"). Measured on
-# an H200 (bf16, CUDA-graph replay, rows checked against the reference; docs/kernels-tuning.md, run 4): inloop
-# 31.5 against 39.1 µs at 8×4096×14336, 33.3 against 60.2 at 32×4096×14336, 36.9 against 45.8 at 8×8192×8192,
-# 39.0 against 56.1 at 32×8192×8192; but at M = 1 the separate loop stays ahead: 14.3 against 15.6 µs at
-# 1×4096×4096, 42.8 against 53.5 at 1×4096×14336. M = 2..7 was not timed.
-_GEMV_INLOOP_MIN_M = 8
-
-
-def _gemv_config(m: int, k: int, n: int, dtype: str, **kw) -> RMSNormLinearConfig:
-    block_m = max(16, _next_pow2(m))
-    block_k = _GEMV_BLOCK_K if dtype != "fp32" else _GEMV_BLOCK_K // 2
-    base = RMSNormLinearConfig(
-        "gemv", block_m, _GEMV_BLOCK_N, block_k, num_warps=_GEMV_WARPS, num_stages=_GEMV_STAGES,
-        ss="inloop" if m >= _GEMV_INLOOP_MIN_M else "loop",
-    )
-    cfg = replace(base, **kw)
-    if "split_k" not in kw:
-        tiles = triton.cdiv(n, cfg.block_n) * triton.cdiv(m, cfg.block_m)
-        cfg = replace(cfg, split_k=_split_for(tiles, k, cfg.block_k))
-    return cfg
-
-
-def _tile_config(m: int, k: int, n: int, base: RMSNormLinearConfig, **kw) -> RMSNormLinearConfig:
-    cfg = replace(base, **kw)
-    if "split_k" not in kw:
-        tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-        cfg = replace(cfg, split_k=_split_for(tiles, k, cfg.block_k) if tiles < sm_count() else 1)
-    return cfg
-
-
 class RMSNormLinear(Kernel):
-    name = "rmsnorm_linear"
-    summary = "y = RMSNorm(x)·Wᵀ fused: the normalized activations never reach HBM"
     shape_format = "MxKxN"
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
@@ -359,8 +265,7 @@ class RMSNormLinear(Kernel):
 
     def op(self, shape, dtype) -> Op:
         m, k, n = shape
-        # fp32 operands go through the tensor cores as tf32 (same 4-byte storage): place them under tf32's roof.
-        op = rmsnorm_linear_op(f"rmsnorm_linear {m}x{k}x{n}", m, k, n, "tf32" if dtype == "fp32" else dtype)
+        op = rmsnorm_linear_op("rmsnorm_linear", m, k, n, dot_dtype(dtype))
         if self.with_bias:
             bias = n * dtype_bytes(dtype)
             op = replace(
@@ -370,8 +275,7 @@ class RMSNormLinear(Kernel):
 
     def unfused_ops(self, shape, dtype) -> list[Op]:
         m, k, n = shape
-        compute = "tf32" if dtype == "fp32" else dtype
-        return [rmsnorm_op(f"rmsnorm {m}x{k}", m, k, dtype), matmul_op(f"linear {m}x{k}x{n}", m, k, n, compute)]
+        return [rmsnorm_op("rmsnorm", m, k, dtype), matmul_op("linear", m, k, n, dot_dtype(dtype))]
 
     def make_inputs(self, shape, dtype, device, generator) -> Inputs:
         m, k, n = shape
@@ -393,34 +297,11 @@ class RMSNormLinear(Kernel):
         return torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
 
     def config_for(self, shape, dtype) -> RMSNormLinearConfig:
-        m, k, n = shape
-        if m <= _GEMV_MAX_M:
-            return _gemv_config(m, k, n, dtype)
-        if dtype == "fp32":
-            return _tile_config(m, k, n, replace(_TILE_MID, block_k=32, num_stages=3))
-        if m <= _SMALL_TILE_MAX_M:
-            return _tile_config(m, k, n, _TILE_SMALL)
-        return _tile_config(m, k, n, _TILE_BIG, split_k=1)
+        return configs.config_for(shape, dtype)
 
-    def candidates(self, shape, dtype) -> list[RMSNormLinearConfig]:
-        """The chosen config and its nearest rivals (the wider sweeps are in docs/kernels-tuning.md)."""
-        m, k, n = shape
-        chosen = self.config_for(shape, dtype)
-        out = [chosen]
-        if chosen.kind == "gemv":
-            for split_k in (1, 2, 3, 4):
-                out.append(replace(chosen, split_k=split_k))
-            out.append(replace(chosen, num_stages=6))
-            out.append(replace(chosen, ss="loop" if chosen.ss == "inloop" else "inloop"))
-        elif m <= _SMALL_TILE_MAX_M:
-            out += [
-                replace(chosen, split_k=1),
-                replace(chosen, split_k=2),
-                _tile_config(m, k, n, _TILE_MID, split_k=1),
-            ]
-        else:
-            out += [replace(chosen, num_stages=4), replace(chosen, group_m=16)]
-        return [c for c in dict.fromkeys(out) if _smem_estimate(c, dtype) <= _SMEM_LIMIT]
+    def candidates(self, shape, dtype, gpu=None) -> list[RMSNormLinearConfig]:
+        """The chosen config and its nearest rivals that fit the GPU's shared memory (rmsnorm_linear_configs)."""
+        return configs.candidates(shape, dtype, gpu)
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: RMSNormLinearConfig | None = None) -> None:
         x, w = inputs["x"], inputs["w_g"]
@@ -429,7 +310,7 @@ class RMSNormLinear(Kernel):
         n = w.shape[0]
         if x.stride(1) != 1 or w.stride(1) != 1 or out.stride(1) != 1:
             raise ValueError("rmsnorm_linear needs x, W and y with contiguous rows")
-        cfg = config or self.config_for((m, k, n), _dtype_key(x))
+        cfg = config or self.config_for((m, k, n), dtype_name(x.dtype))
         has_bias = bias is not None
         bias_arg = bias if has_bias else out  # never read when HAS_BIAS is False
         # Each split's K range is a whole number of K steps, so EVEN_K (no masks) holds when K is one too.
@@ -504,10 +385,6 @@ class RMSNormLinear(Kernel):
     def tolerance(self, dtype: str) -> float:
         # 16-bit: W_g = W·g rounded once more (2**-9 for bf16) and the output's rounding; fp32 goes through tf32.
         return {"fp32": 3e-3, "fp16": 1e-2, "bf16": 1e-2}[dtype]
-
-
-def _dtype_key(t: torch.Tensor) -> str:
-    return "fp32" if t.dtype == torch.float32 else "bf16"
 
 
 KERNEL = RMSNormLinear()

@@ -303,8 +303,6 @@ def _split_config(cols: int, dtype: str) -> SoftmaxConfig:
 
 
 class FusedSoftmax(Kernel):
-    name = "fused_softmax"
-    summary = "row softmax in fp32: whole rows on chip, online normalizer, or rows split across programs"
     shape_format = "ROWSxCOLS"
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
@@ -315,7 +313,7 @@ class FusedSoftmax(Kernel):
 
     def op(self, shape, dtype) -> Op:
         rows, cols = shape
-        return softmax_op(f"softmax {rows}x{cols}", rows, cols, dtype)
+        return softmax_op("softmax", rows, cols, dtype)
 
     def make_inputs(self, shape, dtype, device, generator) -> Inputs:
         rows, cols = shape
@@ -335,7 +333,7 @@ class FusedSoftmax(Kernel):
             return _online_config(dtype=dtype)
         return _split_config(cols, dtype)
 
-    def candidates(self, shape, dtype) -> list[SoftmaxConfig]:
+    def candidates(self, shape, dtype, gpu=None) -> list[SoftmaxConfig]:
         """The chosen config and its nearest rivals (the wider sweeps are in docs/kernels-tuning.md)."""
         rows, cols = shape
         chosen = self.config_for(shape, dtype)
