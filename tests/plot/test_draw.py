@@ -1,0 +1,97 @@
+"""plot.draw: the drawn artists carry the chart's data, the legend and title, and labels that never overlap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from plot_helpers import DECODE, GPU1, GPU2
+from test_measured import measured_file
+
+from rooflinectl.plot.build import build_chart, draw
+from rooflinectl.plot.draw import wrap_title
+from rooflinectl.plot.measured import MeasuredFile
+
+
+def test_wrap_title_breaks_between_pieces_only():
+    title = "Meta Llama 3 8B on NVIDIA A100 SXM4 80GB vs NVIDIA H100 SXM5 80GB · bf16 · naive attention"
+    assert wrap_title(title, 200) == title
+    assert wrap_title(title, 60).split("\n") == ["Meta Llama 3 8B on NVIDIA A100 SXM4 80GB vs",
+                                                 "NVIDIA H100 SXM5 80GB · bf16 · naive attention"]
+
+
+@pytest.fixture(scope="module")
+def drawn():
+    """One figure with most of what a chart can hold: a sweep, two GPUs, measured points."""
+    import matplotlib.pyplot as plt
+
+    measured = MeasuredFile.model_validate(measured_file())
+    chart = build_chart([DECODE], [GPU1, GPU2], "batch", [1, 8, 64, 256], measured)
+    fig = draw(chart)
+    yield chart, fig
+    plt.close(fig)
+
+
+def by_gid(ax, gid: str) -> list:
+    """The artists drawn with this gid, in drawing order."""
+    return [a for a in [*ax.lines, *ax.collections, *ax.texts] if a.get_gid() == gid]
+
+
+def test_drawn_roofs_ridges_and_points_are_the_charts_data(drawn):
+    chart, fig = drawn
+    panel, ax = chart.panels[0], fig.axes[0]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert ax.get_xlim() == pytest.approx(panel.xlim) and ax.get_ylim() == pytest.approx(panel.ylim)
+    for r in panel.roofs:
+        (line,) = by_gid(ax, f"roof {r.gpu} {r.name}")
+        assert list(line.get_xdata()) == pytest.approx([r.x_from, r.x_to])
+        assert list(line.get_ydata()) == pytest.approx([r.at(r.x_from), r.at(r.x_to)])
+    for r in panel.ridges:
+        (marker,) = by_gid(ax, f"ridge {r.gpu}")
+        assert (marker.get_xdata()[0], marker.get_ydata()[0]) == pytest.approx((r.intensity, r.flops))
+    for g in panel.groups:
+        markers = by_gid(ax, f"point {g.gpu} {g.label}")
+        assert len(markers) == len(g.points)
+        for m, p in zip(markers, g.points):
+            assert tuple(m.get_offsets()[0]) == pytest.approx((p.intensity, p.flops))
+    (measured,) = by_gid(ax, "measured test-gpu gemv")
+    assert tuple(measured.get_offsets()[0]) == pytest.approx((panel.measured[0].intensity, panel.measured[0].flops))
+    texts = {t.get_text() for t in ax.texts}
+    assert "gemv 1x4096x4096 84%" in texts
+    assert {lab.text for lab in panel.labels} <= texts
+    assert any(t.startswith("test-gpu ") and "HBM 2 TB/s" in t for t in texts)
+    assert [t.get_text() for t in by_gid(ax, "footnote")] == ["\n".join(panel.footnotes)]
+
+
+def test_drawn_legend_and_title(drawn):
+    chart, fig = drawn
+    legend = fig.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [e.label for e in chart.legend]
+    assert "batch 1 → 8 → 64 → 256" in [e.label for e in chart.legend]
+    title = fig._suptitle.get_text().replace("\n", " ")
+    for part in ("Meta Llama 3 8B", "Test GPU 1", "Test GPU 2", "bf16"):
+        assert part in title
+    assert fig.axes[0].get_title(loc="left") == "decode · batch 1, 8, 64, 256 · context 4096"
+
+
+def test_op_labels_do_not_overlap(drawn):
+    _, fig = drawn
+    ax = fig.axes[0]
+    from matplotlib.text import Text
+
+    renderer = fig.canvas.get_renderer()
+    labels = by_gid(ax, "op-label") + by_gid(ax, "measured-label") + by_gid(ax, "value-label")
+    boxes = []
+    for t in labels:
+        t.update_positions(renderer)
+        boxes.append(Text.get_window_extent(t, renderer))  # the text, without its leader line
+    assert len(boxes) >= 5
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b)
+
+
+def test_readme_chart_is_committed():
+    png = Path(__file__).parents[2] / "docs" / "img" / "decode-batching.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 20_000
