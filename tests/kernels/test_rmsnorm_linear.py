@@ -1,0 +1,87 @@
+"""rmsnorm_linear under the interpreter: gemv and tile kernels, split K, bias, the gain, configs.
+
+The interpreter runs each program as numpy code, so shapes stay small; bf16 is left out because the interpreter's
+bf16 arithmetic is not the GPU's (the H200 checks bf16: benchmarks/tune_kernels.py). tests/kernels/conftest.py
+sets TRITON_INTERPRET.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from kernel_checks import DTYPES
+from kernel_checks import check as _check
+from kernel_checks import gen as _gen
+
+from rooflinectl.kernels.base import relative_error
+from rooflinectl.kernels.registry import get_kernel
+from rooflinectl.kernels.rmsnorm_linear import RMSNormLinear, RMSNormLinearConfig
+
+# Rows past the edge and masked lanes compute -inf - -inf in numpy under the interpreter; their results are never
+# stored, as on the GPU.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:invalid value encountered:RuntimeWarning", "ignore:divide by zero encountered:RuntimeWarning"
+)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize(
+    "shape, cfg",
+    [
+        ((1, 300, 33), None),  # M = 1, K not a multiple of the K step, N odd
+        (
+            (1, 1000, 33),
+            RMSNormLinearConfig("gemv", 16, 64, 128, 4, 4, split_k=4),
+        ),  # split K, partial last split
+        ((20, 512, 70), RMSNormLinearConfig("gemv", 32, 64, 64, 4, 4, split_k=2)),
+        ((70, 200, 33), None),  # the tile kernel
+        ((70, 1000, 20), RMSNormLinearConfig("tile", 64, 32, 64, 4, 4, split_k=4)),
+        ((130, 256, 40), RMSNormLinearConfig("tile", 64, 32, 64, 4, 4, split_k=2, group_m=2)),
+    ],
+)
+def test_rmsnorm_linear(shape, cfg, with_bias, dtype):
+    k = RMSNormLinear(with_bias=with_bias)
+    inputs = k.make_inputs(shape, dtype, "cpu", _gen(6))
+    cfg = cfg or k.config_for(shape, dtype)
+    variants = [replace(cfg, ss="loop"), replace(cfg, ss="inloop")] if cfg.kind == "gemv" else [cfg]
+    for c in variants:  # the sum of squares from its own loop, and from its own load inside the matmul loop
+        _check(k, inputs, dtype, c)
+        _check(k, inputs, dtype, c)  # again: the split-K counters were reset by the last program
+        if c.split_k > 1:
+            assert int(k._counters["cpu"].abs().sum()) == 0
+
+
+
+def test_rmsnorm_linear_gain_matters():
+    # The gain is folded into W_g at load time; a run that ignored it would be far off the reference.
+    k = get_kernel("rmsnorm_linear")
+    inputs = k.make_inputs((2, 64, 24), "fp32", "cpu", _gen(7))
+    out = _check(k, inputs, "fp32")
+    no_gain = (inputs["x"] * torch.rsqrt(inputs["x"].pow(2).mean(-1, keepdim=True) + k.eps)) @ inputs["w"].t()
+    assert relative_error(out, no_gain) > 0.1
+
+
+
+def test_rmsnorm_linear_config_by_shape():
+    k = get_kernel("rmsnorm_linear")
+    decode = k.config_for((1, 4096, 4096), "bf16")
+    assert decode.kind == "gemv" and decode.split_k > 1  # 64 tiles of W rows do not fill 132 SMs
+    assert k.config_for((8192, 4096, 4096), "bf16").kind == "tile"
+
+
+def test_rmsnorm_linear_candidates_fit_the_gpus_shared_memory():
+    # 8192×4096×4096 bf16 takes the big tile (128×256×64, 3 stages: 3 × 384 × 64 × 2 = 144 KiB); its 4-stage rival
+    # needs 192 KiB: it fits an H200 (227 KiB a block) but not an A100 (163 KiB).
+    from rooflinectl.kernels.rmsnorm_linear_configs import _smem_estimate
+    from rooflinectl.specs.hardware import load_gpu
+
+    k = get_kernel("rmsnorm_linear")
+    shape = (8192, 4096, 4096)
+    four = replace(k.config_for(shape, "bf16"), num_stages=4)
+    assert _smem_estimate(four, "bf16") == 192 * 1024
+    assert four in k.candidates(shape, "bf16") and four in k.candidates(shape, "bf16", load_gpu("h200"))
+    assert four not in k.candidates(shape, "bf16", load_gpu("a100"))
+    assert k.candidates(shape, "bf16", load_gpu("a100"))[0] == k.config_for(shape, "bf16")
