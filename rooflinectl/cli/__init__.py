@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import typer
 
@@ -17,7 +18,7 @@ for _name in _COMMAND_MODULES:
     importlib.import_module(f"{__name__}.{_name}")
 
 
-def _click_error_classes() -> tuple[type, type]:
+def _click_error_classes() -> tuple[Any, Any]:
     """Click's UsageError and ClickException, wherever this typer takes click from (newer typers vendor it)."""
     mro = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
     return mro["UsageError"], mro["ClickException"]

@@ -11,9 +11,8 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
-from ..specs.workload import resolve_workload
 from ._app import app, command
-from .analyze import (
+from .options import (
     ATTENTION_OPTION,
     BATCH_OPTION,
     CALIBRATED_OPTION,
@@ -48,13 +47,14 @@ def explore(
     fuse: str = FUSE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
     out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Where the s and x keys save files."),
-):
+) -> None:
     """Explore a workload's roofline interactively: keys change phase, batch, length, dtype, attention, model
     and GPU, and the ops table, chart, totals and verdict follow at once.
 
     Example: rooflinectl explore decode --gpu h100 --model llama-3-70b
     """
     from ..specs.hardware import load_gpu
+    from ..specs.workload import resolve_workload
 
     w = resolve_workload(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse)

@@ -9,7 +9,7 @@ import typer
 
 from ..errors import UserError
 from ._app import app, command, console, print_json
-from .analyze import GPU_OPTION
+from .options import GPU_OPTION, JSON_OPTION
 
 # A size: a number, then an optional unit. K, KB and KiB all mean 1024 bytes, as CUDA's "48 KB of shared
 # memory" does (hardware.py: sizes are binary); M, MB and MiB 1024².
@@ -39,8 +39,8 @@ def occupancy(
     smem: str = typer.Option("0", "--smem", "-s",
                              help="Shared memory per block, static + dynamic: 49152, 48K, 48KiB, 1.5KiB."),
     grid: int = typer.Option(None, "--grid", help="Blocks in the launch, to count the waves it takes."),
-    json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-):
+    json: bool = JSON_OPTION,
+) -> None:
     """Active blocks and warps per SM, the occupancy, which limit binds (registers, shared memory, warps,
     blocks), the waves a grid takes, and what would raise it: NVIDIA's occupancy-calculator arithmetic.
 

@@ -7,9 +7,8 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
-from ..specs.workload import resolve_workload
 from ._app import DEFAULT_GPU, app, command, print_json, split_ints
-from .analyze import (
+from .options import (
     ATTENTION_OPTION,
     CALIBRATED_OPTION,
     CAUSAL_OPTION,
@@ -42,7 +41,9 @@ def sizes(batch: str | None, seq_len: str | None, context: str | None) -> tuple[
     if len(swept) > 1:
         flags = " and ".join("--" + f.replace("_", "-") for f, _ in swept)
         raise UserError(f"{flags} are both lists: sweep one size at a time")
-    field, values = swept[0] if swept else (None, [])
+    if not swept:
+        return overrides, None, []
+    field, values = swept[0]
     return overrides, field, values
 
 
@@ -83,13 +84,14 @@ def plot(
     ),
     output: Path = typer.Option(Path("roofline.png"), "--output", "-o", help="The file to write: .png, .svg or .pdf."),
     json: bool = typer.Option(False, "--json", help="Print the chart's content (roofs, ridges, points) as JSON."),
-):
+) -> None:
     """Draw the roofline chart: every op of the step at its intensity and attainable rate, under the GPU's roofs.
 
     Example: rooflinectl plot decode --gpu h100 --batch 1,8,64,256 -o decode-batching.png
     """
     from ..plot.build import chart_json, check_output, plot_workloads
     from ..specs.hardware import load_gpu
+    from ..specs.workload import resolve_workload
 
     check_output(output)
     overrides, field, values = sizes(batch, seq_len, context)

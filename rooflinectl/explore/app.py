@@ -179,6 +179,7 @@ class RooflineChart(Widget):
 
     DEFAULT_CSS = "RooflineChart { height: 1fr; }"
     chart: Chart | None = None
+    _strips: list[Strip] | None = None
 
     def show(self, a: Analysis, selected: str | None) -> None:
         self._analysis, self._selected = a, selected

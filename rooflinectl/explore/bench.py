@@ -31,7 +31,7 @@ async def measure(rounds: int, size: tuple[int, int]) -> tuple[list[float], list
         frames.append(time.perf_counter())
         return display(screen, renderable)
 
-    app._display = timed_display
+    app._display = timed_display  # type: ignore[method-assign]  # count the frames the app paints
     first: list[float] = []
     last: list[float] = []
     async with app.run_test(size=size) as pilot:

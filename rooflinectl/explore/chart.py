@@ -114,10 +114,10 @@ def roofline_chart(a: Analysis, selected: str | None, width: int, height: int) -
     for x in chart.x.decades():
         c = chart.col(x) if x < x_hi else width - 1
         canvas.put(c, top + plot_h, "┴", AXIS_STYLE)
-        label = f"{x:g}" if x < 1000 else si(x, sep="")
-        start = min(max(left, c - len(label) // 2), width - len(label))
-        if canvas.free(start, height - 1, len(label)):
-            canvas.put(start, height - 1, label, AXIS_STYLE)
+        tick = f"{x:g}" if x < 1000 else si(x, sep="")
+        start = min(max(left, c - len(tick) // 2), width - len(tick))
+        if canvas.free(start, height - 1, len(tick)):
+            canvas.put(start, height - 1, tick, AXIS_STYLE)
 
     # The ops: one marker per cell (the largest share there decides it; the selected op wins).
     cells: dict[tuple[int, int], list[Placement]] = defaultdict(list)
@@ -209,7 +209,7 @@ def roofline_chart(a: Analysis, selected: str | None, width: int, height: int) -
     # The header: the axes' units on the left, the markers' legend on the right (compact when narrow).
     units = "FLOP/s vs FLOP/B"
     for memory, compute, chosen in ((" memory ", " compute ", " selected"), ("memory ", "compute ", "selected")):
-        legend = [("●", Style.parse(BOUND_STYLE["memory"])), (memory, None), ("●", Style.parse(BOUND_STYLE["compute"])),
+        legend: list[tuple[str, Style | None]] = [("●", Style.parse(BOUND_STYLE["memory"])), (memory, None), ("●", Style.parse(BOUND_STYLE["compute"])),
                   (compute, None), (SELECTED_MARKER, SELECTED_STYLE), (chosen, None)]
         start = width - sum(len(t) for t, _ in legend)
         if start >= len(units) + 1:
@@ -218,7 +218,7 @@ def roofline_chart(a: Analysis, selected: str | None, width: int, height: int) -
         units = "FLOP/s"
     canvas.put(0, 0, units, AXIS_STYLE)
     if start > len(units):
-        for text, style in legend:
-            canvas.put(start, 0, text, style)
+        for text, legend_style in legend:
+            canvas.put(start, 0, text, legend_style)
             start += len(text)
     return chart

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine.hierarchy import Hierarchy, MemoryLevel, Note, hierarchy
+from ..engine.op import Unit
 from ..specs.hardware import GPU
 from ..units import binary_size
 
@@ -21,11 +22,11 @@ def _num(x: float | None) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:#.3g}"
 
 
-def ridge_columns(h: Hierarchy) -> list[tuple[str, str, str]]:
+def ridge_columns(h: Hierarchy) -> list[tuple[Unit, str, str]]:
     """(unit, dtype, header) of the ridges the table shows: the 16-bit tensor rate, fp8 where the chip has it,
     and fp32 on the vector units (elementwise work). JSON carries every data type."""
     have = {(c.unit, c.dtype) for c in h.compute}
-    cols = []
+    cols: list[tuple[Unit, str, str]] = []
     half = next((d for d in ("bf16", "fp16") if ("tensor", d) in have), None)
     if half:
         cols.append(("tensor", half, half))
@@ -52,9 +53,10 @@ def _units_table(h: Hierarchy) -> Table:
     return t
 
 
-def hierarchy_view(h: Hierarchy) -> Group:
+def hierarchy_view(h: Hierarchy, source_mark: str = "") -> Group:
     """Top to bottom: each level's size, per-SM bytes, bandwidth and ridge points; then the units they feed, the
-    notes on derived numbers and each level's detail."""
+    notes on derived numbers and each level's detail. ``source_mark`` (such as "[3]") follows the peaks' heading,
+    pointing to the source note of the view it is part of."""
     cols = ridge_columns(h)
     table = Table(
         title="Memory hierarchy, top to bottom (ridge: FLOP per byte read from that level an op needs to be "
@@ -79,7 +81,7 @@ def hierarchy_view(h: Hierarchy) -> Group:
         name = (" " * (depth - 1) + "└ " if depth else "") + SHORT.get(lv.name, lv.name)
         size_mark = mark(lv.size_note, f"{lv.name} size") if lv.size_note else ""
         bandwidth = _num(lv.bandwidth_gbps)
-        if lv.provenance in MARK:
+        if lv.provenance == "derived" or lv.provenance == "estimated":  # the two MARK has a sign for
             bandwidth += mark(Note("", lv.provenance, lv.how), f"{lv.name} bandwidth")
         for extra in lv.notes:
             mark(extra, f"{lv.name}, {extra.field}")
@@ -94,7 +96,8 @@ def hierarchy_view(h: Hierarchy) -> Group:
     details = [Text(f"{lv.name}: {lv.detail}" + ("" if lv.bandwidth_gbps is not None else f"; bandwidth: {lv.how}"))
                for lv in h.levels]
     return Group(Text(""), table, legend, *[Text(n) for n in notes], *details, Text(""),
-                 Text("Units the registers feed, dense peak TFLOP/s:"), _units_table(h))
+                 Text(f"Units the registers feed, dense peak TFLOP/s (int8: TOPS){' ' + source_mark if source_mark else ''}:"),
+                 _units_table(h))
 
 
 def _level_json(lv: MemoryLevel) -> dict:
@@ -132,9 +135,9 @@ def hierarchy_json(h: Hierarchy) -> dict:
     }
 
 
-def gpu_hierarchy_view(gpu: GPU) -> Group:
+def gpu_hierarchy_view(gpu: GPU, source_mark: str = "") -> Group:
     """``hardware show``'s hierarchy section for one GPU."""
-    return hierarchy_view(hierarchy(gpu))
+    return hierarchy_view(hierarchy(gpu), source_mark)
 
 
 def gpu_hierarchy_json(gpu: GPU) -> dict:

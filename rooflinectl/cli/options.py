@@ -1,0 +1,51 @@
+"""The options shared by the commands that take a workload (analyze, plot, explore, occupancy's --gpu).
+
+One definition each, so that a flag reads the same in every command's ``--help``. Only typer is imported here:
+the commands import the library inside their functions, and ``rooflinectl --help`` stays light.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ._app import DEFAULT_GPU, split_list
+
+GPU_OPTION = typer.Option(DEFAULT_GPU, "--gpu", "-g", help="GPU id, alias or YAML path (see 'hardware list').")
+MODEL_OPTION = typer.Option(None, "--model", "-m", help="Model id, model YAML, or a local Hugging Face config.json.")
+BATCH_OPTION = typer.Option(None, "--batch", "-b", help="Sequences in the batch.")
+SEQ_LEN_OPTION = typer.Option(None, "--seq-len", "-s", help="Prompt tokens per sequence (prefill, attention).")
+CONTEXT_OPTION = typer.Option(None, "--context", "-c", help="KV positions a decode step attends to.")
+DTYPE_OPTION = typer.Option(None, "--dtype", help="Weights and activations: fp32, bf16, fp16, fp8, int8.")
+KV_DTYPE_OPTION = typer.Option(None, "--kv-dtype", help="KV cache data type (default: --dtype).")
+ATTENTION_OPTION = typer.Option(None, "--attention", help="naive (scores through HBM) or flash (on chip).")
+CAUSAL_OPTION = typer.Option(None, "--causal/--no-causal", help="Causal mask (flash skips masked scores).")
+FUSE_OPTION = typer.Option(
+    None, "--fuse", help="Comma-separated fusions: qkv, gate_up, norm_linear, act, residual ('' for none)."
+)
+CALIBRATED_OPTION = typer.Option(False, "--calibrated", help="Use the GPU file's measured ceilings as roofs.")
+JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
+
+
+def workload_overrides(
+    model: str | None,
+    batch: int | None,
+    seq_len: int | None,
+    context: int | None,
+    dtype: str | None,
+    kv_dtype: str | None,
+    attention: str | None,
+    causal: bool | None,
+    fuse: str | None,
+) -> dict:
+    """The workload options as ``resolve_workload``'s keyword overrides (None: not given, the scenario's)."""
+    return dict(
+        model=model,
+        batch=batch,
+        seq_len=seq_len,
+        context=context,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        attention=attention,
+        causal=causal,
+        fused=split_list(fuse, "--fuse") if fuse is not None else None,
+    )

@@ -1,0 +1,117 @@
+"""The GPU specs as rich tables and JSON: ``hardware list`` and ``hardware show``. Formats; computes nothing.
+
+``hardware show`` prints each number once: the spec with its numbered sources, the measured ceilings when the
+file has them, then the memory hierarchy (``render.hierarchy``), which carries the ridge points of every level
+(HBM's included) and the dense peaks of the units.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..specs.hardware import GPU, Sourced
+from .hierarchy import gpu_hierarchy_json, gpu_hierarchy_view
+
+
+def gpu_table(gpus: list[GPU]) -> Table:
+    """One row per GPU: HBM, bandwidth, the 16-bit tensor peak (bf16, else fp16) and its ridge against HBM."""
+    table = Table(title="GPUs ('rooflinectl hardware show ID' for one in full)", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    table.add_column("id", no_wrap=True)
+    table.add_column("aliases", overflow="fold")
+    for col in ("HBM", "GB/s", "bf16 TFLOP/s", "ridge"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for g in gpus:
+        roofs = g.roofs()
+        dtype = "bf16" if "bf16" in roofs.tensor_tflops else "fp16"
+        table.add_row(
+            g.id,
+            ", ".join(g.aliases),
+            f"{g.memory.hbm_capacity_gib:g} GiB",
+            f"{g.memory.hbm_bandwidth_gbps:,.0f}",
+            f"{roofs.tensor_tflops[dtype]:,.1f}" + ("" if dtype == "bf16" else " fp16"),
+            f"{roofs.ridge(dtype):.0f}",
+        )
+    return table
+
+
+def gpus_json(gpus: list[GPU]) -> list[dict]:
+    """``hardware list --json``: each spec as its file gives it."""
+    return [g.model_dump() for g in gpus]
+
+
+def gpu_json(g: GPU) -> dict:
+    """``hardware show --json``: the spec as its file gives it, and the memory hierarchy under "hierarchy"."""
+    return {**g.model_dump(), "hierarchy": gpu_hierarchy_json(g)}
+
+
+def _marked(section: Sourced, field: str, text: str) -> str:
+    """``text``, flagged when the GPU file lists ``field`` under ``derived`` (derived or estimated)."""
+    note = section.derived.get(field)
+    if note is None:
+        return text
+    return f"{text} ({'estimated' if note.lower().startswith('estimated') else 'derived'})"
+
+
+def _spec_table(g: GPU) -> Table:
+    m, lim = g.memory, g.limits
+    spec = Table(title=f"{g.name} ({g.id})", title_justify="left", box=box.SIMPLE_HEAD)
+    spec.add_column("field", no_wrap=True)
+    spec.add_column("value", overflow="fold")
+    spec.add_column("src", no_wrap=True)
+    cc = f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else ""
+    l2_bw = f", {_marked(m, 'l2_bandwidth_gbps', f'{m.l2_bandwidth_gbps:,.0f} GB/s')}" if m.l2_bandwidth_gbps else ""
+    smem_bw = (f", {_marked(m, 'smem_bandwidth_gbps', f'{m.smem_bandwidth_gbps:,.0f} GB/s')} in all"
+               if m.smem_bandwidth_gbps else "")
+    rows = [
+        ("vendor / architecture", f"{g.vendor} {g.architecture}{cc}", ""),
+        ("SMs × boost clock", f"{g.sm_count} × {g.boost_clock_mhz:g} MHz", ""),
+        ("HBM", f"{_marked(m, 'hbm_capacity_gib', f'{m.hbm_capacity_gib:g} GiB')} {m.hbm_type}, "
+                f"{m.hbm_bandwidth_gbps:,.0f} GB/s", "[1]"),
+        ("L2", f"{_marked(m, 'l2_size_mib', f'{m.l2_size_mib:g} MiB')}{l2_bw}", "[1]"),
+        ("shared memory / SM", f"{m.smem_per_sm_kib:g} KiB of a {m.l1_smem_per_sm_kib:g} KiB L1{smem_bw}", "[1]"),
+        ("registers / SM", f"{m.register_file_per_sm_kib:g} KiB ({lim.registers_per_sm:,} × 32-bit)", "[1] [2]"),
+        ("limits / SM", f"{lim.max_warps_per_sm} warps of {lim.warp_size}, {lim.max_blocks_per_sm} blocks, "
+                        f"{lim.max_smem_per_block_kib:g} KiB shared memory per block", "[2]"),
+    ]
+    if g.interconnect:
+        rows.append(("interconnect", f"{g.interconnect.name}, {g.interconnect.bandwidth_gbps:,.0f} GB/s", "[4]"))
+    for row in rows:
+        spec.add_row(*row)
+    return spec
+
+
+def _measured_table(g: GPU) -> Table | None:
+    """The calibrated ceilings beside the spec's figures (``rooflinectl calibrate``), when the file has them."""
+    mm = g.measured
+    if mm is None:
+        return None
+    m, c = g.memory, g.compute
+    measured = Table(title=f"Measured ceilings ({mm.device_name}, {mm.date})", title_justify="left")
+    measured.add_column("what")
+    measured.add_column("measured", justify="right")
+    measured.add_column("spec", justify="right")
+    measured.add_row("copy bandwidth", f"{mm.copy_bandwidth_gbps:,.0f} GB/s", f"{m.hbm_bandwidth_gbps:,.0f} GB/s")
+    rows: list[tuple[str, str, float, float | None]]
+    rows = [("tensor", dtype, tf, c.tensor_tflops.get(dtype)) for dtype, tf in mm.tensor_tflops.items()]
+    rows += [("vector", dtype, tf, c.vector_tflops.get(dtype)) for dtype, tf in mm.vector_tflops.items()]
+    for unit, dtype, tf, spec_tf in rows:
+        measured.add_row(f"{unit} {dtype}", f"{tf:,.1f} TFLOP/s", "—" if spec_tf is None else f"{spec_tf:,.1f} TFLOP/s")
+    return measured
+
+
+def gpu_detail(g: GPU) -> Group:
+    """One GPU's spec, each section with its numbered source; its measured ceilings; its memory hierarchy."""
+    c = g.compute
+    sources = [g.memory.source, g.limits.source, c.source] + ([g.interconnect.source] if g.interconnect else [])
+    parts: list = [_spec_table(g), Text("\n".join(f"[{i}] {text}" for i, text in enumerate(sources, 1)))]
+    measured = _measured_table(g)
+    if measured is not None:
+        parts.append(measured)
+    if g.notes:
+        parts.append(Text(g.notes))
+    parts.append(gpu_hierarchy_view(g, source_mark="[3]"))
+    return Group(*parts)
