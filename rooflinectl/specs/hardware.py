@@ -9,6 +9,8 @@ with how it was obtained. Peaks are dense: sparse figures are never used.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -103,8 +105,21 @@ class Interconnect(Sourced):
     bandwidth_gbps: PositiveFloat  # total, both directions, per GPU
 
 
-class Measured(Strict):
-    """Ceilings measured on a real device by ``rooflinectl calibrate``."""
+class Ceilings(Strict):
+    """Ceilings measured on a real device: what :meth:`Roofs.with_ceilings` puts in place of the spec's figures.
+
+    ``copy_bandwidth_gbps`` is bytes read + bytes written per second of a large device-to-device copy (None: not
+    measured); each peak is a large matmul's (tensor) or an elementwise probe's (vector) rate for that data type.
+    """
+
+    copy_bandwidth_gbps: PositiveFloat | None = None
+    tensor_tflops: dict[TensorDType, PositiveFloat] = Field(default_factory=dict)
+    vector_tflops: dict[VectorDType, PositiveFloat] = Field(default_factory=dict)
+
+
+class Measured(Ceilings):
+    """The ``measured`` section of a hardware YAML: ceilings written by ``rooflinectl calibrate``, with where,
+    when and how they were measured. The copy bandwidth is required here."""
 
     device_name: str
     date: str
@@ -113,8 +128,6 @@ class Measured(Strict):
     triton_version: str | None = None
     driver: str | None = None
     copy_bandwidth_gbps: PositiveFloat  # bytes read + bytes written of a large device-to-device copy
-    tensor_tflops: dict[TensorDType, PositiveFloat] = Field(default_factory=dict)
-    vector_tflops: dict[VectorDType, PositiveFloat] = Field(default_factory=dict)
 
 
 class GPU(Strict):
@@ -134,33 +147,25 @@ class GPU(Strict):
     notes: str | None = None
 
     def roofs(self, calibrated: bool = False) -> Roofs:
-        """The roofs an operation is placed under: the spec sheet's, or the measured ceilings."""
+        """The roofs an operation is placed under: the spec sheet's, or those with the measured ceilings put in
+        (:meth:`Roofs.with_ceilings`)."""
+        spec = Roofs(
+            gpu_id=self.id,
+            label="spec",
+            bandwidth_gbps=self.memory.hbm_bandwidth_gbps,
+            tensor_tflops={k: v for k, v in self.compute.tensor_tflops.items()},
+            vector_tflops={k: v for k, v in self.compute.vector_tflops.items()},
+            l2_bandwidth_gbps=self.memory.l2_bandwidth_gbps,
+            smem_bandwidth_gbps=self.memory.smem_bandwidth_gbps,
+        )
         if not calibrated:
-            return Roofs(
-                gpu_id=self.id,
-                label="spec",
-                bandwidth_gbps=self.memory.hbm_bandwidth_gbps,
-                tensor_tflops=dict(self.compute.tensor_tflops),
-                vector_tflops=dict(self.compute.vector_tflops),
-                l2_bandwidth_gbps=self.memory.l2_bandwidth_gbps,
-                smem_bandwidth_gbps=self.memory.smem_bandwidth_gbps,
-            )
+            return spec
         if self.measured is None:
             raise UserError(
                 f"{self.id} has no measured ceilings: run 'rooflinectl calibrate -o FILE' on that GPU "
                 f"and pass --gpu FILE"
             )
-        m = self.measured
-        return Roofs(
-            gpu_id=self.id,
-            label="measured",
-            bandwidth_gbps=m.copy_bandwidth_gbps,
-            # A data type not calibrated keeps its spec peak: better a known number than a guessed one.
-            tensor_tflops={**self.compute.tensor_tflops, **m.tensor_tflops},
-            vector_tflops={**self.compute.vector_tflops, **m.vector_tflops},
-            l2_bandwidth_gbps=self.memory.l2_bandwidth_gbps,
-            smem_bandwidth_gbps=self.memory.smem_bandwidth_gbps,
-        )
+        return spec.with_ceilings(self.measured)
 
 
 class Roofs(Strict):
@@ -191,6 +196,80 @@ class Roofs(Strict):
     def ridge(self, dtype: str, unit: Literal["tensor", "vector"] = "tensor") -> float:
         """Arithmetic intensity (FLOP/byte) where the HBM roof meets the compute roof."""
         return self.peak(dtype, unit) / self.bandwidth
+
+    def with_ceilings(self, ceilings: Ceilings) -> Roofs:
+        """These roofs with measured ceilings put in: THE one merge rule, for calibrated specs and per-run ceilings.
+
+        HBM bandwidth comes from the copy when it was measured; each measured tensor and vector peak replaces the
+        spec's for its data type; what was not measured keeps the spec's figure (better a known number than a
+        guessed one). The L2 and shared-memory roofs are never measured and stay. The label becomes "measured".
+        """
+        return self.model_copy(update={
+            "label": "measured",
+            "bandwidth_gbps": ceilings.copy_bandwidth_gbps or self.bandwidth_gbps,
+            "tensor_tflops": {**self.tensor_tflops, **ceilings.tensor_tflops},
+            "vector_tflops": {**self.vector_tflops, **ceilings.vector_tflops},
+        })
+
+
+# --- matching a device name to a spec ------------------------------------------------------------------------
+
+_FORM_FACTORS = re.compile(r"^(pcie|sxm\d*|nvl|oam|mezz)$")
+_CAPACITY = re.compile(r"^\d+gb$")
+_VENDOR_WORDS = {"nvidia", "amd", "tesla", "geforce", "instinct", "radeon"}
+
+
+def _tokens(text: str) -> set[str]:
+    return {t for t in re.split(r"[^a-z0-9]+", text.lower()) if t and t not in _VENDOR_WORDS}
+
+
+def _match_score(device_name: str, gpu: GPU) -> int:
+    """How many words of ``gpu``'s best-matching name the device name holds; 0 when it does not match.
+
+    A spec matches when every word of one of its names (id, aliases, name; vendor words aside) is a word of the
+    device name. A form factor in the device name (PCIe, SXM, NVL) must be one the spec names, so that an H100
+    PCIe is never compared with the H100 SXM's 3.35 TB/s ("sxm" matches "sxm5" and the other way round); so must
+    a memory size ("40GB"), where the spec names one.
+    """
+    device = _tokens(device_name)
+    device_forms = {t for t in device if _FORM_FACTORS.match(t)}
+    device_sizes = {t for t in device if _CAPACITY.match(t)}
+    names = [gpu.id, *gpu.aliases, gpu.name]
+    spec_words: set[str] = set().union(*(_tokens(n) for n in names))
+    spec_forms = {t for t in spec_words if _FORM_FACTORS.match(t)}
+    if device_forms and not any(d.rstrip("0123456789") == s.rstrip("0123456789")
+                                for d in device_forms for s in spec_forms):
+        return 0
+    spec_sizes = {t for t in spec_words if _CAPACITY.match(t)}
+    if device_sizes and spec_sizes and not device_sizes & spec_sizes:
+        return 0
+    return max((len(_tokens(n)) for n in names if _tokens(n) and _tokens(n) <= device), default=0)
+
+
+def device_matches(device_name: str, gpu: GPU) -> bool:
+    """Whether a device reporting ``device_name`` (``torch.cuda.get_device_name()``) is described by ``gpu``,
+    by the rule of :func:`match_device` (which also picks the best of several candidates)."""
+    return _match_score(device_name, gpu) > 0
+
+
+def match_device(device_name: str, gpus: Sequence[GPU]) -> GPU:
+    """THE spec of a device name (``'NVIDIA H200'`` -> the ``h200`` spec): of the specs that match
+    (:func:`_match_score`), the one whose matching name has the most words. No match, or two specs tied: a
+    UserError asking for --gpu."""
+    scored = [(score, gpu) for gpu in gpus if (score := _match_score(device_name, gpu))]
+    if not scored:
+        raise UserError(
+            f"no hardware spec matches the device '{device_name}': pass --gpu ID or --gpu FILE "
+            f"('rooflinectl hardware list' shows the known ones)"
+        )
+    best = max(score for score, _ in scored)
+    top = [g for score, g in scored if score == best]
+    if len({g.id for g in top}) > 1:
+        raise UserError(
+            f"the device '{device_name}' matches several specs ({', '.join(sorted(g.id for g in top))}): "
+            f"pass --gpu to choose one"
+        )
+    return top[0]
 
 
 # --- loading -------------------------------------------------------------------------------------------------

@@ -1,0 +1,238 @@
+"""Every hardware/*.yaml loads, explains what no datasheet gives, and keeps the published dense peaks.
+
+The pinned values below are the published dense figures, each with the document it comes from; a change to a
+GPU file that moves one of them must come with a new source, not a quiet edit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rooflinectl.errors import UserError
+from rooflinectl.specs.hardware import (
+    Ceilings,
+    Measured,
+    Roofs,
+    Sourced,
+    device_matches,
+    list_gpus,
+    load_gpu,
+    load_gpu_file,
+    match_device,
+)
+
+HARDWARE = Path(__file__).parent.parent.parent / "hardware"
+FILES = sorted(HARDWARE.glob("*.yaml"))
+
+
+def _id(path: Path) -> str:
+    return path.stem
+
+
+def _sections(gpu) -> dict[str, Sourced]:
+    return {
+        name: value for name in type(gpu).model_fields if isinstance(value := getattr(gpu, name), Sourced)
+    }
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_file_loads_and_its_id_is_its_name(path):
+    gpu = load_gpu_file(path)
+    assert gpu.id == path.stem
+    assert {"memory", "limits", "compute", "interconnect"} <= set(_sections(gpu))
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_every_derived_entry_says_how(path):
+    for section_name, section in _sections(load_gpu_file(path)).items():
+        assert section.source.strip(), f"{section_name} has an empty source"
+        for field, how in section.derived.items():
+            assert how.startswith(("derived", "estimated")), f"{section_name}.derived.{field}: {how[:40]!r}"
+
+
+def test_ids_and_aliases_are_unique_across_files():
+    owner: dict[str, str] = {}
+    for path in FILES:
+        gpu = load_gpu_file(path)
+        for name in [gpu.id, *gpu.aliases]:
+            key = name.lower()  # lookup is case-insensitive
+            assert key not in owner, f"'{name}' names both {owner[key]} and {path.name}"
+            owner[key] = path.name
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_shared_memory_bandwidth_is_128_bytes_per_clock_per_sm(path):
+    # Every derived smem bandwidth here is 32 banks x 4 B per clock per SM (CU) at the boost clock.
+    gpu = load_gpu_file(path)
+    if gpu.memory.smem_bandwidth_gbps is None:
+        return
+    expected = 128 * gpu.sm_count * gpu.boost_clock_mhz * 1e6 / 1e9
+    assert gpu.memory.smem_bandwidth_gbps == pytest.approx(expected, rel=5e-4)
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_limits_agree_with_memory(path):
+    gpu = load_gpu_file(path)
+    m, lim = gpu.memory, gpu.limits
+    # The per-block maximum plus the system's reserved share fits in the SM's shared memory.
+    assert lim.max_smem_per_block_kib + lim.reserved_smem_per_block_bytes / 1024 <= m.smem_per_sm_kib
+    # The register file in KiB holds registers_per_sm 32-bit registers.
+    assert m.register_file_per_sm_kib * 1024 / 4 == lim.registers_per_sm
+    assert lim.max_registers_per_block <= lim.registers_per_sm
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_peaks_are_dense_and_ordered(path):
+    c = load_gpu_file(path).compute
+    t = c.tensor_tflops
+    # Narrower data types never run slower on the tensor cores than wider ones.
+    order = [d for d in ("fp64", "tf32", "bf16", "fp8", "fp4") if d in t]
+    assert [t[d] for d in order] == sorted(t[d] for d in order)
+    if "bf16" in t and "fp16" in t:
+        assert t["bf16"] == t["fp16"]
+    # Tensor cores beat the vector units at the same precision.
+    for dtype in ("fp64", "fp16", "bf16"):
+        if dtype in t and dtype in c.vector_tflops:
+            assert t[dtype] >= c.vector_tflops[dtype]
+
+
+# (file id, dotted field, published value); the comment above each group names the source.
+PINNED = [
+    # NVIDIA A100 datasheet (2021), A100 80GB SXM: BF16 Tensor 312 TFLOPS (624 with sparsity), 2,039 GB/s.
+    ("a100-80gb", "compute.tensor_tflops.bf16", 312),
+    ("a100-80gb", "memory.hbm_bandwidth_gbps", 2039),
+    # NVIDIA A100 whitepaper (2020), Table 1: 1555 GB/s HBM2, TF32 Tensor 156 TFLOPS dense.
+    ("a100-40gb", "memory.hbm_bandwidth_gbps", 1555),
+    ("a100-40gb", "compute.tensor_tflops.tf32", 156),
+    # NVIDIA H100 whitepaper (2022), Table 3, H100 SXM5: BF16 989.4 dense; H100 datasheet: 3.35 TB/s.
+    ("h100-sxm", "compute.tensor_tflops.bf16", 989.4),
+    ("h100-sxm", "memory.hbm_bandwidth_gbps", 3350),
+    # NVIDIA H100 whitepaper v1.04, Table 3, H100 PCIe: BF16 756/1513, 2039 GB/s.
+    ("h100-pcie", "compute.tensor_tflops.bf16", 756),
+    ("h100-pcie", "memory.hbm_bandwidth_gbps", 2039),
+    # NVIDIA H200 datasheet: 141 GB HBM3e at 4.8 TB/s; BF16 1,979 TFLOPS with sparsity = 989.4 dense.
+    ("h200", "memory.hbm_bandwidth_gbps", 4800),
+    # The capacity is the device's own (totalGlobalMem 150,109,880,320 B), not the datasheet's "141 GB".
+    ("h200", "memory.hbm_capacity_gib", 139.8),
+    ("h200", "compute.tensor_tflops.bf16", 989.4),
+    # NVIDIA A100 whitepaper (2020), Table 1, Tesla V100 SXM2: FP16 Tensor 125 TFLOPS, 900 GB/s.
+    ("v100", "compute.tensor_tflops.fp16", 125),
+    ("v100", "memory.hbm_bandwidth_gbps", 900),
+    # NVIDIA Ada whitepaper, Appendix A, RTX 4090: FP16 Tensor with FP32 accumulate 165.2 dense, 1008 GB/s.
+    ("rtx4090", "compute.tensor_tflops.fp16", 165.2),
+    ("rtx4090", "memory.hbm_bandwidth_gbps", 1008),
+    # NVIDIA L4 datasheet: FP16 Tensor 242 TFLOPS with sparsity = 121 dense, 300 GB/s.
+    ("l4", "compute.tensor_tflops.fp16", 121),
+    ("l4", "memory.hbm_bandwidth_gbps", 300),
+    # NVIDIA L40S datasheet: FP8 Tensor 733 dense (1,466 with sparsity), 864 GB/s.
+    ("l40s", "compute.tensor_tflops.fp8", 733),
+    ("l40s", "memory.hbm_bandwidth_gbps", 864),
+    # NVIDIA HGX B200 per-GPU specifications: FP16/BF16 4.5 PFLOPS and FP4 18 PFLOPS with sparsity, 7.7 TB/s.
+    ("b200", "compute.tensor_tflops.bf16", 2250),
+    ("b200", "compute.tensor_tflops.fp4", 9000),
+    ("b200", "memory.hbm_bandwidth_gbps", 7700),
+    # AMD ROCm 'MI300 series microarchitecture' peak table: Matrix BF16 1307.4 TFLOPS, 5.3 TB/s.
+    ("mi300x", "compute.tensor_tflops.bf16", 1307.4),
+    ("mi300x", "memory.hbm_bandwidth_gbps", 5300),
+    ("mi300x", "limits.warp_size", 64),
+    # Baseten, 'NVIDIA A10 vs A10G' (2023): A10G 24 GB GDDR6 at 600 GB/s.
+    ("a10g", "memory.hbm_bandwidth_gbps", 600),
+]
+
+
+@pytest.mark.parametrize(("gpu_id", "field", "value"), PINNED, ids=[f"{g}:{f}" for g, f, _ in PINNED])
+def test_published_values(gpu_id, field, value):
+    node = load_gpu_file(HARDWARE / f"{gpu_id}.yaml")
+    for part in field.split("."):
+        node = node[part] if isinstance(node, dict) else getattr(node, part)
+    assert node == pytest.approx(value)
+
+
+def test_only_supported_tensor_types_are_listed():
+    # Volta tensor cores take FP16 only; FP8 arrives with Ada/Hopper, FP4 with Blackwell; Ampere has FP64 tensor
+    # cores only on GA100.
+    types = {p.stem: set(load_gpu_file(p).compute.tensor_tflops) for p in FILES}
+    assert types["v100"] == {"fp16"}
+    for ampere in ("a100-40gb", "a100-80gb", "a10g"):
+        assert not types[ampere] & {"fp8", "fp4"}
+    assert "fp64" not in types["a10g"]
+    for ada in ("l4", "l40s", "rtx4090"):
+        assert "fp8" in types[ada] and "fp4" not in types[ada] and "fp64" not in types[ada]
+    assert "fp4" in types["b200"]
+    assert [g for g, t in types.items() if "fp4" in t] == ["b200"]
+
+
+# --- the one merge rule of measured ceilings -------------------------------------------------------------------
+
+SPEC = Roofs(gpu_id="t", label="spec", bandwidth_gbps=3350.0, tensor_tflops={"bf16": 989.0, "fp8": 1979.0},
+             vector_tflops={"fp32": 67.0, "bf16": 134.0}, l2_bandwidth_gbps=12000.0, smem_bandwidth_gbps=33454.0)
+
+
+def test_with_ceilings_replaces_what_was_measured_and_keeps_the_rest():
+    roofs = SPEC.with_ceilings(Ceilings(copy_bandwidth_gbps=3000.0, tensor_tflops={"bf16": 700.0},
+                                        vector_tflops={"fp32": 50.0}))
+    assert roofs.label == "measured"
+    assert roofs.bandwidth_gbps == 3000.0
+    assert roofs.tensor_tflops == {"bf16": 700.0, "fp8": 1979.0}
+    assert roofs.vector_tflops == {"fp32": 50.0, "bf16": 134.0}
+    # L2 and shared memory are never measured: the spec's figures stay.
+    assert (roofs.l2_bandwidth_gbps, roofs.smem_bandwidth_gbps) == (12000.0, 33454.0)
+    assert SPEC.label == "spec" and SPEC.tensor_tflops["bf16"] == 989.0  # the spec's roofs are left as they were
+
+
+def test_with_ceilings_without_a_copy_keeps_the_spec_bandwidth():
+    roofs = SPEC.with_ceilings(Ceilings(tensor_tflops={"fp8": 1500.0}))
+    assert roofs.bandwidth_gbps == 3350.0
+    assert roofs.tensor_tflops == {"bf16": 989.0, "fp8": 1500.0}
+
+
+def test_calibrated_gpu_roofs_are_the_spec_with_its_measured_section():
+    measured = Measured(device_name="NVIDIA H100 80GB HBM3", date="2026-01-01", command="rooflinectl calibrate",
+                        torch_version="2.5", copy_bandwidth_gbps=2900.0, tensor_tflops={"bf16": 720.0},
+                        vector_tflops={"fp32": 51.0})
+    gpu = load_gpu("h100").model_copy(update={"measured": measured})
+    assert gpu.roofs(calibrated=True) == gpu.roofs().with_ceilings(measured)
+    assert gpu.roofs(calibrated=True).vector_tflops["fp32"] == 51.0
+
+
+def test_measured_requires_the_copy_bandwidth():
+    with pytest.raises(ValueError):
+        Measured.model_validate({"device_name": "x", "date": "d", "command": "c", "torch_version": "2.5"})
+
+
+def test_uncalibrated_gpu_asked_for_measured_roofs_is_a_user_error():
+    with pytest.raises(UserError, match="no measured ceilings"):
+        load_gpu("h100").roofs(calibrated=True)
+
+
+# --- the one device-to-spec matcher ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("device", "spec_id"), [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+    ("NVIDIA H200", "h200"),
+    ("NVIDIA H100 PCIe", "h100-pcie"),
+])
+def test_match_device_finds_exactly_the_right_spec(device, spec_id):
+    gpus = list_gpus()
+    assert match_device(device, gpus).id == spec_id
+    assert device_matches(device, load_gpu(spec_id))
+
+
+def test_device_matches_refuses_another_form_factor_or_memory_size():
+    assert not device_matches("NVIDIA H100 PCIe", load_gpu("h100-sxm"))
+    assert not device_matches("NVIDIA A100-SXM4-40GB", load_gpu("a100-80gb"))
+    assert not device_matches("NVIDIA H200", load_gpu("h100-sxm"))
+
+
+def test_match_device_without_a_match_or_with_a_tie_is_a_user_error():
+    with pytest.raises(UserError, match="no hardware spec matches"):
+        match_device("Some Accelerator 9000", list_gpus())
+    h200 = load_gpu("h200")
+    twin = h200.model_copy(update={"id": "h200-twin", "aliases": ["h200"]})
+    with pytest.raises(UserError, match="several specs"):
+        match_device("NVIDIA H200", [h200, twin])
