@@ -69,6 +69,43 @@ def place(op: Op, roofs: Roofs) -> Placement:
 
 
 @dataclass(frozen=True)
+class MeasuredShare:
+    """A measured time of one op against its roof: THE one place where that share is computed.
+
+    ``op`` is the count the measurement moved (its FLOPs and bytes, one instance), placed under ``roofs`` by the
+    same rule as a predicted op. ``fraction`` = predicted time / measured time, which equals achieved FLOP/s /
+    attainable FLOP/s (predicted = FLOPs / attainable): 1.0 is the roofline itself, the binding roof's bandwidth
+    for a memory-bound op, its peak for a compute-bound one.
+    """
+
+    placement: Placement
+    time_s: float  # measured, one instance
+    predicted_time_s: float
+    attainable_flops: float  # FLOP/s: min(peak, intensity × bandwidth)
+    achieved_flops: float  # FLOP/s: the op's FLOPs over the measured time
+    achieved_gbps: float  # 1e9 bytes/s: the op's bytes over the measured time
+    achieved_tflops: float  # 1e12 FLOP/s
+    fraction: float
+
+
+def measured_share(op: Op, roofs: Roofs, time_s: float) -> MeasuredShare:
+    """Place ``op`` (one instance, as measured) under ``roofs`` and compare its predicted time with ``time_s``."""
+    if time_s <= 0:
+        raise ValueError(f"a measured time must be positive, got {time_s}")
+    p = place(op, roofs)
+    return MeasuredShare(
+        placement=p,
+        time_s=time_s,
+        predicted_time_s=p.time_s,
+        attainable_flops=p.attainable_flops,
+        achieved_flops=op.flops / time_s,
+        achieved_gbps=op.bytes / time_s / 1e9,
+        achieved_tflops=op.flops / time_s / 1e12,
+        fraction=p.time_s / time_s,
+    )
+
+
+@dataclass(frozen=True)
 class Totals:
     flops: float
     bytes: float

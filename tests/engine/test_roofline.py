@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rooflinectl.engine.op import Op, matmul_op
-from rooflinectl.engine.roofline import analyze, batch_at_ridge, place, sweep
+from rooflinectl.engine.roofline import analyze, batch_at_ridge, measured_share, place, sweep
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import Roofs, load_gpu
 from rooflinectl.specs.workload import resolve_workload
@@ -107,3 +107,45 @@ def test_memory_fit_and_largest_batch():
     weights = 8_030_261_248 * 2
     assert b.totals.max_batch == (80 * 2**30 - weights) // per_seq
     assert b.totals.memory_bytes == weights + per_seq
+
+
+# --- a measured time's share of its roof -------------------------------------------------------------------------
+
+
+def test_measured_share_of_a_compute_bound_matmul():
+    # matmul 8192³ bf16 on the H100 SXM: 2 × 8192³ = 1.0995e12 FLOPs at 989.4 TFLOP/s -> 1.11128 ms predicted,
+    # compute-bound (3 × 8192² × 2 bytes take 0.12 ms at 3.35 TB/s). Measured 1.5 ms -> 74.09% of the roof.
+    roofs = load_gpu("h100").roofs()
+    mm = matmul_op("mm", 8192, 8192, 8192, "bf16")
+    share = measured_share(mm, roofs, 1.5e-3)
+    assert share.placement.bound == "compute"
+    assert share.predicted_time_s == pytest.approx(2 * 8192**3 / 989.4e12)
+    assert share.fraction == pytest.approx(0.740854, rel=1e-5)
+    assert share.attainable_flops == pytest.approx(989.4e12)
+    assert share.achieved_flops == pytest.approx(2 * 8192**3 / 1.5e-3)
+    assert share.achieved_tflops == pytest.approx(share.achieved_flops / 1e12)
+    assert share.achieved_gbps == pytest.approx(3 * 8192**2 * 2 / 1.5e-3 / 1e9)
+
+
+def test_measured_share_of_a_memory_bound_op():
+    # 4 194 304 bytes and 5 242 880 FLOPs in 2 µs: 2097.152 GB/s and 2.62144 TFLOP/s; at 3.35 TB/s the bytes take
+    # 1.25203 µs -> 62.60% of the roof.
+    op = Op(name="softmax", kind="elementwise", flops=5_242_880, bytes=4_194_304, unit="vector", dtype="fp32",
+            reads="", writes="", computes="")
+    share = measured_share(op, load_gpu("h100").roofs(), 2.0e-6)
+    assert share.placement.bound == "memory"
+    assert share.predicted_time_s == pytest.approx(4_194_304 / 3.35e12)
+    assert share.fraction == pytest.approx(0.626015, rel=1e-5)
+    assert share.achieved_gbps == pytest.approx(2097.152)
+    assert share.achieved_tflops == pytest.approx(2.62144)
+
+
+@given(flops=positive, nbytes=positive, time_s=st.floats(min_value=1e-9, max_value=10.0))
+def test_measured_fraction_is_achieved_over_attainable(flops, nbytes, time_s):
+    share = measured_share(op_with(flops, nbytes), ROOFS, time_s)
+    assert share.fraction == pytest.approx(share.achieved_flops / share.attainable_flops, rel=1e-9)
+
+
+def test_measured_share_needs_a_positive_time():
+    with pytest.raises(ValueError):
+        measured_share(op_with(1.0, 1.0), ROOFS, 0.0)
