@@ -14,8 +14,6 @@ verdict, the op's own Placement for its explanation. The app formats; it compute
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -403,12 +401,8 @@ class ExploreApp(App):
 
 
 def save_chart(a: Analysis, path: Path, calibrated: bool = False) -> Path:
-    """Draw ``a``'s workload on its GPU to ``path`` through the plot module, imported only now (matplotlib)."""
-    if importlib.util.find_spec("rooflinectl.plot.build") is None:
-        raise UserError("saving the chart needs rooflinectl's plot module, which this installation lacks")
-    plot = importlib.import_module("rooflinectl.plot.build")
-    draw = getattr(plot, "plot_workloads", None)
-    if draw is None:
-        raise UserError("this installation's rooflinectl.plot.build has no plot_workloads to draw the chart with")
-    draw([a.workload], [a.gpu], path, calibrated=calibrated)
+    """Draw ``a``'s workload on its GPU to ``path`` through the plot package, imported only now (matplotlib)."""
+    from ..plot.build import plot_workloads
+
+    plot_workloads([a.workload], [a.gpu], path, calibrated=calibrated)
     return path

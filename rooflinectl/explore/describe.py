@@ -5,11 +5,13 @@ Every number comes from the engine's Placement and Analysis; the rules below onl
 
 from __future__ import annotations
 
-from ..engine.explain import is_linear, linear_summary
+from ..engine.explain import linear_summary
 from ..engine.roofline import Analysis, Placement
 from ..units import duration, si
 
-# Elementwise ops that a neighbouring matmul can take into its prologue or epilogue, and the --fuse name that does.
+# The ops that a --fuse option folds into a neighbouring matmul's prologue or epilogue, and that option. Which
+# option folds which op is decided where the block is built (engine/transformer.py's layer_ops); until the Op
+# says so itself, this table names them: the one place in explore that still reads an op's name.
 FUSABLE = {
     "attn_norm": "norm_linear (RMSNorm in the prologue of q/k/v_proj)",
     "mlp_norm": "norm_linear (RMSNorm in the prologue of gate/up_proj)",
@@ -17,7 +19,8 @@ FUSABLE = {
     "attn_residual": "residual (the add in the epilogue of o_proj)",
     "mlp_residual": "residual (the add in the epilogue of down_proj)",
 }
-NAIVE_ATTENTION = ("qk", "softmax", "pv")
+# The LM head: the one linear op that computes for the last token of each sequence only (``model_ops``).
+LM_HEAD = "lm_head"
 
 
 def intensity_text(x: float) -> str:
@@ -43,21 +46,23 @@ def hints(p: Placement, a: Analysis) -> list[str]:
     """What would move this op, most effective first, by rule: the op's kind, phase and bound."""
     w = a.workload
     out: list[str] = []
-    if p.name in NAIVE_ATTENTION:
+    kind = p.op.kind
+    naive_attention = kind == "attention" and w.attention == "naive"  # qk, softmax, pv through HBM
+    if naive_attention:
         out.append("FlashAttention (key a) keeps the scores on chip: this op's trip through HBM disappears")
     if p.bound == "memory":
-        if is_linear(p) and w.phase == "decode":
+        if kind == "linear" and w.phase == "decode":
             _, turn = linear_summary(a)
             at = f"; the linear layers reach the ridge near batch {turn:,.0f}" if turn else ""
             out.append(
                 f"batching (key b): the sequences of a batch share one read of the weights, so FLOPs grow with "
                 f"batch and bytes barely do{at}"
             )
-        elif p.name == "lm_head":
+        elif p.name == LM_HEAD:
             out.append("more sequences per step (key b): logits are computed for the last token of each only")
-        elif is_linear(p):
+        elif kind == "linear":
             out.append("more tokens per step (batch, prompt length) to reuse each read of the weights")
-        elif p.name == "attention" and w.phase == "decode":
+        elif kind == "attention" and not naive_attention and w.phase == "decode":
             out.append(
                 "batching does not help: each sequence reads its own KV cache; a narrower KV cache (--kv-dtype "
                 "fp8) or fewer KV heads cut its bytes"
@@ -66,9 +71,9 @@ def hints(p: Placement, a: Analysis) -> list[str]:
             out.append(f"fusion, --fuse {FUSABLE[p.name]}: its input and output skip the trip through HBM")
         elif p.op.flops == 0:
             out.append("nothing to compute: only fewer bytes (a narrower data type, fusion) or faster memory help")
-        elif p.name not in NAIVE_ATTENTION:
+        elif not naive_attention:
             out.append("fusion into a neighbouring kernel: for elementwise work the bytes are the whole cost")
-        if is_linear(p) and w.dtype in ("fp32", "bf16", "fp16"):
+        if kind == "linear" and w.dtype in ("fp32", "bf16", "fp16"):
             out.append("narrower weights (fp8 or int8, key d) halve the bytes of every weight read")
         out.append(f"faster memory (key g): its time is bytes / {p.bandwidth / 1e9:,.0f} GB/s")
     else:

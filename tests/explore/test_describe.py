@@ -1,0 +1,39 @@
+"""explore/describe.py: the notes and hints on one op, by its kind, phase and bound."""
+
+from __future__ import annotations
+
+from explore_helpers import (
+    H100,
+)
+
+from rooflinectl.engine.roofline import analyze
+from rooflinectl.explore.describe import describe
+from rooflinectl.specs.workload import resolve_workload
+
+
+def test_describe_gives_the_rule_for_each_kind_of_op():
+    prefill_naive = analyze(resolve_workload("prefill", attention="naive"), H100)
+    decode = analyze(resolve_workload("decode"), H100)
+    text = {name: "\n".join(describe(a.placement(name), a)) for a, name in
+            ((prefill_naive, "softmax"), (prefill_naive, "gate_proj"), (decode, "attention"), (decode, "act"))}
+    assert "FlashAttention (key a)" in text["softmax"]
+    assert "compute-bound" in text["gate_proj"] and "fp8 peaks at 1,978.9 TFLOP/s" in text["gate_proj"]
+    assert "each sequence reads its own KV cache" in text["attention"]
+    assert "--fuse gate_up + act" in text["act"]
+
+
+def test_hints_follow_the_ops_kind_not_its_name():
+    """An op renamed keeps its advice: naive attention's softmax, a projection in decode, the flash kernel."""
+    from dataclasses import replace
+
+    from rooflinectl.explore.describe import hints
+
+    prefill_naive = analyze(resolve_workload("prefill", attention="naive"), H100)
+    decode = analyze(resolve_workload("decode"), H100)
+    for a, name, fragment in ((prefill_naive, "softmax", "FlashAttention (key a)"),
+                              (decode, "down_proj", "batching (key b)"),
+                              (decode, "attention", "each sequence reads its own KV cache")):
+        p = a.placement(name)
+        renamed = replace(p, op=replace(p.op, name="renamed"))
+        assert any(fragment in h for h in hints(renamed, a)), (name, hints(renamed, a))
+        assert hints(renamed, a) == hints(p, a)
