@@ -1,5 +1,5 @@
-"""Occupancy results and launch anatomies as text and JSON. Formats ``occupancy.Occupancy`` and
-``occupancy.Anatomy``; computes nothing of its own."""
+"""``rooflinectl occupancy``: an occupancy result as text and JSON. Formats ``engine.occupancy.Occupancy``;
+computes nothing of its own. (measure lays out a compiled launch's ``Anatomy`` in its own table.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.occupancy import Anatomy, Occupancy
+from ..engine.occupancy import Occupancy
 
 
 def _bytes(n: int) -> str:
@@ -103,46 +103,3 @@ def occupancy_view(o: Occupancy, name: str) -> Group:
 
 def print_occupancy(console: Console, o: Occupancy, name: str) -> None:
     console.print(occupancy_view(o, name))
-
-
-# --- one launch, for the measure harness ---------------------------------------------------------------------
-
-
-def anatomy_json(a: Anatomy) -> dict:
-    o = a.occupancy
-    return {
-        "grid": list(a.grid),
-        "programs": a.programs,
-        "num_warps": a.num_warps,
-        "threads_per_program": a.threads_per_program,
-        "registers_per_thread": a.registers_per_thread,
-        "spills": a.spills,
-        "shared_bytes": a.shared_bytes,
-        "metadata_complete": a.metadata_complete,
-        "blocks_per_sm": o.blocks_per_sm,
-        "warps_per_sm": o.warps_per_sm,
-        "occupancy": o.occupancy,
-        "binding": list(o.binding),
-        "waves": a.waves,
-        "last_wave_fill": a.last_wave_fill,
-        "warnings": list(a.warnings),
-    }
-
-
-def anatomy_lines(a: Anatomy) -> list[str]:
-    """A launch in two lines, then one line per warning (each starting with 'warning: ')."""
-    o = a.occupancy
-
-    def known(v, unit=""):
-        return "n/a" if v is None else f"{v:,}{unit}"
-
-    grid = "×".join(str(d) for d in a.grid)
-    bound = "upper bound" if not a.metadata_complete else f"bound by {_and(o.binding)}"
-    return [
-        f"grid {grid} = {a.programs:,} programs × {a.num_warps} warps ({a.threads_per_program} threads); "
-        f"{known(a.registers_per_thread)} registers/thread, {known(a.spills)} spilled, "
-        f"{known(a.shared_bytes, ' B')} shared memory/program",
-        f"{o.blocks_per_sm} programs/SM, {o.warps_per_sm}/{o.max_warps_per_sm} warps: occupancy "
-        f"{o.occupancy:.1%} ({bound}); {a.waves} wave{'s' if a.waves != 1 else ''} of {o.blocks_per_wave:,}",
-        *[f"warning: {w}" for w in a.warnings],
-    ]
