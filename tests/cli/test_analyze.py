@@ -1,31 +1,18 @@
-"""The analyze, hardware and workloads commands: JSON shape, bad input (one line, exit 2), golden output."""
+"""cli/analyze.py: the JSON shape, options over the scenario, spec files, and bad input (one line, exit 2)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import cli
+from helpers import assert_one_line_error, cli
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.workload import resolve_workload
 
-GOLDEN = Path(__file__).parent / "golden"
-
-
-def assert_one_line_error(result, *fragments: str):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0]
-    assert result.stdout == ""  # no number printed as if it were right
+ROOT = Path(__file__).parents[2]
 
 
 def test_analyze_json_has_exactly_the_documented_shape():
@@ -73,7 +60,7 @@ def test_hf_config_json_is_accepted(tmp_path):
 
 
 def test_workload_file_and_gpu_file(tmp_path):
-    gpu = Path(__file__).parent.parent / "hardware" / "h100-sxm.yaml"
+    gpu = ROOT / "hardware" / "h100-sxm.yaml"
     wl = tmp_path / "mine.yaml"
     wl.write_text("phase: decode\nmodel: mistral-7b\nbatch: 16\ncontext: 2048\n")
     result = cli("analyze", str(wl), "--gpu", str(gpu), "--json")
@@ -120,7 +107,7 @@ def test_malformed_workload_files(tmp_path, text, fragments):
 
 
 def test_malformed_gpu_file_names_file_and_field(tmp_path):
-    src = (Path(__file__).parent.parent / "hardware" / "h100-sxm.yaml").read_text()
+    src = (ROOT / "hardware" / "h100-sxm.yaml").read_text()
     bad = tmp_path / "gpu.yaml"
     bad.write_text(src.replace("hbm_bandwidth_gbps: 3350", "hbm_bandwith_gbps: 3350"))
     assert_one_line_error(cli("analyze", "--gpu", str(bad)), str(bad), "hbm_bandwith_gbps")
@@ -130,7 +117,7 @@ def test_malformed_gpu_file_names_file_and_field(tmp_path):
 
 
 def test_missing_peak_for_dtype(tmp_path):
-    src = (Path(__file__).parent.parent / "hardware" / "h100-sxm.yaml").read_text()
+    src = (ROOT / "hardware" / "h100-sxm.yaml").read_text()
     gpu = tmp_path / "no-fp8.yaml"
     gpu.write_text(src.replace("    fp8: 1978.9\n", ""))
     assert_one_line_error(cli("analyze", "--gpu", str(gpu), "--dtype", "fp8"), "no tensor-core peak for fp8")
@@ -140,99 +127,8 @@ def test_calibrated_without_measurements_is_a_user_error():
     assert_one_line_error(cli("analyze", "--gpu", "h100", "--calibrated"), "no measured ceilings")
 
 
-def test_hardware_and_workloads_commands():
-    shown = cli("hardware", "show", "h100")
-    assert shown.exit_code == 0
-    assert "989.4" in shown.stdout and "295" in shown.stdout  # bf16 peak and its ridge
-    assert cli("hardware", "list").exit_code == 0
-    data = json.loads(cli("hardware", "show", "h100", "--json").stdout)
-    assert data["memory"]["hbm_bandwidth_gbps"] == 3350
-    listed = cli("workloads", "list")
-    assert "llama-3-8b" in listed.stdout and "decode" in listed.stdout
-    assert "context: 4096" in cli("workloads", "show", "decode").stdout
-    assert "hidden_size: 4096" in cli("workloads", "show", "llama-3-8b").stdout
-
-
-@pytest.mark.parametrize(
-    "name, args",
-    [
-        ("analyze_decode_h100", ["analyze", "decode", "--gpu", "h100"]),
-        ("analyze_attention_naive_h100", ["analyze", "attention", "--gpu", "h100", "--attention", "naive"]),
-    ],
-)
-def test_golden_output(name, args, update_golden):
-    """Fixed width, no colour; regenerate with `pytest --update-golden` and review the diff."""
-    out = cli(*args).stdout
-    path = GOLDEN / f"{name}.txt"
-    if update_golden:
-        path.write_text(out)
-    assert path.exists(), f"{path} missing: run pytest --update-golden"
-    assert out == path.read_text()
-
-
-def test_cli_imports_no_heavy_module():
-    code = ("import sys, rooflinectl.cli; "
-            "print(' '.join(m for m in ('torch', 'triton', 'matplotlib', 'textual') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == ""
-
-
-def test_help_runs_without_heavy_imports():
-    code = ("import sys; from rooflinectl.cli import app; from typer.testing import CliRunner; "
-            "r = CliRunner().invoke(app, ['analyze', '--help']); assert r.exit_code == 0, r.output; "
-            "print(' '.join(m for m in ('torch', 'triton', 'matplotlib', 'textual') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == ""
-
-
-def _command_paths(group, prefix=()):
-    import typer
-
-    click_group = typer.main.get_command(group) if not hasattr(group, "commands") else group
-    for name, cmd in click_group.commands.items():
-        if hasattr(cmd, "commands"):
-            yield from _command_paths(cmd, (*prefix, name))
-        else:
-            yield " ".join((*prefix, name))
-
-
-def test_every_command_is_documented_in_the_readme():
-    from rooflinectl.cli import app
-
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    paths = list(_command_paths(app))
-    assert {"analyze", "plot", "measure", "calibrate", "occupancy", "explore", "hardware show"} <= set(paths)
-    for path in paths:
-        assert f"rooflinectl {path}" in readme, f"README.md does not show `rooflinectl {path}`"
-
-
 def test_readme_analyze_output_is_current():
     """The README's `$ rooflinectl analyze decode --gpu a100` block is the command's real output."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     block = readme.split("$ rooflinectl analyze decode --gpu a100\n", 1)[1].split("```", 1)[0]
     assert cli("analyze", "decode", "--gpu", "a100").stdout.rstrip() == block.rstrip()
-
-
-@pytest.mark.parametrize(
-    "args, fragment",
-    [
-        (["analyze", "--batch", "abc"], "'--batch'"),
-        (["analyze", "--bogus"], "No such option: --bogus"),
-        (["occupancy", "--threads", "x"], "'--threads'"),
-        (["analyze", "--gpu", "nope"], "unknown GPU"),
-    ],
-)
-def test_usage_errors_through_the_entry_point_are_one_line(args, fragment):
-    """Click's own errors (bad option values, unknown options) get the same one-line form as ours."""
-    proc = subprocess.run([sys.executable, "-m", "rooflinectl", *args], capture_output=True, text=True)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], proc.stderr
-    assert proc.stdout == ""
-
-
-def test_help_through_the_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "rooflinectl", "analyze", "--help"], capture_output=True, text=True)
-    assert proc.returncode == 0 and "Example: rooflinectl analyze" in proc.stdout
-    bare = subprocess.run([sys.executable, "-m", "rooflinectl"], capture_output=True, text=True)
-    assert bare.returncode == 0 and "analyze" in bare.stdout

@@ -1,0 +1,96 @@
+"""cli/__init__.py: the entry point (one-line usage errors, help), every command in the README, and no heavy
+import at start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import command_paths
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_cli_imports_no_heavy_module():
+    code = ("import sys, rooflinectl.cli; "
+            "print(' '.join(m for m in ('torch', 'triton', 'matplotlib', 'textual') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
+
+
+def test_help_runs_without_heavy_imports():
+    code = ("import sys; from rooflinectl.cli import app; from typer.testing import CliRunner; "
+            "r = CliRunner().invoke(app, ['analyze', '--help']); assert r.exit_code == 0, r.output; "
+            "print(' '.join(m for m in ('torch', 'triton', 'matplotlib', 'textual') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
+
+
+def test_every_command_is_documented_in_the_readme():
+    from rooflinectl.cli import app
+
+    readme = (ROOT / "README.md").read_text()
+    paths = list(command_paths(app))
+    assert {"analyze", "plot", "measure", "calibrate", "occupancy", "explore", "hardware show"} <= set(paths)
+    for path in paths:
+        assert f"rooflinectl {path}" in readme, f"README.md does not show `rooflinectl {path}`"
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["analyze", "--batch", "abc"], "'--batch'"),
+        (["analyze", "--bogus"], "No such option: --bogus"),
+        (["occupancy", "--threads", "x"], "'--threads'"),
+        (["analyze", "--gpu", "nope"], "unknown GPU"),
+    ],
+)
+def test_usage_errors_through_the_entry_point_are_one_line(args, fragment):
+    """Click's own errors (bad option values, unknown options) get the same one-line form as ours."""
+    proc = subprocess.run([sys.executable, "-m", "rooflinectl", *args], capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], proc.stderr
+    assert proc.stdout == ""
+
+
+def test_help_through_the_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "rooflinectl", "analyze", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "Example: rooflinectl analyze" in proc.stdout
+    bare = subprocess.run([sys.executable, "-m", "rooflinectl"], capture_output=True, text=True)
+    assert bare.returncode == 0 and "analyze" in bare.stdout
+
+
+HEAVY = ("torch", "triton", "matplotlib", "textual")
+
+
+def _startup_cases() -> list[list[str]]:
+    """Every command's and group's --help, and the commands that answer from the specs alone."""
+    from rooflinectl.cli import app
+
+    paths = list(command_paths(app))
+    groups = sorted({p.rsplit(" ", 1)[0] for p in paths if " " in p})
+    helps = [[], *([*p.split(), "--help"] for p in [*groups, *paths])]
+    helps[0] = ["--help"]
+    runs = [["analyze", "decode"], ["hardware", "list"], ["hardware", "show", "h100"], ["workloads", "list"],
+            ["occupancy", "--gpu", "h100", "--threads", "256", "--regs", "64", "--smem", "48KiB", "--grid", "1000"]]
+    return helps + runs
+
+
+@pytest.mark.parametrize("args", _startup_cases(), ids=" ".join)
+def test_no_command_imports_a_heavy_module_at_start(args):
+    """Through the real entry point in a fresh interpreter: after the command ran, none of torch, triton,
+    matplotlib or textual is in sys.modules (the commands that need them import them inside)."""
+    code = (
+        "import sys\n"
+        "from rooflinectl.cli import main\n"
+        f"sys.argv = ['rooflinectl', *{args!r}]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+        f"print('HEAVY', [m for m in {HEAVY!r} if m in sys.modules], 'EXIT', code)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY [] EXIT 0" in proc.stdout, proc.stdout[-500:] + proc.stderr
