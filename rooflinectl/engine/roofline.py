@@ -7,11 +7,11 @@ the bound is whichever term is larger (memory on a tie: the op sits exactly at t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
-from ..specs.workload import Workload
+from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
 from .op import Op, matmul_unit
 from .transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
@@ -177,29 +177,15 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False) -> Analysis:
     return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals)
 
 
-SWEEP_FIELDS = ("batch", "context", "seq_len")
+SWEEP_FIELDS = SIZE_FIELDS
 
 
-def sweep(workload: Workload, gpu: GPU, field: str, values: list[int], calibrated: bool = False) -> list[Analysis]:
-    """Analyze the workload once per value of ``field`` (batch, context or seq_len)."""
-    if field not in SWEEP_FIELDS:
-        raise UserError(f"cannot sweep '{field}': choose one of {', '.join(SWEEP_FIELDS)}")
-    if field == "context" and workload.phase != "decode":
-        raise UserError(f"a {workload.phase} step attends to its seq_len: sweep seq_len, not context")
-    if field == "seq_len" and workload.phase == "decode":
-        raise UserError("decode processes one token per sequence: sweep context, not seq_len")
-    results = []
-    for value in values:
-        if value <= 0:
-            raise UserError(f"{field} must be a positive integer, got {value}")
-        if field == "batch":
-            w = workload.model_copy(update={"batch": value})
-        elif field == "context":
-            w = workload.model_copy(update={"kv_len": value})
-        else:
-            w = workload.model_copy(update={"tokens_per_seq": value, "kv_len": value})
-        results.append(analyze(w, gpu, calibrated))
-    return results
+def sweep(workload: Workload, gpu: GPU, field: SizeField, values: Sequence[int],
+          calibrated: bool = False) -> list[Analysis]:
+    """Analyze the workload once per value of ``field`` (batch, context or seq_len: :meth:`Workload.with_size`,
+    which says which phase has which)."""
+    workload.size(field)  # a size the phase does not have is an error even before the first value
+    return [analyze(workload.with_size(field, value), gpu, calibrated) for value in values]
 
 
 def batch_at_ridge(weight_elements: float, io_elements_per_row: float, dtype: str, ridge: float) -> float | None:

@@ -31,6 +31,31 @@ AttentionImpl = Literal["naive", "flash"]
 Fusion = Literal["qkv", "gate_up", "norm_linear", "act", "residual"]
 FUSIONS: tuple[str, ...] = ("qkv", "gate_up", "norm_linear", "act", "residual")
 
+# --- the sizes of a step: THE one statement of which phase has which ------------------------------------------
+#   batch     sequences in the step, every phase
+#   context   KV positions one decode step attends to (decode only; a decode step processes one token)
+#   seq_len   prompt tokens per sequence (prefill and attention, which attend to their own prompt)
+SizeField = Literal["batch", "context", "seq_len"]
+SIZE_FIELDS: tuple[SizeField, ...] = ("batch", "context", "seq_len")
+LengthField = Literal["context", "seq_len"]
+
+
+def length_field(phase: Phase) -> LengthField:
+    """The name of a phase's length: ``context`` for decode, ``seq_len`` for prefill and attention."""
+    return "context" if phase == "decode" else "seq_len"
+
+
+def size_problem(phase: str, field: str) -> str | None:
+    """Why ``phase`` has no size ``field`` (a sentence), or None when it has it."""
+    if field not in SIZE_FIELDS:
+        return f"'{field}' is not a size: choose one of {', '.join(SIZE_FIELDS)}"
+    if field == "context" and phase != "decode":
+        return f"a {phase} step attends to its own prompt: its length is seq_len, not context"
+    if field == "seq_len" and phase == "decode":
+        return "decode processes one token per sequence: its length is context (the KV positions it attends to), " \
+               "not seq_len"
+    return None
+
 
 class Model(Strict):
     """A dense decoder-only transformer with RMSNorm, RoPE, GQA and a gated SiLU MLP (Llama, Mistral, Qwen2)."""
@@ -92,12 +117,12 @@ class Scenario(Strict):
             if self.context is None:
                 raise ValueError("a decode scenario needs 'context' (the KV length each new token attends to)")
             if self.seq_len not in (None, 1):
-                raise ValueError("decode processes one token per sequence: give 'context', not 'seq_len'")
+                raise ValueError(size_problem("decode", "seq_len"))
         else:
             if self.seq_len is None:
                 raise ValueError(f"a {self.phase} scenario needs 'seq_len' (prompt tokens per sequence)")
             if self.context not in (None, self.seq_len):
-                raise ValueError(f"{self.phase} attends to its own prompt: give 'seq_len', not 'context'")
+                raise ValueError(size_problem(self.phase, "context"))
         if "act" in self.fused and "gate_up" not in self.fused:
             raise ValueError("fusion 'act' goes in the epilogue of the fused gate_up matmul: add 'gate_up'")
         if len(set(self.fused)) != len(self.fused):
@@ -124,8 +149,37 @@ class Workload(Strict):
         """Tokens processed by the step, all sequences together."""
         return self.batch * self.tokens_per_seq
 
+    @property
+    def length(self) -> int:
+        """The phase's length (:func:`length_field`): decode's context, prefill's and attention's seq_len."""
+        return self.kv_len if self.phase == "decode" else self.tokens_per_seq
+
+    def size(self, field: SizeField) -> int:
+        """``batch``, ``context`` or ``seq_len`` of this step; a size the phase does not have is a UserError."""
+        problem = size_problem(self.phase, field)
+        if problem:
+            raise UserError(problem)
+        return self.batch if field == "batch" else self.length
+
+    def with_size(self, field: SizeField, value: int) -> Workload:
+        """This step with one size changed, validated: ``batch``; ``context`` (decode: the KV length); ``seq_len``
+        (prefill, attention: the prompt, which is also what they attend to). A size the phase does not have, or
+        one that is not a positive integer, is a UserError."""
+        problem = size_problem(self.phase, field)
+        if problem:
+            raise UserError(problem)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise UserError(f"{field} must be a positive integer, got {value}")
+        if field == "batch":
+            update: dict[str, int] = {"batch": value}
+        elif field == "context":
+            update = {"kv_len": value}
+        else:
+            update = {"tokens_per_seq": value, "kv_len": value}
+        return validate(Workload, {**dict(self), **update}, field)
+
     def label(self) -> str:
-        size = f"context {self.kv_len}" if self.phase == "decode" else f"seq_len {self.tokens_per_seq}"
+        size = f"{length_field(self.phase)} {self.length}"
         return f"{self.model.id} {self.phase}, batch {self.batch}, {size}, {self.dtype}, {self.attention} attention"
 
 
@@ -230,9 +284,10 @@ def resolve_workload(name: str, **overrides) -> Workload:
     if given:
         data = scenario.model_dump(exclude_none=True)
         data.update(given)
-        if "context" in given and scenario.phase != "decode":
+        # The rule is size_problem's; the words name the command-line options that were given.
+        if "context" in given and size_problem(scenario.phase, "context"):
             raise UserError(f"--context applies to decode; {scenario.phase} attends to its --seq-len")
-        if "seq_len" in given and scenario.phase == "decode":
+        if "seq_len" in given and size_problem(scenario.phase, "seq_len"):
             raise UserError("decode processes one token per sequence; give its KV length with --context")
         if "seq_len" in given:
             data.pop("context", None)

@@ -1,0 +1,70 @@
+"""Workload sizes: one rule of which phase has which size (Workload.with_size, length_field, size_problem)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooflinectl.errors import UserError
+from rooflinectl.specs.load import validate
+from rooflinectl.specs.workload import SIZE_FIELDS, Scenario, length_field, resolve_workload, size_problem
+
+DECODE = resolve_workload("decode", model="llama-3-8b", batch=1, context=4096)
+PREFILL = resolve_workload("prefill", model="llama-3-8b", batch=1, seq_len=2048)
+
+
+def test_length_field_names_each_phase_length():
+    assert SIZE_FIELDS == ("batch", "context", "seq_len")
+    assert length_field("decode") == "context"
+    assert length_field("prefill") == "seq_len"
+    assert length_field("attention") == "seq_len"
+
+
+def test_with_size_changes_the_batch_in_every_phase():
+    assert DECODE.with_size("batch", 32).batch == 32
+    assert PREFILL.with_size("batch", 8).batch == 8
+    assert DECODE.with_size("batch", 32).kv_len == 4096  # nothing else moves
+
+
+def test_context_is_decodes_kv_length():
+    w = DECODE.with_size("context", 8192)
+    assert (w.kv_len, w.tokens_per_seq) == (8192, 1)
+    assert w.length == w.size("context") == 8192
+
+
+def test_seq_len_is_the_prompt_and_what_it_attends_to():
+    w = PREFILL.with_size("seq_len", 512)
+    assert (w.tokens_per_seq, w.kv_len) == (512, 512)
+    assert w.size("seq_len") == w.length == 512
+
+
+def test_with_size_matches_resolving_the_same_options():
+    assert DECODE.with_size("context", 1024) == resolve_workload("decode", model="llama-3-8b", batch=1, context=1024)
+    assert PREFILL.with_size("seq_len", 64) == resolve_workload("prefill", model="llama-3-8b", batch=1, seq_len=64)
+
+
+@pytest.mark.parametrize(("workload", "field"), [(DECODE, "seq_len"), (PREFILL, "context")])
+def test_a_size_the_phase_does_not_have_is_a_user_error(workload, field):
+    assert size_problem(workload.phase, field)
+    with pytest.raises(UserError, match=field):
+        workload.with_size(field, 128)
+    with pytest.raises(UserError):
+        workload.size(field)
+
+
+@pytest.mark.parametrize("value", [0, -4])
+def test_sizes_are_positive(value):
+    with pytest.raises(UserError, match="positive integer"):
+        DECODE.with_size("batch", value)
+
+
+def test_an_unknown_size_is_a_user_error():
+    with pytest.raises(UserError, match="not a size"):
+        DECODE.with_size("heads", 4)  # type: ignore[arg-type]
+
+
+def test_the_scenario_validator_states_the_same_rule():
+    base = {"model": "llama-3-8b"}
+    with pytest.raises(UserError, match="its length is seq_len, not context"):
+        validate(Scenario, {**base, "phase": "prefill", "seq_len": 128, "context": 64}, "test")
+    with pytest.raises(UserError, match="its length is context"):
+        validate(Scenario, {**base, "phase": "decode", "context": 128, "seq_len": 64}, "test")
