@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -19,27 +20,38 @@ from .options import (
     workload_overrides,
 )
 
+if TYPE_CHECKING:  # the specs are imported inside the functions: `rooflinectl --help` needs none of them
+    from ..specs.workload import Phase, SizeField
 
-def sizes(batch: str | None, seq_len: str | None, context: str | None) -> tuple[dict, str | None, list[int]]:
-    """The size options: one value each overrides the scenario; a list (of one option only) is a sweep.
+
+def size_flag(field: str) -> str:
+    """The option of a size field: seq_len is --seq-len."""
+    return "--" + field.replace("_", "-")
+
+
+def sizes(given: dict[SizeField, str | None]) -> tuple[dict[str, int], SizeField | None, list[int]]:
+    """The size options (``specs.workload.SIZE_FIELDS``): one value each overrides the scenario; a list (of one
+    option only) is a sweep.
 
     Returns (the single-value overrides, the swept field or None, its values sorted and without repeats).
     """
-    overrides: dict = {}
-    swept: list[tuple[str, list[int]]] = []
-    for field, flag, text in (("batch", "--batch", batch), ("seq_len", "--seq-len", seq_len),
-                              ("context", "--context", context)):
+    from ..specs.workload import SIZE_FIELDS
+
+    overrides: dict[str, int] = {}
+    swept: list[tuple[SizeField, list[int]]] = []
+    for field in SIZE_FIELDS:
+        text = given.get(field)
         if text is None:
             continue
-        values = split_ints(text, flag)
+        values = split_ints(text, size_flag(field))
         if not values:
-            raise UserError(f"{flag}: give a value or a comma-separated list such as 1,8,64")
+            raise UserError(f"{size_flag(field)}: give a value or a comma-separated list such as 1,8,64")
         if len(values) == 1:
             overrides[field] = values[0]
         else:
             swept.append((field, sorted(set(values))))
     if len(swept) > 1:
-        flags = " and ".join("--" + f.replace("_", "-") for f, _ in swept)
+        flags = " and ".join(size_flag(f) for f, _ in swept)
         raise UserError(f"{flags} are both lists: sweep one size at a time")
     if not swept:
         return overrides, None, []
@@ -47,15 +59,19 @@ def sizes(batch: str | None, seq_len: str | None, context: str | None) -> tuple[
     return overrides, field, values
 
 
-def default_phases(seq_len: str | None, context: str | None) -> list[str]:
-    """With no workload named: decode and prefill, or the one phase a length option applies to."""
-    if context is not None and seq_len is not None:
+# What `rooflinectl plot` draws with no workload named.
+DEFAULT_PHASES: tuple[Phase, ...] = ("decode", "prefill")
+
+
+def default_phases(given: dict[SizeField, str | None]) -> list[str]:
+    """With no workload named: decode and prefill, or the one whose length (``specs.workload.length_field``)
+    an option gives."""
+    from ..specs.workload import length_field
+
+    lengths = {length_field(p) for p in DEFAULT_PHASES if given.get(length_field(p)) is not None}
+    if len(lengths) > 1:
         raise UserError("--context is decode's length and --seq-len prefill's: name the workload to plot")
-    if context is not None:
-        return ["decode"]
-    if seq_len is not None:
-        return ["prefill"]
-    return ["decode", "prefill"]
+    return [p for p in DEFAULT_PHASES if not lengths or length_field(p) in lengths]
 
 
 @command(app)
@@ -94,8 +110,9 @@ def plot(
     from ..specs.workload import resolve_workload
 
     check_output(output)
-    overrides, field, values = sizes(batch, seq_len, context)
-    names = [workload] if workload is not None else default_phases(seq_len, context)
+    given: dict[SizeField, str | None] = {"batch": batch, "context": context, "seq_len": seq_len}
+    overrides, field, values = sizes(given)
+    names = [workload] if workload is not None else default_phases(given)
     common = workload_overrides(model, None, None, None, dtype, kv_dtype, attention, causal, fuse)
     workloads = [resolve_workload(name, **{**common, **overrides}) for name in names]
     gpus = [load_gpu(g) for g in (gpu or [DEFAULT_GPU])]

@@ -22,9 +22,12 @@ from ..specs.load import validate
 from ..specs.workload import (
     DTYPES,
     PHASES,
+    LengthField,
     Model,
+    Phase,
     Scenario,
     Workload,
+    length_field,
     scenario_from_workload,
     workload_from_scenario,
 )
@@ -35,7 +38,7 @@ class Knobs:
     """What the keys turn. ``length`` is the context of a decode step and the prompt (seq_len) otherwise: one
     knob, so that switching phase keeps the number of tokens in play."""
 
-    phase: str
+    phase: Phase
     model: Model
     gpu: GPU
     batch: int
@@ -51,23 +54,22 @@ class Knobs:
     def from_workload(cls, w: Workload, gpu: GPU, calibrated: bool = False) -> Knobs:
         return cls(
             phase=w.phase, model=w.model, gpu=gpu, batch=w.batch,
-            length=w.kv_len if w.phase == "decode" else w.tokens_per_seq,
+            length=w.length,
             dtype=w.dtype, kv_dtype=w.kv_dtype, attention=w.attention, causal=w.causal, fused=tuple(w.fused),
             calibrated=calibrated,
         )
 
     @property
-    def length_name(self) -> str:
-        return "context" if self.phase == "decode" else "seq_len"
+    def length_name(self) -> LengthField:
+        """The phase's length: context for decode, seq_len otherwise (``specs.workload.length_field``)."""
+        return length_field(self.phase)
 
     def scenario(self) -> Scenario:
-        decode = self.phase == "decode"
-        data = dict(
-            phase=self.phase, model=self.model, batch=self.batch,
-            seq_len=None if decode else self.length, context=self.length if decode else None,
-            dtype=self.dtype, kv_dtype=self.kv_dtype, attention=self.attention, causal=self.causal,
-            fused=list(self.fused),
-        )
+        data: dict[str, object] = {
+            "phase": self.phase, "model": self.model, "batch": self.batch, self.length_name: self.length,
+            "dtype": self.dtype, "kv_dtype": self.kv_dtype, "attention": self.attention, "causal": self.causal,
+            "fused": list(self.fused),
+        }
         return validate(Scenario, data, "explore")
 
     def workload(self) -> Workload:
@@ -155,7 +157,7 @@ def workload_yaml(k: Knobs, gpu_ref: str, path: str = "FILE") -> str:
 
 
 def workload_filename(k: Knobs) -> str:
-    size = f"c{k.length}" if k.phase == "decode" else f"s{k.length}"
+    size = f"{k.length_name[0]}{k.length}"  # c4096 (context) or s4096 (seq_len)
     stem = f"explore-{k.model.id}-{k.phase}-b{k.batch}-{size}-{k.dtype}-{k.attention}"
     return re.sub(r"[^A-Za-z0-9._-]+", "-", stem) + ".yaml"
 
