@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from ..units import GIB, dtype_bytes
-from .roofline import Analysis, Placement, analyze, batch_at_ridge
+from .roofline import Analysis, Placement, batch_at_ridge
 
 
 def is_linear(p: Placement) -> bool:
     """A linear layer: a matmul against weights (the projections and the LM head)."""
-    return ("proj" in p.name and p.op.weight_bytes > 0) or p.name == "lm_head"
+    return p.op.kind == "linear"
+
+
+def layer_linears(a: Analysis) -> list[Placement]:
+    """The layers' linear ops: the projections, without the once-per-model LM head (``Op.per_model``)."""
+    return [p for p in a.placements if is_linear(p) and not p.op.per_model]
 
 
 def _gb(x: float) -> str:
@@ -17,7 +22,7 @@ def _gb(x: float) -> str:
 
 def linear_summary(a: Analysis) -> tuple[float, float | None]:
     """(intensity of the layers' linear ops together, the batch at which they would reach the ridge)."""
-    linear = [p for p in a.placements if is_linear(p) and p.name != "lm_head"]
+    linear = layer_linears(a)
     if not linear:
         return 0.0, None
     flops = sum(p.op.flops for p in linear)
@@ -68,14 +73,14 @@ def verdict(a: Analysis) -> list[str]:
             f"The attention core of {w.model.num_layers} layers at seq_len {w.tokens_per_seq:,}: "
             f"{memory_share:.0%} of its time is memory-bound against {where}."
         )
-    if w.phase != "decode" and w.attention == "naive":
-        flash = analyze(w.model_copy(update={"attention": "flash"}), a.gpu, a.roofs.label == "measured")
-        scores = sum(p.op.bytes * p.op.count for p in a.placements if p.name in ("qk", "softmax", "pv"))
-        flash_attn = flash.placement("attention")
+    if a.flash is not None:
+        # Naive attention's traffic: every op of kind attention (qk, softmax, pv), the score matrix included.
+        scores = sum(p.op.bytes * p.op.count for p in a.placements if p.op.kind == "attention")
+        flash_bytes = sum(p.op.bytes * p.op.count for p in a.flash.placements if p.op.kind == "attention")
         lines.append(
             f"Naive attention moves {_gb(scores)} through HBM, most of it the score matrix; FlashAttention keeps the "
-            f"scores on chip and moves {_gb(flash_attn.op.bytes * flash_attn.op.count)}: the step would take "
-            f"{flash.totals.time_s * 1e3:.2f} ms instead of {t.time_s * 1e3:.2f} ms."
+            f"scores on chip and moves {_gb(flash_bytes)}: the step would take "
+            f"{a.flash.totals.time_s * 1e3:.2f} ms instead of {t.time_s * 1e3:.2f} ms."
         )
     fit = "fits" if t.fits else "does NOT fit"
     lines.append(

@@ -58,7 +58,9 @@ class Op:
     (``("norm",)`` for an RMSNorm in a projection's prologue); ``unit`` and ``dtype`` pick the compute roof (tensor cores at the op's data type for matmuls; the vector units
     in fp32 for elementwise work, which computes in fp32). ``weight_bytes`` and ``kv_bytes`` are the parts of
     ``bytes`` that are weights read and KV cache read, for the step's totals. ``reads``/``writes``/``computes``
-    say in words what the count is made of.
+    say in words what the count is made of. ``per_model`` marks the ops that run once per step outside the
+    layer stack (embedding, final norm, LM head), which the verdict keeps apart from the layers' ops: the LM head
+    is a linear op, but batching does not move the layers' intensity through it.
     """
 
     name: str
@@ -74,8 +76,9 @@ class Op:
     weight_bytes: float = 0.0
     kv_bytes: float = 0.0
     fuses: tuple[OpKind, ...] = ()
+    per_model: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.flops < 0 or self.bytes <= 0 or self.count < 1:
             raise ValueError(f"op {self.name}: flops {self.flops}, bytes {self.bytes}, count {self.count}")
 

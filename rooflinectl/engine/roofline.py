@@ -128,6 +128,9 @@ class Analysis:
     roofs: Roofs
     placements: tuple[Placement, ...]
     totals: Totals
+    # The same step with FlashAttention, when this one runs naive attention outside decode: what the verdict
+    # compares the score matrix's traffic with. None otherwise.
+    flash: Analysis | None = None
 
     @property
     def compute_unit(self) -> str:
@@ -174,7 +177,10 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False) -> Analysis:
         capacity_bytes=capacity,
         max_batch=max_batch,
     )
-    return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals)
+    flash = None
+    if workload.attention == "naive" and workload.phase != "decode":
+        flash = analyze(Workload.model_validate({**dict(workload), "attention": "flash"}), gpu, calibrated)
+    return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals, flash=flash)
 
 
 SWEEP_FIELDS = SIZE_FIELDS

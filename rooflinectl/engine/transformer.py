@@ -265,9 +265,10 @@ def model_ops(w: Workload) -> tuple[list[Op], list[Op]]:
         writes=f"x {n}×{h}",
         computes="nothing: a gather",
         weight_bytes=embed_read,
+        per_model=True,
     )
-    final_norm = rmsnorm_op("final_norm", n, h, w.dtype)
-    lm_head = matmul_op("lm_head", w.batch, h, m.vocab_size, w.dtype)
+    final_norm = replace(rmsnorm_op("final_norm", n, h, w.dtype), per_model=True)
+    lm_head = replace(matmul_op("lm_head", w.batch, h, m.vocab_size, w.dtype), per_model=True)
     if w.phase == "prefill":
         lm_head = replace(lm_head, computes=lm_head.computes + ", for the last token of each sequence only")
     return [embed], [final_norm, lm_head]

@@ -13,7 +13,7 @@ from helpers import cli
 from rooflinectl.engine.hierarchy import hierarchy
 from rooflinectl.specs.hardware import load_gpu, load_gpu_file
 
-GPU_FILES = sorted((Path(__file__).parent.parent / "hardware").glob("*.yaml"))
+GPU_FILES = sorted((Path(__file__).parent.parent.parent / "hardware").glob("*.yaml"))
 LEVELS = ["HBM", "L2", "shared memory / L1", "register file"]
 
 

@@ -25,8 +25,8 @@ from rooflinectl.engine.occupancy import _blocks, launch_anatomy, occupancy
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import GPU, load_gpu
 
-ROOT = Path(__file__).parent.parent
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parent.parent.parent
+DATA = Path(__file__).parent.parent / "data"
 
 
 @pytest.fixture(scope="module")
