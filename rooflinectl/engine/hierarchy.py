@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..specs.hardware import GPU
+from ..specs.hardware import GPU, Sourced
 from ..units import GIB, KIB, MIB
 
 REGISTER_BYTES = 4  # a register is 32 bits
@@ -89,15 +89,15 @@ class Hierarchy:
         raise KeyError(name)
 
 
-def _note(section, field: str) -> Note | None:
+def _note(section: Sourced, field: str) -> Note | None:
     """The GPU file's derived note on ``field``, or None when the number is the spec sheet's."""
-    how = section.derived.get(field)
-    if how is None:
+    provenance = section.derivation(field)
+    if provenance is None:
         return None
-    return Note(field, "estimated" if how.lower().startswith("estimated") else "derived", how)
+    return Note(field, provenance, section.derived[field])
 
 
-def _notes(section, *fields: str) -> tuple[Note, ...]:
+def _notes(section: Sourced, *fields: str) -> tuple[Note, ...]:
     return tuple(n for n in (_note(section, f) for f in fields) if n is not None)
 
 

@@ -31,8 +31,17 @@ class Sourced(Strict):
     source: str = Field(min_length=1)
     derived: dict[str, str] = Field(default_factory=dict)
 
+    def derivation(self, field: str) -> Literal["derived", "estimated"] | None:
+        """How ``field`` was obtained when no datasheet gives it: "estimated" when its ``derived`` note starts with
+        that word (a judgement or a measurement by others), "derived" for any other note (arithmetic on published
+        figures, a device query); None when the number is the section's source's."""
+        how = self.derived.get(field)
+        if how is None:
+            return None
+        return "estimated" if how.lower().startswith("estimated") else "derived"
+
     @model_validator(mode="after")
-    def _derived_names_fields(self):
+    def _derived_names_fields(self) -> Sourced:
         numbers = {n for n in type(self).model_fields if n not in ("source", "derived")}
         for name in self.derived:
             if name not in numbers:

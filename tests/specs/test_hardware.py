@@ -236,3 +236,14 @@ def test_match_device_without_a_match_or_with_a_tie_is_a_user_error():
     twin = h200.model_copy(update={"id": "h200-twin", "aliases": ["h200"]})
     with pytest.raises(UserError, match="several specs"):
         match_device("NVIDIA H200", [h200, twin])
+
+
+def test_derivation_tells_derived_from_estimated_from_the_spec_sheet():
+    h100 = load_gpu("h100")
+    assert h100.memory.derivation("smem_bandwidth_gbps") == "derived"
+    assert h100.memory.derivation("hbm_bandwidth_gbps") is None
+    estimated = [(g.id, f) for g in list_gpus() for f, how in g.memory.derived.items()
+                 if how.lower().startswith("estimated")]
+    assert estimated, "some bundled file estimates a number"
+    for gpu_id, field in estimated:
+        assert load_gpu(gpu_id).memory.derivation(field) == "estimated"
