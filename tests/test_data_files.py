@@ -90,3 +90,21 @@ def test_user_hardware_folder_is_searched(tmp_path, monkeypatch):
     monkeypatch.setenv("ROOFLINECTL_HARDWARE_PATH", str(tmp_path))
     assert load_gpu("mine").id == "my-gpu"
     assert load_gpu("h100").id == "h100-sxm"
+
+
+DATA_FILES = sorted([*(ROOT / "hardware").glob("*.yaml"), *(ROOT / "workloads").rglob("*.yaml")])
+
+
+@pytest.mark.parametrize("path", DATA_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_c_and_python_yaml_loaders_read_every_data_file_alike(path):
+    from rooflinectl.specs.load import SAFE_LOADER, read_yaml
+
+    assert read_yaml(path, yaml.SafeLoader) == read_yaml(path, SAFE_LOADER)
+
+
+def test_every_gpu_loads_the_same_with_the_pure_python_loader(monkeypatch):
+    from rooflinectl.specs import load
+
+    fast = list_gpus()
+    monkeypatch.setattr(load, "SAFE_LOADER", yaml.SafeLoader)
+    assert list_gpus() == fast
