@@ -49,11 +49,9 @@ def gpu_json(g: GPU) -> dict:
 
 
 def _marked(section: Sourced, field: str, text: str) -> str:
-    """``text``, flagged when the GPU file lists ``field`` under ``derived`` (derived or estimated)."""
-    note = section.derived.get(field)
-    if note is None:
-        return text
-    return f"{text} ({'estimated' if note.lower().startswith('estimated') else 'derived'})"
+    """``text``, flagged "(derived)" or "(estimated)" when no datasheet gives ``field`` (``Sourced.derivation``)."""
+    how = section.derivation(field)
+    return text if how is None else f"{text} ({how})"
 
 
 def _spec_table(g: GPU) -> Table:
