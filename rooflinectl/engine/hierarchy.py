@@ -20,6 +20,7 @@ from typing import Literal
 
 from ..specs.hardware import GPU, Sourced
 from ..units import GIB, KIB, MIB
+from .op import Unit
 
 REGISTER_BYTES = 4  # a register is 32 bits
 
@@ -106,11 +107,13 @@ def hierarchy(gpu: GPU) -> Hierarchy:
     m, lim, c = gpu.memory, gpu.limits, gpu.compute
     sms = gpu.sm_count
     roofs = gpu.roofs()
-    peaks = [("tensor", d, roofs.peak(d, "tensor")) for d in c.tensor_tflops]
+    peaks: list[tuple[Unit, str, float]] = [("tensor", d, roofs.peak(d, "tensor")) for d in c.tensor_tflops]
     peaks += [("vector", d, roofs.peak(d, "vector")) for d in c.vector_tflops]
 
-    def level(name, size, per_sm, chip_wide, size_field, bandwidth_field, detail, notes=()) -> MemoryLevel:
-        bandwidth = getattr(m, bandwidth_field)
+    def level(name: str, size: float, per_sm: float, chip_wide: bool, size_field: str, bandwidth_field: str,
+              detail: str, notes: tuple[Note, ...] = ()) -> MemoryLevel:
+        bandwidth: float | None = getattr(m, bandwidth_field)
+        provenance: Provenance
         if bandwidth is None:
             provenance, how = "unknown", "not in the GPU file"
         else:

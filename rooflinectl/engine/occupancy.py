@@ -143,7 +143,8 @@ class Occupancy:
         """The share of the last wave's slots that have a block (1.0: the grid is a whole number of waves)."""
         if self.grid is None:
             return None
-        return (self.grid - (self.waves - 1) * self.blocks_per_wave) / self.blocks_per_wave
+        waves = -(-self.grid // self.blocks_per_wave)
+        return (self.grid - (waves - 1) * self.blocks_per_wave) / self.blocks_per_wave
 
 
 # --- the calculator ------------------------------------------------------------------------------------------
@@ -165,7 +166,9 @@ def _check(gpu: GPU, threads: int, regs: int, smem_bytes: int, grid: int | None)
         raise UserError(f"grid must be at least 1 block, got {grid}")
 
 
-def _limits(gpu: GPU, threads: int, regs: int, smem_bytes: int):
+def _limits(
+    gpu: GPU, threads: int, regs: int, smem_bytes: int
+) -> tuple[int, int, int, int, tuple[LimitResult, ...], str | None]:
     """(warps per block, regs per warp, regs per block, smem per block allocated, the four LimitResults,
     why the block cannot launch or None). No validation of the inputs: callers check them."""
     lim = gpu.limits
@@ -177,7 +180,8 @@ def _limits(gpu: GPU, threads: int, regs: int, smem_bytes: int):
 
     regs_per_warp = _round_up(regs * lim.warp_size, lim.register_alloc_unit)
     regs_per_block = regs_per_warp * warps
-    cannot_launch = None
+    cannot_launch: str | None = None
+    by_regs: int | None
     if regs == 0:
         by_regs = None
         regs_text = "a kernel of 0 registers is not limited by them"
@@ -298,7 +302,7 @@ def _with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
     out: list[Suggestion] = []
     threads, regs, smem = r.threads_per_block, r.registers_per_thread, r.smem_per_block_bytes
     target = r.blocks_per_sm + 1
-    fixed = [x.blocks for x in r.limits if x.name in ("warps", "blocks")]
+    fixed = [x.blocks for x in r.limits if x.name in ("warps", "blocks") and x.blocks is not None]
     resource_bound = [b for b in r.binding if b in ("registers", "shared memory")]
     if resource_bound and all(b >= target for b in fixed):
         new_regs, new_smem, parts = regs, smem, []
@@ -321,13 +325,14 @@ def _with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
                     blocks_per_sm=blocks, occupancy=occ,
                 ))
     # Block size: every multiple of the warp size, same registers per thread and shared memory per block.
-    best = None
+    best: tuple[tuple[float, int, int], int, int, float] | None = None
     for t in range(lim.warp_size, lim.max_threads_per_block + 1, lim.warp_size):
         blocks = _blocks(gpu, t, regs, smem)
         occ = _occ(gpu, blocks, t)
         key = (occ, -abs(t - threads), t)
         if best is None or key > best[0]:
             best = (key, t, blocks, occ)
+    assert best is not None  # warp_size <= max_threads_per_block: the range is never empty
     _, t, blocks, occ = best
     if occ > r.occupancy:
         out.append(Suggestion(
@@ -368,11 +373,15 @@ class Anatomy:
 
     @property
     def waves(self) -> int:
-        return self.occupancy.waves
+        waves = self.occupancy.waves
+        assert waves is not None  # a launch always has its grid
+        return waves
 
     @property
     def last_wave_fill(self) -> float:
-        return self.occupancy.last_wave_fill
+        fill = self.occupancy.last_wave_fill
+        assert fill is not None  # a launch always has its grid
+        return fill
 
 
 def launch_anatomy(
@@ -416,10 +425,10 @@ def launch_anatomy(
         idle = gpu.sm_count - programs
         warnings.append(f"{programs} program{'s' if programs > 1 else ''} for {gpu.sm_count} SMs: {idle} SMs "
                         f"({idle / gpu.sm_count:.0%}) sit idle")
-    elif occ.waves > 1 and occ.last_wave_fill < MOSTLY_EMPTY:
+    elif (waves := occ.waves or 0) > 1 and (occ.last_wave_fill or 0.0) < MOSTLY_EMPTY:
         warnings.append(
-            f"the last of {occ.waves} waves is {occ.last_wave_fill:.0%} full "
-            f"({programs - (occ.waves - 1) * occ.blocks_per_wave:,} of {occ.blocks_per_wave:,} slots): "
+            f"the last of {waves} waves is {occ.last_wave_fill:.0%} full "
+            f"({programs - (waves - 1) * occ.blocks_per_wave:,} of {occ.blocks_per_wave:,} slots): "
             f"the GPU is mostly idle for that wave"
         )
     return Anatomy(

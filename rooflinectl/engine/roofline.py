@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from ..specs.hardware import GPU, Roofs
 from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
-from .op import Op, matmul_unit
+from .op import Op, Unit, matmul_unit
 from .transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
 
 
@@ -133,7 +133,7 @@ class Analysis:
     flash: Analysis | None = None
 
     @property
-    def compute_unit(self) -> str:
+    def compute_unit(self) -> Unit:
         return matmul_unit(self.workload.dtype)
 
     @property

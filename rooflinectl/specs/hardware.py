@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
@@ -41,7 +41,7 @@ class Sourced(Strict):
         return "estimated" if how.lower().startswith("estimated") else "derived"
 
     @model_validator(mode="after")
-    def _derived_names_fields(self) -> Sourced:
+    def _derived_names_fields(self) -> Self:
         numbers = {n for n in type(self).model_fields if n not in ("source", "derived")}
         for name in self.derived:
             if name not in numbers:
@@ -65,7 +65,7 @@ class Memory(Sourced):
     register_file_per_sm_kib: PositiveFloat
 
     @model_validator(mode="after")
-    def _smem_fits_l1(self):
+    def _smem_fits_l1(self) -> Self:
         if self.smem_per_sm_kib > self.l1_smem_per_sm_kib:
             raise ValueError("smem_per_sm_kib is larger than the L1 + shared memory array l1_smem_per_sm_kib")
         return self
@@ -88,7 +88,7 @@ class Limits(Sourced):
     reserved_smem_per_block_bytes: NonNegativeInt  # the system's share of each block's shared memory
 
     @model_validator(mode="after")
-    def _consistent(self):
+    def _consistent(self) -> Self:
         if self.max_threads_per_sm != self.max_warps_per_sm * self.warp_size:
             raise ValueError("max_threads_per_sm must equal max_warps_per_sm × warp_size")
         if self.max_threads_per_block > self.max_threads_per_sm:
@@ -103,7 +103,7 @@ class Compute(Sourced):
     vector_tflops: dict[VectorDType, PositiveFloat]
 
     @model_validator(mode="after")
-    def _has_fp32(self):
+    def _has_fp32(self) -> Self:
         if "fp32" not in self.vector_tflops:
             raise ValueError("vector_tflops must give fp32, the rate of elementwise work")
         return self

@@ -55,7 +55,7 @@ def read_text(path: Path) -> str:
         raise UserError(f"{path}: cannot read: {err.strerror}") from None
 
 
-def read_json(path: Path, what: str = "a JSON object") -> dict:
+def read_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:
     """Parse one JSON file into a mapping, or raise a one-line UserError."""
     import json
 
@@ -92,7 +92,7 @@ def read_yaml(path: Path, loader: type[yaml.SafeLoader] | None = None) -> dict[s
 M = TypeVar("M", bound=BaseModel)
 
 
-def validate(model: type[M], data: dict, source: str) -> M:
+def validate(model: type[M], data: dict[str, Any], source: str) -> M:
     """Validate ``data`` as ``model``; a failure becomes one line naming ``source``, the field and the reason."""
     try:
         return model.model_validate(data)

@@ -8,7 +8,7 @@ Command-line options override any scenario field through :func:`resolve_workload
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Self
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -74,7 +74,7 @@ class Model(Strict):
     tie_embeddings: bool = False
 
     @model_validator(mode="after")
-    def _gqa(self):
+    def _gqa(self) -> Self:
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
         return self
@@ -112,7 +112,7 @@ class Scenario(Strict):
     fused: list[Fusion] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _phase_sizes(self):
+    def _phase_sizes(self) -> Self:
         if self.phase == "decode":
             if self.context is None:
                 raise ValueError("a decode scenario needs 'context' (the KV length each new token attends to)")
@@ -237,10 +237,10 @@ def load_model(name: str) -> Model:
             return model_from_hf_config(path)
         return validate(Model, read_yaml(path), str(path))
     catalog = _model_catalog()
-    path = catalog.get(name.lower())
-    if path is None:
+    found = catalog.get(name.lower())
+    if found is None:
         raise UserError(f"unknown model '{name}'{closest(name, catalog)}; 'rooflinectl workloads list' shows them all")
-    return validate(Model, read_yaml(path), str(path))
+    return validate(Model, read_yaml(found), str(found))
 
 
 # --- scenarios -----------------------------------------------------------------------------------------------
@@ -273,7 +273,7 @@ def load_scenario(name: str) -> Scenario:
     return validate(Scenario, read_yaml(path), str(path))
 
 
-def resolve_workload(name: str, **overrides) -> Workload:
+def resolve_workload(name: str, **overrides: Any) -> Workload:
     """Load scenario ``name``, apply the overrides that are not None, and resolve its model.
 
     Overrides are Scenario fields (``model``, ``batch``, ``seq_len``, ``context``, ``dtype``, ``kv_dtype``,
@@ -298,12 +298,15 @@ def resolve_workload(name: str, **overrides) -> Workload:
 def workload_from_scenario(scenario: Scenario) -> Workload:
     model = scenario.model if isinstance(scenario.model, Model) else load_model(scenario.model)
     decode = scenario.phase == "decode"
+    # Scenario's validator guarantees the phase's length: context for decode, seq_len otherwise.
+    length = scenario.context if decode else scenario.seq_len
+    assert length is not None
     return Workload(
         phase=scenario.phase,
         model=model,
         batch=scenario.batch,
-        tokens_per_seq=1 if decode else scenario.seq_len,
-        kv_len=scenario.context if decode else scenario.seq_len,
+        tokens_per_seq=1 if decode else length,
+        kv_len=length,
         dtype=scenario.dtype,
         kv_dtype=scenario.kv_dtype or scenario.dtype,
         attention=scenario.attention,
