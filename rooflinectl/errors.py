@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pydantic is imported only for the type: errors.py stays the lowest, lightest layer
+    from pydantic import ValidationError
 
 
 class UserError(Exception):
@@ -19,7 +23,7 @@ def closest(name: str, candidates: Iterable[str], n: int = 3) -> str:
     return f" (did you mean: {', '.join(matches)}?)" if matches else ""
 
 
-def format_validation_error(source: str, err) -> str:
+def format_validation_error(source: str, err: ValidationError) -> str:
     """One line from a pydantic ValidationError: file, field path and reason of the first error."""
     # An unknown key is usually the cause of a 'missing' one (a typo such as 'bandwith'): name it first.
     errors = sorted(err.errors(), key=lambda e: e.get("type") != "extra_forbidden")

@@ -17,6 +17,7 @@ from typing import Literal, Self
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from ..errors import UserError, closest
+from ..units import KIB
 from .load import Strict, looks_like_path, read_yaml, search_dirs, validate
 
 HARDWARE_PATH_ENV = "ROOFLINECTL_HARDWARE_PATH"
@@ -86,6 +87,12 @@ class Limits(Sourced):
     max_smem_per_block_kib: PositiveFloat  # with the opt-in dynamic limit
     smem_alloc_unit_bytes: PositiveInt
     reserved_smem_per_block_bytes: NonNegativeInt  # the system's share of each block's shared memory
+
+    @property
+    def max_smem_per_block_bytes(self) -> int:
+        """The most shared memory one block may ask for (the opt-in dynamic limit), in bytes: what a kernel's
+        tile choice must fit (227 KiB = 232,448 B on Hopper, 163 KiB on the A100)."""
+        return int(self.max_smem_per_block_kib * KIB)
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

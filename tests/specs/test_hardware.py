@@ -247,3 +247,10 @@ def test_derivation_tells_derived_from_estimated_from_the_spec_sheet():
     assert estimated, "some bundled file estimates a number"
     for gpu_id, field in estimated:
         assert load_gpu(gpu_id).memory.derivation(field) == "estimated"
+
+
+def test_the_largest_shared_memory_per_block_comes_from_the_spec():
+    # The kernels' tile choice reads this instead of a Hopper constant (227 KiB, CUDA guide's table).
+    assert load_gpu("h100").limits.max_smem_per_block_bytes == 227 * 1024
+    assert load_gpu("h200").limits.max_smem_per_block_bytes == 227 * 1024
+    assert load_gpu("a100").limits.max_smem_per_block_bytes == 163 * 1024
