@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from helpers import cli
-
 
 
 def test_hardware_and_workloads_commands():
