@@ -18,7 +18,7 @@ from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_va
 
 from ..errors import UserError, closest
 from ..units import KIB
-from .load import Strict, looks_like_path, read_yaml, search_dirs, validate
+from .load import Strict, looks_like_path, read_text, read_yaml, search_dirs, validate
 
 HARDWARE_PATH_ENV = "ROOFLINECTL_HARDWARE_PATH"
 
@@ -302,11 +302,46 @@ def _catalog() -> dict[str, Path]:
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.y*ml")):
-            data = read_yaml(path)
-            for name in [data.get("id"), *(data.get("aliases") or [])]:
-                if isinstance(name, str):
-                    names[name.lower()] = path
+            for name in _names(path):
+                names[name.lower()] = path
     return names
+
+
+_ID_LINE = re.compile(r"^id:[ \t]*(.*?)[ \t]*(?:[ \t]#.*)?$", re.MULTILINE)
+_ALIASES_LINE = re.compile(r"^aliases:[ \t]*(.*?)[ \t]*(?:[ \t]#.*)?$", re.MULTILINE)
+_PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]*$")
+_YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
+
+
+def _scalar(text: str) -> str | None:
+    """A YAML scalar that is surely the string it reads as: quoted without escapes, or a plain name that YAML
+    cannot take for a number, a boolean or null. None: let YAML decide."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and "\\" not in text and text[0] not in text[1:-1]:
+        return text[1:-1]
+    if _PLAIN_NAME.match(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return None
+
+
+def _names(path: Path) -> list[str]:
+    """The id and aliases of a GPU file, the names it is found by. A cheap scan of the top-level ``id:`` and
+    ``aliases: [...]`` lines, as every bundled file writes them, spares parsing each file at every lookup; any
+    other form of those keys is read by YAML (the same answer, a test checks every bundled file both ways)."""
+    text = read_text(path)
+    ids, aliases = _ID_LINE.findall(text), _ALIASES_LINE.findall(text)
+    scanned: list[str | None] = []
+    if len(ids) == 1 and len(aliases) <= 1:
+        scanned.append(_scalar(ids[0]))
+        if aliases:
+            flow = aliases[0]
+            if flow.startswith("[") and flow.endswith("]") and "[" not in flow[1:] and "{" not in flow:
+                scanned += [_scalar(item.strip()) for item in flow[1:-1].split(",") if item.strip()]
+            else:
+                scanned.append(None)
+        if None not in scanned:
+            return [n for n in scanned if n is not None]
+    data = read_yaml(path)
+    return [n for n in [data.get("id"), *(data.get("aliases") or [])] if isinstance(n, str)]
 
 
 def list_gpus() -> list[GPU]:

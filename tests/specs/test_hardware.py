@@ -254,3 +254,32 @@ def test_the_largest_shared_memory_per_block_comes_from_the_spec():
     assert load_gpu("h100").limits.max_smem_per_block_bytes == 227 * 1024
     assert load_gpu("h200").limits.max_smem_per_block_bytes == 227 * 1024
     assert load_gpu("a100").limits.max_smem_per_block_bytes == 163 * 1024
+
+
+def _yaml_names(path):
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    return [n for n in [data.get("id"), *(data.get("aliases") or [])] if isinstance(n, str)]
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_the_cheap_name_scan_agrees_with_yaml(path):
+    from rooflinectl.specs.hardware import _names
+
+    assert _names(path) == _yaml_names(path)
+
+
+@pytest.mark.parametrize("head", [
+    "id: x1\naliases: [a, 'b c', \"4090\", yes, 12]\n",  # a boolean and a number: not names
+    "id: x1\naliases:\n  - a\n  - b\n",  # a block list: read by YAML
+    "id: 'x1'  # quoted, with a comment\n",
+    "id: x1\naliases: [a, [b]]\n",
+    "id: x1#2\naliases: [a#b, c]  # a '#' without a space before it is part of the name\n",
+])
+def test_the_cheap_name_scan_falls_back_to_yaml(tmp_path, head):
+    from rooflinectl.specs.hardware import _names
+
+    path = tmp_path / "x1.yaml"
+    path.write_text(head + "name: X\n")
+    assert _names(path) == _yaml_names(path)
