@@ -17,12 +17,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from ..engine.op import Unit, matmul_unit
 from ..engine.roofline import Analysis, Placement, analyze, sweep
 from ..errors import UserError
+from ..measure.records import MeasurementFile
 from ..specs.hardware import GPU
-from ..specs.workload import Workload
+from ..specs.workload import SizeField, Workload, length_field
 from .chart import (
     BOUND_COLORS,
     GPU_COLORS,
@@ -40,7 +42,7 @@ from .chart import (
     check_output,
 )
 from .labels import group_ops, mark_values_group, op_labels
-from .measured import MeasuredFile, load_measured
+from .measured import load_measured, measured_on
 from .measured import measured_points as measured_points_of
 
 __all__ = ["build_chart", "chart_json", "check_output", "draw", "plot_workloads"]
@@ -49,9 +51,9 @@ __all__ = ["build_chart", "chart_json", "check_output", "draw", "plot_workloads"
 def build_chart(
     workloads: Sequence[Workload],
     gpus: Sequence[GPU],
-    sweep_field: str | None = None,
+    sweep_field: SizeField | None = None,
     values: Sequence[int] | None = None,
-    measured: MeasuredFile | None = None,
+    measured: MeasurementFile | None = None,
     measured_source: str = "measured file",
     calibrated: bool = False,
 ) -> Chart:
@@ -65,7 +67,7 @@ def build_chart(
     ids = [g.id for g in gpus]
     if len(set(ids)) != len(ids):
         raise UserError(f"a GPU is given twice: {', '.join(ids)}")
-    if measured is not None and not any(measured.matches(g) for g in gpus):
+    if measured is not None and not any(measured_on(measured, g) for g in gpus):
         plotted = ", ".join(f"{g.id} ({g.name})" for g in gpus)
         raise UserError(
             f"{measured_source} was measured on '{measured.gpu.name}', not on the GPU plotted: {plotted}; "
@@ -95,20 +97,22 @@ def chart_title(w: Workload, gpus: Sequence[GPU], calibrated: bool) -> str:
     return f"{w.model.name} on {on}{roofs} · {w.dtype}{kv} · {w.attention} attention{fused}"
 
 
-def panel_title(w: Workload, sweep_field: str | None, values: Sequence[int]) -> str:
-    def size(field: str, current: int) -> str:
-        shown = ", ".join(str(v) for v in values) if field == sweep_field else str(current)
+def panel_title(w: Workload, sweep_field: SizeField | None, values: Sequence[int]) -> str:
+    """'decode · batch 1, 8, 64 · context 4096': the phase, then its sizes (``specs.workload``: batch, and the
+    phase's length), the swept one with all its values."""
+
+    def size(field: SizeField) -> str:
+        shown = ", ".join(str(v) for v in values) if field == sweep_field else str(w.size(field))
         return f"{field} {shown}"
 
-    length = size("context", w.kv_len) if w.phase == "decode" else size("seq_len", w.tokens_per_seq)
-    return f"{w.phase} · {size('batch', w.batch)} · {length}"
+    return f"{w.phase} · {size('batch')} · {size(length_field(w.phase))}"
 
 
 def build_panel(
     runs: Sequence[Sequence[Analysis]],
-    sweep_field: str | None = None,
+    sweep_field: SizeField | None = None,
     values: tuple[int, ...] = (),
-    measured: MeasuredFile | None = None,
+    measured: MeasurementFile | None = None,
 ) -> Panel:
     """``runs[i]`` are GPU i's analyses: one, or one per value of ``sweep_field`` (``values``, in that order)."""
     first = runs[0][0]
@@ -145,7 +149,7 @@ def build_panel(
     if sweep_field:
         groups = mark_values_group(groups)
 
-    measured_points, measured_notes = measured_points_of(runs, measured, points)
+    measured_points, measured_notes = measured_points_of(runs, measured)
     for analyses in runs:
         roofs += roof_lines(analyses[0])
     # Intensity 1 is always on the chart, so that the memory roofs show a stretch long enough to read.
@@ -246,7 +250,7 @@ def _rate(x: float, unit: str) -> str:
 
 def legend_entries(
     gpus: Sequence[GPU],
-    sweep_field: str | None,
+    sweep_field: SizeField | None,
     values: Sequence[int],
     measured: bool,
     calibrated: bool,
@@ -271,7 +275,8 @@ def legend_entries(
     return tuple(entries)
 
 
-def chart_json(chart: Chart, path: Path | None = None) -> dict:
+def chart_json(chart: Chart, path: Path | None = None) -> dict[str, Any]:
+    """The chart as JSON-ready data (``--json``): every dataclass field, with the path written first."""
     data = asdict(chart)
     if path is not None:
         data = {"path": str(path), **data}
@@ -281,8 +286,9 @@ def chart_json(chart: Chart, path: Path | None = None) -> dict:
 # --- output --------------------------------------------------------------------------------------------------
 
 
-def draw(chart: Chart, path: Path | None = None):
-    """Render ``chart`` with matplotlib (``plot.draw``); write it to ``path`` when given. Returns the figure."""
+def draw(chart: Chart, path: Path | None = None) -> Any:
+    """Render ``chart`` with matplotlib (``plot.draw``); write it to ``path`` when given. Returns the figure
+    (a matplotlib Figure, typed Any: matplotlib is imported only here)."""
     from .draw import draw_chart
 
     return draw_chart(chart, path)
@@ -292,7 +298,7 @@ def plot_workloads(
     workloads: Sequence[Workload],
     gpus: Sequence[GPU],
     path: Path,
-    sweep_field: str | None = None,
+    sweep_field: SizeField | None = None,
     values: Sequence[int] | None = None,
     measured_path: Path | None = None,
     calibrated: bool = False,

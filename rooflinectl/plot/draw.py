@@ -162,7 +162,7 @@ def _draw_roofs(ax: Any, panel: Panel, gpu_index: dict[str, int], placer: Placer
     """Each roof in its GPU's colour. A roof that several GPUs share (same kind, name and value) alternates
     their colours in dashes and is labelled once, naming them. Returns the labels that found no room."""
     unlabelled = []
-    shared: dict[tuple, list[Roof]] = {}
+    shared: dict[tuple[str, str, float], list[Roof]] = {}
     for r in panel.roofs:
         shared.setdefault((r.kind, r.name, round(r.value, 3)), []).append(r)
     # Main roofs (HBM, the workload's tensor roof) first: they get the best label spots.

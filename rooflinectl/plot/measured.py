@@ -1,138 +1,126 @@
 """Measured kernels on the chart: each timed record at (flops / bytes, flops / time_s), with its share of the roof
 above it, tied to the engine's prediction for the same op when one sits close by.
+
+Nothing here reads JSON or does roofline arithmetic of its own: the file is read by measure's one reader
+(``measure.records.load``), "measured on this GPU" is the specs' one matcher (``specs.hardware.device_matches``),
+and a point's roof and fraction are the engine's (``engine.roofline.measured_share``), the same figures that
+``rooflinectl measure`` prints for the record.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..engine.op import Op, OpKind
-from ..engine.roofline import Analysis, place
-from ..errors import UserError, format_validation_error
-from ..specs.hardware import GPU
-from ..specs.load import read_json
-from .chart import MeasuredPoint, OpPoint
+from ..engine.roofline import Analysis, Placement, measured_share
+from ..errors import UserError
+from ..measure.records import MeasurementFile, ShapeRecord, load
+from ..specs.hardware import GPU, device_matches
+from .chart import MeasuredPoint
 
 # A measured point is tied to the prediction for its op only when their intensities are within 2× (a shape
 # like the workload's): a kernel timed at another shape sits elsewhere, and a line across the chart would mislead.
 PAIR_DECADES = math.log10(2)
 
 
-class _Loose(BaseModel):
-    # The measure record carries more than the chart needs (versions, spread, launches): keep what we read.
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class MeasuredGPU(_Loose):
-    name: str = Field(min_length=1)  # as the device reports it: "NVIDIA H100 80GB HBM3"
-    spec: str | None = None  # the id of the hardware spec the run was compared against, when it names one
-
-
-class MeasuredRecord(_Loose):
-    kernel: str = Field(min_length=1)
-    op: str = Field(min_length=1)  # the engine's name for the operation
-    shape: list = Field(default_factory=list)
-    dtype: str | None = None
-    flops: float = Field(ge=0)
-    bytes: float = Field(gt=0)
-    time_s: float | None = Field(default=None, gt=0)  # median; None when not timed (failed, or the interpreter)
-    unit: Literal["tensor", "vector"] | None = None  # the compute roof the engine places the op under …
-    op_dtype: str | None = None  # … at this data type
-    op_kind: OpKind | None = None
-
-
-class MeasuredFile(_Loose):
-    gpu: MeasuredGPU
-    records: list[MeasuredRecord] = Field(min_length=1)
-
-    def matches(self, gpu: GPU) -> bool:
-        """Measured on ``gpu``: a name or id of one contains one of the other, case-insensitively ('NVIDIA H200'
-        and 'NVIDIA H200 SXM 141GB'), or the run names ``gpu``'s spec id."""
-        mine = [self.gpu.name.strip().lower()]
-        theirs = [gpu.name.strip().lower(), gpu.id.lower()]
-        if self.gpu.spec and self.gpu.spec.strip().lower() == gpu.id.lower():
-            return True
-        return any(a and b and (a in b or b in a) for a in mine for b in theirs)
-
-
-def load_measured(path: Path) -> MeasuredFile:
-    """Read the JSON that ``rooflinectl measure --save`` writes; a malformed file is a one-line UserError."""
-    data = read_json(path, "a JSON object with 'gpu' and 'records'")
-    try:
-        measured = MeasuredFile.model_validate(data)
-    except ValidationError as err:
-        raise UserError(format_validation_error(str(path), err)) from None
-    if all(r.time_s is None for r in measured.records):
+def load_measured(path: Path) -> MeasurementFile:
+    """The file ``rooflinectl measure --save`` writes, read by ``measure.records.load`` (every schema version it
+    reads); a malformed file, or one with no timed record (nothing to draw), is a one-line UserError."""
+    run = load(path)
+    # What the chart divides by: the engine's Op needs bytes > 0 and measured_share a time > 0 (a ValueError, a
+    # traceback, otherwise). records.ShapeRecord leaves both unbounded, so they are checked here, in the format of
+    # its own validation messages.
+    for i, r in enumerate(run.records):
+        for field, value in (("bytes", r.bytes), ("time_s", r.time_s)):
+            if value is not None and not value > 0:
+                raise UserError(f"{path}: field 'records.{i}.{field}': Input should be greater than 0")
+        if not r.flops >= 0:
+            raise UserError(f"{path}: field 'records.{i}.flops': Input should be greater than or equal to 0")
+    if all(r.time_s is None for r in run.records):
         raise UserError(f"{path}: no record has a time (each failed its check, or ran in the Triton interpreter): "
                         f"nothing to draw")
-    return measured
+    return run
+
+
+def measured_on(run: MeasurementFile, gpu: GPU) -> bool:
+    """Whether ``run`` was measured on ``gpu``: the device's name matches ``gpu`` (``specs.hardware.device_matches``,
+    the matcher ``measure`` picks its spec with), or the run names ``gpu``'s id as the spec it was compared
+    against (``measure --gpu FILE`` for a device no bundled spec matches)."""
+    spec = (run.gpu.spec or "").strip().lower()
+    return spec == gpu.id or device_matches(run.gpu.name, gpu)
 
 
 def measured_points(
-    runs: Sequence[Sequence[Analysis]], measured: MeasuredFile | None, points: Sequence[OpPoint]
+    runs: Sequence[Sequence[Analysis]], run: MeasurementFile | None
 ) -> tuple[list[MeasuredPoint], list[str]]:
-    """Each timed record at (flops/bytes, flops/time_s) under the roof its op is placed under: the record's own
-    unit and data type when it gives them, else those of the engine's op of the same name in this step."""
-    if measured is None:
+    """Each timed record of ``run`` on the GPU it was measured on (the first of ``runs`` that matches), under the
+    roof its record names (its unit and op_dtype), and the footnotes naming the records not drawn."""
+    if run is None:
         return [], []
-    analyses = next((a for a in runs if measured.matches(a[0].gpu)), None)
+    analyses = next((a for a in runs if measured_on(run, a[0].gpu)), None)
     if analyses is None:
         return [], []
     a = analyses[0]
-    gpu = a.gpu.id
+    # Every drawn prediction on this GPU, over every value of a sweep: a kernel timed at batch 8 pairs with the
+    # batch-8 point of its op.
+    predictions = [p for an in analyses for p in an.placements if p.op.flops > 0]
     out: list[MeasuredPoint] = []
     skipped: dict[str, list[str]] = {}
-    for r in measured.records:
+    for r in run.records:
         if r.time_s is None:
             skipped.setdefault("not timed", []).append(r.kernel)
             continue
         if r.flops <= 0:
             skipped.setdefault("0 FLOPs: no place on a log axis", []).append(r.kernel)
             continue
-        if r.unit and r.op_dtype:
-            roofed = Op(name=r.op, kind=r.op_kind or "matmul", flops=r.flops, bytes=r.bytes, unit=r.unit, dtype=r.op_dtype, reads="",
-                        writes="", computes="")
-        else:
-            try:
-                roofed = replace(a.placement(engine_op_name(r.op, a)).op, flops=r.flops, bytes=r.bytes, count=1)
-            except KeyError:
-                skipped.setdefault(f"no op of that name in this {a.workload.phase} step, and the record names "
-                                   f"no roof", []).append(f"{r.kernel} ({r.op})")
-                continue
-        # The engine places the measured count under that roof: attainable = min(peak, intensity × bandwidth).
-        probe = place(roofed, a.roofs)
-        achieved = r.flops / r.time_s
-        same_op = [q for q in points if q.gpu == gpu and q.op == engine_op_name(r.op, a)]
+        same_op = _same_op(r, predictions)
+        # The engine places the record's own count under the roof it names: attainable = min(peak, intensity ×
+        # bandwidth), fraction = predicted time / measured time (= achieved / attainable).
+        share = measured_share(record_op(r, same_op), a.roofs, r.time_s)
+        intensity = share.placement.intensity
+        near = min(same_op, key=lambda q: abs(math.log10(q.intensity / intensity)), default=None)
         predicted = None
-        if same_op:
-            near = min(same_op, key=lambda q: abs(math.log10(q.intensity / probe.intensity)))
-            if abs(math.log10(near.intensity / probe.intensity)) < PAIR_DECADES:
-                predicted = (near.intensity, near.flops)
-        fraction = achieved / probe.attainable_flops
-        out.append(MeasuredPoint(gpu=gpu, kernel=r.kernel, op=r.op, intensity=probe.intensity, flops=achieved,
-                                 roof_flops=probe.attainable_flops, fraction=fraction,
-                                 label=measured_label(r, fraction), predicted=predicted))
+        if near is not None and abs(math.log10(near.intensity / intensity)) < PAIR_DECADES:
+            predicted = (near.intensity, near.attainable_flops)
+        out.append(MeasuredPoint(gpu=a.gpu.id, kernel=r.kernel, op=r.op, intensity=intensity,
+                                 flops=share.achieved_flops, roof_flops=share.attainable_flops,
+                                 fraction=share.fraction, label=measured_label(r, share.fraction),
+                                 predicted=predicted))
     notes = [f"Measured, not drawn: {', '.join(names)} ({why})." for why, names in skipped.items()]
     return out, notes
 
 
-def measured_label(r: MeasuredRecord, fraction: float) -> str:
+def _same_op(r: ShapeRecord, predictions: Sequence[Placement]) -> list[Placement]:
+    """The engine's placements of the op ``r`` measured: those of the same kind that fuse the same work. A record
+    saved before records kept kinds (schema 1: ``op_kind`` None) says only what its op is called: it is paired by
+    that name, the one place the chart goes by a name, and only for such records."""
+    if r.op_kind is None:
+        return [p for p in predictions if p.name == r.op]
+    fuses = sorted(r.op_fuses)
+    return [p for p in predictions if p.op.kind == r.op_kind and sorted(p.op.fuses) == fuses]
+
+
+def record_op(r: ShapeRecord, same_op: Sequence[Placement] = ()) -> Op:
+    """The op a record measured, with the record's own count, unit and data type (the engine's rules, applied by
+    measure when it ran). A schema 1 record kept no kind: it takes that of the engine op of its name where the step
+    has one, else the usual kind of work on its unit; placement reads only FLOPs, bytes, unit and dtype, and such a
+    record is paired by name, so that stand-in decides nothing."""
+    kind: OpKind
+    if r.op_kind is not None:
+        kind = r.op_kind
+    elif same_op:
+        kind = same_op[0].op.kind
+    else:
+        kind = "matmul" if r.unit == "tensor" else "elementwise"
+    return Op(name=r.op, kind=kind, flops=r.flops, bytes=r.bytes, unit=r.unit, dtype=r.op_dtype,
+              reads=f"{r.kernel} {r.shape_text} {r.dtype}: the inputs measure counted",
+              writes="the outputs measure counted", computes=f"{r.flops:.0f} FLOPs, as measure counted them",
+              fuses=tuple(r.op_fuses))
+
+
+def measured_label(r: ShapeRecord, fraction: float) -> str:
     """'matmul 8x4096x14336 33%': the kernel, its shape (several shapes of one kernel are usual), the fraction."""
     shape = "x".join(str(n) for n in r.shape)
     return f"{r.kernel} {shape + ' ' if shape else ''}{fraction:.0%}"
-
-
-def engine_op_name(record_op: str, a: Analysis) -> str:
-    """The engine op a record measures: its ``op`` exactly, else its first word ('softmax 4096x16384', as the
-    measure harness names a shape, is the engine's 'softmax')."""
-    names = {p.name for p in a.placements}
-    if record_op in names:
-        return record_op
-    first = record_op.split()[0] if record_op.split() else record_op
-    return first if first in names else record_op

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from rooflinectl.measure.records import MeasurementFile
 from rooflinectl.specs.hardware import GPU, load_gpu
 from rooflinectl.specs.workload import resolve_workload
 
@@ -44,3 +45,23 @@ def assert_one_line_error(result, *fragments: str):
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
     assert result.stdout == ""
+
+
+def measured_record(**fields) -> dict:
+    """One record as ``measure --save`` writes it (schema 2): by default a gemv at q_proj's decode shape,
+    20 µs for q_proj's count (2·4096·4096 FLOPs over (4096 + 4096·4096 + 4096)·2 bytes)."""
+    base = {"kernel": "gemv", "op": "linear", "op_kind": "linear", "shape": [1, 4096, 4096], "shape_text": "1x4096x4096",
+            "shape_format": "MxKxN", "dtype": "bf16", "flops": 2 * 4096 * 4096, "bytes": (4096 + 4096 * 4096 + 4096) * 2,
+            "unit": "tensor", "op_dtype": "bf16", "status": "passed", "time_s": 20e-6}
+    return {**base, **fields}
+
+
+def measured_file(name: str = "Test GPU 1", *records: dict, **record) -> dict:
+    """A whole ``measure --save`` file measured on the device ``name``: ``records``, or one measured_record."""
+    return {"schema_version": 2, "gpu": {"name": name}, "torch_version": "2.11.0", "triton_version": "3.6.0",
+            "python_version": "3.11.9", "date": "2026-12-02T12:00:00+00:00", "command": "rooflinectl measure",
+            "interpret": False, "seed": 0, "records": list(records) or [measured_record(**record)]}
+
+
+def measured_run(name: str = "Test GPU 1", *records: dict, **record) -> MeasurementFile:
+    return MeasurementFile.model_validate(measured_file(name, *records, **record))

@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from plot_helpers import DECODE, GPU1, GPU2, PREFILL, assert_one_line_error, write_gpu
-from test_measured import measured_file
+from plot_helpers import DECODE, GPU1, GPU2, PREFILL, assert_one_line_error, measured_file, write_gpu
 
 from helpers import cli
 from rooflinectl.engine.roofline import analyze, sweep
@@ -181,7 +180,7 @@ def test_plot_pdf(tmp_path):
         (["plot", "-o", "{tmp}/folder.png"], ["cannot write", "is a folder"]),
         (["plot", "--batch", "1,x", "-o", "{tmp}/x.png"], ["--batch: 'x' is not an integer"]),
         (["plot", "--batch", "1,8", "--context", "1,2", "-o", "{tmp}/x.png"], ["sweep one size at a time"]),
-        (["plot", "prefill", "--context", "1,2", "-o", "{tmp}/x.png"], ["sweep seq_len, not context"]),
+        (["plot", "prefill", "--context", "1,2", "-o", "{tmp}/x.png"], ["seq_len, not context"]),
         (["plot", "--context", "128", "--seq-len", "64", "-o", "{tmp}/x.png"], ["name the workload"]),
         (["plot", "--measured", "{tmp}/nothing.json", "-o", "{tmp}/x.png"], ["no such file"]),
         (["plot", "--measured", "{tmp}/bad.json", "-o", "{tmp}/x.png"], ["bad.json", "malformed JSON"]),

@@ -5,12 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from plot_helpers import DECODE, GPU1, GPU2
-from test_measured import measured_file
+from plot_helpers import DECODE, GPU1, GPU2, measured_run
 
 from rooflinectl.plot.build import build_chart, draw
 from rooflinectl.plot.draw import wrap_title
-from rooflinectl.plot.measured import MeasuredFile
 
 
 def test_wrap_title_breaks_between_pieces_only():
@@ -25,7 +23,7 @@ def drawn():
     """One figure with most of what a chart can hold: a sweep, two GPUs, measured points."""
     import matplotlib.pyplot as plt
 
-    measured = MeasuredFile.model_validate(measured_file())
+    measured = measured_run()
     chart = build_chart([DECODE], [GPU1, GPU2], "batch", [1, 8, 64, 256], measured)
     fig = draw(chart)
     yield chart, fig

@@ -1,32 +1,40 @@
-"""plot.measured: measured kernels on the chart, their share of the roof, the prediction they are tied to,
-and which GPU a record was measured on."""
+"""plot.measured: measured kernels on the chart, their share of the roof (the engine's), the prediction they are tied
+to (same kind and fusions, nearest intensity), which GPU a record was measured on, and the files it reads."""
 
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
-from plot_helpers import BASE, DECODE, GPU1, made_up_gpu
+from plot_helpers import BASE, DECODE, GPU1, made_up_gpu, measured_file, measured_record, measured_run
 
+from rooflinectl.engine.op import rmsnorm_linear_op
+from rooflinectl.engine.roofline import analyze, measured_share
 from rooflinectl.errors import UserError
+from rooflinectl.measure.records import MeasurementFile
 from rooflinectl.plot.build import build_chart
-from rooflinectl.plot.measured import MeasuredFile, load_measured
+from rooflinectl.plot.measured import load_measured, measured_on, record_op
+from rooflinectl.specs.hardware import list_gpus, load_gpu
+from rooflinectl.specs.workload import resolve_workload
 
-
-def measured_file(name: str = "Test GPU 1", **record) -> dict:
-    base = {"kernel": "gemv", "op": "q_proj", "shape": [1, 4096, 4096], "dtype": "bf16",
-            "flops": 2 * 4096 * 4096, "bytes": (4096 + 4096 * 4096 + 4096) * 2, "time_s": 20e-6}
-    return {"gpu": {"name": name}, "records": [{**base, **record}]}
+RESULTS = Path(__file__).parents[2] / "docs" / "results"
 
 
 def test_measured_point_sits_at_flops_over_bytes_and_time_with_its_share_of_the_roof():
-    data = measured_file()
-    data["records"].append({"kernel": "fused_softmax", "op": "softmax 4096x16384", "shape": [4096, 16384],
-                            "dtype": "bf16", "flops": 5 * 4096 * 16384, "bytes": 2 * 2 * 4096 * 16384,
-                            "time_s": 80e-6, "unit": "vector", "op_dtype": "fp32"})
-    data["records"].append({"kernel": "copy", "op": "copy", "flops": 0, "bytes": 1e9, "time_s": 1e-3})
-    data["records"].append({"kernel": "matmul", "op": "matmul 8x8x8", "flops": 1024, "bytes": 384, "time_s": None})
-    panel = build_chart([DECODE], [GPU1], measured=MeasuredFile.model_validate(data)).panels[0]
+    run = measured_run(
+        "Test GPU 1",
+        measured_record(),
+        measured_record(kernel="fused_softmax", op="softmax", op_kind="attention", shape=[4096, 16384],
+                        shape_text="4096x16384", shape_format="ROWSxCOLS", flops=5 * 4096 * 16384,
+                        bytes=2 * 2 * 4096 * 16384, time_s=80e-6, unit="vector", op_dtype="fp32"),
+        measured_record(kernel="copy", op="copy", op_kind="copy", shape=[1 << 28], shape_text="268435456",
+                        shape_format="N", flops=0, bytes=1e9, time_s=1e-3, unit="vector", op_dtype="fp32"),
+        measured_record(kernel="matmul", op="matmul", op_kind="matmul", shape=[8, 8, 8], shape_text="8x8x8",
+                        flops=1024, bytes=384, time_s=None, status="checked"),
+    )
+    panel = build_chart([DECODE], [GPU1], measured=run).panels[0]
     gemv, softmax = panel.measured
     flops, nbytes = 2 * 4096 * 4096, (4096 + 4096 * 4096 + 4096) * 2
     assert gemv.intensity == pytest.approx(flops / nbytes)
@@ -40,9 +48,79 @@ def test_measured_point_sits_at_flops_over_bytes_and_time_with_its_share_of_the_
     # The softmax record names its roof (fp32 vector): intensity 5/4 FLOP/byte, memory-bound under 2000 GB/s.
     assert softmax.intensity == pytest.approx(1.25)
     assert softmax.roof_flops == pytest.approx(1.25 * 2000e9)
-    assert softmax.predicted is None  # a flash decode step has no softmax op
+    # A flash decode step has no softmax op: its one attention op sits at 4 FLOP/byte, over 2× away.
+    assert softmax.predicted is None
     assert "Measured, not drawn: copy (0 FLOPs: no place on a log axis)." in panel.footnotes
     assert "Measured, not drawn: matmul (not timed)." in panel.footnotes
+
+
+def test_roof_and_fraction_are_the_engines_measured_share():
+    run = measured_run()
+    (point,) = build_chart([DECODE], [GPU1], measured=run).panels[0].measured
+    share = measured_share(record_op(run.records[0]), GPU1.roofs(), 20e-6)
+    assert (point.intensity, point.flops, point.roof_flops, point.fraction) == (
+        share.placement.intensity, share.achieved_flops, share.attainable_flops, share.fraction)
+
+
+def test_a_measured_op_pairs_with_the_prediction_of_its_kind_and_fusions():
+    """Prefill with RMSNorm fused into the projections: a fused rmsnorm_linear at q's shape ties to
+    attn_norm+q_proj, not to o_proj (a linear op too, at the same intensity within 0.04%, fusing nothing); a plain
+    linear at that shape ties to o_proj; a matmul of two activations (kind matmul) to none of the linear ops."""
+    w = resolve_workload("prefill", fused=["norm_linear"])
+    fused = rmsnorm_linear_op("rmsnorm_linear", 2048, 4096, 4096, "bf16")
+    rec = dict(shape=[2048, 4096, 4096], shape_text="2048x4096x4096", flops=fused.flops, bytes=fused.bytes,
+               time_s=1e-3)
+    run = measured_run("Test GPU 1", measured_record(kernel="rmsnorm_linear", op="rmsnorm_linear", op_fuses=["norm"],
+                                                     **rec),
+                       measured_record(kernel="plain", **rec),
+                       measured_record(kernel="matmul", op="matmul", op_kind="matmul", **rec))
+    panel = build_chart([w], [GPU1], measured=run).panels[0]
+    points = {p.op: (p.intensity, p.flops) for p in panel.points}
+    with_norm, plain, matmul = panel.measured
+    assert with_norm.predicted == points["attn_norm+q_proj"]
+    assert plain.predicted == points["o_proj"]
+    assert matmul.predicted is None
+
+
+def test_a_kernel_timed_at_a_sweeps_size_pairs_with_that_value_of_the_sweep():
+    values = [1, 8, 64, 256]
+    flops, nbytes = 2 * 64 * 4096 * 4096, (64 * 4096 + 4096 * 4096 + 64 * 4096) * 2
+    run = measured_run(shape=[64, 4096, 4096], shape_text="64x4096x4096", flops=flops, bytes=nbytes)
+    panel = build_chart([DECODE], [GPU1], "batch", values, measured=run).panels[0]
+    q = next(t for t in panel.trajectories if t.op == "q_proj")
+    assert panel.measured[0].predicted == (q.points[2].intensity, q.points[2].flops)
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("*/*.json")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_records_saved_before_ops_had_kinds_still_draw(path):
+    """docs/results holds schema 1 files: no op_kind, and the shape in the op's name ("softmax 4096x16384"),
+    which measure.records.load takes off. Each still draws under the roof its record names (unit and op_dtype),
+    at the same percentage the measure table gave it (%spec), and pairs by its name, the one use of a name."""
+    run = load_measured(path)
+    assert all(r.op_kind is None for r in run.records)
+    h200 = load_gpu("h200")
+    w = resolve_workload("prefill", attention="naive")
+    panel = build_chart([w], [h200], measured=run, measured_source=str(path)).panels[0]
+    timed = [r for r in run.records if r.time_s is not None and r.flops > 0]
+    assert [m.kernel for m in panel.measured] == [r.kernel for r in timed]
+    engine = {p.name: p for p in analyze(w, h200).placements}
+    for m, r in zip(panel.measured, timed):
+        assert m.fraction == pytest.approx(r.spec_roof_pct / 100, rel=1e-9)
+        same = engine.get(r.op)  # "softmax" is an op of this step; "matmul", "rmsnorm_linear" are not
+        if same is not None and abs(math.log10(same.intensity / m.intensity)) < math.log10(2):
+            assert m.predicted == (same.intensity, same.attainable_flops)
+        else:
+            assert m.predicted is None
+
+
+def test_a_schema_1_softmax_pairs_with_the_naive_steps_softmax_by_name():
+    run = load_measured(RESULTS / "h200-2026-12-02" / "softmax-bf16.json")
+    h200 = load_gpu("h200")
+    w = resolve_workload("prefill", attention="naive")
+    panel = build_chart([w], [h200], measured=run).panels[0]
+    softmax = next(p for p in panel.points if p.op == "softmax")
+    assert {m.op for m in panel.measured} == {"softmax"}
+    assert all(m.predicted == (softmax.intensity, softmax.flops) for m in panel.measured)
 
 
 @pytest.mark.parametrize(
@@ -57,27 +135,38 @@ def test_measured_point_sits_at_flops_over_bytes_and_time_with_its_share_of_the_
 )
 def test_measured_gpu_name_matching(measured_name, gpu_name, gpu_id, matches):
     gpu = made_up_gpu(gpu_id, gpu_name)
-    assert MeasuredFile.model_validate(measured_file(measured_name)).matches(gpu) is matches
+    assert measured_on(measured_run(measured_name), gpu) is matches
 
 
 def test_measured_file_naming_the_spec_matches_whatever_the_device_calls_itself():
-    data = measured_file("NVIDIA H100 80GB HBM3")
+    data = measured_file("Some Board Rev 2")
     data["gpu"]["spec"] = "h100-sxm"
-    assert MeasuredFile.model_validate(data).matches(BASE)
-    assert not MeasuredFile.model_validate(measured_file("NVIDIA H100 80GB HBM3")).matches(BASE)
+    assert measured_on(MeasurementFile.model_validate(data), BASE)
+    # The device's own name matches by the one matcher measure uses too: before, plot's own matcher missed
+    # "NVIDIA H100 80GB HBM3" (issue 11's named disagreement), which measure matched to h100-sxm.
+    assert measured_on(measured_run("NVIDIA H100 80GB HBM3"), BASE)
+
+
+@pytest.mark.parametrize(
+    "device, spec",
+    [("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+     ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA H200", "h200"), ("NVIDIA H100 PCIe", "h100-pcie")],
+)
+def test_a_device_is_measured_on_exactly_its_bundled_spec(device, spec):
+    run = measured_run(device)
+    assert [g.id for g in list_gpus() if measured_on(run, g)] == [spec]
 
 
 @pytest.mark.parametrize(
     "content, fragments",
     [
         ("{not json", ["malformed JSON", "line 1"]),
-        ("[1, 2]", ["expected a JSON object"]),
+        ("[1, 2]", ["expected a measurement record"]),
         (json.dumps({"records": []}), ["gpu"]),
-        (json.dumps({"gpu": {"name": "x"}, "records": []}), ["records", "at least 1"]),
-        (json.dumps(measured_file(time_s=-1)), ["records.0.time_s", "greater than 0"]),
-        (json.dumps(measured_file(bytes=0)), ["records.0.bytes"]),
-        (json.dumps({"gpu": {"name": "x"}, "records": [{"kernel": "k", "op": "o", "flops": 1, "bytes": 1}]}),
-         ["no record has a time"]),
+        (json.dumps(measured_file("x", time_s=-1)), ["records.0.time_s", "greater than 0"]),
+        (json.dumps(measured_file("x", bytes=0)), ["records.0.bytes"]),
+        (json.dumps({**measured_file("x"), "records": []}), ["no record has a time"]),
+        (json.dumps(measured_file("x", time_s=None, status="checked")), ["no record has a time"]),
     ],
 )
 def test_malformed_measured_files(tmp_path, content, fragments):
@@ -92,4 +181,4 @@ def test_malformed_measured_files(tmp_path, content, fragments):
 
 def test_measured_on_another_gpu_is_an_error():
     with pytest.raises(UserError, match="was measured on 'NVIDIA A100', not on the GPU plotted: test-gpu"):
-        build_chart([DECODE], [GPU1], measured=MeasuredFile.model_validate(measured_file("NVIDIA A100")))
+        build_chart([DECODE], [GPU1], measured=measured_run("NVIDIA A100"))
