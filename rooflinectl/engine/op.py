@@ -2,7 +2,7 @@
 
 Counting rules (DESIGN.md): FLOPs count a multiply and an add as two, so a (m×k)·(k×n) matmul is 2·m·n·k.
 Bytes are the HBM traffic of the kernel that runs the operation: each input read once and each output written
-once, in that tensor's data type. The engine (``ops.py``) and the measure harness both build their operations
+once, in that tensor's data type. The engine (``transformer.py``) and the kernels both build their operations
 from the functions below, so a measured kernel is always compared with the same count the analysis uses.
 """
 

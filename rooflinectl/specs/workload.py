@@ -22,7 +22,7 @@ PHASES: tuple[str, ...] = ("decode", "prefill", "attention")
 DType = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
 DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8")
 AttentionImpl = Literal["naive", "flash"]
-# Fusions the engine knows. Each removes an HBM round trip (see ops.py for the exact byte changes):
+# Fusions the engine knows. Each removes an HBM round trip (see engine/transformer.py for the exact byte changes):
 #   qkv          one matmul for Q, K and V: x is read once instead of three times
 #   gate_up      one matmul for gate and up: x is read once instead of twice
 #   norm_linear  RMSNorm in the prologue of the projections that follow it: the normalized x is never written
