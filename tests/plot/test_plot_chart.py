@@ -33,3 +33,26 @@ def test_a_bad_output_is_a_user_error(tmp_path, name, fragment):
     (tmp_path / "folder.png").mkdir()
     with pytest.raises(UserError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         check_output(tmp_path / name)
+
+
+def plot_imports(module: str) -> set[str]:
+    """The plot modules that rooflinectl/plot/<module>.py imports (relative imports from within the package)."""
+    import ast
+    from pathlib import Path
+
+    import rooflinectl.plot
+
+    tree = ast.parse((Path(rooflinectl.plot.__file__).parent / f"{module}.py").read_text())
+    return {node.module for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+
+
+def test_the_chart_is_a_leaf_and_drawing_never_imports_building():
+    """chart.py is what build and draw share; draw and place read a chart and never import build (the circle
+    plot.py and plot_draw.py made before), labels and measured only fill a chart in."""
+    assert plot_imports("chart") == set()
+    assert plot_imports("place") == {"chart"}
+    assert plot_imports("draw") == {"chart", "place"}
+    assert plot_imports("labels") == {"chart"}
+    assert plot_imports("measured") == {"chart"}
+    assert plot_imports("build") == {"chart", "labels", "measured", "draw"}  # draw inside draw(): matplotlib
