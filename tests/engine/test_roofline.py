@@ -149,3 +149,23 @@ def test_measured_fraction_is_achieved_over_attainable(flops, nbytes, time_s):
 def test_measured_share_needs_a_positive_time():
     with pytest.raises(ValueError):
         measured_share(op_with(1.0, 1.0), ROOFS, 0.0)
+
+
+def test_sweep_changes_one_size_through_with_size():
+    gpu = load_gpu("h100")
+    decode = resolve_workload("decode", context=1024)
+    runs = sweep(decode, gpu, "context", [512, 2048])
+    assert [a.workload for a in runs] == [decode.with_size("context", 512), decode.with_size("context", 2048)]
+    prefill = resolve_workload("prefill", seq_len=256)
+    assert [a.workload.length for a in sweep(prefill, gpu, "seq_len", [128, 512])] == [128, 512]
+
+
+@pytest.mark.parametrize(("phase", "field"), [("decode", "seq_len"), ("prefill", "context")])
+def test_sweep_refuses_a_size_the_phase_does_not_have_even_with_no_values(phase, field):
+    with pytest.raises(UserError):
+        sweep(resolve_workload(phase), load_gpu("h100"), field, [])
+
+
+def test_sweep_refuses_a_non_positive_size():
+    with pytest.raises(UserError, match="positive integer"):
+        sweep(resolve_workload("decode"), load_gpu("h100"), "batch", [8, 0])
