@@ -146,6 +146,8 @@ class Analysis:
         return self.peak_flops / self.roofs.bandwidth
 
     def placement(self, name: str) -> Placement:
+        """The placement of the op named ``name`` (names are unique in a step): a lookup for a row someone chose
+        or a record that names its engine op, never a way to tell what an op is (that is ``Op.kind``)."""
         for p in self.placements:
             if p.name == name:
                 return p
