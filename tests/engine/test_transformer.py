@@ -154,3 +154,14 @@ def test_fp32_matmuls_run_on_the_vector_units_and_tf32_on_the_tensor_cores():
     assert {ops[n].unit for n in ("attn_norm+q_proj", "o_proj", "attention", "lm_head")} == {"vector"}
     assert matmul_op("x", 8, 8, 8, "tf32").unit == "tensor"
     assert matmul_op("x", 8, 8, 8, "bf16").unit == "tensor"
+
+
+@pytest.mark.parametrize("phase", ["decode", "prefill", "attention"])
+@pytest.mark.parametrize("attention", ["naive", "flash"])
+@pytest.mark.parametrize("fused", [[], ["qkv", "gate_up", "norm_linear", "act", "residual"]])
+def test_op_names_are_unique_in_a_step_and_every_op_has_a_kind(phase, attention, fused):
+    # Analysis.placement(name) and a record's op name rely on it.
+    ops = step_ops(resolve_workload(phase, attention=attention, fused=fused))
+    assert len({op.name for op in ops}) == len(ops)
+    assert all(op.kind for op in ops)
+    assert all(op.count == 1 for op in ops if op.per_model)
