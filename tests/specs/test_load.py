@@ -1,0 +1,74 @@
+"""Strict loading: every failure to read a spec file is one line naming the file, the place and the reason."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from rooflinectl.errors import UserError
+from rooflinectl.specs.load import (
+    Strict,
+    data_dir,
+    looks_like_path,
+    read_json,
+    read_yaml,
+    search_dirs,
+    validate,
+)
+
+
+class Point(Strict):
+    x_mib: float
+    y_mib: float = 0.0
+
+
+@pytest.mark.parametrize("loader", [yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)])
+def test_malformed_yaml_names_the_line_with_either_loader(tmp_path, loader):
+    path = tmp_path / "bad.yaml"
+    path.write_text("a: 1\nb: [1, 2\n")
+    with pytest.raises(UserError, match=r"bad.yaml: malformed YAML at line \d+, column \d+"):
+        read_yaml(path, loader)
+
+
+def test_yaml_that_is_not_a_mapping_and_a_missing_file(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- 1\n- 2\n")
+    with pytest.raises(UserError, match="expected a mapping of fields at the top level, found list"):
+        read_yaml(path)
+    with pytest.raises(UserError, match="no such file"):
+        read_yaml(tmp_path / "absent.yaml")
+
+
+def test_read_json_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\"a\": 1,\n")
+    with pytest.raises(UserError, match="malformed JSON at line"):
+        read_json(bad)
+    listed = tmp_path / "list.json"
+    listed.write_text("[1]")
+    with pytest.raises(UserError, match="expected a JSON object, found list"):
+        read_json(listed)
+    ok = tmp_path / "ok.json"
+    ok.write_text('{"a": 1}')
+    assert read_json(ok) == {"a": 1}
+
+
+def test_validate_names_the_field_and_an_unknown_key_first():
+    assert validate(Point, {"x_mib": 2}, "p.yaml") == Point(x_mib=2.0)
+    with pytest.raises(UserError, match=r"^p.yaml: field 'x_mb': Extra inputs are not permitted \(and 1 more error\)$"):
+        validate(Point, {"x_mb": 2}, "p.yaml")
+
+
+def test_strict_models_are_frozen():
+    p = Point(x_mib=1.0)
+    with pytest.raises(ValueError):
+        p.x_mib = 2.0  # type: ignore[misc]
+
+
+def test_paths_and_search_dirs(tmp_path, monkeypatch):
+    assert looks_like_path("my.yaml") and looks_like_path("dir/h100") and looks_like_path("x.json")
+    assert not looks_like_path("h100")
+    monkeypatch.setenv("ROOFLINECTL_TEST_PATH", str(tmp_path))
+    assert search_dirs("hardware", "ROOFLINECTL_TEST_PATH") == [tmp_path, data_dir("hardware")]
+    with pytest.raises(UserError, match="bundled 'nothing' folder is missing"):
+        data_dir("nothing")
