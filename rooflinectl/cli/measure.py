@@ -1,18 +1,16 @@
 """``rooflinectl measure`` and ``rooflinectl calibrate``: real kernels on the GPU in hand, against the roofline.
 
-The commands parse options, check them in the order that reports bad input before a missing GPU, call
-``rooflinectl.measure.harness`` / ``rooflinectl.measure.ceilings``, and lay out what comes back. Torch and triton are imported
-inside the commands, after ``--interpret`` has set TRITON_INTERPRET.
+The commands parse options, call ``rooflinectl.measure.request.measure`` / ``rooflinectl.measure.ceilings.calibrate``
+(which check the options in the order that reports bad input before a missing GPU), and lay out what comes back.
+Torch and triton are imported by the library, after ``--interpret`` has set TRITON_INTERPRET.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import secrets
-import shlex
 import sys
-import warnings
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -20,95 +18,26 @@ from ..errors import UserError
 from ..render.measure import list_table, print_calibration, print_run
 from ._app import app, command, console, print_json
 
-# --- option checks -------------------------------------------------------------------------------------------
-
-
-def check_writable(path: Path, option: str) -> None:
-    """A UserError now, before minutes of work, when ``path`` cannot be written (the file is not left behind)."""
-    if path.is_dir():
-        raise UserError(f"{option} {path}: is a folder, not a file")
-    existed = path.exists()
-    try:
-        with open(path, "a"):
-            pass
-    except OSError as err:
-        raise UserError(f"{option} {path}: cannot write: {err.strerror}") from None
-    if not existed:
-        path.unlink()
-
-
-def resolve_spec(gpu: str | None, device: str):
-    """--gpu, or the spec matching the CUDA device's name; None under the interpreter without --gpu."""
-    from ..measure.harness import detect_device_spec
-    from ..specs.hardware import load_gpu
-
-    if gpu is not None:
-        return load_gpu(gpu)
-    return detect_device_spec() if device == "cuda" else None
-
-
-def kernel_available(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def load_kernel(name: str):
-    from ..kernels.registry import KERNELS, get_kernel
-
-    info = KERNELS[name]
-    try:
-        return get_kernel(name)
-    except ModuleNotFoundError as err:
-        if err.name == info.module:
-            raise UserError(f"kernel '{name}' is registered but {info.module} is not installed yet") from None
-        raise
-
-
-def reproducing_command(kernel: str, shapes: list[str] | None, dtype: str, baseline: str, gpu: str | None,
-                        seed: int, interpret: bool, cuda_graph: bool, save: Path | None, json: bool) -> str:
-    """The command line that repeats this run, with the seed it drew and the spec it resolved."""
-    args = ["rooflinectl", "measure", "--kernel", kernel]
-    for s in shapes or []:
-        args += ["--shape", s]
-    args += ["--dtype", dtype]
-    if not interpret:
-        args += ["--baseline", baseline]
-    if gpu:
-        args += ["--gpu", gpu]
-    args += ["--seed", str(seed)]
-    if interpret:
-        args.append("--interpret")
-    if cuda_graph:
-        args.append("--cuda-graph")
-    if save:
-        args += ["--save", str(save)]
-    if json:
-        args.append("--json")
-    return shlex.join(args)
-
-
 # --- progress ------------------------------------------------------------------------------------------------
 
 
 class RichReporter:
     """A rich progress bar on stderr, for a terminal; the harness calls start/step/advance."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-        self.task = None
+        self.task: Any = None
 
-    def __enter__(self):
+    def __enter__(self) -> RichReporter:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, *exc):
-        return self.progress.__exit__(*exc)
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
 
     def start(self, total: int) -> None:
         self.task = self.progress.add_task("starting", total=total)
@@ -122,7 +51,7 @@ class RichReporter:
             self.progress.advance(self.task)
 
 
-def _reporter(json: bool):
+def _reporter(json: bool) -> AbstractContextManager[Any]:
     from contextlib import nullcontext
 
     from ..measure.harness import Reporter
@@ -155,59 +84,27 @@ def measure(
 
     Example: rooflinectl measure --kernel fused_softmax --shape 4096x16384 --dtype bf16 --baseline all
     """
-    from ..kernels.registry import KERNELS
-    from ..measure.harness import Plan, baselines_for, parse_shapes, run_measure, set_interpret
-
     if list_:
-        rows = [{"name": i.name, "summary": i.summary, "available": kernel_available(i.module)}
-                for i in KERNELS.values()]
+        from ..kernels.registry import KERNELS
+
         if json:
-            print_json(rows)
+            print_json([{"name": i.name, "summary": i.summary} for i in KERNELS.values()])
         else:
-            console().print(list_table(rows))
+            console().print(list_table(list(KERNELS.values())))
         return
     if kernel is None:
         raise UserError("give --kernel NAME (or --list to see the kernels)")
-    if kernel not in KERNELS:
-        from ..kernels.registry import get_kernel
+    from ..measure.request import MeasureRequest
+    from ..measure.request import measure as run_request
 
-        get_kernel(kernel)  # the UserError naming the closest kernels
-    chosen_baselines = baselines_for(baseline)
-    if save is not None:
-        check_writable(save, "--save")
-    if interpret:
-        set_interpret(KERNELS[kernel].module)
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
-    from ..measure.harness import require_cuda, require_gpu_stack
-
-    require_gpu_stack()
-    k = load_kernel(kernel)
-    dtype = dtype or k.default_dtype
-    shapes = parse_shapes(k, shape) if shape else list(k.interpret_shapes if interpret else k.default_shapes)
-    for s in shapes:
-        k.check(s, dtype)
-    device = "cpu" if interpret else "cuda"
-    if not interpret:
-        require_cuda()
-    spec = resolve_spec(gpu, device)
-    seed = seed if seed is not None else secrets.randbelow(2**31 - 10**6)
-    plan = Plan(shapes=shapes, dtype=dtype, device=device, timed=not interpret,
-                baselines=() if interpret else chosen_baselines, seed=seed,
-                timer="cuda_graph" if cuda_graph else "events")
-    cmd = reproducing_command(kernel, shape, dtype, baseline, gpu or (spec.id if spec else None), seed, interpret,
-                              cuda_graph, save, json)
+    request = MeasureRequest(kernel=kernel, shapes=tuple(shape or ()), dtype=dtype, baseline=baseline, gpu=gpu,
+                             seed=seed, interpret=interpret, cuda_graph=cuda_graph, save=save, json=json)
     with _reporter(json) as reporter:
-        run = run_measure(k, plan, spec, command=cmd, reporter=reporter)
-    if save is not None:
-        from ..measure.records import save as save_record
-
-        save_record(run, save)
+        run = run_request(request, reporter)
     if json:
         sys.stdout.write(run.to_json())
     else:
-        print_run(run)
-        if save is not None:
-            console().print(f"saved {save}", highlight=False)
+        print_run(run, saved=save)
     if run.failed:
         raise typer.Exit(1)
 
@@ -225,19 +122,12 @@ def calibrate(
 
     Example: rooflinectl calibrate -o hardware/my-h200.yaml
     """
-    from ..measure.ceilings import PROBE_DTYPES, measure_ceilings, measured_section, write_calibrated
-    from ..measure.harness import device_info, do_bench, now, require_cuda, require_gpu_stack
+    from ..measure.ceilings import PROBE_DTYPES
+    from ..measure.ceilings import calibrate as run_calibration
 
-    check_writable(output, "-o")
-    torch_version, triton_version = require_gpu_stack()
-    require_cuda()
-    spec = resolve_spec(gpu, "cuda")
-    info = device_info(spec, "cuda")
-    cmd = shlex.join(["rooflinectl", "calibrate", "-o", str(output), "--gpu", spec.id])
     with _reporter(json) as reporter:
         reporter.start(1 + len(PROBE_DTYPES))
-
-        started = []
+        started: list[str] = []
 
         def step(text: str) -> None:  # each probe announces itself: the one before it is done
             if started:
@@ -245,12 +135,9 @@ def calibrate(
             started.append(text)
             reporter.step(text)
 
-        ceilings = measure_ceilings(do_bench, info.l2_bytes, PROBE_DTYPES, on_step=step)
-    measured = measured_section(ceilings, device_name=info.name, date=now(), command=cmd,
-                                torch_version=torch_version, triton_version=triton_version, driver=info.driver)
-    written = write_calibrated(spec, measured, output)
+        done = run_calibration(output, gpu, step=step)
     if json:
-        print_json({"file": str(output), "id": written.id, "spec": spec.id,
-                    "measured": measured.model_dump(mode="json"), "notes": ceilings.notes})
+        print_json({"file": str(output), "id": done.written.id, "spec": done.spec.id,
+                    "measured": done.measured.model_dump(mode="json"), "notes": done.notes})
         return
-    print_calibration(spec, written, ceilings.notes, output)
+    print_calibration(done)

@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from ..errors import UserError
-from ..specs.hardware import GPU, Measured, load_gpu_file
-from .records import Ceilings
+from ..specs.hardware import GPU, Measured, TensorDType, load_gpu_file
+from .records import RunCeilings
+
+if TYPE_CHECKING:
+    from ..engine.op import Op
 
 # The probes' sizes. 8192³ is the size issue 4's targets name ("torch's bf16 matmul at 8192³") and is large enough
 # to keep every SM of an H100/H200 busy for about a millisecond. The copy moves at least 1 GiB each way, and at least
@@ -36,9 +41,18 @@ PROBE_WARMUP_MS = 200
 PROBE_REP_MS = 500
 
 # Data types calibrate probes, in this order; each is skipped (with a note) where the device or torch lacks it.
-PROBE_DTYPES = ("bf16", "fp16", "tf32", "fp8")
+PROBE_DTYPES: tuple[TensorDType, ...] = ("bf16", "fp16", "tf32", "fp8")
 
 Bench = Callable[..., tuple[float, float, float]]  # fn -> (median, p20, p80) in seconds
+
+
+def ceiling_dtypes(ops: Iterable[Op]) -> list[str]:
+    """The data types whose matmul peak a run needs: those of its tensor-core ops, in first-seen order."""
+    seen: dict[str, None] = {}
+    for op in ops:
+        if op.unit == "tensor":
+            seen.setdefault(op.dtype, None)
+    return list(seen)
 
 
 def copy_bytes_for(l2_bytes: int | None) -> int:
@@ -69,7 +83,7 @@ def fp8_supported() -> bool:
 
 
 @contextlib.contextmanager
-def _tf32(enabled: bool):
+def _tf32(enabled: bool) -> Iterator[None]:
     import torch
 
     before = torch.backends.cuda.matmul.allow_tf32
@@ -117,10 +131,10 @@ def probe_matmul(bench: Bench, dtype: str, n: int = MATMUL_SIZE) -> float:
 def measure_ceilings(
     bench: Bench,
     l2_bytes: int | None,
-    dtypes: list[str] | tuple[str, ...],
+    dtypes: Iterable[str],
     on_step: Callable[[str], None] = lambda text: None,
     n: int = MATMUL_SIZE,
-) -> Ceilings:
+) -> RunCeilings:
     """Copy bandwidth and the matmul peak of each of ``dtypes`` (those the device cannot run are noted, not fatal)."""
     import torch
 
@@ -129,6 +143,7 @@ def measure_ceilings(
     torch.cuda.empty_cache()  # the probe's buffers, freed on its return
     tflops: dict[str, float] = {}
     notes: list[str] = []
+    dtypes = list(dtypes)
     for dtype in dtypes:
         on_step(f"ceiling: {dtype} matmul {n}³")
         try:
@@ -138,18 +153,18 @@ def measure_ceilings(
         except RuntimeError as err:  # torch: not implemented for this device or build
             notes.append(f"{dtype} matmul not measured: {str(err).splitlines()[0][:200]}")
         torch.cuda.empty_cache()
-    return Ceilings(copy_bandwidth_gbps=gbps, copy_bytes=moved, tensor_tflops=tflops,
-                    matmul_size=n if dtypes else None, notes=notes)
+    return RunCeilings.model_validate(dict(copy_bandwidth_gbps=gbps, copy_bytes=moved, tensor_tflops=tflops,
+                                           matmul_size=n if dtypes else None, notes=notes))
 
 
 # --- the calibrated hardware file ----------------------------------------------------------------------------
 
 
-def measured_section(ceilings: Ceilings, *, device_name: str, date: str, command: str, torch_version: str,
+def measured_section(ceilings: RunCeilings, *, device_name: str, date: str, command: str, torch_version: str,
                      triton_version: str | None, driver: str | None) -> Measured:
     if ceilings.copy_bandwidth_gbps is None:
         raise UserError("calibrate: the copy bandwidth was not measured")
-    return Measured(
+    return Measured.model_validate(dict(
         device_name=device_name,
         date=date,
         command=command,
@@ -158,7 +173,7 @@ def measured_section(ceilings: Ceilings, *, device_name: str, date: str, command
         driver=driver,
         copy_bandwidth_gbps=round(ceilings.copy_bandwidth_gbps, 1),
         tensor_tflops={k: round(v, 1) for k, v in ceilings.tensor_tflops.items()},
-    )
+    ))
 
 
 def calibrated_id(spec: GPU, out: Path) -> str:
@@ -204,3 +219,67 @@ def write_calibrated(spec: GPU, measured: Measured, out: Path) -> GPU:
         raise
     tmp.replace(out)
     return gpu
+
+
+# --- calibrate: the run, and the measured ceilings beside the spec's ----------------------------------------
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One measured ceiling beside the spec's figure for it."""
+
+    ceiling: str  # "copy bandwidth (read + write)", "bf16 matmul"
+    measured: float
+    spec: float | None
+    unit: str  # "GB/s" or "TFLOP/s"
+
+    @property
+    def of_spec(self) -> float | None:
+        """measured / spec: the share of the spec sheet's figure reached."""
+        return self.measured / self.spec if self.spec else None
+
+
+def calibration_rows(spec: GPU, measured: Measured) -> list[CalibrationRow]:
+    rows = [CalibrationRow("copy bandwidth (read + write)", measured.copy_bandwidth_gbps,
+                           spec.memory.hbm_bandwidth_gbps, "GB/s")]
+    rows += [CalibrationRow(f"{d} matmul", v, spec.compute.tensor_tflops.get(d), "TFLOP/s")
+             for d, v in measured.tensor_tflops.items()]
+    return rows
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What ``rooflinectl calibrate`` did: the spec it started from, the file it wrote (loaded back), its notes."""
+
+    spec: GPU
+    written: GPU
+    measured: Measured
+    notes: list[str]
+    output: Path
+
+    @property
+    def rows(self) -> list[CalibrationRow]:
+        return calibration_rows(self.spec, self.measured)
+
+
+def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = lambda text: None,
+              bench: Bench | None = None) -> Calibration:
+    """Measure the device's copy bandwidth and matmul peaks (PROBE_DTYPES), and write them into ``output``: the
+    spec (``gpu``, or the one matching the device's name) with its ``measured`` section."""
+    import shlex
+
+    from . import bench as timing
+    from .device import check_writable, device_info, now, require_cuda, require_gpu_stack, resolve_spec
+
+    check_writable(output, "-o")
+    torch_version, triton_version = require_gpu_stack()
+    require_cuda()
+    spec = resolve_spec(gpu, "cuda")
+    assert spec is not None  # resolve_spec finds one for a CUDA device, or raises
+    info = device_info(spec, "cuda")
+    command = shlex.join(["rooflinectl", "calibrate", "-o", str(output), "--gpu", spec.id])
+    ceilings = measure_ceilings(bench or timing.do_bench, info.l2_bytes, PROBE_DTYPES, on_step=step)
+    measured = measured_section(ceilings, device_name=info.name, date=now(), command=command,
+                                torch_version=torch_version, triton_version=triton_version, driver=info.driver)
+    written = write_calibrated(spec, measured, output)
+    return Calibration(spec, written, measured, list(ceilings.notes), output)

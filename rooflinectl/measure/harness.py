@@ -1,78 +1,67 @@
 """The measure harness: run a registered kernel, check it, time it honestly, and place it on the roofline.
 
-Per shape, in this order (DESIGN.md, "Measuring honestly"):
+Per shape, in this order (DESIGN.md, "Measuring honestly"), each step a function of its own with a typed result:
 
-1. correctness: fresh random inputs (a recorded seed), the output poisoned with NaN, one run, the relative error
+1. ``predict``: the engine's placement of the kernel's op (``kernel.op``) and of the ops it fuses, under the
+   spec's roofs.
+2. ``check``: fresh random inputs (a recorded seed), the output poisoned with NaN, one run, the relative error
    against the kernel's torch reference in float32/float64 and the kernel's tolerance for the data type. A kernel
-   that fails (or raises) is reported as such and neither it nor its baselines are timed.
-2. timing: ``triton.testing.do_bench`` (CUDA events, warm-up, the L2 flushed before each run; median and the
-   20th/80th percentiles), rotating among several input sets when the working set is under 4 L2s, so that a run
-   never finds its inputs in the L2 that the previous run left there. ``timer="cuda_graph"`` replays the runs
-   from a CUDA graph instead (``do_bench_cudagraph``): no CPU launch overhead between kernels of a few
-   microseconds, and no flush, whose dirty lines a kernel that moves only a few L2s of data would otherwise
-   spend part of its time writing back; the rotation is then what keeps the L2 honest.
-3. baselines (torch eager, torch.compile), checked against the same reference and timed the same way.
-4. the numbers: achieved GB/s and TFLOP/s from the engine's FLOP and byte count of the same op
-   (``kernel.op``), the engine's predicted time under the spec's roofs and under the ceilings measured in this run
-   (``roofline.place``), and the share of that attainable time the kernel reached.
+   that fails (or raises) is reported as such and neither it nor its baselines are timed. The baselines (torch
+   eager, torch.compile) are checked against the same reference.
+3. ``time_kernel``: ``bench.do_bench`` over input sets rotated past the L2 (``bench.input_sets``).
+4. ``shares``: achieved GB/s and TFLOP/s, predicted time and share of the roof, from the engine
+   (``engine.roofline.measured_share``), under the spec's roofs and under the ceilings measured in this run
+   (``Roofs.with_ceilings``).
+5. ``time_baselines``: the baselines, timed the same way on the same rotation.
 
-The ceilings (copy bandwidth, matmul peaks for the data types the run's ops need) are measured once per run by
-``rooflinectl.measure.ceilings``. Under ``interpret`` (Triton's interpreter, on the CPU) only step 1 runs.
+``measure_shape`` runs them and builds the shape's record once. The ceilings (copy bandwidth, matmul peaks for the
+data types the run's ops need) are measured once per run by ``rooflinectl.measure.ceilings``. Under ``interpret``
+(Triton's interpreter, on the CPU) only steps 1 and 2 run. ``measure`` takes a ``MeasureRequest`` (the command's
+options) and does the whole run: the command parses, calls it, and renders.
 
 Torch and triton are imported inside the functions: importing this module costs nothing.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-import os
 import platform
-import re
-import sys
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..engine.roofline import place
+from ..engine.roofline import measured_share, place
 from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
 from ..units import MIB
+from . import bench as timing
+from .bench import REP_MS, WARMUP_MS, Bench
+from .ceilings import ceiling_dtypes
+from .device import device_info, now, spec_mismatch_notes
 from .records import (
     Baseline,
-    Ceilings,
+    BaselineName,
     Correctness,
     DeviceInfo,
     LaunchRecord,
     MeasurementFile,
+    RunCeilings,
     ShapeRecord,
+    Status,
+    Timer,
     Timing,
     UnfusedOp,
 )
 
 if TYPE_CHECKING:
     from ..engine.op import Op
-    from ..kernels.base import Kernel, Launch
+    from ..kernels.base import Inputs, Kernel, Launch
 
-INSTALL_HINT = "pip install -e '.[gpu]'"
-INTERPRETER_DEVICE_NAME = "CPU (Triton interpreter)"
-BASELINE_CHOICES = ("torch", "compile", "all", "none")
-
-# Rotate input sets until they hold this many L2s (the working set of one run times the number of sets).
-L2_MULTIPLE = 4
-# At most this many input sets, and at most this share of the device's free memory for all of them.
-MAX_INPUT_SETS = 64
-MAX_FREE_MEMORY_SHARE = 0.5
-# do_bench's windows, in ms of GPU time: warm-up runs, then timed runs (triton's defaults are 25 and 100).
-WARMUP_MS = 25
-REP_MS = 100
-QUANTILES = (0.5, 0.2, 0.8)  # median and the 20-80% band, from the same timed runs
-
-Bench = Callable[..., tuple[float, float, float]]  # bench(fn, warmup_ms=, rep_ms=) -> (median, p20, p80) seconds
+INTERPRET_NOTE = "checked in the Triton interpreter: correctness only, no timing"
 
 
-# --- pure pieces: shapes, spec detection, rotation, the arithmetic of the numbers -------------------------------
+def shape_text(shape: Iterable[int]) -> str:
+    return "x".join(str(s) for s in shape)
 
 
 def parse_shapes(kernel: Kernel, texts: Iterable[str]) -> list[tuple[int, ...]]:
@@ -89,112 +78,13 @@ def parse_shapes(kernel: Kernel, texts: Iterable[str]) -> list[tuple[int, ...]]:
     return shapes
 
 
-def shape_text(shape: Sequence[int]) -> str:
-    return "x".join(str(s) for s in shape)
-
-
-_FORM_FACTORS = re.compile(r"^(pcie|sxm\d*|nvl|oam|mezz)$")
-_CAPACITY = re.compile(r"^\d+gb$")
-_VENDOR_WORDS = {"nvidia", "amd", "tesla", "geforce", "instinct", "radeon"}
-
-
-def _tokens(text: str) -> set[str]:
-    return {t for t in re.split(r"[^a-z0-9]+", text.lower()) if t and t not in _VENDOR_WORDS}
-
-
-def detect_spec(device_name: str, gpus: Sequence[GPU]) -> GPU:
-    """The spec whose id, aliases or name match the device name (``'NVIDIA H200'`` -> the ``h200`` spec).
-
-    A spec matches when every word of one of its names (vendor words aside) is a word of the device name; the
-    match with the most words wins. A form factor in the device name (PCIe, SXM, NVL) must be one the spec
-    names, so that an H100 PCIe is never compared with the H100 SXM's 3.35 TB/s; so must a memory size ("40GB"),
-    where the spec names one. No match, or two specs tied: a UserError asking for --gpu.
-    """
-    device = _tokens(device_name)
-    device_forms = {t for t in device if _FORM_FACTORS.match(t)}
-    device_sizes = {t for t in device if _CAPACITY.match(t)}
-    scored: list[tuple[int, GPU]] = []
-    for gpu in gpus:
-        names = [gpu.id, *gpu.aliases, gpu.name]
-        spec_words = set().union(*(_tokens(n) for n in names))
-        spec_forms = {t for t in spec_words if _FORM_FACTORS.match(t)}
-        # "sxm" in the device name matches a spec that says sxm5 and the other way round.
-        if device_forms and not any(d.rstrip("0123456789") == s.rstrip("0123456789")
-                                    for d in device_forms for s in spec_forms):
-            continue
-        spec_sizes = {t for t in spec_words if _CAPACITY.match(t)}
-        if device_sizes and spec_sizes and not device_sizes & spec_sizes:
-            continue
-        best = max((len(_tokens(n)) for n in names if _tokens(n) and _tokens(n) <= device), default=0)
-        if best:
-            scored.append((best, gpu))
-    if not scored:
-        raise UserError(
-            f"no hardware spec matches the device '{device_name}': pass --gpu ID or --gpu FILE "
-            f"('rooflinectl hardware list' shows the known ones)"
-        )
-    scored.sort(key=lambda s: -s[0])
-    top = [g for score, g in scored if score == scored[0][0]]
-    if len({g.id for g in top}) > 1:
-        raise UserError(
-            f"the device '{device_name}' matches several specs ({', '.join(sorted(g.id for g in top))}): "
-            f"pass --gpu to choose one"
-        )
-    return top[0]
-
-
-def input_sets(working_set_bytes: int, l2_bytes: int, free_bytes: int | None = None) -> int:
-    """How many input sets to rotate so that together they hold ``L2_MULTIPLE`` L2s (1 when one set already does),
-    capped by ``MAX_INPUT_SETS`` and by ``MAX_FREE_MEMORY_SHARE`` of the free device memory."""
-    if working_set_bytes <= 0:
-        raise ValueError("working set must be positive")
-    n = max(1, math.ceil(L2_MULTIPLE * l2_bytes / working_set_bytes))
-    n = min(n, MAX_INPUT_SETS)
-    if free_bytes is not None:
-        n = min(n, max(1, int(MAX_FREE_MEMORY_SHARE * free_bytes // working_set_bytes)))
-    return n
-
-
-def achieved(op: Op, time_s: float) -> tuple[float, float]:
-    """(GB/s, TFLOP/s) that ``op``'s engine count reaches in ``time_s``."""
-    return op.bytes / time_s / 1e9, op.flops / time_s / 1e12
-
-
-def roof_share(op: Op, roofs: Roofs, time_s: float) -> tuple[float, float]:
-    """(predicted time, percent of the roof reached): the engine's predicted time of ``op`` under ``roofs`` over
-    the measured time. 100% is the roofline itself: the binding roof's bandwidth for a memory-bound op, its peak
-    FLOP/s for a compute-bound one."""
-    predicted = place(op, roofs).time_s
-    return predicted, 100.0 * predicted / time_s
-
-
-def measured_roofs(spec: Roofs, ceilings: Ceilings) -> Roofs:
-    """The spec's roofs with the ceilings measured in this run put in: HBM bandwidth from the copy, the tensor peak
-    of each measured data type from its matmul. What was not measured keeps the spec's figure (as
-    ``GPU.roofs(calibrated=True)`` does)."""
-    return spec.model_copy(update={
-        "label": "measured",
-        "bandwidth_gbps": ceilings.copy_bandwidth_gbps or spec.bandwidth_gbps,
-        "tensor_tflops": {**spec.tensor_tflops, **ceilings.tensor_tflops},
-    })
-
-
-def ceiling_dtypes(ops: Iterable[Op]) -> list[str]:
-    """The data types whose matmul peak a run needs: those of its tensor-core ops, in first-seen order."""
-    seen: dict[str, None] = {}
-    for op in ops:
-        if op.unit == "tensor":
-            seen.setdefault(op.dtype, None)
-    return list(seen)
-
-
 def one_line(err: BaseException, limit: int = 300) -> str:
     text = str(err).strip().splitlines()
     msg = f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
     return msg if len(msg) <= limit else msg[: limit - 1] + "…"
 
 
-def _plain(value):
+def _plain(value: object) -> str | int | float | bool | None:
     return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
 
 
@@ -203,7 +93,7 @@ def launch_record(launch: Launch, gpu: GPU | None) -> LaunchRecord:
     ``occupancy.launch_anatomy``, the occupancy and waves it gives on ``gpu`` and its warnings."""
     warp_size = gpu.limits.warp_size if gpu else 32
     warps = launch.num_warps
-    fields = dict(
+    base = LaunchRecord(
         function=launch.function,
         grid=list(launch.grid),
         programs=launch.programs,
@@ -216,27 +106,26 @@ def launch_record(launch: Launch, gpu: GPU | None) -> LaunchRecord:
     )
     if gpu is None or warps is None:
         why = "no hardware spec (--gpu)" if gpu is None else "the launch does not say its num_warps"
-        return LaunchRecord(**fields, note=f"occupancy not computed: {why}")
+        return base.model_copy(update={"note": f"occupancy not computed: {why}"})
     from ..engine.occupancy import launch_anatomy
 
     try:
         a = launch_anatomy(gpu, tuple(launch.grid), warps, launch.n_regs, launch.n_spills, launch.shared_bytes)
     except UserError as err:  # a launch that the spec's limits cannot hold: say so rather than guess
-        return LaunchRecord(**fields, note=f"occupancy not computed on {gpu.id}: {err}")
+        return base.model_copy(update={"note": f"occupancy not computed on {gpu.id}: {err}"})
     occ = a.occupancy
-    return LaunchRecord(
-        **fields,
-        programs_per_sm=occ.blocks_per_sm,
-        occupancy=occ.occupancy,
-        occupancy_upper_bound=not a.metadata_complete,
-        limiter=", ".join(occ.binding) or None,
-        waves=a.waves,
-        last_wave_fill=a.last_wave_fill,
-        warnings=list(a.warnings),
-    )
+    return base.model_copy(update={
+        "programs_per_sm": occ.blocks_per_sm,
+        "occupancy": occ.occupancy,
+        "occupancy_upper_bound": not a.metadata_complete,
+        "limiter": ", ".join(occ.binding) or None,
+        "waves": a.waves,
+        "last_wave_fill": a.last_wave_fill,
+        "warnings": list(a.warnings),
+    })
 
 
-# --- the run -------------------------------------------------------------------------------------------------
+# --- the plan ------------------------------------------------------------------------------------------------
 
 
 class Reporter:
@@ -257,153 +146,67 @@ class Plan:
     dtype: str
     device: str  # "cuda", or "cpu" under the interpreter
     timed: bool  # False: correctness only (the interpreter)
-    baselines: tuple[str, ...] = ()
+    baselines: tuple[BaselineName, ...] = ()
     seed: int = 0
-    timer: str = "events"  # "events" (do_bench) or "cuda_graph" (do_bench_cudagraph)
+    timer: Timer = "events"  # "events" (do_bench) or "cuda_graph" (do_bench_cudagraph)
     warmup_ms: float = WARMUP_MS
     rep_ms: float = REP_MS
 
 
-def baselines_for(choice: str) -> tuple[str, ...]:
-    if choice not in BASELINE_CHOICES:
-        raise UserError(f"--baseline '{choice}' is not one of {', '.join(BASELINE_CHOICES)}")
-    return {"all": ("torch", "compile"), "none": ()}.get(choice, (choice,))
+# --- the steps of one shape ----------------------------------------------------------------------------------
 
 
-def set_interpret(kernel_module: str) -> None:
-    """Make Triton interpret kernels on the CPU: TRITON_INTERPRET must be set before the kernel module is imported,
-    since ``triton.jit`` reads it when it wraps the function."""
-    if os.environ.get("TRITON_INTERPRET") != "1" and kernel_module in sys.modules:
-        raise UserError(f"--interpret: {kernel_module} was imported before TRITON_INTERPRET was set; "
-                        f"run it in a fresh process")
-    os.environ["TRITON_INTERPRET"] = "1"
+@dataclass(frozen=True)
+class Prediction:
+    """Step 1: the engine's placement of the op under the spec's roofs (None without a spec or a peak)."""
+
+    bound: Literal["memory", "compute"] | None = None
+    predicted_time_s: float | None = None
+    unfused: list[UnfusedOp] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
-def require_gpu_stack() -> tuple[str, str]:
-    """torch's and triton's versions; a UserError saying what to install when either is missing."""
+def predict(kernel: Kernel, shape: tuple[int, ...], dtype: str, op: Op, roofs: Roofs | None) -> Prediction:
+    if roofs is None:
+        return Prediction()
+    unfused = [_unfused(u, roofs) for u in kernel.unfused_ops(shape, dtype)]
     try:
-        import torch
-        import triton
-    except ImportError as err:
-        missing = getattr(err, "name", None) or "torch/triton"
-        raise UserError(
-            f"measure needs torch and triton ({missing} is not installed): {INSTALL_HINT} (with no GPU, a CPU "
-            f"build of torch and then --interpret checks correctness on the CPU)"
-        ) from None
-    return torch.__version__, triton.__version__
+        placed = place(op, roofs)
+    except UserError as err:
+        return Prediction(unfused=unfused, notes=[f"no prediction: {err}"])
+    bound: Literal["memory", "compute"] = "compute" if placed.bound == "compute" else "memory"
+    return Prediction(bound=bound, predicted_time_s=placed.time_s, unfused=unfused)
 
 
-def require_cuda() -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        raise UserError(
-            f"no CUDA GPU is visible to torch {torch.__version__}: on a machine with an NVIDIA GPU run "
-            f"{INSTALL_HINT}, or use --interpret to check correctness on the CPU"
-        )
-
-
-def driver_version() -> str | None:
-    """The NVIDIA driver's version (pynvml, else nvidia-smi), or None."""
+def _unfused(op: Op, roofs: Roofs) -> UnfusedOp:
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        v = pynvml.nvmlSystemGetDriverVersion()
-        return v.decode() if isinstance(v, bytes) else str(v)
-    except Exception:  # not installed, or no NVML: try the command
-        pass
-    import subprocess
-
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = out.stdout.strip().splitlines()
-    return lines[0].strip() if out.returncode == 0 and lines else None
+        predicted: float | None = place(op, roofs).time_s * op.count
+    except UserError:
+        predicted = None
+    return UnfusedOp(op=op.name, kind=op.kind, flops=op.flops * op.count, bytes=op.bytes * op.count,
+                     predicted_time_s=predicted)
 
 
-def device_info(spec: GPU | None, device: str) -> DeviceInfo:
-    if device != "cuda":
-        return DeviceInfo(name=INTERPRETER_DEVICE_NAME, spec=spec.id if spec else None,
-                          spec_name=spec.name if spec else None)
+@dataclass
+class Checked:
+    """Step 2: the kernel's check, the launches of that run, and the inputs that the timing goes on with."""
+
+    correctness: Correctness
+    launches: list[LaunchRecord]
+    inputs: Inputs
+    out: Any
+    baselines: list[Baseline]
+
+
+def _fresh(kernel: Kernel, shape: tuple[int, ...], plan: Plan, seed: int) -> tuple[Inputs, Any]:
     import torch
 
-    props = torch.cuda.get_device_properties(0)
-    major, minor = torch.cuda.get_device_capability(0)
-    return DeviceInfo(
-        name=torch.cuda.get_device_name(0),
-        spec=spec.id if spec else None,
-        spec_name=spec.name if spec else None,
-        driver=driver_version(),
-        cuda=torch.version.cuda,
-        compute_capability=f"{major}.{minor}",
-        sm_count=props.multi_processor_count,
-        l2_bytes=getattr(props, "L2_cache_size", None),
-    )
+    gen = torch.Generator(device=plan.device).manual_seed(seed)
+    inputs = kernel.make_inputs(shape, plan.dtype, plan.device, gen)
+    return inputs, kernel.make_output(inputs)
 
 
-def spec_mismatch_notes(spec: GPU, info: DeviceInfo) -> list[str]:
-    """Where the spec compared against visibly is not the device (a wrong --gpu)."""
-    notes = []
-    if info.sm_count is not None and info.sm_count != spec.sm_count:
-        notes.append(f"the spec {spec.id} has {spec.sm_count} SMs, the device {info.sm_count}: is --gpu right?")
-    if info.compute_capability and spec.compute_capability and info.compute_capability != spec.compute_capability:
-        notes.append(f"the spec {spec.id} is compute capability {spec.compute_capability}, the device "
-                     f"{info.compute_capability}: is --gpu right?")
-    return notes
-
-
-def detect_device_spec() -> GPU:
-    """The spec of the CUDA device in hand, by its name (see ``detect_spec``)."""
-    import torch
-
-    from ..specs.hardware import list_gpus
-
-    return detect_spec(torch.cuda.get_device_name(0), list_gpus())
-
-
-def now() -> str:
-    return datetime.now().astimezone().isoformat(timespec="seconds")
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def do_bench(fn: Callable[[], object], *, warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS,
-             timer: str = "events") -> tuple[float, float, float]:
-    """(median, 20th, 80th percentile) in seconds of ``fn`` on the GPU, from one set of timed runs."""
-    import inspect
-
-    import torch
-    import triton.testing
-
-    if timer == "cuda_graph":
-        bench = triton.testing.do_bench_cudagraph
-        if "quantiles" not in inspect.signature(bench).parameters:
-            raise UserError(f"--cuda-graph: triton {triton.__version__}'s do_bench_cudagraph gives no quantiles; "
-                            f"time without --cuda-graph")
-        # Older tritons refuse to capture on the default stream; newer ones make their own side stream anyway.
-        with torch.cuda.stream(torch.cuda.Stream()):
-            ms = bench(fn, rep=rep_ms, quantiles=list(QUANTILES), return_mode="median")
-    else:
-        ms = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=list(QUANTILES),
-                                     return_mode="median")
-    median, p20, p80 = (m / 1e3 for m in ms)
-    return median, p20, p80
-
-
-def _working_set(inputs: dict, out) -> int:
-    tensors = [t for t in inputs.values() if hasattr(t, "nbytes")]
-    return sum(int(t.nbytes) for t in tensors) + int(out.nbytes)
-
-
-def _poison(out) -> None:
+def _poison(out: Any) -> None:
     """NaN in a floating output (the largest value in an integer one), so that an unwritten element shows."""
     if out.dtype.is_floating_point:
         out.fill_(float("nan"))
@@ -413,15 +216,7 @@ def _poison(out) -> None:
         out.fill_(torch.iinfo(out.dtype).max)
 
 
-def _fresh(kernel: Kernel, shape, plan: Plan, seed: int):
-    import torch
-
-    gen = torch.Generator(device=plan.device).manual_seed(seed)
-    inputs = kernel.make_inputs(shape, plan.dtype, plan.device, gen)
-    return inputs, kernel.make_output(inputs)
-
-
-def _check(out, ref, tolerance: float, seed: int) -> Correctness:
+def _compare(out: Any, ref: Any, tolerance: float, seed: int) -> Correctness:
     from ..kernels.base import relative_error
 
     if tuple(out.shape) != tuple(ref.shape):
@@ -431,149 +226,162 @@ def _check(out, ref, tolerance: float, seed: int) -> Correctness:
                        seed=seed)
 
 
-def _timing(median: float, p20: float, p80: float, plan: Plan, sets: int) -> Timing:
-    return Timing(median_s=median, p20_s=p20, p80_s=p80, timer=plan.timer, input_sets=sets)
+def check(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU | None, seed: int, reporter: Reporter,
+          label: str) -> Checked:
+    """Run the kernel once on fresh inputs into a poisoned output and compare it with the reference; when it
+    passes and the plan is timed, check the baselines against the same reference too (before it is freed: it can
+    be large in float64). Raises what the kernel raises."""
+    reporter.step(f"{label}: checking against the reference")
+    inputs, out = _fresh(kernel, shape, plan, seed)
+    _poison(out)
+    kernel.run(inputs, out)
+    timing.sync(plan.device)
+    launches = [launch_record(launch, spec) for launch in kernel.last_launches()]
+    ref = kernel.reference(inputs)
+    correctness = _compare(out, ref, kernel.tolerance(plan.dtype), seed)
+    baselines: list[Baseline] = []
+    if correctness.passed and plan.timed:
+        fns = kernel.baselines()
+        for name in plan.baselines:
+            reporter.step(f"{label}: checking {name}" + (" (compiling)" if name == "compile" else ""))
+            try:
+                result = fns[name](inputs)
+                timing.sync(plan.device)
+                baselines.append(Baseline(name=name, rel_error=_compare(result, ref, math.inf, seed).rel_error))
+                del result
+            except Exception as err:  # torch.compile can fail on a machine without a C compiler, say
+                baselines.append(Baseline(name=name, error=one_line(err)))
+    del ref
+    return Checked(correctness, launches, inputs, out, baselines)
 
 
-def measure_shape(
-    kernel: Kernel,
-    shape: tuple[int, ...],
-    plan: Plan,
-    spec: GPU | None,
-    ceilings: Ceilings | None,
-    bench: Bench,
-    reporter: Reporter,
-    seed: int,
-    l2_bytes: int | None,
-) -> ShapeRecord:
-    """Check, time and place one shape (see the module docstring for the order)."""
+@dataclass(frozen=True)
+class Timed:
+    """Step 3: the kernel's timing, and the input sets it rotated among (the baselines use the same)."""
+
+    timing: Timing
+    sets: list[tuple[Inputs, Any]]
+
+
+def time_kernel(kernel: Kernel, shape: tuple[int, ...], plan: Plan, checked: Checked, bench: Bench, seed: int,
+                l2_bytes: int, reporter: Reporter, label: str) -> Timed:
+    """Time the kernel over enough fresh input sets to hold ``bench.L2_MULTIPLE`` L2s (one without an L2 size)."""
+    work = timing.working_set_bytes([*checked.inputs.values(), checked.out])
+    n_sets = timing.input_sets(work, l2_bytes, timing.free_memory(plan.device)) if l2_bytes else 1
+    reporter.step(f"{label}: timing ({n_sets} input set{'s' if n_sets > 1 else ''})")
+    sets = [(checked.inputs, checked.out)] + [_fresh(kernel, shape, plan, seed + i) for i in range(1, n_sets)]
+    t = bench(timing.rotated(lambda s: kernel.run(*s), sets), warmup_ms=plan.warmup_ms, rep_ms=plan.rep_ms)
+    return Timed(timing.timing(t, plan.timer, n_sets), sets)
+
+
+@dataclass(frozen=True)
+class Shares:
+    """Step 4: the engine's reading of the measured time (engine.roofline.measured_share)."""
+
+    achieved_gbps: float | None = None
+    achieved_tflops: float | None = None
+    spec_roof_pct: float | None = None
+    measured_predicted_time_s: float | None = None
+    measured_roof_pct: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def shares(op: Op, spec_roofs: Roofs | None, ceilings: RunCeilings | None, time_s: float) -> Shares:
+    """Achieved rates and the share of the attainable time under the spec's roofs and under this run's ceilings
+    (100% is the roofline itself). Nothing without the spec's roofs or a peak for the op's data type."""
+    if spec_roofs is None:
+        return Shares()
+    try:
+        spec = measured_share(op, spec_roofs, time_s)
+    except UserError:  # no peak for the op's data type: predict() has said so
+        return Shares()
+    out = Shares(achieved_gbps=spec.achieved_gbps, achieved_tflops=spec.achieved_tflops,
+                 spec_roof_pct=100.0 * spec.fraction)
+    if ceilings is None or not ceilings.copy_bandwidth_gbps:
+        return out
+    measured = measured_share(op, spec_roofs.with_ceilings(ceilings), time_s)
+    notes = []
+    if op.unit == "tensor" and op.dtype not in ceilings.tensor_tflops:
+        notes.append(f"no {op.dtype} matmul ceiling measured: '% of measured' uses the spec's peak")
+    return Shares(achieved_gbps=out.achieved_gbps, achieved_tflops=out.achieved_tflops,
+                  spec_roof_pct=out.spec_roof_pct, measured_predicted_time_s=measured.predicted_time_s,
+                  measured_roof_pct=100.0 * measured.fraction, notes=notes)
+
+
+def time_baselines(kernel: Kernel, op: Op, plan: Plan, checked: list[Baseline], timed: Timed, bench: Bench,
+                   spec_roofs: Roofs | None, reporter: Reporter, label: str) -> list[Baseline]:
+    """Step 5: each checked baseline timed on the kernel's rotation, its rates, and the kernel's speedup over it."""
+    fns = kernel.baselines()
+    out = []
+    for b in checked:
+        if b.error is not None:
+            out.append(b)
+            continue
+        reporter.step(f"{label}: timing {b.name}")
+        fn = fns[b.name]
+
+        def call(s: tuple[Inputs, Any], fn: Callable[[Inputs], Any] = fn) -> Any:
+            return fn(s[0])
+
+        try:
+            t = bench(timing.rotated(call, timed.sets), warmup_ms=plan.warmup_ms, rep_ms=plan.rep_ms)
+        except Exception as err:
+            out.append(b.model_copy(update={"error": one_line(err)}))
+            continue
+        rates = shares(op, spec_roofs, None, t[0])
+        out.append(b.model_copy(update={
+            "time_s": t[0], "timing": timing.timing(t, plan.timer, len(timed.sets)),
+            "achieved_gbps": rates.achieved_gbps, "achieved_tflops": rates.achieved_tflops,
+            "speedup": t[0] / timed.timing.median_s,
+        }))
+    return out
+
+
+def measure_shape(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU | None,
+                  ceilings: RunCeilings | None, bench: Bench, reporter: Reporter, seed: int,
+                  l2_bytes: int | None) -> ShapeRecord:
+    """Check, time and place one shape (the steps of the module docstring); its record, built once."""
     op = kernel.op(shape, plan.dtype)
     label = f"{kernel.name} {shape_text(shape)} {plan.dtype}"
-    rec = ShapeRecord(
-        kernel=kernel.name, op=op.name, shape=list(shape), shape_text=shape_text(shape),
-        shape_format=kernel.shape_format, dtype=plan.dtype, flops=op.flops, bytes=op.bytes, unit=op.unit,
-        op_dtype=op.dtype, op_kind=op.kind, status="checked",
-    )
-    notes: list[str] = []
     spec_roofs = spec.roofs() if spec else None
-    if spec_roofs is not None:
-        try:
-            rec.predicted_time_s = place(op, spec_roofs).time_s
-            rec.bound = place(op, spec_roofs).bound
-        except UserError as err:
-            notes.append(f"no prediction: {err}")
-        rec.unfused = [_unfused(u, spec_roofs) for u in kernel.unfused_ops(shape, plan.dtype)]
+    prediction = predict(kernel, shape, plan.dtype, op, spec_roofs)
 
-    # 1. correctness, on fresh random inputs with a poisoned output
-    reporter.step(f"{label}: checking against the reference")
+    def record(status: Status, *, checked: Checked | None = None, error: str | None = None,
+               timed: Timed | None = None, rates: Shares = Shares(), baselines: list[Baseline] | None = None,
+               notes: Iterable[str] = ()) -> ShapeRecord:
+        return ShapeRecord(
+            kernel=kernel.name, op=op.name, shape=list(shape), shape_text=shape_text(shape),
+            shape_format=kernel.shape_format, dtype=plan.dtype, flops=op.flops, bytes=op.bytes, unit=op.unit,
+            op_dtype=op.dtype, op_kind=op.kind, op_fuses=list(op.fuses), status=status,
+            correctness=checked.correctness if checked else None, error=error,
+            time_s=timed.timing.median_s if timed else None, timing=timed.timing if timed else None,
+            achieved_gbps=rates.achieved_gbps, achieved_tflops=rates.achieved_tflops, bound=prediction.bound,
+            predicted_time_s=prediction.predicted_time_s, spec_roof_pct=rates.spec_roof_pct,
+            measured_predicted_time_s=rates.measured_predicted_time_s, measured_roof_pct=rates.measured_roof_pct,
+            baselines=baselines or [], launches=checked.launches if checked else [], unfused=prediction.unfused,
+            notes=[*prediction.notes, *notes, *rates.notes],
+        )
+
     try:
-        inputs, out = _fresh(kernel, shape, plan, seed)
-        _poison(out)
-        kernel.run(inputs, out)
-        _sync(plan.device)
-        launches = kernel.last_launches()
-        ref = kernel.reference(inputs)
-        rec.correctness = _check(out, ref, kernel.tolerance(plan.dtype), seed)
+        checked = check(kernel, shape, plan, spec, seed, reporter, label)
     except Exception as err:  # the kernel raised (a compile error, out of resources): report it, go on
-        rec.status, rec.error, rec.notes = "error", one_line(err), notes
-        return rec
-    rec.launches = [launch_record(launch, spec) for launch in launches]
-    if not rec.correctness.passed:
-        rec.status = "failed"
-        notes.append("wrong result: not timed")
-        rec.notes = notes
-        return rec
+        return record("error", error=one_line(err))
+    if not checked.correctness.passed:
+        return record("failed", checked=checked, notes=["wrong result: not timed"])
     if not plan.timed:
-        rec.status = "checked"
-        notes.append("checked in the Triton interpreter: correctness only, no timing")
-        rec.notes = notes
-        return rec
+        return record("checked", checked=checked, notes=[INTERPRET_NOTE])
 
-    # The baselines' own errors against the same reference, before it is freed (it can be large in float64).
-    baseline_fns = kernel.baselines()
-    baselines: dict[str, Baseline] = {}
-    for name in plan.baselines:
-        reporter.step(f"{label}: checking {name}" + (" (compiling)" if name == "compile" else ""))
-        try:
-            result = baseline_fns[name](inputs)
-            _sync(plan.device)
-            baselines[name] = Baseline(name=name, rel_error=_check(result, ref, math.inf, seed).rel_error)
-            del result
-        except Exception as err:  # torch.compile can fail on a machine without a C compiler, say
-            baselines[name] = Baseline(name=name, error=one_line(err))
-    del ref
-
-    # 2. timing, rotating input sets past the L2
     l2 = l2_bytes if l2_bytes is not None else (int(spec.memory.l2_size_mib * MIB) if spec else 0)
-    free = _free_memory(plan.device)
-    n_sets = input_sets(_working_set(inputs, out), l2, free) if l2 else 1
-    reporter.step(f"{label}: timing ({n_sets} input set{'s' if n_sets > 1 else ''})")
     try:
-        sets = [(inputs, out)] + [_fresh(kernel, shape, plan, seed + i) for i in range(1, n_sets)]
-        cycle = itertools.cycle(sets)
-
-        def run_kernel():
-            i, o = next(cycle)
-            kernel.run(i, o)
-
-        t = bench(run_kernel, warmup_ms=plan.warmup_ms, rep_ms=plan.rep_ms)
+        timed = time_kernel(kernel, shape, plan, checked, bench, seed, l2, reporter, label)
     except Exception as err:  # out of memory, a launch that fails only when timed: report it, go on
-        rec.status, rec.error, rec.notes = "error", one_line(err), notes
-        return rec
-    rec.status = "passed"
-    rec.timing = _timing(*t, plan=plan, sets=n_sets)
-    rec.time_s = t[0]
-    rec.achieved_gbps, rec.achieved_tflops = achieved(op, t[0])
-    if spec_roofs is not None and rec.predicted_time_s is not None:
-        rec.spec_roof_pct = roof_share(op, spec_roofs, t[0])[1]
-        if ceilings is not None and ceilings.copy_bandwidth_gbps:
-            mroofs = measured_roofs(spec_roofs, ceilings)
-            rec.measured_predicted_time_s, rec.measured_roof_pct = roof_share(op, mroofs, t[0])
-            if op.unit == "tensor" and op.dtype not in ceilings.tensor_tflops:
-                notes.append(f"no {op.dtype} matmul ceiling measured: '% of measured' uses the spec's peak")
-
-    # 3. baselines, timed the same way on the same rotation
-    for name in plan.baselines:
-        b = baselines[name]
-        if b.error is not None:
-            continue
-        reporter.step(f"{label}: timing {name}")
-        fn = baseline_fns[name]
-        bcycle = itertools.cycle(sets)
-
-        def run_baseline(fn=fn, bcycle=bcycle):
-            return fn(next(bcycle)[0])
-
-        try:
-            bt = bench(run_baseline, warmup_ms=plan.warmup_ms, rep_ms=plan.rep_ms)
-        except Exception as err:
-            baselines[name] = b.model_copy(update={"error": one_line(err)})
-            continue
-        gbps, tflops = achieved(op, bt[0])
-        baselines[name] = b.model_copy(update={
-            "time_s": bt[0], "timing": _timing(*bt, plan=plan, sets=n_sets), "achieved_gbps": gbps,
-            "achieved_tflops": tflops, "speedup": bt[0] / t[0],
-        })
-    rec.baselines = list(baselines.values())
-    rec.notes = notes
-    return rec
+        return record("error", checked=checked, error=one_line(err))
+    rates = shares(op, spec_roofs, ceilings, timed.timing.median_s)
+    baselines = time_baselines(kernel, op, plan, checked.baselines, timed, bench, spec_roofs, reporter, label)
+    return record("passed", checked=checked, timed=timed, rates=rates, baselines=baselines)
 
 
-def _unfused(op: Op, roofs: Roofs) -> UnfusedOp:
-    try:
-        predicted = place(op, roofs).time_s * op.count
-    except UserError:
-        predicted = None
-    return UnfusedOp(op=op.name, flops=op.flops * op.count, bytes=op.bytes * op.count, predicted_time_s=predicted)
-
-
-def _free_memory(device: str) -> int | None:
-    if device != "cuda":
-        return None
-    import torch
-
-    torch.cuda.empty_cache()  # blocks torch caches but no longer uses count as free
-    return torch.cuda.mem_get_info()[0]
+# --- the run -------------------------------------------------------------------------------------------------
 
 
 def run_measure(
@@ -584,7 +392,7 @@ def run_measure(
     command: str,
     reporter: Reporter | None = None,
     bench: Bench | None = None,
-    ceilings: Ceilings | None = None,
+    ceilings: RunCeilings | None = None,
     info: DeviceInfo | None = None,
 ) -> MeasurementFile:
     """Measure ``kernel`` on every shape of ``plan``; the record of the whole run.
@@ -593,39 +401,33 @@ def run_measure(
     plan is timed) and ``info`` (default: read from the device) can be given, which is how the tests run the whole
     arithmetic on a CPU.
     """
-    import torch
-    import triton
+    from .device import require_gpu_stack
 
+    torch_version, triton_version = require_gpu_stack()
     reporter = reporter or Reporter()
     for shape in plan.shapes:
         kernel.check(shape, plan.dtype)
-    ceiling_bench = bench
-    if bench is None:
-        def bench(fn, warmup_ms=WARMUP_MS, rep_ms=REP_MS):
-            return do_bench(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, timer=plan.timer)
-
-        # The ceilings are timed as calibrate times them, with CUDA events, whatever the kernel's timer.
-        def ceiling_bench(fn, warmup_ms=WARMUP_MS, rep_ms=REP_MS):
-            return do_bench(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, timer="events")
+    # The ceilings are timed as calibrate times them, with CUDA events, whatever the kernel's timer.
+    ceiling_bench = bench or timing.gpu_bench("events")
+    shape_bench = bench or timing.gpu_bench(plan.timer)
     info = info or device_info(spec, plan.device)
-    notes = spec_mismatch_notes(spec, info) if spec else []
-    ops = [kernel.op(shape, plan.dtype) for shape in plan.shapes]
-    shape_steps = len(plan.shapes)
-    reporter.start(shape_steps + (1 if plan.timed and ceilings is None else 0))
-    if plan.timed and ceilings is None:
+    probe = plan.timed and ceilings is None
+    reporter.start(len(plan.shapes) + (1 if probe else 0))
+    if probe:
         from .ceilings import measure_ceilings
 
-        ceilings = measure_ceilings(ceiling_bench, info.l2_bytes, ceiling_dtypes(ops), on_step=reporter.step)
+        dtypes = ceiling_dtypes(kernel.op(shape, plan.dtype) for shape in plan.shapes)
+        ceilings = measure_ceilings(ceiling_bench, info.l2_bytes, dtypes, on_step=reporter.step)
         reporter.advance()
     records = []
     for i, shape in enumerate(plan.shapes):
-        records.append(measure_shape(kernel, shape, plan, spec, ceilings, bench, reporter,
+        records.append(measure_shape(kernel, shape, plan, spec, ceilings, shape_bench, reporter,
                                      seed=plan.seed + 1000 * i, l2_bytes=info.l2_bytes))
         reporter.advance()
     return MeasurementFile(
         gpu=info,
-        torch_version=torch.__version__,
-        triton_version=triton.__version__,
+        torch_version=torch_version,
+        triton_version=triton_version,
         python_version=platform.python_version(),
         date=now(),
         command=command,
@@ -636,5 +438,6 @@ def run_measure(
         rep_ms=plan.rep_ms if plan.timed else None,
         ceilings=ceilings,
         records=records,
-        notes=notes,
+        notes=spec_mismatch_notes(spec, info) if spec else [],
     )
+

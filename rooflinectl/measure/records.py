@@ -1,27 +1,31 @@
 """The Measurement record: what ``rooflinectl measure`` found, typed, saved and loaded as JSON.
 
 One file holds one run: the device and software it ran on, the ceilings measured in that run, and one
-``ShapeRecord`` per shape. ``rooflinectl plot --measured FILE`` reads the same file; it relies on the top-level
-``gpu.name`` and, per record, ``kernel``, ``op``, ``shape``, ``dtype``, ``flops``, ``bytes`` and ``time_s`` (None
-when the shape was not timed: the kernel failed its check, or ran in the interpreter).
+``ShapeRecord`` per shape. ``load`` is the one reader of these files: ``rooflinectl plot --measured FILE`` reads
+them through it. A record names its operation as the engine does (``op``: "softmax", "rmsnorm_linear"), with its
+kind and what it fuses (``op_kind``, ``op_fuses``); the shape is in ``shape``/``shape_text``, never in the name.
 
 Units are in the names: ``*_s`` seconds, ``*_gbps`` 1e9 bytes/s, ``*_tflops`` 1e12 FLOP/s, ``*_pct`` percent.
-Rates and percentages are computed by ``rooflinectl.measure.harness`` from the engine's placements; this module only
-holds them.
+Rates and percentages come from the engine (``engine.roofline.measured_share``) through the harness; this module
+only holds them.
+
+Schema versions: 2 names ops without their shape and records ``op_fuses``; ``load`` reads version 1 files (such as
+docs/results/*/*.json) too, taking the op's name from the front of version 1's "softmax 4096x16384".
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..engine.op import OpKind
 from ..errors import UserError, format_validation_error
+from ..specs.hardware import Ceilings
 from ..specs.load import read_json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # A relative error of NaN or inf (a NaN in the output) is written as the JSON string "Infinity"/"NaN", so that the
 # file stays standard JSON and loads back to the same float.
@@ -96,9 +100,10 @@ class LaunchRecord(Record):
 
 
 class UnfusedOp(Record):
-    """One of the operations a fused kernel replaces, counted as its own kernel by the engine."""
+    """One of the operations a fused kernel replaces, counted as its own kernel by the engine (count included)."""
 
-    op: str
+    op: str  # the engine's name ("rmsnorm", "linear")
+    kind: OpKind | None = None  # None in version 1 records
     flops: float
     bytes: float
     predicted_time_s: float | None = None
@@ -106,7 +111,7 @@ class UnfusedOp(Record):
 
 class ShapeRecord(Record):
     kernel: str
-    op: str  # the operation's name as the engine calls it
+    op: str  # the operation's name as the engine calls it, without the shape
     shape: list[int]
     shape_text: str  # "4096x16384", in the kernel's shape_format
     shape_format: str
@@ -116,6 +121,7 @@ class ShapeRecord(Record):
     unit: Literal["tensor", "vector"]  # the compute roof the engine places the op under
     op_dtype: str  # … at this data type
     op_kind: OpKind | None = None  # what the op is (engine.op.OpKind); None in records saved before it was kept
+    op_fuses: list[OpKind] = Field(default_factory=list)  # the kinds of work folded into it (engine.op.Op.fuses)
     status: Status  # passed (checked and timed), failed (wrong result), error (raised), checked (interpreter)
     correctness: Correctness | None = None
     error: str | None = None  # the exception the kernel raised, on one line
@@ -133,13 +139,26 @@ class ShapeRecord(Record):
     unfused: list[UnfusedOp] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
+    @property
+    def unfused_bytes(self) -> float | None:
+        """HBM bytes of the operations this fused kernel replaces, together (None for an unfused kernel)."""
+        return sum(u.bytes for u in self.unfused) if self.unfused else None
 
-class Ceilings(Record):
-    """Ceilings measured once in this run on this device, by the same probes as ``rooflinectl calibrate``."""
+    @property
+    def unfused_predicted_time_s(self) -> float | None:
+        """Their predicted times under the spec's roofs, together; None where one has none."""
+        times = [u.predicted_time_s for u in self.unfused]
+        return None if not times or None in times else sum(t for t in times if t is not None)
 
-    copy_bandwidth_gbps: float | None = None  # bytes read + written by a large torch copy_
-    copy_bytes: int | None = None  # bytes moved by one copy
-    tensor_tflops: dict[str, float] = Field(default_factory=dict)  # torch matmul (or _scaled_mm for fp8)
+
+class RunCeilings(Ceilings):
+    """The ceilings measured once in this run on this device (``specs.hardware.Ceilings``, which
+    ``Roofs.with_ceilings`` applies to the spec's roofs), with what the probes were: the same probes as
+    ``rooflinectl calibrate``."""
+
+    model_config = _CONFIG
+
+    copy_bytes: int | None = None  # bytes moved by one copy (read + written)
     matmul_size: int | None = None  # n of the n×n×n products
     notes: list[str] = Field(default_factory=list)
 
@@ -170,7 +189,7 @@ class MeasurementFile(Record):
     timer: Timer | None = None  # None: not timed (the interpreter)
     warmup_ms: float | None = None
     rep_ms: float | None = None
-    ceilings: Ceilings | None = None
+    ceilings: RunCeilings | None = None
     records: list[ShapeRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
@@ -190,9 +209,30 @@ def save(run: MeasurementFile, path: Path) -> None:
         raise UserError(f"--save {path}: cannot write: {err.strerror}") from None
 
 
+def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 file as version 2: each op's name was the engine's name, a space and the shape."""
+
+    def name(op: object) -> object:
+        return op.split(" ", 1)[0] if isinstance(op, str) else op
+
+    records = []
+    for rec in data.get("records") or []:
+        if isinstance(rec, dict):
+            rec = {**rec, "op": name(rec.get("op"))}
+            rec["unfused"] = [{**u, "op": name(u.get("op"))} if isinstance(u, dict) else u
+                              for u in rec.get("unfused") or []]
+        records.append(rec)
+    return {**data, "schema_version": SCHEMA_VERSION, "records": records}
+
+
 def load(path: Path) -> MeasurementFile:
-    """A saved record, validated; a missing, malformed or foreign file is a one-line UserError."""
+    """A saved record (version 1 or 2), validated; a missing, malformed or foreign file is a one-line UserError."""
     data = read_json(path, "a measurement record (a JSON object)")
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if version == 1:
+        data = _from_v1(data)
+    elif version != SCHEMA_VERSION:
+        raise UserError(f"{path}: schema_version {version!r}: this rooflinectl reads versions 1 and {SCHEMA_VERSION}")
     try:
         return MeasurementFile.model_validate(data)
     except ValidationError as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -11,6 +12,10 @@ from rich.text import Text
 
 from ..measure.records import MeasurementFile, ShapeRecord
 from ..units import duration, si
+
+if TYPE_CHECKING:
+    from ..kernels.registry import KernelInfo
+    from ..measure.ceilings import Calibration
 
 STATUS_STYLE = {"passed": "green", "checked": "green", "failed": "bold red", "error": "bold red"}
 
@@ -70,7 +75,7 @@ def results_table(run: MeasurementFile) -> Table:
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for r in run.records:
-        row = [r.shape_text, _check_cell(r)]
+        row: list[str | Text] = [r.shape_text, _check_cell(r)]
         if timed:
             row += [_time(r.time_s), _band(r.timing.p20_s, r.timing.p80_s) if r.timing else "-",
                     _num(r.achieved_gbps), _num(r.achieved_tflops, ",.1f"), _time(r.predicted_time_s),
@@ -127,11 +132,9 @@ def fusion_table(run: MeasurementFile) -> Table:
     for r in run.records:
         if not r.unfused:
             continue
-        predicted = [u.predicted_time_s for u in r.unfused]
         t.add_row(
-            r.shape_text, " + ".join(u.op for u in r.unfused), si(sum(u.bytes for u in r.unfused), "B"),
-            si(r.bytes, "B"), _time(None if None in predicted else sum(predicted)), _time(r.predicted_time_s),
-            _time(r.time_s),
+            r.shape_text, " + ".join(u.op for u in r.unfused), si(r.unfused_bytes or 0, "B"),
+            si(r.bytes, "B"), _time(r.unfused_predicted_time_s), _time(r.predicted_time_s), _time(r.time_s),
         )
     return t
 
@@ -146,7 +149,8 @@ def _grouped(items: list[tuple[str, str]]) -> list[str]:
     return [f"{', '.join(where)}: {message}" for message, where in shapes.items()]
 
 
-def print_run(run: MeasurementFile) -> None:
+def print_run(run: MeasurementFile, saved: Path | None = None) -> None:
+    """The run's tables and notes; ``saved``: where the record was written, said last."""
     c = console()
     c.print(headline(run), highlight=False, markup=False)
     c.print(results_table(run))
@@ -188,41 +192,39 @@ def print_run(run: MeasurementFile) -> None:
             lines += [f"ceilings: {n}" for n in cl.notes]
     lines.append(f"{versions}; {run.date}")
     lines.append(f"reproduce: {run.command}")
+    if saved is not None:
+        lines.append(f"saved {saved}")
     for line in lines:
         c.print(line, highlight=False, markup=False)
 
 
-def list_table(rows: list[dict]) -> Table:
+def list_table(kernels: list[KernelInfo]) -> Table:
     t = Table(title="Kernels", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("name", no_wrap=True)
     t.add_column("summary")
-    t.add_column("installed", no_wrap=True)
-    for row in rows:
-        t.add_row(row["name"], row["summary"], "yes" if row["available"] else "not yet")
+    for k in kernels:
+        t.add_row(k.name, k.summary)
     return t
 
 
 # --- the commands --------------------------------------------------------------------------------------------
 
 
-def print_calibration(spec, written, notes: list[str], output: Path) -> None:
-    m = written.measured
+def print_calibration(done: Calibration) -> None:
+    m = done.measured
     t = Table(title=f"Measured on {m.device_name} ({m.date})", title_justify="left", box=box.SIMPLE_HEAD)
     t.add_column("ceiling")
     t.add_column("measured", justify="right")
-    t.add_column(f"spec {spec.id}", justify="right")
+    t.add_column(f"spec {done.spec.id}", justify="right")
     t.add_column("of spec", justify="right")
-    spec_bw = spec.memory.hbm_bandwidth_gbps
-    t.add_row("copy bandwidth (read + write)", f"{m.copy_bandwidth_gbps:,.0f} GB/s", f"{spec_bw:,.0f} GB/s",
-              f"{m.copy_bandwidth_gbps / spec_bw:.0%}")
-    for d, v in m.tensor_tflops.items():
-        peak = spec.compute.tensor_tflops.get(d)
-        t.add_row(f"{d} matmul", f"{v:,.1f} TFLOP/s", _num(peak, ",.1f") + (" TFLOP/s" if peak else ""),
-                  f"{v / peak:.0%}" if peak else "-")
+    for row in done.rows:
+        places = ",.0f" if row.unit == "GB/s" else ",.1f"
+        t.add_row(row.ceiling, f"{row.measured:{places}} {row.unit}",
+                  _num(row.spec, places) + (f" {row.unit}" if row.spec else ""),
+                  "-" if row.of_spec is None else f"{row.of_spec:.0%}")
     c = console()
     c.print(t)
-    for n in notes:
+    for n in done.notes:
         c.print(n, highlight=False, markup=False)
-    c.print(f"wrote {output} (id {written.id}); use it: rooflinectl analyze --calibrated --gpu {output}",
-            highlight=False, markup=False)
-
+    c.print(f"wrote {done.output} (id {done.written.id}); use it: rooflinectl analyze --calibrated --gpu "
+            f"{done.output}", highlight=False, markup=False)

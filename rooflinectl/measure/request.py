@@ -1,0 +1,128 @@
+"""What ``rooflinectl measure`` asks for, checked in the order that reports bad input before a missing GPU, and the
+whole run: ``measure(request)`` is what the command calls.
+
+Order of the checks (each a one-line UserError): the kernel's name, --baseline, --save's path, --interpret's
+environment, torch and triton, the shapes and the data type, a CUDA device, the spec. Torch and triton are
+imported only after --interpret has set TRITON_INTERPRET.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from ..errors import UserError
+from .records import BaselineName, MeasurementFile
+
+if TYPE_CHECKING:
+    from ..kernels.base import Kernel
+    from ..specs.hardware import GPU
+    from .harness import Plan, Reporter
+
+BASELINE_CHOICES = ("torch", "compile", "all", "none")
+
+
+@dataclass(frozen=True)
+class MeasureRequest:
+    """The options of one ``measure`` run, as the user gave them."""
+
+    kernel: str
+    shapes: tuple[str, ...] = ()  # --shape texts; empty: the kernel's default (or interpreter) shapes
+    dtype: str | None = None  # None: the kernel's default
+    baseline: str = "torch"
+    gpu: str | None = None  # --gpu; None: the spec matching the device's name
+    seed: int | None = None  # None: a fresh one, recorded
+    interpret: bool = False
+    cuda_graph: bool = False
+    save: Path | None = None
+    json: bool = False
+
+
+def baselines_for(choice: str) -> tuple[BaselineName, ...]:
+    if choice not in BASELINE_CHOICES:
+        raise UserError(f"--baseline '{choice}' is not one of {', '.join(BASELINE_CHOICES)}")
+    chosen: dict[str, tuple[BaselineName, ...]] = {"all": ("torch", "compile"), "none": ()}
+    return chosen.get(choice, (cast(BaselineName, choice),))
+
+
+def reproducing_command(request: MeasureRequest, dtype: str, gpu: str | None, seed: int) -> str:
+    """The command line that repeats this run, with the data type, seed and spec it resolved."""
+    args = ["rooflinectl", "measure", "--kernel", request.kernel]
+    for s in request.shapes:
+        args += ["--shape", s]
+    args += ["--dtype", dtype]
+    if not request.interpret:
+        args += ["--baseline", request.baseline]
+    if gpu:
+        args += ["--gpu", gpu]
+    args += ["--seed", str(seed)]
+    if request.interpret:
+        args.append("--interpret")
+    if request.cuda_graph:
+        args.append("--cuda-graph")
+    if request.save:
+        args += ["--save", str(request.save)]
+    if request.json:
+        args.append("--json")
+    return shlex.join(args)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked request: the kernel, the plan, the spec compared against and the reproducing command."""
+
+    kernel: Kernel
+    plan: Plan
+    spec: GPU | None
+    command: str
+
+
+def prepare(request: MeasureRequest) -> Prepared:
+    """Check the request (see the module docstring for the order) and resolve what it leaves open."""
+    from ..kernels.registry import KERNELS, get_kernel
+    from .device import check_writable, require_cuda, require_gpu_stack, resolve_spec, set_interpret
+    from .harness import Plan, parse_shapes
+
+    if request.kernel not in KERNELS:
+        get_kernel(request.kernel)  # the UserError naming the closest kernels
+    chosen = baselines_for(request.baseline)
+    if request.save is not None:
+        check_writable(request.save, "--save")
+    if request.interpret:
+        set_interpret(KERNELS[request.kernel].module)
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
+    require_gpu_stack()
+    kernel = get_kernel(request.kernel)
+    dtype = request.dtype or kernel.default_dtype
+    if request.shapes:
+        shapes = parse_shapes(kernel, request.shapes)
+    else:
+        shapes = list(kernel.interpret_shapes if request.interpret else kernel.default_shapes)
+    for s in shapes:
+        kernel.check(s, dtype)
+    device = "cpu" if request.interpret else "cuda"
+    if not request.interpret:
+        require_cuda()
+    spec = resolve_spec(request.gpu, device)
+    seed = request.seed if request.seed is not None else secrets.randbelow(2**31 - 10**6)
+    plan = Plan(shapes=shapes, dtype=dtype, device=device, timed=not request.interpret,
+                baselines=() if request.interpret else chosen, seed=seed,
+                timer="cuda_graph" if request.cuda_graph else "events")
+    command = reproducing_command(request, dtype, request.gpu or (spec.id if spec else None), seed)
+    return Prepared(kernel, plan, spec, command)
+
+
+def measure(request: MeasureRequest, reporter: Reporter | None = None) -> MeasurementFile:
+    """The whole ``measure`` run: check the request, measure every shape, save the record where asked."""
+    from . import harness
+    from .records import save
+
+    p = prepare(request)
+    run = harness.run_measure(p.kernel, p.plan, p.spec, command=p.command, reporter=reporter)
+    if request.save is not None:
+        save(run, request.save)
+    return run

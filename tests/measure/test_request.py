@@ -1,0 +1,30 @@
+"""A measure request: the baseline choices, and the command line that reproduces a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rooflinectl.errors import UserError
+from rooflinectl.measure.request import MeasureRequest, baselines_for, reproducing_command
+
+
+def test_baseline_choices():
+    assert baselines_for("all") == ("torch", "compile")
+    assert baselines_for("none") == ()
+    assert baselines_for("compile") == ("compile",)
+    with pytest.raises(UserError, match="--baseline 'eager' is not one of torch, compile, all, none"):
+        baselines_for("eager")
+
+
+
+def test_reproducing_command_names_what_the_run_resolved():
+    req = MeasureRequest(kernel="fused_softmax", shapes=("5x781,1x1",), interpret=True, save=Path("o.json"),
+                         json=True)
+    assert reproducing_command(req, "fp32", "h200", 11) == (
+        "rooflinectl measure --kernel fused_softmax --shape 5x781,1x1 --dtype fp32 --gpu h200 --seed 11 "
+        "--interpret --save o.json --json")
+    timed = MeasureRequest(kernel="copy", baseline="all", cuda_graph=True)
+    assert reproducing_command(timed, "bf16", None, 3) == (
+        "rooflinectl measure --kernel copy --dtype bf16 --baseline all --seed 3 --cuda-graph")

@@ -1,0 +1,42 @@
+"""render/measure.py: the tables of a run laid out from its record, and the calibration beside the spec."""
+
+from __future__ import annotations
+
+from measure_fakes import FakeClock, FakeSoftmax, run_fake
+
+from rooflinectl.measure.records import RunCeilings, UnfusedOp
+from rooflinectl.render.measure import print_run
+
+
+def test_timed_run_lays_out_every_number(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    clock = FakeClock((2.0e-6, 1.9e-6, 2.2e-6), (3.0e-6, 2.9e-6, 3.1e-6))
+    run = run_fake(FakeSoftmax(), [(512, 2048)], clock=clock,
+                   ceilings=RunCeilings(copy_bandwidth_gbps=3000.0, tensor_tflops={"bf16": 760.0}))
+    print_run(run)
+    text = capsys.readouterr().out
+    rows = [line.split() for line in text.splitlines() if line.lstrip().startswith("512x2048")]
+    # shape, check, time, band, GB/s, TFLOP/s, predicted, %spec, %meas (the numbers of the test above)
+    assert rows[0] == ["512x2048", "ok", f"{run.records[0].correctness.rel_error:.1e}", "2", "µs", "1.9–2.2", "µs",
+                       "2,097", "2.6", "1.25", "µs", "63", "70"]
+    # the torch baseline: time, band, GB/s, TFLOP/s, its error, the kernel's speedup
+    assert rows[1][:11] == ["512x2048", "torch", "eager", "3", "µs", "2.9–3.1", "µs", "1,398", "1.7",
+                            f"{run.records[0].baselines[0].rel_error:.1e}", "1.50"]
+    # the launch: grid 512, 4 warps, 128 threads, no registers/spills/smem known, 16 per SM, ≤100%, 1 wave
+    assert rows[2] == ["512x2048", "run", "512", "4", "128", "-", "-", "-", "16", "≤100%", "1", "warps"]
+    assert "ceilings measured in this run: copy 3,000 GB/s, bf16 matmul 760 TFLOP/s" in text
+    assert "reproduce: rooflinectl measure --kernel fake_softmax" in text
+
+
+
+def test_fusion_table_shows_the_records_sums(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "140")
+    run = run_fake(FakeSoftmax(), [(3, 7)], timed=False, spec=None)
+    rec = run.records[0].model_copy(update={"unfused": [
+        UnfusedOp(op="rmsnorm", kind="norm", flops=4, bytes=1.5e6, predicted_time_s=1e-6),
+        UnfusedOp(op="linear", kind="linear", flops=8, bytes=2.5e6, predicted_time_s=3e-6)]})
+    run = run.model_copy(update={"records": [rec]})
+    print_run(run)
+    row = next(line for line in capsys.readouterr().out.splitlines() if "rmsnorm + linear" in line)
+    assert row.split()[:6] == ["3x7", "rmsnorm", "+", "linear", "4", "MB"]
+    assert "4 µs" in row
