@@ -134,7 +134,8 @@ class Launch:
     @property
     def config(self) -> dict[str, Any]:
         """The meta-parameters of the launch: block sizes and flags (constexprs), num_warps, num_stages."""
-        base = asdict(self.settings) if is_dataclass(self.settings) else dict(self.settings or {})
+        s = self.settings
+        base = asdict(s) if is_dataclass(s) and not isinstance(s, type) else dict(s or {})
         return {**base, **self.extra}
 
     @property
@@ -179,7 +180,7 @@ class _LazyCompiled:
 
     def __init__(self, fn: Callable[[Inputs], torch.Tensor]):
         self._fn = fn
-        self._compiled = None
+        self._compiled: Callable[[Inputs], torch.Tensor] | None = None
 
     def __call__(self, inputs: Inputs) -> torch.Tensor:
         if self._compiled is None:
@@ -304,7 +305,8 @@ class Kernel(ABC):
     def baselines(self) -> dict[str, Callable[[Inputs], torch.Tensor]]:
         """ "torch": the eager code; "compile": torch.compile of the same code, compiled on its first call."""
         if not hasattr(self, "_baselines"):
-            self._baselines = {"torch": self.eager, "compile": _LazyCompiled(self.eager)}
+            self._baselines: dict[str, Callable[[Inputs], torch.Tensor]] = {
+                "torch": self.eager, "compile": _LazyCompiled(self.eager)}
         return self._baselines
 
     @abstractmethod

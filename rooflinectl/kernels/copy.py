@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import triton
-import triton.language as tl
+import triton  # type: ignore[import-untyped]  # triton ships no type information
+import triton.language as tl  # type: ignore[import-untyped]
 
 from ..engine.op import Op, copy_op
 from .base import Inputs, Kernel, torch_dtype

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import triton
-import triton.language as tl
+import triton  # type: ignore[import-untyped]  # triton ships no type information
+import triton.language as tl  # type: ignore[import-untyped]
 
 from ..engine.op import Op, matmul_op
 from .base import Inputs, Kernel, dot_dtype, dtype_name, sm_count, torch_dtype

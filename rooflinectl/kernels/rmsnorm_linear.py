@@ -36,8 +36,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
-import triton
-import triton.language as tl
+import triton  # type: ignore[import-untyped]  # triton ships no type information
+import triton.language as tl  # type: ignore[import-untyped]
 
 from ..engine.op import Op, matmul_op, rmsnorm_linear_op, rmsnorm_op
 from ..units import dtype_bytes
@@ -323,7 +323,7 @@ class RMSNormLinear(Kernel):
             tiles_n, tiles_m = triton.cdiv(n, cfg.block_n), triton.cdiv(m, cfg.block_m)
             ws, ss, counts = self._workspace(x.device, split_k, tiles_n * tiles_m, cfg.block_n * cfg.block_m,
                                              cfg.block_m)  # fmt: skip
-            grid = (tiles_n, split_k, tiles_m)
+            grid: tuple[int, ...] = (tiles_n, split_k, tiles_m)
             block_kss = max(64, 4096 // cfg.block_m)  # 4,096 x elements a step of the sum-of-squares loop
             handle = _gemv_kernel[grid](
                 x, w, bias_arg, out, ws, ss, counts, m, n, k, k_per_split, x.stride(0), w.stride(0),

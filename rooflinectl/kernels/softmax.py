@@ -29,8 +29,8 @@ import functools
 from dataclasses import dataclass, fields, replace
 
 import torch
-import triton
-import triton.language as tl
+import triton  # type: ignore[import-untyped]  # triton ships no type information
+import triton.language as tl  # type: ignore[import-untyped]
 
 from ..engine.op import Op, softmax_op
 from .base import Inputs, Kernel, dtype_name, interpreting, sm_count, torch_dtype
@@ -239,7 +239,7 @@ def pdl_supported() -> bool:
     if interpreting() or not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         return False
     try:
-        from triton.backends.nvidia.compiler import CUDAOptions
+        from triton.backends.nvidia.compiler import CUDAOptions  # type: ignore[import-untyped]
     except ImportError:
         return False
     return "launch_pdl" in {f.name for f in fields(CUDAOptions)}
