@@ -88,7 +88,7 @@ for section in "${sections[@]}"; do
         ;;
     summary)
         python3 - "$out" <<'EOF'
-import json, sys
+import sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
@@ -113,20 +113,23 @@ if cal.exists():
     print(f"calibrate: copy {m.get('copy_bandwidth_gbps', 0):,.0f} GB/s; matmul TFLOP/s: {peaks}")
 head = ("file", "shape", "check", "time", "GB/s", "TFLOP/s", "%spec", "%meas", "torch", "×torch", "compile", "×comp")
 rows = []
+from rooflinectl.measure.records import load  # the one reader of measure's records (schema 1 and 2)
+
 for path in sorted(out.glob("*.json")):
-    run = json.loads(path.read_text())
-    ceil = run.get("ceilings") or {}
-    print(f"{path.name}: {run['gpu']['name']} (spec {run['gpu'].get('spec')}), torch {run['torch_version']}, "
-          f"triton {run['triton_version']}, driver {run['gpu'].get('driver')}, {run['date']}, timer {run.get('timer')}; "
-          f"copy ceiling {f(ceil.get('copy_bandwidth_gbps'), ',.0f')} GB/s")
-    for r in run["records"]:
-        b = {x["name"]: x for x in r.get("baselines", [])}
-        c = r.get("correctness") or {}
-        rows.append((path.stem, r["shape_text"], r["status"] + (f" {c['rel_error']:.0e}" if c and isinstance(c.get("rel_error"), float) else ""),
-                     t(r.get("time_s")), f(r.get("achieved_gbps"), ",.0f"), f(r.get("achieved_tflops"), ",.1f"),
-                     f(r.get("spec_roof_pct"), ".0f"), f(r.get("measured_roof_pct"), ".0f"),
-                     t(b.get("torch", {}).get("time_s")), f(b.get("torch", {}).get("speedup"), ".2f"),
-                     t(b.get("compile", {}).get("time_s")), f(b.get("compile", {}).get("speedup"), ".2f")))
+    run = load(path)
+    ceil = run.ceilings
+    print(f"{path.name}: {run.gpu.name} (spec {run.gpu.spec}), torch {run.torch_version}, "
+          f"triton {run.triton_version}, driver {run.gpu.driver}, {run.date}, timer {run.timer}; "
+          f"copy ceiling {f(ceil.copy_bandwidth_gbps if ceil else None, ',.0f')} GB/s")
+    for r in run.records:
+        b = {x.name: x for x in r.baselines}
+        c = r.correctness
+        torch_b, compile_b = b.get("torch"), b.get("compile")
+        rows.append((path.stem, r.shape_text, r.status + (f" {c.rel_error:.0e}" if c else ""),
+                     t(r.time_s), f(r.achieved_gbps, ",.0f"), f(r.achieved_tflops, ",.1f"),
+                     f(r.spec_roof_pct, ".0f"), f(r.measured_roof_pct, ".0f"),
+                     t(torch_b.time_s if torch_b else None), f(torch_b.speedup if torch_b else None, ".2f"),
+                     t(compile_b.time_s if compile_b else None), f(compile_b.speedup if compile_b else None, ".2f")))
 widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
 for row in (head, *rows):
     print("  ".join(str(x).ljust(w) if i < 3 else str(x).rjust(w) for i, (x, w) in enumerate(zip(row, widths))))
