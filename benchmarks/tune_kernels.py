@@ -42,6 +42,9 @@ T0 = time.time()
 LOG = None
 RECORD: dict = {"env": {}, "ceilings": {}, "correctness": [], "timings": []}
 L2_BYTES = 60 * 2**20
+# The spec of the device in hand (specs.hardware.match_device), for the shared-memory limit the candidates must fit;
+# None (the limit the configs were tuned for) off the GPU or for a device no bundled spec matches.
+SPEC = None
 
 
 def log(*args):
@@ -309,7 +312,7 @@ def time_shape(kernel, shape, dtype, gen, *, baselines=("torch",), extra=None, o
     outs = [kernel.make_output(s) for s in sets]
     ref = kernel.reference(sets[0])
     chosen = kernel.config_for(shape, dtype)
-    cands = [chosen] if only_chosen else (configs or kernel.candidates(shape, dtype))
+    cands = [chosen] if only_chosen else (configs or kernel.candidates(shape, dtype, SPEC))
     rows = []
     # The first timing of a section ran 5-10% slow in every run (clocks or TLBs settling): time the chosen config
     # once, unrecorded, before the candidates.
@@ -578,7 +581,7 @@ SECTIONS = {
 
 
 def main():
-    global LOG, DEVICE, DRY, BUDGET_S, COMPILE, L2_BYTES
+    global LOG, DEVICE, DRY, BUDGET_S, COMPILE, L2_BYTES, SPEC
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/tune"))
     ap.add_argument(
@@ -610,6 +613,14 @@ def main():
     info = env_info()
     if info.get("l2_bytes"):
         L2_BYTES = info["l2_bytes"]
+    if DEVICE == "cuda":
+        from rooflinectl.errors import UserError
+        from rooflinectl.specs.hardware import list_gpus, match_device
+
+        try:
+            SPEC = match_device(torch.cuda.get_device_name(0), list_gpus())
+        except UserError as err:
+            log(f"no spec for the device ({err}): candidates fit the tuned GPU's shared memory")
     gen = torch.Generator(DEVICE).manual_seed(1234)
     copy_bw = ceilings(gen)
     if not args.no_correctness:
