@@ -24,6 +24,7 @@ import yaml
 
 from ..errors import UserError
 from ..specs.hardware import GPU, Measured, TensorDType, load_gpu_file
+from .bench import Bench
 from .records import RunCeilings
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ PROBE_REP_MS = 500
 # Data types calibrate probes, in this order; each is skipped (with a note) where the device or torch lacks it.
 PROBE_DTYPES: tuple[TensorDType, ...] = ("bf16", "fp16", "tf32", "fp8")
 
-Bench = Callable[..., tuple[float, float, float]]  # fn -> (median, p20, p80) in seconds
 
 
 def ceiling_dtypes(ops: Iterable[Op]) -> list[str]:
@@ -278,7 +278,7 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     assert spec is not None  # resolve_spec finds one for a CUDA device, or raises
     info = device_info(spec, "cuda")
     command = shlex.join(["rooflinectl", "calibrate", "-o", str(output), "--gpu", spec.id])
-    ceilings = measure_ceilings(bench or timing.do_bench, info.l2_bytes, PROBE_DTYPES, on_step=step)
+    ceilings = measure_ceilings(bench or timing.gpu_bench("events"), info.l2_bytes, PROBE_DTYPES, on_step=step)
     measured = measured_section(ceilings, device_name=info.name, date=now(), command=command,
                                 torch_version=torch_version, triton_version=triton_version, driver=info.driver)
     written = write_calibrated(spec, measured, output)
