@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import UserError, closest
-
-if TYPE_CHECKING:
-    from .base import Kernel
 
 
 @dataclass(frozen=True)
@@ -56,8 +53,10 @@ def info_for_module(module: str) -> KernelInfo:
     raise LookupError(f"no kernel is registered from the module {module}")
 
 
-def get_kernel(name: str) -> Kernel:
-    """The kernel registered as ``name`` (its module imported now); UserError naming the closest names if unknown."""
+def get_kernel(name: str) -> Any:
+    """The kernel registered as ``name`` (its module imported now), a ``base.Kernel``; UserError naming the closest
+    names if unknown. Typed ``Any``, not ``Kernel``: a Kernel reads its name and summary from this module, and this
+    module must not import base back (no import cycle); callers annotate what they get."""
     info = KERNELS.get(name)
     if info is None:
         raise UserError(f"unknown kernel '{name}'{closest(name, KERNELS)}; known: {', '.join(KERNELS)}")

@@ -96,7 +96,7 @@ def prepare(request: MeasureRequest) -> Prepared:
         set_interpret(KERNELS[request.kernel].module)
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
     require_gpu_stack()
-    kernel = get_kernel(request.kernel)
+    kernel: Kernel = get_kernel(request.kernel)
     dtype = request.dtype or kernel.default_dtype
     if request.shapes:
         shapes = parse_shapes(kernel, request.shapes)
