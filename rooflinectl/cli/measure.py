@@ -15,7 +15,6 @@ from typing import Any
 import typer
 
 from ..errors import UserError
-from ..render.measure import list_table, print_calibration, print_run
 from ._app import app, command, console, print_json
 
 # --- progress ------------------------------------------------------------------------------------------------
@@ -90,6 +89,7 @@ def measure(
         if json:
             print_json([{"name": i.name, "summary": i.summary} for i in KERNELS.values()])
         else:
+            from ..render.measure import list_table  # rich tables and records: not for --help
             console().print(list_table(list(KERNELS.values())))
         return
     if kernel is None:
@@ -104,6 +104,7 @@ def measure(
     if json:
         sys.stdout.write(run.to_json())
     else:
+        from ..render.measure import print_run  # rich tables and records: not for --help
         print_run(run, saved=save)
     if run.failed:
         raise typer.Exit(1)
@@ -140,4 +141,5 @@ def calibrate(
         print_json({"file": str(output), "id": done.written.id, "spec": done.spec.id,
                     "measured": done.measured.model_dump(mode="json"), "notes": done.notes})
         return
+    from ..render.measure import print_calibration  # rich tables and records: not for --help
     print_calibration(done)
