@@ -88,10 +88,17 @@ class MeasuredShare:
     fraction: float
 
 
-def measured_share(op: Op, roofs: Roofs, time_s: float) -> MeasuredShare:
-    """Place ``op`` (one instance, as measured) under ``roofs`` and compare its predicted time with ``time_s``."""
+def achieved_rates(op: Op, time_s: float) -> tuple[float, float]:
+    """(GB/s, TFLOP/s) that ``op``'s count reaches in ``time_s``: bytes / time and FLOPs / time, decimal units.
+    They need no roof, so a measurement without a spec (or without a peak for its data type) still has them."""
     if time_s <= 0:
         raise ValueError(f"a measured time must be positive, got {time_s}")
+    return op.bytes / time_s / 1e9, op.flops / time_s / 1e12
+
+
+def measured_share(op: Op, roofs: Roofs, time_s: float) -> MeasuredShare:
+    """Place ``op`` (one instance, as measured) under ``roofs`` and compare its predicted time with ``time_s``."""
+    gbps, tflops = achieved_rates(op, time_s)
     p = place(op, roofs)
     return MeasuredShare(
         placement=p,
@@ -99,8 +106,8 @@ def measured_share(op: Op, roofs: Roofs, time_s: float) -> MeasuredShare:
         predicted_time_s=p.time_s,
         attainable_flops=p.attainable_flops,
         achieved_flops=op.flops / time_s,
-        achieved_gbps=op.bytes / time_s / 1e9,
-        achieved_tflops=op.flops / time_s / 1e12,
+        achieved_gbps=gbps,
+        achieved_tflops=tflops,
         fraction=p.time_s / time_s,
     )
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..engine.roofline import measured_share, place
+from ..engine.roofline import achieved_rates, measured_share, place
 from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
 from ..units import MIB
@@ -288,13 +288,15 @@ class Shares:
 
 def shares(op: Op, spec_roofs: Roofs | None, ceilings: RunCeilings | None, time_s: float) -> Shares:
     """Achieved rates and the share of the attainable time under the spec's roofs and under this run's ceilings
-    (100% is the roofline itself). Nothing without the spec's roofs or a peak for the op's data type."""
+    (100% is the roofline itself). The achieved rates need no roof; the shares need the spec's roofs and a peak
+    for the op's data type."""
+    gbps, tflops = achieved_rates(op, time_s)
     if spec_roofs is None:
-        return Shares()
+        return Shares(achieved_gbps=gbps, achieved_tflops=tflops)
     try:
         spec = measured_share(op, spec_roofs, time_s)
     except UserError:  # no peak for the op's data type: predict() has said so
-        return Shares()
+        return Shares(achieved_gbps=gbps, achieved_tflops=tflops)
     out = Shares(achieved_gbps=spec.achieved_gbps, achieved_tflops=spec.achieved_tflops,
                  spec_roof_pct=100.0 * spec.fraction)
     if ceilings is None or not ceilings.copy_bandwidth_gbps:

@@ -169,3 +169,19 @@ def test_sweep_refuses_a_size_the_phase_does_not_have_even_with_no_values(phase,
 def test_sweep_refuses_a_non_positive_size():
     with pytest.raises(UserError, match="positive integer"):
         sweep(resolve_workload("decode"), load_gpu("h100"), "batch", [8, 0])
+
+
+def test_achieved_rates_need_no_roof():
+    """4096×4096 bf16 softmax: 2·4096·4096·2 B = 67,108,864 B and 5·4096·4096 = 83,886,080 FLOPs in 20 µs give
+    3,355.4432 GB/s and 4.194304 TFLOP/s, with or without a spec."""
+    from rooflinectl.engine.op import softmax_op
+    from rooflinectl.engine.roofline import achieved_rates
+    from rooflinectl.measure.harness import shares
+
+    op = softmax_op("softmax", 4096, 4096, "bf16")
+    gbps, tflops = achieved_rates(op, 20e-6)
+    assert gbps == pytest.approx(3355.4432)
+    assert tflops == pytest.approx(4.194304)
+    no_spec = shares(op, None, None, 20e-6)
+    assert (no_spec.achieved_gbps, no_spec.achieved_tflops) == (gbps, tflops)
+    assert no_spec.spec_roof_pct is None
