@@ -116,8 +116,9 @@ class ShapeRecord(Record):
     shape_text: str  # "4096x16384", in the kernel's shape_format
     shape_format: str
     dtype: str
-    flops: float  # one run, counted by the engine's rules (rooflinectl.engine.op)
-    bytes: float
+    # One run, counted by the engine's rules (rooflinectl.engine.op); finite, since a chart or a share divides by them.
+    flops: float = Field(ge=0, allow_inf_nan=False)
+    bytes: float = Field(gt=0, allow_inf_nan=False)
     unit: Literal["tensor", "vector"]  # the compute roof the engine places the op under
     op_dtype: str  # … at this data type
     op_kind: OpKind | None = None  # what the op is (engine.op.OpKind); None in records saved before it was kept
@@ -125,7 +126,7 @@ class ShapeRecord(Record):
     status: Status  # passed (checked and timed), failed (wrong result), error (raised), checked (interpreter)
     correctness: Correctness | None = None
     error: str | None = None  # the exception the kernel raised, on one line
-    time_s: float | None = None  # median; None when not timed
+    time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # median; None when not timed
     timing: Timing | None = None
     achieved_gbps: float | None = None  # bytes / time_s
     achieved_tflops: float | None = None  # flops / time_s

@@ -28,16 +28,7 @@ PAIR_DECADES = math.log10(2)
 def load_measured(path: Path) -> MeasurementFile:
     """The file ``rooflinectl measure --save`` writes, read by ``measure.records.load`` (every schema version it
     reads); a malformed file, or one with no timed record (nothing to draw), is a one-line UserError."""
-    run = load(path)
-    # What the chart divides by: the engine's Op needs bytes > 0 and measured_share a time > 0 (a ValueError, a
-    # traceback, otherwise). records.ShapeRecord leaves both unbounded, so they are checked here, in the format of
-    # its own validation messages.
-    for i, r in enumerate(run.records):
-        for field, value in (("bytes", r.bytes), ("time_s", r.time_s)):
-            if value is not None and not value > 0:
-                raise UserError(f"{path}: field 'records.{i}.{field}': Input should be greater than 0")
-        if not r.flops >= 0:
-            raise UserError(f"{path}: field 'records.{i}.flops': Input should be greater than or equal to 0")
+    run = load(path)  # its schema bounds what the chart divides by: bytes and time_s > 0, flops >= 0, all finite
     if all(r.time_s is None for r in run.records):
         raise UserError(f"{path}: no record has a time (each failed its check, or ran in the Triton interpreter): "
                         f"nothing to draw")
