@@ -30,10 +30,12 @@ def dtype_bytes(dtype: str) -> float:
 
 
 def si(x: float, unit: str = "", sep: str = " ") -> str:
-    """1.23 G, 456 M … with decimal prefixes, three significant digits."""
+    """1.23 G, 456 M … with decimal prefixes, three significant digits. A value that rounds up to 1,000 of one
+    prefix takes the next (999.6 M is "1 G", not "1e+03 M")."""
     for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= factor:
-            return f"{x / factor:.3g}{sep}{prefix}{unit}"
+        digits = f"{x / factor:.3g}"
+        if abs(float(digits)) >= 1:
+            return f"{digits}{sep}{prefix}{unit}"
     return f"{x:.3g}{sep}{unit}".rstrip()
 
 

@@ -37,3 +37,10 @@ def test_duration_picks_the_unit(s, text):
                                          (2 * TIB, "2 TiB"), (512, "512 B")])
 def test_binary_size(n, text):
     assert binary_size(n) == text
+
+
+def test_si_takes_the_next_prefix_when_rounding_reaches_1000():
+    """999.6 M rounds to 1,000 M at three digits: it is 1 G (not '1e+03 M'); 999.4 M stays 999 M."""
+    assert si(999.6e6, "B") == "1 GB"
+    assert si(999.4e6, "B") == "999 MB"
+    assert si(999.6, "B") == "1 kB"

@@ -25,6 +25,7 @@ from ..errors import UserError
 from ..measure.records import MeasurementFile
 from ..specs.hardware import GPU
 from ..specs.workload import SizeField, Workload, length_field
+from ..units import si
 from .chart import (
     BOUND_COLORS,
     GPU_COLORS,
@@ -195,7 +196,7 @@ def roof_lines(a: Analysis) -> list[Roof]:
     r, gpu = a.roofs, a.gpu
     derived = gpu.memory.derived
     measured = " measured" if r.label == "measured" else ""
-    out = [Roof(gpu.id, "memory", "HBM", r.bandwidth, 1.0, f"HBM {_rate(r.bandwidth, 'B/s')}{measured}",
+    out = [Roof(gpu.id, "memory", "HBM", r.bandwidth, 1.0, f"HBM {si(r.bandwidth, 'B/s')}{measured}",
                 0, 0)]
     for name, gbps, field in (("L2", r.l2_bandwidth_gbps, "l2_bandwidth_gbps"),
                               ("SRAM", r.smem_bandwidth_gbps, "smem_bandwidth_gbps")):
@@ -203,7 +204,7 @@ def roof_lines(a: Analysis) -> list[Roof]:
             continue
         how = derived.get(field, "")
         note = " (estimated)" if how.startswith("estimated") else " (derived)" if how else ""
-        out.append(Roof(gpu.id, "memory", name, gbps * 1e9, 1.0, f"{name} {_rate(gbps * 1e9, 'B/s')}{note}",
+        out.append(Roof(gpu.id, "memory", name, gbps * 1e9, 1.0, f"{name} {si(gbps * 1e9, 'B/s')}{note}",
                         0, 0))
     in_play: list[tuple[Unit, str]] = [(matmul_unit(a.workload.dtype), a.workload.dtype)]  # a.compute_unit
     for p in a.placements:
@@ -213,7 +214,7 @@ def roof_lines(a: Analysis) -> list[Roof]:
         peak = r.peak(dtype, unit)
         unit_name = "TOPS" if dtype == "int8" else "FLOP/s"
         out.append(Roof(gpu.id, "compute", f"{dtype} {unit}", peak, 0.0,
-                        f"{dtype} {unit} {_rate(peak, unit_name)}{measured}", 0, 0))
+                        f"{dtype} {unit} {si(peak, unit_name)}{measured}", 0, 0))
     return out
 
 
@@ -235,14 +236,6 @@ def _limits(xs: list[float], ys: list[float], peaks: list[float]) -> tuple[tuple
     y_lo = 10 ** math.floor(math.log10(min(ys) / 1.5))
     y_hi = max(peaks) * 4
     return (x_lo, x_hi), (y_lo, y_hi)
-
-
-def _rate(x: float, unit: str) -> str:
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if x >= factor:
-            v = x / factor
-            return f"{v:,.0f} {prefix}{unit}" if v >= 100 else f"{v:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
 
 
 # --- legend ------------------------------------------------------------------------------------------------
