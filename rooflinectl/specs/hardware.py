@@ -17,8 +17,9 @@ from typing import Literal, Self
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from ..errors import UserError, closest
+from ..files import read_text
 from ..units import KIB
-from .load import Strict, looks_like_path, read_text, read_yaml, search_dirs, validate
+from .load import Strict, looks_like_path, read_yaml, search_dirs, validate
 
 HARDWARE_PATH_ENV = "ROOFLINECTL_HARDWARE_PATH"
 
@@ -310,7 +311,7 @@ def _catalog() -> dict[str, Path]:
 _ID_LINE = re.compile(r"^id:[ \t]*(.*?)[ \t]*(?:[ \t]#.*)?$", re.MULTILINE)
 _ALIASES_LINE = re.compile(r"^aliases:[ \t]*(.*?)[ \t]*(?:[ \t]#.*)?$", re.MULTILINE)
 _PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]*$")
-_YAML_WORDS = {"yes", "no", "on", "off", "true", "false", "null", "y", "n"}
+_YAML_WORDS = {"true", "false", "null"}  # the plain names that specs.load.SAFE_LOADER reads as non-strings
 
 
 def _scalar(text: str) -> str | None:

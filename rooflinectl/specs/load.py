@@ -7,6 +7,7 @@ and every loading error becomes a :class:`UserError` naming the file, the field 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,13 +15,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import UserError, format_validation_error
+from ..files import is_file, read_text
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # rooflinectl/
 
 class Strict(BaseModel):
-    """Base of every spec model: unknown keys are errors, models are immutable."""
+    """Base of every spec model: unknown keys are errors, models are immutable, and nothing is coerced.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    pydantic's strict mode: ``sm_count: yes``, ``batch: true`` and ``"80"`` are errors, not 1, 1 and 80 (an int is
+    still a valid float). Together with :data:`SAFE_LOADER`'s YAML 1.2 scalars, a value means what it reads as.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def data_dir(kind: str) -> Path:
@@ -42,36 +48,113 @@ def search_dirs(kind: str, env_var: str) -> list[Path]:
 
 
 def looks_like_path(name: str) -> bool:
-    return name.endswith((".yaml", ".yml", ".json")) or os.sep in name or "/" in name
+    """Whether a ``--gpu``/``--model``/workload argument names a file rather than an id: a spec's extension, a
+    folder separator, or an existing regular file (:func:`files.is_file`, which a too-long name does not break)."""
+    return name.endswith((".yaml", ".yml", ".json")) or os.sep in name or "/" in name or is_file(name)
 
 
-def read_text(path: Path) -> str:
-    """A file's text, or a one-line UserError when it is missing or unreadable."""
-    try:
-        return Path(path).read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot read: {err.strerror}") from None
+def _json_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"duplicate key '{key}' (the last one would silently win)")
+        data[key] = value
+    return data
 
 
 def read_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:
-    """Parse one JSON file into a mapping, or raise a one-line UserError."""
+    """Parse one JSON file into a mapping, or raise a one-line UserError.
+
+    Refused: a key given twice in one object, the non-standard NaN/Infinity, numbers of more digits than Python
+    converts (4,300), nesting deeper than the interpreter's recursion limit.
+    """
     import json
 
+    text = read_text(path)
     try:
-        data = json.loads(read_text(path))
+        data = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_json_constant)
     except json.JSONDecodeError as err:
         raise UserError(f"{path}: malformed JSON at line {err.lineno}: {err.msg}") from None
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be a spec or a record") from None
+    except ValueError as err:  # a duplicate key, NaN/Infinity, an integer of over 4,300 digits
+        raise UserError(f"{path}: {' '.join(str(err).split())}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected {what}, found {type(data).__name__}")
     return data
 
 
-# libyaml's safe loader when PyYAML was built with it: the same documents, about ten times faster than the
-# pure-Python SafeLoader, which parsing every hardware file at each command's start made felt. The tests load every
-# data file with both and compare.
-SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's parser when PyYAML was built with it (about ten times faster than the pure-Python one, which parsing
+# every hardware file at each command's start made felt), under PyYAML's safe constructor. The tests load every
+# data file with both parsers and compare.
+_BASE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# YAML 1.2's core schema for plain scalars, in place of PyYAML's YAML 1.1 one: there, `yes`/`no`/`on`/`off` are
+# booleans, `0154` is octal (108), `1:48` is sexagesimal (108) and `2026-12-02` a date. Here those are strings,
+# which a number or boolean field then rejects by name. Only `true`/`false` are booleans, integers are decimal
+# (a leading zero is not a number), floats are decimal (the same rule) with an optional exponent, `.inf`/`.nan` (which the fields
+# reject as not finite), and `null`/`~`/empty are null.
+_RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
+    ("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), "tTfF"),
+    ("tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), "-+0123456789"),
+    ("tag:yaml.org,2002:float",
+     re.compile(r"^(?:[-+]?(?:\.[0-9]+|(?:0|[1-9][0-9]*)(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+     "-+0123456789."),
+    ("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), "~nN"),
+    ("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), "<"),
+]
+
+
+def _construct_unique_mapping(self: yaml.constructor.SafeConstructor, node: yaml.MappingNode,
+                              deep: bool = False) -> dict[Any, Any]:
+    """SafeConstructor.construct_mapping that refuses a key given twice in one mapping (YAML forbids it; PyYAML
+    lets the last one win silently)."""
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = self.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in seen
+        except TypeError:  # an unhashable key: the base constructor reports it
+            break
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key '{key}' (the last one would silently win)", key_node.start_mark)
+        seen.add(key)
+    return yaml.constructor.SafeConstructor.construct_mapping(self, node, deep=deep)
+
+
+class _Loader(_BASE_LOADER):  # type: ignore[valid-type,misc]
+    """The safe loader with YAML 1.2 plain scalars, which refuses a key given twice in one mapping."""
+
+    yaml_implicit_resolvers: dict[Any, list[tuple[str, re.Pattern[str]]]] = {}
+    construct_mapping = _construct_unique_mapping
+
+
+_Loader.yaml_implicit_resolvers = {}
+for _tag, _regexp, _first in _RESOLVERS:
+    for _ch in _first:
+        _Loader.yaml_implicit_resolvers.setdefault(_ch, []).append((_tag, _regexp))
+    if _tag == "tag:yaml.org,2002:null":  # the empty scalar
+        _Loader.yaml_implicit_resolvers.setdefault("", []).append((_tag, _regexp))
+
+SAFE_LOADER: type[yaml.SafeLoader] = _Loader
+
+
+def pure_python_loader() -> type[yaml.SafeLoader]:
+    """:data:`SAFE_LOADER`'s rules on PyYAML's pure-Python parser (the tests compare the two on every file)."""
+
+    class _PyLoader(yaml.SafeLoader):
+        yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
+        construct_mapping = _Loader.construct_mapping
+
+    return _PyLoader
 
 
 def read_yaml(path: Path, loader: type[yaml.SafeLoader] | None = None) -> dict[str, Any]:
@@ -84,6 +167,10 @@ def read_yaml(path: Path, loader: type[yaml.SafeLoader] | None = None) -> dict[s
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise UserError(f"{path}: malformed YAML{where}: {problem}") from None
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be a spec") from None
+    except ValueError as err:  # an integer of more than 4,300 digits
+        raise UserError(f"{path}: {' '.join(str(err).split())}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of fields at the top level, found {type(data).__name__}")
     return data
@@ -98,3 +185,5 @@ def validate(model: type[M], data: dict[str, Any], source: str) -> M:
         return model.model_validate(data)
     except ValidationError as err:
         raise UserError(format_validation_error(source, err)) from None
+    except RecursionError:
+        raise UserError(f"{source}: nested too deeply to be a spec") from None

@@ -259,7 +259,9 @@ def test_the_largest_shared_memory_per_block_comes_from_the_spec():
 def _yaml_names(path):
     import yaml
 
-    data = yaml.safe_load(path.read_text())
+    from rooflinectl.specs.load import SAFE_LOADER
+
+    data = yaml.load(path.read_text(), Loader=SAFE_LOADER)
     return [n for n in [data.get("id"), *(data.get("aliases") or [])] if isinstance(n, str)]
 
 

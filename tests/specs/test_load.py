@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from rooflinectl.errors import UserError
 from rooflinectl.specs.load import (
+    SAFE_LOADER,
     Strict,
     data_dir,
     looks_like_path,
+    pure_python_loader,
     read_json,
     read_yaml,
     search_dirs,
@@ -22,7 +23,7 @@ class Point(Strict):
     y_mib: float = 0.0
 
 
-@pytest.mark.parametrize("loader", [yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)])
+@pytest.mark.parametrize("loader", [SAFE_LOADER, pure_python_loader()])
 def test_malformed_yaml_names_the_line_with_either_loader(tmp_path, loader):
     path = tmp_path / "bad.yaml"
     path.write_text("a: 1\nb: [1, 2\n")
