@@ -84,12 +84,12 @@ def _refuse_special(path: Path, option: str) -> None:
     except OSError as err:
         raise UserError(f"{prefix}: cannot write: {_reason(err)}") from None
     if stat.S_ISLNK(st.st_mode):
-        raise UserError(f"{prefix}: is a symbolic link; rooflinectl does not write through links (give the "
+        raise UserError(f"{prefix}: cannot write: it is a symbolic link; rooflinectl does not write through links (give the "
                         f"file's own path)")
     if stat.S_ISDIR(st.st_mode):
-        raise UserError(f"{prefix}: is a folder, not a file")
+        raise UserError(f"{prefix}: cannot write: it is a folder, not a file")
     if not stat.S_ISREG(st.st_mode):
-        raise UserError(f"{prefix}: not a regular file (a FIFO, a socket or a device)")
+        raise UserError(f"{prefix}: cannot write: not a regular file (a FIFO, a socket or a device)")
     if not os.access(path, os.W_OK):
         raise UserError(f"{prefix}: cannot write: the file is read-only")
 
@@ -100,11 +100,11 @@ def _check_folder(path: Path, option: str) -> Path:
     try:
         st = os.stat(folder)
     except FileNotFoundError:
-        raise UserError(f"{prefix}: no such folder {folder}") from None
+        raise UserError(f"{prefix}: cannot write: no such folder {folder}") from None
     except OSError as err:
         raise UserError(f"{prefix}: cannot write into {folder}: {_reason(err)}") from None
     if not stat.S_ISDIR(st.st_mode):
-        raise UserError(f"{prefix}: {folder} is not a folder")
+        raise UserError(f"{prefix}: cannot write: {folder} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UserError(f"{prefix}: cannot write into {folder}: permission denied")
     return folder

@@ -51,7 +51,12 @@ def command(target: typer.Typer = app, *args, **kwargs) -> Callable:
 
 
 def print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    """Standard JSON only: a NaN or an infinity is a bug to report, never ``Infinity`` printed as a number."""
+    try:
+        text = json.dumps(data, indent=2, allow_nan=False)
+    except ValueError:
+        raise UserError("the result holds a non-finite number; please report this with the command") from None
+    sys.stdout.write(text + "\n")
 
 
 def split_list(value: str | None, what: str) -> list[str] | None:

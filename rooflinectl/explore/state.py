@@ -17,6 +17,7 @@ import yaml
 from ..engine.op import matmul_unit
 from ..engine.roofline import Analysis, analyze
 from ..errors import UserError
+from ..files import write_atomic
 from ..specs.hardware import GPU
 from ..specs.load import validate
 from ..specs.workload import (
@@ -165,8 +166,5 @@ def workload_filename(k: Knobs) -> str:
 def save_workload(k: Knobs, gpu_ref: str, folder: Path) -> Path:
     """Write the workload file of ``k`` into ``folder``; an OS error becomes a one-line UserError."""
     path = folder / workload_filename(k)
-    try:
-        path.write_text(workload_yaml(k, gpu_ref, str(path)))
-    except OSError as err:
-        raise UserError(f"cannot write {path}: {err.strerror}") from None
+    write_atomic(path, workload_yaml(k, gpu_ref, str(path)))
     return path

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 import yaml
 
 from ..errors import UserError
-from ..specs.hardware import GPU, Measured, TensorDType, load_gpu_file
+from ..files import write_atomic
+from ..specs.hardware import GPU, Measured, TensorDType
+from ..specs.load import SAFE_LOADER, validate
 from .bench import Bench
 from .records import RunCeilings
 
@@ -207,17 +209,8 @@ def write_calibrated(spec: GPU, measured: Measured, out: Path) -> GPU:
     """Write the calibrated hardware file and load it back through the same loader as every spec (so a file that
     would not load is never left behind); returns the loaded GPU."""
     text = calibrated_yaml(spec, measured, out)
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        tmp.write_text(text)
-    except OSError as err:
-        raise UserError(f"-o {out}: cannot write: {err.strerror}") from None
-    try:
-        gpu = load_gpu_file(tmp)
-    except UserError:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(out)
+    gpu = validate(GPU, yaml.load(text, Loader=SAFE_LOADER), str(out))  # the same rules as load_gpu_file's
+    write_atomic(out, text, "-o")  # a unique temporary file, then os.replace: never OUT.tmp, never half a file
     return gpu
 
 

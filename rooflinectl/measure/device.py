@@ -10,6 +10,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from .. import files
 from ..errors import UserError
 from ..specs.hardware import GPU, match_device
 from .records import DeviceInfo
@@ -128,14 +129,6 @@ def now() -> str:
 
 
 def check_writable(path: Path, option: str) -> None:
-    """A UserError now, before minutes of work, when ``path`` cannot be written (the file is not left behind)."""
-    if path.is_dir():
-        raise UserError(f"{option} {path}: is a folder, not a file")
-    existed = path.exists()
-    try:
-        with open(path, "a"):
-            pass
-    except OSError as err:
-        raise UserError(f"{option} {path}: cannot write: {err.strerror}") from None
-    if not existed:
-        path.unlink()
+    """A UserError now, before minutes of work, when ``path`` cannot be written; creates nothing
+    (``files.check_writable``: no links, folders, FIFOs or devices; the folder must exist and be writable)."""
+    files.check_writable(path, option)

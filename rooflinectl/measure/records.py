@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..engine.op import OpKind
 from ..errors import UserError, format_validation_error
+from ..files import write_atomic
 from ..specs.hardware import Ceilings
 from ..specs.load import read_json
 
@@ -203,11 +204,9 @@ class MeasurementFile(Record):
 
 
 def save(run: MeasurementFile, path: Path) -> None:
-    """Write the record as JSON; an unwritable path is a UserError."""
-    try:
-        path.write_text(run.to_json())
-    except OSError as err:
-        raise UserError(f"--save {path}: cannot write: {err.strerror}") from None
+    """Write the record as JSON, all at once or not at all (``files.write_atomic``); an unwritable path is a
+    UserError."""
+    write_atomic(path, run.to_json(), "--save")
 
 
 def _from_v1(data: dict[str, Any]) -> dict[str, Any]:

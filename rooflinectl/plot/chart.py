@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import UserError
+from ..files import check_writable
 
 FORMATS = (".png", ".svg", ".pdf")
 BOUND_COLORS = {"memory": "#0072B2", "compute": "#D55E00"}  # Okabe-Ito blue and vermillion: colour-blind safe
@@ -155,7 +156,4 @@ def check_output(path: Path) -> None:
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         raise UserError(f"{path}: unknown image format '{path.suffix or '(none)'}': use {', '.join(FORMATS)}")
-    if path.is_dir():
-        raise UserError(f"cannot write {path}: it is a folder")
-    if not path.parent.is_dir():
-        raise UserError(f"cannot write {path}: no such folder {path.parent}")
+    check_writable(path, "-o")  # no folder, link, FIFO or device; the folder exists and may be written

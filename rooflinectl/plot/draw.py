@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..files import write_atomic
 from .chart import (
     BOUND_COLORS,
     GPU_COLORS,
@@ -42,6 +43,15 @@ def draw_chart(chart: Chart, path: Path | None = None) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # Names come from the user's files: a '$' in one must print as a '$', not start matplotlib's mathtext (whose
+    # parse errors left a partial SVG or PDF behind).
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _render(chart, path, plt)
+
+
+def _render(chart: Chart, path: Path | None, plt: Any) -> Any:
+    import io
+
     n = len(chart.panels)
     width = PANEL_SIZE_IN[0] * n
     fig, axes = plt.subplots(1, n, figsize=(width, PANEL_SIZE_IN[1]), squeeze=False, dpi=DPI)
@@ -55,11 +65,19 @@ def draw_chart(chart: Chart, path: Path | None = None) -> Any:
     for i, (panel, ax) in enumerate(zip(chart.panels, axes[0])):
         _draw_panel(fig, ax, panel, chart, with_legend=(i == 0))
     if path is not None:
+        # Rendered into memory first, then written all at once (files.write_atomic): a render error or a full
+        # disk never leaves a truncated image where the old one was.
+        buffer = io.BytesIO()
         try:
-            fig.savefig(path, dpi=DPI, format=Path(path).suffix.lower().lstrip("."))
-        except OSError as err:
+            fig.savefig(buffer, dpi=DPI, format=Path(path).suffix.lower().lstrip("."))
+        except (OSError, ValueError) as err:
             plt.close(fig)
-            raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+            raise UserError(f"cannot draw {path}: {' '.join(str(err).split())[:200]}") from None
+        try:
+            write_atomic(path, buffer.getvalue(), "-o")
+        except UserError:
+            plt.close(fig)
+            raise
     return fig
 
 

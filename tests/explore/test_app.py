@@ -205,7 +205,7 @@ def test_saved_yaml_inlines_a_model_that_is_not_in_the_catalog(tmp_path):
 def test_save_into_a_missing_folder_is_an_error_in_the_status_line(tmp_path):
     def check(app, pilot):
         assert app.is_running
-        assert "error: cannot write" in str(app.query_one("#status").content)
+        assert "cannot write: no such folder" in str(app.query_one("#status").content)
 
     explore(["s"], check, out_dir=tmp_path / "missing")
 

@@ -1,0 +1,100 @@
+"""files.py: reading takes regular UTF-8 files of bounded size; writing is all or nothing and never follows a link."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rooflinectl.errors import UserError
+from rooflinectl.files import MAX_READ_BYTES, check_writable, is_file, read_text, write_atomic
+
+
+def test_read_text_refuses_what_is_not_a_small_utf8_file(tmp_path):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match="not a regular file"):
+        read_text(fifo)  # would block forever if it were opened
+    with pytest.raises(UserError, match="is a folder"):
+        read_text(tmp_path)
+    utf16 = tmp_path / "u16.yaml"
+    utf16.write_bytes("id: x\n".encode("utf-16"))
+    with pytest.raises(UserError, match=r"not UTF-8 text \(byte 0xff at offset 0\)"):
+        read_text(utf16)
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (MAX_READ_BYTES + 1))
+    with pytest.raises(UserError, match="more than the"):
+        read_text(big)
+    with pytest.raises(UserError, match="name is too long|no such file"):
+        read_text(tmp_path / ("x" * 300))
+    assert not is_file("x" * 5000)  # ENAMETOOLONG is an answer, not a traceback
+    bom = tmp_path / "bom.yaml"
+    bom.write_bytes(b"\xef\xbb\xbfid: x\n")
+    assert read_text(bom) == "id: x\n"
+
+
+def test_write_atomic_replaces_whole_and_refuses_links_and_special_files(tmp_path):
+    out = tmp_path / "out.json"
+    write_atomic(out, "old")
+    write_atomic(out, b"new")
+    assert out.read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary file left
+    target = tmp_path / "target"
+    target.write_text("keep")
+    link = tmp_path / "link.png"
+    link.symlink_to(target)
+    with pytest.raises(UserError, match="symbolic link"):
+        write_atomic(link, "x")
+    assert target.read_text() == "keep"
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(UserError, match="symbolic link"):
+        check_writable(dangling, "--save")
+    assert dangling.is_symlink() and not (tmp_path / "nowhere").exists()  # the check created nothing
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match="not a regular file"):
+        write_atomic(fifo, "x")
+    with pytest.raises(UserError, match="no such folder"):
+        check_writable(tmp_path / "absent" / "x.json", "-o")
+    check_writable(tmp_path / "new.json", "-o")
+    assert not (tmp_path / "new.json").exists()
+
+
+def test_a_write_that_fails_halfway_leaves_the_old_file_intact(tmp_path, monkeypatch):
+    out = tmp_path / "chart.svg"
+    out.write_text("the old chart")
+
+    def fail(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fail)  # the bytes went to the temporary file; the disk then fills up
+    with pytest.raises(UserError, match="chart.svg: cannot write: No space left on device"):
+        write_atomic(out, "the new chart" * 1000)
+    assert out.read_text() == "the old chart"
+    assert [p.name for p in tmp_path.iterdir()] == ["chart.svg"]
+
+
+def test_a_writer_killed_halfway_leaves_the_old_file_intact(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "record.json"
+    out.write_text('{"old": true}')
+    script = (
+        "import os, sys\n"
+        "from rooflinectl import files\n"
+        "real = os.fsync\n"
+        "def slow(fd):\n"
+        "    print('writing', flush=True); import time; time.sleep(30)\n"
+        "os.fsync = slow\n"
+        f"files.write_atomic({str(out)!r}, 'x' * 10_000_000)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    time.sleep(0.05)
+    assert out.read_text() == '{"old": true}'
