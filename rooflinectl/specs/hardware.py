@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, model_validator
 
 from ..errors import UserError, closest
 from ..files import read_text
 from ..units import KIB
-from .load import Strict, looks_like_path, read_yaml, search_dirs, validate
+from .load import Count, Peak, Rate, Size, Strict, looks_like_path, read_yaml, search_dirs, validate
 
 HARDWARE_PATH_ENV = "ROOFLINECTL_HARDWARE_PATH"
 
@@ -55,16 +55,16 @@ class Sourced(Strict):
 
 class Memory(Sourced):
     hbm_type: str
-    hbm_capacity_gib: PositiveFloat
-    hbm_bandwidth_gbps: PositiveFloat
-    l2_size_mib: PositiveFloat
-    l2_bandwidth_gbps: PositiveFloat | None = None
+    hbm_capacity_gib: Size
+    hbm_bandwidth_gbps: Rate
+    l2_size_mib: Size
+    l2_bandwidth_gbps: Rate | None = None
     # Largest shared memory (SRAM) one SM can give to its blocks, and the L1 + shared memory array it is carved from.
-    smem_per_sm_kib: PositiveFloat
-    l1_smem_per_sm_kib: PositiveFloat
+    smem_per_sm_kib: Size
+    l1_smem_per_sm_kib: Size
     # Aggregate shared-memory bandwidth over all SMs (bytes per clock per SM × SMs × clock): always derived.
-    smem_bandwidth_gbps: PositiveFloat | None = None
-    register_file_per_sm_kib: PositiveFloat
+    smem_bandwidth_gbps: Rate | None = None
+    register_file_per_sm_kib: Size
 
     @model_validator(mode="after")
     def _smem_fits_l1(self) -> Self:
@@ -76,17 +76,17 @@ class Memory(Sourced):
 class Limits(Sourced):
     """The execution limits that decide occupancy (CUDA programming guide, 'Compute capabilities' table)."""
 
-    warp_size: PositiveInt
-    max_threads_per_block: PositiveInt
-    max_threads_per_sm: PositiveInt
-    max_warps_per_sm: PositiveInt
-    max_blocks_per_sm: PositiveInt
-    registers_per_sm: PositiveInt  # 32-bit registers
-    max_registers_per_block: PositiveInt
-    max_registers_per_thread: PositiveInt
-    register_alloc_unit: PositiveInt  # registers are allocated per warp in units of this many
-    max_smem_per_block_kib: PositiveFloat  # with the opt-in dynamic limit
-    smem_alloc_unit_bytes: PositiveInt
+    warp_size: Count
+    max_threads_per_block: Count
+    max_threads_per_sm: Count
+    max_warps_per_sm: Count
+    max_blocks_per_sm: Count
+    registers_per_sm: Count  # 32-bit registers
+    max_registers_per_block: Count
+    max_registers_per_thread: Count
+    register_alloc_unit: Count  # registers are allocated per warp in units of this many
+    max_smem_per_block_kib: Size  # with the opt-in dynamic limit
+    smem_alloc_unit_bytes: Count
     reserved_smem_per_block_bytes: NonNegativeInt  # the system's share of each block's shared memory
 
     @property
@@ -101,14 +101,18 @@ class Limits(Sourced):
             raise ValueError("max_threads_per_sm must equal max_warps_per_sm × warp_size")
         if self.max_threads_per_block > self.max_threads_per_sm:
             raise ValueError("max_threads_per_block exceeds max_threads_per_sm")
+        # Otherwise a block at the per-block limit would not fit on one SM, and occupancy would report 0 blocks
+        # per SM as if it were a result.
+        if self.max_registers_per_block > self.registers_per_sm:
+            raise ValueError("max_registers_per_block exceeds registers_per_sm")
         return self
 
 
 class Compute(Sourced):
     """Dense peak throughput: tensor (matrix) units per data type, and the plain vector units."""
 
-    tensor_tflops: dict[TensorDType, PositiveFloat]
-    vector_tflops: dict[VectorDType, PositiveFloat]
+    tensor_tflops: dict[TensorDType, Peak]
+    vector_tflops: dict[VectorDType, Peak]
 
     @model_validator(mode="after")
     def _has_fp32(self) -> Self:
@@ -119,7 +123,7 @@ class Compute(Sourced):
 
 class Interconnect(Sourced):
     name: str
-    bandwidth_gbps: PositiveFloat  # total, both directions, per GPU
+    bandwidth_gbps: Rate  # total, both directions, per GPU
 
 
 class Ceilings(Strict):
@@ -129,9 +133,9 @@ class Ceilings(Strict):
     measured); each peak is a large matmul's (tensor) or an elementwise probe's (vector) rate for that data type.
     """
 
-    copy_bandwidth_gbps: PositiveFloat | None = None
-    tensor_tflops: dict[TensorDType, PositiveFloat] = Field(default_factory=dict)
-    vector_tflops: dict[VectorDType, PositiveFloat] = Field(default_factory=dict)
+    copy_bandwidth_gbps: Rate | None = None
+    tensor_tflops: dict[TensorDType, Peak] = Field(default_factory=dict)
+    vector_tflops: dict[VectorDType, Peak] = Field(default_factory=dict)
 
 
 class Measured(Ceilings):
@@ -144,7 +148,7 @@ class Measured(Ceilings):
     torch_version: str
     triton_version: str | None = None
     driver: str | None = None
-    copy_bandwidth_gbps: PositiveFloat  # bytes read + bytes written of a large device-to-device copy
+    copy_bandwidth_gbps: Rate  # bytes read + bytes written of a large device-to-device copy
 
 
 class GPU(Strict):
@@ -154,14 +158,21 @@ class GPU(Strict):
     vendor: str
     architecture: str
     compute_capability: str | None = None
-    sm_count: PositiveInt  # streaming multiprocessors (NVIDIA) or compute units (AMD)
-    boost_clock_mhz: PositiveFloat
+    sm_count: Count  # streaming multiprocessors (NVIDIA) or compute units (AMD)
+    boost_clock_mhz: Size
     memory: Memory
     limits: Limits
     compute: Compute
     interconnect: Interconnect | None = None
     measured: Measured | None = None
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _block_fits_the_sm(self) -> Self:
+        if self.limits.max_smem_per_block_kib > self.memory.smem_per_sm_kib:
+            raise ValueError("limits.max_smem_per_block_kib exceeds memory.smem_per_sm_kib: a block cannot have "
+                             "more shared memory than its SM")
+        return self
 
     def roofs(self, calibrated: bool = False) -> Roofs:
         """The roofs an operation is placed under: the spec sheet's, or those with the measured ceilings put in

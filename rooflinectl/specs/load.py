@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UserError, format_validation_error
 from ..files import is_file, read_text
@@ -27,6 +27,20 @@ class Strict(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+# Every number a spec gives is finite and inside a range no real chip or model leaves by orders of magnitude: an
+# infinite bandwidth made every op compute-bound and printed "ridge 0"; 1e-320 printed "nan%"; 1e30 a 31-digit
+# GB/s. The ranges are deliberately wide (an exotic part still loads); what they stop is a typo or a fuzzed value.
+# Rates in GB/s: HBM, L2 and shared memory of any GPU today are 1e2..1e6 GB/s; a subnormal such as 1e-320 is
+# refused by the lower bound, not only by 'positive'.
+Rate = Annotated[float, Field(ge=1e-3, le=1e7, allow_inf_nan=False)]
+# Peak TFLOP/s of one unit for one data type: 1e-3 (an fp64 vector unit of a consumer part) to 1e6.
+Peak = Annotated[float, Field(ge=1e-6, le=1e6, allow_inf_nan=False)]
+# A size in GiB, MiB or KiB, or a clock in MHz: positive, finite, at most a million of its unit.
+Size = Annotated[float, Field(ge=1e-6, le=1e6, allow_inf_nan=False)]
+# A count (SMs, threads, registers, heads, layers, a batch): at most 2**31 - 1, which any real one is far below.
+Count = Annotated[int, Field(gt=0, le=2**31 - 1)]
 
 
 def data_dir(kind: str) -> Path:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, model_validator
 
 from ..errors import UserError, closest
-from .load import Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
+from .load import Count, Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
 
@@ -63,14 +63,14 @@ class Model(Strict):
     id: str
     name: str
     source: str = Field(min_length=1)
-    hidden_size: PositiveInt
-    num_layers: PositiveInt
-    num_heads: PositiveInt
-    num_kv_heads: PositiveInt
-    head_dim: PositiveInt
-    intermediate_size: PositiveInt
+    hidden_size: Count
+    num_layers: Count
+    num_heads: Count
+    num_kv_heads: Count
+    head_dim: Count
+    intermediate_size: Count
     mlp: Literal["gated_silu"] = "gated_silu"
-    vocab_size: PositiveInt
+    vocab_size: Count
     tie_embeddings: bool = False
 
     @model_validator(mode="after")
@@ -102,9 +102,9 @@ class Scenario(Strict):
     phase: Phase
     model: str | Model
     description: str | None = None
-    batch: PositiveInt = 1
-    seq_len: PositiveInt | None = None  # prompt tokens per sequence (prefill, attention)
-    context: PositiveInt | None = None  # KV positions one decode step attends to
+    batch: Count = 1
+    seq_len: Count | None = None  # prompt tokens per sequence (prefill, attention)
+    context: Count | None = None  # KV positions one decode step attends to
     dtype: DType = "bf16"  # weights and activations
     kv_dtype: DType | None = None  # defaults to dtype
     attention: AttentionImpl = "flash"
@@ -135,9 +135,9 @@ class Workload(Strict):
 
     phase: Phase
     model: Model
-    batch: PositiveInt
-    tokens_per_seq: PositiveInt  # tokens each sequence processes in this step: 1 for decode
-    kv_len: PositiveInt  # KV positions attended (decode: context; prefill: the prompt)
+    batch: Count
+    tokens_per_seq: Count  # tokens each sequence processes in this step: 1 for decode
+    kv_len: Count  # KV positions attended (decode: context; prefill: the prompt)
     dtype: DType
     kv_dtype: DType
     attention: AttentionImpl

@@ -112,7 +112,7 @@ def test_malformed_gpu_file_names_file_and_field(tmp_path):
     bad.write_text(src.replace("hbm_bandwidth_gbps: 3350", "hbm_bandwith_gbps: 3350"))
     assert_one_line_error(cli("analyze", "--gpu", str(bad)), str(bad), "hbm_bandwith_gbps")
     bad.write_text(src.replace("hbm_bandwidth_gbps: 3350", "hbm_bandwidth_gbps: -3350"))
-    assert_one_line_error(cli("analyze", "--gpu", str(bad)), "memory.hbm_bandwidth_gbps", "greater than 0")
+    assert_one_line_error(cli("analyze", "--gpu", str(bad)), "memory.hbm_bandwidth_gbps", "greater than or equal to 0.001")
     assert_one_line_error(cli("analyze", "--gpu", str(tmp_path / "missing.yaml")), "no such file")
 
 

@@ -285,3 +285,47 @@ def test_the_cheap_name_scan_falls_back_to_yaml(tmp_path, head):
     path = tmp_path / "x1.yaml"
     path.write_text(head + "name: X\n")
     assert _names(path) == _yaml_names(path)
+
+
+@pytest.mark.parametrize("section, field, value, reason", [
+    ("memory", "hbm_bandwidth_gbps", float("inf"), "finite"),
+    ("memory", "hbm_bandwidth_gbps", 1e-320, "greater than or equal to"),
+    ("memory", "hbm_bandwidth_gbps", 1e30, "less than or equal to"),
+    ("memory", "hbm_bandwidth_gbps", True, "valid number"),
+    ("memory", "hbm_capacity_gib", float("nan"), "finite"),
+    ("memory", "l2_size_mib", "50", "valid number"),
+    ("limits", "registers_per_sm", 1024, "max_registers_per_block exceeds registers_per_sm"),
+    ("limits", "max_smem_per_block_kib", 500.0, "exceeds memory.smem_per_sm_kib"),
+    (None, "sm_count", True, "valid integer"),
+    (None, "sm_count", "132", "valid integer"),
+])
+def test_non_finite_absurd_coerced_and_inconsistent_numbers_are_refused(tmp_path, section, field, value, reason):
+    """Issue 18: each of these loaded and printed wrong numbers with exit 0 (inf bandwidth: 'ridge 0'; 1e-320:
+    'nan%'; sm_count true read as 1; the block larger than its SM: '0 blocks per SM')."""
+    import yaml
+
+    from rooflinectl.specs.hardware import load_gpu_file
+
+    data = yaml.safe_load((HARDWARE / "h100-sxm.yaml").read_text())
+    (data[section] if section else data)[field] = value
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserError, match=reason):
+        load_gpu_file(path)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("sm_count: yes", "valid integer"),  # YAML 1.1's boolean: a string here, refused by name
+    ("sm_count: 0154", "valid integer"),  # YAML 1.1's octal (108)
+    ("sm_count: 1:48", "valid integer"),  # YAML 1.1's sexagesimal (108)
+    ("sm_count: 132\nsm_count: 133", "duplicate key 'sm_count'"),
+])
+def test_yaml_11_surprises_and_duplicate_keys_are_refused(tmp_path, text, reason):
+    from rooflinectl.specs.hardware import load_gpu_file
+
+    src = (HARDWARE / "h100-sxm.yaml").read_text()
+    lines = [line for line in src.splitlines() if not line.startswith("sm_count:")]
+    path = tmp_path / "bad.yaml"
+    path.write_text("\n".join(lines) + "\n" + text + "\n")
+    with pytest.raises(UserError, match=reason):
+        load_gpu_file(path)
