@@ -72,11 +72,14 @@ def split_list(value: str | None, what: str) -> list[str] | None:
 def split_ints(value: str, what: str) -> list[int]:
     """'1,8,64' -> [1, 8, 64], each a positive integer."""
     out = []
-    for item in split_list(value, what) or []:
-        try:
-            n = int(item)
-        except ValueError:
-            raise UserError(f"{what}: '{item}' is not an integer") from None
+    items = [v.strip() for v in value.split(",")]
+    if any(not v for v in items):
+        raise UserError(f"{what}: '{value}' has an empty item: give a value or a list such as 1,8,64")
+    for item in items:
+        # ASCII digits only, as click's integer options take them: int() would also take '٣' and '３'.
+        if not (item.isascii() and item.isdigit()):
+            raise UserError(f"{what}: '{item}' is not a positive integer")
+        n = int(item)
         if n <= 0:
             raise UserError(f"{what}: {n} must be a positive integer")
         out.append(n)

@@ -200,11 +200,29 @@ def list_models() -> list[Model]:
     return [load_model(str(p)) for p in _model_catalog().values()]
 
 
+_HF_MODEL_TYPES: tuple[str, ...] = ("llama", "mistral", "qwen2")
+_HF_UNMODELLED_KEYS: tuple[str, ...] = (
+    "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
+    "moe_intermediate_size", "first_k_dense_replace", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+)
+
+
 def model_from_hf_config(path: Path) -> Model:
     """A Model from a Hugging Face ``config.json`` (Llama/Mistral/Qwen2-style keys)."""
     cfg = read_json(path)
-    if cfg.get("num_local_experts", 1) not in (None, 0, 1) or cfg.get("num_experts", 1) not in (None, 0, 1):
-        raise UserError(f"{path}: mixture-of-experts models are not supported; rooflinectl counts dense models")
+    # A config this importer does not model must not be analysed as the dense Llama it is not (a DeepSeek config
+    # read as dense printed wrong numbers with exit 0): a model type other than these, or any key of an
+    # architecture it does not count (experts, MLA's low-rank attention), is refused by name.
+    model_type = cfg.get("model_type")
+    if model_type is not None and model_type not in _HF_MODEL_TYPES:
+        raise UserError(f"{path}: field 'model_type': '{model_type}' is not modelled; rooflinectl counts dense "
+                        f"{', '.join(_HF_MODEL_TYPES)} models")
+    # None, 0 or 1 (of type int, not a boolean) mean "no experts"; anything else is an architecture not modelled.
+    unknown = sorted(k for k in _HF_UNMODELLED_KEYS
+                     if k in cfg and cfg[k] is not None and (type(cfg[k]) is not int or cfg[k] not in (0, 1)))
+    if unknown:
+        raise UserError(f"{path}: field '{unknown[0]}': mixture-of-experts and latent-attention models are not "
+                        f"modelled; rooflinectl counts dense models")
     act = cfg.get("hidden_act", "silu")
     if act not in ("silu", "swish"):
         raise UserError(f"{path}: field 'hidden_act': only the gated SiLU MLP is supported, not '{act}'")
@@ -212,19 +230,27 @@ def model_from_hf_config(path: Path) -> Model:
                if k not in cfg]
     if missing:
         raise UserError(f"{path}: field '{missing[0]}': missing from the config")
-    heads = cfg["num_attention_heads"]
+    heads, hidden = cfg["num_attention_heads"], cfg["hidden_size"]
+    if "head_dim" in cfg:  # given: validated as given (0, false or {} is an error, not a fallback)
+        head_dim = cfg["head_dim"]
+    elif isinstance(heads, int) and isinstance(hidden, int) and not isinstance(heads, bool) and heads > 0 \
+            and hidden % heads:
+        raise UserError(f"{path}: field 'head_dim': missing, and hidden_size {hidden} is not a multiple of "
+                        f"num_attention_heads {heads}")
+    else:  # hidden/heads; a non-integer is left for validation to name
+        head_dim = hidden // heads if isinstance(heads, int) and isinstance(hidden, int) and heads > 0 else hidden
     data = {
-        "id": path.parent.name if path.name == "config.json" else path.stem,
+        "id": path.resolve().parent.name if path.name == "config.json" else path.stem,
         "name": str(cfg.get("_name_or_path") or cfg.get("model_type") or path.parent.name),
         "source": f"Hugging Face config {path}",
         "hidden_size": cfg["hidden_size"],
         "num_layers": cfg["num_hidden_layers"],
         "num_heads": heads,
-        "num_kv_heads": cfg.get("num_key_value_heads") or heads,
-        "head_dim": cfg.get("head_dim") or (cfg["hidden_size"] // heads if heads else 0),
+        "num_kv_heads": cfg["num_key_value_heads"] if cfg.get("num_key_value_heads") is not None else heads,
+        "head_dim": head_dim,
         "intermediate_size": cfg["intermediate_size"],
         "vocab_size": cfg["vocab_size"],
-        "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "tie_embeddings": cfg.get("tie_word_embeddings", False),  # strict: "false" is an error, not True
     }
     return validate(Model, data, str(path))
 

@@ -178,7 +178,11 @@ def test_plot_pdf(tmp_path):
         (["plot", "-o", "{tmp}/missing/x.png"], ["cannot write", "no such folder"]),
         (["plot", "-o", "{tmp}"], ["unknown image format"]),
         (["plot", "-o", "{tmp}/folder.png"], ["cannot write", "is a folder"]),
-        (["plot", "--batch", "1,x", "-o", "{tmp}/x.png"], ["--batch: 'x' is not an integer"]),
+        (["plot", "--batch", "1,x", "-o", "{tmp}/x.png"], ["--batch: 'x' is not a positive integer"]),
+        # issue 18: these were read as 1 and 8, as 8, and as 3 (Arabic-Indic) and 8 (full-width)
+        (["plot", "--batch", "1,,8", "-o", "{tmp}/x.png"], ["--batch: '1,,8' has an empty item"]),
+        (["plot", "--batch", "8,", "-o", "{tmp}/x.png"], ["has an empty item"]),
+        (["plot", "--batch", "\u0663,\uff18", "-o", "{tmp}/x.png"], ["is not a positive integer"]),
         (["plot", "--batch", "1,8", "--context", "1,2", "-o", "{tmp}/x.png"], ["sweep one size at a time"]),
         (["plot", "prefill", "--context", "1,2", "-o", "{tmp}/x.png"], ["seq_len, not context"]),
         (["plot", "--context", "128", "--seq-len", "64", "-o", "{tmp}/x.png"], ["name the workload"]),

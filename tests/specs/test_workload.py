@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rooflinectl.errors import UserError
@@ -68,3 +70,43 @@ def test_the_scenario_validator_states_the_same_rule():
         validate(Scenario, {**base, "phase": "prefill", "seq_len": 128, "context": 64}, "test")
     with pytest.raises(UserError, match="its length is context"):
         validate(Scenario, {**base, "phase": "decode", "context": 128, "seq_len": 64}, "test")
+
+
+@pytest.mark.parametrize("extra, reason", [
+    ({"model_type": "deepseek_v3"}, "field 'model_type': 'deepseek_v3' is not modelled"),
+    ({"n_routed_experts": 256}, "field 'n_routed_experts': mixture-of-experts"),
+    ({"kv_lora_rank": 512}, "field 'kv_lora_rank'"),
+    ({"num_local_experts": True}, "field 'num_local_experts'"),
+    ({"tie_word_embeddings": "false"}, "tie_embeddings"),  # bool("false") counted it as tied
+    ({"head_dim": 0}, "head_dim"),  # fell back to hidden/heads
+    ({"head_dim": False}, "head_dim"),
+    ({"hidden_size": 4000, "num_attention_heads": 48}, "not a multiple of num_attention_heads 48"),  # truncated to 83
+    ({"hidden_size": "4096"}, "hidden_size"),
+    ({"num_attention_heads": None}, "num_heads"),  # a TypeError before validation
+])
+def test_config_json_that_would_be_analysed_wrongly_is_refused(tmp_path, extra, reason):
+    """Issue 18: each of these gave a dense model (or a traceback) instead of one line and exit 2."""
+    import json
+
+    from rooflinectl.specs.workload import model_from_hf_config
+
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, **extra}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(UserError, match=reason):
+        model_from_hf_config(path)
+
+
+def test_config_json_read_from_its_own_folder_is_named_after_it(tmp_path, monkeypatch):
+    import json
+
+    from rooflinectl.specs.workload import model_from_hf_config
+
+    folder = tmp_path / "my-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "intermediate_size": 14336,
+        "vocab_size": 128256}))
+    monkeypatch.chdir(folder)
+    assert model_from_hf_config(Path("config.json")).id == "my-llama"  # was ""
