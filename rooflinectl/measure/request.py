@@ -97,11 +97,19 @@ def prepare(request: MeasureRequest) -> Prepared:
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
     require_gpu_stack()
     kernel: Kernel = get_kernel(request.kernel)
-    dtype = request.dtype or kernel.default_dtype
     if request.shapes:
         shapes = parse_shapes(kernel, request.shapes)
     else:
         shapes = list(kernel.interpret_shapes if request.interpret else kernel.default_shapes)
+    dtype = request.dtype or kernel.default_dtype
+    # Triton's interpreter multiplies the bit patterns of bf16 operands in tl.dot (triton-lang/triton#11584): a
+    # correct matmul would be reported wrong (relative error ~1e10). Under --interpret a kernel on the tensor
+    # units defaults to fp16 and refuses bf16; loads, stores and casts of bf16 are right, so softmax keeps it.
+    if request.interpret and dtype == "bf16" and shapes and kernel.op(shapes[0], "fp16").unit == "tensor":
+        if request.dtype == "bf16":
+            raise UserError(f"--interpret: {kernel.name} multiplies in tl.dot, which Triton's interpreter gets wrong "
+                            f"for bf16 (triton-lang/triton#11584); use --dtype fp16 or fp32 on the CPU")
+        dtype = "fp16" if "fp16" in kernel.dtypes else "fp32"
     for s in shapes:
         kernel.check(s, dtype)
     device = "cpu" if request.interpret else "cuda"

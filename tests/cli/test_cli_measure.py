@@ -238,3 +238,11 @@ def mask_versions(text: str) -> str:
     """The line 'torch X, triton Y; DATE' with its versions and date masked; rel. errors are the seed's."""
     return re.sub(r"^torch \S+, triton \S+(, driver \S+)?; \S+$", "torch <version>, triton <version>; <date>", text,
                   flags=re.M)
+
+
+@pytest.mark.parametrize("kernel", ["matmul", "rmsnorm_linear"])
+def test_interpret_refuses_bf16_for_kernels_that_multiply_in_tl_dot(kernel):
+    """Issue 18: the interpreter multiplies bf16 bit patterns in tl.dot (triton-lang/triton#11584), so a correct
+    kernel was reported wrong with exit 1. Asked for bf16, one line and exit 2 say why."""
+    assert_one_line_error(cli("measure", "--kernel", kernel, "--interpret", "--dtype", "bf16"),
+                          "--interpret", "triton-lang/triton#11584", "--dtype fp16")
