@@ -296,7 +296,12 @@ def load_scenario(name: str) -> Scenario:
                 f"({', '.join(PHASES)}) or a workload YAML file"
             )
         path = catalog[name.lower()]
-    return validate(Scenario, read_yaml(path), str(path))
+    scenario = validate(Scenario, read_yaml(path), str(path))
+    model = scenario.model
+    if isinstance(model, str) and looks_like_path(model) and not Path(model).expanduser().is_absolute():
+        # A relative model path is the workload file's own: the file works from any folder it is run from.
+        return scenario.model_copy(update={"model": str(path.parent / Path(model))})
+    return scenario
 
 
 def resolve_workload(name: str, **overrides: Any) -> Workload:

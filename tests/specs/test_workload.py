@@ -110,3 +110,16 @@ def test_config_json_read_from_its_own_folder_is_named_after_it(tmp_path, monkey
         "vocab_size": 128256}))
     monkeypatch.chdir(folder)
     assert model_from_hf_config(Path("config.json")).id == "my-llama"  # was ""
+
+
+def test_a_relative_model_path_is_the_workload_files_own(tmp_path, monkeypatch):
+    """Issue 18: it resolved against the current folder, and the error named neither."""
+    import shutil
+
+    from rooflinectl.specs.load import data_dir
+
+    (tmp_path / "w" / "models").mkdir(parents=True)
+    shutil.copy(data_dir("workloads") / "models" / "llama-3-8b.yaml", tmp_path / "w" / "models" / "mine.yaml")
+    (tmp_path / "w" / "mine.yaml").write_text("phase: decode\nmodel: models/mine.yaml\ncontext: 1024\n")
+    monkeypatch.chdir(tmp_path)
+    assert resolve_workload("w/mine.yaml").model.id == "llama-3-8b"
