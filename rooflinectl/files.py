@@ -84,8 +84,8 @@ def _refuse_special(path: Path, option: str) -> None:
     except OSError as err:
         raise UserError(f"{prefix}: cannot write: {_reason(err)}") from None
     if stat.S_ISLNK(st.st_mode):
-        raise UserError(f"{prefix}: cannot write: it is a symbolic link; rooflinectl does not write through links (give the "
-                        f"file's own path)")
+        raise UserError(f"{prefix}: cannot write: it is a symbolic link; rooflinectl does not write through "
+                        f"links (give the file's own path)")
     if stat.S_ISDIR(st.st_mode):
         raise UserError(f"{prefix}: cannot write: it is a folder, not a file")
     if not stat.S_ISREG(st.st_mode):

@@ -206,8 +206,8 @@ def calibrated_yaml(spec: GPU, measured: Measured, out: Path) -> str:
 
 
 def write_calibrated(spec: GPU, measured: Measured, out: Path) -> GPU:
-    """Write the calibrated hardware file and load it back through the same loader as every spec (so a file that
-    would not load is never left behind); returns the loaded GPU."""
+    """Validate the calibrated hardware file's text by the rules of every spec (so a file that would not load is
+    never written), then write it atomically; returns the validated GPU."""
     text = calibrated_yaml(spec, measured, out)
     gpu = validate(GPU, yaml.load(text, Loader=SAFE_LOADER), str(out))  # the same rules as load_gpu_file's
     write_atomic(out, text, "-o")  # a unique temporary file, then os.replace: never OUT.tmp, never half a file
@@ -261,8 +261,9 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     spec (``gpu``, or the one matching the device's name) with its ``measured`` section."""
     import shlex
 
+    from ..files import check_writable
     from . import bench as timing
-    from .device import check_writable, device_info, now, require_cuda, require_gpu_stack, resolve_spec
+    from .device import device_info, now, require_cuda, require_gpu_stack, resolve_spec
 
     check_writable(output, "-o")
     torch_version, triton_version = require_gpu_stack()

@@ -8,9 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from datetime import datetime
-from pathlib import Path
 
-from .. import files
 from ..errors import UserError
 from ..specs.hardware import GPU, match_device
 from .records import DeviceInfo
@@ -126,9 +124,3 @@ def resolve_spec(gpu: str | None, device: str) -> GPU | None:
 def now() -> str:
     """Local time with its UTC offset, ISO 8601, to the second: a record's date."""
     return datetime.now().astimezone().isoformat(timespec="seconds")
-
-
-def check_writable(path: Path, option: str) -> None:
-    """A UserError now, before minutes of work, when ``path`` cannot be written; creates nothing
-    (``files.check_writable``: no links, folders, FIFOs or devices; the folder must exist and be writable)."""
-    files.check_writable(path, option)

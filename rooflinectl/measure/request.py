@@ -83,8 +83,9 @@ class Prepared:
 
 def prepare(request: MeasureRequest) -> Prepared:
     """Check the request (see the module docstring for the order) and resolve what it leaves open."""
+    from ..files import check_writable
     from ..kernels.registry import KERNELS, get_kernel
-    from .device import check_writable, require_cuda, require_gpu_stack, resolve_spec, set_interpret
+    from .device import require_cuda, require_gpu_stack, resolve_spec, set_interpret
     from .harness import Plan, parse_shapes
 
     if request.kernel not in KERNELS:

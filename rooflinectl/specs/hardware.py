@@ -366,7 +366,7 @@ def list_gpus() -> list[GPU]:
 
 def load_gpu(name: str) -> GPU:
     """A GPU by id, alias (case-insensitive) or path to a YAML file."""
-    if looks_like_path(name) or Path(name).is_file():
+    if looks_like_path(name):
         return load_gpu_file(Path(name).expanduser())
     catalog = _catalog()
     path = catalog.get(name.lower())

@@ -110,8 +110,8 @@ _BASE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoad
 # YAML 1.2's core schema for plain scalars, in place of PyYAML's YAML 1.1 one: there, `yes`/`no`/`on`/`off` are
 # booleans, `0154` is octal (108), `1:48` is sexagesimal (108) and `2026-12-02` a date. Here those are strings,
 # which a number or boolean field then rejects by name. Only `true`/`false` are booleans, integers are decimal
-# (a leading zero is not a number), floats are decimal (the same rule) with an optional exponent, `.inf`/`.nan` (which the fields
-# reject as not finite), and `null`/`~`/empty are null.
+# (a leading zero is not a number), floats are decimal (the same rule) with an optional exponent or `.inf`/`.nan`
+# (which the fields reject as not finite), and `null`/`~`/empty are null.
 _RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
     ("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), "tTfF"),
     ("tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), "-+0123456789"),
@@ -151,7 +151,6 @@ class _Loader(_BASE_LOADER):  # type: ignore[valid-type,misc]
     construct_mapping = _construct_unique_mapping
 
 
-_Loader.yaml_implicit_resolvers = {}
 for _tag, _regexp, _first in _RESOLVERS:
     for _ch in _first:
         _Loader.yaml_implicit_resolvers.setdefault(_ch, []).append((_tag, _regexp))

@@ -233,12 +233,13 @@ def model_from_hf_config(path: Path) -> Model:
     heads, hidden = cfg["num_attention_heads"], cfg["hidden_size"]
     if "head_dim" in cfg:  # given: validated as given (0, false or {} is an error, not a fallback)
         head_dim = cfg["head_dim"]
-    elif isinstance(heads, int) and isinstance(hidden, int) and not isinstance(heads, bool) and heads > 0 \
-            and hidden % heads:
+    elif not (type(heads) is int and type(hidden) is int and heads > 0):
+        head_dim = hidden  # not a division: validation names the bad size (num_heads or hidden_size)
+    elif hidden % heads:
         raise UserError(f"{path}: field 'head_dim': missing, and hidden_size {hidden} is not a multiple of "
                         f"num_attention_heads {heads}")
-    else:  # hidden/heads; a non-integer is left for validation to name
-        head_dim = hidden // heads if isinstance(heads, int) and isinstance(hidden, int) and heads > 0 else hidden
+    else:
+        head_dim = hidden // heads
     data = {
         "id": path.resolve().parent.name if path.name == "config.json" else path.stem,
         "name": str(cfg.get("_name_or_path") or cfg.get("model_type") or path.parent.name),
@@ -257,7 +258,7 @@ def model_from_hf_config(path: Path) -> Model:
 
 def load_model(name: str) -> Model:
     """A model by id (``workloads/models/<id>.yaml``), model YAML path, or Hugging Face config.json path."""
-    if looks_like_path(name) or Path(name).is_file():
+    if looks_like_path(name):
         path = Path(name).expanduser()
         if path.suffix == ".json":
             return model_from_hf_config(path)
@@ -286,7 +287,7 @@ def list_scenarios() -> dict[str, Scenario]:
 
 def load_scenario(name: str) -> Scenario:
     """A scenario by name (``decode``, ``prefill``, ``attention`` or a user's) or by YAML path."""
-    if looks_like_path(name) or Path(name).is_file():
+    if looks_like_path(name):
         path = Path(name).expanduser()
     else:
         catalog = _scenario_catalog()

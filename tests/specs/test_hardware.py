@@ -329,3 +329,9 @@ def test_yaml_11_surprises_and_duplicate_keys_are_refused(tmp_path, text, reason
     path.write_text("\n".join(lines) + "\n" + text + "\n")
     with pytest.raises(UserError, match=reason):
         load_gpu_file(path)
+
+
+def test_a_name_too_long_for_the_system_is_an_unknown_gpu_not_a_traceback():
+    """pathlib's is_file raises ENAMETOOLONG; the lookup asks files.is_file once, through looks_like_path."""
+    with pytest.raises(UserError, match="unknown GPU"):
+        load_gpu("h" * 300)
