@@ -43,7 +43,7 @@ from .chart import (
     check_output,
 )
 from .labels import group_ops, mark_values_group, op_labels
-from .measured import load_measured, measured_on
+from .measured import load_measured, measured_gpu
 from .measured import measured_points as measured_points_of
 
 __all__ = ["build_chart", "chart_json", "check_output", "draw", "plot_workloads"]
@@ -68,19 +68,15 @@ def build_chart(
     ids = [g.id for g in gpus]
     if len(set(ids)) != len(ids):
         raise UserError(f"a GPU is given twice: {', '.join(ids)}")
-    if measured is not None and not any(measured_on(measured, g) for g in gpus):
-        plotted = ", ".join(f"{g.id} ({g.name})" for g in gpus)
-        raise UserError(
-            f"{measured_source} was measured on '{measured.gpu.name}', not on the GPU plotted: {plotted}; "
-            f"pass --gpu for the GPU it was measured on"
-        )
+    # The GPU the records ran on, or a one-line refusal: never drawn under another GPU's roofs.
+    measured_on = measured_gpu(measured, gpus, measured_source).id if measured is not None else None
     panels = []
     for w in workloads:
         if sweep_field:
             runs = [sweep(w, g, sweep_field, list(values or ()), calibrated) for g in gpus]
         else:
             runs = [[analyze(w, g, calibrated)] for g in gpus]
-        panels.append(build_panel(runs, sweep_field, tuple(values or ()), measured))
+        panels.append(build_panel(runs, sweep_field, tuple(values or ()), measured, measured_on))
     return Chart(
         title=chart_title(workloads[0], gpus, calibrated),
         panels=tuple(panels),
@@ -114,8 +110,10 @@ def build_panel(
     sweep_field: SizeField | None = None,
     values: tuple[int, ...] = (),
     measured: MeasurementFile | None = None,
+    measured_on: str | None = None,
 ) -> Panel:
-    """``runs[i]`` are GPU i's analyses: one, or one per value of ``sweep_field`` (``values``, in that order)."""
+    """``runs[i]`` are GPU i's analyses: one, or one per value of ``sweep_field`` (``values``, in that order);
+    ``measured``'s records are drawn on the GPU of id ``measured_on`` (``plot.measured.measured_gpu``)."""
     first = runs[0][0]
     if not sweep_field:
         values = ()
@@ -150,7 +148,7 @@ def build_panel(
     if sweep_field:
         groups = mark_values_group(groups)
 
-    measured_points, measured_notes = measured_points_of(runs, measured)
+    measured_points, measured_notes = measured_points_of(runs, measured, measured_on)
     for analyses in runs:
         roofs += roof_lines(analyses[0])
     # Intensity 1 is always on the chart, so that the memory roofs show a stretch long enough to read.

@@ -2,7 +2,7 @@
 above it, tied to the engine's prediction for the same op when one sits close by.
 
 Nothing here reads JSON or does roofline arithmetic of its own: the file is read by measure's one reader
-(``measure.records.load``), "measured on this GPU" is the specs' one matcher (``specs.hardware.device_matches``),
+(``measure.records.load``), "measured on this GPU" is the specs' one matcher, exact or nothing (``specs.hardware.device_matches``),
 and a point's roof and fraction are the engine's (``engine.roofline.measured_share``), the same figures that
 ``rooflinectl measure`` prints for the record.
 """
@@ -17,7 +17,7 @@ from ..engine.op import Op, OpKind
 from ..engine.roofline import Analysis, Placement, measured_share
 from ..errors import UserError
 from ..measure.records import MeasurementFile, ShapeRecord, load
-from ..specs.hardware import GPU, device_matches
+from ..specs.hardware import GPU, device_matches, list_gpus
 from .chart import MeasuredPoint
 
 # A measured point is tied to the prediction for its op only when their intensities are within 2× (a shape
@@ -35,24 +35,44 @@ def load_measured(path: Path) -> MeasurementFile:
     return run
 
 
-def measured_on(run: MeasurementFile, gpu: GPU) -> bool:
-    """Whether ``run`` was measured on ``gpu``: the device's name matches ``gpu`` (``specs.hardware.device_matches``,
-    the matcher ``measure`` picks its spec with), or the run names ``gpu``'s id as the spec it was compared
-    against (``measure --gpu FILE`` for a device no bundled spec matches)."""
-    spec = (run.gpu.spec or "").strip().lower()
-    return spec == gpu.id or device_matches(run.gpu.name, gpu)
+def measured_gpu(run: MeasurementFile, gpus: Sequence[GPU], source: str = "measured file") -> GPU:
+    """The plotted GPU ``run`` was measured on, or a one-line UserError: a record is drawn under the roofs of the
+    GPU it ran on, or not at all (drawn under another's, an L40S's kernel read as 900% of the L4's roof).
+
+    By the device's name, exactly (``specs.hardware.device_matches``, the matcher ``measure`` picks its spec with;
+    where two plotted specs both have the name, the one the run was compared against). A device no spec names
+    (a board of the user's own, measured with ``measure --gpu FILE``) is taken to be the spec the run names as
+    compared against; one that a bundled or plotted spec does name is never moved onto another GPU's roofs.
+    """
+    device = run.gpu.name
+    recorded = (run.gpu.spec or "").strip().lower()
+    by_name = [g for g in gpus if device_matches(device, g)]
+    if len(by_name) > 1:
+        by_name = [g for g in by_name if g.id == recorded] or by_name
+    if len(by_name) == 1:
+        return by_name[0]
+    plotted = ", ".join(f"{g.id} ({g.name})" for g in gpus)
+    if len(by_name) > 1:
+        raise UserError(f"{source} was measured on '{device}', which several GPUs plotted claim "
+                        f"({', '.join(g.id for g in by_name)}): plot one of them")
+    known = [g for g in list_gpus() if device_matches(device, g)]
+    if not known:
+        spec = next((g for g in gpus if g.id == recorded), None)
+        if spec is not None:
+            return spec
+    which = f" (the spec {known[0].id}: pass --gpu {known[0].id})" if len(known) == 1 else \
+        " (pass --gpu for the GPU it was measured on)"
+    raise UserError(f"{source} was measured on '{device}', none of the GPUs plotted: {plotted}{which}")
 
 
 def measured_points(
-    runs: Sequence[Sequence[Analysis]], run: MeasurementFile | None
+    runs: Sequence[Sequence[Analysis]], run: MeasurementFile | None, gpu_id: str | None = None
 ) -> tuple[list[MeasuredPoint], list[str]]:
-    """Each timed record of ``run`` on the GPU it was measured on (the first of ``runs`` that matches), under the
-    roof its record names (its unit and op_dtype), and the footnotes naming the records not drawn."""
-    if run is None:
+    """Each timed record of ``run`` on the GPU it was measured on (``gpu_id``, found by :func:`measured_gpu`),
+    under the roof its record names (its unit and op_dtype), and the footnotes naming the records not drawn."""
+    if run is None or gpu_id is None:
         return [], []
-    analyses = next((a for a in runs if measured_on(run, a[0].gpu)), None)
-    if analyses is None:
-        return [], []
+    analyses = next(a for a in runs if a[0].gpu.id == gpu_id)
     a = analyses[0]
     # Every drawn prediction on this GPU, over every value of a sweep: a kernel timed at batch 8 pairs with the
     # batch-8 point of its op.

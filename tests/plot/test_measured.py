@@ -15,8 +15,8 @@ from rooflinectl.engine.roofline import analyze, measured_share
 from rooflinectl.errors import UserError
 from rooflinectl.measure.records import MeasurementFile
 from rooflinectl.plot.build import build_chart
-from rooflinectl.plot.measured import load_measured, measured_on, record_op
-from rooflinectl.specs.hardware import list_gpus, load_gpu
+from rooflinectl.plot.measured import load_measured, measured_gpu, record_op
+from rooflinectl.specs.hardware import device_matches, list_gpus, load_gpu
 from rooflinectl.specs.workload import resolve_workload
 
 RESULTS = Path(__file__).parents[2] / "docs" / "results"
@@ -124,37 +124,93 @@ def test_a_schema_1_softmax_pairs_with_the_naive_steps_softmax_by_name():
 
 
 @pytest.mark.parametrize(
-    "measured_name, gpu_name, gpu_id, matches",
+    "measured_name, matches",
     [
-        ("NVIDIA H200", "NVIDIA H200 SXM 141GB", "h200", True),
-        ("nvidia h200 sxm 141gb", "NVIDIA H200 SXM 141GB", "h200", True),
-        ("NVIDIA H200 SXM 141GB (HGX)", "NVIDIA H200 SXM 141GB", "h200", True),
-        ("NVIDIA A100-SXM4-80GB", "NVIDIA H200 SXM 141GB", "h200", False),
-        ("H200", "NVIDIA H200 SXM 141GB", "h200", True),
+        ("NVIDIA H200", True),
+        ("nvidia h200 sxm 141gb", True),  # the spec's own name, case and spacing aside
+        ("NVIDIA  H200-SXM", True),  # an alias
+        ("H200", True),
+        ("NVIDIA H200 SXM 141GB (HGX)", False),  # a word more is another name: exact or nothing
+        ("NVIDIA H200 NVL", False),
+        ("NVIDIA A100-SXM4-80GB", False),
+        ("NVIDIA", False),
+        ("", False),
     ],
 )
-def test_measured_gpu_name_matching(measured_name, gpu_name, gpu_id, matches):
-    gpu = made_up_gpu(gpu_id, gpu_name)
-    assert measured_on(measured_run(measured_name), gpu) is matches
+def test_measured_gpu_is_found_by_an_exact_name(measured_name, matches):
+    gpu = made_up_gpu("h200", "NVIDIA H200 SXM 141GB").model_copy(update={"aliases": ["h200-sxm"]})
+    if matches:
+        assert measured_gpu(measured_run(measured_name), [gpu]) is gpu
+    else:
+        with pytest.raises(UserError, match="none of the GPUs plotted: h200 "):
+            measured_gpu(measured_run(measured_name), [gpu])
 
 
-def test_measured_file_naming_the_spec_matches_whatever_the_device_calls_itself():
+def test_measured_file_naming_the_spec_counts_only_for_a_device_no_spec_names():
     data = measured_file("Some Board Rev 2")
     data["gpu"]["spec"] = "h100-sxm"
-    assert measured_on(MeasurementFile.model_validate(data), BASE)
-    # The device's own name matches by the one matcher measure uses too: before, plot's own matcher missed
-    # "NVIDIA H100 80GB HBM3" (issue 11's named disagreement), which measure matched to h100-sxm.
-    assert measured_on(measured_run("NVIDIA H100 80GB HBM3"), BASE)
+    assert measured_gpu(MeasurementFile.model_validate(data), [BASE]) is BASE
+    # The device's own name matches by the one matcher measure uses too (issue 11's named disagreement).
+    assert measured_gpu(measured_run("NVIDIA H100 80GB HBM3"), [BASE]) is BASE
+    # An L40S measured against the L4's spec (a wrong --gpu) is an L40S still: never drawn on the L4.
+    data = measured_file("NVIDIA L40S")
+    data["gpu"]["spec"] = "l4"
+    with pytest.raises(UserError, match=r"measured on 'NVIDIA L40S', none of the GPUs plotted: l4 \(NVIDIA L4\) "
+                                        r"\(the spec l40s: pass --gpu l40s\)"):
+        measured_gpu(MeasurementFile.model_validate(data), [load_gpu("l4")])
+
+
+def test_an_l40s_record_is_not_drawn_on_the_l4():
+    """Issue 18: a record from "NVIDIA L40S" was drawn on the L4 as 900% of its roof (a substring match)."""
+    l4, l40s = load_gpu("l4"), load_gpu("l40s")
+    run = measured_run("NVIDIA L40S")
+    with pytest.raises(UserError, match="none of the GPUs plotted: l4"):
+        build_chart([DECODE], [l4], measured=run)
+    panel = build_chart([DECODE], [l4, l40s], measured=run).panels[0]
+    assert {m.gpu for m in panel.measured} == {"l40s"}
+    assert measured_gpu(measured_run("NVIDIA L4"), [l4, l40s]) is l4
+
+
+def test_a_bare_vendor_name_matches_no_gpu():
+    with pytest.raises(UserError, match="measured on 'NVIDIA', none of the GPUs plotted"):
+        build_chart([DECODE], [load_gpu(g) for g in ("h100", "l4", "a100")], measured=measured_run("NVIDIA"))
+
+
+def test_two_plotted_gpus_claiming_the_device_are_told_apart_by_the_recorded_spec():
+    twin = BASE.model_copy(update={"id": "my-h100"})
+    data = measured_file("NVIDIA H100 80GB HBM3")
+    assert measured_gpu(MeasurementFile.model_validate({**data, "gpu": {**data["gpu"], "spec": "my-h100"}}),
+                        [BASE, twin]) is twin
+    with pytest.raises(UserError, match=r"several GPUs plotted claim \(h100-sxm, my-h100\)"):
+        measured_gpu(MeasurementFile.model_validate(data), [BASE, twin])
 
 
 @pytest.mark.parametrize(
     "device, spec",
     [("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
-     ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA H200", "h200"), ("NVIDIA H100 PCIe", "h100-pcie")],
+     ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA H200", "h200"), ("NVIDIA H100 PCIe", "h100-pcie"),
+     ("NVIDIA L4", "l4"), ("NVIDIA L40S", "l40s"), ("Tesla V100-SXM2-32GB", "v100"),
+     ("NVIDIA GeForce RTX 4090", "rtx4090"), ("AMD Instinct MI300X", "mi300x")],
 )
 def test_a_device_is_measured_on_exactly_its_bundled_spec(device, spec):
-    run = measured_run(device)
-    assert [g.id for g in list_gpus() if measured_on(run, g)] == [spec]
+    assert [g.id for g in list_gpus() if device_matches(device, g)] == [spec]
+
+
+@pytest.mark.parametrize("device", ["NVIDIA", "NVIDIA H100 NVL", "NVIDIA GeForce RTX 4090 D",
+                                    "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "NVIDIA H100 40GB HBM3",
+                                    "NVIDIA A10", "NVIDIA L4S"])
+def test_a_name_that_only_contains_a_spec_matches_none(device):
+    assert [g.id for g in list_gpus() if device_matches(device, g)] == []
+
+
+def test_a_calibrated_file_matches_the_device_it_was_calibrated_on():
+    from rooflinectl.specs.hardware import Measured
+
+    measured = Measured(device_name="Board X Rev 2", date="d", command="c", torch_version="2.5",
+                        copy_bandwidth_gbps=1000.0)
+    gpu = made_up_gpu("board-x", "Board X").model_copy(update={"measured": measured})
+    assert device_matches("Board X Rev 2", gpu) and device_matches("board x", gpu)
+    assert not device_matches("Board X Rev 3", gpu)
 
 
 @pytest.mark.parametrize(
@@ -180,5 +236,5 @@ def test_malformed_measured_files(tmp_path, content, fragments):
 
 
 def test_measured_on_another_gpu_is_an_error():
-    with pytest.raises(UserError, match="was measured on 'NVIDIA A100', not on the GPU plotted: test-gpu"):
+    with pytest.raises(UserError, match="was measured on 'NVIDIA A100', none of the GPUs plotted: test-gpu"):
         build_chart([DECODE], [GPU1], measured=measured_run("NVIDIA A100"))
