@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from ..errors import UserError
+from ..render.console import console as plain_console
 
 DEFAULT_GPU = "h100-sxm"
 
@@ -25,7 +26,8 @@ app = typer.Typer(
 
 
 def console() -> Console:
-    return Console(highlight=False)
+    """The one console of the commands (``render.console``: markup off, so a user's names print as written)."""
+    return plain_console()
 
 
 def fail(message: str) -> typer.Exit:

@@ -24,11 +24,13 @@ class RichReporter:
     """A rich progress bar on stderr, for a terminal; the harness calls start/step/advance."""
 
     def __init__(self) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        from ..render.console import console as plain_console
+
+        # markup=False: a step's text holds a kernel's shape and names, printed as written (render.console).
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=plain_console(stderr=True), transient=True)
         self.task: Any = None
 
     def __enter__(self) -> RichReporter:

@@ -307,7 +307,8 @@ class ExploreApp(App):
             self.query_one("#settings", Static).update(settings_line(self.knobs, a), layout=False)
             table.set_rows(placements, self.order.index(self.selected))
             self.query_one("#totals", Static).update(totals_text(a), layout=False)
-            self.query_one("#verdict", Static).update("\n".join(verdict(a)))
+            # A Text, not a str: Textual reads a str as markup, and the verdict names the user's model and GPU.
+            self.query_one("#verdict", Static).update(Text("\n".join(verdict(a))))
         else:
             table.select(self.order.index(self.selected))
         self.query_one("#chart", RooflineChart).show(a, self.selected)

@@ -66,7 +66,9 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
     """One row per op: its count, one instance's FLOPs and bytes, intensity, bound, attainable rate; then the
     time of all its instances in the step and their share of the step."""
     w = a.workload
-    title = f"{w.label()} on {a.gpu.name} ({a.roofs.label} roofs)"
+    # A Text, not a str, wherever a user's name goes: a str title or cell is markup to a console that reads it
+    # (render.console's has markup off; Textual's and a caller's own may not).
+    title = Text(f"{w.label()} on {a.gpu.name} ({a.roofs.label} roofs)")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
     table.add_column("op", overflow="fold", min_width=12)
     columns: tuple[tuple[str, JustifyMethod, int], ...] = (("×", "right", 2), ("FLOPs", "right", 6), ("bytes", "right", 6),

@@ -29,7 +29,7 @@ def gpu_table(gpus: list[GPU]) -> Table:
         dtype = "bf16" if "bf16" in roofs.tensor_tflops else "fp16"
         table.add_row(
             g.id,
-            ", ".join(g.aliases),
+            Text(", ".join(g.aliases)),  # a Text: a name from a user's file is never markup (render.console)
             f"{g.memory.hbm_capacity_gib:g} GiB",
             f"{g.memory.hbm_bandwidth_gbps:,.0f}",
             f"{roofs.tensor_tflops[dtype]:,.1f}" + ("" if dtype == "bf16" else " fp16"),
@@ -56,7 +56,7 @@ def _marked(section: Sourced, field: str, text: str) -> str:
 
 def _spec_table(g: GPU) -> Table:
     m, lim = g.memory, g.limits
-    spec = Table(title=f"{g.name} ({g.id})", title_justify="left", box=box.SIMPLE_HEAD)
+    spec = Table(title=Text(f"{g.name} ({g.id})"), title_justify="left", box=box.SIMPLE_HEAD)
     spec.add_column("field", no_wrap=True)
     spec.add_column("value", overflow="fold")
     spec.add_column("src", no_wrap=True)
@@ -78,7 +78,7 @@ def _spec_table(g: GPU) -> Table:
     if g.interconnect:
         rows.append(("interconnect", f"{g.interconnect.name}, {g.interconnect.bandwidth_gbps:,.0f} GB/s", "[4]"))
     for row in rows:
-        spec.add_row(*row)
+        spec.add_row(*(Text(cell) for cell in row))  # names and sources from the file: never markup
     return spec
 
 
@@ -88,7 +88,7 @@ def _measured_table(g: GPU) -> Table | None:
     if mm is None:
         return None
     m, c = g.memory, g.compute
-    measured = Table(title=f"Measured ceilings ({mm.device_name}, {mm.date})", title_justify="left")
+    measured = Table(title=Text(f"Measured ceilings ({mm.device_name}, {mm.date})"), title_justify="left")
     measured.add_column("what")
     measured.add_column("measured", justify="right")
     measured.add_column("spec", justify="right")

@@ -6,22 +6,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..measure.records import MeasurementFile, ShapeRecord
 from ..units import duration, si
+from .console import console
 
 if TYPE_CHECKING:
     from ..kernels.registry import KernelInfo
     from ..measure.ceilings import Calibration
 
 STATUS_STYLE = {"passed": "green", "checked": "green", "failed": "bold red", "error": "bold red"}
-
-
-def console() -> Console:
-    return Console(highlight=False)
 
 
 # --- measure --------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ def scenarios_table(scenarios: dict[str, Scenario]) -> Table:
         t.add_column(col, no_wrap=True)
     for name, s in scenarios.items():
         model = s.model if isinstance(s.model, str) else s.model.id
-        t.add_row(name, s.phase, model, str(s.batch), str(s.seq_len or "-"), str(s.context or "-"), s.dtype,
+        t.add_row(Text(name), s.phase, Text(model),  # names from the user's files: never markup str(s.batch), str(s.seq_len or "-"), str(s.context or "-"), s.dtype,
                   s.attention)
     return t
 
@@ -29,7 +29,7 @@ def models_table(models: list[Model]) -> Table:
     for col in ("id", "params", "hidden", "layers", "heads/kv", "mlp", "vocab"):
         m.add_column(col, no_wrap=True, justify="left" if col == "id" else "right")
     for model in models:
-        m.add_row(model.id, f"{model.parameter_count() / 1e9:.2f} B", str(model.hidden_size),
+        m.add_row(Text(model.id), f"{model.parameter_count() / 1e9:.2f} B", str(model.hidden_size),
                   str(model.num_layers), f"{model.num_heads}/{model.num_kv_heads}", str(model.intermediate_size),
                   str(model.vocab_size))
     return m

@@ -256,3 +256,19 @@ def test_screen_at_100x30_shows_every_panel_and_key():
         assert "Decode reads every weight once per step" in text  # the verdict starts in view
 
     explore("", check)
+
+
+@pytest.mark.parametrize("name", ["[/]", "[bold]x", "[link=http://x]y[/link]"])
+def test_names_with_markup_show_as_written(tmp_path, name):
+    """Issue 18: a model or GPU named "[/]" must not raise MarkupError, nor "[link=…]" make a hyperlink."""
+    model = yaml.safe_load(open("workloads/models/llama-3-8b.yaml"))
+    model.update(id=name, name=name)
+    path = tmp_path / "model.yaml"
+    path.write_text(yaml.safe_dump(model))
+    w = resolve_workload("decode", model=str(path))
+
+    def check(app, pilot):
+        assert name in screen_text(app)
+        assert name in str(app.query_one("#settings").content)
+
+    explore(["b"], check, workload=w, gpu=H100.model_copy(update={"name": name}))
