@@ -8,12 +8,12 @@ Command-line options override any scenario field through :func:`resolve_workload
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..errors import UserError, closest
-from .load import Count, Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
+from .load import Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
 
@@ -57,27 +57,71 @@ def size_problem(phase: str, field: str) -> str | None:
     return None
 
 
-class Model(Strict):
-    """A dense decoder-only transformer with RMSNorm, RoPE, GQA and a gated SiLU MLP (Llama, Mistral, Qwen2)."""
+# --- plausible ranges ------------------------------------------------------------------------------------------
+# Every size is a positive integer inside a range that no real model leaves by an order of magnitude or more, so
+# that a typo or a fuzzed 10**9 is refused by name instead of printing a 40-digit FLOP count. The largest
+# published dense models sit far inside them: PaLM 540B (hidden 18,432, 118 layers, 48 heads, MLP 73,728),
+# Llama 3.1 405B (hidden 16,384, 126 layers, 128 heads, MLP 53,248), Gemma (head_dim 256, vocabulary 256,000),
+# Llama 4 Scout (10M positions). Every count the engine builds is a Python int (exact) and becomes a float only
+# when divided; with these ranges the largest product, a prefill's attention scores × 4·d FLOPs × layers
+# (2^20 sequences × 2^14 heads × (2^30)² scores × 2^16 × 2^14 layers = 2^124 ≈ 2e37), is hundreds of orders of
+# magnitude below float64's 1.8e308: nothing overflows, and roofline.analyze refuses a step beyond any GPU's
+# reach (MAX_STEP_FLOPS) with one line.
+HiddenSize = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576: the residual stream's width
+Layers = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 layers
+Heads = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 query or KV heads
+HeadDim = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 per head
+MlpWidth = Annotated[int, Field(gt=0, le=2**22)]  # 4,194,304: the MLP's intermediate size
+Vocab = Annotated[int, Field(gt=0, le=2**24)]  # 16,777,216 tokens
+Positions = Annotated[int, Field(gt=0, le=2**30)]  # 1,073,741,824: a length, a context, a position limit
+Batch = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576 sequences in one step
+# Names: never empty (an empty id printed '' in every table and title) and short enough for a table cell and a
+# file name (a file system refuses a name over 255 bytes).
+Id = Annotated[str, Field(min_length=1, max_length=128)]
+Name = Annotated[str, Field(min_length=1, max_length=256)]
+Text = Annotated[str, Field(min_length=1, max_length=2000)]
 
-    id: str
-    name: str
-    source: str = Field(min_length=1)
-    hidden_size: Count
-    num_layers: Count
-    num_heads: Count
-    num_kv_heads: Count
-    head_dim: Count
-    intermediate_size: Count
+
+class Model(Strict):
+    """A dense decoder-only transformer with RMSNorm, RoPE, GQA and a gated SiLU MLP (Llama, Mistral, Qwen2).
+
+    ``max_position_embeddings`` is the longest sequence the model is specified for (config.json's key of that
+    name); ``sliding_window``, when set, the positions each layer attends to (Mistral 7B v0.1: 4096). The engine
+    counts full causal attention over every position, so a workload is refused beyond either (see
+    :meth:`Model.max_length`). None: not given (a user's file), no limit checked.
+    """
+
+    id: Id
+    name: Name
+    source: Text
+    hidden_size: HiddenSize
+    num_layers: Layers
+    num_heads: Heads
+    num_kv_heads: Heads
+    head_dim: HeadDim
+    intermediate_size: MlpWidth
     mlp: Literal["gated_silu"] = "gated_silu"
-    vocab_size: Count
+    vocab_size: Vocab
     tie_embeddings: bool = False
+    max_position_embeddings: Positions | None = None
+    sliding_window: Positions | None = None
 
     @model_validator(mode="after")
     def _gqa(self) -> Self:
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
         return self
+
+    def max_length(self) -> tuple[int, str] | None:
+        """(the most positions a step may use, the field that sets it), or None when the model gives neither.
+
+        The smaller of ``max_position_embeddings`` (positions 0 … max − 1 exist) and ``sliding_window`` (beyond
+        it each layer attends to the last ``sliding_window`` positions only, which the engine does not model: it
+        would count reads of KV entries the model never reads).
+        """
+        limits = [(v, f) for v, f in ((self.max_position_embeddings, "max_position_embeddings"),
+                                      (self.sliding_window, "sliding_window")) if v is not None]
+        return min(limits) if limits else None
 
     @property
     def q_dim(self) -> int:
@@ -101,15 +145,32 @@ class Scenario(Strict):
 
     phase: Phase
     model: str | Model
-    description: str | None = None
-    batch: Count = 1
-    seq_len: Count | None = None  # prompt tokens per sequence (prefill, attention)
-    context: Count | None = None  # KV positions one decode step attends to
+    description: Text | None = None
+    batch: Batch = 1
+    seq_len: Positions | None = None  # prompt tokens per sequence (prefill, attention)
+    context: Positions | None = None  # KV positions one decode step attends to
     dtype: DType = "bf16"  # weights and activations
     kv_dtype: DType | None = None  # defaults to dtype
     attention: AttentionImpl = "flash"
     causal: bool = True
     fused: list[Fusion] = Field(default_factory=list)
+
+    @field_validator("model", mode="plain")
+    @classmethod
+    def _model_form(cls, value: Any) -> str | Model:
+        """A mapping is an inline model and is validated as one, so that an incomplete one names its own missing
+        field ('model.hidden_size'), not the string form it is not ('model.str … and 9 more errors'); a string
+        is a name or a path, of 1 to 4,096 characters (PATH_MAX); nothing else is either."""
+        if isinstance(value, dict):
+            return Model.model_validate(value)  # its errors keep their place under 'model'
+        if isinstance(value, Model):
+            return value
+        if isinstance(value, str):
+            if not 1 <= len(value) <= 4096:
+                raise ValueError(f"a model's id or path has 1 to 4,096 characters, not {len(value):,}")
+            return value
+        raise ValueError(f"a model id, a model file's path, or an inline model (a mapping of its fields), "
+                         f"not {type(value).__name__}")
 
     @model_validator(mode="after")
     def _phase_sizes(self) -> Self:
@@ -135,14 +196,36 @@ class Workload(Strict):
 
     phase: Phase
     model: Model
-    batch: Count
-    tokens_per_seq: Count  # tokens each sequence processes in this step: 1 for decode
-    kv_len: Count  # KV positions attended (decode: context; prefill: the prompt)
+    batch: Batch
+    tokens_per_seq: Positions  # tokens each sequence processes in this step: 1 for decode
+    kv_len: Positions  # KV positions attended (decode: context; prefill: the prompt)
     dtype: DType
     kv_dtype: DType
     attention: AttentionImpl
     causal: bool
     fused: tuple[Fusion, ...] = ()
+
+    @model_validator(mode="after")
+    def _within_the_models_positions(self) -> Self:
+        """A step may not use more positions than the model has (``Model.max_length``), refused with one line.
+
+        The positions a step uses are ``kv_len``, in every phase. Decode: the context counts the new token
+        itself, since the step writes the new token's K and V into the cache and then attends to all ``context``
+        positions, itself included (transformer.scores_computed gives Lk scores for a decode step); the new token
+        sits at position context − 1, so context = max_position_embeddings is the last valid step and one more
+        is refused. Prefill and attention: the prompt's seq_len tokens sit at positions 0 … seq_len − 1.
+        A UserError (not a ValueError) so that the message is the whole line, with no field path in front.
+        """
+        limit = self.model.max_length()
+        if limit is not None and self.kv_len > limit[0]:
+            most, field = limit
+            name = length_field(self.phase)
+            what = (f"{name} {self.kv_len:,} (the KV positions the new token attends to, itself included)"
+                    if self.phase == "decode" else f"{name} {self.kv_len:,}")
+            why = (": beyond it each layer attends to the last positions only, which rooflinectl does not model "
+                   "(it counts full attention)" if field == "sliding_window" else "")
+            raise UserError(f"{what} exceeds model {self.model.id}'s {field} of {most:,}{why}")
+        return self
 
     @property
     def tokens(self) -> int:
@@ -207,6 +290,17 @@ _HF_UNMODELLED_KEYS: tuple[str, ...] = (
 )
 
 
+def _hf_sliding_window(cfg: dict[str, Any], path: Path) -> Any:
+    """config.json's ``sliding_window`` where the model uses it: Mistral 7B v0.1 gives 4096 (and no
+    ``use_sliding_window``); Qwen2 gives one with ``use_sliding_window: false``, which turns it off; null or absent
+    means none. A model that slides its window over some layers only (Qwen2's ``max_window_layers``) is held to
+    the window in every layer: refusing a length that the count would overstate is the safe side."""
+    use = cfg.get("use_sliding_window", True)
+    if type(use) is not bool:
+        raise UserError(f"{path}: field 'use_sliding_window': expected true or false, got {use!r}")
+    return cfg.get("sliding_window") if use else None
+
+
 def model_from_hf_config(path: Path) -> Model:
     """A Model from a Hugging Face ``config.json`` (Llama/Mistral/Qwen2-style keys)."""
     cfg = read_json(path)
@@ -240,9 +334,12 @@ def model_from_hf_config(path: Path) -> Model:
                         f"num_attention_heads {heads}")
     else:
         head_dim = hidden // heads
+    # A config.json is named after its folder (resolved: read from the folder itself, Path("config.json").parent
+    # is '.', whose name is ''); any other file after its own stem. The name falls back to the id, never to ''.
+    model_id = path.resolve().parent.name if path.name == "config.json" else path.stem
     data = {
-        "id": path.resolve().parent.name if path.name == "config.json" else path.stem,
-        "name": str(cfg.get("_name_or_path") or cfg.get("model_type") or path.parent.name),
+        "id": model_id,
+        "name": str(cfg.get("_name_or_path") or cfg.get("model_type") or model_id),
         "source": f"Hugging Face config {path}",
         "hidden_size": cfg["hidden_size"],
         "num_layers": cfg["num_hidden_layers"],
@@ -252,6 +349,9 @@ def model_from_hf_config(path: Path) -> Model:
         "intermediate_size": cfg["intermediate_size"],
         "vocab_size": cfg["vocab_size"],
         "tie_embeddings": cfg.get("tie_word_embeddings", False),  # strict: "false" is an error, not True
+        # Absent or null: the model states no limit, and none is checked.
+        "max_position_embeddings": cfg.get("max_position_embeddings"),
+        "sliding_window": _hf_sliding_window(cfg, path),
     }
     return validate(Model, data, str(path))
 

@@ -123,3 +123,167 @@ def test_a_relative_model_path_is_the_workload_files_own(tmp_path, monkeypatch):
     (tmp_path / "w" / "mine.yaml").write_text("phase: decode\nmodel: models/mine.yaml\ncontext: 1024\n")
     monkeypatch.chdir(tmp_path)
     assert resolve_workload("w/mine.yaml").model.id == "llama-3-8b"
+
+
+# --- issue 18: the model's positions, plausible ranges, names, inline models -------------------------------------
+
+
+# Each bundled model's config.json on Hugging Face (the file's own `source`): max_position_embeddings, and the
+# sliding window where the model uses one (Mistral 7B v0.1: 4096; Qwen2 7B's is turned off by
+# use_sliding_window: false).
+PUBLISHED_POSITIONS = {
+    "llama-2-7b": (4096, None), "llama-2-13b": (4096, None), "llama-2-70b": (4096, None),
+    "llama-3-8b": (8192, None), "llama-3-70b": (8192, None),
+    "mistral-7b": (32768, 4096), "qwen2-7b": (131072, None),
+}
+
+
+def test_every_bundled_model_states_its_published_positions():
+    from rooflinectl.specs.workload import list_models
+
+    models = {m.id: m for m in list_models()}
+    assert set(models) == set(PUBLISHED_POSITIONS)  # a new model file must state its limit here too
+    for model_id, (positions, window) in PUBLISHED_POSITIONS.items():
+        m = models[model_id]
+        assert (m.max_position_embeddings, m.sliding_window) == (positions, window), model_id
+        assert "config.json" in m.source
+
+
+@pytest.mark.parametrize("phase, field, model, limit, named", [
+    # Decode: the context counts the new token (it attends to itself), so context = 8192 is the last valid step.
+    ("decode", "context", "llama-3-8b", 8192, "max_position_embeddings"),
+    ("prefill", "seq_len", "llama-3-8b", 8192, "max_position_embeddings"),
+    ("attention", "seq_len", "llama-2-7b", 4096, "max_position_embeddings"),
+    # Mistral 7B v0.1: 32,768 positions, but each layer attends to the last 4,096 only, which is not modelled.
+    ("decode", "context", "mistral-7b", 4096, "sliding_window"),
+    ("prefill", "seq_len", "mistral-7b", 4096, "sliding_window"),
+])
+def test_a_length_beyond_the_models_positions_is_refused_at_limit_plus_one(phase, field, model, limit, named):
+    at_limit = resolve_workload(phase, model=model, **{field: limit})
+    assert at_limit.kv_len == limit  # the positions a step uses: kv_len in every phase
+    with pytest.raises(UserError) as err:
+        resolve_workload(phase, model=model, **{field: limit + 1})
+    message = str(err.value)
+    assert f"{field} {limit + 1:,}" in message and model in message and f"{named} of {limit:,}" in message
+    # The same rule through with_size (sweeps, plot, explore).
+    with pytest.raises(UserError, match=named):
+        at_limit.with_size(field, limit + 1)
+
+
+def test_a_model_that_states_no_limit_is_not_limited(tmp_path):
+    import json
+
+    from rooflinectl.specs.workload import model_from_hf_config
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2,
+                                "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1000}))
+    m = model_from_hf_config(path)
+    assert (m.max_position_embeddings, m.sliding_window, m.max_length()) == (None, None, None)
+    assert resolve_workload("decode", model=str(path), context=1_000_000).kv_len == 1_000_000
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ({"max_position_embeddings": 4096}, (4096, None)),
+    # Mistral 7B v0.1's config: the window is on (no use_sliding_window key) and is the tighter limit.
+    ({"model_type": "mistral", "max_position_embeddings": 32768, "sliding_window": 4096}, (32768, 4096)),
+    # Qwen2 7B's config: a window given but turned off.
+    ({"model_type": "qwen2", "max_position_embeddings": 131072, "sliding_window": 131072,
+      "use_sliding_window": False}, (131072, None)),
+    ({"model_type": "mistral", "max_position_embeddings": 32768, "sliding_window": None}, (32768, None)),
+])
+def test_config_json_positions_are_read(tmp_path, extra, expected):
+    import json
+
+    from rooflinectl.specs.workload import model_from_hf_config
+
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, **extra}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    m = model_from_hf_config(path)
+    assert (m.max_position_embeddings, m.sliding_window) == expected
+
+
+@pytest.mark.parametrize("extra, reason", [
+    ({"max_position_embeddings": 0}, "max_position_embeddings"),
+    ({"max_position_embeddings": "4096"}, "max_position_embeddings"),
+    ({"sliding_window": 4096, "use_sliding_window": "false"}, "field 'use_sliding_window'"),
+])
+def test_config_json_bad_positions_are_refused(tmp_path, extra, reason):
+    import json
+
+    from rooflinectl.specs.workload import model_from_hf_config
+
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+           "intermediate_size": 14336, "vocab_size": 32000, **extra}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(UserError, match=reason):
+        model_from_hf_config(path)
+
+
+LLAMA_3_8B = {"id": "m", "name": "M", "source": "test", "hidden_size": 4096, "num_layers": 32, "num_heads": 32,
+              "num_kv_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 128256}
+
+
+@pytest.mark.parametrize("field, value, reason", [
+    # One past each range (specs/workload.py states them): refused by name, not counted.
+    ("hidden_size", 2**20 + 1, "less than or equal to 1048576"),
+    ("num_layers", 10**9, "less than or equal to 16384"),
+    ("num_heads", 2**14 + 1, "less than or equal to 16384"),
+    ("head_dim", 2**14 + 1, "less than or equal to 16384"),
+    ("intermediate_size", 2**22 + 1, "less than or equal to 4194304"),
+    ("vocab_size", 2**24 + 1, "less than or equal to 16777216"),
+    ("max_position_embeddings", 2**30 + 1, "less than or equal to 1073741824"),
+    ("num_layers", 10**400, "less than or equal to 16384"),  # beyond float range: no OverflowError
+    ("id", "", "at least 1 character"),
+    ("name", "", "at least 1 character"),
+    ("id", "x" * 129, "at most 128 characters"),
+    ("source", "", "at least 1 character"),
+])
+def test_model_sizes_and_names_outside_their_ranges_are_refused(field, value, reason):
+    from rooflinectl.specs.workload import Model
+
+    with pytest.raises(UserError, match=f"field '{field}': .*{reason}"):
+        validate(Model, {**LLAMA_3_8B, field: value}, "test")
+
+
+def test_the_largest_sizes_in_range_still_load():
+    from rooflinectl.specs.workload import Model
+
+    m = validate(Model, {**LLAMA_3_8B, "hidden_size": 2**20, "num_layers": 2**14, "intermediate_size": 2**22,
+                         "vocab_size": 2**24, "max_position_embeddings": 2**30}, "test")
+    assert m.max_length() == (2**30, "max_position_embeddings")
+
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("batch", 2**20 + 1, "less than or equal to 1048576"),
+    ("context", 2**30 + 1, "less than or equal to 1073741824"),
+    ("batch", 10**309, "less than or equal to 1048576"),  # was an OverflowError in the roofline
+    ("model", "", "1 to 4,096 characters, not 0"),
+])
+def test_scenario_sizes_outside_their_ranges_are_refused(field, value, reason):
+    with pytest.raises(UserError, match=f"field '{field}': .*{reason}"):
+        validate(Scenario, {"phase": "decode", "model": "llama-3-8b", "context": 4096, field: value}, "test")
+
+
+def test_an_incomplete_inline_model_names_its_missing_field(tmp_path):
+    """Issue 18: it said "field 'model.str' … (and 9 more errors)", naming the string form it is not."""
+    inline = {k: v for k, v in LLAMA_3_8B.items() if k != "num_kv_heads"}
+    with pytest.raises(UserError) as err:
+        validate(Scenario, {"phase": "decode", "context": 64, "model": inline}, "w.yaml")
+    assert str(err.value) == "w.yaml: field 'model.num_kv_heads': Field required"
+    # A typo in an inline model is named before the field it leaves missing.
+    typo = {**inline, "num_kv_head": 8}
+    with pytest.raises(UserError, match=r"field 'model.num_kv_head': Extra inputs are not permitted \(and 1 more"):
+        validate(Scenario, {"phase": "decode", "context": 64, "model": typo}, "w.yaml")
+    # Neither a name nor a mapping: said so, once.
+    with pytest.raises(UserError, match=r"field 'model': .*a model id, a model file's path, or an inline model"
+                                        r" \(a mapping of its fields\), not int$"):
+        validate(Scenario, {"phase": "decode", "context": 64, "model": 5}, "w.yaml")
+    # A complete one still loads, from a file too.
+    path = tmp_path / "w.yaml"
+    import yaml
+    path.write_text(yaml.safe_dump({"phase": "decode", "context": 64, "model": LLAMA_3_8B}))
+    assert resolve_workload(str(path)).model.hidden_size == 4096
