@@ -5,6 +5,8 @@ Textual is imported inside the command only, so that ``rooflinectl --help`` and 
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -26,6 +28,28 @@ from .options import (
     SEQ_LEN_OPTION,
     workload_overrides,
 )
+
+
+def is_folder(path: Path) -> bool:
+    """Whether ``path`` is an existing folder: ``files.is_file``'s twin, False (not PermissionError or
+    ENAMETOOLONG, as ``Path.is_dir`` raises) for a name the system refuses. (A candidate for files.py.)"""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):  # ValueError: a NUL byte in the name
+        return False
+
+
+def gpu_reference(gpu: str) -> str:
+    """How the saved YAML names the GPU: a file's absolute path (the saved file may be read from elsewhere), or
+    the id or alias as given. ``files.is_file`` never raises for a name the system refuses; ``~user`` that names
+    no user is not a file either."""
+    from ..files import is_file
+
+    try:
+        path = Path(gpu).expanduser()
+    except RuntimeError:  # '~nobody/x.yaml': no such home folder
+        return gpu
+    return str(path.resolve()) if is_file(path) else gpu
 
 
 def is_terminal() -> bool:
@@ -60,8 +84,8 @@ def explore(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse)
     )
     g = load_gpu(gpu)
-    if not out_dir.is_dir():
-        raise UserError(f"--out-dir {out_dir}: no such folder")
+    if not is_folder(out_dir):  # a name too long or a folder we may not read is "no such folder", not a traceback
+        raise UserError(f"--out-dir {out_dir}: no such folder (or one that may not be read)")
     if not is_terminal():
         raise UserError(
             "explore needs an interactive terminal; for the same numbers as text, run 'rooflinectl analyze' "
@@ -69,8 +93,7 @@ def explore(
         )
     from ..explore.app import ExploreApp
 
-    gpu_ref = str(Path(gpu).expanduser().resolve()) if Path(gpu).expanduser().is_file() else gpu
-    ui = ExploreApp(w, g, calibrated=calibrated, gpu_ref=gpu_ref, out_dir=out_dir)
+    ui = ExploreApp(w, g, calibrated=calibrated, gpu_ref=gpu_reference(gpu), out_dir=out_dir)
     ui.run()  # Textual restores the terminal on the way out, an unexpected error included
     if ui.return_code:
         raise typer.Exit(ui.return_code)

@@ -266,8 +266,8 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     from .device import device_info, now, require_cuda, require_gpu_stack, resolve_spec
 
     check_writable(output, "-o")
-    torch_version, triton_version = require_gpu_stack()
-    require_cuda()
+    torch_version, triton_version = require_gpu_stack("calibrate")
+    require_cuda("calibrate")  # its message offers no --interpret: calibrate has none
     spec = resolve_spec(gpu, "cuda")
     assert spec is not None  # resolve_spec finds one for a CUDA device, or raises
     info = device_info(spec, "cuda")

@@ -26,27 +26,37 @@ def set_interpret(kernel_module: str) -> None:
     os.environ["TRITON_INTERPRET"] = "1"
 
 
-def require_gpu_stack() -> tuple[str, str]:
-    """torch's and triton's versions; a UserError saying what to install when either is missing."""
+# What each command can do without a GPU, for the messages below: measure checks correctness on the CPU with
+# --interpret; calibrate measures ceilings, which only a GPU has, and has no --interpret to suggest.
+_WITHOUT_A_GPU = {
+    "measure": "or use --interpret to check correctness on the CPU",
+    "calibrate": "calibrate times the GPU itself, so it has no CPU mode: run it on the machine with the GPU",
+}
+
+
+def require_gpu_stack(command: str = "measure") -> tuple[str, str]:
+    """torch's and triton's versions; a UserError saying what to install when either is missing, and what
+    ``command`` (measure or calibrate) can do without a GPU."""
     try:
         import torch
         import triton  # type: ignore[import-untyped]  # triton ships no type information
     except ImportError as err:
         missing = getattr(err, "name", None) or "torch/triton"
-        raise UserError(
-            f"measure needs torch and triton ({missing} is not installed): {INSTALL_HINT} (with no GPU, a CPU "
-            f"build of torch and then --interpret checks correctness on the CPU)"
-        ) from None
+        cpu = ("with no GPU, a CPU build of torch and then --interpret checks correctness on the CPU"
+               if command == "measure" else "and run it on the machine with the GPU")
+        raise UserError(f"{command} needs torch and triton ({missing} is not installed): {INSTALL_HINT} ({cpu})") \
+            from None
     return str(torch.__version__), str(triton.__version__)
 
 
-def require_cuda() -> None:
+def require_cuda(command: str = "measure") -> None:
+    """A UserError when torch sees no CUDA device, saying what ``command`` (measure or calibrate) can do instead."""
     import torch
 
     if not torch.cuda.is_available():
         raise UserError(
             f"no CUDA GPU is visible to torch {torch.__version__}: on a machine with an NVIDIA GPU run "
-            f"{INSTALL_HINT}, or use --interpret to check correctness on the CPU"
+            f"{INSTALL_HINT}; {_WITHOUT_A_GPU[command]}"
         )
 
 

@@ -61,6 +61,17 @@ def test_no_gpu_leaves_no_file_behind(tmp_path):
     assert not yaml_out.exists()
 
 
+def test_calibrate_without_a_gpu_suggests_no_option_it_lacks(tmp_path, monkeypatch):
+    """Issue 18: calibrate without CUDA suggested --interpret, which only measure has."""
+    result = cli("calibrate", "-o", str(tmp_path / "h.yaml"))
+    assert_one_line_error(result, "no CUDA GPU", "no CPU mode", "on the machine with the GPU")
+    assert "--interpret" not in result.stderr
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    result = cli("calibrate", "-o", str(tmp_path / "h.yaml"))
+    assert_one_line_error(result, "calibrate needs torch and triton", "on the machine with the GPU")
+    assert "--interpret" not in result.stderr
+
+
 def test_missing_torch_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     assert_one_line_error(cli("measure", "--kernel", "fused_softmax"), "torch is not installed",

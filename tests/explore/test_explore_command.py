@@ -35,3 +35,25 @@ def test_help_loads_no_textual():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "explore" in out  # the command is listed ...
     assert "HEAVY []" in out  # ... without importing its UI library
+
+
+def test_an_out_dir_the_system_refuses_is_one_line_not_a_traceback(tmp_path):
+    """Issue 18: Path.is_dir raised ENAMETOOLONG (and PermissionError in a folder that may not be read)."""
+    from helpers import assert_one_line_error
+
+    for out_dir in ("x" * 300, str(tmp_path / "missing"), str(tmp_path / ("y" * 300) / "z")):
+        assert_one_line_error(cli("explore", "--out-dir", out_dir), "--out-dir", "no such folder")
+    (tmp_path / "file").write_text("")
+    assert_one_line_error(cli("explore", "--out-dir", str(tmp_path / "file")), "no such folder")
+
+
+def test_is_folder_and_gpu_reference_never_raise(tmp_path):
+    from rooflinectl.cli.explore import gpu_reference, is_folder
+
+    assert is_folder(tmp_path) and not is_folder(tmp_path / "missing") and not is_folder("x" * 5000)
+    assert not is_folder("a\0b")
+    gpu = tmp_path / "g.yaml"
+    gpu.write_text("id: g\n")
+    assert gpu_reference(str(gpu)) == str(gpu.resolve())
+    for name in ("h100", "x" * 5000 + ".yaml", "~nobody-such-user-x/g.yaml", "a\0b"):
+        assert gpu_reference(name) == name
