@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
 from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
@@ -126,6 +127,23 @@ class Totals:
     max_batch: int  # largest batch whose weights + KV cache fit in HBM (0: the weights alone do not fit)
 
 
+# The most FLOPs or bytes one step may count. The workload ranges (specs/workload.py) keep every count finite
+# (below about 2e37); this bound refuses what no GPU could run at all: 1e30 FLOPs take 1e15 s (30 million years)
+# at 1 PFLOP/s, and 1e30 bytes are 1e18 TB, where the largest real steps (a 405B prefill of a thousand 128k-token
+# prompts) count about 1e21. A number beyond it would be printed as a result while meaning nothing.
+MAX_STEP_COUNT = 1e30
+
+
+def _check_step(w: Workload, totals: Totals) -> None:
+    """Refuse, with one line, a step whose FLOPs or bytes are not finite or beyond :data:`MAX_STEP_COUNT`. With
+    both finite and bounded, the times and rates are too: the GPU's roofs are finite and positive (hardware.py's
+    ranges), and weights, KV cache and memory are parts of the bytes or smaller than them."""
+    for what, value in (("FLOPs", totals.flops), ("bytes", totals.bytes)):
+        if not value <= MAX_STEP_COUNT:  # NaN fails the comparison too
+            raise UserError(f"{w.label()}: the step counts {value:.3g} {what}, beyond the {MAX_STEP_COUNT:.0e} "
+                            f"any GPU could run; give smaller sizes")
+
+
 @dataclass(frozen=True)
 class Analysis:
     """Everything ``analyze`` shows: the workload, the GPU, each op's placement and the totals."""
@@ -186,6 +204,7 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False) -> Analysis:
         capacity_bytes=capacity,
         max_batch=max_batch,
     )
+    _check_step(workload, totals)
     flash = None
     if workload.attention == "naive" and workload.phase != "decode":
         flash = analyze(Workload.model_validate({**dict(workload), "attention": "flash"}), gpu, calibrated)

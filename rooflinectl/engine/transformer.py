@@ -16,8 +16,8 @@ Per layer (count L), unless fused (see ``workload.FUSIONS``):
   o_proj         N×h·d · h·d×H
   attn_residual  x + attn                             reads 2·N×H; writes N×H
   mlp_norm, gate_proj, up_proj (N×H · H×I), act (SiLU(gate)·up on N×I), down_proj (N×I · I×H), mlp_residual
-Once per model: embed (gathers N rows of V×H), final_norm (N×H), lm_head (B×H · H×V: the last token of each
-sequence only, as a serving engine computes logits only where it samples).
+Once per model: embed (gathers N rows of V×H: min(N, V) distinct rows read), final_norm (N×H), lm_head (B×H · H×V:
+the last token of each sequence only, as a serving engine computes logits only where it samples).
 
 Rules beyond DESIGN.md's defaults, stated once here:
 - RMSNorm gains are kept in the activation data type (quantization schemes leave norms unquantized).
@@ -251,17 +251,22 @@ def layer_ops(w: Workload) -> list[Op]:
 def model_ops(w: Workload) -> tuple[list[Op], list[Op]]:
     """The once-per-model operations: (before the layers, after the layers)."""
     m = w.model
-    n, h = w.tokens, m.hidden_size
-    rows = n * h
-    embed_read = rows * dtype_bytes(w.dtype)
+    n, h, a = w.tokens, m.hidden_size, dtype_bytes(w.dtype)
+    # The gather reads each token's row of the V×H table, but no row more than once (DESIGN.md: each input read
+    # once): at most min(N, V) distinct rows, so never more than the table itself. A prefill of 64 × 4096 tokens
+    # through Llama 3's 128,256-row table reads the table once, not 262,144 rows (which counted more weight bytes
+    # than the model has). Below V rows every token is counted as a distinct row, the most the gather can read.
+    # (A tied LM head reads the same table again in its own kernel: that is traffic, and counted as such.)
+    rows_read = min(n, m.vocab_size)
+    embed_read = rows_read * h * a
     embed = Op(
         name="embed",
         kind="gather",
         flops=0.0,
-        bytes=embed_read + rows * dtype_bytes(w.dtype),
+        bytes=embed_read + n * h * a,
         unit="vector",
         dtype="fp32",
-        reads=f"{n} rows of the {m.vocab_size}×{h} embedding table",
+        reads=f"{rows_read} distinct rows (at most) of the {m.vocab_size}×{h} embedding table for {n} tokens",
         writes=f"x {n}×{h}",
         computes="nothing: a gather",
         weight_bytes=embed_read,

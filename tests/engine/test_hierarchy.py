@@ -125,3 +125,53 @@ def test_hardware_show_json_has_the_hierarchy():
             assert got["ridge_flop_per_byte"][r.unit][r.dtype] == pytest.approx(r.flop_per_byte)
     assert hier["levels"][0]["bandwidth_provenance"] == "spec"
     assert {(u["unit"], u["dtype"]) for u in hier["compute"]} >= {("tensor", "bf16"), ("vector", "fp32")}
+
+
+def _range(annotated) -> tuple[float, float]:
+    """(lowest, highest) value a spec field type allows (specs/load.py's Rate, Peak, Size)."""
+    lo = hi = None
+    for info in annotated.__metadata__:
+        for c in getattr(info, "metadata", []):
+            lo = getattr(c, "ge", lo)
+            hi = getattr(c, "le", hi)
+    assert lo is not None and hi is not None
+    return lo, hi
+
+
+@pytest.mark.parametrize("end", ["low", "high"])
+def test_every_number_at_the_end_of_its_range_gives_finite_results(end):
+    """Issue 18: an infinite capacity (math.floor(inf)), infinite peaks (ZeroDivisionError) and 1e-320 bandwidth
+    (nan%) broke the engine. The GPU file's ranges now stop those; at the ends of the ranges the engine's own
+    arithmetic stays finite: every rate, size and peak of H100's file at its lowest, then at its highest."""
+    import math
+
+    from rooflinectl.engine.roofline import analyze
+    from rooflinectl.specs.hardware import GPU
+    from rooflinectl.specs.load import Peak, Rate, Size
+    from rooflinectl.specs.workload import resolve_workload
+
+    pick = 0 if end == "low" else 1
+    rate, peak, size = _range(Rate)[pick], _range(Peak)[pick], _range(Size)[pick]
+    data = yaml.safe_load((GPU_FILES[0].parent / "h100-sxm.yaml").read_text())
+    data.pop("measured", None)
+    m = data["memory"]
+    for key in ("hbm_bandwidth_gbps", "l2_bandwidth_gbps", "smem_bandwidth_gbps"):
+        m[key] = rate
+    for key in ("hbm_capacity_gib", "l2_size_mib", "smem_per_sm_kib", "l1_smem_per_sm_kib",
+                "register_file_per_sm_kib"):
+        m[key] = size
+    data["limits"]["max_smem_per_block_kib"] = size
+    data["compute"]["tensor_tflops"] = {d: peak for d in data["compute"]["tensor_tflops"]}
+    data["compute"]["vector_tflops"] = {d: peak for d in data["compute"]["vector_tflops"]}
+    gpu = GPU.model_validate(data)
+    h = hierarchy(gpu)
+    numbers = [x for lv in h.levels for x in (lv.size_bytes, lv.per_sm_bytes, lv.bandwidth_gbps or 1.0,
+                                              lv.bandwidth_per_sm_gbps or 1.0, *(r.flop_per_byte for r in lv.ridges))]
+    numbers += [x for c in h.compute for x in (c.tflops, c.per_sm_tflops)]
+    assert all(math.isfinite(x) and x > 0 for x in numbers)
+    # The ridge by hand: peak TFLOP/s × 1e12 over GB/s × 1e9 (low: 1e-6·1e12 / 1e-3·1e9 = 1; high: 1e18 / 1e16 = 100).
+    assert h.level("HBM").ridge("bf16") == pytest.approx(peak * 1e12 / (rate * 1e9))
+    t = analyze(resolve_workload("decode", batch=1, context=4096), gpu).totals
+    assert all(math.isfinite(x) and x > 0 for x in (t.time_s, t.tokens_per_s, t.capacity_bytes))
+    # Capacity 1e-6 GiB holds nothing; 1e6 GiB holds the weights (16.06 GB) and many sequences (512 MiB each).
+    assert t.max_batch == (0 if end == "low" else (10**6 * 2**30 - 8_030_261_248 * 2) // (32 * 2 * 1024 * 4096 * 2))

@@ -185,3 +185,45 @@ def test_achieved_rates_need_no_roof():
     no_spec = shares(op, None, None, 20e-6)
     assert (no_spec.achieved_gbps, no_spec.achieved_tflops) == (gbps, tflops)
     assert no_spec.spec_roof_pct is None
+
+
+# --- issue 18: no step beyond what any GPU could run, no infinite or absurd total ---------------------------------
+
+
+def test_a_step_beyond_any_gpu_is_refused_with_one_line(tmp_path):
+    """Every size inside its range, but the product absurd. Attention alone, by hand: batch 2^20, 2^14 heads,
+    a causal prompt of S = 2^30 (S·(S+1)/2 ≈ 2^59 scores per head), 4·d + 5 = 4·64 + 5 = 261 FLOPs per score,
+    2^14 layers: 2^20 · 2^14 · 2^59 · 261 · 2^14 = 2^107 · 261 ≈ 4.2e34 FLOPs, beyond 1e30. (The linear layers
+    add 2 · 2^50 tokens · 2^44 weights per layer · 2^14 layers = 2^109 ≈ 6.5e32: 4.3e34 in all.)"""
+    import json
+
+    from rooflinectl.engine.roofline import MAX_STEP_COUNT
+
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 2**20, "num_hidden_layers": 2**14,
+                                "num_attention_heads": 2**14, "head_dim": 64, "intermediate_size": 2**22,
+                                "vocab_size": 1024}))
+    w = resolve_workload("prefill", model=str(path), batch=2**20, seq_len=2**30)
+    attention_flops = 2**20 * 2**14 * (2**30 * (2**30 + 1) // 2) * (4 * 64 + 5) * 2**14
+    assert 4.2e34 < attention_flops < 4.3e34 and MAX_STEP_COUNT == 1e30
+    with pytest.raises(UserError, match=r"huge prefill, batch 1048576, seq_len 1073741824.*counts 4\.3e\+34 FLOPs, "
+                                        r"beyond the 1e\+30"):
+        analyze(w, load_gpu("h100"))
+
+
+def test_the_largest_sizes_in_range_give_finite_totals(tmp_path):
+    """A decode step of the largest model every range allows, at the largest batch and context: the counts stay
+    Python ints until divided, every total is a finite float, and the step is under the bound (hand: the MLP's
+    3 matmuls, 2 · 2^20 tokens · 2^20 · 2^22 · 3 · 2^14 layers ≈ 1.9e28 FLOPs)."""
+    import json
+
+    path = tmp_path / "largest.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 2**20, "num_hidden_layers": 2**14,
+                                "num_attention_heads": 2**14, "num_key_value_heads": 2**14, "head_dim": 2**6,
+                                "intermediate_size": 2**22, "vocab_size": 2**24}))
+    a = analyze(resolve_workload("decode", model=str(path), batch=2**20, context=2**30), load_gpu("h100"))
+    t = a.totals
+    assert all(math.isfinite(x) and x > 0 for x in (t.flops, t.bytes, t.time_s, t.tokens_per_s, t.weight_bytes,
+                                                     t.kv_cache_bytes, t.memory_bytes))
+    assert 2 * 2**20 * 2**20 * 2**22 * 3 * 2**14 < t.flops < 1e30
+    assert (t.fits, t.max_batch) == (False, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rooflinectl.engine.explain import verdict
 from rooflinectl.engine.op import (
     GATED_ACT_FLOPS_PER_ELEMENT,
     RMSNORM_FLOPS_PER_ELEMENT,
@@ -145,6 +146,36 @@ def test_weight_bytes_read_in_decode_equal_the_model_less_unread_embedding_rows(
     # Every weight is read once, except the embedding table, of which one row per token is read.
     expected = (model.parameter_count() - V * H + 1 * H) * 2
     assert a.totals.weight_bytes == expected
+
+
+def test_a_prefill_reads_the_embedding_table_at_most_once():
+    """Issue 18: a 70B prefill at batch 64 read more weight bytes than the model has, since the gather counted
+    one table row per token. Llama 3 70B: H = 8192, V = 128,256, 80 layers, 64 heads, 8 KV heads, d = 128,
+    I = 28,672. Parameters by hand: per layer 8192·(8192 + 2·1024) + 8192·8192 + 3·8192·28672 + 2·8192
+    = 855,654,400; × 80 = 68,452,352,000; embedding and LM head 128,256·8192 = 1,050,673,152 each; final norm
+    8192: 70,553,706,496 in all, 141,107,412,992 bytes in bf16."""
+    w = resolve_workload("prefill", model="llama-3-70b", batch=64, seq_len=4096)
+    assert w.model.parameter_count() == 70_553_706_496
+    embed = ops_by_name(w)["embed"]
+    # 64 × 4096 = 262,144 tokens > 128,256 rows: the whole table once, not 262,144 rows (4,294,967,296 B).
+    assert embed.weight_bytes == 128_256 * 8192 * 2 == 2_101_346_304
+    # Its traffic: the table once, and x written for every token (262,144 × 8192 × 2 = 4,294,967,296 B).
+    assert embed.bytes == 2_101_346_304 + 4_294_967_296
+    a = analyze(w, load_gpu("h200"))
+    # Every weight read exactly once: the layers' W and gains, the table, the final gain and the LM head.
+    assert a.totals.weight_bytes == 141_107_412_992 == w.model.parameter_count() * 2
+    # Decode at batch 64: 64 tokens, 64 rows (each counted distinct, the most a gather of 64 tokens reads).
+    d = ops_by_name(resolve_workload("decode", model="llama-3-70b", batch=64, context=4096))["embed"]
+    assert d.weight_bytes == 64 * 8192 * 2 == 1_048_576
+
+
+def test_decode_verdict_reads_no_more_weights_than_the_model_has():
+    # Decode at batch 1: one embedding row, 8192 × 2 bytes, instead of the whole 2,101,346,304-byte table.
+    w = resolve_workload("decode", model="llama-3-70b", batch=1, context=4096)
+    a = analyze(w, load_gpu("h200"))
+    expected = 141_107_412_992 - 2_101_346_304 + 16_384
+    assert a.totals.weight_bytes == expected == 139_006_083_072
+    assert any("reads 139.01 GB of weights" in line for line in verdict(a))
 
 
 def test_fp32_matmuls_run_on_the_vector_units_and_tf32_on_the_tensor_cores():
