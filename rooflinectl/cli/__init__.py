@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from ..errors import one_line
 from ._app import app
 
 # Each module registers its commands on ``app`` when imported. Modules stay light: heavy imports (matplotlib,
@@ -35,14 +36,14 @@ def main() -> None:
             print(err.ctx.get_help())
             sys.exit(0)
         command = err.ctx.command_path if err.ctx is not None else "rooflinectl"
-        message = " ".join(err.format_message().split())
+        message = one_line(" ".join(err.format_message().split()))
         print(f"error: {message} (see '{command} --help')", file=sys.stderr)
         sys.exit(2)
     except typer.Abort:
         print("aborted", file=sys.stderr)
         sys.exit(130)
     except click_exception as err:
-        print(f"error: {' '.join(err.format_message().split())}", file=sys.stderr)
+        print(f"error: {one_line(' '.join(err.format_message().split()))}", file=sys.stderr)
         sys.exit(err.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
 
