@@ -17,8 +17,17 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:(k|m)(?:i?b)?|(b))?\s*$", re
 _UNIT = {None: 1, "k": 1024, "m": 1024**2}
 
 
+# The longest size text read: 2^63 bytes is 19 digits, and a unit or a fraction adds a few characters. A longer
+# text is refused before it is converted (a 5,000-digit one made the error message itself fail, past Python's
+# 4,300-digit limit on printing an integer).
+_SIZE_TEXT_MAX = 40
+
+
 def parse_size(text: str, what: str = "--smem") -> int:
     """'48KiB', '48K', '48kb', '49152', '1.5KiB', '512B' -> bytes; a UserError for anything else."""
+    if len(text) > _SIZE_TEXT_MAX:
+        raise UserError(f"{what}: '{text[:_SIZE_TEXT_MAX]}…' is not a size: {len(text):,} characters, more than "
+                        f"any shared memory size needs")
     m = _SIZE.match(text)
     if not m:
         raise UserError(f"{what}: '{text}' is not a size (examples: 49152, 48K, 48KiB, 1.5KiB)")

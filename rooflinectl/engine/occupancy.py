@@ -43,6 +43,9 @@ Limit = Literal["warps", "registers", "shared memory", "blocks"]
 LIMITS: tuple[Limit, ...] = ("warps", "registers", "shared memory", "blocks")
 
 KIB = 1024
+# CUDA's largest grid: x up to 2^31 − 1 blocks, y and z up to 65,535 each (CUDA C++ Programming Guide, 'Technical
+# Specifications per Compute Capability', every compute capability from 3.0 on).
+MAX_GRID = (2**31 - 1) * 65535 * 65535
 # The last wave of a grid counts as "mostly empty" when fewer than this share of its slots have a program.
 MOSTLY_EMPTY = 0.5
 
@@ -150,91 +153,133 @@ class Occupancy:
 # --- the calculator ------------------------------------------------------------------------------------------
 
 
+def _shown(n: int, grouped: bool = False) -> str:
+    """An input number for a message: in full up to 30 digits, else by its length (a 4,000-digit --grid is not
+    echoed, and converting it to a float to shorten it would overflow)."""
+    digits = len(str(abs(n)))
+    if digits > 30:
+        return f"a number of {digits:,} digits"
+    return f"{n:,}" if grouped else str(n)
+
+
 def _check(gpu: GPU, threads: int, regs: int, smem_bytes: int, grid: int | None) -> None:
     lim = gpu.limits
     if threads < 1 or threads > lim.max_threads_per_block:
         raise UserError(f"threads per block must be between 1 and {lim.max_threads_per_block} on {gpu.id}, "
-                        f"got {threads}")
+                        f"got {_shown(threads)}")
     if regs < 0 or regs > lim.max_registers_per_thread:
         raise UserError(f"registers per thread must be between 0 and {lim.max_registers_per_thread} on {gpu.id}, "
-                        f"got {regs}")
+                        f"got {_shown(regs)}")
     max_smem = int(lim.max_smem_per_block_kib * KIB)
     if smem_bytes < 0 or smem_bytes > max_smem:
         raise UserError(f"shared memory per block must be between 0 and {lim.max_smem_per_block_kib:g} KiB "
-                        f"({max_smem:,} bytes) on {gpu.id}, got {smem_bytes:,} bytes")
-    if grid is not None and grid < 1:
-        raise UserError(f"grid must be at least 1 block, got {grid}")
+                        f"({max_smem:,} bytes) on {gpu.id}, got {_shown(smem_bytes, grouped=True)} bytes")
+    if grid is not None and not 1 <= grid <= MAX_GRID:
+        raise UserError(f"grid must be between 1 and {MAX_GRID:,} blocks (CUDA's largest grid), got "
+                        f"{_shown(grid, grouped=True)}")
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """The calculator's numbers for one block shape, without the words (what the suggestion search evaluates
+    many times); :func:`_limits` puts them in words."""
+
+    warps: int  # per block: ceil(threads / warp_size)
+    regs_per_warp: int  # allocated
+    regs_per_block: int  # allocated
+    regs_launch_check: int  # what the launch check compares with max_registers_per_block
+    warps_fit: int | None  # warps the register file holds at these registers per thread (None: 0 registers)
+    smem_alloc: int  # per block, reserved share included, rounded up
+    by_warps: int
+    by_regs: int | None  # None: a kernel of 0 registers is not limited by them
+    by_smem: int | None  # None: a block of 0 bytes, with no reserved share, is not limited by it
+    by_blocks: int
+    cannot_launch: bool  # its registers exceed max_registers_per_block
+
+    @property
+    def blocks(self) -> int:
+        """Active blocks per SM: the smallest limit; 0 when the block cannot launch or a limit lets none in."""
+        if self.cannot_launch:
+            return 0
+        return min(b for b in (self.by_warps, self.by_regs, self.by_smem, self.by_blocks) if b is not None)
+
+
+def _counts(gpu: GPU, threads: int, regs: int, smem_bytes: int) -> _Counts:
+    """The four limits' arithmetic (the module's docstring states each rule). No validation of the inputs."""
+    lim = gpu.limits
+    warps = -(-threads // lim.warp_size)
+    parts = sub_partitions(gpu)
+    regs_per_warp = _round_up(regs * lim.warp_size, lim.register_alloc_unit)
+    warps_fit = None if regs == 0 else lim.registers_per_sm // parts // regs_per_warp * parts
+    # The hardware's launch check assumes the block's warps are spread over all sub-partitions.
+    launch_check = max(regs_per_warp * _round_up(warps, parts), regs_per_warp * warps)
+    smem_alloc = _round_up(smem_bytes + lim.reserved_smem_per_block_bytes, lim.smem_alloc_unit_bytes)
+    return _Counts(
+        warps=warps,
+        regs_per_warp=regs_per_warp,
+        regs_per_block=regs_per_warp * warps,
+        regs_launch_check=launch_check,
+        warps_fit=warps_fit,
+        smem_alloc=smem_alloc,
+        by_warps=lim.max_warps_per_sm // warps,
+        by_regs=None if warps_fit is None else warps_fit // warps,
+        by_smem=int(gpu.memory.smem_per_sm_kib * KIB) // smem_alloc if smem_alloc else None,
+        by_blocks=lim.max_blocks_per_sm,
+        cannot_launch=regs > 0 and launch_check > lim.max_registers_per_block,
+    )
 
 
 def _limits(
     gpu: GPU, threads: int, regs: int, smem_bytes: int
-) -> tuple[int, int, int, int, tuple[LimitResult, ...], str | None]:
-    """(warps per block, regs per warp, regs per block, smem per block allocated, the four LimitResults,
-    why the block cannot launch or None). No validation of the inputs: callers check them."""
+) -> tuple[_Counts, tuple[LimitResult, ...], str | None]:
+    """(the counts, the four LimitResults with their arithmetic in words, why the block cannot launch or None).
+    No validation of the inputs: callers check them."""
     lim = gpu.limits
-    warps = -(-threads // lim.warp_size)
-    parts = sub_partitions(gpu)
-
-    by_warps = lim.max_warps_per_sm // warps
+    c = _counts(gpu, threads, regs, smem_bytes)
+    warps, regs_per_warp, parts = c.warps, c.regs_per_warp, sub_partitions(gpu)
     warps_text = f"{lim.max_warps_per_sm} warps/SM ÷ {warps} warps/block"
-
-    regs_per_warp = _round_up(regs * lim.warp_size, lim.register_alloc_unit)
-    regs_per_block = regs_per_warp * warps
     cannot_launch: str | None = None
-    by_regs: int | None
-    if regs == 0:
-        by_regs = None
+    if c.warps_fit is None:
         regs_text = "a kernel of 0 registers is not limited by them"
     else:
-        # The hardware's launch check assumes the block's warps are spread over all sub-partitions.
-        assumed = regs_per_warp * _round_up(warps, parts)
-        if max(assumed, regs_per_block) > lim.max_registers_per_block:
+        if c.cannot_launch:
             cannot_launch = (
                 f"a block of {threads} threads × {regs} registers is allocated "
-                f"{regs_per_warp:,} registers/warp × {warps} warps = {regs_per_block:,}"
-                + (f" (the hardware checks {regs_per_warp:,} × {_round_up(warps, parts)} warps = {assumed:,})"
-                   if assumed > regs_per_block else "")
+                f"{regs_per_warp:,} registers/warp × {warps} warps = {c.regs_per_block:,}"
+                + (f" (the hardware checks {regs_per_warp:,} × {_round_up(warps, parts)} warps = "
+                   f"{c.regs_launch_check:,})" if c.regs_launch_check > c.regs_per_block else "")
                 + f", more than the {lim.max_registers_per_block:,} one block may have: it cannot launch"
             )
         per_part = lim.registers_per_sm // parts
-        warps_fit = per_part // regs_per_warp * parts
-        by_regs = warps_fit // warps
         regs_text = (
             f"{regs} × {lim.warp_size} = {regs * lim.warp_size:,} regs/warp → {regs_per_warp:,} "
             f"(unit {lim.register_alloc_unit}); {per_part:,} per sub-partition ÷ {regs_per_warp:,} = "
-            f"{per_part // regs_per_warp} warps × {parts} = {warps_fit} warps/SM ÷ {warps}"
+            f"{per_part // regs_per_warp} warps × {parts} = {c.warps_fit} warps/SM ÷ {warps}"
         )
-
     requested = smem_bytes + lim.reserved_smem_per_block_bytes
-    smem_alloc = _round_up(requested, lim.smem_alloc_unit_bytes)
-    smem_per_sm = int(gpu.memory.smem_per_sm_kib * KIB)
-    by_smem = smem_per_sm // smem_alloc if smem_alloc else None
     smem_text = (
         f"{smem_bytes:,} B + {lim.reserved_smem_per_block_bytes:,} B reserved = {requested:,} B → "
-        f"{smem_alloc:,} B (unit {lim.smem_alloc_unit_bytes} B); {smem_per_sm:,} B/SM ÷ {smem_alloc:,} B"
+        f"{c.smem_alloc:,} B (unit {lim.smem_alloc_unit_bytes} B); "
+        f"{int(gpu.memory.smem_per_sm_kib * KIB):,} B/SM ÷ {c.smem_alloc:,} B"
     )
     results = (
-        LimitResult("warps", by_warps, warps_text),
-        LimitResult("registers", by_regs, regs_text),
-        LimitResult("shared memory", by_smem, smem_text),
-        LimitResult("blocks", lim.max_blocks_per_sm, f"at most {lim.max_blocks_per_sm} blocks per SM"),
+        LimitResult("warps", c.by_warps, warps_text),
+        LimitResult("registers", c.by_regs, regs_text),
+        LimitResult("shared memory", c.by_smem, smem_text),
+        LimitResult("blocks", c.by_blocks, f"at most {lim.max_blocks_per_sm} blocks per SM"),
     )
-    return warps, regs_per_warp, regs_per_block, smem_alloc, results, cannot_launch
+    return c, results, cannot_launch
 
 
 def _blocks(gpu: GPU, threads: int, regs: int, smem_bytes: int) -> int:
-    """Active blocks per SM; 0 when the block cannot launch."""
-    *_, results, cannot_launch = _limits(gpu, threads, regs, smem_bytes)
-    if cannot_launch:
-        return 0
-    return min(r.blocks for r in results if r.blocks is not None)
+    """Active blocks per SM; 0 when the block cannot launch or no limit lets one in."""
+    return _counts(gpu, threads, regs, smem_bytes).blocks
 
 
 def _regs_allow(gpu: GPU, threads: int, regs: int) -> int:
     """Blocks per SM that the register limit alone allows (0 if the block cannot launch)."""
-    *_, results, cannot_launch = _limits(gpu, threads, regs, 0)
-    by_regs = results[1].blocks
-    return 0 if cannot_launch else (gpu.limits.max_blocks_per_sm if by_regs is None else by_regs)
+    c = _counts(gpu, threads, regs, 0)
+    return 0 if c.cannot_launch else (gpu.limits.max_blocks_per_sm if c.by_regs is None else c.by_regs)
 
 
 def _method_note(gpu: GPU) -> str | None:
@@ -257,11 +302,18 @@ def occupancy(gpu: GPU, threads: int, regs: int, smem_bytes: int = 0, grid: int 
     block that cannot launch (its registers exceed ``max_registers_per_block``).
     """
     _check(gpu, threads, regs, smem_bytes, grid)
-    warps, regs_per_warp, regs_per_block, smem_alloc, results, cannot_launch = _limits(gpu, threads, regs,
-                                                                                        smem_bytes)
+    c, results, cannot_launch = _limits(gpu, threads, regs, smem_bytes)
     if cannot_launch:
         raise UserError(cannot_launch)
-    blocks = min(r.blocks for r in results if r.blocks is not None)
+    if c.blocks == 0:
+        # A block that no SM can hold is not a result of 0 blocks per SM (the waves would divide by it): one line
+        # naming each limit that lets none in, with its arithmetic. The GPU file's own rules (a block may not ask
+        # for more registers or shared memory than an SM has) leave the reserved share and the allocation unit
+        # as the way to get here: a block at max_smem_per_block_kib when that equals smem_per_sm_kib.
+        none = "; ".join(f"{r.name} allow{'s' if r.name == 'shared memory' else ''} 0 ({r.arithmetic})"
+                         for r in results if r.blocks == 0)
+        raise UserError(f"a block of {threads:,} threads, {regs} registers per thread and {smem_bytes:,} B of "
+                        f"shared memory never fits on one {gpu.id} SM: {none}")
     result = Occupancy(
         gpu_id=gpu.id,
         sm_count=gpu.sm_count,
@@ -269,12 +321,12 @@ def occupancy(gpu: GPU, threads: int, regs: int, smem_bytes: int = 0, grid: int 
         threads_per_block=threads,
         registers_per_thread=regs,
         smem_per_block_bytes=smem_bytes,
-        warps_per_block=warps,
-        registers_per_warp=regs_per_warp,
-        registers_per_block=regs_per_block,
-        smem_allocated_per_block_bytes=smem_alloc,
+        warps_per_block=c.warps,
+        registers_per_warp=c.regs_per_warp,
+        registers_per_block=c.regs_per_block,
+        smem_allocated_per_block_bytes=c.smem_alloc,
         limits=results,
-        blocks_per_sm=blocks,
+        blocks_per_sm=c.blocks,
         grid=grid,
         note=_method_note(gpu),
     )
@@ -292,10 +344,78 @@ def _fmt_bytes(n: int) -> str:
     return f"{n / KIB:g} KiB" if n % KIB == 0 or n >= 10 * KIB else f"{n:,} B"
 
 
+def _most_registers(gpu: GPU, threads: int, regs: int, target: int) -> int:
+    """The most registers per thread below ``regs`` at which the register limit allows ``target`` blocks per SM,
+    or 0 when even 1 does not. ``regs`` itself allows fewer (registers bind).
+
+    Bisection, log2(regs) steps: the blocks the registers allow never rise as registers per thread rise (the
+    per-warp allocation, rounded up, only grows; the warps that fit only shrink; the launch check only fails
+    more), so the answer is where that count crosses ``target``. (A linear search down from the current count
+    took 3.1 s at 2^18 registers and over a minute at 2^22 on a schema-valid spec.)
+    """
+    lo, hi = 0, regs  # lo: 0 or a count that allows target; hi: a count that does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _regs_allow(gpu, threads, mid) >= target:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _last_launchable_warps(gpu: GPU, regs: int, most: int) -> int:
+    """The most warps per block (at most ``most``) whose registers pass the launch check, or 0 when none does.
+    Bisection: the check compares the registers a block is charged, which only grow with its warps."""
+    ws = gpu.limits.warp_size
+    lo, hi = 0, most + 1  # lo: 0 or a size that launches; hi: one that does not (most + 1 stands for "none")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _counts(gpu, mid * ws, regs, 0).cannot_launch:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def _block_size_candidates(gpu: GPU, regs: int, smem: int) -> list[int]:
+    """The warps per block among which the best block size is, at these registers per thread and shared memory.
+
+    Every block size (a multiple of the warp size) is not tried: a spec with warp size 1 and 2^31 threads per
+    block would take hours (25 s at 2^20). With w warps per block, blocks per SM = min(C, K // w), where
+    K = min(max_warps_per_sm, the warps the registers fit) and C = min(blocks by shared memory,
+    max_blocks_per_sm) do not depend on w (⌊min(a, b)/w⌋ = min(⌊a/w⌋, ⌊b/w⌋)), up to the last size that passes
+    the launch check (found by bisection), beyond which blocks are 0. Occupancy ∝ w × min(C, K // w). Where
+    K // w keeps one value, occupancy grows with w, so a best w is always the last of its run (or the last
+    launchable size); and while K // w ≥ C occupancy is w × C, so of those only the last one, K // C, can be best.
+    What remains are the run ends where K // w < C: at most min(C, 2√K) sizes, each then evaluated by the
+    calculator itself (_blocks) and compared exactly as an exhaustive search would.
+    """
+    lim = gpu.limits
+    # None when no whole warp fits the per-block limit (a file may give fewer threads per block than a warp) or
+    # no size passes the launch check.
+    most = _last_launchable_warps(gpu, regs, lim.max_threads_per_block // lim.warp_size)
+    if most == 0:
+        return []
+    one = _counts(gpu, lim.warp_size, regs, smem)
+    k = lim.max_warps_per_sm if one.warps_fit is None else min(lim.max_warps_per_sm, one.warps_fit)
+    c = lim.max_blocks_per_sm if one.by_smem is None else min(lim.max_blocks_per_sm, one.by_smem)
+    candidates = {1, most}
+    start = k // c  # the last w with K // w ≥ C (0: none)
+    if start:
+        candidates.add(min(start, most))
+    w = start + 1
+    while w <= min(most, k):
+        end = k // (k // w)  # the last w of the run where K // w keeps its value
+        candidates.add(min(end, most))
+        w = end + 1
+    return sorted(candidates)
+
+
 def _with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
     """Add the smallest changes that raise occupancy: fewer registers and/or less shared memory for one more
     block per SM (when those bind), and the block size that gives the most occupancy with the same registers per
-    thread and shared memory per block."""
+    thread and shared memory per block. Both searches are bounded (:func:`_most_registers`,
+    :func:`_block_size_candidates`), whatever the GPU file's limits."""
     if r.occupancy >= 1.0:
         return r
     lim = gpu.limits
@@ -307,8 +427,7 @@ def _with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
     if resource_bound and all(b >= target for b in fixed):
         new_regs, new_smem, parts = regs, smem, []
         if "registers" in resource_bound:
-            # The most registers per thread that still fit `target` blocks: search down from the current count.
-            new_regs = next((n for n in range(regs - 1, 0, -1) if _regs_allow(gpu, threads, n) >= target), 0)
+            new_regs = _most_registers(gpu, threads, regs, target)
             parts.append(f"at most {new_regs} registers per thread")
         if "shared memory" in resource_bound:
             per_block = int(gpu.memory.smem_per_sm_kib * KIB) // target
@@ -324,17 +443,18 @@ def _with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
                     threads_per_block=threads, registers_per_thread=new_regs, smem_per_block_bytes=new_smem,
                     blocks_per_sm=blocks, occupancy=occ,
                 ))
-    # Block size: every multiple of the warp size, same registers per thread and shared memory per block.
+    # Block size: the multiples of the warp size that can be best, same registers per thread and shared memory
+    # per block; the most occupancy, then the size nearest the current one, then the larger.
     best: tuple[tuple[float, int, int], int, int, float] | None = None
-    for t in range(lim.warp_size, lim.max_threads_per_block + 1, lim.warp_size):
+    for w in _block_size_candidates(gpu, regs, smem):
+        t = w * lim.warp_size
         blocks = _blocks(gpu, t, regs, smem)
         occ = _occ(gpu, blocks, t)
         key = (occ, -abs(t - threads), t)
         if best is None or key > best[0]:
             best = (key, t, blocks, occ)
-    assert best is not None  # warp_size <= max_threads_per_block: the range is never empty
-    _, t, blocks, occ = best
-    if occ > r.occupancy:
+    if best is not None and best[3] > r.occupancy:
+        _, t, blocks, occ = best
         out.append(Suggestion(
             text=f"blocks of {t} threads ({t // lim.warp_size} warps), same registers per thread and shared "
                  f"memory per block: {blocks} blocks per SM, {occ:.1%} occupancy",

@@ -340,6 +340,13 @@ def assert_one_line_error(result, *fragments):
         (["--threads", "256", "--regs", "32", "--smem", "-1K"], ["not a size"]),
         (["--threads", "256", "--regs", "32", "--smem", "1.3K"], ["not a whole number of bytes"]),
         (["--threads", "256", "--regs", "32", "--grid", "0"], ["grid"]),
+        # CUDA's largest grid is (2^31 − 1) × 65,535 × 65,535 = 9,223,090,559,730,712,575 blocks.
+        (["--threads", "256", "--regs", "32", "--grid", "9223090559730712576"],
+         ["between 1 and 9,223,090,559,730,712,575 blocks", "got 9,223,090,559,730,712,576"]),
+        (["--threads", "256", "--regs", "32", "--grid", "9" * 4000], ["got a number of 4,000 digits"]),  # not echoed
+        (["--threads", "9" * 4000, "--regs", "32"], ["got a number of 4,000 digits"]),
+        # A 5,000-digit size made the error message itself fail (Python prints at most 4,300 digits).
+        (["--threads", "256", "--regs", "32", "--smem", "9" * 5000], ["5,000 characters"]),
         (["--threads", "1024", "--regs", "72"], ["cannot launch"]),
         (["--gpu", "b300x", "--threads", "256", "--regs", "32"], ["unknown GPU"]),
     ],
@@ -374,3 +381,166 @@ def test_command_text():
     assert "→ 2 waves, the last 89% full" in out
     assert "at most 48 registers per thread" in out
     assert "cuda_occupancy.h" in out
+
+
+# --- issue 18: a block that never fits, absurd but schema-valid limits, and a bounded search --------------------
+
+
+def _h100_with(h100: GPU, memory: dict | None = None, **limits) -> GPU:
+    data = h100.model_dump()
+    data["limits"].update(limits)
+    data["memory"].update(memory or {})
+    return GPU.model_validate(data)
+
+
+def test_a_block_no_sm_can_hold_is_one_line_not_0_blocks(h100):
+    """A file whose per-block limit is the whole SM's 228 KiB: a block at that limit also needs the 1 KiB reserved
+    share, 233,472 + 1,024 = 234,496 B, more than the SM's 233,472 B: 233,472 // 234,496 = 0 blocks. It was
+    reported as '0 blocks per SM', and with --grid divided by it (ZeroDivisionError)."""
+    g = _h100_with(h100, max_smem_per_block_kib=228)
+    for grid in (None, 1000):
+        with pytest.raises(UserError) as err:
+            occupancy(g, 128, 32, 228 * 1024, grid=grid)
+        message = str(err.value)
+        assert message.startswith("a block of 128 threads, 32 registers per thread and 233,472 B of shared "
+                                  "memory never fits on one h100-sxm SM: shared memory allows 0 (")
+        assert "233,472 B/SM ÷ 234,496 B" in message
+    # 1 KiB less fits once: 232,448 + 1,024 = 233,472 B, exactly the SM's.
+    assert occupancy(g, 128, 32, 227 * 1024, grid=1000).blocks_per_sm == 1
+
+
+def test_the_issues_small_register_file_with_a_grid(h100):
+    """registers_per_sm 1024 (and so max_registers_per_block at most 1024) with --grid was a ZeroDivisionError.
+    32 threads × 8 registers: 8 × 32 = 256 per warp; the launch check charges 256 × 4 sub-partitions = 1,024 ≤
+    1,024; 1,024 / 4 = 256 per sub-partition ÷ 256 = 1 warp × 4 = 4 warps ÷ 1 per block = 4 blocks (warps
+    64 // 1 = 64, shared memory 233,472 // 1,024 = 228, blocks 32). Grid 1000: 4 × 132 = 528 per wave, 2 waves,
+    the last (1000 − 528) / 528 = 89.4% full."""
+    g = _h100_with(h100, registers_per_sm=1024, max_registers_per_block=1024)
+    o = occupancy(g, 32, 8, 0, grid=1000)
+    assert blocks_by(o) == (64, 4, 228, 32)
+    assert (o.blocks_per_sm, o.blocks_per_wave, o.waves) == (4, 528, 2)
+    assert o.last_wave_fill == pytest.approx(472 / 528)
+    # 256 threads × 64 registers: 2,048 per warp × 8 warps = 16,384 > 1,024: cannot launch, one line.
+    with pytest.raises(UserError, match="more than the 1,024 one block may have: it cannot launch"):
+        occupancy(g, 256, 64, 0, grid=1000)
+
+
+def test_the_command_says_which_limit_a_block_never_fits(h100, tmp_path):
+    data = h100.model_dump(exclude_none=True)
+    data.update(id="tiny-regs", aliases=[])
+    data["limits"].update(registers_per_sm=1024, max_registers_per_block=1024, max_smem_per_block_kib=228)
+    path = tmp_path / "tiny-regs.yaml"
+    path.write_text(yaml.safe_dump(data))
+    for args, fragments in (
+        (["--threads", "256", "--regs", "64", "--grid", "1000"], ["cannot launch"]),
+        (["--threads", "32", "--regs", "8", "--smem", "228K", "--grid", "1000"],
+         ["never fits on one tiny-regs SM", "shared memory allows 0"]),
+    ):
+        assert_one_line_error(cli("occupancy", "--gpu", str(path), *args), *fragments)
+    ok = json.loads(cli("occupancy", "--gpu", str(path), "--threads", "32", "--regs", "8", "--grid", "1000",
+                        "--json").stdout)
+    assert (ok["blocks_per_sm"], ok["waves"]) == (4, 2)
+
+
+def test_a_per_block_limit_below_one_warp_gives_no_block_size_to_suggest(h100):
+    """A file may allow 16 threads per block with 32-thread warps: no multiple of the warp size fits, so there
+    is no block size to suggest (the search over multiples was empty and failed an assertion). 16 threads × 32
+    registers: 1 warp; 1,024 registers per warp → 16,384 // 1,024 = 16 × 4 = 64 warps; 32 blocks bind: 50%."""
+    g = _h100_with(h100, max_threads_per_block=16)
+    o = occupancy(g, 16, 32)
+    assert (blocks_by(o), o.binding, o.occupancy, o.suggestions) == ((64, 64, 228, 32), ("blocks",), 0.5, ())
+
+
+def _exhaustive_block_size(gpu: GPU, threads: int, regs: int, smem: int) -> tuple[int, int]:
+    """The search the bounded one replaces: every multiple of the warp size, the same key."""
+    lim = gpu.limits
+    best = None
+    for t in range(lim.warp_size, lim.max_threads_per_block + 1, lim.warp_size):
+        blocks = _blocks(gpu, t, regs, smem)
+        key = (blocks * (t // lim.warp_size) / lim.max_warps_per_sm, -abs(t - threads), t)
+        if best is None or key > best[0]:
+            best = (key, t, blocks)
+    assert best is not None
+    return best[1], best[2]
+
+
+def _bounded_block_size(gpu: GPU, threads: int, regs: int, smem: int) -> tuple[int, int]:
+    from rooflinectl.engine.occupancy import _block_size_candidates
+
+    lim = gpu.limits
+    best = None
+    for w in _block_size_candidates(gpu, regs, smem):
+        t = w * lim.warp_size
+        blocks = _blocks(gpu, t, regs, smem)
+        key = (blocks * w / lim.max_warps_per_sm, -abs(t - threads), t)
+        if best is None or key > best[0]:
+            best = (key, t, blocks)
+    assert best is not None
+    return best[1], best[2]
+
+
+def _odd_gpus(h100: GPU) -> list[GPU]:
+    """Limits no real GPU has, chosen so that each limit, the launch check and the sub-partitions all bind
+    somewhere: warps of 1 to 64 threads, register files that do not divide evenly, allocation units of 1 and 300."""
+    return [
+        _h100_with(h100, warp_size=1, max_threads_per_block=300, max_threads_per_sm=300, max_warps_per_sm=300,
+                   registers_per_sm=6000, max_registers_per_block=5000, register_alloc_unit=1, max_blocks_per_sm=7),
+        _h100_with(h100, warp_size=2, max_threads_per_block=250, max_threads_per_sm=260, max_warps_per_sm=130,
+                   registers_per_sm=70001, max_registers_per_block=30000, register_alloc_unit=300,
+                   max_blocks_per_sm=64, smem_alloc_unit_bytes=1000, reserved_smem_per_block_bytes=0),
+        _h100_with(h100, warp_size=64, max_threads_per_block=1024, max_threads_per_sm=2560, max_warps_per_sm=40,
+                   registers_per_sm=131072, max_registers_per_block=65536, max_blocks_per_sm=40),
+    ]
+
+
+def test_the_bounded_block_size_search_finds_what_trying_every_size_finds(h100, a100):
+    for g in [h100, a100, *_odd_gpus(h100)]:
+        lim = g.limits
+        threads_set = sorted({1, lim.warp_size, lim.max_threads_per_block // 3 or 1, lim.max_threads_per_block})
+        for threads in threads_set:
+            for regs in (0, 1, 8, 33, 64, 96, 168, 255):
+                for smem in (0, 1000, 20 * 1024, 100 * 1024):
+                    expected = _exhaustive_block_size(g, threads, regs, smem)
+                    assert _bounded_block_size(g, threads, regs, smem) == expected, (g.limits, threads, regs, smem)
+
+
+def test_the_register_bisection_finds_what_counting_down_finds(h100, a100):
+    from rooflinectl.engine.occupancy import _most_registers, _regs_allow
+
+    for g in [h100, a100, *_odd_gpus(h100)]:
+        for threads in (1, g.limits.warp_size, g.limits.max_threads_per_block):
+            for regs in (2, 9, 40, 64, 128, 255):
+                target = _regs_allow(g, threads, regs) + 1
+                linear = next((n for n in range(regs - 1, 0, -1) if _regs_allow(g, threads, n) >= target), 0)
+                assert _most_registers(g, threads, regs, target) == linear, (g.limits, threads, regs)
+
+
+def test_the_suggestions_stay_bounded_on_an_absurd_spec(h100, monkeypatch):
+    """Warp size 1 and 2^31 − 1 threads per block: the old search tried every block size (25 s at 2^20 threads,
+    hours at 2^31). By hand: registers of 1 per thread, allocation unit 1: a warp takes 1 register;
+    (2^31 − 1) // 4 = 536,870,911 per sub-partition: 2,147,483,644 warps fit, K = min(that, 2^31 − 1 warps) =
+    2,147,483,644; shared memory 233,472 // 1,024 = 228 blocks = C. A block of 715,827,882 threads gets
+    min(2,147,483,647 // 715,827,882 = 3, K // 715,827,882 = 2, 228) = 2 blocks. The most occupancy, K warps,
+    needs a divisor w of K with K // w ≤ 228: K = 4 · (2^29 − 1) = 4 · 233 · 1103 · 2089, so w is K, K/2 or K/4;
+    nearest the block asked for is K/4 = 536,870,911 threads, 4 blocks."""
+    import rooflinectl.engine.occupancy as occ_mod
+
+    n = 2**31 - 1
+    g = _h100_with(h100, warp_size=1, max_threads_per_block=n, max_threads_per_sm=n, max_warps_per_sm=n,
+                   registers_per_sm=n, max_registers_per_block=n, register_alloc_unit=1)
+    calls = 0
+    counts = occ_mod._counts
+
+    def counting(*args):
+        nonlocal calls
+        calls += 1
+        return counts(*args)
+
+    monkeypatch.setattr(occ_mod, "_counts", counting)
+    o = occupancy(g, 715_827_882, 1, 0, grid=1000)
+    assert o.blocks_per_sm == 2
+    (s,) = o.suggestions
+    assert (s.threads_per_block, s.blocks_per_sm) == (536_870_911, 4)
+    # What it cost: at most C + 2 candidate sizes (the run ends where K // w < C, plus two), and a bisection of
+    # 31 steps for the last launchable size; every try is one _counts call.
+    assert calls <= 1 + 31 + 1 + (228 + 2)
