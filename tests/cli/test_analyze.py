@@ -85,6 +85,17 @@ def test_workload_file_and_gpu_file(tmp_path):
         (["analyze", "--fuse", "everything"], ["fused"]),
         (["hardware", "show", "b300x"], ["unknown GPU"]),
         (["workloads", "show", "nothing-like-this"], ["unknown workload"]),
+        # Issue 18: a length beyond the model's positions passed silently. Llama 3 8B has 8,192.
+        (["analyze", "decode", "--context", "8193"],
+         ["context 8,193", "exceeds model llama-3-8b's max_position_embeddings of 8,192"]),
+        (["analyze", "prefill", "--seq-len", "8193"], ["seq_len 8,193", "max_position_embeddings of 8,192"]),
+        (["analyze", "attention", "--model", "llama-2-70b", "--seq-len", "4097"],
+         ["seq_len 4,097", "llama-2-70b's max_position_embeddings of 4,096"]),
+        (["analyze", "decode", "--model", "mistral-7b", "--context", "4097"],
+         ["mistral-7b's sliding_window of 4,096", "does not model"]),
+        # Sizes beyond float range were OverflowErrors (exit 1); now outside the field's range.
+        (["analyze", "--batch", "1" + "0" * 309], ["field 'batch'", "less than or equal to 1048576"]),
+        (["analyze", "prefill", "--seq-len", "1" + "0" * 30], ["field 'seq_len'", "less than or equal to 1073741824"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, fragments):
@@ -98,12 +109,33 @@ def test_bad_input_is_one_line_and_exit_2(args, fragments):
         ("phase: decode\nmodel: llama-3-8b\ncontext: 64\nbacth: 4\n", ["bacth", "Extra inputs"]),
         ("phase: decode\nmodel: llama-3-8b\ncontext: -64\n", ["context", "greater than 0"]),
         ("- just\n- a list\n", ["mapping"]),
+        # Issue 18: an incomplete inline model said "field 'model.str' … (and 9 more errors)".
+        ("phase: decode\ncontext: 64\nmodel:\n  id: m\n  name: M\n  source: s\n  hidden_size: 64\n"
+         "  num_layers: 2\n  num_heads: 4\n  num_kv_heads: 4\n  head_dim: 16\n  vocab_size: 100\n",
+         ["field 'model.intermediate_size': Field required"]),
+        ("phase: decode\ncontext: 64\nmodel: 12\n", ["field 'model'", "an inline model", "not int"]),
+        ("phase: decode\nmodel: llama-2-7b\ncontext: 4097\n", ["llama-2-7b's max_position_embeddings of 4,096"]),
     ],
 )
 def test_malformed_workload_files(tmp_path, text, fragments):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    assert_one_line_error(cli("analyze", str(path)), str(path), *fragments)
+    where = [] if "max_position" in fragments[0] else [str(path)]  # a limit names the model, not the file
+    assert_one_line_error(cli("analyze", str(path)), *where, *fragments)
+
+
+def test_the_last_position_a_model_has_is_analysed():
+    """Decode's context counts the new token: context 8,192 uses positions 0 … 8,191 of Llama 3 8B's 8,192."""
+    result = cli("analyze", "decode", "--context", "8192", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["workload"]["context"] == 8192
+
+
+def test_a_prefill_reads_no_more_weights_than_the_model_has():
+    """Issue 18: the 70B prefill at batch 64 reported 143.30 GB of weights read, more than its 141.11 GB."""
+    result = cli("analyze", "prefill", "--model", "llama-3-70b", "--batch", "64", "--seq-len", "4096", "--gpu",
+                 "h200", "--json")
+    assert json.loads(result.stdout)["totals"]["weight_bytes"] == 70_553_706_496 * 2
 
 
 def test_malformed_gpu_file_names_file_and_field(tmp_path):
