@@ -18,13 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..engine.op import OpKind
 from ..errors import UserError, format_validation_error
 from ..files import write_atomic
 from ..specs.hardware import Ceilings
-from ..specs.load import read_json
+from ..specs.load import Peak, Rate, read_json
 
 SCHEMA_VERSION = 2
 
@@ -39,6 +39,25 @@ Status = Literal["passed", "failed", "error", "checked"]
 
 class Record(BaseModel):
     model_config = _CONFIG
+
+
+def _upper(bounded: object) -> float:
+    """The upper bound of one of specs.load's annotated ranges (Rate, Peak)."""
+    return float(next(m.le for m in bounded.__metadata__[0].metadata if hasattr(m, "le")))  # type: ignore[attr-defined]
+
+
+# What a chart and a share divide by, bounded to what a kernel run can be, so that every rate, intensity, share and
+# axis limit made from them is a finite positive float (a time of 1e-300 s drew a point at 1e307 FLOP/s, FLOPs of
+# 1e300 an axis to 1e300 that matplotlib could not draw, FLOPs of 1e-300 an axis limit that underflowed to 0):
+# a time from a nanosecond (below any timer's resolution) to a million seconds; bytes from 1 to 1e15 (a petabyte);
+# FLOPs 0 (pure data movement) or from 1 to 1e21 (a million seconds at 1e15 FLOP/s): counts of whole operations.
+MIN_TIME_S, MAX_TIME_S = 1e-9, 1e6
+MAX_BYTES = 1e15
+MAX_FLOPS = 1e21
+# ... and the rates they give no faster than a hardware spec's own numbers may be (specs.load's Rate, GB/s, and
+# Peak, TFLOP/s): a record faster than any GPU a spec may describe was not measured on a GPU.
+MAX_ACHIEVED_GBPS = _upper(Rate)
+MAX_ACHIEVED_TFLOPS = _upper(Peak)
 
 
 class Correctness(Record):
@@ -118,8 +137,8 @@ class ShapeRecord(Record):
     shape_format: str
     dtype: str
     # One run, counted by the engine's rules (rooflinectl.engine.op); finite, since a chart or a share divides by them.
-    flops: float = Field(ge=0, allow_inf_nan=False)
-    bytes: float = Field(gt=0, allow_inf_nan=False)
+    flops: float = Field(ge=0, le=MAX_FLOPS, allow_inf_nan=False)
+    bytes: float = Field(ge=1, le=MAX_BYTES, allow_inf_nan=False)
     unit: Literal["tensor", "vector"]  # the compute roof the engine places the op under
     op_dtype: str  # … at this data type
     op_kind: OpKind | None = None  # what the op is (engine.op.OpKind); None in records saved before it was kept
@@ -127,7 +146,7 @@ class ShapeRecord(Record):
     status: Status  # passed (checked and timed), failed (wrong result), error (raised), checked (interpreter)
     correctness: Correctness | None = None
     error: str | None = None  # the exception the kernel raised, on one line
-    time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # median; None when not timed
+    time_s: float | None = Field(default=None, ge=MIN_TIME_S, le=MAX_TIME_S, allow_inf_nan=False)  # median; None: not timed
     timing: Timing | None = None
     achieved_gbps: float | None = None  # bytes / time_s
     achieved_tflops: float | None = None  # flops / time_s
@@ -140,6 +159,25 @@ class ShapeRecord(Record):
     launches: list[LaunchRecord] = Field(default_factory=list)
     unfused: list[UnfusedOp] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+
+    @field_validator("flops")
+    @classmethod
+    def _whole_flops(cls, flops: float) -> float:
+        if 0 < flops < 1:
+            raise ValueError("FLOPs are 0 (pure data movement) or at least 1: a count of operations")
+        return flops
+
+    @model_validator(mode="after")
+    def _plausible_rates(self) -> ShapeRecord:
+        if self.time_s is not None:
+            gbps, tflops = self.bytes / self.time_s / 1e9, self.flops / self.time_s / 1e12
+            if gbps > MAX_ACHIEVED_GBPS:
+                raise ValueError(f"bytes / time_s is {gbps:.3g} GB/s, above the {MAX_ACHIEVED_GBPS:.0g} GB/s any "
+                                 f"hardware spec may have: not a measurement")
+            if tflops > MAX_ACHIEVED_TFLOPS:
+                raise ValueError(f"flops / time_s is {tflops:.3g} TFLOP/s, above the {MAX_ACHIEVED_TFLOPS:.0g} "
+                                 f"TFLOP/s any hardware spec may have: not a measurement")
+        return self
 
     @property
     def unfused_bytes(self) -> float | None:

@@ -155,7 +155,7 @@ def build_panel(
     xs = [p.intensity for p in points] + [r.intensity for r in ridges] + [m.intensity for m in measured_points]
     xs.append(1.0)
     ys = [p.flops for p in points] + [m.flops for m in measured_points] + [r.at(1.0) for r in roofs if r.name == "HBM"]
-    xlim, ylim = _limits(xs, ys, [r.value for r in roofs if r.kind == "compute"])
+    xlim, ylim = _limits(xs, ys, [r.value for r in roofs if r.kind == "compute"] + [m.flops for m in measured_points])
     roofs = [_span(r, roofs, xlim, ylim) for r in roofs]
 
     footnotes = []
@@ -227,12 +227,15 @@ def _span(roof: Roof, roofs: Sequence[Roof], xlim: tuple[float, float], ylim: tu
     return replace(roof, x_from=max(xlim[0], roof.value / hbm), x_to=xlim[1])
 
 
-def _limits(xs: list[float], ys: list[float], peaks: list[float]) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Whole decades on x around every point and ridge; y from under the lowest point to above the highest roof."""
-    x_lo = 10 ** math.floor(math.log10(min(xs) / 1.5))
-    x_hi = 10 ** math.ceil(math.log10(max(xs) * 3))
-    y_lo = 10 ** math.floor(math.log10(min(ys) / 1.5))
-    y_hi = max(peaks) * 4
+def _limits(xs: list[float], ys: list[float], tops: list[float]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Whole decades on x around every point and ridge; y from under the lowest point to above the highest roof
+    or measured point (``tops``: one measured above every roof is drawn, not cut off). Floats: ``10 ** 30`` is an
+    int, which matplotlib's limits refuse past float range. Every value is finite and positive (the specs' and the
+    records' ranges), so every limit is."""
+    x_lo = 10.0 ** math.floor(math.log10(min(xs) / 1.5))
+    x_hi = 10.0 ** math.ceil(math.log10(max(xs) * 3))
+    y_lo = 10.0 ** math.floor(math.log10(min(ys) / 1.5))
+    y_hi = max(tops) * 4
     return (x_lo, x_hi), (y_lo, y_hi)
 
 

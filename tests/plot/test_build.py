@@ -189,12 +189,17 @@ def test_plot_pdf(tmp_path):
         (["plot", "--measured", "{tmp}/nothing.json", "-o", "{tmp}/x.png"], ["no such file"]),
         (["plot", "--measured", "{tmp}/bad.json", "-o", "{tmp}/x.png"], ["bad.json", "malformed JSON"]),
         (["plot", "--measured", "{tmp}/a100.json", "-o", "{tmp}/x.png"], ["measured on 'NVIDIA A100'"]),
+        (["plot", "--gpu", "l4", "--measured", "{tmp}/l40s.json", "-o", "{tmp}/x.png"],
+         ["measured on 'NVIDIA L40S', none of the GPUs plotted: l4 (NVIDIA L4)", "pass --gpu l40s"]),
+        (["plot", "--measured", "{tmp}/fast.json", "-o", "{tmp}/x.png"], ["fast.json", "records.0.time_s"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragments):
     (tmp_path / "folder.png").mkdir()
     (tmp_path / "bad.json").write_text("{oops")
     (tmp_path / "a100.json").write_text(json.dumps(measured_file("NVIDIA A100")))
+    (tmp_path / "l40s.json").write_text(json.dumps(measured_file("NVIDIA L40S")))
+    (tmp_path / "fast.json").write_text(json.dumps(measured_file("NVIDIA H100 80GB HBM3", time_s=1e-300)))
     assert_one_line_error(cli(*[a.replace("{tmp}", str(tmp_path)) for a in args]), *fragments)
     assert not (tmp_path / "x.png").exists()
 

@@ -91,7 +91,9 @@ def test_a_kernel_timed_at_a_sweeps_size_pairs_with_that_value_of_the_sweep():
     assert panel.measured[0].predicted == (q.points[2].intensity, q.points[2].flops)
 
 
-@pytest.mark.parametrize("path", sorted(RESULTS.glob("*/*.json")), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", [p for p in sorted(RESULTS.glob("*/*.json"))
+                                  if json.loads(p.read_text()).get("schema_version") == 1],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_records_saved_before_ops_had_kinds_still_draw(path):
     """docs/results holds schema 1 files: no op_kind, and the shape in the op's name ("softmax 4096x16384"),
     which measure.records.load takes off. Each still draws under the roof its record names (unit and op_dtype),
@@ -219,7 +221,15 @@ def test_a_calibrated_file_matches_the_device_it_was_calibrated_on():
         ("{not json", ["malformed JSON", "line 1"]),
         ("[1, 2]", ["expected a measurement record"]),
         (json.dumps({"records": []}), ["gpu"]),
-        (json.dumps(measured_file("x", time_s=-1)), ["records.0.time_s", "greater than 0"]),
+        (json.dumps(measured_file("x", time_s=-1)), ["records.0.time_s", "greater than or equal to 0.000000001"]),
+        # Issue 18: values no run gives, which drew points at 1e307 FLOP/s or axes matplotlib could not draw.
+        (json.dumps(measured_file("x", time_s=1e-300)), ["records.0.time_s", "greater than or equal to 0.000000001"]),
+        (json.dumps(measured_file("x", time_s=1e300)), ["records.0.time_s", "less than or equal to 1000000"]),
+        (json.dumps(measured_file("x", flops=1e-300)), ["records.0.flops", "0 (pure data movement) or at least 1"]),
+        (json.dumps(measured_file("x", flops=1e300)), ["records.0.flops", "less than or equal to 1000000000000000000000"]),
+        (json.dumps(measured_file("x", bytes=1e-300)), ["records.0.bytes", "greater than or equal to 1"]),
+        (json.dumps(measured_file("x", flops=1e21, time_s=1e-3)), ["records.0", "1e+12 TFLOP/s", "not a measurement"]),
+        (json.dumps(measured_file("x", bytes=1e15, time_s=1e-6)), ["records.0", "1e+12 GB/s", "not a measurement"]),
         (json.dumps(measured_file("x", bytes=0)), ["records.0.bytes"]),
         (json.dumps({**measured_file("x"), "records": []}), ["no record has a time"]),
         (json.dumps(measured_file("x", time_s=None, status="checked")), ["no record has a time"]),
@@ -238,3 +248,13 @@ def test_malformed_measured_files(tmp_path, content, fragments):
 def test_measured_on_another_gpu_is_an_error():
     with pytest.raises(UserError, match="was measured on 'NVIDIA A100', none of the GPUs plotted: test-gpu"):
         build_chart([DECODE], [GPU1], measured=measured_run("NVIDIA A100"))
+
+
+def test_a_measured_point_above_every_roof_is_on_the_chart_and_the_limits_are_floats():
+    """A record at 10,000 TFLOP/s on a 300 TFLOP/s GPU is drawn where it is (and says 3333%), not cut off."""
+    run = measured_run("Test GPU 1", measured_record(kernel="matmul", op="matmul", op_kind="matmul", flops=1e12,
+                                                     bytes=1e6, time_s=1e-4))
+    panel = build_chart([DECODE], [GPU1], measured=run).panels[0]
+    (m,) = panel.measured
+    assert m.flops == pytest.approx(1e16) and panel.ylim[0] < m.flops < panel.ylim[1]
+    assert all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in (*panel.xlim, *panel.ylim))
