@@ -1,0 +1,394 @@
+"""Every ``--json`` output's shape, key by key: integers for counts and bytes, floats for rates, times and sizes in
+units (GiB, KiB, MHz), strings and booleans where they are; and no key added or lost without this file changing.
+
+A schema maps a key path to the types its value may have. ``a.b`` is a key in an object, ``a[]`` every item of a
+list, ``a.*`` every key of an object whose keys are data (data types, limit names). A path ending in an empty list
+or object, or holding null, is recorded as ``list``, ``dict`` or ``None``. Every path an output has must be in its
+schema with one of its types, and every path of a schema must appear in one of the outputs checked (so that a key
+dropped from the output fails too). ``bool`` is never an ``int`` here, and an ``int`` is never a ``float``: a rate
+printed as ``1000`` one time and ``999.5`` the next is what this pins down.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from helpers import cli
+
+ROOT = Path(__file__).parents[2]
+GPUS = sorted(p.stem for p in (ROOT / "hardware").glob("*.yaml"))
+
+NONE = type(None)
+
+
+def observed(data: object, maps: frozenset[str], path: str = "", out: dict | None = None) -> dict[str, set]:
+    """Each key path of ``data`` with the types found there; the keys of the objects at ``maps`` read as ``*``."""
+    out = defaultdict(set) if out is None else out
+    if isinstance(data, dict):
+        if not data:
+            out[path].add(dict)
+        for key, value in data.items():
+            name = "*" if path in maps else key
+            observed(value, maps, f"{path}.{name}" if path else name, out)
+    elif isinstance(data, list):
+        if not data:
+            out[path].add(list)
+        for value in data:
+            observed(value, maps, f"{path}[]", out)
+    else:
+        out[path].add(type(data))
+    return out
+
+
+def check_schema(outputs: list[object], schema: dict[str, tuple], maps: frozenset[str] = frozenset()) -> None:
+    seen: dict[str, set] = defaultdict(set)
+    for data in outputs:
+        for path, types in observed(data, maps).items():
+            seen[path] |= types
+    unexpected = sorted(set(seen) - set(schema))
+    assert not unexpected, f"keys the schema does not have: {unexpected}"
+    wrong = {p: sorted(t.__name__ for t in seen[p] - set(schema[p])) for p in seen if seen[p] - set(schema[p])}
+    assert not wrong, f"values of a type the schema does not allow: {wrong}"
+    # A key is there when it or anything under it is (``a.b[]`` holds ``a.b``; ``a.*`` holds ``a``).
+    present = {path[:i] for path in seen for i in range(len(path) + 1) if i == len(path) or path[i] in ".["}
+    lost = sorted(p for p in schema if p not in present)
+    assert not lost, f"keys of the schema that no output has: {lost}"
+
+
+def run_json(*args: str) -> object:
+    result = cli(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+# --- analyze -----------------------------------------------------------------------------------------------------
+
+ANALYZE = {
+    "hardware.id": (str,), "hardware.name": (str,), "hardware.bandwidth_gbps": (float,),
+    "hardware.peak_tflops": (float,), "hardware.ridge": (float,),
+    "workload.phase": (str,), "workload.model": (str,), "workload.batch": (int,), "workload.seq_len": (int,),
+    "workload.context": (int,), "workload.dtype": (str,), "workload.kv_dtype": (str,), "workload.attention": (str,),
+    "ops[].name": (str,), "ops[].count": (int,), "ops[].flops": (int,), "ops[].bytes": (int,),
+    "ops[].intensity": (float,), "ops[].bound": (str,), "ops[].attainable_tflops": (float,), "ops[].time_s": (float,),
+    "totals.flops": (int,), "totals.bytes": (int,), "totals.time_s": (float,), "totals.tokens_per_s": (float,),
+    "totals.weight_bytes": (int,), "totals.kv_cache_bytes": (int,), "totals.memory_bytes": (int,),
+    "totals.fits": (bool,),
+}
+
+ANALYZE_CASES = [
+    ["analyze", "decode", "--gpu", "h100"],
+    ["analyze", "decode", "--gpu", "a100", "--batch", "64", "--fuse", "qkv,gate_up,act,norm_linear,residual"],
+    ["analyze", "prefill", "--gpu", "mi300x", "--attention", "naive", "--dtype", "fp8", "--kv-dtype", "fp8"],
+    ["analyze", "prefill", "--gpu", "l4", "--dtype", "fp32", "--model", "llama-2-7b"],
+    ["analyze", "attention", "--gpu", "h200", "--no-causal", "--seq-len", "1000"],
+]
+
+
+def test_analyze_json_schema():
+    check_schema([run_json(*args) for args in ANALYZE_CASES], ANALYZE)
+
+
+# --- occupancy ---------------------------------------------------------------------------------------------------
+
+OCCUPANCY = {
+    "gpu": (str,), "threads_per_block": (int,), "registers_per_thread": (int,), "smem_per_block_bytes": (int,),
+    "warps_per_block": (int,), "allocated.registers_per_warp": (int,), "allocated.registers_per_block": (int,),
+    "allocated.smem_per_block_bytes": (int,), "limits.*.blocks_per_sm": (int, NONE),
+    "limits.*.arithmetic": (str,), "binding[]": (str,), "blocks_per_sm": (int,), "warps_per_sm": (int,),
+    "threads_per_sm": (int,), "max_warps_per_sm": (int,), "occupancy": (float,), "grid": (int, NONE),
+    "blocks_per_wave": (int, NONE), "waves": (int, NONE), "last_wave_fill": (float, NONE), "note": (str, NONE),
+    "suggestions": (list,), "suggestions[].text": (str,), "suggestions[].threads_per_block": (int,),
+    "suggestions[].registers_per_thread": (int,), "suggestions[].smem_per_block_bytes": (int,),
+    "suggestions[].blocks_per_sm": (int,), "suggestions[].occupancy": (float,),
+}
+
+OCCUPANCY_CASES = [
+    ["occupancy", "--gpu", "h100", "--threads", "256", "--regs", "64", "--smem", "48KiB", "--grid", "1000"],
+    ["occupancy", "--gpu", "a100", "--threads", "128", "--regs", "0"],
+    ["occupancy", "--gpu", "mi300x", "--threads", "1024", "--regs", "32", "--smem", "1.5KiB", "--grid", "7"],
+    ["occupancy", "--gpu", "v100", "--threads", "32", "--regs", "32"],
+]
+
+
+def test_occupancy_json_schema():
+    check_schema([run_json(*args) for args in OCCUPANCY_CASES], OCCUPANCY, frozenset({"limits"}))
+
+
+# --- hardware list / show ------------------------------------------------------------------------------------
+
+SOURCED = {"source": (str,), "derived": (dict,), "derived.*": (str,)}
+
+
+def _section(name: str, fields: dict[str, tuple]) -> dict[str, tuple]:
+    return {f"{name}.{k}": v for k, v in {**SOURCED, **fields}.items()}
+
+
+GPU_SPEC = {
+    "id": (str,), "aliases": (list,), "aliases[]": (str,), "name": (str,), "vendor": (str,), "architecture": (str,),
+    "compute_capability": (str, NONE), "sm_count": (int,), "boost_clock_mhz": (float,), "notes": (str, NONE),
+    **_section("memory", {
+        "hbm_type": (str,), "hbm_capacity_gib": (float,), "hbm_bandwidth_gbps": (float,), "l2_size_mib": (float,),
+        "l2_bandwidth_gbps": (float, NONE), "smem_per_sm_kib": (float,), "l1_smem_per_sm_kib": (float,),
+        "smem_bandwidth_gbps": (float, NONE), "register_file_per_sm_kib": (float,)}),
+    **_section("limits", {
+        "warp_size": (int,), "max_threads_per_block": (int,), "max_threads_per_sm": (int,),
+        "max_warps_per_sm": (int,), "max_blocks_per_sm": (int,), "registers_per_sm": (int,),
+        "max_registers_per_block": (int,), "max_registers_per_thread": (int,), "register_alloc_unit": (int,),
+        "max_smem_per_block_kib": (float,), "smem_alloc_unit_bytes": (int,), "reserved_smem_per_block_bytes": (int,)}),
+    **_section("compute", {"tensor_tflops.*": (float,), "vector_tflops.*": (float,)}),
+    "interconnect": (NONE,),
+    **_section("interconnect", {"name": (str,), "bandwidth_gbps": (float,)}),
+    "measured": (NONE,),
+    "measured.device_name": (str,), "measured.date": (str,), "measured.command": (str,),
+    "measured.torch_version": (str,), "measured.triton_version": (str, NONE), "measured.driver": (str, NONE),
+    "measured.copy_bandwidth_gbps": (float,), "measured.tensor_tflops": (dict,), "measured.tensor_tflops.*": (float,),
+    "measured.vector_tflops": (dict,), "measured.vector_tflops.*": (float,),
+}
+GPU_MAPS = frozenset({"memory.derived", "limits.derived", "compute.derived", "interconnect.derived",
+                      "compute.tensor_tflops", "compute.vector_tflops", "measured.tensor_tflops",
+                      "measured.vector_tflops"})
+
+HIERARCHY = {
+    "hierarchy.sm_count": (int,),
+    "hierarchy.levels[].name": (str,), "hierarchy.levels[].size_bytes": (int,),
+    "hierarchy.levels[].per_sm_bytes": (int, NONE), "hierarchy.levels[].chip_wide": (bool,),
+    "hierarchy.levels[].bandwidth_gbps": (float, NONE), "hierarchy.levels[].bandwidth_per_sm_gbps": (float, NONE),
+    "hierarchy.levels[].bandwidth_provenance": (str,), "hierarchy.levels[].bandwidth_how": (str,),
+    "hierarchy.levels[].detail": (str,), "hierarchy.levels[].ridge_flop_per_byte": (dict,),
+    "hierarchy.levels[].ridge_flop_per_byte.*.*": (float,),
+    "hierarchy.levels[].notes": (list,), "hierarchy.levels[].notes[].field": (str,),
+    "hierarchy.levels[].notes[].provenance": (str,), "hierarchy.levels[].notes[].how": (str,),
+    "hierarchy.compute[].unit": (str,), "hierarchy.compute[].dtype": (str,), "hierarchy.compute[].tflops": (float,),
+    "hierarchy.compute[].per_sm_tflops": (float,), "hierarchy.compute_source": (str,),
+    "hierarchy.compute_notes": (list,), "hierarchy.compute_notes[].field": (str,),
+    "hierarchy.compute_notes[].provenance": (str,), "hierarchy.compute_notes[].how": (str,),
+}
+HIERARCHY_MAPS = frozenset({"hierarchy.levels[].ridge_flop_per_byte", "hierarchy.levels[].ridge_flop_per_byte.*"})
+
+CALIBRATED = {"device_name": "NVIDIA H100 80GB HBM3", "date": "2026-12-01T10:00:00+00:00",
+              "command": "rooflinectl calibrate -o lab-h100.yaml --gpu h100", "torch_version": "2.4.0",
+              "copy_bandwidth_gbps": 2950, "tensor_tflops": {"bf16": 760.5}, "vector_tflops": {"fp32": 50}}
+
+
+@pytest.fixture
+def calibrated_gpu(tmp_path) -> str:
+    """A calibrated file, as ``rooflinectl calibrate`` writes it, with no aliases and no interconnect: the only
+    file with those. The copy bandwidth is written as an integer, which the output must still give as a float."""
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "hardware" / "h100-sxm.yaml").read_text())
+    spec.update(id="lab-h100", aliases=[], measured=CALIBRATED)
+    del spec["interconnect"]
+    (tmp_path / "user").mkdir()
+    path = tmp_path / "user" / "lab-h100.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return str(path)
+
+
+def test_hardware_show_json_schema(calibrated_gpu):
+    outputs = [run_json("hardware", "show", g) for g in [*GPUS, calibrated_gpu]]
+    check_schema(outputs, {**GPU_SPEC, **HIERARCHY}, GPU_MAPS | HIERARCHY_MAPS)
+
+
+def test_hardware_list_json_schema(calibrated_gpu):
+    result = cli("hardware", "list", "--json", env={"ROOFLINECTL_HARDWARE_PATH": str(Path(calibrated_gpu).parent)})
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert isinstance(data, list) and {g["id"] for g in data} == {"lab-h100", *(g.id for g in _bundled())}
+    check_schema(data, GPU_SPEC, GPU_MAPS)
+
+
+def _bundled():
+    from rooflinectl.specs.hardware import load_gpu
+
+    return [load_gpu(name) for name in GPUS]
+
+
+# --- workloads list / show -----------------------------------------------------------------------------------
+
+MODEL = {
+    "id": (str,), "name": (str,), "source": (str,), "hidden_size": (int,), "num_layers": (int,), "num_heads": (int,),
+    "num_kv_heads": (int,), "head_dim": (int,), "intermediate_size": (int,), "mlp": (str,), "vocab_size": (int,),
+    "tie_embeddings": (bool,), "max_position_embeddings": (int, NONE), "sliding_window": (int, NONE),
+}
+SCENARIO = {
+    "phase": (str,), "model": (str,), "description": (str, NONE), "batch": (int,), "seq_len": (int, NONE),
+    "context": (int, NONE), "dtype": (str,), "kv_dtype": (str, NONE), "attention": (str,), "causal": (bool,),
+    "fused": (list,), "fused[]": (str,), **{f"model.{k}": v for k, v in MODEL.items()},
+}
+
+
+def test_workloads_show_json_schema(tmp_path):
+    """Scenarios (one naming its model, one with the model inline and fusions) and models."""
+    import yaml
+
+    inline = tmp_path / "inline.yaml"
+    model = yaml.safe_load((ROOT / "workloads" / "models" / "llama-3-8b.yaml").read_text())
+    inline.write_text(yaml.safe_dump({"phase": "prefill", "model": model, "seq_len": 512, "kv_dtype": "fp8",
+                                      "fused": ["qkv", "gate_up", "act"]}))
+    scenarios = [run_json("workloads", "show", name) for name in ("decode", "prefill", "attention", str(inline))]
+    check_schema(scenarios, SCENARIO)
+    models = [run_json("workloads", "show", p.stem) for p in sorted((ROOT / "workloads" / "models").glob("*.yaml"))]
+    check_schema(models, MODEL)
+
+
+def test_workloads_list_json_schema():
+    data = run_json("workloads", "list")
+    assert set(data) == {"scenarios", "models"}
+    check_schema(list(data["scenarios"].values()), {k: v for k, v in SCENARIO.items() if k != "fused[]"
+                                                    and not k.startswith("model.")})
+    check_schema(data["models"], MODEL)
+
+
+# --- plot ----------------------------------------------------------------------------------------------------
+
+POINT = {"gpu": (str,), "op": (str,), "intensity": (float,), "flops": (float,), "bound": (str,), "share": (float,),
+         "value": (int, NONE)}
+SWEPT_POINT = {**POINT, "value": (int,)}
+
+
+def _under(prefix: str, fields: dict[str, tuple]) -> dict[str, tuple]:
+    return {f"{prefix}.{k}": v for k, v in fields.items()}
+
+
+PLOT = {
+    "path": (str,), "title": (str,), "gpus[]": (str,),
+    "legend[].label": (str,), "legend[].kind": (str,), "legend[].color": (str,), "legend[].marker": (str, NONE),
+    "legend[].linestyle": (str, NONE),
+    "panels[].title": (str,), "panels[].phase": (str,),
+    **_under("panels[].roofs[]", {"gpu": (str,), "kind": (str,), "name": (str,), "value": (float,),
+                                  "slope": (float,), "label": (str,), "x_from": (float,), "x_to": (float,)}),
+    **_under("panels[].ridges[]", {"gpu": (str,), "intensity": (float,), "flops": (float,), "label": (str,)}),
+    **_under("panels[].points[]", POINT),
+    "panels[].trajectories": (list,),
+    **_under("panels[].trajectories[]", {"gpu": (str,), "op": (str,), "field": (str,)}),
+    **_under("panels[].trajectories[].points[]", SWEPT_POINT),
+    **_under("panels[].groups[]", {"gpu": (str,), "label": (str,), "moves": (bool,), "ops[]": (str,),
+                                   "show_values": (bool,)}),
+    **_under("panels[].groups[].points[]", POINT),
+    **_under("panels[].labels[]", {"text": (str,), "intensity": (float,), "flops": (float,), "share": (float,),
+                                   "ops[]": (str,)}),
+    "panels[].measured": (list,),
+    **_under("panels[].measured[]", {
+        "gpu": (str,), "kernel": (str,), "op": (str,), "intensity": (float,), "flops": (float,),
+        "roof_flops": (float,), "fraction": (float,), "label": (str,), "predicted": (NONE,),
+        "predicted[]": (float,)}),
+    "panels[].footnotes": (list,), "panels[].footnotes[]": (str,),
+    "panels[].xlim[]": (float,), "panels[].ylim[]": (float,),
+    "panels[].sweep_field": (str, NONE), "panels[].values": (list,), "panels[].values[]": (int,),
+}
+
+RECORD = Path(__file__).parents[1] / "fuzz" / "data" / "record.json"
+
+
+def test_plot_json_schema(tmp_path):
+    cases = [
+        ["plot", "-o", str(tmp_path / "a.png")],
+        ["plot", "decode", "--gpu", "h100", "--gpu", "a100", "--batch", "1,8,64", "-o", str(tmp_path / "b.svg")],
+        ["plot", "prefill", "--gpu", "h100", "--attention", "naive", "--measured", str(RECORD),
+         "-o", str(tmp_path / "c.pdf")],
+    ]
+    check_schema([run_json(*args) for args in cases], PLOT)
+
+
+# --- measure and calibrate -------------------------------------------------------------------------------------
+
+TIMING = {"median_s": (float,), "p20_s": (float,), "p80_s": (float,), "timer": (str,), "input_sets": (int,)}
+RECORD_SCHEMA = {
+    "schema_version": (int,), "torch_version": (str,), "triton_version": (str, NONE), "python_version": (str,),
+    "date": (str,), "command": (str,), "interpret": (bool,), "seed": (int,), "timer": (str, NONE),
+    "warmup_ms": (float, NONE), "rep_ms": (float, NONE),
+    **_under("gpu", {"name": (str,), "spec": (str, NONE), "spec_name": (str, NONE), "driver": (str, NONE),
+                     "cuda": (str, NONE), "compute_capability": (str, NONE), "sm_count": (int, NONE),
+                     "l2_bytes": (int, NONE)}),
+    "ceilings": (NONE,),
+    **_under("ceilings", {"copy_bandwidth_gbps": (float, NONE), "tensor_tflops": (dict,), "tensor_tflops.*": (float,),
+                          "vector_tflops": (dict,), "vector_tflops.*": (float,), "copy_bytes": (int, NONE),
+                          "matmul_size": (int, NONE), "notes": (list,), "notes[]": (str,)}),
+    **_under("records[]", {
+        "kernel": (str,), "op": (str,), "shape[]": (int,), "shape_text": (str,), "shape_format": (str,),
+        "dtype": (str,), "flops": (int,), "bytes": (int,), "unit": (str,), "op_dtype": (str,),
+        "op_kind": (str, NONE), "op_fuses": (list,), "status": (str,), "correctness": (NONE,),
+        # A wrong result's error may be infinite: the record writes it as the string "inf" (ser_json_inf_nan).
+        "correctness.rel_error": (float, str), "correctness.tolerance": (float,), "correctness.passed": (bool,),
+        "correctness.seed": (int,), "error": (str, NONE), "time_s": (float, NONE), "timing": (NONE,),
+        **_under("timing", TIMING),
+        "achieved_gbps": (float, NONE), "achieved_tflops": (float, NONE), "bound": (str, NONE),
+        "predicted_time_s": (float, NONE), "spec_roof_pct": (float, NONE), "measured_predicted_time_s": (float, NONE),
+        "measured_roof_pct": (float, NONE), "baselines": (list,),
+        **_under("baselines[]", {"name": (str,), "time_s": (float, NONE), "achieved_gbps": (float, NONE),
+                                 "achieved_tflops": (float, NONE), "speedup": (float, NONE),
+                                 "rel_error": (float, str, NONE), "error": (str, NONE), "timing": (NONE,)}),
+        **_under("baselines[].timing", TIMING),
+        **_under("launches[]", {
+            "function": (str,), "grid[]": (int,), "programs": (int,), "num_warps": (int, NONE),
+            "threads_per_program": (int, NONE), "n_regs": (int, NONE), "n_spills": (int, NONE),
+            "shared_bytes": (int, NONE), "config": (dict,), "config.*": (str, int, float, bool, NONE),
+            "programs_per_sm": (int, NONE), "occupancy": (float, NONE), "occupancy_upper_bound": (bool,),
+            "limiter": (str, NONE), "waves": (int, NONE), "last_wave_fill": (float, NONE), "warnings": (list,),
+            "warnings[]": (str,), "note": (str, NONE)}),
+        "unfused": (list,), "notes": (list,), "notes[]": (str,)}),
+    "notes": (list,), "notes[]": (str,),
+}
+RECORD_MAPS = frozenset({"ceilings.tensor_tflops", "ceilings.vector_tflops", "records[].launches[].config"})
+
+
+def test_measure_json_schema():
+    """``measure --json`` prints the record (``MeasurementFile.to_json``): one run of a kernel faked on the CPU, timed
+    by a fake clock, failed in one shape and passed in two, against the ceilings measured in that run."""
+    from measure_fakes import FakeClock, FakeSoftmax, run_fake
+
+    from rooflinectl.measure.records import DeviceInfo, RunCeilings
+
+    info = DeviceInfo(name="NVIDIA H100 80GB HBM3", spec="h100-sxm", driver="550.54.15", sm_count=132,
+                      l2_bytes=50 * 2**20)
+    clock = FakeClock(*[(2e-6, 1.9e-6, 2.2e-6)] * 8)
+    ceilings = RunCeilings(copy_bandwidth_gbps=3000.0, tensor_tflops={"bf16": 700.0}, copy_bytes=2**30,
+                           notes=["fp8 matmul not measured: test"])
+    passed = run_fake(FakeSoftmax(), [(64, 128), (8, 4096)], clock=clock, ceilings=ceilings, info=info)
+    failed = run_fake(FakeSoftmax("half"), [(4, 4)], clock=FakeClock(), ceilings=None, info=info, timed=False,
+                      baselines=())
+    outputs = [json.loads(run.to_json()) for run in (passed, failed)]
+    check_schema(outputs, RECORD_SCHEMA, RECORD_MAPS)
+
+
+def test_measure_list_json_schema():
+    check_schema([run_json("measure", "--list")], {"[].name": (str,), "[].summary": (str,)})
+
+
+CALIBRATE = {
+    "file": (str,), "id": (str,), "spec": (str,), "notes[]": (str,),
+    # calibrate probes no vector unit: its vector_tflops is always empty (a hardware file's may not be).
+    **_under("measured", {k.removeprefix("measured."): v for k, v in GPU_SPEC.items()
+                          if k.startswith("measured.") and k != "measured.vector_tflops.*"}),
+}
+
+
+def test_calibrate_json_schema(monkeypatch, tmp_path):
+    """``calibrate --json`` on a GPU faked as an H200 whose probes return round numbers (integers, which the output
+    must give as floats)."""
+    import torch
+
+    import rooflinectl.measure.ceilings as probes
+    import rooflinectl.measure.device as device
+    import rooflinectl.measure.harness as harness
+    from rooflinectl.measure.records import DeviceInfo, RunCeilings
+
+    def info(spec, device_kind):
+        return DeviceInfo(name="NVIDIA H200", spec=spec.id, driver="580.159.03", sm_count=132, l2_bytes=60 * 2**20)
+
+    def ceilings(bench, l2_bytes, dtypes, on_step=lambda text: None, n=8192):
+        return RunCeilings(copy_bandwidth_gbps=4251, tensor_tflops={"bf16": 760, "fp16": 771.2},
+                           vector_tflops={"fp32": 60}, notes=["fp8 matmul not measured: test"])
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(harness, "device_info", info)
+    monkeypatch.setattr(device, "device_info", info)
+    monkeypatch.setattr(probes, "measure_ceilings", ceilings)
+    check_schema([run_json("calibrate", "-o", str(tmp_path / "lab-h200.yaml"))], CALIBRATE,
+                 frozenset({"measured.tensor_tflops", "measured.vector_tflops"}))
