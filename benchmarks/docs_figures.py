@@ -193,6 +193,88 @@ def cli_table() -> str:
     return "\n".join(lines)
 
 
+# --- docs/kernels-tuning.md ----------------------------------------------------------------------------------
+
+SECTION = re.compile(r"^ -- softmax \(4096, (\d+)\) (\w+)")
+CANDIDATE = re.compile(r"^\s+\*?\s+([\d.]+) us \(flush .*?\)\s+(\d+) GB/s .*?row=\S+\s+(.*?)\s+\|")
+COPY_SAME = re.compile(r"^\s+copy same bytes\s+([\d.]+) us")
+COPY_CEILING = re.compile(r"^torch copy_ bf16 \d+ elements: [\d.]+ us, (\d+) GB/s")
+
+
+def tune_log(path: Path) -> tuple[float, dict[tuple[str, int], tuple[dict[str, tuple[float, float]], float]]]:
+    """A tune_softmax.py log: its copy_ ceiling (GB/s), and per (dtype, columns) each config's (µs, GB/s) and
+    the Triton copy of the same bytes (µs)."""
+    ceiling = 0.0
+    out: dict[tuple[str, int], tuple[dict[str, tuple[float, float]], float]] = {}
+    key: tuple[str, int] | None = None
+    for line in path.read_text().splitlines():
+        if (m := COPY_CEILING.match(line)) and not ceiling:
+            ceiling = float(m.group(1))
+        elif m := SECTION.match(line):
+            key = (m.group(2), int(m.group(1)))
+            out[key] = ({}, 0.0)
+        elif key and (m := CANDIDATE.match(line)):
+            out[key][0].setdefault(m.group(3), (float(m.group(1)), float(m.group(2))))
+        elif key and (m := COPY_SAME.match(line)):
+            out[key] = (out[key][0], float(m.group(1)))
+    return ceiling, out
+
+
+def picked_configs(path: Path) -> dict[tuple[str, int], str]:
+    """The configs run() picks, as a tune_kernels.py --final log's summary names them (its last column)."""
+    row = re.compile(r"^fused_softmax\s+\(4096, (\d+)\)\s+(\w+)\s.*?(?:OK|SHORT|-)\s.*?\s((?:rows|online|split) b=.*)$")
+    return {(m.group(2), int(m.group(1))): m.group(3).strip()
+            for line in path.read_text().splitlines() if (m := row.match(line))}
+
+
+def _range(values: list[float], fmt: str) -> str:
+    texts = sorted({fmt.format(v) for v in values}, key=lambda t: float(t.replace(",", "")))
+    return texts[0] if len(texts) == 1 else f"{texts[0]}–{texts[-1]}"
+
+
+def _mode(config: str) -> str:
+    words = dict(w.split("=") for w in config.split()[1:])
+    mode = config.split()[0]
+    part = f"parts of {words['chunks']} × {int(words['b']):,}" if mode == "split" else ""
+    rows = f"{words['r']} row / " if mode == "rows" else ""
+    text = ", ".join(t for t in (mode, part, f"{rows}{words['w']} warps") if t)
+    return text + (", PDL" if words["pdl"] == "1" else "")
+
+
+def tuning_softmax_table() -> str:
+    picked = picked_configs(SOFTMAX / "tune-kernels-run9-final.log")
+    runs = {7: tune_log(SOFTMAX / "tune-softmax-run7.log"), 8: tune_log(SOFTMAX / "tune-softmax-run8.log")}
+    lines = ["| columns | config `run()` picks | bf16 µs | %copy | fp32 µs | %copy | Triton copy of the same bytes, "
+             "bf16 / fp32 µs | runs |", "|---|---|---|---|---|---|---|---|"]
+    measured = {key for _, sections in runs.values() for key in sections}
+    for cols in sorted({c for d, c in picked if (d, c) in measured}):
+        cells, copies, used = [], [], []
+        for dtype in ("bf16", "fp32"):
+            config = picked[(dtype, cols)]
+            times, pcts, same = [], [], []
+            for n, (ceiling, sections) in runs.items():
+                configs, copy_us = sections.get((dtype, cols), ({}, 0.0))
+                if config in configs:
+                    t, gbps = configs[config]
+                    times.append(t)
+                    pcts.append(100 * gbps / ceiling)
+                    same.append(copy_us)
+                    used.append(n)
+            cells += [_range(times, "{:,.1f}"), _range(pcts, "{:.0f}")]
+            copies.append(_range(same, "{:,.1f}"))
+        modes = {_mode(picked[(d, cols)]) for d in ("bf16", "fp32")}
+        mode = " / ".join(f"{d}: {_mode(picked[(d, cols)])}" for d in ("bf16", "fp32")) if len(modes) > 1 \
+            else modes.pop()
+        lines.append(f"| {cols:,} | {mode} | {' | '.join(cells)} | {' / '.join(copies)} "
+                     f"| {', '.join(str(n) for n in sorted(set(used)))} |")
+    ceilings = ", ".join(f"run {n} {c:,.0f} GB/s" for n, (c, _) in runs.items())
+    return "\n".join(lines + ["", f"%copy against the torch `copy_` of the same run ({ceilings}). Logs: "
+                               f"[tune-softmax-run7.log]({rel(SOFTMAX / 'tune-softmax-run7.log')}), "
+                               f"[tune-softmax-run8.log]({rel(SOFTMAX / 'tune-softmax-run8.log')}); the configs "
+                               f"from the summary of [tune-kernels-run9-final.log]"
+                               f"({rel(SOFTMAX / 'tune-kernels-run9-final.log')})."])
+
+
 # --- README.md ------------------------------------------------------------------------------------------------
 
 
@@ -233,6 +315,7 @@ BLOCKS: dict[str, list[tuple[str, Callable[[], str]]]] = {
                             ("copy-matmul", copy_matmul), ("rmsnorm", rmsnorm_table),
                             ("rmsnorm-summary", rmsnorm_summary), ("cli", cli_table)],
     "README.md": [("kernels", readme_kernels)],
+    "docs/kernels-tuning.md": [("softmax-configs", tuning_softmax_table)],
 }
 
 
