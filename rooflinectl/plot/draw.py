@@ -31,6 +31,11 @@ from .chart import (
 from .place import Placer
 
 PANEL_SIZE_IN = (10.0, 6.6)
+# The measured points a panel tries to label, in the record's order; the rest are drawn unlabelled and counted in
+# a footnote. A panel has room for a few dozen labels (16 of 100 gemv records found a free spot in the test of
+# issue 18), and each label tried costs a few ms: 300 records took 89 s before the placer was rewritten, and now
+# take about as long as 48.
+MEASURED_LABELS = 48
 DPI = 150
 
 
@@ -127,10 +132,12 @@ def _draw_panel(fig: Any, ax: Any, panel: Panel, chart: Chart, with_legend: bool
                 ax.annotate("", xy=(b.intensity, b.flops), xytext=(a.intensity, a.flops), zorder=3,
                             arrowprops=dict(arrowstyle="-|>", color=c, lw=1.1, alpha=0.8,
                                             shrinkA=_radius(a, panel), shrinkB=_radius(b, panel)))
+        # One scatter per group, its points in order (one per point made a 64-size sweep draw ~1,000 artists).
+        ax.scatter([p.intensity for p in g.points], [p.flops for p in g.points],
+                   s=[_area(p.share, panel) for p in g.points], color=[BOUND_COLORS[p.bound] for p in g.points],
+                   marker=GPU_MARKERS[gpu_index[g.gpu]], edgecolors="white", linewidths=0.8, alpha=0.9,
+                   zorder=4, gid=f"point {g.gpu} {g.label}")
         for p in g.points:
-            ax.scatter([p.intensity], [p.flops], s=_area(p.share, panel), color=BOUND_COLORS[p.bound],
-                       marker=GPU_MARKERS[gpu_index[g.gpu]], edgecolors="white", linewidths=0.8, alpha=0.9,
-                       zorder=4, gid=f"point {g.gpu} {g.label}")
             placer.block_point(p.intensity, p.flops, _radius(p, panel), g.ops)
     for m in panel.measured:
         if m.predicted:
@@ -152,28 +159,51 @@ def _draw_panel(fig: Any, ax: Any, panel: Panel, chart: Chart, with_legend: bool
     unlabelled = _draw_roofs(ax, panel, gpu_index, placer)
     for ridge in panel.ridges:  # ridge labels (only) keep off the other ridges' lines
         placer.block_line(ridge.intensity, panel.ylim[0], ridge.intensity, ridge.flops, half_pt=0.5, ridge=True)
+    # A label goes where it overlaps nothing, or is left off and named below (plot.place): never over another.
     for ridge in panel.ridges:
-        placer.vertical_label(ridge.label, ridge.intensity, panel.ylim[0], GPU_COLORS[gpu_index[ridge.gpu]])
+        if not placer.vertical_label(ridge.label, ridge.intensity, panel.ylim[0], GPU_COLORS[gpu_index[ridge.gpu]]):
+            unlabelled.append(ridge.label)
 
-    for m in panel.measured:  # what was measured first: it is why the chart was drawn
-        placer.label(m.label, m.intensity, m.flops, 5, color=MEASURED_COLOR, prefer="below", weight="bold",
-                     gid="measured-label")
+    unlabelled_measured = [m.label for k, m in enumerate(panel.measured)  # measured first: why it was drawn
+                           if k >= MEASURED_LABELS
+                           or not placer.label(m.label, m.intensity, m.flops, 5, color=MEASURED_COLOR,
+                                               prefer="below", weight="bold", gid="measured-label")]
     for lab in panel.labels:
-        placer.label(lab.text, lab.intensity, lab.flops, _radius_of(lab.share, panel), ops=lab.ops)
+        if not placer.label(lab.text, lab.intensity, lab.flops, _radius_of(lab.share, panel), ops=lab.ops):
+            unlabelled.append(lab.text.replace("\n", ", "))
+    unlabelled_values: list[str] = []
     for g in panel.groups:  # short, and free to sit on any side of their point
         if g.show_values:
             for k, p in enumerate(g.points):
                 text = f"{panel.sweep_field} {p.value}" if k == 0 else str(p.value)
-                placer.label(text, p.intensity, p.flops, _radius(p, panel), color="#555555", fontsize=7.5,
-                             prefer="below", leader=False, gid="value-label")
+                if not placer.label(text, p.intensity, p.flops, _radius(p, panel), color="#555555", fontsize=7.5,
+                                    prefer="below", leader=False, gid="value-label"):
+                    unlabelled_values.append(str(p.value))
 
     footnotes = list(panel.footnotes)
     if unlabelled:
-        footnotes.append(f"No room to label: {'; '.join(unlabelled)}.")
+        footnotes.append(f"No room to label: {_listed(unlabelled)}.")
+    if unlabelled_measured:
+        footnotes.append(f"No room to label {len(unlabelled_measured)} of {len(panel.measured)} measured points: "
+                         f"{_listed(unlabelled_measured)}.")
+    if unlabelled_values:
+        footnotes.append(f"No room to write {panel.sweep_field} {_listed(unlabelled_values, sep=', ')} beside "
+                         f"its point.")
     if footnotes:
         ax.annotate("\n".join(footnotes), (0, 0), xycoords="axes fraction", xytext=(0, -36),
                     textcoords="offset points", fontsize=7.5, color="#555555", va="top", ha="left",
                     gid="footnote")
+
+
+# A footnote names at most this many things left unlabelled, then counts the rest: 300 measured points without
+# room would otherwise be a footnote taller than the chart.
+FOOTNOTE_NAMES = 6
+
+
+def _listed(names: list[str], sep: str = "; ") -> str:
+    """'a; b; c', or the first FOOTNOTE_NAMES and 'and N more'."""
+    shown = sep.join(names[:FOOTNOTE_NAMES])
+    return shown if len(names) <= FOOTNOTE_NAMES else f"{shown} and {len(names) - FOOTNOTE_NAMES} more"
 
 
 def _draw_roofs(ax: Any, panel: Panel, gpu_index: dict[str, int], placer: Placer) -> list[str]:

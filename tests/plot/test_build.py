@@ -184,6 +184,10 @@ def test_plot_pdf(tmp_path):
         (["plot", "--batch", "8,", "-o", "{tmp}/x.png"], ["has an empty item"]),
         (["plot", "--batch", "\u0663,\uff18", "-o", "{tmp}/x.png"], ["is not a positive integer"]),
         (["plot", "--batch", "1,8", "--context", "1,2", "-o", "{tmp}/x.png"], ["sweep one size at a time"]),
+        # issue 18: 399 sizes took 88 s to draw
+        (["plot", "--batch", ",".join(str(i) for i in range(1, 66)), "-o", "{tmp}/x.png"],
+         ["--batch: 65 values, more than the 64 one list may give"]),
+        (["plot", "--context", "1," * 399 + "1", "-o", "{tmp}/x.png"], ["--context: 400 values"]),
         (["plot", "prefill", "--context", "1,2", "-o", "{tmp}/x.png"], ["seq_len, not context"]),
         (["plot", "--context", "128", "--seq-len", "64", "-o", "{tmp}/x.png"], ["name the workload"]),
         (["plot", "--measured", "{tmp}/nothing.json", "-o", "{tmp}/x.png"], ["no such file"]),
@@ -210,3 +214,10 @@ def test_plot_help_loads_no_matplotlib():
             "assert 'Example: rooflinectl plot' in r.output; print('matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_sweep_of_the_most_sizes_a_list_may_give_is_drawn(tmp_path):
+    result = cli("plot", "decode", "--batch", ",".join(str(i) for i in range(1, 65)), "-o", str(tmp_path / "b.png"),
+                 "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["panels"][0]["values"] == list(range(1, 65))

@@ -1,0 +1,97 @@
+"""docs/plot.md's promise, checked on the charts the README and docs/ draw and on the crowded ones issue 18 found
+(8 of 36 had overlapping labels, such as "batch 1" under the bf16 roof's label in `plot prefill --gpu h100 --batch
+1,4,16,64`): no label overlaps another (op, measured, value, roof and ridge labels alike), and a label that found
+no free spot is named in the footnote instead of drawn over another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rooflinectl.plot.build import build_chart, draw
+from rooflinectl.plot.measured import load_measured
+from rooflinectl.plot.place import text_boxes
+from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.workload import resolve_workload
+
+RESULTS = Path(__file__).parents[2] / "docs" / "results"
+LABELS = ("op-label", "measured-label", "value-label", "roof-label", "ridge-label")
+
+CHARTS = {
+    # README and docs/plot.md
+    "decode-batching": (["decode"], ["h100"], "batch", [1, 8, 64, 256], {}, None),
+    "default": (["decode", "prefill"], ["h100"], None, None, {}, None),
+    "prefill-3-gpus": (["prefill"], ["a100", "h100", "h200"], None, None, {"attention": "naive"}, None),
+    "decode-measured-h200": (["decode"], ["h200"], "batch", [1, 8, 64, 256], {},
+                             RESULTS / "h200-2026-12-03" / "decode-matmul.json"),
+    "rmsnorm-measured-h200": (["decode"], ["h200"], "batch", [1, 8, 32], {},
+                              RESULTS / "h200-2026-12-02" / "rmsnorm-decode-inloop.json"),
+    # crowded ones from issue 18
+    "prefill-batch-sweep": (["prefill"], ["h100"], "batch", [1, 4, 16, 64], {}, None),
+    "attention-naive-seq-sweep": (["attention"], ["h100"], "seq_len", [512, 2048, 8192], {"attention": "naive"},
+                                  None),
+    "decode-context-2-gpus": (["decode"], ["a100", "h100"], "context", [1024, 4096, 8192], {}, None),
+    "softmax-measured": (["attention"], ["h200"], None, None, {"attention": "naive"},
+                         RESULTS / "h200-2026-12-02-softmax" / "softmax-bf16.json"),
+}
+
+
+def drawn_label_boxes(fig) -> list[tuple[str, np.ndarray]]:
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        for t in ax.texts:
+            if t.get_gid() in LABELS:
+                out.append((f"{t.get_gid()} {t.get_text()!r}", text_boxes(t, renderer)))
+    return out
+
+
+def overlapping(a: np.ndarray, b: np.ndarray) -> bool:
+    w = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    h = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    return bool(((w > 0) & (h > 0)).any())
+
+
+@pytest.mark.parametrize("name", list(CHARTS))
+def test_no_label_overlaps_another(name):
+    import matplotlib.pyplot as plt
+
+    phases, gpus, field, values, overrides, measured = CHARTS[name]
+    chart = build_chart([resolve_workload(p, **overrides) for p in phases], [load_gpu(g) for g in gpus], field,
+                        values, load_measured(measured) if measured else None)
+    fig = draw(chart)
+    try:
+        boxes = drawn_label_boxes(fig)
+        assert len(boxes) >= 5
+        clashes = [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if overlapping(ba, bb)]
+        assert clashes == []
+        # What is not drawn is said: every op label is on the chart or in its panel's footnote.
+        for panel, ax in zip(chart.panels, fig.axes):
+            texts = {t.get_text() for t in ax.texts}
+            footnote = "\n".join(t.get_text() for t in ax.texts if t.get_gid() == "footnote")
+            for lab in panel.labels:
+                assert lab.text in texts or lab.text.replace("\n", ", ") in footnote
+    finally:
+        plt.close(fig)
+
+
+def test_the_computed_box_of_a_label_is_the_box_matplotlib_draws():
+    """place.Placer.label computes each spot's box from the text's size (measured once) instead of drawing the
+    text at every spot: the box of the text it keeps is the box matplotlib renders."""
+    import matplotlib.pyplot as plt
+
+    chart = build_chart([resolve_workload("decode")], [load_gpu("h100")], "batch", [1, 8, 64, 256])
+    fig = draw(chart)
+    try:
+        from rooflinectl.plot.place import Placer
+
+        ax = fig.axes[0]
+        placer = Placer(fig, ax)
+        for text, prefer in (("q/k/v_proj 12%", "right"), ("two\nlines", "below"), ("batch 1", "below")):
+            assert placer.label(text, 3.0, 1e12, 4, prefer=prefer)
+            t = placer.texts[-1]
+            assert np.allclose(text_boxes(t, placer.renderer), placer.solid[-1:], atol=1e-6)
+    finally:
+        plt.close(fig)
