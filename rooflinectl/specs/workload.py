@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from ..errors import UserError, closest
 from .load import Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
@@ -155,22 +155,23 @@ class Scenario(Strict):
     causal: bool = True
     fused: list[Fusion] = Field(default_factory=list)
 
-    @field_validator("model", mode="plain")
+    @field_validator("model", mode="wrap")
     @classmethod
-    def _model_form(cls, value: Any) -> str | Model:
+    def _model_form(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> str | Model:
         """A mapping is an inline model and is validated as one, so that an incomplete one names its own missing
         field ('model.hidden_size'), not the string form it is not ('model.str … and 9 more errors'); a string
-        is a name or a path, of 1 to 4,096 characters (PATH_MAX); nothing else is either."""
+        is a name or a path, of 1 to 4,096 characters (PATH_MAX); nothing else is either. What passes goes on
+        through the field's own validation (``handler``), which keeps its serializer."""
         if isinstance(value, dict):
-            return Model.model_validate(value)  # its errors keep their place under 'model'
-        if isinstance(value, Model):
-            return value
-        if isinstance(value, str):
+            value = Model.model_validate(value)  # its errors keep their place under 'model'
+        elif isinstance(value, str):
             if not 1 <= len(value) <= 4096:
                 raise ValueError(f"a model's id or path has 1 to 4,096 characters, not {len(value):,}")
-            return value
-        raise ValueError(f"a model id, a model file's path, or an inline model (a mapping of its fields), "
-                         f"not {type(value).__name__}")
+        elif not isinstance(value, Model):
+            raise ValueError(f"a model id, a model file's path, or an inline model (a mapping of its fields), "
+                             f"not {type(value).__name__}")
+        result: str | Model = handler(value)
+        return result
 
     @model_validator(mode="after")
     def _phase_sizes(self) -> Self:

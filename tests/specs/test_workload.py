@@ -287,3 +287,12 @@ def test_an_incomplete_inline_model_names_its_missing_field(tmp_path):
     import yaml
     path.write_text(yaml.safe_dump({"phase": "decode", "context": 64, "model": LLAMA_3_8B}))
     assert resolve_workload(str(path)).model.hidden_size == 4096
+    # And dumps back as the same mapping, with no serializer warning (a plain validator on the field lost the
+    # union's serializer: 'workloads show --json' warned "Expected `str`").
+    import warnings
+
+    scenario = validate(Scenario, {"phase": "decode", "context": 64, "model": LLAMA_3_8B}, "w.yaml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dumped = scenario.model_dump(exclude_none=True)
+    assert dumped["model"] == {**LLAMA_3_8B, "mlp": "gated_silu", "tie_embeddings": False}
