@@ -46,8 +46,8 @@ class Note:
 @dataclass(frozen=True)
 class MemoryLevel:
     name: str
-    size_bytes: float  # in all, over the chip
-    per_sm_bytes: float  # an SM's own (SM-local levels) or its even share (HBM, L2)
+    size_bytes: int  # in all, over the chip, in whole bytes (a size in GiB, MiB or KiB may have a fraction)
+    per_sm_bytes: int  # an SM's own (SM-local levels) or its even share (HBM, L2), rounded down to a byte
     chip_wide: bool  # True: one pool shared by every SM; False: each SM has its own
     bandwidth_gbps: float | None  # over the whole chip; None: no number in the GPU file
     bandwidth_per_sm_gbps: float | None  # an SM's share of it
@@ -110,7 +110,7 @@ def hierarchy(gpu: GPU) -> Hierarchy:
     peaks: list[tuple[Unit, str, float]] = [("tensor", d, roofs.peak(d, "tensor")) for d in c.tensor_tflops]
     peaks += [("vector", d, roofs.peak(d, "vector")) for d in c.vector_tflops]
 
-    def level(name: str, size: float, per_sm: float, chip_wide: bool, size_field: str, bandwidth_field: str,
+    def level(name: str, size: int, per_sm: int, chip_wide: bool, size_field: str, bandwidth_field: str,
               detail: str, notes: tuple[Note, ...] = ()) -> MemoryLevel:
         bandwidth: float | None = getattr(m, bandwidth_field)
         provenance: Provenance
@@ -127,14 +127,15 @@ def hierarchy(gpu: GPU) -> Hierarchy:
                            provenance=provenance, how=how, detail=detail, ridges=ridges,
                            size_note=_note(m, size_field), notes=notes)
 
-    hbm = m.hbm_capacity_gib * GIB
-    l2 = m.l2_size_mib * MIB
-    smem = m.smem_per_sm_kib * KIB
-    regs = m.register_file_per_sm_kib * KIB
+    # Sizes in whole bytes: --json prints them as integers (the GPU file's 178.4 GiB is not a whole number).
+    hbm = round(m.hbm_capacity_gib * GIB)
+    l2 = round(m.l2_size_mib * MIB)
+    smem = round(m.smem_per_sm_kib * KIB)
+    regs = round(m.register_file_per_sm_kib * KIB)
     per_thread_full = lim.registers_per_sm // lim.max_threads_per_sm
     levels = (
-        level("HBM", hbm, hbm / sms, True, "hbm_capacity_gib", "hbm_bandwidth_gbps", m.hbm_type),
-        level("L2", l2, l2 / sms, True, "l2_size_mib", "l2_bandwidth_gbps", f"one cache shared by all {sms} SMs"),
+        level("HBM", hbm, hbm // sms, True, "hbm_capacity_gib", "hbm_bandwidth_gbps", m.hbm_type),
+        level("L2", l2, l2 // sms, True, "l2_size_mib", "l2_bandwidth_gbps", f"one cache shared by all {sms} SMs"),
         level("shared memory / L1", smem * sms, smem, False, "smem_per_sm_kib", "smem_bandwidth_gbps",
               f"{m.smem_per_sm_kib:g} KiB of each SM's {m.l1_smem_per_sm_kib:g} KiB L1 + shared array; "
               f"at most {lim.max_smem_per_block_kib:g} KiB to one block",

@@ -73,8 +73,10 @@ class Op:
     writes: str
     computes: str
     count: int = 1
-    weight_bytes: float = 0.0
-    kv_bytes: float = 0.0
+    # Counts are ints wherever the sizes are (a workload's data types are whole bytes), 0 included, so that --json
+    # prints every FLOP and byte count as an integer.
+    weight_bytes: float = 0
+    kv_bytes: float = 0
     fuses: tuple[OpKind, ...] = ()
     per_model: bool = False
 
@@ -119,7 +121,7 @@ def matmul_op(
         reads=f"x {m}×{k} {dtype}, {'W' if b_is_weight else 'B'} {k}×{n} {w_dtype}",
         writes=f"y {m}×{n} {o_dtype}",
         computes=f"2·{m}·{k}·{n} FLOPs of matmul",
-        weight_bytes=w_bytes if b_is_weight else 0.0,
+        weight_bytes=w_bytes if b_is_weight else 0,
     )
 
 
@@ -178,7 +180,7 @@ def copy_op(name: str, elements: int, dtype: str) -> Op:
     return Op(
         name=name,
         kind="copy",
-        flops=0.0,
+        flops=0,
         bytes=2 * elements * s,
         unit="vector",
         dtype="fp32",

@@ -189,7 +189,7 @@ def layer_ops(w: Workload) -> list[Op]:
         Op(
             name="kv_write",
             kind="copy",
-            flops=0.0,
+            flops=0,
             bytes=new_kv * a + new_kv * kv,
             unit="vector",
             dtype="fp32",
@@ -262,7 +262,7 @@ def model_ops(w: Workload) -> tuple[list[Op], list[Op]]:
     embed = Op(
         name="embed",
         kind="gather",
-        flops=0.0,
+        flops=0,
         bytes=embed_read + n * h * a,
         unit="vector",
         dtype="fp32",

@@ -28,11 +28,12 @@ def test_levels_match_the_yaml(path):
     h = hierarchy(load_gpu_file(path))
     assert [lv.name for lv in h.levels] == LEVELS
     hbm, l2, smem, regs = h.levels
-    # Sizes: binary units, as the files give them; HBM and L2 are shared, the others each SM's own.
-    assert hbm.size_bytes == m["hbm_capacity_gib"] * 2**30
-    assert hbm.per_sm_bytes == pytest.approx(m["hbm_capacity_gib"] * 2**30 / sms)
-    assert l2.size_bytes == m["l2_size_mib"] * 2**20
-    assert l2.per_sm_bytes == pytest.approx(m["l2_size_mib"] * 2**20 / sms)
+    # Sizes: binary units, as the files give them, in whole bytes (--json prints integers); HBM and L2 are shared,
+    # an SM's even share rounded down to a byte; the others each SM's own.
+    assert hbm.size_bytes == round(m["hbm_capacity_gib"] * 2**30) and isinstance(hbm.size_bytes, int)
+    assert hbm.per_sm_bytes == hbm.size_bytes // sms and isinstance(hbm.per_sm_bytes, int)
+    assert l2.size_bytes == round(m["l2_size_mib"] * 2**20)
+    assert l2.per_sm_bytes == l2.size_bytes // sms
     assert smem.per_sm_bytes == m["smem_per_sm_kib"] * 1024
     assert smem.size_bytes == m["smem_per_sm_kib"] * 1024 * sms
     assert regs.per_sm_bytes == m["register_file_per_sm_kib"] * 1024
@@ -165,10 +166,13 @@ def test_every_number_at_the_end_of_its_range_gives_finite_results(end):
     data["compute"]["vector_tflops"] = {d: peak for d in data["compute"]["vector_tflops"]}
     gpu = GPU.model_validate(data)
     h = hierarchy(gpu)
-    numbers = [x for lv in h.levels for x in (lv.size_bytes, lv.per_sm_bytes, lv.bandwidth_gbps or 1.0,
-                                              lv.bandwidth_per_sm_gbps or 1.0, *(r.flop_per_byte for r in lv.ridges))]
-    numbers += [x for c in h.compute for x in (c.tflops, c.per_sm_tflops)]
-    assert all(math.isfinite(x) and x > 0 for x in numbers)
+    rates = [x for lv in h.levels for x in (lv.bandwidth_gbps or 1.0, lv.bandwidth_per_sm_gbps or 1.0,
+                                            *(r.flop_per_byte for r in lv.ridges))]
+    rates += [x for c in h.compute for x in (c.tflops, c.per_sm_tflops)]
+    assert all(math.isfinite(x) and x > 0 for x in rates)
+    # Sizes are whole bytes: 1e-6 KiB (0.001 B, which the file's range allows) is 0 of them, never a fraction.
+    sizes = [x for lv in h.levels for x in (lv.size_bytes, lv.per_sm_bytes)]
+    assert all(isinstance(x, int) and x >= 0 for x in sizes)
     # The ridge by hand: peak TFLOP/s × 1e12 over GB/s × 1e9 (low: 1e-6·1e12 / 1e-3·1e9 = 1; high: 1e18 / 1e16 = 100).
     assert h.level("HBM").ridge("bf16") == pytest.approx(peak * 1e12 / (rate * 1e9))
     t = analyze(resolve_workload("decode", batch=1, context=4096), gpu).totals
