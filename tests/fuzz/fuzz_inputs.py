@@ -34,29 +34,50 @@ def transformed(value: object) -> st.SearchStrategy:
     """Changes of the value that is there: negated, scaled far up or down, as a string, wrapped in a list."""
     options: list[object] = [[value], str(value)]
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        options += [-value, value * 10**6, value / 10**6, value * 10**300, value + 0.5, float(value), 0]
+        # Mild changes too (most of them still load), so that the cases reach the engine and the chart.
+        options += [-value, value * 10**6, value / 10**6, value * 10**300, value + 0.5, float(value), 0,
+                    value * 2, value / 2, value * 1000, value / 1000, value + 1]
         if isinstance(value, float) and value.is_integer():
             options.append(int(value))
     return st.sampled_from(options)
 
 
+def mild(value: float) -> st.SearchStrategy:
+    """A change that keeps a number plausible (doubled, halved, one more): the spec still loads, more often than
+    not, and the result's arithmetic is checked on a GPU or a model no file describes."""
+    options = [value * 2, value / 2, value * 1.37, value * 0.73]
+    if isinstance(value, int):
+        options += [value + 1, max(1, value - 1), value * 3, max(1, value // 2)]
+    return st.sampled_from(options)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @st.composite
 def mutated_mapping(draw, base: dict, protect: tuple = ()) -> dict:
-    """``base`` (a parsed spec) with one to three fields deleted, retyped, negated, scaled or replaced."""
+    """``base`` (a parsed spec) with one to three fields deleted, retyped, negated, scaled or replaced; or, one
+    time in two, one to three numbers changed mildly (a spec that still loads, with other numbers)."""
     data = copy.deepcopy(base)
+    gentle = draw(st.booleans())
     for _ in range(draw(st.integers(1, 3))):
         paths = [p for p in leaf_paths(data) if p[: len(protect)] == protect] if protect else leaf_paths(data)
+        if gentle:
+            paths = [p for p in paths if _is_number(get_at(data, p))]
         if not paths:
             break
         path = draw(st.sampled_from(paths))
-        action = draw(st.sampled_from(["delete", "odd", "transform", "odd"]))
-        if action == "delete":
+        action = "mild" if gentle else draw(st.sampled_from(["delete", "odd", "transform", "odd"]))
+        if action == "mild":
+            set_at(data, path, draw(mild(get_at(data, path))))  # type: ignore[arg-type]
+        elif action == "delete":
             delete_at(data, path)
         elif action == "odd":
             set_at(data, path, draw(ODD_VALUES))
         else:
             set_at(data, path, draw(transformed(get_at(data, path))))
-    if draw(st.booleans()) and isinstance(data, dict):  # an unknown key: a typo must fail, not fall back
+    if not gentle and draw(st.booleans()) and isinstance(data, dict):  # an unknown key: a typo must fail, not fall back
         data[draw(st.sampled_from(["bandwith_gbps", "sm_cout", "extra", "batch_size", "id "]))] = 1
     return data
 

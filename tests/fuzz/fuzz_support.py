@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, event, settings
+from hypothesis.control import currently_in_test_context
 
 from rooflinectl.cli import main
 
@@ -84,8 +85,12 @@ def _environment(env: dict[str, str] | None) -> Iterator[None]:
         os.environ.update(saved)
 
 
+RUNS = {"commands": 0}  # how many commands the fuzz ran, for the summary line (conftest.py)
+
+
 def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Run:
     """``rooflinectl ARGS`` through the console entry point, in this process."""
+    RUNS["commands"] += 1
     out, err = io.StringIO(), io.StringIO()
     argv, stdin, here = sys.argv, sys.stdin, os.getcwd()
     sys.argv = ["rooflinectl", *args]
@@ -135,6 +140,8 @@ def numbers(data: object, path: str = "") -> Iterator[tuple[str, float]]:
 def check(r: Run, json_out: bool = False) -> object | None:
     """Issue 18's property for one run; returns the parsed JSON of a successful ``--json`` run."""
     where = r.describe()
+    if currently_in_test_context():  # --hypothesis-show-statistics: how many cases ran through, how many refused
+        event(f"exit {r.code}")
     assert r.error is None, f"an exception escaped the entry point:\n{where}"
     assert "Traceback" not in r.stdout + r.stderr, f"a traceback was printed:\n{where}"
     assert r.seconds < PER_RUN_LIMIT_S, f"one run took {r.seconds:.1f} s (limit {PER_RUN_LIMIT_S} s):\n{where}"

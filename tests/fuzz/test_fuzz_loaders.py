@@ -67,10 +67,10 @@ HF_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidd
 def file_text(draw, base: dict, protect: tuple = ()) -> bytes:
     """A spec file: the mapping mutated, then perhaps its text, then perhaps its bytes."""
     text = dump_yaml(draw(mutated_mapping(base, protect)))
-    if draw(st.booleans()):
+    if draw(st.integers(0, 2)) == 0:
         text = draw(mutated_text(text))
     data = text.encode()
-    if draw(st.integers(0, 4)) == 0:
+    if draw(st.integers(0, 5)) == 0:
         data = draw(mutated_bytes(data))
     return data
 
