@@ -267,11 +267,17 @@ def check_chart(data: dict, r: Run) -> None:
             assert point["flops"] <= top[point["gpu"]] * (1 + REL), f"a point above every roof: {point}:\n{where}"
 
 
+# CI runs the fixed budget. To look further by hand: FUZZ_SCALE=20 python -m pytest tests/fuzz (20 times the
+# cases, drawn at random: a new sample on each run).
+FUZZ_SCALE = int(os.environ.get("FUZZ_SCALE", "1"))
+
+
 def fuzz_settings(max_examples: int) -> settings:
     """A fixed budget: ``max_examples`` cases, the same on every run and machine (derandomized, no example
     database), no deadline (the 5 s bound is ``check``'s, on the command alone), and no "explain" phase (it traces
     every line, which makes a plot take minutes and turns a time bound into noise)."""
-    return settings(max_examples=max_examples, derandomize=True, deadline=None, database=None,
+    return settings(max_examples=max_examples * FUZZ_SCALE, derandomize=FUZZ_SCALE == 1, deadline=None,
+                    database=None,
                     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
