@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..engine.op import OpKind
 from ..errors import UserError, format_validation_error
@@ -50,10 +50,10 @@ def _upper(bounded: object) -> float:
 # axis limit made from them is a finite positive float (a time of 1e-300 s drew a point at 1e307 FLOP/s, FLOPs of
 # 1e300 an axis to 1e300 that matplotlib could not draw, FLOPs of 1e-300 an axis limit that underflowed to 0):
 # a time from a nanosecond (below any timer's resolution) to a million seconds; bytes from 1 to 1e15 (a petabyte);
-# FLOPs 0 (pure data movement) or from 1 to 1e21 (a million seconds at 1e15 FLOP/s): counts of whole operations.
+# FLOPs from 0 (pure data movement) to 1e21 (a million seconds at 1e15 FLOP/s); both whole counts.
 MIN_TIME_S, MAX_TIME_S = 1e-9, 1e6
-MAX_BYTES = 1e15
-MAX_FLOPS = 1e21
+MAX_BYTES = 10**15
+MAX_FLOPS = 10**21
 # ... and the rates they give no faster than a hardware spec's own numbers may be (specs.load's Rate, GB/s, and
 # Peak, TFLOP/s): a record faster than any GPU a spec may describe was not measured on a GPU.
 MAX_ACHIEVED_GBPS = _upper(Rate)
@@ -137,8 +137,10 @@ class ShapeRecord(Record):
     shape_format: str
     dtype: str
     # One run, counted by the engine's rules (rooflinectl.engine.op); finite, since a chart or a share divides by them.
-    flops: float = Field(ge=0, le=MAX_FLOPS, allow_inf_nan=False)
-    bytes: float = Field(ge=1, le=MAX_BYTES, allow_inf_nan=False)
+    # Whole counts, saved as JSON integers (the --json schema: integers for counts and bytes); a saved 117440512.0
+    # reads as 117440512, a fraction is refused.
+    flops: int = Field(ge=0, le=MAX_FLOPS)
+    bytes: int = Field(ge=1, le=MAX_BYTES)
     unit: Literal["tensor", "vector"]  # the compute roof the engine places the op under
     op_dtype: str  # … at this data type
     op_kind: OpKind | None = None  # what the op is (engine.op.OpKind); None in records saved before it was kept
@@ -159,13 +161,6 @@ class ShapeRecord(Record):
     launches: list[LaunchRecord] = Field(default_factory=list)
     unfused: list[UnfusedOp] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
-
-    @field_validator("flops")
-    @classmethod
-    def _whole_flops(cls, flops: float) -> float:
-        if 0 < flops < 1:
-            raise ValueError("FLOPs are 0 (pure data movement) or at least 1: a count of operations")
-        return flops
 
     @model_validator(mode="after")
     def _plausible_rates(self) -> ShapeRecord:
