@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ..errors import UserError, closest
 from .load import Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
@@ -82,6 +83,11 @@ Name = Annotated[str, Field(min_length=1, max_length=256)]
 Text = Annotated[str, Field(min_length=1, max_length=2000)]
 
 
+def _invalid(message: str | None) -> PydanticCustomError:
+    """A validation error whose message is ``message`` alone (a ValueError's reads 'Value error, …')."""
+    return PydanticCustomError("invalid", message or "invalid")
+
+
 class Model(Strict):
     """A dense decoder-only transformer with RMSNorm, RoPE, GQA and a gated SiLU MLP (Llama, Mistral, Qwen2).
 
@@ -109,7 +115,7 @@ class Model(Strict):
     @model_validator(mode="after")
     def _gqa(self) -> Self:
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+            raise _invalid(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
         return self
 
     def max_length(self) -> tuple[int, str] | None:
@@ -166,9 +172,9 @@ class Scenario(Strict):
             value = Model.model_validate(value)  # its errors keep their place under 'model'
         elif isinstance(value, str):
             if not 1 <= len(value) <= 4096:
-                raise ValueError(f"a model's id or path has 1 to 4,096 characters, not {len(value):,}")
+                raise _invalid(f"a model's id or path has 1 to 4,096 characters, not {len(value):,}")
         elif not isinstance(value, Model):
-            raise ValueError(f"a model id, a model file's path, or an inline model (a mapping of its fields), "
+            raise _invalid(f"a model id, a model file's path, or an inline model (a mapping of its fields), "
                              f"not {type(value).__name__}")
         result: str | Model = handler(value)
         return result
@@ -177,19 +183,26 @@ class Scenario(Strict):
     def _phase_sizes(self) -> Self:
         if self.phase == "decode":
             if self.context is None:
-                raise ValueError("a decode scenario needs 'context' (the KV length each new token attends to)")
+                raise _invalid("a decode scenario needs 'context' (the KV length each new token attends to)")
             if self.seq_len not in (None, 1):
-                raise ValueError(size_problem("decode", "seq_len"))
+                raise _invalid(size_problem("decode", "seq_len"))
         else:
             if self.seq_len is None:
-                raise ValueError(f"a {self.phase} scenario needs 'seq_len' (prompt tokens per sequence)")
+                raise _invalid(f"a {self.phase} scenario needs 'seq_len' (prompt tokens per sequence)")
             if self.context not in (None, self.seq_len):
-                raise ValueError(size_problem(self.phase, "context"))
-        if "act" in self.fused and "gate_up" not in self.fused:
-            raise ValueError("fusion 'act' goes in the epilogue of the fused gate_up matmul: add 'gate_up'")
-        if len(set(self.fused)) != len(self.fused):
-            raise ValueError("a fusion is listed twice")
+                raise _invalid(size_problem(self.phase, "context"))
         return self
+
+    @field_validator("fused")
+    @classmethod
+    def _fusions_fit_together(cls, fused: list[Fusion]) -> list[Fusion]:
+        """A rule of the fusions alone, checked on the field, so that its message names 'fused' (a model-wide
+        check named '(top level)' and said 'Value error,')."""
+        if "act" in fused and "gate_up" not in fused:
+            raise _invalid("fusion 'act' goes in the epilogue of the fused gate_up matmul: add 'gate_up'")
+        if len(set(fused)) != len(fused):
+            raise _invalid("a fusion is listed twice")
+        return fused
 
 
 class Workload(Strict):

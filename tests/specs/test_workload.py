@@ -296,3 +296,20 @@ def test_an_incomplete_inline_model_names_its_missing_field(tmp_path):
         warnings.simplefilter("error")
         dumped = scenario.model_dump(exclude_none=True)
     assert dumped["model"] == {**LLAMA_3_8B, "mlp": "gated_silu", "tie_embeddings": False}
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"phase": "decode", "context": 64, "fused": ["act"]},
+     "test: field 'fused': fusion 'act' goes in the epilogue of the fused gate_up matmul: add 'gate_up'"),
+    ({"phase": "decode", "context": 64, "fused": ["qkv", "qkv"]}, "test: field 'fused': a fusion is listed twice"),
+    ({"phase": "decode"},
+     "test: field '(top level)': a decode scenario needs 'context' (the KV length each new token attends to)"),
+    ({"phase": "decode", "context": 64, "model": {**LLAMA_3_8B, "num_kv_heads": 5}},
+     "test: field 'model': num_heads (32) must be a multiple of num_kv_heads (5)"),
+])
+def test_a_rule_of_the_specs_reads_as_its_own_words(data, message):
+    """A rule's message is the rule, on the field it is about where it is about one: a ValueError's read
+    "field '(top level)': Value error, fusion 'act' …"."""
+    with pytest.raises(UserError) as err:
+        validate(Scenario, {"model": "llama-3-8b", **data}, "test")
+    assert str(err.value) == message
