@@ -338,8 +338,8 @@ RECORD_MAPS = frozenset({"ceilings.tensor_tflops", "ceilings.vector_tflops", "re
 
 
 def test_measure_json_schema():
-    """``measure --json`` prints the record (``MeasurementFile.to_json``): one run of a kernel faked on the CPU, timed
-    by a fake clock, failed in one shape and passed in two, against the ceilings measured in that run."""
+    """``measure --json`` prints the record (``MeasurementFile.to_json``): runs of a kernel faked on the CPU, timed by
+    a fake clock: one passed in two shapes against the ceilings measured in it, one failed on a mismatched spec."""
     from measure_fakes import FakeClock, FakeSoftmax, run_fake
 
     from rooflinectl.measure.records import DeviceInfo, RunCeilings
@@ -347,10 +347,12 @@ def test_measure_json_schema():
     info = DeviceInfo(name="NVIDIA H100 80GB HBM3", spec="h100-sxm", driver="550.54.15", sm_count=132,
                       l2_bytes=50 * 2**20)
     clock = FakeClock(*[(2e-6, 1.9e-6, 2.2e-6)] * 8)
-    ceilings = RunCeilings(copy_bandwidth_gbps=3000.0, tensor_tflops={"bf16": 700.0}, copy_bytes=2**30,
-                           notes=["fp8 matmul not measured: test"])
+    ceilings = RunCeilings(copy_bandwidth_gbps=3000.0, tensor_tflops={"bf16": 700.0}, vector_tflops={"fp32": 60.0},
+                           copy_bytes=2**30, notes=["fp8 matmul not measured: test"])
     passed = run_fake(FakeSoftmax(), [(64, 128), (8, 4096)], clock=clock, ceilings=ceilings, info=info)
-    failed = run_fake(FakeSoftmax("half"), [(4, 4)], clock=FakeClock(), ceilings=None, info=info, timed=False,
+    # A device of another SM count than the spec's: the run carries a note asking whether --gpu is right.
+    other = info.model_copy(update={"sm_count": 114})
+    failed = run_fake(FakeSoftmax("half"), [(4, 4)], clock=FakeClock(), ceilings=None, info=other, timed=False,
                       baselines=())
     outputs = [json.loads(run.to_json()) for run in (passed, failed)]
     check_schema(outputs, RECORD_SCHEMA, RECORD_MAPS)
