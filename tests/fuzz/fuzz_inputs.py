@@ -75,10 +75,10 @@ def mutated_mapping(draw, base: dict, protect: tuple = ()) -> dict:
             set_at(data, path, draw(mild(get_at(data, path))))  # type: ignore[arg-type]
         elif action == "delete":
             delete_at(data, path)
-        elif action == "odd":
-            set_at(data, path, draw(ODD_VALUES))
+        elif action == "odd":  # a copy: ODD_VALUES' lists and dicts are shared, and a later change may go inside
+            set_at(data, path, copy.deepcopy(draw(ODD_VALUES)))
         else:
-            set_at(data, path, draw(transformed(get_at(data, path))))
+            set_at(data, path, copy.deepcopy(draw(transformed(get_at(data, path)))))
     if not gentle and draw(st.booleans()) and isinstance(data, dict):  # an unknown key: a typo must fail, not fall back
         data[draw(st.sampled_from(["bandwith_gbps", "sm_cout", "extra", "batch_size", "id "]))] = 1
     return data
