@@ -101,6 +101,9 @@ class Limits(Sourced):
             raise ValueError("max_threads_per_sm must equal max_warps_per_sm × warp_size")
         if self.max_threads_per_block > self.max_threads_per_sm:
             raise ValueError("max_threads_per_block exceeds max_threads_per_sm")
+        # A block is scheduled in whole warps: a limit below one warp admits no block at all.
+        if self.max_threads_per_block < self.warp_size:
+            raise ValueError("max_threads_per_block is less than one warp (warp_size)")
         # Otherwise a block at the per-block limit would not fit on one SM, and occupancy would report 0 blocks
         # per SM as if it were a result.
         if self.max_registers_per_block > self.registers_per_sm:
@@ -169,9 +172,12 @@ class GPU(Strict):
 
     @model_validator(mode="after")
     def _block_fits_the_sm(self) -> Self:
-        if self.limits.max_smem_per_block_kib > self.memory.smem_per_sm_kib:
-            raise ValueError("limits.max_smem_per_block_kib exceeds memory.smem_per_sm_kib: a block cannot have "
-                             "more shared memory than its SM")
+        # A block at the per-block limit, with the system's reserved share added (CUDA reserves 1 KiB a block
+        # since sm_80), must still fit in one SM's shared memory: otherwise a legal block would never be resident.
+        smem_sm_bytes = self.memory.smem_per_sm_kib * KIB
+        if self.limits.max_smem_per_block_bytes + self.limits.reserved_smem_per_block_bytes > smem_sm_bytes:
+            raise ValueError("limits.max_smem_per_block_kib plus reserved_smem_per_block_bytes exceeds "
+                             "memory.smem_per_sm_kib: a block cannot have more shared memory than its SM")
         return self
 
     def roofs(self, calibrated: bool = False) -> Roofs:

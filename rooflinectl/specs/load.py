@@ -37,8 +37,9 @@ class Strict(BaseModel):
 Rate = Annotated[float, Field(ge=1e-3, le=1e7, allow_inf_nan=False)]
 # Peak TFLOP/s of one unit for one data type: 1e-3 (an fp64 vector unit of a consumer part) to 1e6.
 Peak = Annotated[float, Field(ge=1e-6, le=1e6, allow_inf_nan=False)]
-# A size in GiB, MiB or KiB, or a clock in MHz: positive, finite, at most a million of its unit.
-Size = Annotated[float, Field(ge=1e-6, le=1e6, allow_inf_nan=False)]
+# A size in GiB, MiB or KiB, or a clock in MHz: finite, from a thousandth to a million of its unit (a thousandth of
+# a KiB is one byte: below it a size rounds to no bytes at all).
+Size = Annotated[float, Field(ge=1e-3, le=1e6, allow_inf_nan=False)]
 # A count (SMs, threads, registers, heads, layers, a batch): at most 2**31 - 1, which any real one is far below.
 Count = Annotated[int, Field(gt=0, le=2**31 - 1)]
 

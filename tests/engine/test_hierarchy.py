@@ -162,6 +162,7 @@ def test_every_number_at_the_end_of_its_range_gives_finite_results(end):
                 "register_file_per_sm_kib"):
         m[key] = size
     data["limits"]["max_smem_per_block_kib"] = size
+    data["limits"]["reserved_smem_per_block_bytes"] = 0  # the block's share plus the reserve must fit the SM's
     data["compute"]["tensor_tflops"] = {d: peak for d in data["compute"]["tensor_tflops"]}
     data["compute"]["vector_tflops"] = {d: peak for d in data["compute"]["vector_tflops"]}
     gpu = GPU.model_validate(data)
@@ -170,12 +171,12 @@ def test_every_number_at_the_end_of_its_range_gives_finite_results(end):
                                             *(r.flop_per_byte for r in lv.ridges))]
     rates += [x for c in h.compute for x in (c.tflops, c.per_sm_tflops)]
     assert all(math.isfinite(x) and x > 0 for x in rates)
-    # Sizes are whole bytes: 1e-6 KiB (0.001 B, which the file's range allows) is 0 of them, never a fraction.
+    # Sizes are whole bytes: 1e-3 KiB (1.024 B, the smallest size the file's range allows) is 1, never a fraction.
     sizes = [x for lv in h.levels for x in (lv.size_bytes, lv.per_sm_bytes)]
     assert all(isinstance(x, int) and x >= 0 for x in sizes)
     # The ridge by hand: peak TFLOP/s × 1e12 over GB/s × 1e9 (low: 1e-6·1e12 / 1e-3·1e9 = 1; high: 1e18 / 1e16 = 100).
     assert h.level("HBM").ridge("bf16") == pytest.approx(peak * 1e12 / (rate * 1e9))
     t = analyze(resolve_workload("decode", batch=1, context=4096), gpu).totals
     assert all(math.isfinite(x) and x > 0 for x in (t.time_s, t.tokens_per_s, t.capacity_bytes))
-    # Capacity 1e-6 GiB holds nothing; 1e6 GiB holds the weights (16.06 GB) and many sequences (512 MiB each).
+    # Capacity 1e-3 GiB holds nothing; 1e6 GiB holds the weights (16.06 GB) and many sequences (512 MiB each).
     assert t.max_batch == (0 if end == "low" else (10**6 * 2**30 - 8_030_261_248 * 2) // (32 * 2 * 1024 * 4096 * 2))

@@ -393,11 +393,29 @@ def _h100_with(h100: GPU, memory: dict | None = None, **limits) -> GPU:
     return GPU.model_validate(data)
 
 
+def _h100_unchecked(h100: GPU, **limits) -> GPU:
+    """H100 with limits a file may no longer give (the GPU spec refuses them at load): the engine is pure and
+    may be handed a spec built in code, so its own guards are tested on one built without validation."""
+    return h100.model_copy(update={"limits": h100.limits.model_copy(update=limits)})
+
+
+def test_a_per_block_limit_the_sm_cannot_hold_is_refused_in_the_file(h100):
+    """A per-block limit of the whole SM's 228 KiB plus the 1 KiB reserve (234,496 B > 233,472 B), or a block
+    limit below one warp, admits a block no SM can hold: the file is refused, naming the fields."""
+    with pytest.raises(ValueError, match="max_smem_per_block_kib plus reserved_smem_per_block_bytes exceeds"):
+        _h100_with(h100, max_smem_per_block_kib=228)
+    with pytest.raises(ValueError, match="max_threads_per_block is less than one warp"):
+        _h100_with(h100, max_threads_per_block=16)
+    # 227 KiB + 1 KiB = 228 KiB, exactly the SM's: allowed (H100's own file).
+    assert _h100_with(h100, max_smem_per_block_kib=227).limits.max_smem_per_block_bytes == 232_448
+
+
 def test_a_block_no_sm_can_hold_is_one_line_not_0_blocks(h100):
-    """A file whose per-block limit is the whole SM's 228 KiB: a block at that limit also needs the 1 KiB reserved
+    """A spec whose per-block limit is the whole SM's 228 KiB: a block at that limit also needs the 1 KiB reserved
     share, 233,472 + 1,024 = 234,496 B, more than the SM's 233,472 B: 233,472 // 234,496 = 0 blocks. It was
-    reported as '0 blocks per SM', and with --grid divided by it (ZeroDivisionError)."""
-    g = _h100_with(h100, max_smem_per_block_kib=228)
+    reported as '0 blocks per SM', and with --grid divided by it (ZeroDivisionError). A file may no longer say
+    so (the test above); the engine still refuses such a block in one line."""
+    g = _h100_unchecked(h100, max_smem_per_block_kib=228)
     for grid in (None, 1000):
         with pytest.raises(UserError) as err:
             occupancy(g, 128, 32, 228 * 1024, grid=grid)
@@ -428,13 +446,11 @@ def test_the_issues_small_register_file_with_a_grid(h100):
 def test_the_command_says_which_limit_a_block_never_fits(h100, tmp_path):
     data = h100.model_dump(exclude_none=True)
     data.update(id="tiny-regs", aliases=[])
-    data["limits"].update(registers_per_sm=1024, max_registers_per_block=1024, max_smem_per_block_kib=228)
+    data["limits"].update(registers_per_sm=1024, max_registers_per_block=1024)
     path = tmp_path / "tiny-regs.yaml"
     path.write_text(yaml.safe_dump(data))
     for args, fragments in (
         (["--threads", "256", "--regs", "64", "--grid", "1000"], ["cannot launch"]),
-        (["--threads", "32", "--regs", "8", "--smem", "228K", "--grid", "1000"],
-         ["never fits on one tiny-regs SM", "shared memory allows 0"]),
     ):
         assert_one_line_error(cli("occupancy", "--gpu", str(path), *args), *fragments)
     ok = json.loads(cli("occupancy", "--gpu", str(path), "--threads", "32", "--regs", "8", "--grid", "1000",
@@ -443,10 +459,10 @@ def test_the_command_says_which_limit_a_block_never_fits(h100, tmp_path):
 
 
 def test_a_per_block_limit_below_one_warp_gives_no_block_size_to_suggest(h100):
-    """A file may allow 16 threads per block with 32-thread warps: no multiple of the warp size fits, so there
+    """A spec built in code may allow 16 threads per block with 32-thread warps (a file may not): no multiple of the warp size fits, so there
     is no block size to suggest (the search over multiples was empty and failed an assertion). 16 threads × 32
     registers: 1 warp; 1,024 registers per warp → 16,384 // 1,024 = 16 × 4 = 64 warps; 32 blocks bind: 50%."""
-    g = _h100_with(h100, max_threads_per_block=16)
+    g = _h100_unchecked(h100, max_threads_per_block=16)
     o = occupancy(g, 16, 32)
     assert (blocks_by(o), o.binding, o.occupancy, o.suggestions) == ((64, 64, 228, 32), ("blocks",), 0.5, ())
 
