@@ -43,6 +43,24 @@ def is_file(path: Path | str) -> bool:
         return False
 
 
+def is_dir(path: Path | str) -> bool:
+    """Whether ``path`` names an existing folder: :func:`is_file`'s twin, False (not PermissionError or
+    ENAMETOOLONG, as ``Path.is_dir`` raises) for a name the system refuses."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):  # ValueError: a NUL byte in the name
+        return False
+
+
+def user_path(name: Path | str) -> Path:
+    """``name`` with a leading ``~`` or ``~user`` expanded, as a shell would; as given when that home folder does
+    not exist (``Path.expanduser`` raises RuntimeError there), so that it reads as no such file, in one line."""
+    try:
+        return Path(name).expanduser()
+    except RuntimeError:
+        return Path(name)
+
+
 def read_text(path: Path | str, max_bytes: int = MAX_READ_BYTES) -> str:
     """The UTF-8 text of a regular file of at most ``max_bytes``; anything else is a one-line UserError."""
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,23 @@ def test_a_writer_killed_halfway_leaves_the_old_file_intact(tmp_path):
     proc.wait(timeout=10)
     time.sleep(0.05)
     assert out.read_text() == '{"old": true}'
+
+
+def test_user_path_expands_a_home_and_leaves_an_unknown_user_as_given(monkeypatch, tmp_path):
+    """'~nobody/g.yaml' made Path.expanduser raise RuntimeError: a traceback from --gpu, --model and the
+    ROOFLINECTL_*_PATH folders. As given, it is then no such file, in one line."""
+    from rooflinectl.files import user_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert user_path("~/g.yaml") == tmp_path / "g.yaml"
+    assert user_path("~nobody-such-user-x/g.yaml") == Path("~nobody-such-user-x/g.yaml")
+    assert user_path("rel/g.yaml") == Path("rel/g.yaml")
+
+
+def test_an_unknown_users_home_is_one_line(tmp_path):
+    from helpers import assert_one_line_error, cli
+
+    for args in (["analyze", "decode", "--gpu", "~nobody-such-user-x/g.yaml"],
+                 ["analyze", "decode", "--model", "~nobody-such-user-x/m.yaml"],
+                 ["analyze", "~nobody-such-user-x/w.yaml"]):
+        assert_one_line_error(cli(*args), "~nobody-such-user-x/", "no such file")

@@ -5,14 +5,13 @@ Textual is imported inside the command only, so that ``rooflinectl --help`` and 
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 from pathlib import Path
 
 import typer
 
 from ..errors import UserError
+from ..files import is_dir, is_file, user_path
 from ._app import app, command
 from .options import (
     ATTENTION_OPTION,
@@ -30,25 +29,11 @@ from .options import (
 )
 
 
-def is_folder(path: Path) -> bool:
-    """Whether ``path`` is an existing folder: ``files.is_file``'s twin, False (not PermissionError or
-    ENAMETOOLONG, as ``Path.is_dir`` raises) for a name the system refuses. (A candidate for files.py.)"""
-    try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
-    except (OSError, ValueError):  # ValueError: a NUL byte in the name
-        return False
-
-
 def gpu_reference(gpu: str) -> str:
     """How the saved YAML names the GPU: a file's absolute path (the saved file may be read from elsewhere), or
     the id or alias as given. ``files.is_file`` never raises for a name the system refuses; ``~user`` that names
     no user is not a file either."""
-    from ..files import is_file
-
-    try:
-        path = Path(gpu).expanduser()
-    except RuntimeError:  # '~nobody/x.yaml': no such home folder
-        return gpu
+    path = user_path(gpu)
     return str(path.resolve()) if is_file(path) else gpu
 
 
@@ -84,7 +69,7 @@ def explore(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse)
     )
     g = load_gpu(gpu)
-    if not is_folder(out_dir):  # a name too long or a folder we may not read is "no such folder", not a traceback
+    if not is_dir(out_dir):  # a name too long or a folder we may not read is "no such folder", not a traceback
         raise UserError(f"--out-dir {out_dir}: no such folder (or one that may not be read)")
     if not is_terminal():
         raise UserError(

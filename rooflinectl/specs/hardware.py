@@ -17,7 +17,7 @@ from typing import Literal, Self
 from pydantic import Field, NonNegativeInt, model_validator
 
 from ..errors import UserError, closest
-from ..files import read_text
+from ..files import read_text, user_path
 from ..units import KIB
 from .load import Count, Peak, Rate, Size, Strict, looks_like_path, read_yaml, search_dirs, validate
 
@@ -383,7 +383,7 @@ def list_gpus() -> list[GPU]:
 def load_gpu(name: str) -> GPU:
     """A GPU by id, alias (case-insensitive) or path to a YAML file."""
     if looks_like_path(name):
-        return load_gpu_file(Path(name).expanduser())
+        return load_gpu_file(user_path(name))
     catalog = _catalog()
     path = catalog.get(name.lower())
     if path is None:

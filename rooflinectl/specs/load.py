@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UserError, format_validation_error
-from ..files import is_file, read_text
+from ..files import is_file, read_text, user_path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # rooflinectl/
 
@@ -58,7 +58,7 @@ def data_dir(kind: str) -> Path:
 
 def search_dirs(kind: str, env_var: str) -> list[Path]:
     """The user's folders (from ``env_var``, separated like PATH) first, then the bundled folder."""
-    extra = [Path(p).expanduser() for p in os.environ.get(env_var, "").split(os.pathsep) if p]
+    extra = [user_path(p) for p in os.environ.get(env_var, "").split(os.pathsep) if p]
     return [*extra, data_dir(kind)]
 
 

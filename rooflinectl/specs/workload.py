@@ -14,6 +14,7 @@ from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model
 from pydantic_core import PydanticCustomError
 
 from ..errors import UserError, closest
+from ..files import user_path
 from .load import Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
@@ -373,7 +374,7 @@ def model_from_hf_config(path: Path) -> Model:
 def load_model(name: str) -> Model:
     """A model by id (``workloads/models/<id>.yaml``), model YAML path, or Hugging Face config.json path."""
     if looks_like_path(name):
-        path = Path(name).expanduser()
+        path = user_path(name)
         if path.suffix == ".json":
             return model_from_hf_config(path)
         return validate(Model, read_yaml(path), str(path))
@@ -402,7 +403,7 @@ def list_scenarios() -> dict[str, Scenario]:
 def load_scenario(name: str) -> Scenario:
     """A scenario by name (``decode``, ``prefill``, ``attention`` or a user's) or by YAML path."""
     if looks_like_path(name):
-        path = Path(name).expanduser()
+        path = user_path(name)
     else:
         catalog = _scenario_catalog()
         if name.lower() not in catalog:
@@ -413,7 +414,7 @@ def load_scenario(name: str) -> Scenario:
         path = catalog[name.lower()]
     scenario = validate(Scenario, read_yaml(path), str(path))
     model = scenario.model
-    if isinstance(model, str) and looks_like_path(model) and not Path(model).expanduser().is_absolute():
+    if isinstance(model, str) and looks_like_path(model) and not user_path(model).is_absolute():
         # A relative model path is the workload file's own: the file works from any folder it is run from.
         return scenario.model_copy(update={"model": str(path.parent / Path(model))})
     return scenario

@@ -48,10 +48,11 @@ def test_an_out_dir_the_system_refuses_is_one_line_not_a_traceback(tmp_path):
 
 
 def test_is_folder_and_gpu_reference_never_raise(tmp_path):
-    from rooflinectl.cli.explore import gpu_reference, is_folder
+    from rooflinectl.cli.explore import gpu_reference
+    from rooflinectl.files import is_dir
 
-    assert is_folder(tmp_path) and not is_folder(tmp_path / "missing") and not is_folder("x" * 5000)
-    assert not is_folder("a\0b")
+    assert is_dir(tmp_path) and not is_dir(tmp_path / "missing") and not is_dir("x" * 5000)
+    assert not is_dir("a\0b")
     gpu = tmp_path / "g.yaml"
     gpu.write_text("id: g\n")
     assert gpu_reference(str(gpu)) == str(gpu.resolve())
