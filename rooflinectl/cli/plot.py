@@ -59,6 +59,20 @@ def sizes(given: dict[SizeField, str | None]) -> tuple[dict[str, int], SizeField
     return overrides, field, values
 
 
+# The most GPUs a sweep draws on one chart (without a sweep, the six of plot.chart.GPU_COLORS). Issue 18's bound
+# is 5 s for any accepted input: 64 sizes on 4 GPUs, decode and prefill, took 2.9 s on a 2-core machine under a
+# load of 2.6 (benchmarks/plot_speed.py), on 6 GPUs 4.4 s, with 2 of its 13 op labels and 1 of the 128 sizes
+# finding room: more lines than a chart shows apart.
+MAX_SWEPT_GPUS = 4
+
+
+def check_gpu_count(gpus: list[str], field: SizeField | None) -> None:
+    """A size list sweeps at most MAX_SWEPT_GPUS GPUs."""
+    if field is not None and len(gpus) > MAX_SWEPT_GPUS:
+        raise UserError(f"--gpu: {len(gpus)} GPUs with a list of {size_flag(field)} values; a sweep draws at most "
+                        f"{MAX_SWEPT_GPUS} (give fewer GPUs, or one value)")
+
+
 # What `rooflinectl plot` draws with no workload named.
 DEFAULT_PHASES: tuple[Phase, ...] = ("decode", "prefill")
 
@@ -80,7 +94,8 @@ def plot(
         None, help="A phase (decode, prefill, attention) or a workload YAML file [default: decode and prefill]."
     ),
     gpu: list[str] = typer.Option(
-        None, "--gpu", "-g", help=f"GPU id, alias or YAML path; repeat to compare GPUs [default: {DEFAULT_GPU}]."
+        None, "--gpu", "-g", help=f"GPU id, alias or YAML path; repeat to compare GPUs, at most 6 ({MAX_SWEPT_GPUS} with a size list) "
+        f"[default: {DEFAULT_GPU}]."
     ),
     model: str = MODEL_OPTION,
     batch: str = typer.Option(None, "--batch", "-b", help="Sequences in the batch; a list (1,8,64,256) draws "
@@ -112,6 +127,7 @@ def plot(
     check_output(output)
     given: dict[SizeField, str | None] = {"batch": batch, "context": context, "seq_len": seq_len}
     overrides, field, values = sizes(given)
+    check_gpu_count(gpu or [], field)
     names = [workload] if workload is not None else default_phases(given)
     common = workload_overrides(model, None, None, None, dtype, kv_dtype, attention, causal, fuse)
     workloads = [resolve_workload(name, **{**common, **overrides}) for name in names]
