@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from .chart import Group, Label, OpPoint
 
 # Points closer than this many decades on both axes (7%) share one marker and one label: at the chart's scale
@@ -142,10 +144,14 @@ def op_labels(groups: Sequence[Group], field: str | None) -> list[Label]:
 def _anchor(g: Group, groups: Sequence[Group]) -> OpPoint:
     """Where a group's label goes: its last point (the end of a trajectory), unless a bigger marker of another
     group covers it there, as a norm's last point can sit on the projections' first one; then an earlier point."""
+    others = [q for h in groups if h is not g and h.gpu == g.gpu for q in h.points]
+    shares = np.array([q.share for q in others])
+
     def covered(p: OpPoint) -> bool:
-        return any(h is not g and h.gpu == g.gpu and q.share > p.share + COVER_SHARE
-                   and abs(math.log10(q.intensity / p.intensity)) < COVER_DECADES
+        # Only the markers bigger by COVER_SHARE can cover p: found at once among all (a scan of every point for
+        # each point cost 0.8 s on a 64-value sweep of 6 GPUs), then checked one by one.
+        return any(abs(math.log10(q.intensity / p.intensity)) < COVER_DECADES
                    and abs(math.log10(q.flops / p.flops)) < COVER_DECADES
-                   for h in groups for q in h.points)
+                   for q in (others[k] for k in np.flatnonzero(shares > p.share + COVER_SHARE)))
 
     return next((p for p in reversed(g.points) if not covered(p)), g.points[-1])

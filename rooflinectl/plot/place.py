@@ -8,6 +8,7 @@ the artists here are only created, measured and removed.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +19,32 @@ from .chart import Roof
 
 LABEL_FONT = 8.5
 ROOF_FONT = 8
+
+
+# Spots tried around a marker, nearest ring first: rings at these distances (points) beyond its radius, with a
+# leader line from the second ring on; without leaders (the swept values, short) only two close rings.
+LEADER_RINGS = (3, 16, 30, 46, 64, 84, 106, 130)
+NEAR_RINGS = (2, 8)
+# The directions (degrees) tried in each ring, in order: right of the marker first, or below it.
+RIGHT_ANGLES = (0, -35, 35, -70, 70, 180, 145, -145, -90, 90, -20, 20, -55, 55, -110, 110, -125, 125, -160, 160)
+BELOW_ANGLES = (-60, -30, -90, -120, 0, 180, 30, 150, 90, 120, 60)
+
+
+@functools.cache
+def _ring_spots(prefer: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The spots of one ring (cosine and sine of each direction, and the text's horizontal alignment there): text
+    to the right of a spot on the right, and so on; straight above or below, centred, then starting or ending
+    there (near the axes' side, centred text can't fit)."""
+    spots: list[tuple[float, str]] = []
+    for angle in BELOW_ANGLES if prefer == "below" else RIGHT_ANGLES:
+        dx = math.cos(math.radians(angle))
+        if abs(dx) > 0.05:
+            spots.append((angle, "left" if dx > 0 else "right"))
+        else:
+            spots += [(angle, "center"), (angle, "left"), (angle, "right")]
+    cos = np.array([math.cos(math.radians(a)) for a, _ in spots])
+    sin = np.array([math.sin(math.radians(a)) for a, _ in spots])
+    return cos, sin, [ha for _, ha in spots]
 
 
 def text_boxes(t: Any, renderer: Any) -> np.ndarray:
@@ -40,16 +67,33 @@ def text_boxes(t: Any, renderer: Any) -> np.ndarray:
         {"bottom": up.y0, "baseline": up.y0, "center": (up.y0 + up.y1) / 2, "center_baseline": (up.y0 + up.y1) / 2,
          "top": up.y1}[t.get_verticalalignment()],
     ])
+    return slanted_boxes(np.array([up.x0, up.y0, up.x1, up.y1]), pivot, angle)
+
+
+def slanted_boxes(up: np.ndarray, pivot: np.ndarray, angle: float) -> np.ndarray:
+    """The chain of squares ``text_boxes`` gives for text whose level box is ``up`` (x0, y0, x1, y1) turned by
+    ``angle`` degrees about ``pivot``: from a box computed instead of measured, the same rows."""
+    width, height = up[2] - up[0], up[3] - up[1]
     rad = math.radians(angle)
     rot = np.array([[math.cos(rad), -math.sin(rad)], [math.sin(rad), math.cos(rad)]])
     # Squares a little smaller than the line height: turned with the text, a full-height square's corners would
     # reach past the text's edge and onto the roof line it sits beside.
-    side = 0.75 * up.height
-    n = max(1, math.ceil(up.width / side))
-    xs = up.x0 + (np.arange(n) + 0.5) * up.width / n
-    middle = np.stack([xs, np.full(n, (up.y0 + up.y1) / 2)], axis=1)
+    side = 0.75 * height
+    n = max(1, math.ceil(width / side))
+    xs = up[0] + (np.arange(n) + 0.5) * width / n
+    middle = np.stack([xs, np.full(n, (up[1] + up[3]) / 2)], axis=1)
     c = pivot + (middle - pivot) @ rot.T
     return np.hstack([c - side / 2, c + side / 2])
+
+
+def aligned_boxes(anchors: np.ndarray, width: float, height: float, ha: Sequence[str],
+                  va: Sequence[str]) -> np.ndarray:
+    """The boxes (rows of x0, y0, x1, y1) of level text ``width`` × ``height`` aligned by ``ha`` and ``va`` at
+    each of ``anchors`` (display coordinates): where matplotlib draws it (exact: a test compares)."""
+    shift_x = np.array([{"left": 0.0, "center": 0.5, "right": 1.0}[h] for h in ha]) * width
+    shift_y = np.array([{"bottom": 0.0, "center": 0.5, "top": 1.0}[v] for v in va]) * height
+    x0, y0 = anchors[:, 0] - shift_x, anchors[:, 1] - shift_y
+    return np.stack([x0, y0, x0 + width, y0 + height], axis=1)
 
 
 class _Rows:
@@ -73,14 +117,19 @@ class _Rows:
 
 def _hits(boxes: np.ndarray, taken: np.ndarray, pad: float) -> np.ndarray:
     """Per row of ``boxes`` (padded by ``pad`` display units): whether it overlaps any row of ``taken`` (an
-    overlap of positive area; touching edges is no overlap)."""
+    overlap of positive area; touching edges is no overlap). Compared edge to edge (min(x1, x1') > max(x0, x0')
+    holds when x1 > x0', x1' > x0 and both boxes have width): boolean work only, a third of the time of
+    computing the overlap's width and height, and the same answer."""
     if not taken.size or not boxes.size:
         return np.zeros(len(boxes), dtype=bool)
-    b = boxes[:, None, :] + np.array([-pad, -pad, pad, pad])
-    t = taken[None, :, :]
-    w = np.minimum(b[..., 2], t[..., 2]) - np.maximum(b[..., 0], t[..., 0])
-    h = np.minimum(b[..., 3], t[..., 3]) - np.maximum(b[..., 1], t[..., 1])
-    return ((w > 0) & (h > 0)).any(axis=1)
+    b = boxes + np.array([-pad, -pad, pad, pad])
+    t = taken[(taken[:, 2] > taken[:, 0]) & (taken[:, 3] > taken[:, 1])]
+    out = (b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])
+    hit = b[:, None, 2] > t[None, :, 0]
+    hit &= t[None, :, 2] > b[:, None, 0]
+    hit &= b[:, None, 3] > t[None, :, 1]
+    hit &= t[None, :, 3] > b[:, None, 1]
+    return out & hit.any(axis=1)
 
 
 def _near(taken: np.ndarray, region: np.ndarray) -> np.ndarray:
@@ -116,6 +165,8 @@ class Placer:
         self._ridge_lines = _Rows()  # the dotted lines under the ridges: only ridge labels keep off them
         self.texts: list[Any] = []  # every label placed
         self._axes_box: np.ndarray | None = None
+        self._sizes: dict[tuple[str, float, str], tuple[float, float]] = {}
+        self._probe: Any = None
 
     @property
     def solid(self) -> np.ndarray:
@@ -138,9 +189,15 @@ class Placer:
         self._add_solid([bbox.x0, bbox.y0, bbox.x1, bbox.y1])
 
     def block_point(self, x: float, y: float, radius_pt: float, ops: Sequence[str] = ()) -> None:
-        cx, cy = self.ax.transData.transform((x, y))
-        r = radius_pt * self.pt
-        self._add_solid([cx - r, cy - r, cx + r, cy + r], frozenset(ops))
+        self.block_points([(x, y)], [radius_pt], ops)
+
+    def block_points(self, xy: Sequence[tuple[float, float]], radii_pt: Sequence[float],
+                     ops: Sequence[str] = ()) -> None:
+        """Markers at ``xy`` (data coordinates) of radii ``radii_pt``, all of the ops ``ops``: one transform for
+        a whole trajectory (one a point cost 0.6 s on a 64-value sweep of 6 GPUs)."""
+        c = self.ax.transData.transform(np.asarray(xy, dtype=float).reshape(-1, 2))
+        r = np.asarray(radii_pt, dtype=float)[:, None] * self.pt
+        self._add_solid(np.hstack([c - r, c + r]), frozenset(ops))
 
     def _segment(self, a: Any, b: Any, half: float) -> np.ndarray:
         """Squares of half-side ``half`` (display units) every ``half`` along the segment a-b."""
@@ -159,16 +216,6 @@ class Placer:
     def _boxes(self, t: Any) -> np.ndarray:
         return text_boxes(t, self.renderer)
 
-    def _overlap(self, boxes: np.ndarray, taken: np.ndarray, pad: float = 0.0) -> float:
-        """The area ``boxes`` (each padded by ``pad`` points) share with ``taken``."""
-        if not taken.size:
-            return 0.0
-        b = boxes[:, None, :] + np.array([-1, -1, 1, 1]) * pad * self.pt
-        t = taken[None, :, :]
-        w = np.clip(np.minimum(b[..., 2], t[..., 2]) - np.maximum(b[..., 0], t[..., 0]), 0, None)
-        h = np.clip(np.minimum(b[..., 3], t[..., 3]) - np.maximum(b[..., 1], t[..., 1]), 0, None)
-        return float((w * h).sum())
-
     def _axes(self) -> np.ndarray:
         if self._axes_box is None:
             box = self.ax.get_window_extent(self.renderer)
@@ -182,69 +229,70 @@ class Placer:
     def _inside(self, boxes: np.ndarray) -> bool:
         return bool(self._inside_each(boxes).all())
 
-    def _free(self, boxes: np.ndarray, pad: float = 1.5) -> bool:
-        """Inside the axes, and clear (by ``pad`` points) of every label, marker and roof line."""
-        return (self._inside(boxes) and self._overlap(boxes, self.solid, pad) == 0
-                and self._overlap(boxes, self.lines, pad) == 0)
-
     def _keep(self, t: Any, boxes: np.ndarray) -> None:
         self._add_solid(boxes)
         self.texts.append(t)
 
     def _text_size(self, text: str, fontsize: float, weight: str) -> tuple[float, float]:
-        """Width and height in display units of ``text`` set level: measured once per label."""
-        t = self.ax.text(0, 0, text, fontsize=fontsize, fontweight=weight)
-        box = t.get_window_extent(self.renderer)
-        t.remove()
-        return box.width, box.height
+        """Width and height in display units of ``text`` set level: measured once per text, font size and weight,
+        by one text never drawn (a text made and removed for each cost 1.3 ms)."""
+        key = (text, fontsize, weight)
+        if key not in self._sizes:
+            if self._probe is None:
+                self._probe = self.ax.text(0, 0, "")
+                self._probe.remove()  # measured, never drawn
+                self._probe.set_figure(self.ax.figure)
+            self._probe.set_text(text)
+            self._probe.set_fontsize(fontsize)
+            self._probe.set_fontweight(weight)
+            box = self._probe.get_window_extent(self.renderer)
+            self._sizes[key] = (box.width, box.height)
+        return self._sizes[key]
 
     def label(self, text: str, x: float, y: float, radius_pt: float, color: str = "#222222",
               fontsize: float = LABEL_FONT, prefer: str = "right", leader: bool = True,
               weight: str = "normal", ops: Sequence[str] = (), gid: str = "op-label") -> bool:
         """Next to the marker at (x, y) of radius ``radius_pt``: the nearest free spot. False, and nothing drawn,
         when no spot is free: a label is never placed over another (the caller names it in a footnote)."""
-        angles = [0, -35, 35, -70, 70, 180, 145, -145, -90, 90, -20, 20, -55, 55, -110, 110, -125, 125, -160, 160]
-        if prefer == "below":
-            angles = [-60, -30, -90, -120, 0, 180, 30, 150, 90, 120, 60]
-        rings = [3, 16, 30, 46, 64, 84, 106, 130] if leader else [2, 8]
+        cos, sin, has = _ring_spots(prefer)
+        rings = LEADER_RINGS if leader else NEAR_RINGS
+        per_ring = len(has)
         style = dict(textcoords="offset points", fontsize=fontsize, color=color, zorder=7, fontweight=weight,
                      gid=gid)
         w, h = self._text_size(text, fontsize, weight)
         cx, cy = self.ax.transData.transform((x, y))
-        spots: list[tuple[bool, float, float, str, str]] = []  # with a leader, offset (points), ha, va
-        for ring, extra in enumerate(rings):
-            dist = radius_pt + extra
-            for angle, ha in self._spots(angles):
-                dx, dy = dist * math.cos(math.radians(angle)), dist * math.sin(math.radians(angle))
-                va = "bottom" if dy > 2 else "top" if dy < -2 else "center"
-                spots.append((ring > 0 and leader, dx, dy, ha, va))
-        offsets = np.array([[dx, dy] for _, dx, dy, _, _ in spots]) * self.pt
-        shift_x = np.array([{"left": 0.0, "center": 0.5, "right": 1.0}[ha] for *_, ha, _ in spots]) * w
-        shift_y = np.array([{"bottom": 0.0, "center": 0.5, "top": 1.0}[va] for *_, va in spots]) * h
-        x0, y0 = cx + offsets[:, 0] - shift_x, cy + offsets[:, 1] - shift_y
-        boxes = np.stack([x0, y0, x0 + w, y0 + h], axis=1)
+        dist = np.repeat([radius_pt + extra for extra in rings], per_ring)
+        dx, dy = dist * np.tile(cos, len(rings)), dist * np.tile(sin, len(rings))
+        ha = has * len(rings)
+        va = np.where(dy > 2, "bottom", np.where(dy < -2, "top", "center")).tolist()
+        offsets = np.stack([dx, dy], axis=1) * self.pt
+        boxes = aligned_boxes(np.array([cx, cy]) + offsets, w, h, ha, va)
         pad = 1.5 * self.pt
         region = np.array([boxes[:, 0].min(), boxes[:, 1].min(), boxes[:, 2].max(), boxes[:, 3].max()])
         region += np.array([-pad, -pad, pad, pad])
         solid = self.solid
         near = ((solid[:, 2] >= region[0]) & (solid[:, 0] <= region[2]) & (solid[:, 3] >= region[1])
                 & (solid[:, 1] <= region[3])) if solid.size else np.zeros(0, dtype=bool)
-        near_solid, near_lines = solid[near], _near(self.lines, region)
-        own = frozenset(ops)
         near_rows = np.flatnonzero(near)
-        mine = np.array([bool(self._tags[k]) and self._tags[k] <= own for k in near_rows], dtype=bool)
-        others = solid[near_rows[~mine]] if near_rows.size else solid[:0]
-        ring_of = np.repeat(np.arange(len(rings)), len(self._spots(angles)))
+        near_solid, near_lines = solid[near_rows], _near(self.lines, region)
+        others: np.ndarray | None = None  # what a leader may not cross: all but this label's own markers
         for ring in range(len(rings)):  # nearest ring first: most labels are placed in the first or second
-            idx = np.flatnonzero(ring_of == ring)
-            b = boxes[idx]
-            free = self._inside_each(b) & ~_hits(b, near_solid, pad) & ~_hits(b, near_lines, pad)
+            b = boxes[ring * per_ring:(ring + 1) * per_ring]
+            ring_region = np.array([b[:, 0].min() - pad, b[:, 1].min() - pad, b[:, 2].max() + pad,
+                                    b[:, 3].max() + pad])
+            free = (self._inside_each(b) & ~_hits(b, _near(near_solid, ring_region), pad)
+                    & ~_hits(b, _near(near_lines, ring_region), pad))
             if ring > 0 and leader and free.any():
+                if others is None:
+                    own = frozenset(ops)
+                    mine = np.array([bool(self._tags[k]) and self._tags[k] <= own for k in near_rows], dtype=bool)
+                    others = solid[near_rows[~mine]] if near_rows.size else solid[:0]
                 free[free] = ~self._leaders_cross((cx, cy), radius_pt, b[free], others)
             if free.any():
-                i = int(idx[np.flatnonzero(free)[0]])
-                leads, dx, dy, ha, va = spots[i]
-                self._keep(self._annotate(text, x, y, dx, dy, ha, va, style, leads, radius_pt), boxes[i:i + 1])
+                i = ring * per_ring + int(np.flatnonzero(free)[0])
+                annotation = self._annotate(text, x, y, float(dx[i]), float(dy[i]), ha[i], va[i], style,
+                                            ring > 0 and leader, radius_pt)
+                self._keep(annotation, boxes[i:i + 1])
                 return True
         return False
 
@@ -280,47 +328,61 @@ class Placer:
         out[np.flatnonzero(drawn)] = (inside & (t_lo < t_hi)).any(axis=1)
         return out
 
-    @staticmethod
-    def _spots(angles: Sequence[float]) -> list[tuple[float, str]]:
-        """(angle, horizontal alignment) to try: text to the right of a spot on the right, and so on; straight
-        above or below, centred, then starting or ending there (near the axes' side, centred text can't fit)."""
-        out = []
-        for angle in angles:
-            dx = math.cos(math.radians(angle))
-            if abs(dx) > 0.05:
-                out.append((angle, "left" if dx > 0 else "right"))
-            else:
-                out += [(angle, "center"), (angle, "left"), (angle, "right")]
-        return out
-
     def _annotate(self, text: str, x: float, y: float, dx: float, dy: float, ha: str, va: str,
                   style: dict[str, Any], leader: bool, radius_pt: float) -> Any:
         arrow = dict(arrowstyle="-", color="#999999", lw=0.6, shrinkA=1, shrinkB=radius_pt) if leader else None
         return self.ax.annotate(text, (x, y), xytext=(dx, dy), ha=ha, va=va, arrowprops=arrow, **style)
 
+    def _place_first(self, candidates: Sequence[tuple[np.ndarray, Any]], make: Any, pad: float,
+                     ridge: bool = False) -> bool:
+        """Draw the text at the first of ``candidates`` (computed boxes, spot) that is free, and keep it. The
+        boxes are computed, not measured (a text measured at every spot cost 1 ms a spot: 3 s for a chart's
+        28 roof labels); the one drawn is measured, and kept only if free by its own boxes."""
+        for boxes, spot in candidates:
+            if not self._free_near(boxes, pad, ridge):
+                continue
+            t = make(spot)
+            drawn = self._boxes(t)
+            if self._free_near(drawn, pad, ridge):
+                self._keep(t, drawn)
+                return True
+            t.remove()  # not where computed (never seen): try the next spot
+        return False
+
+    def _free_near(self, boxes: np.ndarray, pad: float, ridge: bool = False) -> bool:
+        """Inside the axes, and clear (by ``pad`` points) of every label, marker and roof line (and of the ridge
+        lines when ``ridge``): checked against only what lies near the boxes."""
+        if not self._inside(boxes):
+            return False
+        p = pad * self.pt
+        region = np.array([boxes[:, 0].min() - p, boxes[:, 1].min() - p, boxes[:, 2].max() + p,
+                           boxes[:, 3].max() + p])
+        taken = [self.solid, self.lines] + ([self.ridge_lines] if ridge else [])
+        return not any(_hits(boxes, _near(rows, region), p).any() for rows in taken)
+
     def vertical_label(self, text: str, x: float, y: float, color: str) -> bool:
         """Along a vertical line from the bottom of the axes: right of it, else left, moving up if taken. False,
         and nothing drawn, when every spot is taken (the caller names it in a footnote)."""
-        for lift in (4, 40, 80, 120, 160):
-            for dx, ha in ((3, "left"), (-3, "right")):
-                t = self.ax.annotate(text, (x, y), xytext=(dx, lift), textcoords="offset points", rotation=90,
-                                     fontsize=ROOF_FONT, color=color, ha=ha, va="bottom", zorder=6,
-                                     gid="ridge-label")
-                boxes = self._boxes(t)
-                if self._free(boxes, pad=0.5) and self._overlap(boxes, self.ridge_lines, 0.5) == 0:
-                    self._keep(t, boxes)
-                    return True
-                t.remove()
-        return False
+        spots = [(dx, lift, ha) for lift in (4, 40, 80, 120, 160) for dx, ha in ((3, "left"), (-3, "right"))]
 
-    def roof_label(self, texts: Sequence[str], roof: Roof, color: str, main: bool) -> bool:
-        """Along the roof, just above it or just below, at the first free spot: from the left for memory roofs,
-        from the ends inwards for compute roofs; each of ``texts`` in turn (a long form, then a short one).
-        False when no spot is free (the caller says so in a footnote)."""
-        ax = self.ax
-        fontsize, weight = ROOF_FONT + (0.5 if main else 0), "bold" if main else "normal"
-        style = dict(fontsize=fontsize, color=color, fontweight=weight, zorder=6, textcoords="offset points",
-                     gid="roof-label")
+        def make(spot: tuple[float, float, str]) -> Any:
+            dx, lift, ha = spot
+            return self.ax.annotate(text, (x, y), xytext=(dx, lift), textcoords="offset points", rotation=90,
+                                    fontsize=ROOF_FONT, color=color, ha=ha, va="bottom", zorder=6,
+                                    gid="ridge-label")
+
+        probe = make(spots[0])  # the turned text's size, measured once
+        box = self._boxes(probe)[0]
+        probe.remove()
+        anchors = self.ax.transData.transform((x, y)) + np.array([(dx, lift) for dx, lift, _ in spots]) * self.pt
+        boxes = aligned_boxes(anchors, box[2] - box[0], box[3] - box[1], [ha for *_, ha in spots],
+                              ["bottom"] * len(spots))
+        return self._place_first([(boxes[k:k + 1], spot) for k, spot in enumerate(spots)], make, 0.5, ridge=True)
+
+    def roof_spots(self, text: str, roof: Roof, main: bool) -> list[tuple[np.ndarray, tuple[Any, ...]]]:
+        """Where ``roof_label`` tries ``text``, in order: (its boxes there, computed from the text's level size
+        measured once; the spot: x, offset in points, ha, va, rotation). Along the roof, just above it or just
+        below: from the left for memory roofs, at a slant; from the ends inwards for compute roofs."""
         lx0, lx1 = math.log10(roof.x_from), math.log10(roof.x_to)
         spots: list[tuple[float, tuple[float, float], str, str, float]] = []  # x, offset (points), ha, va, rotation
         if roof.kind == "compute":
@@ -329,23 +391,41 @@ class Placer:
                 for dy, va in ((3, "bottom"), (-3, "top"), (13, "bottom"), (-13, "top")):
                     spots.append((10 ** (lx0 + frac * (lx1 - lx0)), (dx, dy), ha, va, 0.0))
         else:
-            p0 = ax.transData.transform((roof.x_from, roof.at(roof.x_from)))
-            p1 = ax.transData.transform((roof.x_to, roof.at(roof.x_to)))
+            p0 = self.ax.transData.transform((roof.x_from, roof.at(roof.x_from)))
+            p1 = self.ax.transData.transform((roof.x_to, roof.at(roof.x_to)))
             angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
             normal = (-math.sin(math.radians(angle)), math.cos(math.radians(angle)))
             for va, side in (("bottom", 3), ("top", -3)):  # above the line, then below it
                 for frac in np.arange(0.02, 0.8, 0.04):
                     spots.append((10 ** (lx0 + frac * (lx1 - lx0)), (normal[0] * side, normal[1] * side), "left",
                                   va, angle))
+        fontsize, weight = ROOF_FONT + (0.5 if main else 0), "bold" if main else "normal"
+        w, h = self._text_size(text, fontsize, weight)
+        anchors = self.ax.transData.transform([(x, roof.at(x)) for x, *_ in spots])
+        anchors += np.array([offset for _, offset, *_ in spots]) * self.pt
+        level = aligned_boxes(anchors, w, h, [ha for _, _, ha, _, _ in spots], [va for *_, va, _ in spots])
+        out = []
+        for k, spot in enumerate(spots):
+            rotation = spot[4]
+            boxes = level[k:k + 1] if rotation == 0 else slanted_boxes(level[k], anchors[k], rotation)
+            out.append((boxes, spot))
+        return out
+
+    def roof_label(self, texts: Sequence[str], roof: Roof, color: str, main: bool) -> bool:
+        """Along the roof at the first free spot (``roof_spots``), each of ``texts`` in turn (a long form, then a
+        short one). False when no spot is free (the caller says so in a footnote)."""
+        fontsize, weight = ROOF_FONT + (0.5 if main else 0), "bold" if main else "normal"
+        style = dict(fontsize=fontsize, color=color, fontweight=weight, zorder=6, textcoords="offset points",
+                     gid="roof-label")
+        lx0, lx1 = math.log10(roof.x_from), math.log10(roof.x_to)
         for text in texts:
-            for x, offset, ha, va, rotation in spots:
-                t = ax.annotate(text, (x, roof.at(x)), xytext=offset, ha=ha, va=va, rotation=rotation,
-                                rotation_mode="anchor", **style)
-                boxes = self._boxes(t)
-                if self._free(boxes, pad=0.5):
-                    self._keep(t, boxes)
-                    return True
-                t.remove()
+            def make(spot: tuple[Any, ...], text: str = text) -> Any:
+                x, offset, ha, va, rotation = spot
+                return self.ax.annotate(text, (x, roof.at(x)), xytext=offset, ha=ha, va=va, rotation=rotation,
+                                        rotation_mode="anchor", **style)
+
+            if self._place_first(self.roof_spots(text, roof, main), make, 0.5):
+                return True
         # No room along the line (parallel roofs of several GPUs lie close): level text nearby, with a leader.
         for frac in (0.55, 0.75, 0.35, 0.9, 0.15):
             x = 10 ** (lx0 + frac * (lx1 - lx0))

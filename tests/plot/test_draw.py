@@ -96,3 +96,62 @@ def test_readme_chart_is_committed():
     png = Path(__file__).parents[2] / "docs" / "img" / "decode-batching.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 20_000
+
+
+def test_a_sweep_draws_a_few_artists_per_series_not_one_per_point():
+    """issue 18: an arrow per segment (an annotation each) made a 64-value sweep of 3 GPUs draw 1,100 artists and
+    take 10 s. Each group is one scatter, each trajectory one line and one collection of arrows, whatever the
+    count of values."""
+    import matplotlib.pyplot as plt
+
+    chart = build_chart([DECODE], [GPU1, GPU2], "batch", list(range(1, 65)))
+    fig = draw(chart)
+    try:
+        panel, ax = chart.panels[0], fig.axes[0]
+        labels = {"op-label", "measured-label", "value-label", "roof-label", "ridge-label", "footnote"}
+        drawn = [a for a in [*ax.lines, *ax.collections, *ax.patches, *ax.texts] if a.get_gid() not in labels]
+        moving = [g for g in panel.groups if g.moves]
+        assert len(panel.points) > 1000
+        assert len(drawn) <= 3 * len(panel.groups) + 2 * len(panel.roofs) + 2 * len(panel.ridges)
+        for g in moving:
+            (arrows,) = by_gid(ax, f"arrows {g.gpu} {g.label}")
+            assert len(arrows.get_paths()) <= len(g.points) - 1
+    finally:
+        plt.close(fig)
+
+
+def test_the_arrows_are_matplotlibs_annotation_arrows():
+    """plot.draw._draw_arrows computes each arrow (shortened by the markers' radii, a wedge at its end) as
+    ``ax.annotate("", b, a, arrowprops=dict(arrowstyle="-|>", shrinkA=r_a, shrinkB=r_b))`` draws it."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from rooflinectl.plot.draw import _draw_arrows, _radius
+
+    chart = build_chart([DECODE], [GPU1], "batch", [1, 2, 8, 64, 256])
+    fig = draw(chart)
+    try:
+        panel, ax = chart.panels[0], fig.axes[0]
+        renderer = fig.canvas.get_renderer()
+        pt = fig.dpi / 72
+        g = next(g for g in panel.groups if g.moves)
+        radii = [_radius(p, panel) for p in g.points]
+        _draw_arrows(ax, g.points, radii, "#333333", pt, gid="arrows under test")
+        (arrows,) = by_gid(ax, "arrows under test")
+        offsets = ax.transData.transform(arrows.get_offsets())
+        checked = 0
+        for k, (a, b) in enumerate(zip(g.points, g.points[1:])):
+            ann = ax.annotate("", xy=(b.intensity, b.flops), xytext=(a.intensity, a.flops),
+                              arrowprops=dict(arrowstyle="-|>", lw=1.1, shrinkA=radii[k], shrinkB=radii[k + 1]))
+            ann.update_positions(renderer)
+            ann.arrow_patch._dpi_cor = renderer.points_to_pixels(1.0)
+            (shaft, wedge), _ = ann.arrow_patch._get_path_in_displaycoord()
+            ann.remove()
+            mine = offsets[checked] + arrows.get_paths()[checked].vertices * pt
+            assert np.allclose(mine[0], shaft.vertices[0], atol=0.05)  # start
+            assert np.allclose(mine[1], shaft.vertices[-1], atol=0.05)  # shaft's end
+            assert np.allclose(mine[2:5], wedge.vertices[:3], atol=0.05)  # the wedge: side, tip, side
+            checked += 1
+        assert checked == len(g.points) - 1
+    finally:
+        plt.close(fig)

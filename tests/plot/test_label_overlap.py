@@ -95,3 +95,47 @@ def test_the_computed_box_of_a_label_is_the_box_matplotlib_draws():
             assert np.allclose(text_boxes(t, placer.renderer), placer.solid[-1:], atol=1e-6)
     finally:
         plt.close(fig)
+
+
+def test_the_computed_boxes_of_a_roof_label_are_the_boxes_matplotlib_draws():
+    """place.Placer.roof_spots computes the boxes of a roof label at every spot (level on a compute roof, a chain
+    of squares at a slant along a memory roof) from the text's level size, measured once: they are the boxes of
+    the text drawn there (what text_boxes measures)."""
+    import matplotlib.pyplot as plt
+
+    from rooflinectl.plot.place import ROOF_FONT, Placer
+
+    chart = build_chart([resolve_workload("decode")], [load_gpu("h100")], "batch", [1, 8, 64, 256])
+    fig = draw(chart)
+    try:
+        ax = fig.axes[0]
+        placer = Placer(fig, ax)
+        roofs = {r.kind: r for r in chart.panels[0].roofs}
+        for roof in roofs.values():
+            for main in (True, False):
+                spots = placer.roof_spots(roof.label, roof, main)
+                assert len(spots) >= 20
+                for boxes, (x, offset, ha, va, rotation) in spots[::3]:
+                    t = ax.annotate(roof.label, (x, roof.at(x)), xytext=offset, textcoords="offset points", ha=ha,
+                                    va=va, rotation=rotation, rotation_mode="anchor",
+                                    fontsize=ROOF_FONT + (0.5 if main else 0), fontweight="bold" if main else "normal")
+                    assert np.allclose(text_boxes(t, placer.renderer), boxes, atol=1e-6)
+                    t.remove()
+    finally:
+        plt.close(fig)
+
+
+def test_the_edge_test_of_hits_is_the_overlap_of_positive_area():
+    """place._hits compares edges instead of computing each overlap's width and height: the same answer, on
+    boxes that touch, nest, coincide, or have no width."""
+    from rooflinectl.plot.place import _hits
+
+    rng = np.random.default_rng(18)
+    corners = rng.integers(0, 12, size=(400, 2, 2)).astype(float)  # small integers: many shared edges
+    rows = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+    boxes, taken = rows[:60], rows[60:]
+    for pad in (0.0, 0.5, 1.0):
+        b = boxes[:, None, :] + np.array([-pad, -pad, pad, pad])
+        w = np.minimum(b[..., 2], taken[None, :, 2]) - np.maximum(b[..., 0], taken[None, :, 0])
+        h = np.minimum(b[..., 3], taken[None, :, 3]) - np.maximum(b[..., 1], taken[None, :, 1])
+        assert (_hits(boxes, taken, pad) == ((w > 0) & (h > 0)).any(axis=1)).all()
