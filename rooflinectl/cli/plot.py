@@ -91,11 +91,13 @@ def default_phases(given: dict[SizeField, str | None]) -> list[str]:
 @command(app)
 def plot(
     workload: str = typer.Argument(
-        None, help="A phase (decode, prefill, attention) or a workload YAML file [default: decode and prefill]."
+        None, help="A phase (decode, prefill, attention) or a workload YAML file (default: decode and prefill)."
     ),
     gpu: list[str] = typer.Option(
-        None, "--gpu", "-g", help=f"GPU id, alias or YAML path; repeat to compare GPUs, at most 6 ({MAX_SWEPT_GPUS} with a size list) "
-        f"[default: {DEFAULT_GPU}]."
+        None, "--gpu", "-g",
+        # Parentheses, not brackets: typer's help reads "[default: …]" as rich markup and drops it.
+        help=f"GPU id, alias or YAML path; repeat to compare GPUs, at most 6 ({MAX_SWEPT_GPUS} with a size list; "
+        f"default: {DEFAULT_GPU}).",
     ),
     model: str = MODEL_OPTION,
     batch: str = typer.Option(None, "--batch", "-b", help="Sequences in the batch; a list (1,8,64,256) draws "

@@ -94,3 +94,28 @@ def test_no_command_imports_a_heavy_module_at_start(args):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY [] EXIT 0" in proc.stdout, proc.stdout[-500:] + proc.stderr
+
+
+def _all_commands(group, path=()):
+    import click
+
+    for name, cmd in sorted(getattr(group, "commands", {}).items()):
+        yield (*path, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from _all_commands(cmd, (*path, name))
+
+
+def test_no_help_text_holds_brackets_that_rich_would_swallow():
+    """Typer renders help through rich markup: '[default: decode and prefill]' in a help string vanished from
+    'plot --help' ("… a workload YAML file ."). No option, argument or command help may hold a '['."""
+    import typer.main
+
+    from rooflinectl.cli import app
+
+    root = typer.main.get_command(app)
+    offenders = []
+    for path, cmd in _all_commands(root):
+        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+        offenders += [f"{' '.join(path)}: {t}" for t in texts if "[" in t]
+    assert len(list(_all_commands(root))) >= 8
+    assert offenders == []
