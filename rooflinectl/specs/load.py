@@ -96,6 +96,28 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+# C0 and C1 control characters and DEL, but tab and line feed (a note may run over lines): a YAML "\e[2J" or a JSON
+# "\u001b]8;;" in a name would be sent to the user's terminal as an escape sequence by every table and title, and a
+# "\f" reached matplotlib as a glyph it lacks. Refused in any string or key of a spec or record, naming the field.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _refuse_control_characters(path: Path, data: Any) -> None:
+    stack: list[tuple[tuple[str, ...], Any]] = [((), data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                stack.append(((*where, str(key)), item))
+                stack.append(((*where, str(key)), key))
+        elif isinstance(value, list):
+            stack.extend(((*where, str(i)), item) for i, item in enumerate(value))
+        elif isinstance(value, str) and (found := _CONTROL.search(value)):
+            field = ".".join(where) or "(top level)"
+            raise UserError(f"{path}: field '{field}' holds the control character U+{ord(found.group()):04X}: "
+                            f"names and text are printed to terminals and charts, which it would corrupt")
+
+
 def read_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:
     """Parse one JSON file into a mapping, or raise a one-line UserError.
 
@@ -115,6 +137,7 @@ def read_json(path: Path, what: str = "a JSON object") -> dict[str, Any]:
         raise UserError(f"{path}: {' '.join(str(err).split())}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected {what}, found {type(data).__name__}")
+    _refuse_control_characters(path, data)
     return data
 
 
@@ -204,6 +227,7 @@ def read_yaml(path: Path, loader: type[yaml.SafeLoader] | None = None) -> dict[s
         raise UserError(f"{path}: {' '.join(str(err).split())}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of fields at the top level, found {type(data).__name__}")
+    _refuse_control_characters(path, data)
     return data
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rooflinectl.errors import UserError
@@ -73,3 +75,29 @@ def test_paths_and_search_dirs(tmp_path, monkeypatch):
     assert search_dirs("hardware", "ROOFLINECTL_TEST_PATH") == [tmp_path, data_dir("hardware")]
     with pytest.raises(UserError, match="bundled 'nothing' folder is missing"):
         data_dir("nothing")
+
+
+@pytest.mark.parametrize("text, char", [
+    ('name: "x\\e[2Jy"\n', "U+001B"),     # YAML's \e: an ANSI escape that would clear the user's terminal
+    ('name: "$\\frac{$"\n', "U+000C"),    # YAML's \f inside a double-quoted string
+    ('names: ["ok", "a\\x07b"]\n', "U+0007"),
+    ('"k\\x01": 1\n', "U+0001"),          # in a key too
+])
+def test_control_characters_in_a_spec_are_refused_naming_the_field(tmp_path, text, char):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=re.escape(char)) as err:
+        read_yaml(path)
+    assert str(err.value).startswith(f"{path}: field '")
+
+
+def test_control_characters_in_json_are_refused_and_tabs_newlines_crlf_are_not(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"a": {"b": ["x\\u009bq"]}}')
+    with pytest.raises(UserError, match=r"field 'a\.b\.0' holds the control character U\+009B"):
+        read_json(path)
+    path.write_text('{"notes": "line one\\nline\\ttwo"}')
+    assert read_json(path) == {"notes": "line one\nline\ttwo"}
+    crlf = tmp_path / "crlf.yaml"
+    crlf.write_bytes(b"notes: >-\r\n  folded\r\n  text\r\nname: \"quoted\r\n  two\"\r\n")
+    assert read_yaml(crlf) == {"notes": "folded text", "name": "quoted two"}
