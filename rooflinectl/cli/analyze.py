@@ -12,6 +12,7 @@ from .options import (
     CAUSAL_OPTION,
     CONTEXT_OPTION,
     DTYPE_OPTION,
+    EXPERTS_TOUCHED_OPTION,
     FUSE_OPTION,
     GPU_OPTION,
     JSON_OPTION,
@@ -35,12 +36,15 @@ def analyze(
     attention: str = ATTENTION_OPTION,
     causal: bool = CAUSAL_OPTION,
     fuse: str = FUSE_OPTION,
+    experts_touched: int = EXPERTS_TOUCHED_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
     json: bool = JSON_OPTION,
 ) -> None:
     """Place every operation of one inference step on a GPU's roofline.
 
     Example: rooflinectl analyze decode --gpu a100 --batch 64 --context 4096
+
+    Mixture of experts: rooflinectl analyze decode --gpu h200 --model mixtral-8x7b --batch 32 --experts-touched 6
     """
     # The library is imported here, not at the top: `rooflinectl --help` needs none of it.
     from ..engine.roofline import analyze as analyze_workload
@@ -49,7 +53,8 @@ def analyze(
     from ..specs.workload import resolve_workload
 
     w = resolve_workload(
-        workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse)
+        workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse,
+                                       experts_touched)
     )
     result = analyze_workload(w, load_gpu(gpu), calibrated=calibrated)
     if json:

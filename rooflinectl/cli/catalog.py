@@ -73,7 +73,7 @@ def workloads_show(
     Example: rooflinectl workloads show decode
     """
     from ..errors import UserError
-    from ..render.workloads import spec_view
+    from ..render.workloads import spec_json, spec_view
     from ..specs.workload import Model, Scenario, load_model, load_scenario
 
     spec: Scenario | Model
@@ -85,6 +85,6 @@ def workloads_show(
         except UserError:
             raise scenario_error from None
     if json:
-        print_json(spec.model_dump())
+        print_json(spec_json(spec))
     else:
         console().print(spec_view(spec))

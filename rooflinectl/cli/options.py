@@ -22,6 +22,10 @@ CAUSAL_OPTION = typer.Option(None, "--causal/--no-causal", help="Causal mask (fl
 FUSE_OPTION = typer.Option(
     None, "--fuse", help="Comma-separated fusions: qkv, gate_up, norm_linear, act, residual ('' for none)."
 )
+EXPERTS_TOUCHED_OPTION = typer.Option(
+    None, "--experts-touched", help="Mixture of experts: distinct experts each MoE layer reads in the step, where "
+    "routing is skewed (k to E; default: the uniform expectation E·(1 − (1 − k/E)^tokens)).",
+)
 CALIBRATED_OPTION = typer.Option(False, "--calibrated", help="Use the GPU file's measured ceilings as roofs.")
 JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 
@@ -36,8 +40,11 @@ def workload_overrides(
     attention: str | None,
     causal: bool | None,
     fuse: str | None,
+    experts_touched: int | None = None,
 ) -> dict:
-    """The workload options as ``resolve_workload``'s keyword overrides (None: not given, the scenario's)."""
+    """The workload options as ``resolve_workload``'s keyword overrides (None: not given, the scenario's).
+    ``experts_touched`` is analyze's alone: a sweep of batch or length (plot, explore) changes the tokens of the
+    step, and with them the experts that can be touched, so there the uniform expectation is the count."""
     return dict(
         model=model,
         batch=batch,
@@ -48,4 +55,5 @@ def workload_overrides(
         attention=attention,
         causal=causal,
         fused=split_list(fuse, "--fuse") if fuse is not None else None,
+        experts_touched=experts_touched,
     )

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from ..units import GIB, dtype_bytes
 from .roofline import Analysis, Placement, batch_at_ridge
+from .transformer import experts_touched, tokens_to_touch
+
+# The share of a layer's experts at which the verdict calls them all touched: the expected count approaches E
+# only asymptotically, so "every expert" is stated as the batch where 99% of them are.
+ALL_EXPERTS = 0.99
 
 
 def is_linear(p: Placement) -> bool:
@@ -33,6 +38,37 @@ def linear_summary(a: Analysis) -> tuple[float, float | None]:
     return flops / total, batch_at_ridge(weights, io_per_row, a.workload.dtype, a.ridge)
 
 
+def moe_lines(a: Analysis) -> list[str]:
+    """Mixture-of-experts: how many experts a layer reads, why weights read grow with batch, where that stops."""
+    w, moe = a.workload, a.workload.model.moe
+    if moe is None:
+        return []
+    e, k, n = moe.num_experts, moe.experts_per_token, w.tokens
+    touched = experts_touched(w)
+    how = ("as stated (--experts-touched)" if w.experts_touched is not None
+           else "expected under uniform routing, E·(1 − (1 − k/E)^N)")
+    experts = [p for p in a.placements if p.op.kind == "expert"]
+    flops = sum(p.op.flops for p in experts)
+    moved = sum(p.op.bytes for p in experts)
+    full = tokens_to_touch(e, k, ALL_EXPERTS)
+    if w.phase == "decode":
+        grows = (f"so the expert weights read grow with batch until every expert is touched: the expected count "
+                 f"reaches {ALL_EXPERTS:.0%} of {e} at batch {full:,}")
+        grows += "." if w.batch < full else ", which this batch is past."
+        return [
+            f"Each of the {w.model.moe_layers} MoE layers routes each token to {k} of its {e} experts: the step "
+            f"reads {touched:.4g} distinct experts per layer ({how}), {grows}",
+            f"The expert matmuls sit at intensity {flops / moved:.1f} FLOP/byte: an expert's weights, once read, "
+            f"serve {n * k / touched:.3g} token{'s' if n * k != touched else ''} on average (N·k / experts touched)"
+            + (f", where the dense layers' serve all {n:,}." if n > 1 else "."),
+        ]
+    return [
+        f"Each MoE layer routes each of the {n:,} tokens to {k} of its {e} experts: it reads {touched:.4g} of them "
+        f"({how}; {ALL_EXPERTS:.0%} of them from {full:,} tokens on), and the expert matmuls sit at intensity "
+        f"{flops / moved:.0f} FLOP/byte."
+    ]
+
+
 def verdict(a: Analysis) -> list[str]:
     """A few sentences under the table."""
     w, t = a.workload, a.totals
@@ -43,12 +79,15 @@ def verdict(a: Analysis) -> list[str]:
 
     if w.phase in ("decode", "prefill"):
         intensity, turn = linear_summary(a)
+        linear = "the linear layers" if w.model.moe is None else "the dense linear layers (all but the experts)"
         side = "left" if intensity < ridge else "right"
         bound = "memory-bound" if intensity < ridge else "compute-bound"
         if w.phase == "decode":
+            what = "every weight" if w.model.moe is None else "the weights it uses (all but the untouched experts)"
             lines.append(
-                f"Decode reads every weight once per step for only {w.tokens} new token{'s' if w.tokens > 1 else ''}: the linear layers sit at "
-                f"intensity {intensity:.1f} FLOP/byte (about 2·batch/bytes-per-weight), {side} of {where}: {bound}."
+                f"Decode reads {what} once per step for only {w.tokens} new token{'s' if w.tokens > 1 else ''}: "
+                f"{linear} sit at intensity {intensity:.1f} FLOP/byte (about 2·batch/bytes-per-weight), {side} of "
+                f"{where}: {bound}."
             )
             if turn is None:
                 lines.append("They would not reach the ridge at any batch: the activations' traffic grows as fast.")
@@ -62,12 +101,14 @@ def verdict(a: Analysis) -> list[str]:
                 f"{_gb(t.kv_cache_bytes)} of KV cache, and attention's intensity does not grow with batch, "
                 f"since every sequence reads its own cache."
             )
+            lines += moe_lines(a)
         else:
             lines.append(
-                f"Prefill pushes {w.tokens:,} tokens through each weight read: the linear layers sit at intensity "
+                f"Prefill pushes {w.tokens:,} tokens through each weight read: {linear} sit at intensity "
                 f"{intensity:.0f} FLOP/byte, {side} of {where}: {bound}. Time to first token: "
                 f"{t.time_s * 1e3:.2f} ms."
             )
+            lines += moe_lines(a)
     else:
         lines.append(
             f"The attention core of {w.model.num_layers} layers at seq_len {w.tokens_per_seq:,}: "

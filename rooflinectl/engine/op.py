@@ -27,6 +27,11 @@ GATED_ACT_FLOPS_PER_ELEMENT = SILU_FLOPS_PER_ELEMENT + 1
 ROPE_FLOPS_PER_ELEMENT = 3
 # A residual add: one add per element.
 RESIDUAL_FLOPS_PER_ELEMENT = 1
+# A mixture-of-experts router picks each token's top k of E logits by k passes of max over them: one compare per
+# logit per pass (a sort or a heap does fewer, a bitonic top-k more; all are small beside the gate's 2·H·E).
+TOPK_FLOPS_PER_ELEMENT_PER_PICK = 1
+# The router's top-k expert ids are int32 (what vLLM's and SGLang's routing kernels write).
+EXPERT_ID_BYTES = 4
 
 Unit = Literal["tensor", "vector"]
 
@@ -39,7 +44,9 @@ Unit = Literal["tensor", "vector"]
 #   gather      embedding lookup
 #   copy        pure data movement (the KV-cache write, a device copy)
 #   matmul      a matmul of two activations or of a benchmark's two operands (no weights)
-# Mixture-of-experts and parallel serving add: expert, router, communication.
+#   router      a mixture-of-experts gate: the H×E matmul, softmax and top-k of each token
+#   expert      a routed expert's matmul: each token's row times the weights of the experts it is routed to
+# Parallel serving adds: communication.
 OpKind = Literal["linear", "attention", "norm", "elementwise", "gather", "copy", "matmul", "expert", "router",
                  "communication"]
 
@@ -187,4 +194,54 @@ def copy_op(name: str, elements: int, dtype: str) -> Op:
         reads=f"{elements} {dtype} elements",
         writes=f"{elements} {dtype} elements",
         computes="nothing: pure data movement",
+    )
+
+
+def router_op(name: str, tokens: int, hidden: int, experts: int, top_k: int, dtype: str) -> Op:
+    """A mixture-of-experts router, one kernel: logits = x[N,H] · W_g[H,E], softmax over each token's E logits,
+    then its top k. Reads x and W_g; writes each token's k weights (``dtype``) and k expert ids (int32); the
+    N×E logits stay on chip. 2·N·H·E FLOPs of matmul, SOFTMAX_FLOPS_PER_ELEMENT per logit (softmax over all E,
+    Qwen3-MoE's order; Mixtral's softmax over the k picked is fewer) and TOPK_FLOPS_PER_ELEMENT_PER_PICK per logit
+    per pick. The renormalization of the k weights (Qwen3's ``norm_topk_prob``), O(N·k), is left out."""
+    s = dtype_bytes(dtype)
+    w_bytes = hidden * experts * s
+    picks = tokens * top_k
+    return Op(
+        name=name,
+        kind="router",
+        flops=2 * tokens * hidden * experts
+        + (SOFTMAX_FLOPS_PER_ELEMENT + TOPK_FLOPS_PER_ELEMENT_PER_PICK * top_k) * tokens * experts,
+        bytes=tokens * hidden * s + w_bytes + picks * (s + EXPERT_ID_BYTES),
+        unit=matmul_unit(dtype),
+        dtype=dtype,
+        reads=f"x {tokens}×{hidden} {dtype}, W_gate {hidden}×{experts} {dtype}",
+        writes=f"top-{top_k} weights ({dtype}) and expert ids (int32) of {tokens} tokens",
+        computes=f"2·{tokens}·{hidden}·{experts} FLOPs of matmul + softmax over {experts} logits and top-{top_k} "
+                 f"({SOFTMAX_FLOPS_PER_ELEMENT} + {TOPK_FLOPS_PER_ELEMENT_PER_PICK}·{top_k} FLOPs per logit), on chip",
+        weight_bytes=w_bytes,
+    )
+
+
+def expert_matmul_op(name: str, pairs: int, k: int, n: int, experts_read: float, dtype: str) -> Op:
+    """The routed experts' grouped matmul: each of ``pairs`` (token, expert) pairs (N·top-k) multiplies the
+    token's row x[k] by its expert's W[k,n]. Reads the ``pairs`` input rows (a token routed to k experts is read
+    by each of them), the weights of the ``experts_read`` distinct experts, each once (an expectation, so
+    rounded to whole bytes), and writes ``pairs`` rows of n; 2·pairs·k·n FLOPs."""
+    s = dtype_bytes(dtype)
+    per_expert = k * n * s
+    # A whole number of experts (stated, all E, or k at one token) counts exactly, as an int; an expectation is
+    # rounded to the byte.
+    w_bytes = int(experts_read) * per_expert if float(experts_read).is_integer() else round(experts_read * per_expert)
+    read = f"{int(experts_read)}" if float(experts_read).is_integer() else f"{experts_read:.4g} (expected)"
+    return Op(
+        name=name,
+        kind="expert",
+        flops=2 * pairs * k * n,
+        bytes=pairs * k * s + w_bytes + pairs * n * s,
+        unit=matmul_unit(dtype),
+        dtype=dtype,
+        reads=f"x {pairs} routed rows × {k} {dtype}, W {k}×{n} {dtype} of {read} experts",
+        writes=f"y {pairs}×{n} {dtype}",
+        computes=f"2·{pairs}·{k}·{n} FLOPs of matmul ({pairs} token-expert pairs)",
+        weight_bytes=w_bytes,
     )

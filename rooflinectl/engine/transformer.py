@@ -1,7 +1,8 @@
 """The operations of one forward step of a workload, each with its FLOPs and HBM bytes.
 
 Notation: B batch, T tokens per sequence in this step (1 for decode, the prompt for prefill), N = B·T tokens,
-Lk the KV positions attended, H hidden size, h heads, g KV heads, d head dim, I MLP width, V vocabulary, L layers.
+Lk the KV positions attended, H hidden size, h heads, g KV heads, d head dim, I MLP width, V vocabulary, L layers;
+mixture of experts: E routed experts, k of them per token (top-k), I_e an expert's width.
 Sizes in bytes: a for activations and weights' data type (``dtype``), kv for the KV cache (``kv_dtype``).
 
 Per layer (count L), unless fused (see ``workload.FUSIONS``):
@@ -16,6 +17,11 @@ Per layer (count L), unless fused (see ``workload.FUSIONS``):
   o_proj         N×h·d · h·d×H
   attn_residual  x + attn                             reads 2·N×H; writes N×H
   mlp_norm, gate_proj, up_proj (N×H · H×I), act (SiLU(gate)·up on N×I), down_proj (N×I · I×H), mlp_residual
+  (Qwen3's qk_norm adds q_norm and k_norm, RMSNorm over each head of Q and K, before rope.)
+A mixture-of-experts layer (``Model.moe``) keeps the attention half and replaces the MLP: mlp_norm, router,
+expert_gate/up_proj, expert_act, expert_down_proj over the N·k (token, expert) pairs, reading the weights of the
+experts touched (``experts_touched``), the shared experts' MLP if any, moe_combine, mlp_residual
+(``_moe_mlp_block`` states each). An MoE model's first ``first_dense_layers`` layers are dense.
 Once per model: embed (gathers N rows of V×H: min(N, V) distinct rows read), final_norm (N×H), lm_head (B×H · H×V:
 the last token of each sequence only, as a serving engine computes logits only where it samples).
 
@@ -31,6 +37,7 @@ Rules beyond DESIGN.md's defaults, stated once here:
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ..specs.workload import Workload
@@ -41,10 +48,12 @@ from .op import (
     ROPE_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
     Op,
+    expert_matmul_op,
     matmul_op,
     matmul_unit,
     rmsnorm_linear_op,
     rmsnorm_op,
+    router_op,
     softmax_op,
 )
 
@@ -150,10 +159,10 @@ def attention_ops(w: Workload) -> list[Op]:
     ]
 
 
-def layer_ops(w: Workload) -> list[Op]:
-    """The operations of one transformer block, in execution order (count 1)."""
+def _attention_block(w: Workload) -> list[Op]:
+    """The attention half of a block, in execution order: attn_norm … attn_residual (count 1)."""
     m = w.model
-    n, h, i = w.tokens, m.hidden_size, m.intermediate_size
+    n, h = w.tokens, m.hidden_size
     a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
     fused = set(w.fused)
     norm_in = "norm_linear" in fused
@@ -168,6 +177,11 @@ def layer_ops(w: Workload) -> list[Op]:
         ops.append(_projection(w, prefix + "q_proj", h, m.q_dim, norm_in))
         ops.append(_projection(w, prefix + "k_proj", h, m.kv_dim, norm_in))
         ops.append(_projection(w, prefix + "v_proj", h, m.kv_dim, norm_in))
+    if m.qk_norm:
+        # Qwen3: RMSNorm over each head of Q (N·h rows of d) and of K (N·g rows), each with its gain of d,
+        # between the projections and RoPE; a kernel of its own here (no fusion folds it).
+        ops.append(rmsnorm_op("q_norm", n * m.num_heads, m.head_dim, w.dtype))
+        ops.append(rmsnorm_op("k_norm", n * m.num_kv_heads, m.head_dim, w.dtype))
 
     rotated = n * (m.q_dim + m.kv_dim)
     ops.append(
@@ -205,47 +219,200 @@ def layer_ops(w: Workload) -> list[Op]:
         ops.append(_with_residual(o_proj, w))
     else:
         ops += [o_proj, _residual("attn_residual", w)]
-
-    if not norm_in:
-        ops.append(rmsnorm_op("mlp_norm", n, h, w.dtype))
-    prefix = "mlp_norm+" if norm_in else ""
-    if "gate_up" in fused:
-        gate_up = _projection(w, prefix + "gate_up_proj", h, 2 * i, norm_in)
-        if "act" in fused:
-            # SiLU(gate)·up in the epilogue: only the N×I product is written, not gate and up (N×2I).
-            gate_up = replace(
-                gate_up,
-                name=gate_up.name + "+act",
-                flops=gate_up.flops + GATED_ACT_FLOPS_PER_ELEMENT * n * i,
-                bytes=gate_up.bytes - n * i * a,
-                writes=f"SiLU(gate)·up {n}×{i}",
-                computes=gate_up.computes + ", + SiLU(gate)·up in the epilogue",
-                fuses=(*gate_up.fuses, "elementwise"),
-            )
-        ops.append(gate_up)
-    else:
-        ops.append(_projection(w, prefix + "gate_proj", h, i, norm_in))
-        ops.append(_projection(w, prefix + "up_proj", h, i, norm_in))
-    if "act" not in fused:
-        ops.append(
-            Op(
-                name="act",
-                kind="elementwise",
-                flops=GATED_ACT_FLOPS_PER_ELEMENT * n * i,
-                bytes=3 * n * i * a,
-                unit="vector",
-                dtype="fp32",
-                reads=f"gate and up, {n}×{i} each",
-                writes=f"SiLU(gate)·up {n}×{i}",
-                computes=f"{GATED_ACT_FLOPS_PER_ELEMENT} FLOPs per element (SiLU: negate, exp, add, divide; × up)",
-            )
-        )
-    down = matmul_op("down_proj", n, i, h, w.dtype)
-    if "residual" in fused:
-        ops.append(_with_residual(down, w))
-    else:
-        ops += [down, _residual("mlp_residual", w)]
     return ops
+
+
+def _act(name: str, rows: int, width: int, dtype: str) -> Op:
+    """SiLU(gate)·up on rows×width: reads gate and up, writes their product."""
+    return Op(
+        name=name,
+        kind="elementwise",
+        flops=GATED_ACT_FLOPS_PER_ELEMENT * rows * width,
+        bytes=3 * rows * width * dtype_bytes(dtype),
+        unit="vector",
+        dtype="fp32",
+        reads=f"gate and up, {rows}×{width} each",
+        writes=f"SiLU(gate)·up {rows}×{width}",
+        computes=f"{GATED_ACT_FLOPS_PER_ELEMENT} FLOPs per element (SiLU: negate, exp, add, divide; × up)",
+    )
+
+
+def _with_act(gate_up: Op, rows: int, width: int, dtype: str) -> Op:
+    """SiLU(gate)·up in the epilogue of a fused gate_up matmul: only the rows×width product is written, not gate
+    and up (rows×2·width)."""
+    return replace(
+        gate_up,
+        name=gate_up.name + "+act",
+        flops=gate_up.flops + GATED_ACT_FLOPS_PER_ELEMENT * rows * width,
+        bytes=gate_up.bytes - rows * width * dtype_bytes(dtype),
+        writes=f"SiLU(gate)·up {rows}×{width}",
+        computes=gate_up.computes + ", + SiLU(gate)·up in the epilogue",
+        fuses=(*gate_up.fuses, "elementwise"),
+    )
+
+
+def _gated_mlp(w: Workload, prefix: str, width: int, norm_in: bool) -> list[Op]:
+    """A gated SiLU MLP over the step's N tokens: gate and up (N×H · H×width, or one gate_up matmul), act, and
+    down (N×width · width×H), which writes its own output. Names start with ``prefix`` ('' for the dense MLP,
+    'shared_' for an MoE layer's shared experts); with ``norm_in`` RMSNorm runs in the prologue of gate and up."""
+    n, h = w.tokens, w.model.hidden_size
+    fused = set(w.fused)
+    norm = "mlp_norm+" if norm_in else ""
+    ops: list[Op] = []
+    if "gate_up" in fused:
+        gate_up = _projection(w, norm + prefix + "gate_up_proj", h, 2 * width, norm_in)
+        ops.append(_with_act(gate_up, n, width, w.dtype) if "act" in fused else gate_up)
+    else:
+        ops.append(_projection(w, norm + prefix + "gate_proj", h, width, norm_in))
+        ops.append(_projection(w, norm + prefix + "up_proj", h, width, norm_in))
+    if "act" not in fused:
+        ops.append(_act(prefix + "act", n, width, w.dtype))
+    ops.append(matmul_op(prefix + "down_proj", n, width, h, w.dtype))
+    return ops
+
+
+def _dense_mlp_block(w: Workload) -> list[Op]:
+    """The MLP half of a dense block: mlp_norm, gate, up, act, down, mlp_residual (or their fusions)."""
+    fused = set(w.fused)
+    norm_in = "norm_linear" in fused
+    ops: list[Op] = [] if norm_in else [rmsnorm_op("mlp_norm", w.tokens, w.model.hidden_size, w.dtype)]
+    ops += _gated_mlp(w, "", w.model.intermediate_size, norm_in)
+    if "residual" in fused:
+        ops[-1] = _with_residual(ops[-1], w)
+    else:
+        ops.append(_residual("mlp_residual", w))
+    return ops
+
+
+def experts_touched(w: Workload) -> float:
+    """Distinct routed experts one MoE layer reads in the step: the workload's stated ``experts_touched``, or the
+    expectation under uniform routing, E·(1 − (1 − k/E)^N) for N tokens of top-k among E experts.
+
+    Why: a token picks k distinct experts; under uniform routing each expert is among them with probability k/E,
+    so a token misses a given expert with probability 1 − k/E. Assuming the N tokens of the step are routed
+    independently of one another, an expert is missed by all of them with probability (1 − k/E)^N, and by
+    linearity of expectation the distinct experts touched number E·(1 − (1 − k/E)^N) on average. One token
+    touches exactly k; the count rises with N towards E (a prefill of thousands of tokens touches all of them,
+    to within float precision) and never exceeds N·k. Real routers are skewed (some experts are popular), which
+    touches fewer: ``experts_touched`` states it. Clamped to [k, min(E, N·k)], the bounds the formula keeps
+    exactly, against float rounding.
+    """
+    moe = w.model.moe
+    if moe is None:
+        return 0.0
+    if w.experts_touched is not None:
+        return float(w.experts_touched)
+    e, k, n = moe.num_experts, moe.experts_per_token, w.tokens
+    expected = e * (1 - (1 - k / e) ** n)
+    return min(float(min(e, n * k)), max(float(k), expected))
+
+
+def tokens_to_touch(e: int, k: int, fraction: float) -> int:
+    """The fewest tokens whose expected distinct experts, E·(1 − (1 − k/E)^N) (:func:`experts_touched`), reach
+    ``fraction`` of E: the least N with (1 − k/E)^N ≤ 1 − fraction, N = ⌈ln(1 − fraction) / ln(1 − k/E)⌉
+    (1 when k = E: one token touches them all). Checked against the formula itself and moved by one where the
+    logarithms round across an integer. Mixtral (E 8, top-2) reaches 99% at 17 tokens: 0.75^16 = 1.0% misses."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction {fraction} is not in (0, 1)")
+    if k >= e:
+        return 1
+    miss = 1 - k / e
+    n = max(1, math.ceil(math.log(1 - fraction) / math.log(miss)))
+    while n > 1 and miss ** (n - 1) <= 1 - fraction:
+        n -= 1
+    while miss**n > 1 - fraction:
+        n += 1
+    return n
+
+
+def _moe_mlp_block(w: Workload) -> list[Op]:
+    """The MLP half of an MoE block, in execution order (count 1).
+
+      mlp_norm            RMSNorm N×H, always its own kernel: its output is read by the router, every expert and
+                          the shared experts (norm_linear would repeat it in each), so it is written once
+      router              N×H · H×E gate, softmax, top-k (engine.op.router_op)
+      expert_gate_proj,   grouped matmuls over the N·k (token, expert) pairs: rows N·k×H · H×I_e, weights of the
+      expert_up_proj      X distinct experts touched, each read once (experts_touched: X); gate_up fuses them
+      expert_act          SiLU(gate)·up on N·k×I_e (or in the gate_up epilogue with act)
+      expert_down_proj    N·k×I_e · I_e×H, weights of the same X experts; writes each pair's N·k×H output
+      shared_…            the shared experts (n_s of width I_s: one gated MLP of width n_s·I_s) on all N tokens
+      moe_combine         each token's k outputs times their router weights, summed (k multiplies, k − 1 adds
+                          per element), plus the shared output (one add): reads N·k×H, the N·k weights and
+                          N×H shared; writes N×H. With residual fusion the residual add is in its epilogue
+      mlp_residual        x + the combined output
+    FLOPs follow the k experts each token uses: 2·N·k·(3·H·I_e) for the three expert matmuls.
+    """
+    m = w.model
+    moe = m.moe
+    assert moe is not None
+    n, h, a = w.tokens, m.hidden_size, dtype_bytes(w.dtype)
+    k, ie = moe.experts_per_token, moe.expert_intermediate_size
+    pairs = n * k
+    x = experts_touched(w)
+    fused = set(w.fused)
+    ops: list[Op] = [rmsnorm_op("mlp_norm", n, h, w.dtype),
+                     router_op("router", n, h, moe.num_experts, k, w.dtype)]
+    if "gate_up" in fused:
+        gate_up = expert_matmul_op("expert_gate_up_proj", pairs, h, 2 * ie, x, w.dtype)
+        ops.append(_with_act(gate_up, pairs, ie, w.dtype) if "act" in fused else gate_up)
+    else:
+        ops.append(expert_matmul_op("expert_gate_proj", pairs, h, ie, x, w.dtype))
+        ops.append(expert_matmul_op("expert_up_proj", pairs, h, ie, x, w.dtype))
+    if "act" not in fused:
+        ops.append(_act("expert_act", pairs, ie, w.dtype))
+    ops.append(expert_matmul_op("expert_down_proj", pairs, ie, h, x, w.dtype))
+    shared = moe.shared_width > 0
+    if shared:
+        ops += _gated_mlp(w, "shared_", moe.shared_width, norm_in=False)
+    combine = Op(
+        name="moe_combine",
+        kind="elementwise",
+        flops=(2 * k - 1 + (1 if shared else 0)) * n * h,
+        bytes=(pairs * h + pairs + (n * h if shared else 0) + n * h) * a,
+        unit="vector",
+        dtype="fp32",
+        reads=f"{pairs}×{h} expert outputs, their {pairs} router weights" + (f", shared {n}×{h}" if shared else ""),
+        writes=f"{n}×{h}",
+        computes=f"per element: {k} multiplies by the router weights, {k - 1} adds"
+                 + (", 1 add of the shared experts' output" if shared else ""),
+    )
+    if "residual" in fused:
+        ops.append(_with_residual(combine, w))
+    else:
+        ops += [combine, _residual("mlp_residual", w)]
+    return ops
+
+
+def layer_ops(w: Workload) -> list[Op]:
+    """The operations of one dense transformer block, in execution order (count 1)."""
+    return [*_attention_block(w), *_dense_mlp_block(w)]
+
+
+def moe_layer_ops(w: Workload) -> list[Op]:
+    """The operations of one MoE block, in execution order (count 1): attention, then the experts."""
+    return [*_attention_block(w), *_moe_mlp_block(w)]
+
+
+def _merge_layers(blocks: list[tuple[list[Op], int]]) -> list[Op]:
+    """The ops of several kinds of layer, each block's ops times its count; an op in more than one kind (the
+    attention, mlp_norm, mlp_residual: the same work by the same name) once, with the counts added. An op new to
+    the list goes before the next op of its block that is already there, so that the order stays each block's:
+    dense layers' MLP, then the MoE one's, then mlp_residual."""
+    merged: list[Op] = []
+    for ops, count in blocks:
+        if count == 0:
+            continue
+        for j, op in enumerate(ops):
+            names = [o.name for o in merged]
+            if op.name in names:
+                i = names.index(op.name)
+                if replace(merged[i], count=1) != op:
+                    raise ValueError(f"op {op.name} differs between the kinds of layer")  # a bug in the engine
+                merged[i] = op.times(merged[i].count + count)
+            else:
+                later = [names.index(o.name) for o in ops[j + 1:] if o.name in names]
+                merged.insert(later[0] if later else len(merged), op.times(count))
+    return merged
 
 
 def model_ops(w: Workload) -> tuple[list[Op], list[Op]]:
@@ -282,11 +449,15 @@ def model_ops(w: Workload) -> tuple[list[Op], list[Op]]:
 def step_ops(w: Workload) -> list[Op]:
     """Every operation of one step with its count: the layer's ops count L; the attention phase is only the
     attention core of every layer."""
-    layers = w.model.num_layers
+    m = w.model
     if w.phase == "attention":
-        return [op.times(layers) for op in attention_ops(w)]
+        return [op.times(m.num_layers) for op in attention_ops(w)]
     before, after = model_ops(w)
-    return [*before, *(op.times(layers) for op in layer_ops(w)), *after]
+    if m.moe is None:
+        return [*before, *(op.times(m.num_layers) for op in layer_ops(w)), *after]
+    # An MoE model: its first dense layers (count first_dense_layers), then the MoE ones.
+    layers = _merge_layers([(layer_ops(w), m.dense_layers), (moe_layer_ops(w), m.moe_layers)])
+    return [*before, *layers, *after]
 
 
 def kv_cache_bytes_per_sequence(w: Workload) -> float:
@@ -296,5 +467,6 @@ def kv_cache_bytes_per_sequence(w: Workload) -> float:
 
 
 def weight_footprint_bytes(w: Workload) -> float:
-    """The model's weights in memory, in the workload's data type."""
+    """The model's weights in memory, in the workload's data type: every expert, though a step reads only the
+    ones its tokens are routed to (all of them stay resident in HBM)."""
     return w.model.parameter_count() * dtype_bytes(w.dtype)

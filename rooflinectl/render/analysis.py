@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..engine.explain import verdict
 from ..engine.roofline import Analysis
+from ..engine.transformer import experts_touched
 from ..units import GIB, duration, si
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
@@ -35,6 +36,9 @@ def analysis_json(a: Analysis) -> dict:
             "dtype": w.dtype,
             "kv_dtype": w.kv_dtype,
             "attention": w.attention,
+            # Mixture of experts only: the distinct experts each MoE layer reads (stated, or the uniform
+            # expectation: a real number, so always a float).
+            **({"experts_touched": experts_touched(w)} if w.model.moe is not None else {}),
         },
         "ops": [
             {

@@ -23,16 +23,57 @@ def scenarios_table(scenarios: dict[str, Scenario]) -> Table:
     return t
 
 
+def mlp_text(model: Model) -> str:
+    """The MLP column: the dense width, or an MoE model's 'top-k of E×I_e' (its dense layers' width after)."""
+    moe = model.moe
+    if moe is None:
+        return str(model.intermediate_size)
+    text = f"top-{moe.experts_per_token} of {moe.num_experts}×{moe.expert_intermediate_size}"
+    if moe.num_shared_experts:
+        text += f" +{moe.num_shared_experts} shared"
+    if moe.first_dense_layers:
+        text += f", {moe.first_dense_layers} dense {model.intermediate_size}"
+    return text
+
+
 def models_table(models: list[Model]) -> Table:
-    """One row per model; ``params`` is the model's own ``parameter_count()``."""
+    """One row per model; ``params`` is the model's own ``parameter_count()`` (every expert), ``active`` its
+    ``active_parameter_count()`` (the weights one token uses)."""
     m = Table(title="Models (--model ID)", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in ("id", "params", "hidden", "layers", "heads/kv", "mlp", "vocab"):
+    for col in ("id", "params", "active", "hidden", "layers", "heads/kv", "mlp", "vocab"):
         m.add_column(col, no_wrap=True, justify="left" if col == "id" else "right")
     for model in models:
-        m.add_row(Text(model.id), f"{model.parameter_count() / 1e9:.2f} B", str(model.hidden_size),
-                  str(model.num_layers), f"{model.num_heads}/{model.num_kv_heads}", str(model.intermediate_size),
+        m.add_row(Text(model.id), f"{model.parameter_count() / 1e9:.2f} B",
+                  f"{model.active_parameter_count() / 1e9:.2f} B", str(model.hidden_size),
+                  str(model.num_layers), f"{model.num_heads}/{model.num_kv_heads}", mlp_text(model),
                   str(model.vocab_size))
     return m
+
+
+def layer_pattern(model: Model) -> str:
+    """The layers in words: '32 dense', '48 MoE (top-8 of 128 experts of width 768)', '3 dense (MLP 18432),
+    then 58 MoE (…, + 1 shared expert of width 2048)'; ', q/k RMSNorm per head' where the model has it."""
+    moe = model.moe
+    norm = ", q/k RMSNorm per head" if model.qk_norm else ""
+    if moe is None:
+        return f"{model.num_layers} dense (MLP {model.intermediate_size}){norm}"
+    experts = f"top-{moe.experts_per_token} of {moe.num_experts} experts of width {moe.expert_intermediate_size}"
+    if moe.num_shared_experts:
+        each = moe.shared_expert_intermediate_size or moe.expert_intermediate_size
+        experts += f", + {moe.num_shared_experts} shared expert{'s' if moe.num_shared_experts > 1 else ''} of " \
+                   f"width {each}"
+    dense = f"{model.dense_layers} dense (MLP {model.intermediate_size}), then " if model.dense_layers else ""
+    return f"{dense}{model.moe_layers} MoE ({experts}){norm}"
+
+
+def model_json(model: Model) -> dict:
+    """``workloads show MODEL --json``: the model's fields, and what follows from them (computed, not typed):
+    its parameters in all and those one token uses, and its layers by kind."""
+    return {
+        **model.model_dump(),
+        "parameters": {"total": model.parameter_count(), "active_per_token": model.active_parameter_count()},
+        "layers": {"dense": model.dense_layers, "moe": model.moe_layers},
+    }
 
 
 def catalog_view(scenarios: dict[str, Scenario], models: list[Model]) -> Group:
@@ -47,8 +88,19 @@ def catalog_json(scenarios: dict[str, Scenario], models: list[Model]) -> dict:
     }
 
 
+def spec_json(spec: Scenario | Model) -> dict:
+    """``workloads show --json``: a scenario's fields, or :func:`model_json`."""
+    return model_json(spec) if isinstance(spec, Model) else spec.model_dump()
+
+
 def spec_view(spec: Scenario | Model) -> Text:
-    """``workloads show``: the scenario or model as the YAML that would define it (fields left unset omitted)."""
+    """``workloads show``: the scenario or model as the YAML that would define it (fields left unset omitted);
+    under a mixture-of-experts model, as YAML comments, its parameters in all and per token, and its layers."""
     import yaml
 
-    return Text(yaml.safe_dump(spec.model_dump(exclude_none=True), sort_keys=False).rstrip())
+    text = yaml.safe_dump(spec.model_dump(exclude_none=True), sort_keys=False).rstrip()
+    if isinstance(spec, Model) and spec.moe is not None:
+        text += (f"\n# parameters: {spec.parameter_count():,} in all (every expert, held in memory)"
+                 f"\n# active per token: {spec.active_parameter_count():,}"
+                 f"\n# layers: {layer_pattern(spec)}")
+    return Text(text)

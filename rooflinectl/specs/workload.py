@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from ..errors import UserError, closest
@@ -77,6 +84,19 @@ MlpWidth = Annotated[int, Field(gt=0, le=2**22)]  # 4,194,304: the MLP's interme
 Vocab = Annotated[int, Field(gt=0, le=2**24)]  # 16,777,216 tokens
 Positions = Annotated[int, Field(gt=0, le=2**30)]  # 1,073,741,824: a length, a context, a position limit
 Batch = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576 sequences in one step
+# Mixture of experts: the most routed experts published (Kimi K2: 384, DeepSeek-V3: 256) times about 170, and the
+# most shared experts (DeepSeek-V2-Lite: 2) and first dense layers (DeepSeek-V3: 3) far inside theirs.
+Experts = Annotated[int, Field(gt=0, le=2**16)]  # 65,536 routed experts in a layer, or a top-k of them
+SharedExperts = Annotated[int, Field(ge=0, le=2**10)]  # 1,024
+DenseLayers = Annotated[int, Field(ge=0, le=2**14)]  # as many as Layers
+
+
+def _leave_out_unused(data: dict[str, Any], unused: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the keys of ``unused`` whose value is the one given there: the fields of architectures a
+    spec does not use (experts, Qwen3's q/k norm) stay out of its dump, YAML and JSON, as before they existed."""
+    return {k: v for k, v in data.items() if not (k in unused and v == unused[k])}
+
+
 # Names: never empty (an empty id printed '' in every table and title) and short enough for a table cell and a
 # file name (a file system refuses a name over 255 bytes).
 Id = Annotated[str, Field(min_length=1, max_length=128)]
@@ -89,8 +109,46 @@ def _invalid(message: str | None) -> PydanticCustomError:
     return PydanticCustomError("invalid", message or "invalid")
 
 
+class MoE(Strict):
+    """The mixture-of-experts MLP of a model (Mixtral, Qwen3-MoE; DeepSeek's keys where they mean the same).
+
+    Each MoE layer replaces the dense MLP with a router (a linear H → E gate, softmax, top-k), ``num_experts``
+    routed experts of which each token uses ``experts_per_token`` (top-k), each a gated SiLU MLP of width
+    ``expert_intermediate_size``, and ``num_shared_experts`` experts every token uses (DeepSeek, Qwen2-MoE: of
+    width ``shared_expert_intermediate_size``, the routed width when not given). The first
+    ``first_dense_layers`` layers (DeepSeek's ``first_k_dense_replace``) keep the dense MLP of the model's
+    ``intermediate_size``.
+    """
+
+    num_experts: Experts
+    experts_per_token: Experts
+    expert_intermediate_size: MlpWidth
+    num_shared_experts: SharedExperts = 0
+    shared_expert_intermediate_size: MlpWidth | None = None
+    first_dense_layers: DenseLayers = 0
+
+    @model_validator(mode="after")
+    def _top_k(self) -> Self:
+        if self.experts_per_token > self.num_experts:
+            raise _invalid(f"experts_per_token ({self.experts_per_token}) exceeds num_experts ({self.num_experts}): "
+                           f"a token picks its top-k among the layer's experts")
+        if self.shared_expert_intermediate_size is not None and self.num_shared_experts == 0:
+            raise _invalid("shared_expert_intermediate_size is given but num_shared_experts is 0")
+        return self
+
+    @property
+    def shared_width(self) -> int:
+        """The shared experts together: n_s experts of width I_s are one gated MLP of width n_s·I_s (the same
+        weights and FLOPs; DeepSeek's code builds them so)."""
+        return self.num_shared_experts * (self.shared_expert_intermediate_size or self.expert_intermediate_size)
+
+
 class Model(Strict):
-    """A dense decoder-only transformer with RMSNorm, RoPE, GQA and a gated SiLU MLP (Llama, Mistral, Qwen2).
+    """A decoder-only transformer with RMSNorm, RoPE, GQA and a gated SiLU MLP (Llama, Mistral, Qwen2), or with
+    a mixture of experts in place of the MLP (``moe``: Mixtral, Qwen3-MoE).
+
+    ``qk_norm``: an RMSNorm over each head of Q and of K after their projections, with a gain of ``head_dim``
+    each (Qwen3).
 
     ``max_position_embeddings`` is the longest sequence the model is specified for (config.json's key of that
     name); ``sliding_window``, when set, the positions each layer attends to (Mistral 7B v0.1: 4096). The engine
@@ -112,11 +170,21 @@ class Model(Strict):
     tie_embeddings: bool = False
     max_position_embeddings: Positions | None = None
     sliding_window: Positions | None = None
+    qk_norm: bool = False
+    moe: MoE | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return _leave_out_unused(data, {"qk_norm": False, "moe": None})
 
     @model_validator(mode="after")
     def _gqa(self) -> Self:
         if self.num_heads % self.num_kv_heads:
             raise _invalid(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:
+            raise _invalid(f"moe.first_dense_layers ({self.moe.first_dense_layers}) leaves none of the "
+                           f"{self.num_layers} layers with experts: drop 'moe' for a dense model")
         return self
 
     def max_length(self) -> tuple[int, str] | None:
@@ -138,13 +206,42 @@ class Model(Strict):
     def kv_dim(self) -> int:
         return self.num_kv_heads * self.head_dim
 
-    def parameter_count(self) -> int:
-        """Weights of the whole model: per layer Q, K, V, O, gate, up, down and two norm gains; embedding,
-        final norm, and the LM head unless tied to the embedding."""
-        h, i = self.hidden_size, self.intermediate_size
-        per_layer = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 3 * h * i + 2 * h
+    @property
+    def dense_layers(self) -> int:
+        """Layers with the dense MLP: all of them, or an MoE model's first ``first_dense_layers``."""
+        return self.num_layers if self.moe is None else self.moe.first_dense_layers
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is the mixture of experts."""
+        return self.num_layers - self.dense_layers
+
+    def _parameters(self, experts: int) -> int:
+        """Weights with ``experts`` routed experts in each MoE layer: per layer Q, K, V, O and two norm gains
+        (and the two per-head gains of ``qk_norm``); per dense layer gate, up and down (3·H·I); per MoE layer
+        the router's H×E gate, ``experts`` gated MLPs of 3·H·I_e and the shared experts' 3·H·n_s·I_s;
+        embedding, final norm, and the LM head unless tied to the embedding."""
+        h = self.hidden_size
+        attention = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 2 * h
+        if self.qk_norm:
+            attention += 2 * self.head_dim
+        total = self.num_layers * attention + self.dense_layers * 3 * h * self.intermediate_size
+        if self.moe is not None:
+            e = self.moe
+            moe_layer = h * e.num_experts + experts * 3 * h * e.expert_intermediate_size + 3 * h * e.shared_width
+            total += self.moe_layers * moe_layer
         head = 0 if self.tie_embeddings else self.vocab_size * h
-        return self.num_layers * per_layer + self.vocab_size * h + h + head
+        return total + self.vocab_size * h + h + head
+
+    def parameter_count(self) -> int:
+        """Weights of the whole model, every expert included: what the GPU holds."""
+        return self._parameters(self.moe.num_experts if self.moe else 0)
+
+    def active_parameter_count(self) -> int:
+        """Weights one token uses: every routed expert but its top-k left out, the embedding table, LM head and
+        router included (the convention of the published "active" counts: Mixtral 8x7B's 12.9 B is 12.88 B
+        so counted). A dense model's are all of them."""
+        return self._parameters(self.moe.experts_per_token if self.moe else 0)
 
 
 class Scenario(Strict):
@@ -161,6 +258,14 @@ class Scenario(Strict):
     attention: AttentionImpl = "flash"
     causal: bool = True
     fused: list[Fusion] = Field(default_factory=list)
+    # Distinct routed experts each MoE layer reads in the step, where routing is not uniform (skew); None: the
+    # uniform expectation (engine/transformer.py's experts_touched). Checked against the model in Workload.
+    experts_touched: Experts | None = None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return _leave_out_unused(data, {"experts_touched": None})
 
     @field_validator("model", mode="wrap")
     @classmethod
@@ -219,6 +324,27 @@ class Workload(Strict):
     attention: AttentionImpl
     causal: bool
     fused: tuple[Fusion, ...] = ()
+    experts_touched: Experts | None = None
+
+    @model_validator(mode="after")
+    def _experts_touched_possible(self) -> Self:
+        """A stated number of experts touched is one the step can touch: a model with experts, at least the k
+        that one token uses, at most the layer's E and at most the k of each token of the step (N·k). A
+        UserError, one line with no field path in front."""
+        n = self.experts_touched
+        if n is None:
+            return self
+        moe = self.model.moe
+        if moe is None:
+            raise UserError(f"experts_touched {n}: model {self.model.id} has no experts (it is dense)")
+        k, e = moe.experts_per_token, moe.num_experts
+        most = min(e, self.tokens * k)
+        if not k <= n <= most:
+            step = f"a step of {self.tokens:,} token{'s' if self.tokens > 1 else ''}"
+            reach = f"exactly {k}" if most == k else f"{k} to {most:,} of them per layer"
+            raise UserError(f"experts_touched {n}: {self.model.id} routes each token to {k} of its {e} experts, and "
+                            f"{step} touches {reach}")
+        return self
 
     @model_validator(mode="after")
     def _within_the_models_positions(self) -> Self:
@@ -278,7 +404,9 @@ class Workload(Strict):
 
     def label(self) -> str:
         size = f"{length_field(self.phase)} {self.length}"
-        return f"{self.model.id} {self.phase}, batch {self.batch}, {size}, {self.dtype}, {self.attention} attention"
+        touched = f", {self.experts_touched} experts touched" if self.experts_touched is not None else ""
+        return (f"{self.model.id} {self.phase}, batch {self.batch}, {size}, {self.dtype}, {self.attention} attention"
+                f"{touched}")
 
 
 # --- models --------------------------------------------------------------------------------------------------
@@ -298,11 +426,54 @@ def list_models() -> list[Model]:
     return [load_model(str(p)) for p in _model_catalog().values()]
 
 
-_HF_MODEL_TYPES: tuple[str, ...] = ("llama", "mistral", "qwen2")
+_HF_MODEL_TYPES: tuple[str, ...] = ("llama", "mistral", "qwen2", "mixtral", "qwen3_moe")
+# The expert keys each mixture-of-experts model type is read with; any other expert key in its config is refused.
+_HF_MOE_KEYS: dict[str, tuple[str, ...]] = {
+    "mixtral": ("num_local_experts", "num_experts_per_tok"),
+    "qwen3_moe": ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
+                  "mlp_only_layers", "norm_topk_prob"),
+}
+# Keys of architectures the importer does not count: experts outside the model types above (DeepSeek's routed and
+# shared experts, grouped routing, dense first layers; Qwen2-MoE's shared expert) and MLA's low-rank attention.
 _HF_UNMODELLED_KEYS: tuple[str, ...] = (
     "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
     "moe_intermediate_size", "first_k_dense_replace", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+    "shared_expert_intermediate_size", "moe_layer_freq", "n_group", "topk_group", "decoder_sparse_step",
+    "mlp_only_layers",
 )
+
+
+def _no_experts(value: Any) -> bool:
+    """A key of an expert architecture that says "none": None, 0 or 1 (an int, not a boolean), or an empty list
+    (Qwen's ``mlp_only_layers``)."""
+    return value is None or (type(value) is int and value in (0, 1)) or value == []
+
+
+def _hf_moe(cfg: dict[str, Any], model_type: str, path: Path) -> dict[str, Any]:
+    """The ``moe`` section of a Mixtral or Qwen3-MoE config. Mixtral: ``num_local_experts``, top-k
+    ``num_experts_per_tok``, and ``intermediate_size`` is each expert's width (every layer is MoE). Qwen3-MoE:
+    ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``; ``decoder_sparse_step`` 1 and no
+    ``mlp_only_layers`` (every layer MoE) are what is modelled, and other values are refused, since they put dense
+    layers between the MoE ones; ``norm_topk_prob`` (renormalizing the top-k weights, k elements per token) is
+    left out of the count. Validation names a missing or wrong size by its YAML name, under 'moe'."""
+    def need(key: str) -> Any:
+        if key not in cfg:
+            raise UserError(f"{path}: field '{key}': missing from the {model_type} config (its experts)")
+        return cfg[key]
+
+    if model_type == "mixtral":
+        return {"num_experts": need("num_local_experts"), "experts_per_token": need("num_experts_per_tok"),
+                "expert_intermediate_size": need("intermediate_size")}
+    step = cfg.get("decoder_sparse_step", 1)
+    if step != 1 or type(step) is not int:
+        raise UserError(f"{path}: field 'decoder_sparse_step': {step!r} puts dense layers between the MoE ones, "
+                        f"which is not modelled (1: every layer is MoE)")
+    dense = cfg.get("mlp_only_layers", [])
+    if dense != [] and dense is not None:
+        raise UserError(f"{path}: field 'mlp_only_layers': {dense!r} makes layers dense among the MoE ones, "
+                        f"which is not modelled (give none)")
+    return {"num_experts": need("num_experts"), "experts_per_token": need("num_experts_per_tok"),
+            "expert_intermediate_size": need("moe_intermediate_size")}
 
 
 def _hf_sliding_window(cfg: dict[str, Any], path: Path) -> Any:
@@ -317,21 +488,26 @@ def _hf_sliding_window(cfg: dict[str, Any], path: Path) -> Any:
 
 
 def model_from_hf_config(path: Path) -> Model:
-    """A Model from a Hugging Face ``config.json`` (Llama/Mistral/Qwen2-style keys)."""
+    """A Model from a Hugging Face ``config.json`` (Llama/Mistral/Qwen2-style keys; Mixtral and Qwen3-MoE with
+    their experts)."""
     cfg = read_json(path)
     # A config this importer does not model must not be analysed as the dense Llama it is not (a DeepSeek config
     # read as dense printed wrong numbers with exit 0): a model type other than these, or any key of an
-    # architecture it does not count (experts, MLA's low-rank attention), is refused by name.
+    # architecture it does not count (experts outside Mixtral and Qwen3-MoE, MLA's low-rank attention), is
+    # refused by name.
     model_type = cfg.get("model_type")
     if model_type is not None and model_type not in _HF_MODEL_TYPES:
-        raise UserError(f"{path}: field 'model_type': '{model_type}' is not modelled; rooflinectl counts dense "
+        raise UserError(f"{path}: field 'model_type': '{model_type}' is not modelled; rooflinectl counts "
                         f"{', '.join(_HF_MODEL_TYPES)} models")
-    # None, 0 or 1 (of type int, not a boolean) mean "no experts"; anything else is an architecture not modelled.
-    unknown = sorted(k for k in _HF_UNMODELLED_KEYS
-                     if k in cfg and cfg[k] is not None and (type(cfg[k]) is not int or cfg[k] not in (0, 1)))
+    own = _HF_MOE_KEYS.get(model_type, ()) if isinstance(model_type, str) else ()
+    # Outside a model type's own expert keys, None, 0 or 1 mean "no experts"; anything else is an architecture
+    # not modelled.
+    unknown = sorted(k for k in _HF_UNMODELLED_KEYS if k in cfg and k not in own and not _no_experts(cfg[k]))
     if unknown:
-        raise UserError(f"{path}: field '{unknown[0]}': mixture-of-experts and latent-attention models are not "
-                        f"modelled; rooflinectl counts dense models")
+        raise UserError(f"{path}: field '{unknown[0]}': mixture-of-experts and latent-attention models are "
+                        f"modelled only as model_type {' or '.join(_HF_MOE_KEYS)} (without MLA)")
+    if cfg.get("attention_bias", False) is not False:
+        raise UserError(f"{path}: field 'attention_bias': biases on the projections are not modelled")
     act = cfg.get("hidden_act", "silu")
     if act not in ("silu", "swish"):
         raise UserError(f"{path}: field 'hidden_act': only the gated SiLU MLP is supported, not '{act}'")
@@ -368,6 +544,10 @@ def model_from_hf_config(path: Path) -> Model:
         "max_position_embeddings": cfg.get("max_position_embeddings"),
         "sliding_window": _hf_sliding_window(cfg, path),
     }
+    if model_type in _HF_MOE_KEYS:
+        data["moe"] = _hf_moe(cfg, model_type, path)
+    if model_type == "qwen3_moe":
+        data["qk_norm"] = True  # Qwen3's q_norm and k_norm: RMSNorm over each head of Q and K (no config key)
     return validate(Model, data, str(path))
 
 
@@ -424,7 +604,8 @@ def resolve_workload(name: str, **overrides: Any) -> Workload:
     """Load scenario ``name``, apply the overrides that are not None, and resolve its model.
 
     Overrides are Scenario fields (``model``, ``batch``, ``seq_len``, ``context``, ``dtype``, ``kv_dtype``,
-    ``attention``, ``causal``, ``fused``). Sizes are checked here, so a negative ``--batch`` is a UserError.
+    ``attention``, ``causal``, ``fused``, ``experts_touched``). Sizes are checked here, so a negative ``--batch``
+    is a UserError.
     """
     scenario = load_scenario(name)
     given = {k: v for k, v in overrides.items() if v is not None}
@@ -459,6 +640,7 @@ def workload_from_scenario(scenario: Scenario) -> Workload:
         attention=scenario.attention,
         causal=scenario.causal,
         fused=tuple(scenario.fused),
+        experts_touched=scenario.experts_touched,
     )
 
 
@@ -479,4 +661,5 @@ def scenario_from_workload(w: Workload) -> Scenario:
         attention=w.attention,
         causal=w.causal,
         fused=list(w.fused),
+        experts_touched=w.experts_touched,
     )

@@ -72,6 +72,7 @@ ANALYZE = {
     "hardware.peak_tflops": (float,), "hardware.ridge": (float,),
     "workload.phase": (str,), "workload.model": (str,), "workload.batch": (int,), "workload.seq_len": (int,),
     "workload.context": (int,), "workload.dtype": (str,), "workload.kv_dtype": (str,), "workload.attention": (str,),
+    "workload.experts_touched": (float,),  # a mixture-of-experts model's only
     "ops[].name": (str,), "ops[].count": (int,), "ops[].flops": (int,), "ops[].bytes": (int,),
     "ops[].intensity": (float,), "ops[].bound": (str,), "ops[].attainable_tflops": (float,), "ops[].time_s": (float,),
     "totals.flops": (int,), "totals.bytes": (int,), "totals.time_s": (float,), "totals.tokens_per_s": (float,),
@@ -85,6 +86,10 @@ ANALYZE_CASES = [
     ["analyze", "prefill", "--gpu", "mi300x", "--attention", "naive", "--dtype", "fp8", "--kv-dtype", "fp8"],
     ["analyze", "prefill", "--gpu", "l4", "--dtype", "fp32", "--model", "llama-2-7b"],
     ["analyze", "attention", "--gpu", "h200", "--no-causal", "--seq-len", "1000"],
+    # Mixture of experts: the expected experts touched (a real number), and a stated one (still a float).
+    ["analyze", "decode", "--gpu", "h200", "--model", "mixtral-8x7b", "--batch", "32"],
+    ["analyze", "prefill", "--gpu", "h100", "--model", "qwen3-30b-a3b", "--experts-touched", "100",
+     "--fuse", "qkv,gate_up,act,norm_linear,residual"],
 ]
 
 
@@ -215,6 +220,15 @@ MODEL = {
     "num_kv_heads": (int,), "head_dim": (int,), "intermediate_size": (int,), "mlp": (str,), "vocab_size": (int,),
     "tie_embeddings": (bool,), "max_position_embeddings": (int, NONE), "sliding_window": (int, NONE),
 }
+# The fields only a model that has them dumps (Qwen3's q/k norm, a mixture of experts), and what `workloads show`
+# adds to a model: its parameters and layers, computed.
+MOE_MODEL = {
+    **MODEL, "qk_norm": (bool,), "moe.num_experts": (int,), "moe.experts_per_token": (int,),
+    "moe.expert_intermediate_size": (int,), "moe.num_shared_experts": (int,),
+    "moe.shared_expert_intermediate_size": (int, NONE), "moe.first_dense_layers": (int,),
+}
+MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
+               "layers.dense": (int,), "layers.moe": (int,)}
 SCENARIO = {
     "phase": (str,), "model": (str,), "description": (str, NONE), "batch": (int,), "seq_len": (int, NONE),
     "context": (int, NONE), "dtype": (str,), "kv_dtype": (str, NONE), "attention": (str,), "causal": (bool,),
@@ -233,7 +247,7 @@ def test_workloads_show_json_schema(tmp_path):
     scenarios = [run_json("workloads", "show", name) for name in ("decode", "prefill", "attention", str(inline))]
     check_schema(scenarios, SCENARIO)
     models = [run_json("workloads", "show", p.stem) for p in sorted((ROOT / "workloads" / "models").glob("*.yaml"))]
-    check_schema(models, MODEL)
+    check_schema(models, MODEL_SHOWN)
 
 
 def test_workloads_list_json_schema():
@@ -241,7 +255,7 @@ def test_workloads_list_json_schema():
     assert set(data) == {"scenarios", "models"}
     check_schema(list(data["scenarios"].values()), {k: v for k, v in SCENARIO.items() if k != "fused[]"
                                                     and not k.startswith("model.")})
-    check_schema(data["models"], MODEL)
+    check_schema(data["models"], MOE_MODEL)
 
 
 # --- plot ----------------------------------------------------------------------------------------------------
