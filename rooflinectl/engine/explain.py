@@ -45,27 +45,35 @@ def moe_lines(a: Analysis) -> list[str]:
         return []
     e, k, n = moe.num_experts, moe.experts_per_token, w.tokens
     touched = experts_touched(w)
-    how = ("as stated (--experts-touched)" if w.experts_touched is not None
-           else "expected under uniform routing, E·(1 − (1 − k/E)^N)")
     experts = [p for p in a.placements if p.op.kind == "expert"]
     flops = sum(p.op.flops for p in experts)
     moved = sum(p.op.bytes for p in experts)
     full = tokens_to_touch(e, k, ALL_EXPERTS)
+    if w.experts_touched is not None:
+        uniform = experts_touched(w.model_copy(update={"experts_touched": None}))
+        how = (f", as stated (--experts-touched); uniform routing would touch {uniform:.4g}, and "
+               f"{ALL_EXPERTS:.0%} of the {e} from {full:,} tokens on")
+    else:
+        how = " (expected under uniform routing, E·(1 − (1 − k/E)^N))"
     if w.phase == "decode":
-        grows = (f"so the expert weights read grow with batch until every expert is touched: the expected count "
-                 f"reaches {ALL_EXPERTS:.0%} of {e} at batch {full:,}")
-        grows += "." if w.batch < full else ", which this batch is past."
+        if w.experts_touched is not None:
+            grows = f"{how}."
+        else:
+            grows = (f"{how}, so the expert weights read grow with batch until every expert is touched: the expected "
+                     f"count reaches {ALL_EXPERTS:.0%} of {e} at batch {full:,}")
+            grows += "." if w.batch < full else ", which this batch is past."
         return [
             f"Each of the {w.model.moe_layers} MoE layers routes each token to {k} of its {e} experts: the step "
-            f"reads {touched:.4g} distinct experts per layer ({how}), {grows}",
+            f"reads {touched:.4g} distinct experts per layer{grows}",
             f"The expert matmuls sit at intensity {flops / moved:.1f} FLOP/byte: an expert's weights, once read, "
             f"serve {n * k / touched:.3g} token{'s' if n * k != touched else ''} on average (N·k / experts touched)"
             + (f", where the dense layers' serve all {n:,}." if n > 1 else "."),
         ]
+    if w.experts_touched is None:
+        how = f"{how[:-1]}; {ALL_EXPERTS:.0%} of them from {full:,} tokens on)"
     return [
-        f"Each MoE layer routes each of the {n:,} tokens to {k} of its {e} experts: it reads {touched:.4g} of them "
-        f"({how}; {ALL_EXPERTS:.0%} of them from {full:,} tokens on), and the expert matmuls sit at intensity "
-        f"{flops / moved:.0f} FLOP/byte."
+        f"Each MoE layer routes each of the {n:,} tokens to {k} of its {e} experts: it reads {touched:.4g} of "
+        f"them{how}, and the expert matmuls sit at intensity {flops / moved:.0f} FLOP/byte."
     ]
 
 
@@ -79,7 +87,9 @@ def verdict(a: Analysis) -> list[str]:
 
     if w.phase in ("decode", "prefill"):
         intensity, turn = linear_summary(a)
-        linear = "the linear layers" if w.model.moe is None else "the dense linear layers (all but the experts)"
+        moe = w.model.moe
+        linear = ("the linear layers" if moe is None else "the dense linear layers (attention projections"
+                  + (", shared experts)" if moe.num_shared_experts else ")"))
         side = "left" if intensity < ridge else "right"
         bound = "memory-bound" if intensity < ridge else "compute-bound"
         if w.phase == "decode":

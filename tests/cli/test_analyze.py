@@ -164,3 +164,28 @@ def test_readme_analyze_output_is_current():
     readme = (ROOT / "README.md").read_text()
     block = readme.split("$ rooflinectl analyze decode --gpu a100\n", 1)[1].split("```", 1)[0]
     assert cli("analyze", "decode", "--gpu", "a100").stdout.rstrip() == block.rstrip()
+
+
+def test_analyze_a_mixture_of_experts_decode():
+    """Issue 12's first example runs, and its JSON states the experts each MoE layer reads."""
+    result = cli("analyze", "decode", "--gpu", "h200", "--model", "mixtral-8x7b", "--batch", "32")
+    assert result.exit_code == 0, result.output
+    assert "expert_gate_proj" in result.stdout and "router" in result.stdout
+    data = json.loads(cli("analyze", "decode", "--gpu", "h200", "--model", "mixtral-8x7b", "--batch", "32",
+                          "--experts-touched", "6", "--json").stdout)
+    assert data["workload"]["experts_touched"] == 6.0
+    gate = next(o for o in data["ops"] if o["name"] == "expert_gate_proj")
+    # 64 rows of x, 6 experts' 4096×14336 weights, 64×14336 out, in bf16.
+    assert gate["bytes"] == (64 * 4096 + 6 * 4096 * 14336 + 64 * 14336) * 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--experts-touched", "9"], "error: experts_touched 9: mixtral-8x7b routes each token to 2 of its 8 experts"),
+    (["--experts-touched", "0"], "experts_touched"),
+    (["--model", "llama-3-8b", "--experts-touched", "2"], "model llama-3-8b has no experts"),
+])
+def test_analyze_refuses_impossible_experts_touched_in_one_line(args, message):
+    base = ["analyze", "decode", "--gpu", "h200", "--model", "mixtral-8x7b", "--batch", "32"]
+    result = cli(*base, *args)
+    assert result.exit_code == 2
+    assert message in result.stderr and result.stderr.count("\n") == 1

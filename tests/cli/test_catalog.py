@@ -18,3 +18,16 @@ def test_hardware_and_workloads_commands():
     assert "llama-3-8b" in listed.stdout and "decode" in listed.stdout
     assert "context: 4096" in cli("workloads", "show", "decode").stdout
     assert "hidden_size: 4096" in cli("workloads", "show", "llama-3-8b").stdout
+
+
+def test_workloads_show_an_moe_model_states_its_parameters_and_layers():
+    shown = cli("workloads", "show", "qwen3-30b-a3b").stdout
+    assert "# parameters: 30,532,122,624 in all (every expert, held in memory)" in shown
+    assert "# active per token: 3,353,032,704" in shown
+    assert "# layers: 48 MoE (top-8 of 128 experts of width 768), q/k RMSNorm per head" in shown
+    data = json.loads(cli("workloads", "show", "mixtral-8x7b", "--json").stdout)
+    assert data["parameters"] == {"total": 46_702_792_704, "active_per_token": 12_879_925_248}
+    assert data["layers"] == {"dense": 0, "moe": 32}
+    assert data["moe"]["num_experts"] == 8
+    listed = cli("workloads", "list").stdout
+    assert "top-2 of 8×14336" in listed
