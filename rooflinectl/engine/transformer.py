@@ -373,7 +373,7 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
         dtype="fp32",
         reads=f"{pairs}×{h} expert outputs, their {pairs} router weights" + (f", shared {n}×{h}" if shared else ""),
         writes=f"{n}×{h}",
-        computes=f"per element: {k} multiplies by the router weights, {k - 1} adds"
+        computes=f"per element: {k} multiplies by the router weights, {k - 1} add{'s' if k != 2 else ''}"
                  + (", 1 add of the shared experts' output" if shared else ""),
     )
     if "residual" in fused:

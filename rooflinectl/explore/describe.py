@@ -5,8 +5,9 @@ Every number comes from the engine's Placement and Analysis; the rules below onl
 
 from __future__ import annotations
 
-from ..engine.explain import linear_summary
+from ..engine.explain import ALL_EXPERTS, linear_summary
 from ..engine.roofline import Analysis, Placement
+from ..engine.transformer import tokens_to_touch
 from ..units import duration, si
 
 # The ops that a --fuse option folds into a neighbouring matmul's prologue or epilogue, and that option. Which
@@ -18,6 +19,15 @@ FUSABLE = {
     "act": "gate_up + act (SiLU(gate)·up in the epilogue of the gate_up matmul)",
     "attn_residual": "residual (the add in the epilogue of o_proj)",
     "mlp_residual": "residual (the add in the epilogue of down_proj)",
+}
+# In a mixture-of-experts layer (engine/transformer.py's _moe_mlp_block) the MLP's ops differ: mlp_norm stays its
+# own kernel (the router and every expert read its output), the residual add folds into moe_combine, and the
+# experts' and shared experts' activations fold as the dense one does.
+MOE_FUSABLE = {
+    "mlp_norm": None,
+    "mlp_residual": "residual (the add in the epilogue of moe_combine)",
+    "expert_act": "gate_up + act (SiLU(gate)·up in the epilogue of the experts' gate_up matmul)",
+    "shared_act": "gate_up + act (SiLU(gate)·up in the epilogue of the shared experts' gate_up matmul)",
 }
 # The LM head: the one linear op that computes for the last token of each sequence only (``model_ops``).
 LM_HEAD = "lm_head"
@@ -42,6 +52,13 @@ def placement_line(p: Placement) -> str:
     )
 
 
+def fusion_for(p: Placement, a: Analysis) -> str | None:
+    """The --fuse option that folds this op into a neighbour, or None (``FUSABLE``, ``MOE_FUSABLE``)."""
+    if a.workload.model.moe is not None and p.name in MOE_FUSABLE:
+        return MOE_FUSABLE[p.name]
+    return FUSABLE.get(p.name)
+
+
 def hints(p: Placement, a: Analysis) -> list[str]:
     """What would move this op, most effective first, by rule: the op's kind, phase and bound."""
     w = a.workload
@@ -62,18 +79,32 @@ def hints(p: Placement, a: Analysis) -> list[str]:
             out.append("more sequences per step (key b): logits are computed for the last token of each only")
         elif kind == "linear":
             out.append("more tokens per step (batch, prompt length) to reuse each read of the weights")
+        elif kind == "expert":
+            moe = w.model.moe
+            assert moe is not None  # an expert op comes from a model with experts
+            full = tokens_to_touch(moe.num_experts, moe.experts_per_token, ALL_EXPERTS)
+            out.append(
+                f"batching (key b): more tokens share each expert's read, but a larger batch also touches more "
+                f"experts, until {ALL_EXPERTS:.0%} of the {moe.num_experts} are at batch {full:,} in decode; "
+                f"from there on, batching shares every expert's read as it does a linear layer's"
+            )
+        elif kind == "router":
+            out.append("more tokens per step: the H×E gate is read once for all of them, as a linear layer's "
+                       "weights are")
         elif kind == "attention" and not naive_attention and w.phase == "decode":
             out.append(
                 "batching does not help: each sequence reads its own KV cache; a narrower KV cache (--kv-dtype "
                 "fp8) or fewer KV heads cut its bytes"
             )
-        elif p.name in FUSABLE:
-            out.append(f"fusion, --fuse {FUSABLE[p.name]}: its input and output skip the trip through HBM")
+        elif fusion_for(p, a):
+            out.append(f"fusion, --fuse {fusion_for(p, a)}: its input and output skip the trip through HBM")
+        elif p.name == "mlp_norm":  # of an MoE layer: no option folds it
+            out.append("no fusion folds it: the router and every expert read its output, so it is written once")
         elif p.op.flops == 0:
             out.append("nothing to compute: only fewer bytes (a narrower data type, fusion) or faster memory help")
         elif not naive_attention:
             out.append("fusion into a neighbouring kernel: for elementwise work the bytes are the whole cost")
-        if kind == "linear" and w.dtype in ("fp32", "bf16", "fp16"):
+        if kind in ("linear", "expert") and w.dtype in ("fp32", "bf16", "fp16"):
             out.append("narrower weights (fp8 or int8, key d) halve the bytes of every weight read")
         out.append(f"faster memory (key g): its time is bytes / {p.bandwidth / 1e9:,.0f} GB/s")
     else:

@@ -7,6 +7,8 @@ import json
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rooflinectl.engine.explain import verdict
 from rooflinectl.engine.op import SOFTMAX_FLOPS_PER_ELEMENT, TOPK_FLOPS_PER_ELEMENT_PER_PICK
@@ -383,3 +385,41 @@ def test_the_verdict_explains_moe_decode():
     assert "expert weights read grow" not in stated
     dense = " ".join(verdict(analyze(resolve_workload("decode", model="llama-3-8b"), H200)))
     assert "expert" not in dense
+
+
+# --- properties --------------------------------------------------------------------------------------------------
+
+
+def _toy_moe(e: int, k: int) -> Model:
+    return validate(Model, {**TOY, "moe": {"num_experts": e, "experts_per_token": k,
+                                            "expert_intermediate_size": 8}}, "test")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_expected_experts_touched_stay_between_k_and_their_limits_and_rise_with_tokens(data):
+    e = data.draw(st.integers(1, 2**16), label="E")
+    k = data.draw(st.integers(1, e), label="k")
+    model = _toy_moe(e, k)
+    batches = sorted(data.draw(st.lists(st.integers(1, 2**20), min_size=2, max_size=5, unique=True)))
+    touched = [experts_touched(resolve_workload("decode", model=model, batch=b, context=8))  # type: ignore[arg-type]
+               for b in batches]
+    for b, x in zip(batches, touched):
+        assert k <= x <= min(e, b * k)
+    assert touched == sorted(touched)
+    n = tokens_to_touch(e, k, 0.99)
+    # The batch the verdict names is the first whose expectation reaches 99% of E.
+    assert e * (1 - (1 - k / e) ** n) >= 0.99 * e * (1 - 1e-12)
+    assert n == 1 or e * (1 - (1 - k / e) ** (n - 1)) < 0.99 * e
+
+
+def test_a_saved_moe_scenario_round_trips_with_its_experts_touched(tmp_path):
+    import yaml
+
+    from rooflinectl.specs.workload import scenario_from_workload
+
+    w = resolve_workload("decode", model="qwen3-30b-a3b", batch=64, experts_touched=40)
+    path = tmp_path / "saved.yaml"
+    path.write_text(yaml.safe_dump(scenario_from_workload(w).model_dump(exclude_none=True)))
+    assert "experts_touched: 40" in path.read_text()
+    assert resolve_workload(str(path)) == w

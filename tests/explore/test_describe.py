@@ -37,3 +37,18 @@ def test_hints_follow_the_ops_kind_not_its_name():
         renamed = replace(p, op=replace(p.op, name="renamed"))
         assert any(fragment in h for h in hints(renamed, a)), (name, hints(renamed, a))
         assert hints(renamed, a) == hints(p, a)
+
+
+def test_moe_ops_get_advice_for_what_they_are():
+    """Mixture of experts: the expert matmuls are told that batching touches more experts, mlp_norm is not offered
+    norm_linear (it does not apply in an MoE layer) and the residual folds into moe_combine."""
+    from rooflinectl.specs.hardware import load_gpu
+
+    a = analyze(resolve_workload("decode", model="mixtral-8x7b", batch=8), load_gpu("h200"))
+    expert = " ".join(describe(a.placement("expert_gate_proj"), a))
+    assert "a larger batch also touches more experts, until 99% of the 8 are at batch 17" in expert
+    assert "elementwise" not in expert
+    assert "norm_linear" not in " ".join(describe(a.placement("mlp_norm"), a))
+    assert "epilogue of moe_combine" in " ".join(describe(a.placement("mlp_residual"), a))
+    assert "experts' gate_up" in " ".join(describe(a.placement("expert_act"), a))
+    assert "H×E gate" in " ".join(describe(a.placement("router"), a))
