@@ -273,3 +273,13 @@ def test_names_with_markup_show_as_written(tmp_path, name):
         assert name in str(app.query_one("#settings").content)
 
     explore(["b"], check, workload=w, gpu=H100.model_copy(update={"name": name}))
+
+
+def test_a_stated_experts_touched_is_refused_not_dropped():
+    """explore's keys change the batch, and with it the experts a step can touch: it counts the uniform
+    expectation, and says so rather than silently showing another analysis than 'analyze' does."""
+    w = resolve_workload("decode", model="mixtral-8x7b", batch=32, experts_touched=4)
+    with pytest.raises(UserError, match="experts_touched 4: explore counts the experts touched under uniform"):
+        state.Knobs.from_workload(w, H100)
+    uniform = state.Knobs.from_workload(resolve_workload("decode", model="mixtral-8x7b", batch=32), H100)
+    assert uniform.analyze().placement("expert_gate_proj").op.count == 32
