@@ -31,3 +31,12 @@ def test_workloads_show_an_moe_model_states_its_parameters_and_layers():
     assert data["moe"]["num_experts"] == 8
     listed = cli("workloads", "list").stdout
     assert "top-2 of 8×14336" in listed
+
+
+def test_workloads_show_of_an_moe_model_is_the_yaml_that_defines_it(tmp_path):
+    """The derived lines are YAML comments: the text output read back as a model file is the same model."""
+    from rooflinectl.specs.workload import load_model
+
+    path = tmp_path / "copy.yaml"
+    path.write_text(cli("workloads", "show", "qwen3-235b-a22b").stdout)
+    assert load_model(str(path)) == load_model("qwen3-235b-a22b")

@@ -423,3 +423,20 @@ def test_a_saved_moe_scenario_round_trips_with_its_experts_touched(tmp_path):
     path.write_text(yaml.safe_dump(scenario_from_workload(w).model_dump(exclude_none=True)))
     assert "experts_touched: 40" in path.read_text()
     assert resolve_workload(str(path)) == w
+
+
+def test_qwen3_30b_a3b_decode_batch_8_reads_a_fraction_of_its_experts():
+    """Qwen3-30B-A3B at batch 8: 8 tokens × top-8 = 64 pairs among 128 experts. Expected experts touched
+    128·(1 − (15/16)^8) = 128·(1 − 2,562,890,625/4,294,967,296) = 51.62. One expert's gate weights are
+    2048·768·2 = 3,145,728 bytes, so the gate reads 128·3,145,728·1,732,076,671/4,294,967,296
+    = 1,732,076,671·3/32 = 162,382,187.906 bytes, rounded to 162,382,188 (of 402,653,184 for all 128)."""
+    ops = ops_by_name(resolve_workload("decode", model="qwen3-30b-a3b", batch=8))
+    exact = 128 * (1 - Fraction(15, 16) ** 8) * 2048 * 768 * 2
+    assert exact == Fraction(1_732_076_671 * 3, 32)
+    gate = ops["expert_gate_proj"]
+    assert gate.weight_bytes == round(exact) == 162_382_188
+    # 64 rows of x (64·2048·2 = 262,144 bytes) in, 64×768 (98,304 bytes) out.
+    assert gate.bytes == 262_144 + 162_382_188 + 98_304 == 162_742_636
+    assert gate.flops == 2 * 64 * 2048 * 768 == 201_326_592
+    # The router: 2·8·2048·128 = 4,194,304 of gate and (5 + 8)·8·128 = 13,312 of softmax and top-8.
+    assert ops["router"].flops == 4_194_304 + 13_312
