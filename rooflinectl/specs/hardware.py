@@ -23,7 +23,7 @@ from .load import Count, Peak, Rate, Size, Strict, looks_like_path, read_yaml, s
 
 HARDWARE_PATH_ENV = "ROOFLINECTL_HARDWARE_PATH"
 
-TensorDType = Literal["fp64", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
+TensorDType = Literal["fp64", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4"]
 VectorDType = Literal["fp64", "fp32", "fp16", "bf16"]
 
 
