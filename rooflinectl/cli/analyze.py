@@ -6,6 +6,7 @@ import typer
 
 from ._app import app, command, console, print_json
 from .options import (
+    ACT_DTYPE_OPTION,
     ATTENTION_OPTION,
     BATCH_OPTION,
     CALIBRATED_OPTION,
@@ -15,10 +16,12 @@ from .options import (
     EXPERTS_TOUCHED_OPTION,
     FUSE_OPTION,
     GPU_OPTION,
+    GROUP_SIZE_OPTION,
     JSON_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
     SEQ_LEN_OPTION,
+    WEIGHT_DTYPE_OPTION,
     workload_overrides,
 )
 
@@ -33,6 +36,9 @@ def analyze(
     context: int = CONTEXT_OPTION,
     dtype: str = DTYPE_OPTION,
     kv_dtype: str = KV_DTYPE_OPTION,
+    weight_dtype: str = WEIGHT_DTYPE_OPTION,
+    act_dtype: str = ACT_DTYPE_OPTION,
+    group_size: int = GROUP_SIZE_OPTION,
     attention: str = ATTENTION_OPTION,
     causal: bool = CAUSAL_OPTION,
     fuse: str = FUSE_OPTION,
@@ -45,6 +51,8 @@ def analyze(
     Example: rooflinectl analyze decode --gpu a100 --batch 64 --context 4096
 
     Mixture of experts: rooflinectl analyze decode --gpu h200 --model mixtral-8x7b --batch 32 --experts-touched 6
+
+    Quantized weights: rooflinectl analyze decode --gpu a100 --model llama-3-8b --weight-dtype int4 --group-size 128
     """
     # The library is imported here, not at the top: `rooflinectl --help` needs none of it.
     from ..engine.roofline import analyze as analyze_workload
@@ -54,7 +62,7 @@ def analyze(
 
     w = resolve_workload(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse,
-                                       experts_touched)
+                                       experts_touched, weight_dtype, act_dtype, group_size)
     )
     result = analyze_workload(w, load_gpu(gpu), calibrated=calibrated)
     if json:

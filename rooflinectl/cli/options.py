@@ -15,7 +15,19 @@ MODEL_OPTION = typer.Option(None, "--model", "-m", help="Model id, model YAML, o
 BATCH_OPTION = typer.Option(None, "--batch", "-b", help="Sequences in the batch.")
 SEQ_LEN_OPTION = typer.Option(None, "--seq-len", "-s", help="Prompt tokens per sequence (prefill, attention).")
 CONTEXT_OPTION = typer.Option(None, "--context", "-c", help="KV positions a decode step attends to.")
-DTYPE_OPTION = typer.Option(None, "--dtype", help="Weights and activations: fp32, bf16, fp16, fp8, int8.")
+DTYPE_OPTION = typer.Option(
+    None, "--dtype", help="Weights and activations: fp32, bf16, fp16, fp8, int8 (an explicit --weight-dtype or "
+    "--act-dtype overrides it for its own part).",
+)
+WEIGHT_DTYPE_OPTION = typer.Option(
+    None, "--weight-dtype", help="The linear layers' weights: bf16, fp16, fp8, int8, int4, mxfp4, nvfp4, scales "
+    "counted (default: --dtype; embedding, LM head, norms and router stay in the activations' type).",
+)
+ACT_DTYPE_OPTION = typer.Option(
+    None, "--act-dtype", help="Activations, and the matmuls' tensor cores: bf16, fp16, fp8 or int8 (w8a8), fp4 "
+    "(with mxfp4 or nvfp4 weights) (default: --dtype).",
+)
+GROUP_SIZE_OPTION = typer.Option(None, "--group-size", help="int4 weights: weights per fp16 scale (default 128).")
 KV_DTYPE_OPTION = typer.Option(None, "--kv-dtype", help="KV cache data type (default: --dtype).")
 ATTENTION_OPTION = typer.Option(None, "--attention", help="naive (scores through HBM) or flash (on chip).")
 CAUSAL_OPTION = typer.Option(None, "--causal/--no-causal", help="Causal mask (flash skips masked scores).")
@@ -41,6 +53,9 @@ def workload_overrides(
     causal: bool | None,
     fuse: str | None,
     experts_touched: int | None = None,
+    weight_dtype: str | None = None,
+    act_dtype: str | None = None,
+    group_size: int | None = None,
 ) -> dict:
     """The workload options as ``resolve_workload``'s keyword overrides (None: not given, the scenario's).
     ``experts_touched`` is analyze's alone: a sweep of batch or length (plot, explore) changes the tokens of the
@@ -56,4 +71,7 @@ def workload_overrides(
         causal=causal,
         fused=split_list(fuse, "--fuse") if fuse is not None else None,
         experts_touched=experts_touched,
+        weight_dtype=weight_dtype,
+        act_dtype=act_dtype,
+        group_size=group_size,
     )

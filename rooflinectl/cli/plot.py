@@ -10,13 +10,16 @@ import typer
 from ..errors import UserError
 from ._app import DEFAULT_GPU, app, command, print_json, split_ints
 from .options import (
+    ACT_DTYPE_OPTION,
     ATTENTION_OPTION,
     CALIBRATED_OPTION,
     CAUSAL_OPTION,
     DTYPE_OPTION,
     FUSE_OPTION,
+    GROUP_SIZE_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    WEIGHT_DTYPE_OPTION,
     workload_overrides,
 )
 
@@ -108,6 +111,9 @@ def plot(
                                 "draws trajectories."),
     dtype: str = DTYPE_OPTION,
     kv_dtype: str = KV_DTYPE_OPTION,
+    weight_dtype: str = WEIGHT_DTYPE_OPTION,
+    act_dtype: str = ACT_DTYPE_OPTION,
+    group_size: int = GROUP_SIZE_OPTION,
     attention: str = ATTENTION_OPTION,
     causal: bool = CAUSAL_OPTION,
     fuse: str = FUSE_OPTION,
@@ -131,7 +137,8 @@ def plot(
     overrides, field, values = sizes(given)
     check_gpu_count(gpu or [], field)
     names = [workload] if workload is not None else default_phases(given)
-    common = workload_overrides(model, None, None, None, dtype, kv_dtype, attention, causal, fuse)
+    common = workload_overrides(model, None, None, None, dtype, kv_dtype, attention, causal, fuse,
+                                weight_dtype=weight_dtype, act_dtype=act_dtype, group_size=group_size)
     workloads = [resolve_workload(name, **{**common, **overrides}) for name in names]
     gpus = [load_gpu(g) for g in (gpu or [DEFAULT_GPU])]
     chart = plot_workloads(workloads, gpus, output, field, values, measured, calibrated)

@@ -33,9 +33,14 @@ def linear_summary(a: Analysis) -> tuple[float, float | None]:
     flops = sum(p.op.flops for p in linear)
     total = sum(p.op.bytes for p in linear)
     s = dtype_bytes(a.workload.dtype)
-    weights = sum(p.op.weight_bytes for p in linear) / s
+    stored = sum(p.op.weight_bytes for p in linear)
     io_per_row = sum(p.op.bytes - p.op.weight_bytes for p in linear) / (a.workload.tokens * s)
-    return flops / total, batch_at_ridge(weights, io_per_row, a.workload.dtype, a.ridge)
+    if not a.workload.quantized:
+        return flops / total, batch_at_ridge(stored / s, io_per_row, a.workload.dtype, a.ridge)
+    # Quantized weights: their elements Σk·n from the FLOPs (2·N·k·n each; a fused norm's 4 FLOPs per input
+    # element add 2/n to it, below 0.1% at n ≥ 2,048), their bytes as stored, scales included.
+    elements = flops / (2 * a.workload.tokens)
+    return flops / total, batch_at_ridge(elements, io_per_row, a.workload.dtype, a.ridge, weight_bytes=stored)
 
 
 def moe_lines(a: Analysis) -> list[str]:
@@ -83,7 +88,7 @@ def verdict(a: Analysis) -> list[str]:
     ridge = a.ridge
     lines: list[str] = []
     memory_share = sum(p.share for p in a.placements if p.bound == "memory")
-    where = f"{a.gpu.id}'s ridge at {ridge:.0f} FLOP/byte ({w.dtype})"
+    where = f"{a.gpu.id}'s ridge at {ridge:.0f} FLOP/byte ({w.matmul_dtype})"
 
     if w.phase in ("decode", "prefill"):
         intensity, turn = linear_summary(a)

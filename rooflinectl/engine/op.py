@@ -110,25 +110,31 @@ def matmul_op(
     weight_dtype: str | None = None,
     out_dtype: str | None = None,
     b_is_weight: bool = True,
+    w_bytes: int | None = None,
+    compute_dtype: str | None = None,
 ) -> Op:
     """y[m,n] = x[m,k] · W[k,n]. Reads x (m·k) and W (k·n) once, writes y (m·n); 2·m·n·k FLOPs on the unit
-    ``matmul_unit(dtype)`` names."""
+    ``matmul_unit(dtype)`` names, at ``dtype`` (the activations': a narrower weight is widened on chip).
+    ``w_bytes``: W's bytes in a quantized ``weight_dtype``, scales included (engine.quant); default k·n elements
+    of ``weight_dtype``. ``compute_dtype``: the type the tensor cores multiply in where it is narrower than x's
+    (w8a8, w4a4: x is read in ``dtype`` and quantized on chip, per token); default ``dtype``."""
     w_dtype = weight_dtype or dtype
+    c_dtype = compute_dtype or dtype
     o_dtype = out_dtype or dtype
     x_bytes = m * k * dtype_bytes(dtype)
-    w_bytes = k * n * dtype_bytes(w_dtype)
+    w_stored: float = k * n * dtype_bytes(w_dtype) if w_bytes is None else w_bytes
     y_bytes = m * n * dtype_bytes(o_dtype)
     return Op(
         name=name,
         kind="linear" if b_is_weight else "matmul",
         flops=2 * m * n * k,
-        bytes=x_bytes + w_bytes + y_bytes,
-        unit=matmul_unit(dtype),
-        dtype=dtype,
+        bytes=x_bytes + w_stored + y_bytes,
+        unit=matmul_unit(c_dtype),
+        dtype=c_dtype,
         reads=f"x {m}×{k} {dtype}, {'W' if b_is_weight else 'B'} {k}×{n} {w_dtype}",
         writes=f"y {m}×{n} {o_dtype}",
-        computes=f"2·{m}·{k}·{n} FLOPs of matmul",
-        weight_bytes=w_bytes if b_is_weight else 0,
+        computes=f"2·{m}·{k}·{n} FLOPs of matmul" + (f" in {c_dtype}" if c_dtype != dtype else ""),
+        weight_bytes=w_stored if b_is_weight else 0,
     )
 
 
@@ -150,9 +156,11 @@ def rmsnorm_op(name: str, rows: int, hidden: int, dtype: str) -> Op:
     )
 
 
-def rmsnorm_linear_op(name: str, m: int, k: int, n: int, dtype: str, *, weight_dtype: str | None = None) -> Op:
-    """Fused y = RMSNorm(x) · W: reads x, the gain and W once, writes y; the normalized x never reaches HBM."""
-    mm = matmul_op(name, m, k, n, dtype, weight_dtype=weight_dtype)
+def rmsnorm_linear_op(name: str, m: int, k: int, n: int, dtype: str, *, weight_dtype: str | None = None,
+                      w_bytes: int | None = None, compute_dtype: str | None = None) -> Op:
+    """Fused y = RMSNorm(x) · W: reads x, the gain and W once, writes y; the normalized x never reaches HBM.
+    The gain stays in ``dtype`` (norms are not quantized)."""
+    mm = matmul_op(name, m, k, n, dtype, weight_dtype=weight_dtype, w_bytes=w_bytes, compute_dtype=compute_dtype)
     gain = k * dtype_bytes(dtype)
     return replace(
         mm,
@@ -222,13 +230,19 @@ def router_op(name: str, tokens: int, hidden: int, experts: int, top_k: int, dty
     )
 
 
-def expert_matmul_op(name: str, pairs: int, k: int, n: int, experts_read: float, dtype: str) -> Op:
+def expert_matmul_op(name: str, pairs: int, k: int, n: int, experts_read: float, dtype: str, *,
+                     weight_dtype: str | None = None, expert_bytes: int | None = None,
+                     compute_dtype: str | None = None) -> Op:
     """The routed experts' grouped matmul: each of ``pairs`` (token, expert) pairs (N·top-k) multiplies the
     token's row x[k] by its expert's W[k,n]. Reads the ``pairs`` input rows (a token routed to k experts is read
     by each of them), the weights of the ``experts_read`` distinct experts, each once (an expectation, so
-    rounded to whole bytes), and writes ``pairs`` rows of n; 2·pairs·k·n FLOPs."""
+    rounded to whole bytes), and writes ``pairs`` rows of n; 2·pairs·k·n FLOPs. ``expert_bytes``: one expert's
+    W in a quantized ``weight_dtype``, scales included (engine.quant); default k·n elements of ``dtype``;
+    ``compute_dtype`` as matmul_op's."""
     s = dtype_bytes(dtype)
-    per_expert = k * n * s
+    w_dtype = weight_dtype or dtype
+    c_dtype = compute_dtype or dtype
+    per_expert = k * n * s if expert_bytes is None else expert_bytes
     # A whole number of experts (stated, all E, or k at one token) counts exactly, as an int; an expectation is
     # rounded to the byte.
     w_bytes = int(experts_read) * per_expert if float(experts_read).is_integer() else round(experts_read * per_expert)
@@ -238,10 +252,11 @@ def expert_matmul_op(name: str, pairs: int, k: int, n: int, experts_read: float,
         kind="expert",
         flops=2 * pairs * k * n,
         bytes=pairs * k * s + w_bytes + pairs * n * s,
-        unit=matmul_unit(dtype),
-        dtype=dtype,
-        reads=f"x {pairs} routed rows × {k} {dtype}, W {k}×{n} {dtype} of {read} experts",
+        unit=matmul_unit(c_dtype),
+        dtype=c_dtype,
+        reads=f"x {pairs} routed rows × {k} {dtype}, W {k}×{n} {w_dtype} of {read} experts",
         writes=f"y {pairs}×{n} {dtype}",
-        computes=f"2·{pairs}·{k}·{n} FLOPs of matmul ({pairs} token-expert pairs)",
+        computes=f"2·{pairs}·{k}·{n} FLOPs of matmul" + (f" in {c_dtype}" if c_dtype != dtype else "")
+        + f" ({pairs} token-expert pairs)",
         weight_bytes=w_bytes,
     )

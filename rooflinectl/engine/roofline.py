@@ -15,6 +15,7 @@ from ..specs.hardware import GPU, Roofs
 from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
 from .op import Op, Unit, matmul_unit
+from .quant import kernel_name
 from .transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
 
 
@@ -159,16 +160,22 @@ class Analysis:
 
     @property
     def compute_unit(self) -> Unit:
-        return matmul_unit(self.workload.dtype)
+        return matmul_unit(self.workload.matmul_dtype)
 
     @property
     def peak_flops(self) -> float:
-        """The compute roof of the workload's data type (tensor cores; vector units for fp32)."""
-        return self.roofs.peak(self.workload.dtype, self.compute_unit)
+        """The compute roof of the linear layers' data type (tensor cores; vector units for fp32): the
+        workload's dtype, or the narrower type its quantized matmuls multiply in (``Workload.matmul_dtype``)."""
+        return self.roofs.peak(self.workload.matmul_dtype, self.compute_unit)
 
     @property
     def ridge(self) -> float:
         return self.peak_flops / self.roofs.bandwidth
+
+    @property
+    def kernel(self) -> str:
+        """The matmul kernel the linear layers run (engine.quant.kernel_name): its data type is the roof's."""
+        return kernel_name(self.workload)
 
     def placement(self, name: str) -> Placement:
         """The placement of the op named ``name`` (names are unique in a step): a lookup for a row someone chose
@@ -182,7 +189,7 @@ class Analysis:
 def analyze(workload: Workload, gpu: GPU, calibrated: bool = False) -> Analysis:
     """Build the step's operations and place each under the GPU's roofs (spec sheet or measured)."""
     roofs = gpu.roofs(calibrated)
-    roofs.peak(workload.dtype, matmul_unit(workload.dtype))  # a clear error up front
+    roofs.peak(workload.matmul_dtype, matmul_unit(workload.matmul_dtype))  # a clear error up front
     placed = [place(op, roofs) for op in step_ops(workload)]
     step_time = sum(p.total_time_s for p in placed)
     placed = [replace(p, share=p.total_time_s / step_time) for p in placed]
@@ -222,15 +229,18 @@ def sweep(workload: Workload, gpu: GPU, field: SizeField, values: Sequence[int],
     return [analyze(workload.with_size(field, value), gpu, calibrated) for value in values]
 
 
-def batch_at_ridge(weight_elements: float, io_elements_per_row: float, dtype: str, ridge: float) -> float | None:
+def batch_at_ridge(weight_elements: float, io_elements_per_row: float, dtype: str, ridge: float,
+                   weight_bytes: float | None = None) -> float | None:
     """The batch m at which linear layers reach the ridge, or None if they never do.
 
     Linear layers of ``weight_elements`` weights (Σ k·n) and ``io_elements_per_row`` inputs plus outputs per row
     (Σ k + n) do 2·m·Σkn FLOPs over (Σkn + m·Σ(k+n))·s bytes; setting that ratio to ``ridge`` gives
-    m = ridge·s·Σkn / (2·Σkn − ridge·s·Σ(k+n)).
+    m = ridge·s·Σkn / (2·Σkn − ridge·s·Σ(k+n)). Weights stored in a quantized format take ``weight_bytes``
+    (scales included) instead of s·Σkn: m = ridge·weight_bytes / (2·Σkn − ridge·s·Σ(k+n)).
     """
     s = dtype_bytes(dtype)
+    stored = s * weight_elements if weight_bytes is None else weight_bytes
     denominator = 2 * weight_elements - ridge * s * io_elements_per_row
     if denominator <= 0:
         return None
-    return ridge * s * weight_elements / denominator
+    return ridge * stored / denominator

@@ -56,13 +56,26 @@ from .op import (
     router_op,
     softmax_op,
 )
+from .quant import linear_weight_bytes, weight_matrix_bytes
+
+
+def _linear(w: Workload, name: str, k: int, n: int) -> Op:
+    """A linear layer of the block, its k×n weights in the workload's weight format (engine.quant: scales
+    counted), its input read and output written in ``dtype``, multiplied in ``matmul_dtype``."""
+    if not w.quantized:
+        return matmul_op(name, w.tokens, k, n, w.dtype)
+    return matmul_op(name, w.tokens, k, n, w.dtype, weight_dtype=w.weights, w_bytes=linear_weight_bytes(w, k, n),
+                     compute_dtype=w.matmul_dtype)
 
 
 def _projection(w: Workload, name: str, k: int, n: int, norm: bool) -> Op:
     """A linear layer of the block; with ``norm`` the preceding RMSNorm runs in its prologue (norm_linear)."""
     if norm:
-        return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype)
-    return matmul_op(name, w.tokens, k, n, w.dtype)
+        if not w.quantized:
+            return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype)
+        return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype, weight_dtype=w.weights,
+                                 w_bytes=linear_weight_bytes(w, k, n), compute_dtype=w.matmul_dtype)
+    return _linear(w, name, k, n)
 
 
 def _with_residual(op: Op, w: Workload) -> Op:
@@ -214,7 +227,7 @@ def _attention_block(w: Workload) -> list[Op]:
     )
     ops.extend(attention_ops(w))
 
-    o_proj = matmul_op("o_proj", n, m.q_dim, h, w.dtype)
+    o_proj = _linear(w, "o_proj", m.q_dim, h)
     if "residual" in fused:
         ops.append(_with_residual(o_proj, w))
     else:
@@ -267,7 +280,7 @@ def _gated_mlp(w: Workload, prefix: str, width: int, norm_in: bool) -> list[Op]:
         ops.append(_projection(w, norm + prefix + "up_proj", h, width, norm_in))
     if "act" not in fused:
         ops.append(_act(prefix + "act", n, width, w.dtype))
-    ops.append(matmul_op(prefix + "down_proj", n, width, h, w.dtype))
+    ops.append(_linear(w, prefix + "down_proj", width, h))
     return ops
 
 
@@ -352,15 +365,21 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
     fused = set(w.fused)
     ops: list[Op] = [rmsnorm_op("mlp_norm", n, h, w.dtype),
                      router_op("router", n, h, moe.num_experts, k, w.dtype)]
+    def expert(name: str, k_in: int, n_out: int) -> Op:
+        if not w.quantized:
+            return expert_matmul_op(name, pairs, k_in, n_out, x, w.dtype)
+        return expert_matmul_op(name, pairs, k_in, n_out, x, w.dtype, weight_dtype=w.weights,
+                                expert_bytes=linear_weight_bytes(w, k_in, n_out), compute_dtype=w.matmul_dtype)
+
     if "gate_up" in fused:
-        gate_up = expert_matmul_op("expert_gate_up_proj", pairs, h, 2 * ie, x, w.dtype)
+        gate_up = expert("expert_gate_up_proj", h, 2 * ie)
         ops.append(_with_act(gate_up, pairs, ie, w.dtype) if "act" in fused else gate_up)
     else:
-        ops.append(expert_matmul_op("expert_gate_proj", pairs, h, ie, x, w.dtype))
-        ops.append(expert_matmul_op("expert_up_proj", pairs, h, ie, x, w.dtype))
+        ops.append(expert("expert_gate_proj", h, ie))
+        ops.append(expert("expert_up_proj", h, ie))
     if "act" not in fused:
         ops.append(_act("expert_act", pairs, ie, w.dtype))
-    ops.append(expert_matmul_op("expert_down_proj", pairs, ie, h, x, w.dtype))
+    ops.append(expert("expert_down_proj", ie, h))
     shared = moe.shared_width > 0
     if shared:
         ops += _gated_mlp(w, "shared_", moe.shared_width, norm_in=False)
@@ -466,7 +485,34 @@ def kv_cache_bytes_per_sequence(w: Workload) -> float:
     return m.num_layers * 2 * m.kv_dim * w.kv_len * dtype_bytes(w.kv_dtype)
 
 
+def _linear_matrices(w: Workload) -> list[tuple[int, int, int]]:
+    """Every quantizable weight matrix of the model as (count, k, n): per layer Q, K, V, O; per dense layer gate,
+    up, down; per MoE layer E experts' gate, up, down and the shared experts' (their width n_s·I_s as one
+    matrix, as _gated_mlp counts them). The embedding, LM head, norms and routers are not among them
+    (engine.quant: they stay in the activations' type)."""
+    m = w.model
+    h, q, kv = m.hidden_size, m.q_dim, m.kv_dim
+    mats = [(m.num_layers, h, q), (2 * m.num_layers, h, kv), (m.num_layers, q, h)]
+    if m.dense_layers:
+        i = m.intermediate_size
+        mats += [(2 * m.dense_layers, h, i), (m.dense_layers, i, h)]
+    if m.moe is not None:
+        e, ie, s = m.moe.num_experts, m.moe.expert_intermediate_size, m.moe.shared_width
+        mats += [(2 * m.moe_layers * e, h, ie), (m.moe_layers * e, ie, h)]
+        if s:
+            mats += [(2 * m.moe_layers, h, s), (m.moe_layers, s, h)]
+    return mats
+
+
 def weight_footprint_bytes(w: Workload) -> float:
-    """The model's weights in memory, in the workload's data type: every expert, though a step reads only the
-    ones its tokens are routed to (all of them stay resident in HBM)."""
-    return w.model.parameter_count() * dtype_bytes(w.dtype)
+    """The model's weights in memory: every expert, though a step reads only the ones its tokens are routed to
+    (all of them stay resident in HBM). Unquantized: every parameter in the workload's data type. Quantized:
+    the linear matrices in the weight format (engine.quant, scales included) and the rest of the parameters
+    (embedding, LM head, norms, routers) in the activations' type."""
+    params = w.model.parameter_count()
+    if not w.quantized:
+        return params * dtype_bytes(w.dtype)
+    mats = _linear_matrices(w)
+    linear = sum(c * weight_matrix_bytes(w.weights, k, n, w.group_size) for c, k, n in mats)
+    rest = params - sum(c * k * n for c, k, n in mats)
+    return linear + rest * dtype_bytes(w.dtype)

@@ -56,6 +56,9 @@ class Knobs:
         """The knobs of ``w``; one that states ``experts_touched`` is refused rather than dropped: the batch and
         length keys change the step's tokens, and with them the experts a step can touch, so explore counts the
         uniform expectation only (cli/options.py's workload_overrides says the same of --experts-touched)."""
+        if w.quantized:
+            raise UserError(f"{w.weights} weights: explore's keys set one data type for weights and activations; "
+                            f"give quantized weights to 'rooflinectl analyze' or 'rooflinectl plot'")
         if w.experts_touched is not None:
             raise UserError(f"experts_touched {w.experts_touched}: explore counts the experts touched under uniform "
                             f"routing as its keys change the batch; give a stated count to 'rooflinectl analyze'")

@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ..engine.op import Unit, matmul_unit
+from ..engine.op import Unit
 from ..engine.roofline import Analysis, Placement, analyze, sweep
 from ..errors import UserError
 from ..measure.records import MeasurementFile
@@ -91,7 +91,9 @@ def chart_title(w: Workload, gpus: Sequence[GPU], calibrated: bool) -> str:
     kv = f", KV cache {w.kv_dtype}" if w.kv_dtype != w.dtype else ""
     fused = f", fused {'+'.join(w.fused)}" if w.fused else ""
     roofs = " (measured roofs)" if calibrated else ""
-    return f"{w.model.name} on {on}{roofs} · {w.dtype}{kv} · {w.attention} attention{fused}"
+    group = f" g{w.group_size}" if w.weights == "int4" else ""
+    types = f"{w.weights}{group} weights, {w.matmul_dtype} activations" if w.quantized else w.dtype
+    return f"{w.model.name} on {on}{roofs} · {types}{kv} · {w.attention} attention{fused}"
 
 
 def panel_title(w: Workload, sweep_field: SizeField | None, values: Sequence[int]) -> str:
@@ -204,7 +206,7 @@ def roof_lines(a: Analysis) -> list[Roof]:
         note = " (estimated)" if how.startswith("estimated") else " (derived)" if how else ""
         out.append(Roof(gpu.id, "memory", name, gbps * 1e9, 1.0, f"{name} {si(gbps * 1e9, 'B/s')}{note}",
                         0, 0))
-    in_play: list[tuple[Unit, str]] = [(matmul_unit(a.workload.dtype), a.workload.dtype)]  # a.compute_unit
+    in_play: list[tuple[Unit, str]] = [(a.compute_unit, a.workload.matmul_dtype)]  # a.compute_unit
     for p in a.placements:
         if (p.op.unit, p.op.dtype) not in in_play:
             in_play.append((p.op.unit, p.op.dtype))

@@ -26,6 +26,8 @@ def analysis_json(a: Analysis) -> dict:
             "bandwidth_gbps": a.roofs.bandwidth_gbps,
             "peak_tflops": a.peak_flops / 1e12,
             "ridge": a.ridge,
+            # Quantized weights only: the matmul kernel the linear layers run, whose data type the roof is.
+            **({"kernel": a.kernel} if w.quantized else {}),
         },
         "workload": {
             "phase": w.phase,
@@ -35,6 +37,10 @@ def analysis_json(a: Analysis) -> dict:
             "context": w.kv_len,
             "dtype": w.dtype,
             "kv_dtype": w.kv_dtype,
+            # Quantized linear layers only: their weight format and the type their tensor cores multiply in (and
+            # int4's group along k); dtype stays the activations' between kernels.
+            **({"weight_dtype": w.weights, "act_dtype": w.matmul_dtype} if w.quantized else {}),
+            **({"group_size": w.group_size} if w.quantized and w.weights == "int4" else {}),
             "attention": w.attention,
             # Mixture of experts only: the distinct experts each MoE layer reads (stated, or the uniform
             # expectation: a real number, so always a float).
@@ -104,12 +110,13 @@ def totals_lines(a: Analysis) -> list[str]:
         rate = f"time to first token {duration(t.time_s)}, {t.tokens_per_s:,.0f} prompt tokens/s"
     else:
         rate = f"{t.tokens_per_s:,.0f} prompt tokens/s through attention alone"
+    kernel = f" ({a.kernel})" if w.quantized else ""
     return [
         f"step: {si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} of HBM traffic, {duration(t.time_s)} predicted; {rate}",
         f"reads {si(t.weight_bytes, 'B')} of weights and {si(t.kv_cache_bytes, 'B')} of KV cache; "
         f"holds {t.memory_bytes / GIB:.1f} GiB of {t.capacity_bytes / GIB:.0f} GiB "
         f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
-        f"roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, {a.peak_flops / 1e12:,.1f} TFLOP/s {w.dtype}; "
+        f"roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, {a.peak_flops / 1e12:,.1f} TFLOP/s {w.matmul_dtype}{kernel}; "
         f"ridge {a.ridge:.0f} FLOP/byte",
     ]
 

@@ -30,6 +30,28 @@ Phase = Literal["decode", "prefill", "attention"]
 PHASES: tuple[str, ...] = ("decode", "prefill", "attention")
 DType = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
 DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8")
+# The linear layers' activations as their tensor cores take them: the workload's dtype, or a narrower type the
+# input is quantized to on chip (w8a8 in fp8 or int8, w4a4 in fp4 beside mxfp4/nvfp4 weights on Blackwell).
+ActDType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
+ACT_DTYPES: tuple[str, ...] = (*DTYPES, "fp4")
+NARROW_ACT_DTYPES: tuple[str, ...] = ("fp8", "int8", "fp4")
+# Weight storage formats (engine/quant.py states each one's layout, scales and source).
+WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
+WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
+# The weight/activation pairs a kernel runs, and so the pairs modelled (engine/quant.kernel_name names them):
+# unquantized weights in the activations' type; fp8 or int8 weights beside activations of the same type (w8a8 on
+# the fp8 or int8 tensor cores) or widened to bf16/fp16 (w8a16); 4-bit weights widened to bf16/fp16 (w4a16:
+# AWQ/GPTQ/Marlin, gpt-oss's MXFP4 on Hopper), and mxfp4/nvfp4 beside fp4 activations (w4a4 on Blackwell's fp4
+# tensor cores). int4 or int8 activations with 4-bit weights (w4a8, QServe) and 4-bit activations other than
+# fp4 are not modelled.
+WEIGHT_ACTIVATION_PAIRS: dict[str, tuple[str, ...]] = {
+    "fp32": ("fp32",), "bf16": ("bf16",), "fp16": ("fp16",),
+    "fp8": ("fp8", "bf16", "fp16"), "int8": ("int8", "bf16", "fp16"), "int4": ("bf16", "fp16"),
+    "mxfp4": ("bf16", "fp16", "fp4"), "nvfp4": ("bf16", "fp16", "fp4"),
+}
+# int4's group along k: 128 is AWQ's and GPTQ's default; from 16 to a whole column (2**22, an MLP's widest).
+GroupSize = Annotated[int, Field(gt=0, le=2**22)]
+DEFAULT_GROUP_SIZE = 128
 AttentionImpl = Literal["naive", "flash"]
 # Fusions the engine knows. Each removes an HBM round trip (see engine/transformer.py for the exact byte changes):
 #   qkv          one matmul for Q, K and V: x is read once instead of three times
@@ -253,8 +275,13 @@ class Scenario(Strict):
     batch: Batch = 1
     seq_len: Positions | None = None  # prompt tokens per sequence (prefill, attention)
     context: Positions | None = None  # KV positions one decode step attends to
-    dtype: DType = "bf16"  # weights and activations
+    dtype: DType = "bf16"  # weights and activations, unless weight_dtype or act_dtype says otherwise
     kv_dtype: DType | None = None  # defaults to dtype
+    # The linear layers' weight format, and their activations as the tensor cores take them, where they differ
+    # from dtype (None: dtype). The embedding, LM head, norms, router and attention stay in dtype (engine/quant.py).
+    weight_dtype: WeightDType | None = None
+    act_dtype: ActDType | None = None
+    group_size: GroupSize | None = None  # int4's group along k (None: 128)
     attention: AttentionImpl = "flash"
     causal: bool = True
     fused: list[Fusion] = Field(default_factory=list)
@@ -265,7 +292,8 @@ class Scenario(Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        return _leave_out_unused(data, {"experts_touched": None})
+        return _leave_out_unused(data, {"experts_touched": None, "weight_dtype": None, "act_dtype": None,
+                                        "group_size": None})
 
     @field_validator("model", mode="wrap")
     @classmethod
@@ -319,12 +347,53 @@ class Workload(Strict):
     batch: Batch
     tokens_per_seq: Positions  # tokens each sequence processes in this step: 1 for decode
     kv_len: Positions  # KV positions attended (decode: context; prefill: the prompt)
-    dtype: DType
+    dtype: DType  # activations between kernels, and the unquantized weights (embedding, LM head, norms, router)
     kv_dtype: DType
     attention: AttentionImpl
     causal: bool
     fused: tuple[Fusion, ...] = ()
     experts_touched: Experts | None = None
+    weight_dtype: WeightDType | None = None  # the linear layers' weights; None: dtype
+    act_dtype: ActDType | None = None  # the linear layers' inputs as the tensor cores take them; None: dtype
+    group_size: GroupSize = DEFAULT_GROUP_SIZE  # int4's group along k
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return _leave_out_unused(data, {"weight_dtype": None, "act_dtype": None})
+
+    @property
+    def weights(self) -> WeightDType:
+        """The linear layers' weight format: ``weight_dtype``, or ``dtype``."""
+        return self.weight_dtype or self.dtype
+
+    @property
+    def matmul_dtype(self) -> ActDType:
+        """The data type the linear layers' tensor cores multiply in, whose peak is their compute roof:
+        ``act_dtype``, or ``dtype``. A weight narrower than it is widened on chip (w4a16, w8a16)."""
+        return self.act_dtype or self.dtype
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the linear layers' weights or inputs differ from ``dtype`` (the unquantized case: one type)."""
+        return self.weights != self.dtype or self.matmul_dtype != self.dtype
+
+    @model_validator(mode="after")
+    def _weights_and_activations(self) -> Self:
+        """The weight format and activation type are a pair some kernel runs (WEIGHT_ACTIVATION_PAIRS), and a
+        group size is int4's alone. A UserError: one line."""
+        fmt, act = self.weights, self.matmul_dtype
+        if act != self.dtype and act not in NARROW_ACT_DTYPES:
+            raise UserError(f"activations {act} beside dtype {self.dtype}: the linear layers' activations are the "
+                            f"workload's dtype or a narrower type quantized on chip ({', '.join(NARROW_ACT_DTYPES)})")
+        allowed = WEIGHT_ACTIVATION_PAIRS[fmt]
+        if act not in allowed:
+            raise UserError(f"weights in {fmt} with activations in {act} are not modelled: with {fmt} weights the "
+                            f"activations are {' or '.join(allowed)}")
+        if fmt != "int4" and self.group_size != DEFAULT_GROUP_SIZE:
+            raise UserError(f"group size {self.group_size}: only int4 weights take a group size ({fmt} has its "
+                            f"own layout)")
+        return self
 
     @model_validator(mode="after")
     def _experts_touched_possible(self) -> Self:
@@ -405,7 +474,11 @@ class Workload(Strict):
     def label(self) -> str:
         size = f"{length_field(self.phase)} {self.length}"
         touched = f", {self.experts_touched} experts touched" if self.experts_touched is not None else ""
-        return (f"{self.model.id} {self.phase}, batch {self.batch}, {size}, {self.dtype}, {self.attention} attention"
+        types: str = self.dtype
+        if self.quantized:
+            group = f" g{self.group_size}" if self.weights == "int4" else ""
+            types = f"{self.weights}{group} weights, {self.matmul_dtype} activations"
+        return (f"{self.model.id} {self.phase}, batch {self.batch}, {size}, {types}, {self.attention} attention"
                 f"{touched}")
 
 
@@ -604,7 +677,7 @@ def resolve_workload(name: str, **overrides: Any) -> Workload:
     """Load scenario ``name``, apply the overrides that are not None, and resolve its model.
 
     Overrides are Scenario fields (``model``, ``batch``, ``seq_len``, ``context``, ``dtype``, ``kv_dtype``,
-    ``attention``, ``causal``, ``fused``, ``experts_touched``). Sizes are checked here, so a negative ``--batch``
+    ``weight_dtype``, ``act_dtype``, ``group_size``, ``attention``, ``causal``, ``fused``, ``experts_touched``). Sizes are checked here, so a negative ``--batch``
     is a UserError.
     """
     scenario = load_scenario(name)
@@ -619,11 +692,21 @@ def resolve_workload(name: str, **overrides: Any) -> Workload:
             raise UserError("decode processes one token per sequence; give its KV length with --context")
         if "seq_len" in given:
             data.pop("context", None)
+        if "dtype" in given:
+            # --dtype sets weights and activations both: it replaces a scenario file's weight_dtype, act_dtype and
+            # group_size, and an explicit --weight-dtype, --act-dtype or --group-size given with it wins.
+            # The scenario's group_size goes with its weight_dtype.
+            for key in ("weight_dtype", "act_dtype", "group_size"):
+                if key not in given:
+                    data.pop(key, None)
         scenario = validate(Scenario, data, "options")
     return workload_from_scenario(scenario)
 
 
 def workload_from_scenario(scenario: Scenario) -> Workload:
+    if scenario.group_size is not None and (scenario.weight_dtype or scenario.dtype) != "int4":
+        raise UserError(f"group size {scenario.group_size}: only int4 weights take a group size "
+                        f"(--weight-dtype int4)")
     model = scenario.model if isinstance(scenario.model, Model) else load_model(scenario.model)
     decode = scenario.phase == "decode"
     # Scenario's validator guarantees the phase's length: context for decode, seq_len otherwise.
@@ -635,8 +718,13 @@ def workload_from_scenario(scenario: Scenario) -> Workload:
         batch=scenario.batch,
         tokens_per_seq=1 if decode else length,
         kv_len=length,
+        # Precedence: weight_dtype, then dtype, for the linear layers' weights; act_dtype, then dtype, for their
+        # inputs; a field equal to dtype is dtype's (stored as None, so that it reads as the unquantized step).
         dtype=scenario.dtype,
         kv_dtype=scenario.kv_dtype or scenario.dtype,
+        weight_dtype=None if scenario.weight_dtype in (None, scenario.dtype) else scenario.weight_dtype,
+        act_dtype=None if scenario.act_dtype in (None, scenario.dtype) else scenario.act_dtype,
+        group_size=scenario.group_size or DEFAULT_GROUP_SIZE,
         attention=scenario.attention,
         causal=scenario.causal,
         fused=tuple(scenario.fused),
@@ -658,6 +746,9 @@ def scenario_from_workload(w: Workload) -> Scenario:
         context=w.kv_len if decode else None,
         dtype=w.dtype,
         kv_dtype=w.kv_dtype,
+        weight_dtype=w.weight_dtype,
+        act_dtype=w.act_dtype,
+        group_size=w.group_size if w.weights == "int4" else None,
         attention=w.attention,
         causal=w.causal,
         fused=list(w.fused),
