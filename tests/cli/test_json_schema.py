@@ -70,6 +70,9 @@ def run_json(*args: str) -> object:
 ANALYZE = {
     "hardware.id": (str,), "hardware.name": (str,), "hardware.bandwidth_gbps": (float,),
     "hardware.peak_tflops": (float,), "hardware.ridge": (float,),
+    "hardware.kernel": (str,),  # quantized linear layers only: the kernel whose data type the roof is
+    "workload.weight_dtype": (str,), "workload.act_dtype": (str,),  # quantized linear layers only
+    "workload.group_size": (int,),  # int4 weights only
     "workload.phase": (str,), "workload.model": (str,), "workload.batch": (int,), "workload.seq_len": (int,),
     "workload.context": (int,), "workload.dtype": (str,), "workload.kv_dtype": (str,), "workload.attention": (str,),
     "workload.experts_touched": (float,),  # a mixture-of-experts model's only
@@ -90,6 +93,11 @@ ANALYZE_CASES = [
     ["analyze", "decode", "--gpu", "h200", "--model", "mixtral-8x7b", "--batch", "32"],
     ["analyze", "prefill", "--gpu", "h100", "--model", "qwen3-30b-a3b", "--experts-touched", "100",
      "--fuse", "qkv,gate_up,act,norm_linear,residual"],
+    # Quantized weights: w4a16 (int4 and its group), w8a8 fp8, w4a4 nvfp4 on an MoE model's experts.
+    ["analyze", "decode", "--gpu", "a100", "--model", "llama-3-8b", "--weight-dtype", "int4", "--group-size", "128"],
+    ["analyze", "prefill", "--gpu", "h100", "--weight-dtype", "fp8", "--act-dtype", "fp8"],
+    ["analyze", "decode", "--gpu", "b200", "--model", "mixtral-8x7b", "--batch", "8", "--weight-dtype", "nvfp4",
+     "--act-dtype", "fp4"],
 ]
 
 
