@@ -3,6 +3,8 @@ set the compute roof; every figure derived by hand below from the layout engine/
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from helpers import assert_one_line_error, cli
@@ -190,3 +192,28 @@ def test_analyze_names_the_kernel():
                        "int4").stdout.split())
     assert "int4 g128 weights, bf16 activations" in out
     assert "w4a16: int4 g128 dequantized to the bf16" in out
+
+
+GPUS = sorted(p.stem for p in (Path(__file__).parents[2] / "hardware").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("gpu_id", GPUS)
+def test_every_gpu_runs_w4a4_on_its_fp4_peak_or_refuses_it(gpu_id):
+    gpu = load_gpu(gpu_id)
+    w = resolve_workload("decode", model="llama-3-8b", weight_dtype="nvfp4", act_dtype="fp4")
+    fp4 = gpu.roofs(False).tensor_tflops.get("fp4")
+    if fp4 is None:
+        with pytest.raises(UserError, match=f"{gpu_id} has no tensor-core peak for fp4"):
+            analyze(w, gpu)
+    else:
+        a = analyze(w, gpu)
+        assert a.peak_flops == fp4 * 1e12 == a.placement("q_proj").peak_flops
+    # w4a16 runs wherever bf16 (or fp16) does, on that roof, and reads fewer weight bytes than bf16 at the same
+    # FLOPs: 4.125 of 16 bits for every linear weight.
+    bf16 = resolve_workload("decode", model="llama-3-8b", dtype="fp16" if gpu_id == "v100" else "bf16")
+    int4 = resolve_workload("decode", model="llama-3-8b", dtype=bf16.dtype, weight_dtype="int4")
+    a16, a4 = analyze(bf16, gpu), analyze(int4, gpu)
+    assert a4.peak_flops == a16.peak_flops
+    assert a4.totals.flops == a16.totals.flops
+    assert a4.totals.weight_bytes < a16.totals.weight_bytes
+    assert a4.totals.time_s <= a16.totals.time_s
