@@ -194,11 +194,16 @@ class Model(Strict):
     sliding_window: Positions | None = None
     qk_norm: bool = False
     moe: MoE | None = None
+    # The checkpoint's weight format where its linear layers are stored quantized (config.json's
+    # quantization_config), and int4's group along k; None: the workload's dtype. A scenario's or the command
+    # line's weight_dtype (and group_size) wins over it (workload_from_scenario).
+    weight_dtype: WeightDType | None = None
+    group_size: GroupSize | None = None
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        return _leave_out_unused(data, {"qk_norm": False, "moe": None})
+        return _leave_out_unused(data, {"qk_norm": False, "moe": None, "weight_dtype": None, "group_size": None})
 
     @model_validator(mode="after")
     def _gqa(self) -> Self:
@@ -207,6 +212,8 @@ class Model(Strict):
         if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:
             raise _invalid(f"moe.first_dense_layers ({self.moe.first_dense_layers}) leaves none of the "
                            f"{self.num_layers} layers with experts: drop 'moe' for a dense model")
+        if self.group_size is not None and self.weight_dtype != "int4":
+            raise _invalid(f"group_size {self.group_size}: only int4 weights take a group size (weight_dtype int4)")
         return self
 
     def max_length(self) -> tuple[int, str] | None:
@@ -560,6 +567,62 @@ def _hf_sliding_window(cfg: dict[str, Any], path: Path) -> Any:
     return cfg.get("sliding_window") if use else None
 
 
+# quantization_config's methods the engine's formats (engine/quant.py) model, each to its weight format.
+_HF_QUANT_METHODS: tuple[str, ...] = ("gptq", "awq", "fp8", "mxfp4")
+# Modules a checkpoint may leave unquantized that the engine already keeps in dtype (engine/quant.py: embedding,
+# LM head, router); any other entry of modules_to_not_convert (gpt-oss's attention) would be counted quantized.
+_HF_UNQUANTIZED_OK: tuple[str, ...] = ("lm_head", "embed_tokens", "router", ".gate")
+
+
+def _hf_quantization(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The model's ``weight_dtype`` (and int4 ``group_size``) from config.json's ``quantization_config``; {} when
+    absent. Modelled: ``gptq`` with ``bits`` 4 and ``sym`` true (absent: true, GPTQConfig's default) → int4 in
+    its ``group_size`` (absent: 128; -1, one scale per column → a group of 2**22, the widest k, so ⌈k/g⌉ = 1);
+    ``awq`` with ``bits`` 4 and ``zero_point`` false → the same; ``fp8`` without ``weight_block_size`` → fp8
+    (per-tensor scales); ``mxfp4`` → mxfp4. Refused in one line naming the key: asymmetric int4 (GPTQ
+    ``sym: false``, AWQ's zero points, its default), whose 4-bit zero per group engine/quant.py does not count;
+    other bits; block-wise fp8 scales; bitsandbytes and every other method; modules left unquantized beyond the
+    embedding, LM head and router."""
+    q = cfg.get("quantization_config")
+    if q is None:
+        return {}
+    where = f"{path}: field 'quantization_config"
+    if not isinstance(q, dict):
+        raise UserError(f"{where}': expected a mapping, got {q!r}")
+    method = q.get("quant_method")
+    if method not in _HF_QUANT_METHODS:
+        raise UserError(f"{where}.quant_method': {method!r} is not modelled; rooflinectl reads "
+                        f"{', '.join(_HF_QUANT_METHODS)}")
+    for module in q.get("modules_to_not_convert") or []:
+        if not (isinstance(module, str) and module.endswith(_HF_UNQUANTIZED_OK)):
+            raise UserError(f"{where}.modules_to_not_convert': {module!r} stays unquantized, which is not modelled "
+                            f"(only the embedding, LM head and router stay in dtype)")
+    if method == "fp8":
+        block = q.get("weight_block_size")
+        if block is not None:
+            raise UserError(f"{where}.weight_block_size': {block!r}: block-wise fp8 scales are not modelled "
+                            f"(fp8 is counted with one scale per tensor)")
+        return {"weight_dtype": "fp8"}
+    if method == "mxfp4":
+        return {"weight_dtype": "mxfp4"}
+    bits = q.get("bits")
+    if type(bits) is not int or bits != 4:
+        raise UserError(f"{where}.bits': {bits!r}: only 4-bit {method} weights are modelled")
+    if method == "gptq":
+        sym = q.get("sym", True)
+        if sym is not True:
+            raise UserError(f"{where}.sym': {sym!r}: asymmetric int4 (a zero point per group) is not modelled; "
+                            f"rooflinectl counts symmetric int4 with fp16 scales only")
+    else:
+        zero = q.get("zero_point", True)
+        if zero is not False:
+            raise UserError(f"{where}.zero_point': {zero!r}: AWQ's zero points (a 4-bit zero per group) are not "
+                            f"modelled; rooflinectl counts symmetric int4 with fp16 scales only")
+    group = q.get("group_size", DEFAULT_GROUP_SIZE)
+    # -1 is GPTQ's and AWQ's "one scale per output column": a group as wide as the widest k gives ⌈k/g⌉ = 1.
+    return {"weight_dtype": "int4", "group_size": 2**22 if group == -1 and type(group) is int else group}
+
+
 def model_from_hf_config(path: Path) -> Model:
     """A Model from a Hugging Face ``config.json`` (Llama/Mistral/Qwen2-style keys; Mixtral and Qwen3-MoE with
     their experts)."""
@@ -617,6 +680,7 @@ def model_from_hf_config(path: Path) -> Model:
         "max_position_embeddings": cfg.get("max_position_embeddings"),
         "sliding_window": _hf_sliding_window(cfg, path),
     }
+    data.update(_hf_quantization(cfg, path))
     if model_type in _HF_MOE_KEYS:
         data["moe"] = _hf_moe(cfg, model_type, path)
     if model_type == "qwen3_moe":
@@ -704,10 +768,15 @@ def resolve_workload(name: str, **overrides: Any) -> Workload:
 
 
 def workload_from_scenario(scenario: Scenario) -> Workload:
-    if scenario.group_size is not None and (scenario.weight_dtype or scenario.dtype) != "int4":
+    model = scenario.model if isinstance(scenario.model, Model) else load_model(scenario.model)
+    # Precedence for the linear layers' weights: the scenario's (or command line's) weight_dtype, then the
+    # model's own (a quantized checkpoint's config.json), then dtype. The model's group size goes with its
+    # format: it applies when the model's format does and no group_size is given.
+    fmt = scenario.weight_dtype or model.weight_dtype or scenario.dtype
+    if scenario.group_size is not None and fmt != "int4":
         raise UserError(f"group size {scenario.group_size}: only int4 weights take a group size "
                         f"(--weight-dtype int4)")
-    model = scenario.model if isinstance(scenario.model, Model) else load_model(scenario.model)
+    group = scenario.group_size or (model.group_size if scenario.weight_dtype is None else None)
     decode = scenario.phase == "decode"
     # Scenario's validator guarantees the phase's length: context for decode, seq_len otherwise.
     length = scenario.context if decode else scenario.seq_len
@@ -722,9 +791,9 @@ def workload_from_scenario(scenario: Scenario) -> Workload:
         # inputs; a field equal to dtype is dtype's (stored as None, so that it reads as the unquantized step).
         dtype=scenario.dtype,
         kv_dtype=scenario.kv_dtype or scenario.dtype,
-        weight_dtype=None if scenario.weight_dtype in (None, scenario.dtype) else scenario.weight_dtype,
+        weight_dtype=None if fmt == scenario.dtype else fmt,
         act_dtype=None if scenario.act_dtype in (None, scenario.dtype) else scenario.act_dtype,
-        group_size=scenario.group_size or DEFAULT_GROUP_SIZE,
+        group_size=group or DEFAULT_GROUP_SIZE,
         attention=scenario.attention,
         causal=scenario.causal,
         fused=tuple(scenario.fused),
@@ -746,7 +815,9 @@ def scenario_from_workload(w: Workload) -> Scenario:
         context=w.kv_len if decode else None,
         dtype=w.dtype,
         kv_dtype=w.kv_dtype,
-        weight_dtype=w.weight_dtype,
+        # A model that carries its own weight format is overridden explicitly where the step's differs (None
+        # would read back as the model's format).
+        weight_dtype=w.weights if w.model.weight_dtype not in (None, w.weights) else w.weight_dtype,
         act_dtype=w.act_dtype,
         group_size=w.group_size if w.weights == "int4" else None,
         attention=w.attention,
