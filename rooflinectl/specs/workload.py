@@ -507,6 +507,10 @@ def list_models() -> list[Model]:
 
 
 _HF_MODEL_TYPES: tuple[str, ...] = ("llama", "mistral", "qwen2", "mixtral", "qwen3_moe")
+# The transformers classes of those model types: a config's `architectures` entry names the class that builds the
+# model, and one outside these (a Gemma, a classifier head, a vision-language wrapper) is refused by name.
+_HF_ARCHITECTURES: tuple[str, ...] = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                      "MixtralForCausalLM", "Qwen3MoeForCausalLM")
 # The expert keys each mixture-of-experts model type is read with; any other expert key in its config is refused.
 _HF_MOE_KEYS: dict[str, tuple[str, ...]] = {
     "mixtral": ("num_local_experts", "num_experts_per_tok"),
@@ -635,6 +639,14 @@ def model_from_hf_config(path: Path) -> Model:
     if model_type is not None and model_type not in _HF_MODEL_TYPES:
         raise UserError(f"{path}: field 'model_type': '{model_type}' is not modelled; rooflinectl counts "
                         f"{', '.join(_HF_MODEL_TYPES)} models")
+    architectures = cfg.get("architectures")
+    if architectures is not None:
+        if not isinstance(architectures, list):
+            raise UserError(f"{path}: field 'architectures': expected a list of class names, got {architectures!r}")
+        for entry in architectures:
+            if entry not in _HF_ARCHITECTURES:
+                raise UserError(f"{path}: field 'architectures': {entry!r} is not modelled; rooflinectl counts "
+                                f"{', '.join(_HF_ARCHITECTURES)}")
     own = _HF_MOE_KEYS.get(model_type, ()) if isinstance(model_type, str) else ()
     # Outside a model type's own expert keys, None, 0 or 1 mean "no experts"; anything else is an architecture
     # not modelled.

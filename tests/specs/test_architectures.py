@@ -1,0 +1,50 @@
+"""config.json's `architectures` (issue 12): an entry the importer does not know is refused by name, never
+counted as a dense Llama."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import assert_one_line_error, cli
+from rooflinectl.errors import UserError
+from rooflinectl.specs.workload import model_from_hf_config
+
+DENSE = {"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 1024,
+         "vocab_size": 1000}
+MOE = {"num_local_experts": 8, "num_experts_per_tok": 2}
+QWEN3_MOE = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256}
+
+
+@pytest.mark.parametrize("model_type, architecture, extra", [
+    ("llama", "LlamaForCausalLM", {}),
+    ("mistral", "MistralForCausalLM", {}),
+    ("qwen2", "Qwen2ForCausalLM", {}),
+    ("mixtral", "MixtralForCausalLM", MOE),
+    ("qwen3_moe", "Qwen3MoeForCausalLM", QWEN3_MOE),
+])
+def test_known_architectures_are_read(tmp_path, model_type, architecture, extra):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": model_type, "architectures": [architecture], **DENSE, **extra}))
+    assert model_from_hf_config(path).hidden_size == 512
+
+
+@pytest.mark.parametrize("architectures, reason", [
+    (["Gemma3ForCausalLM"], "'Gemma3ForCausalLM' is not modelled"),
+    (["LlamaForSequenceClassification"], "'LlamaForSequenceClassification' is not modelled"),
+    (["LlamaForCausalLM", "LlavaForConditionalGeneration"], "'LlavaForConditionalGeneration'"),
+    ([7], "7 is not modelled"),
+    ("LlamaForCausalLM", "expected a list"),
+])
+def test_unknown_architectures_are_refused(tmp_path, architectures, reason):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "architectures": architectures, **DENSE}))
+    with pytest.raises(UserError, match=f"field 'architectures': .*{reason}"):
+        model_from_hf_config(path)
+
+
+def test_cli_refuses_an_unknown_architecture_in_one_line(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "architectures": ["Phi3ForCausalLM"], **DENSE}))
+    assert_one_line_error(cli("analyze", "decode", "--model", str(path), "--context", "64"), "Phi3ForCausalLM")
