@@ -78,6 +78,27 @@ def _projection(w: Workload, name: str, k: int, n: int, norm: bool) -> Op:
     return _linear(w, name, k, n)
 
 
+def _with_bias(op: Op, w: Workload, n_out: int) -> Op:
+    """Add a projection's bias in its epilogue (Qwen2's Q, K, V): reads the bias vector once, n_out elements in
+    ``dtype`` (biases stay unquantized, as GPTQ/AWQ keep them in fp16), and adds it to each of the N output rows,
+    N·n_out FLOPs; y is written once as before."""
+    bias = n_out * dtype_bytes(w.dtype)
+    return replace(
+        op,
+        flops=op.flops + w.tokens * n_out,
+        bytes=op.bytes + bias,
+        weight_bytes=op.weight_bytes + bias,
+        reads=op.reads + f", bias {n_out}",
+        computes=op.computes + f" + {w.tokens}·{n_out} bias adds",
+    )
+
+
+def _qkv(w: Workload, name: str, n_out: int, norm: bool) -> Op:
+    """A Q, K or V projection (or all three fused), with the model's bias where it has one."""
+    op = _projection(w, name, w.model.hidden_size, n_out, norm)
+    return _with_bias(op, w, n_out) if w.model.qkv_bias else op
+
+
 def _with_residual(op: Op, w: Workload) -> Op:
     """Fold the residual add into a projection's epilogue: read the residual stream, add, write once."""
     extra = w.tokens * w.model.hidden_size
@@ -185,11 +206,11 @@ def _attention_block(w: Workload) -> list[Op]:
         ops.append(rmsnorm_op("attn_norm", n, h, w.dtype))
     prefix = "attn_norm+" if norm_in else ""
     if "qkv" in fused:
-        ops.append(_projection(w, prefix + "qkv_proj", h, m.q_dim + 2 * m.kv_dim, norm_in))
+        ops.append(_qkv(w, prefix + "qkv_proj", m.q_dim + 2 * m.kv_dim, norm_in))
     else:
-        ops.append(_projection(w, prefix + "q_proj", h, m.q_dim, norm_in))
-        ops.append(_projection(w, prefix + "k_proj", h, m.kv_dim, norm_in))
-        ops.append(_projection(w, prefix + "v_proj", h, m.kv_dim, norm_in))
+        ops.append(_qkv(w, prefix + "q_proj", m.q_dim, norm_in))
+        ops.append(_qkv(w, prefix + "k_proj", m.kv_dim, norm_in))
+        ops.append(_qkv(w, prefix + "v_proj", m.kv_dim, norm_in))
     if m.qk_norm:
         # Qwen3: RMSNorm over each head of Q (N·h rows of d) and of K (N·g rows), each with its gain of d,
         # between the projections and RoPE; a kernel of its own here (no fusion folds it).

@@ -193,6 +193,8 @@ class Model(Strict):
     max_position_embeddings: Positions | None = None
     sliding_window: Positions | None = None
     qk_norm: bool = False
+    # Biases on the Q, K and V projections (Qwen2/Qwen2.5: its architecture, no config key), none on O.
+    qkv_bias: bool = False
     moe: MoE | None = None
     # The checkpoint's weight format where its linear layers are stored quantized (config.json's
     # quantization_config), and int4's group along k; None: the workload's dtype. A scenario's or the command
@@ -203,7 +205,7 @@ class Model(Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        return _leave_out_unused(data, {"qk_norm": False, "moe": None, "weight_dtype": None, "group_size": None})
+        return _leave_out_unused(data, {"qk_norm": False, "qkv_bias": False, "moe": None, "weight_dtype": None, "group_size": None})
 
     @model_validator(mode="after")
     def _gqa(self) -> Self:
@@ -247,13 +249,15 @@ class Model(Strict):
 
     def _parameters(self, experts: int) -> int:
         """Weights with ``experts`` routed experts in each MoE layer: per layer Q, K, V, O and two norm gains
-        (and the two per-head gains of ``qk_norm``); per dense layer gate, up and down (3·H·I); per MoE layer
+        (and the two per-head gains of ``qk_norm``, the Q, K and V biases of ``qkv_bias``); per dense layer gate, up and down (3·H·I); per MoE layer
         the router's H×E gate, ``experts`` gated MLPs of 3·H·I_e and the shared experts' 3·H·n_s·I_s;
         embedding, final norm, and the LM head unless tied to the embedding."""
         h = self.hidden_size
         attention = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 2 * h
         if self.qk_norm:
             attention += 2 * self.head_dim
+        if self.qkv_bias:
+            attention += self.q_dim + 2 * self.kv_dim  # one bias per output of Q, K and V
         total = self.num_layers * attention + self.dense_layers * 3 * h * self.intermediate_size
         if self.moe is not None:
             e = self.moe
@@ -655,7 +659,10 @@ def model_from_hf_config(path: Path) -> Model:
         raise UserError(f"{path}: field '{unknown[0]}': mixture-of-experts and latent-attention models are "
                         f"modelled only as model_type {' or '.join(_HF_MOE_KEYS)} (without MLA)")
     if cfg.get("attention_bias", False) is not False:
-        raise UserError(f"{path}: field 'attention_bias': biases on the projections are not modelled")
+        # transformers' attention_bias (Llama, Qwen3) puts a bias on o_proj as well as on Q, K and V: the O bias
+        # is not modelled.
+        raise UserError(f"{path}: field 'attention_bias': biases on all four projections (o_proj's included) "
+                        f"are not modelled; Qwen2's Q, K and V biases are")
     act = cfg.get("hidden_act", "silu")
     if act not in ("silu", "swish"):
         raise UserError(f"{path}: field 'hidden_act': only the gated SiLU MLP is supported, not '{act}'")
@@ -695,6 +702,8 @@ def model_from_hf_config(path: Path) -> Model:
     data.update(_hf_quantization(cfg, path))
     if model_type in _HF_MOE_KEYS:
         data["moe"] = _hf_moe(cfg, model_type, path)
+    if model_type == "qwen2":
+        data["qkv_bias"] = True  # Qwen2Attention builds q_proj, k_proj, v_proj with bias=True (no config key)
     if model_type == "qwen3_moe":
         data["qk_norm"] = True  # Qwen3's q_norm and k_norm: RMSNorm over each head of Q and K (no config key)
     return validate(Model, data, str(path))

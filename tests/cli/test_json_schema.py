@@ -228,10 +228,11 @@ MODEL = {
     "num_kv_heads": (int,), "head_dim": (int,), "intermediate_size": (int,), "mlp": (str,), "vocab_size": (int,),
     "tie_embeddings": (bool,), "max_position_embeddings": (int, NONE), "sliding_window": (int, NONE),
 }
-# The fields only a model that has them dumps (Qwen3's q/k norm, a mixture of experts), and what `workloads show`
-# adds to a model: its parameters and layers, computed.
+# The fields only a model that has them dumps (Qwen3's q/k norm, Qwen2's Q/K/V biases, a mixture of experts; a
+# config.json's quantized weight format is no bundled model's), and what `workloads show` adds to a model: its parameters
+# and layers, computed.
 MOE_MODEL = {
-    **MODEL, "qk_norm": (bool,), "moe.num_experts": (int,), "moe.experts_per_token": (int,),
+    **MODEL, "qk_norm": (bool,), "qkv_bias": (bool,), "moe.num_experts": (int,), "moe.experts_per_token": (int,),
     "moe.expert_intermediate_size": (int,), "moe.num_shared_experts": (int,),
     "moe.shared_expert_intermediate_size": (int, NONE), "moe.first_dense_layers": (int,),
 }
