@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..units import GIB, dtype_bytes
+from .moe import experts_touched, tokens_to_touch
 from .roofline import Analysis, Placement, batch_at_ridge
-from .transformer import experts_touched, tokens_to_touch
 
 # The share of a layer's experts at which the verdict calls them all touched: the expected count approaches E
 # only asymptotically, so "every expert" is stated as the batch where 99% of them are.

@@ -173,6 +173,35 @@ def rmsnorm_linear_op(name: str, m: int, k: int, n: int, dtype: str, *, weight_d
     )
 
 
+def gated_act_op(name: str, rows: int, width: int, dtype: str) -> Op:
+    """SiLU(gate)·up on rows×width: reads gate and up, writes their product."""
+    return Op(
+        name=name,
+        kind="elementwise",
+        flops=GATED_ACT_FLOPS_PER_ELEMENT * rows * width,
+        bytes=3 * rows * width * dtype_bytes(dtype),
+        unit="vector",
+        dtype="fp32",
+        reads=f"gate and up, {rows}×{width} each",
+        writes=f"SiLU(gate)·up {rows}×{width}",
+        computes=f"{GATED_ACT_FLOPS_PER_ELEMENT} FLOPs per element (SiLU: negate, exp, add, divide; × up)",
+    )
+
+
+def with_gated_act(gate_up: Op, rows: int, width: int, dtype: str) -> Op:
+    """SiLU(gate)·up in the epilogue of a fused gate_up matmul: only the rows×width product is written, not gate
+    and up (rows×2·width)."""
+    return replace(
+        gate_up,
+        name=gate_up.name + "+act",
+        flops=gate_up.flops + GATED_ACT_FLOPS_PER_ELEMENT * rows * width,
+        bytes=gate_up.bytes - rows * width * dtype_bytes(dtype),
+        writes=f"SiLU(gate)·up {rows}×{width}",
+        computes=gate_up.computes + ", + SiLU(gate)·up in the epilogue",
+        fuses=(*gate_up.fuses, "elementwise"),
+    )
+
+
 def softmax_op(name: str, rows: int, cols: int, dtype: str) -> Op:
     """Row softmax of rows×cols: read rows·cols elements, write rows·cols; SOFTMAX_FLOPS_PER_ELEMENT each.
     Its kind is attention: a softmax over rows is the middle of naive attention."""

@@ -37,24 +37,25 @@ Rules beyond DESIGN.md's defaults, stated once here:
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from ..specs.workload import Workload
 from ..units import dtype_bytes
+from .moe import experts_touched
 from .op import (
-    GATED_ACT_FLOPS_PER_ELEMENT,
     RESIDUAL_FLOPS_PER_ELEMENT,
     ROPE_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
     Op,
     expert_matmul_op,
+    gated_act_op,
     matmul_op,
     matmul_unit,
     rmsnorm_linear_op,
     rmsnorm_op,
     router_op,
     softmax_op,
+    with_gated_act,
 )
 from .quant import linear_weight_bytes, weight_matrix_bytes
 
@@ -256,35 +257,6 @@ def _attention_block(w: Workload) -> list[Op]:
     return ops
 
 
-def _act(name: str, rows: int, width: int, dtype: str) -> Op:
-    """SiLU(gate)·up on rows×width: reads gate and up, writes their product."""
-    return Op(
-        name=name,
-        kind="elementwise",
-        flops=GATED_ACT_FLOPS_PER_ELEMENT * rows * width,
-        bytes=3 * rows * width * dtype_bytes(dtype),
-        unit="vector",
-        dtype="fp32",
-        reads=f"gate and up, {rows}×{width} each",
-        writes=f"SiLU(gate)·up {rows}×{width}",
-        computes=f"{GATED_ACT_FLOPS_PER_ELEMENT} FLOPs per element (SiLU: negate, exp, add, divide; × up)",
-    )
-
-
-def _with_act(gate_up: Op, rows: int, width: int, dtype: str) -> Op:
-    """SiLU(gate)·up in the epilogue of a fused gate_up matmul: only the rows×width product is written, not gate
-    and up (rows×2·width)."""
-    return replace(
-        gate_up,
-        name=gate_up.name + "+act",
-        flops=gate_up.flops + GATED_ACT_FLOPS_PER_ELEMENT * rows * width,
-        bytes=gate_up.bytes - rows * width * dtype_bytes(dtype),
-        writes=f"SiLU(gate)·up {rows}×{width}",
-        computes=gate_up.computes + ", + SiLU(gate)·up in the epilogue",
-        fuses=(*gate_up.fuses, "elementwise"),
-    )
-
-
 def _gated_mlp(w: Workload, prefix: str, width: int, norm_in: bool) -> list[Op]:
     """A gated SiLU MLP over the step's N tokens: gate and up (N×H · H×width, or one gate_up matmul), act, and
     down (N×width · width×H), which writes its own output. Names start with ``prefix`` ('' for the dense MLP,
@@ -295,12 +267,12 @@ def _gated_mlp(w: Workload, prefix: str, width: int, norm_in: bool) -> list[Op]:
     ops: list[Op] = []
     if "gate_up" in fused:
         gate_up = _projection(w, norm + prefix + "gate_up_proj", h, 2 * width, norm_in)
-        ops.append(_with_act(gate_up, n, width, w.dtype) if "act" in fused else gate_up)
+        ops.append(with_gated_act(gate_up, n, width, w.dtype) if "act" in fused else gate_up)
     else:
         ops.append(_projection(w, norm + prefix + "gate_proj", h, width, norm_in))
         ops.append(_projection(w, norm + prefix + "up_proj", h, width, norm_in))
     if "act" not in fused:
-        ops.append(_act(prefix + "act", n, width, w.dtype))
+        ops.append(gated_act_op(prefix + "act", n, width, w.dtype))
     ops.append(_linear(w, prefix + "down_proj", width, h))
     return ops
 
@@ -316,47 +288,6 @@ def _dense_mlp_block(w: Workload) -> list[Op]:
     else:
         ops.append(_residual("mlp_residual", w))
     return ops
-
-
-def experts_touched(w: Workload) -> float:
-    """Distinct routed experts one MoE layer reads in the step: the workload's stated ``experts_touched``, or the
-    expectation under uniform routing, E·(1 − (1 − k/E)^N) for N tokens of top-k among E experts.
-
-    Why: a token picks k distinct experts; under uniform routing each expert is among them with probability k/E,
-    so a token misses a given expert with probability 1 − k/E. Assuming the N tokens of the step are routed
-    independently of one another, an expert is missed by all of them with probability (1 − k/E)^N, and by
-    linearity of expectation the distinct experts touched number E·(1 − (1 − k/E)^N) on average. One token
-    touches exactly k; the count rises with N towards E (a prefill of thousands of tokens touches all of them,
-    to within float precision) and never exceeds N·k. Real routers are skewed (some experts are popular), which
-    touches fewer: ``experts_touched`` states it. Clamped to [k, min(E, N·k)], the bounds the formula keeps
-    exactly, against float rounding.
-    """
-    moe = w.model.moe
-    if moe is None:
-        return 0.0
-    if w.experts_touched is not None:
-        return float(w.experts_touched)
-    e, k, n = moe.num_experts, moe.experts_per_token, w.tokens
-    expected = e * (1 - (1 - k / e) ** n)
-    return min(float(min(e, n * k)), max(float(k), expected))
-
-
-def tokens_to_touch(e: int, k: int, fraction: float) -> int:
-    """The fewest tokens whose expected distinct experts, E·(1 − (1 − k/E)^N) (:func:`experts_touched`), reach
-    ``fraction`` of E: the least N with (1 − k/E)^N ≤ 1 − fraction, N = ⌈ln(1 − fraction) / ln(1 − k/E)⌉
-    (1 when k = E: one token touches them all). Checked against the formula itself and moved by one where the
-    logarithms round across an integer. Mixtral (E 8, top-2) reaches 99% at 17 tokens: 0.75^16 = 1.0% misses."""
-    if not 0 < fraction < 1:
-        raise ValueError(f"fraction {fraction} is not in (0, 1)")
-    if k >= e:
-        return 1
-    miss = 1 - k / e
-    n = max(1, math.ceil(math.log(1 - fraction) / math.log(miss)))
-    while n > 1 and miss ** (n - 1) <= 1 - fraction:
-        n -= 1
-    while miss**n > 1 - fraction:
-        n += 1
-    return n
 
 
 def _moe_mlp_block(w: Workload) -> list[Op]:
@@ -394,12 +325,12 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
 
     if "gate_up" in fused:
         gate_up = expert("expert_gate_up_proj", h, 2 * ie)
-        ops.append(_with_act(gate_up, pairs, ie, w.dtype) if "act" in fused else gate_up)
+        ops.append(with_gated_act(gate_up, pairs, ie, w.dtype) if "act" in fused else gate_up)
     else:
         ops.append(expert("expert_gate_proj", h, ie))
         ops.append(expert("expert_up_proj", h, ie))
     if "act" not in fused:
-        ops.append(_act("expert_act", pairs, ie, w.dtype))
+        ops.append(gated_act_op("expert_act", pairs, ie, w.dtype))
     ops.append(expert("expert_down_proj", ie, h))
     shared = moe.shared_width > 0
     if shared:

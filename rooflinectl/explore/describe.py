@@ -6,8 +6,8 @@ Every number comes from the engine's Placement and Analysis; the rules below onl
 from __future__ import annotations
 
 from ..engine.explain import ALL_EXPERTS, linear_summary
+from ..engine.moe import tokens_to_touch
 from ..engine.roofline import Analysis, Placement
-from ..engine.transformer import tokens_to_touch
 from ..units import duration, si
 
 # The ops that a --fuse option folds into a neighbouring matmul's prologue or epilogue, and that option. Which

@@ -9,8 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine.explain import verdict
+from ..engine.moe import experts_touched
 from ..engine.roofline import Analysis
-from ..engine.transformer import experts_touched
 from ..units import GIB, duration, si
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rooflinectl.engine.explain import verdict
+from rooflinectl.engine.moe import experts_touched, tokens_to_touch
 from rooflinectl.engine.op import SOFTMAX_FLOPS_PER_ELEMENT, TOPK_FLOPS_PER_ELEMENT_PER_PICK
 from rooflinectl.engine.roofline import analyze
-from rooflinectl.engine.transformer import experts_touched, step_ops, tokens_to_touch
+from rooflinectl.engine.transformer import step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
