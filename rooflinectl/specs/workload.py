@@ -298,7 +298,7 @@ class Scenario(Strict):
     causal: bool = True
     fused: list[Fusion] = Field(default_factory=list)
     # Distinct routed experts each MoE layer reads in the step, where routing is not uniform (skew); None: the
-    # uniform expectation (engine/transformer.py's experts_touched). Checked against the model in Workload.
+    # uniform expectation (engine/moe.py's experts_touched). Checked against the model in Workload.
     experts_touched: Experts | None = None
 
     @model_serializer(mode="wrap")
