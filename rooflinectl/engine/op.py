@@ -23,6 +23,36 @@ SOFTMAX_FLOPS_PER_ELEMENT = 5
 SILU_FLOPS_PER_ELEMENT = 4
 # The gated MLP's activation: SiLU(gate) × up, one multiply more.
 GATED_ACT_FLOPS_PER_ELEMENT = SILU_FLOPS_PER_ELEMENT + 1
+# LayerNorm: add into the row's sum (the mean), subtract the mean, square, add into the variance, multiply by
+# 1/σ, multiply by the gain, add the bias (mean, variance, + eps and rsqrt per row are O(rows), left out).
+LAYERNORM_FLOPS_PER_ELEMENT = 7
+# GELU, tanh approximation (PyTorch's gelu(approximate='tanh'), Gemma's gelu_pytorch_tanh, GPT-2's gelu_new):
+# 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))): x³ 2 multiplies, ·0.044715 1, + x 1, ·√(2/π) 1, tanh 1, + 1 1,
+# · x 1, · 0.5 1.
+GELU_TANH_FLOPS_PER_ELEMENT = 9
+# gpt-oss's experts' clamped SwiGLU (transformers' GptOssExperts): g = min(gate, 7) 1, u = clamp(up, −7, 7) 2,
+# 1.702·g 1, sigmoid 4 (negate, exp, add, divide), g·σ 1, u + 1 1, the product 1.
+CLAMPED_SWIGLU_FLOPS_PER_ELEMENT = 11
+# Each norm kind's FLOPs per element (Model.norm).
+NORM_FLOPS_PER_ELEMENT = {"rmsnorm": RMSNORM_FLOPS_PER_ELEMENT, "layernorm": LAYERNORM_FLOPS_PER_ELEMENT}
+# The MLP activation of each model.mlp kind, FLOPs per element of its output (the gated kinds: the act of gate,
+# then one multiply by up; clamped_swiglu's count has its product in it).
+MLP_ACT_FLOPS_PER_ELEMENT = {
+    "gated_silu": SILU_FLOPS_PER_ELEMENT + 1,
+    "gated_gelu_tanh": GELU_TANH_FLOPS_PER_ELEMENT + 1,
+    "gelu_tanh": GELU_TANH_FLOPS_PER_ELEMENT,
+    "clamped_swiglu": CLAMPED_SWIGLU_FLOPS_PER_ELEMENT,
+}
+MLP_ACT_FORMULA = {
+    "gated_silu": "SiLU(gate)·up", "gated_gelu_tanh": "GELU_tanh(gate)·up", "gelu_tanh": "GELU_tanh(up)",
+    "clamped_swiglu": "(clamp(up)+1)·g·σ(1.702g)",
+}
+# Logit soft-capping, cap·tanh(x/cap) (Gemma 2): divide, tanh, multiply.
+SOFTCAP_FLOPS_PER_ELEMENT = 3
+# Gemma's embedding scale, x·sqrt(H): one multiply per element.
+EMBED_SCALE_FLOPS_PER_ELEMENT = 1
+# A bias add: one add per output element.
+BIAS_FLOPS_PER_ELEMENT = 1
 # RoPE rotates pairs: (x·cos − y·sin, x·sin + y·cos) is 4 multiplies and 2 adds per pair, 3 per element.
 ROPE_FLOPS_PER_ELEMENT = 3
 # A residual add: one add per element.
@@ -156,48 +186,70 @@ def rmsnorm_op(name: str, rows: int, hidden: int, dtype: str) -> Op:
     )
 
 
+def norm_op(name: str, rows: int, hidden: int, dtype: str, norm: str = "rmsnorm") -> Op:
+    """A norm of rows×hidden, RMSNorm (:func:`rmsnorm_op`) or LayerNorm: reads x, the gain and LayerNorm's bias
+    (hidden each), writes y; NORM_FLOPS_PER_ELEMENT[norm] per element."""
+    op = rmsnorm_op(name, rows, hidden, dtype)
+    if norm == "rmsnorm":
+        return op
+    bias = hidden * dtype_bytes(dtype)
+    return replace(op, flops=LAYERNORM_FLOPS_PER_ELEMENT * rows * hidden, bytes=op.bytes + bias,
+                   weight_bytes=op.weight_bytes + bias, reads=op.reads + f", bias {hidden}",
+                   computes=f"{LAYERNORM_FLOPS_PER_ELEMENT} FLOPs per element (mean, subtract, square, variance, "
+                            f"scale by 1/σ, gain, bias)")
+
+
 def rmsnorm_linear_op(name: str, m: int, k: int, n: int, dtype: str, *, weight_dtype: str | None = None,
-                      w_bytes: int | None = None, compute_dtype: str | None = None) -> Op:
-    """Fused y = RMSNorm(x) · W: reads x, the gain and W once, writes y; the normalized x never reaches HBM.
-    The gain stays in ``dtype`` (norms are not quantized)."""
+                      w_bytes: int | None = None, compute_dtype: str | None = None, norm: str = "rmsnorm") -> Op:
+    """Fused y = RMSNorm(x) · W (or LayerNorm with ``norm``): reads x, the gain (and LayerNorm's bias) and W
+    once, writes y; the normalized x never reaches HBM. The gain stays in ``dtype`` (norms are not quantized)."""
     mm = matmul_op(name, m, k, n, dtype, weight_dtype=weight_dtype, w_bytes=w_bytes, compute_dtype=compute_dtype)
-    gain = k * dtype_bytes(dtype)
+    vectors = 2 if norm == "layernorm" else 1
+    gain = vectors * k * dtype_bytes(dtype)
+    per = NORM_FLOPS_PER_ELEMENT[norm]
+    label = "LayerNorm" if norm == "layernorm" else "RMSNorm"
     return replace(
         mm,
-        flops=mm.flops + RMSNORM_FLOPS_PER_ELEMENT * m * k,
+        flops=mm.flops + per * m * k,
         bytes=mm.bytes + gain,
         weight_bytes=mm.weight_bytes + gain,
         fuses=(*mm.fuses, "norm"),
-        reads=mm.reads + f", gain {k}",
-        computes=mm.computes + f" + {RMSNORM_FLOPS_PER_ELEMENT} FLOPs per x element of RMSNorm, on chip",
+        reads=mm.reads + f", gain {k}" + (f", bias {k}" if vectors == 2 else ""),
+        computes=mm.computes + f" + {per} FLOPs per x element of {label}, on chip",
     )
 
 
-def gated_act_op(name: str, rows: int, width: int, dtype: str) -> Op:
-    """SiLU(gate)·up on rows×width: reads gate and up, writes their product."""
+def gated_act_op(name: str, rows: int, width: int, dtype: str, mlp: str = "gated_silu") -> Op:
+    """The MLP's activation on rows×width (``mlp``: a Model.mlp kind): a gated kind reads gate and up and writes
+    their product (SiLU(gate)·up for gated_silu); the plain gelu_tanh reads up alone and writes GELU_tanh(up).
+    MLP_ACT_FLOPS_PER_ELEMENT[mlp] FLOPs per element written."""
+    per = MLP_ACT_FLOPS_PER_ELEMENT[mlp]
+    formula = MLP_ACT_FORMULA[mlp]
+    inputs = 1 if mlp == "gelu_tanh" else 2
     return Op(
         name=name,
         kind="elementwise",
-        flops=GATED_ACT_FLOPS_PER_ELEMENT * rows * width,
-        bytes=3 * rows * width * dtype_bytes(dtype),
+        flops=per * rows * width,
+        bytes=(inputs + 1) * rows * width * dtype_bytes(dtype),
         unit="vector",
         dtype="fp32",
-        reads=f"gate and up, {rows}×{width} each",
-        writes=f"SiLU(gate)·up {rows}×{width}",
-        computes=f"{GATED_ACT_FLOPS_PER_ELEMENT} FLOPs per element (SiLU: negate, exp, add, divide; × up)",
+        reads=f"up, {rows}×{width}" if inputs == 1 else f"gate and up, {rows}×{width} each",
+        writes=f"{formula} {rows}×{width}",
+        computes=f"{per} FLOPs per element ({formula}; op.py states each step)",
     )
 
 
-def with_gated_act(gate_up: Op, rows: int, width: int, dtype: str) -> Op:
-    """SiLU(gate)·up in the epilogue of a fused gate_up matmul: only the rows×width product is written, not gate
-    and up (rows×2·width)."""
+def with_gated_act(gate_up: Op, rows: int, width: int, dtype: str, mlp: str = "gated_silu") -> Op:
+    """A gated activation in the epilogue of a fused gate_up matmul: only the rows×width product is written, not
+    gate and up (rows×2·width)."""
+    formula = MLP_ACT_FORMULA[mlp]
     return replace(
         gate_up,
         name=gate_up.name + "+act",
-        flops=gate_up.flops + GATED_ACT_FLOPS_PER_ELEMENT * rows * width,
+        flops=gate_up.flops + MLP_ACT_FLOPS_PER_ELEMENT[mlp] * rows * width,
         bytes=gate_up.bytes - rows * width * dtype_bytes(dtype),
-        writes=f"SiLU(gate)·up {rows}×{width}",
-        computes=gate_up.computes + ", + SiLU(gate)·up in the epilogue",
+        writes=f"{formula} {rows}×{width}",
+        computes=gate_up.computes + f", + {formula} in the epilogue",
         fuses=(*gate_up.fuses, "elementwise"),
     )
 

@@ -18,6 +18,13 @@ Per layer (count L), unless fused (see ``workload.FUSIONS``):
   attn_residual  x + attn                             reads 2·N×H; writes N×H
   mlp_norm, gate_proj, up_proj (N×H · H×I), act (SiLU(gate)·up on N×I), down_proj (N×I · I×H), mlp_residual
   (Qwen3's qk_norm adds q_norm and k_norm, RMSNorm over each head of Q and K, before rope.)
+Variants (``Model`` fields): a sliding layer's attention core reads the last W positions only and is named
+``attention_local`` (engine/attention.py states the rule); every norm is RMSNorm or LayerNorm (``norm``);
+``post_norms`` (Gemma 2/3) adds post_attn_norm after o_proj and post_mlp_norm after down_proj, before each
+residual add (with ``residual`` fused, the add folds into that norm's epilogue); the MLP's activation follows
+``mlp`` (a plain gelu_tanh MLP has up_proj, act, down_proj, and no gate); biases on q/k/v, o and the MLP's
+projections are read once and added in the epilogue (N·n_out FLOPs); ``rotary_dim`` limits RoPE to the first
+rotary_dim dimensions of each head.
 A mixture-of-experts layer (``Model.moe``) keeps the attention half and replaces the MLP: mlp_norm, router,
 expert_gate/up_proj, expert_act, expert_down_proj over the N·k (token, expert) pairs, reading the weights of the
 experts touched (``experts_touched``), the shared experts' MLP if any, moe_combine, mlp_residual
@@ -41,56 +48,73 @@ from dataclasses import replace
 
 from ..specs.workload import Workload
 from ..units import dtype_bytes
+from .attention import attention_ops, kv_positions_held, scores_computed, window_of
 from .moe import experts_touched
 from .op import (
+    BIAS_FLOPS_PER_ELEMENT,
+    EMBED_SCALE_FLOPS_PER_ELEMENT,
     RESIDUAL_FLOPS_PER_ELEMENT,
     ROPE_FLOPS_PER_ELEMENT,
-    SOFTMAX_FLOPS_PER_ELEMENT,
+    SOFTCAP_FLOPS_PER_ELEMENT,
     Op,
     expert_matmul_op,
     gated_act_op,
     matmul_op,
-    matmul_unit,
+    norm_op,
     rmsnorm_linear_op,
     rmsnorm_op,
     router_op,
-    softmax_op,
     with_gated_act,
 )
 from .quant import linear_weight_bytes, weight_matrix_bytes
+
+__all__ = ["attention_ops", "kv_cache_bytes_per_sequence", "layer_ops", "model_ops", "moe_layer_ops",
+           "scores_computed", "step_ops", "weight_footprint_bytes"]
+
+
+def _quantized(w: Workload, expert: bool) -> bool:
+    """Whether a linear layer's weights take the workload's quantized format: every linear layer when the step
+    is quantized, except that a model whose format covers its experts only (``Model.quantized``: gpt-oss's
+    MXFP4) keeps the other linear layers (attention, dense and shared MLPs) in ``dtype``."""
+    return w.quantized and (expert or w.model.quantized == "linear")
 
 
 def _linear(w: Workload, name: str, k: int, n: int) -> Op:
     """A linear layer of the block, its k×n weights in the workload's weight format (engine.quant: scales
     counted), its input read and output written in ``dtype``, multiplied in ``matmul_dtype``."""
-    if not w.quantized:
+    if not _quantized(w, expert=False):
         return matmul_op(name, w.tokens, k, n, w.dtype)
     return matmul_op(name, w.tokens, k, n, w.dtype, weight_dtype=w.weights, w_bytes=linear_weight_bytes(w, k, n),
                      compute_dtype=w.matmul_dtype)
 
 
 def _projection(w: Workload, name: str, k: int, n: int, norm: bool) -> Op:
-    """A linear layer of the block; with ``norm`` the preceding RMSNorm runs in its prologue (norm_linear)."""
+    """A linear layer of the block; with ``norm`` the preceding norm runs in its prologue (norm_linear)."""
     if norm:
-        if not w.quantized:
-            return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype)
+        if not _quantized(w, expert=False):
+            return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype, norm=w.model.norm)
         return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype, weight_dtype=w.weights,
-                                 w_bytes=linear_weight_bytes(w, k, n), compute_dtype=w.matmul_dtype)
+                                 w_bytes=linear_weight_bytes(w, k, n), compute_dtype=w.matmul_dtype,
+                                 norm=w.model.norm)
     return _linear(w, name, k, n)
 
 
-def _with_bias(op: Op, w: Workload, n_out: int) -> Op:
-    """Add a projection's bias in its epilogue (Qwen2's Q, K, V): reads the bias vector once, n_out elements in
-    ``dtype`` (biases stay unquantized, as GPTQ/AWQ keep them in fp16), and adds it to each of the N output rows,
-    N·n_out FLOPs; y is written once as before."""
-    bias = n_out * dtype_bytes(w.dtype)
+def _with_bias(op: Op, w: Workload, n_out: int, rows: int | None = None, vectors: float = 1) -> Op:
+    """Add a projection's bias in its epilogue (Qwen2's Q, K, V; gpt-oss's O and experts): reads the bias
+    vector once, n_out elements in ``dtype`` (biases stay unquantized, as GPTQ/AWQ keep them in fp16), and adds
+    it to each of the ``rows`` output rows (default N), rows·n_out FLOPs; y is written once as before.
+    ``vectors``: how many bias vectors are read (an expert matmul reads those of the experts touched; an
+    expectation is rounded to the byte)."""
+    rows = w.tokens if rows is None else rows
+    bias_exact = vectors * n_out * dtype_bytes(w.dtype)
+    bias = int(bias_exact) if float(bias_exact).is_integer() else round(bias_exact)
     return replace(
         op,
-        flops=op.flops + w.tokens * n_out,
+        flops=op.flops + BIAS_FLOPS_PER_ELEMENT * rows * n_out,
         bytes=op.bytes + bias,
         weight_bytes=op.weight_bytes + bias,
         reads=op.reads + f", bias {n_out}",
-        computes=op.computes + f" + {w.tokens}·{n_out} bias adds",
+        computes=op.computes + f" + {rows}·{n_out} bias adds",
     )
 
 
@@ -101,7 +125,8 @@ def _qkv(w: Workload, name: str, n_out: int, norm: bool) -> Op:
 
 
 def _with_residual(op: Op, w: Workload) -> Op:
-    """Fold the residual add into a projection's epilogue: read the residual stream, add, write once."""
+    """Fold the residual add into an op's epilogue (a projection, moe_combine, or a post norm): read the
+    residual stream, add, write once."""
     extra = w.tokens * w.model.hidden_size
     return replace(
         op,
@@ -130,72 +155,43 @@ def _residual(name: str, w: Workload) -> Op:
     )
 
 
-def scores_computed(w: Workload, causal_skip: bool) -> int:
-    """Attention scores per (sequence, head): T·Lk, or with ``causal_skip`` only the unmasked ones."""
-    t, lk = w.tokens_per_seq, w.kv_len
-    if not (causal_skip and w.causal):
-        return t * lk
-    return t * (lk - t) + t * (t + 1) // 2
+def _close_branch(ops: list[Op], w: Workload, branch: str) -> list[Op]:
+    """End a branch (``attn`` or ``mlp``) whose last op writes its output: the post norm where the model has
+    one (``post_norms``: Gemma 2/3's post_attention_layernorm and post_feedforward_layernorm), then the residual
+    add, its own op or (``residual`` fused) in the epilogue of the branch's last op."""
+    fused = "residual" in w.fused
+    if w.model.post_norms:
+        ops = [*ops, norm_op(f"post_{branch}_norm", w.tokens, w.model.hidden_size, w.dtype, w.model.norm)]
+    if fused:
+        return [*ops[:-1], _with_residual(ops[-1], w)]
+    return [*ops, _residual(f"{branch}_residual", w)]
 
 
-def attention_ops(w: Workload) -> list[Op]:
-    """The attention core of one layer: qk, softmax, pv (naive) or one fused attention kernel (flash)."""
+def _rope(w: Workload) -> Op:
+    """RoPE on Q and K: the first ``rotary`` dimensions of each head (all of them but where ``rotary_dim`` says
+    fewer: Phi-3's partial_rotary_factor); only those are read and written, with each token's cos and sin rows
+    (rotary/2 each)."""
     m = w.model
-    b, t, lk, d = w.batch, w.tokens_per_seq, w.kv_len, m.head_dim
-    a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
-    q_bytes = b * t * m.q_dim * a  # Q in, and O out, both N×h·d
-    k_bytes = b * lk * m.kv_dim * kv  # K (and likewise V) of every KV head, read once
-    unit = matmul_unit(w.dtype)
-    if w.attention == "flash":
-        s = b * m.num_heads * scores_computed(w, causal_skip=True)
-        return [
-            Op(
-                name="attention",
-                kind="attention",
-                # QKᵀ and PV: 2·d FLOPs each per score; the online softmax on each score.
-                flops=s * (4 * d + SOFTMAX_FLOPS_PER_ELEMENT),
-                bytes=2 * q_bytes + 2 * k_bytes,
-                unit=unit,
-                dtype=w.dtype,
-                reads=f"Q, K, V (K, V: {lk} positions × {m.num_kv_heads} KV heads, {w.kv_dtype})",
-                writes=f"O {w.tokens}×{m.q_dim}",
-                computes=f"{s:,} scores on chip: QKᵀ, online softmax, PV; no score touches HBM",
-                kv_bytes=2 * k_bytes,
-            )
-        ]
-    s = b * m.num_heads * scores_computed(w, causal_skip=False)
-    score_bytes = s * a
-    return [
-        Op(
-            name="qk",
-            kind="attention",
-            flops=2 * s * d,
-            bytes=q_bytes + k_bytes + score_bytes,
-            unit=unit,
-            dtype=w.dtype,
-            reads=f"Q {w.tokens}×{m.q_dim}, K {lk}×{m.kv_dim} per sequence",
-            writes=f"scores {b}×{m.num_heads}×{t}×{lk}",
-            computes=f"2·d FLOPs per score, {s:,} scores (the full T×Lk, masked or not)",
-            kv_bytes=k_bytes,
-        ),
-        softmax_op("softmax", b * m.num_heads * t, lk, w.dtype),
-        Op(
-            name="pv",
-            kind="attention",
-            flops=2 * s * d,
-            bytes=score_bytes + k_bytes + q_bytes,
-            unit=unit,
-            dtype=w.dtype,
-            reads=f"P {b}×{m.num_heads}×{t}×{lk}, V {lk}×{m.kv_dim} per sequence",
-            writes=f"O {w.tokens}×{m.q_dim}",
-            computes=f"2·d FLOPs per score, {s:,} scores",
-            kv_bytes=k_bytes,
-        ),
-    ]
+    n, a = w.tokens, dtype_bytes(w.dtype)
+    rotated = n * (m.num_heads + m.num_kv_heads) * m.rotary
+    part = "" if m.rotary == m.head_dim else f" (the first {m.rotary} of each head's {m.head_dim})"
+    return Op(
+        name="rope",
+        kind="elementwise",
+        flops=ROPE_FLOPS_PER_ELEMENT * rotated,
+        # Q and K in and out, and each token's cos and sin rows (rotary/2 each).
+        bytes=2 * rotated * a + n * m.rotary * a,
+        unit="vector",
+        dtype="fp32",
+        reads=f"Q and K ({rotated:,} elements{part}), cos/sin rows of {w.tokens} positions",
+        writes="Q and K, rotated",
+        computes=f"{ROPE_FLOPS_PER_ELEMENT} FLOPs per element (4 multiplies, 2 adds per pair)",
+    )
 
 
-def _attention_block(w: Workload) -> list[Op]:
-    """The attention half of a block, in execution order: attn_norm … attn_residual (count 1)."""
+def _attention_block(w: Workload, sliding: bool = False) -> list[Op]:
+    """The attention half of a block, in execution order: attn_norm … attn_residual (count 1); ``sliding``: a
+    layer that attends through the model's sliding window."""
     m = w.model
     n, h = w.tokens, m.hidden_size
     a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
@@ -204,7 +200,7 @@ def _attention_block(w: Workload) -> list[Op]:
     ops: list[Op] = []
 
     if not norm_in:
-        ops.append(rmsnorm_op("attn_norm", n, h, w.dtype))
+        ops.append(norm_op("attn_norm", n, h, w.dtype, m.norm))
     prefix = "attn_norm+" if norm_in else ""
     if "qkv" in fused:
         ops.append(_qkv(w, prefix + "qkv_proj", m.q_dim + 2 * m.kv_dim, norm_in))
@@ -213,26 +209,11 @@ def _attention_block(w: Workload) -> list[Op]:
         ops.append(_qkv(w, prefix + "k_proj", m.kv_dim, norm_in))
         ops.append(_qkv(w, prefix + "v_proj", m.kv_dim, norm_in))
     if m.qk_norm:
-        # Qwen3: RMSNorm over each head of Q (N·h rows of d) and of K (N·g rows), each with its gain of d,
-        # between the projections and RoPE; a kernel of its own here (no fusion folds it).
+        # Qwen3, Gemma 3: RMSNorm over each head of Q (N·h rows of d) and of K (N·g rows), each with its gain of
+        # d, between the projections and RoPE; a kernel of its own here (no fusion folds it).
         ops.append(rmsnorm_op("q_norm", n * m.num_heads, m.head_dim, w.dtype))
         ops.append(rmsnorm_op("k_norm", n * m.num_kv_heads, m.head_dim, w.dtype))
-
-    rotated = n * (m.q_dim + m.kv_dim)
-    ops.append(
-        Op(
-            name="rope",
-            kind="elementwise",
-            flops=ROPE_FLOPS_PER_ELEMENT * rotated,
-            # Q and K in and out, and each token's cos and sin rows (d/2 each).
-            bytes=2 * rotated * a + n * m.head_dim * a,
-            unit="vector",
-            dtype="fp32",
-            reads=f"Q and K ({rotated:,} elements), cos/sin rows of {w.tokens} positions",
-            writes="Q and K, rotated",
-            computes=f"{ROPE_FLOPS_PER_ELEMENT} FLOPs per element (4 multiplies, 2 adds per pair)",
-        )
-    )
+    ops.append(_rope(w))
     new_kv = n * 2 * m.kv_dim
     ops.append(
         Op(
@@ -247,33 +228,38 @@ def _attention_block(w: Workload) -> list[Op]:
             computes="nothing: a copy (and a cast if the cache is narrower)",
         )
     )
-    ops.extend(attention_ops(w))
-
+    ops.extend(attention_ops(w, window_of(w, sliding)))
     o_proj = _linear(w, "o_proj", m.q_dim, h)
-    if "residual" in fused:
-        ops.append(_with_residual(o_proj, w))
-    else:
-        ops += [o_proj, _residual("attn_residual", w)]
-    return ops
+    return _close_branch([*ops, _with_bias(o_proj, w, h) if m.o_bias else o_proj], w, "attn")
 
 
 def _gated_mlp(w: Workload, prefix: str, width: int, norm_in: bool) -> list[Op]:
-    """A gated SiLU MLP over the step's N tokens: gate and up (N×H · H×width, or one gate_up matmul), act, and
-    down (N×width · width×H), which writes its own output. Names start with ``prefix`` ('' for the dense MLP,
-    'shared_' for an MoE layer's shared experts); with ``norm_in`` RMSNorm runs in the prologue of gate and up."""
-    n, h = w.tokens, w.model.hidden_size
+    """The model's MLP (``Model.mlp``) over the step's N tokens: gate and up (N×H · H×width, or one gate_up
+    matmul), act, and down (N×width · width×H), which writes its own output; a plain MLP (gelu_tanh) has up,
+    act and down. Names start with ``prefix`` ('' for the dense MLP, 'shared_' for an MoE layer's shared
+    experts); with ``norm_in`` the norm runs in the prologue of gate and up; ``mlp_bias`` adds each
+    projection's bias in its epilogue."""
+    m = w.model
+    n, h = w.tokens, m.hidden_size
     fused = set(w.fused)
     norm = "mlp_norm+" if norm_in else ""
+
+    def proj(name: str, k: int, n_out: int, with_norm: bool) -> Op:
+        op = _projection(w, name, k, n_out, with_norm)
+        return _with_bias(op, w, n_out) if m.mlp_bias else op
+
     ops: list[Op] = []
-    if "gate_up" in fused:
-        gate_up = _projection(w, norm + prefix + "gate_up_proj", h, 2 * width, norm_in)
-        ops.append(with_gated_act(gate_up, n, width, w.dtype) if "act" in fused else gate_up)
+    if m.mlp == "gelu_tanh":  # no gate: Workload refuses gate_up and act fusions for it
+        ops.append(proj(norm + prefix + "up_proj", h, width, norm_in))
+    elif "gate_up" in fused:
+        gate_up = proj(norm + prefix + "gate_up_proj", h, 2 * width, norm_in)
+        ops.append(with_gated_act(gate_up, n, width, w.dtype, m.mlp) if "act" in fused else gate_up)
     else:
-        ops.append(_projection(w, norm + prefix + "gate_proj", h, width, norm_in))
-        ops.append(_projection(w, norm + prefix + "up_proj", h, width, norm_in))
+        ops.append(proj(norm + prefix + "gate_proj", h, width, norm_in))
+        ops.append(proj(norm + prefix + "up_proj", h, width, norm_in))
     if "act" not in fused:
-        ops.append(gated_act_op(prefix + "act", n, width, w.dtype))
-    ops.append(_linear(w, prefix + "down_proj", width, h))
+        ops.append(gated_act_op(prefix + "act", n, width, w.dtype, m.mlp))
+    ops.append(proj(prefix + "down_proj", width, h, False))
     return ops
 
 
@@ -281,15 +267,10 @@ def _dense_mlp_block(w: Workload) -> list[Op]:
     """The MLP half of a dense block: mlp_norm, gate, up, act, down, mlp_residual (or their fusions)."""
     fused = set(w.fused)
     norm_in = "norm_linear" in fused
-    ops: list[Op] = [] if norm_in else [rmsnorm_op("mlp_norm", w.tokens, w.model.hidden_size, w.dtype)]
-    ops += _gated_mlp(w, "", w.model.intermediate_size, norm_in)
-    if "residual" in fused:
-        ops[-1] = _with_residual(ops[-1], w)
-    else:
-        ops.append(_residual("mlp_residual", w))
-    return ops
-
-
+    m = w.model
+    ops: list[Op] = [] if norm_in else [norm_op("mlp_norm", w.tokens, m.hidden_size, w.dtype, m.norm)]
+    ops += _gated_mlp(w, "", m.intermediate_size, norm_in)
+    return _close_branch(ops, w, "mlp")
 def _moe_mlp_block(w: Workload) -> list[Op]:
     """The MLP half of an MoE block, in execution order (count 1).
 
@@ -315,22 +296,29 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
     pairs = n * k
     x = experts_touched(w)
     fused = set(w.fused)
-    ops: list[Op] = [rmsnorm_op("mlp_norm", n, h, w.dtype),
-                     router_op("router", n, h, moe.num_experts, k, w.dtype)]
-    def expert(name: str, k_in: int, n_out: int) -> Op:
-        if not w.quantized:
-            return expert_matmul_op(name, pairs, k_in, n_out, x, w.dtype)
-        return expert_matmul_op(name, pairs, k_in, n_out, x, w.dtype, weight_dtype=w.weights,
-                                expert_bytes=linear_weight_bytes(w, k_in, n_out), compute_dtype=w.matmul_dtype)
+    router = router_op("router", n, h, moe.num_experts, k, w.dtype)
+    ops: list[Op] = [norm_op("mlp_norm", n, h, w.dtype, m.norm),
+                     _with_bias(router, w, moe.num_experts) if moe.router_bias else router]
 
-    if "gate_up" in fused:
+    def expert(name: str, k_in: int, n_out: int) -> Op:
+        if not _quantized(w, expert=True):
+            op = expert_matmul_op(name, pairs, k_in, n_out, x, w.dtype)
+        else:
+            op = expert_matmul_op(name, pairs, k_in, n_out, x, w.dtype, weight_dtype=w.weights,
+                                  expert_bytes=linear_weight_bytes(w, k_in, n_out), compute_dtype=w.matmul_dtype)
+        # gpt-oss's experts' biases: the bias of each expert touched read once, one add per output of a pair.
+        return _with_bias(op, w, n_out, rows=pairs, vectors=x) if m.mlp_bias else op
+
+    if m.mlp == "gelu_tanh":
+        ops.append(expert("expert_up_proj", h, ie))
+    elif "gate_up" in fused:
         gate_up = expert("expert_gate_up_proj", h, 2 * ie)
-        ops.append(with_gated_act(gate_up, pairs, ie, w.dtype) if "act" in fused else gate_up)
+        ops.append(with_gated_act(gate_up, pairs, ie, w.dtype, m.mlp) if "act" in fused else gate_up)
     else:
         ops.append(expert("expert_gate_proj", h, ie))
         ops.append(expert("expert_up_proj", h, ie))
     if "act" not in fused:
-        ops.append(gated_act_op("expert_act", pairs, ie, w.dtype))
+        ops.append(gated_act_op("expert_act", pairs, ie, w.dtype, m.mlp))
     ops.append(expert("expert_down_proj", ie, h))
     shared = moe.shared_width > 0
     if shared:
@@ -347,21 +335,18 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
         computes=f"per element: {k} multiplies by the router weights, {k - 1} add{'s' if k != 2 else ''}"
                  + (", 1 add of the shared experts' output" if shared else ""),
     )
-    if "residual" in fused:
-        ops.append(_with_residual(combine, w))
-    else:
-        ops += [combine, _residual("mlp_residual", w)]
-    return ops
+    return _close_branch([*ops, combine], w, "mlp")
 
 
-def layer_ops(w: Workload) -> list[Op]:
-    """The operations of one dense transformer block, in execution order (count 1)."""
-    return [*_attention_block(w), *_dense_mlp_block(w)]
+def layer_ops(w: Workload, sliding: bool = False) -> list[Op]:
+    """The operations of one dense transformer block, in execution order (count 1); ``sliding``: its attention
+    through the model's sliding window."""
+    return [*_attention_block(w, sliding), *_dense_mlp_block(w)]
 
 
-def moe_layer_ops(w: Workload) -> list[Op]:
+def moe_layer_ops(w: Workload, sliding: bool = False) -> list[Op]:
     """The operations of one MoE block, in execution order (count 1): attention, then the experts."""
-    return [*_attention_block(w), *_moe_mlp_block(w)]
+    return [*_attention_block(w, sliding), *_moe_mlp_block(w)]
 
 
 def _merge_layers(blocks: list[tuple[list[Op], int]]) -> list[Op]:
@@ -410,49 +395,66 @@ def model_ops(w: Workload) -> tuple[list[Op], list[Op]]:
         weight_bytes=embed_read,
         per_model=True,
     )
-    final_norm = replace(rmsnorm_op("final_norm", n, h, w.dtype), per_model=True)
+    if m.scale_embeddings:
+        # Gemma: the gathered rows times sqrt(H), one multiply per element, in the gather's epilogue.
+        embed = replace(embed, flops=EMBED_SCALE_FLOPS_PER_ELEMENT * n * h, computes="a gather, then ·sqrt(H)")
+    final_norm = replace(norm_op("final_norm", n, h, w.dtype, m.norm), per_model=True)
     lm_head = replace(matmul_op("lm_head", w.batch, h, m.vocab_size, w.dtype), per_model=True)
+    if m.final_logit_softcapping is not None:
+        # Gemma 2: cap·tanh(logit/cap) on each of the B×V logits, in the LM head's epilogue.
+        lm_head = replace(lm_head, flops=lm_head.flops + SOFTCAP_FLOPS_PER_ELEMENT * w.batch * m.vocab_size,
+                          computes=lm_head.computes + f", + soft cap ({SOFTCAP_FLOPS_PER_ELEMENT} FLOPs a logit)")
     if w.phase == "prefill":
         lm_head = replace(lm_head, computes=lm_head.computes + ", for the last token of each sequence only")
     return [embed], [final_norm, lm_head]
 
 
 def step_ops(w: Workload) -> list[Op]:
-    """Every operation of one step with its count: the layer's ops count L; the attention phase is only the
+    """Every operation of one step with its count: each kind of layer's ops (dense or MoE MLP, full or sliding
+    attention: ``Model.layer_counts``) times its count, merged by name; the attention phase is only the
     attention core of every layer."""
     m = w.model
+    counts = m.layer_counts()
     if w.phase == "attention":
-        return [op.times(m.num_layers) for op in attention_ops(w)]
+        full = sum(c for (_, slides), c in counts.items() if not slides)
+        return _merge_layers([(attention_ops(w), full),
+                              (attention_ops(w, window_of(w, True)), m.num_layers - full)])
     before, after = model_ops(w)
-    if m.moe is None:
-        return [*before, *(op.times(m.num_layers) for op in layer_ops(w)), *after]
-    # An MoE model: its first dense layers (count first_dense_layers), then the MoE ones.
-    layers = _merge_layers([(layer_ops(w), m.dense_layers), (moe_layer_ops(w), m.moe_layers)])
-    return [*before, *layers, *after]
+    # Order of the kinds: dense before MoE (an MoE model's first dense layers), full before sliding.
+    blocks = [((moe_layer_ops if moe else layer_ops)(w, slides), counts[moe, slides])
+              for moe in (False, True) for slides in (False, True) if counts.get((moe, slides))]
+    return [*before, *_merge_layers(blocks), *after]
 
 
 def kv_cache_bytes_per_sequence(w: Workload) -> float:
-    """KV cache held for one sequence: K and V of every layer and KV head over kv_len positions."""
+    """KV cache held for one sequence: K and V of every layer and KV head, over kv_len positions in a full layer
+    and min(kv_len, W) in a sliding one (engine.attention.kv_positions_held states the assumption)."""
     m = w.model
-    return m.num_layers * 2 * m.kv_dim * w.kv_len * dtype_bytes(w.kv_dtype)
+    full = kv_positions_held(w, None)
+    local = kv_positions_held(w, m.sliding_window) if m.sliding_window is not None else full
+    positions = (m.num_layers - m.sliding_layers) * full + m.sliding_layers * local
+    return 2 * m.kv_dim * positions * dtype_bytes(w.kv_dtype)
 
 
 def _linear_matrices(w: Workload) -> list[tuple[int, int, int]]:
     """Every quantizable weight matrix of the model as (count, k, n): per layer Q, K, V, O; per dense layer gate,
-    up, down; per MoE layer E experts' gate, up, down and the shared experts' (their width n_s·I_s as one
-    matrix, as _gated_mlp counts them). The embedding, LM head, norms and routers are not among them
-    (engine.quant: they stay in the activations' type)."""
+    up, down (a plain MLP: up, down); per MoE layer E experts' and the shared experts' (their width n_s·I_s as
+    one matrix, as _gated_mlp counts them). A model whose format covers its experts alone
+    (``Model.quantized``) lists the experts only. The embedding, LM head, norms, biases and routers are not
+    among them (engine.quant: they stay in the activations' type)."""
     m = w.model
     h, q, kv = m.hidden_size, m.q_dim, m.kv_dim
-    mats = [(m.num_layers, h, q), (2 * m.num_layers, h, kv), (m.num_layers, q, h)]
-    if m.dense_layers:
+    ins = 1 if m.mlp == "gelu_tanh" else 2  # up (and gate): H×I each
+    experts_only = m.quantized == "experts"
+    mats = [] if experts_only else [(m.num_layers, h, q), (2 * m.num_layers, h, kv), (m.num_layers, q, h)]
+    if m.dense_layers and not experts_only:
         i = m.intermediate_size
-        mats += [(2 * m.dense_layers, h, i), (m.dense_layers, i, h)]
+        mats += [(ins * m.dense_layers, h, i), (m.dense_layers, i, h)]
     if m.moe is not None:
         e, ie, s = m.moe.num_experts, m.moe.expert_intermediate_size, m.moe.shared_width
-        mats += [(2 * m.moe_layers * e, h, ie), (m.moe_layers * e, ie, h)]
-        if s:
-            mats += [(2 * m.moe_layers, h, s), (m.moe_layers, s, h)]
+        mats += [(ins * m.moe_layers * e, h, ie), (m.moe_layers * e, ie, h)]
+        if s and not experts_only:
+            mats += [(ins * m.moe_layers, h, s), (m.moe_layers, s, h)]
     return mats
 
 
@@ -460,7 +462,8 @@ def weight_footprint_bytes(w: Workload) -> float:
     """The model's weights in memory: every expert, though a step reads only the ones its tokens are routed to
     (all of them stay resident in HBM). Unquantized: every parameter in the workload's data type. Quantized:
     the linear matrices in the weight format (engine.quant, scales included) and the rest of the parameters
-    (embedding, LM head, norms, routers) in the activations' type."""
+    (embedding, LM head, norms, biases, routers, sinks; a model quantized in its experts only, every
+    non-expert matrix) in the activations' type."""
     params = w.model.parameter_count()
     if not w.quantized:
         return params * dtype_bytes(w.dtype)

@@ -114,6 +114,24 @@ SharedExperts = Annotated[int, Field(ge=0, le=2**10)]  # 1,024
 DenseLayers = Annotated[int, Field(ge=0, le=2**14)]  # as many as Layers
 
 
+# The MLP's kinds (engine/op.py states each activation's FLOPs per element beside its constant):
+#   gated_silu       down(SiLU(gate(x)) · up(x)): Llama, Mistral, Qwen, Phi-3
+#   gated_gelu_tanh  down(GELU_tanh(gate(x)) · up(x)): Gemma (hidden_activation gelu_pytorch_tanh)
+#   gelu_tanh        down(GELU_tanh(up(x))): the plain two-matrix MLP (GPT-2's gelu_new)
+#   clamped_swiglu   down((clamp(up, ±7) + 1) · g·σ(1.702·g)), g = min(gate, 7): gpt-oss's experts
+MlpKind = Literal["gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu"]
+MLP_KINDS: tuple[str, ...] = ("gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu")
+GATED_MLPS: tuple[str, ...] = ("gated_silu", "gated_gelu_tanh", "clamped_swiglu")
+# RMSNorm (a gain), or LayerNorm (a gain and a bias).
+NormKind = Literal["rmsnorm", "layernorm"]
+# A layer's attention: over every position, or over the last sliding_window positions.
+LayerAttention = Literal["sliding", "full"]
+# A soft cap's value (cap·tanh(x/cap)): the count does not depend on it; Gemma 2's are 50 and 30.
+Softcap = Annotated[float, Field(gt=0, le=1e6)]
+# Which matrices a model's quantized weight format covers: every linear layer, or the MoE experts alone.
+QuantizedScope = Literal["linear", "experts"]
+
+
 def _leave_out_unused(data: dict[str, Any], unused: dict[str, Any]) -> dict[str, Any]:
     """``data`` without the keys of ``unused`` whose value is the one given there: the fields of architectures a
     spec does not use (experts, Qwen3's q/k norm) stay out of its dump, YAML and JSON, as before they existed."""
@@ -149,6 +167,12 @@ class MoE(Strict):
     num_shared_experts: SharedExperts = 0
     shared_expert_intermediate_size: MlpWidth | None = None
     first_dense_layers: DenseLayers = 0
+    router_bias: bool = False  # a bias on each of the E logits (gpt-oss)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return _leave_out_unused(data, {"router_bias": False})
 
     @model_validator(mode="after")
     def _top_k(self) -> Self:
@@ -167,16 +191,27 @@ class MoE(Strict):
 
 
 class Model(Strict):
-    """A decoder-only transformer with RMSNorm, RoPE, GQA and a gated SiLU MLP (Llama, Mistral, Qwen2), or with
-    a mixture of experts in place of the MLP (``moe``: Mixtral, Qwen3-MoE).
+    """A decoder-only transformer with RoPE and GQA: the dense Llama family (Llama, Mistral, Qwen2/3, Phi-3), its
+    variants (Gemma 2/3, gpt-oss), or with a mixture of experts in place of the MLP (``moe``: Mixtral, Qwen3-MoE,
+    gpt-oss).
 
+    ``mlp``: the MLP's kind (:data:`MLP_KINDS`; an MoE model's experts and shared experts are of the same kind).
+    ``norm``: every norm's kind (RMSNorm, or LayerNorm with a gain and a bias); ``post_norms`` (Gemma 2/3) adds a
+    norm on the attention's and on the MLP's output before each residual add, four norms a layer in all.
     ``qk_norm``: an RMSNorm over each head of Q and of K after their projections, with a gain of ``head_dim``
-    each (Qwen3).
+    each (Qwen3, Gemma 3). ``scale_embeddings`` (Gemma): the embedding's output is multiplied by sqrt(H).
+    Biases: ``qkv_bias`` on Q, K and V (Qwen2), ``o_bias`` on O, ``mlp_bias`` on the MLP's (or every expert's)
+    projections. ``attention_sinks`` (gpt-oss): one learned logit per head and layer in each softmax's
+    denominator. ``attn_logit_softcapping``/``final_logit_softcapping`` (Gemma 2): cap·tanh(x/cap) on every
+    attention score and on the logits. ``rotary_dim``: the dimensions of each head that RoPE rotates (Phi-3's
+    ``partial_rotary_factor``); None: all ``head_dim``.
 
-    ``max_position_embeddings`` is the longest sequence the model is specified for (config.json's key of that
-    name); ``sliding_window``, when set, the positions each layer attends to (Mistral 7B v0.1: 4096). The engine
-    counts full causal attention over every position, so a workload is refused beyond either (see
-    :meth:`Model.max_length`). None: not given (a user's file), no limit checked.
+    ``sliding_window``: the positions a sliding (local) layer attends to, the last ``sliding_window`` up to and
+    including its own; ``layer_pattern`` which layers slide, as a list of ``sliding``/``full`` repeated from layer
+    0 and cut at ``num_layers`` (Gemma 3: five sliding, one full; gpt-oss: sliding, full); no pattern with a
+    window: every layer slides (Mistral 7B v0.1). ``max_position_embeddings`` is the longest sequence the model is
+    specified for (config.json's key of that name): a workload beyond it is refused. None: not given (a user's
+    file), no limit checked.
     """
 
     id: Id
@@ -188,25 +223,42 @@ class Model(Strict):
     num_kv_heads: Heads
     head_dim: HeadDim
     intermediate_size: MlpWidth
-    mlp: Literal["gated_silu"] = "gated_silu"
+    mlp: MlpKind = "gated_silu"
+    norm: NormKind = "rmsnorm"
+    post_norms: bool = False
     vocab_size: Vocab
     tie_embeddings: bool = False
+    scale_embeddings: bool = False
     max_position_embeddings: Positions | None = None
     sliding_window: Positions | None = None
+    layer_pattern: list[LayerAttention] | None = Field(default=None, min_length=1, max_length=2**14)
     qk_norm: bool = False
-    # Biases on the Q, K and V projections (Qwen2/Qwen2.5: its architecture, no config key), none on O.
+    rotary_dim: HeadDim | None = None
+    # Biases on the Q, K and V projections (Qwen2/Qwen2.5: its architecture, no config key), on O, on the MLP's.
     qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    attention_sinks: bool = False
+    attn_logit_softcapping: Softcap | None = None
+    final_logit_softcapping: Softcap | None = None
     moe: MoE | None = None
     # The checkpoint's weight format where its linear layers are stored quantized (config.json's
     # quantization_config), and int4's group along k; None: the workload's dtype. A scenario's or the command
-    # line's weight_dtype (and group_size) wins over it (workload_from_scenario).
+    # line's weight_dtype (and group_size) wins over it (workload_from_scenario). ``quantized`` says which
+    # matrices a weight format other than dtype applies to: every linear layer, or the MoE experts alone (gpt-oss's
+    # MXFP4 checkpoint keeps attention, router, embedding and LM head in bf16), whichever format is chosen.
     weight_dtype: WeightDType | None = None
     group_size: GroupSize | None = None
+    quantized: QuantizedScope = "linear"
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        return _leave_out_unused(data, {"qk_norm": False, "qkv_bias": False, "moe": None, "weight_dtype": None, "group_size": None})
+        return _leave_out_unused(data, {
+            "qk_norm": False, "qkv_bias": False, "moe": None, "weight_dtype": None, "group_size": None,
+            "norm": "rmsnorm", "post_norms": False, "scale_embeddings": False, "layer_pattern": None,
+            "rotary_dim": None, "o_bias": False, "mlp_bias": False, "attention_sinks": False,
+            "attn_logit_softcapping": None, "final_logit_softcapping": None, "quantized": "linear"})
 
     @model_validator(mode="after")
     def _gqa(self) -> Self:
@@ -217,18 +269,56 @@ class Model(Strict):
                            f"{self.num_layers} layers with experts: drop 'moe' for a dense model")
         if self.group_size is not None and self.weight_dtype != "int4":
             raise _invalid(f"group_size {self.group_size}: only int4 weights take a group size (weight_dtype int4)")
+        if self.layer_pattern is not None:
+            if self.sliding_window is None:
+                raise _invalid("layer_pattern names sliding layers, but the model gives no sliding_window")
+            if "sliding" not in self.layer_pattern:
+                raise _invalid("layer_pattern has no sliding layer: drop sliding_window and the pattern")
+            if len(self.layer_pattern) > self.num_layers:
+                raise _invalid(f"layer_pattern has {len(self.layer_pattern)} entries, more than the "
+                               f"{self.num_layers} layers")
+        if self.rotary_dim is not None and (self.rotary_dim > self.head_dim or self.rotary_dim % 2):
+            raise _invalid(f"rotary_dim {self.rotary_dim}: RoPE rotates pairs of a head's {self.head_dim} "
+                           f"dimensions (an even number, at most head_dim)")
+        if self.quantized == "experts" and self.moe is None:
+            raise _invalid("quantized: experts, but the model has no experts (drop it, or give 'moe')")
         return self
 
     def max_length(self) -> tuple[int, str] | None:
-        """(the most positions a step may use, the field that sets it), or None when the model gives neither.
+        """(the most positions a step may use, the field that sets it), or None when the model gives none:
+        ``max_position_embeddings`` (positions 0 … max − 1 exist). A sliding window is modelled (its layers
+        read the last ``sliding_window`` positions), so it sets no limit."""
+        if self.max_position_embeddings is None:
+            return None
+        return self.max_position_embeddings, "max_position_embeddings"
 
-        The smaller of ``max_position_embeddings`` (positions 0 … max − 1 exist) and ``sliding_window`` (beyond
-        it each layer attends to the last ``sliding_window`` positions only, which the engine does not model: it
-        would count reads of KV entries the model never reads).
-        """
-        limits = [(v, f) for v, f in ((self.max_position_embeddings, "max_position_embeddings"),
-                                      (self.sliding_window, "sliding_window")) if v is not None]
-        return min(limits) if limits else None
+    def layer_slides(self, layer: int) -> bool:
+        """Whether layer ``layer`` (0-based) attends through the sliding window: its entry of ``layer_pattern``
+        repeated from layer 0, or every layer where a window is given without a pattern."""
+        if self.sliding_window is None:
+            return False
+        if self.layer_pattern is None:
+            return True
+        return self.layer_pattern[layer % len(self.layer_pattern)] == "sliding"
+
+    @property
+    def sliding_layers(self) -> int:
+        """Layers that attend through the sliding window."""
+        return sum(self.layer_slides(i) for i in range(self.num_layers))
+
+    def layer_counts(self) -> dict[tuple[bool, bool], int]:
+        """How many layers there are of each kind, keyed (MoE MLP, sliding attention): an MoE model's first
+        ``first_dense_layers`` layers are dense, and the window pattern runs over all layers from layer 0."""
+        counts: dict[tuple[bool, bool], int] = {}
+        for i in range(self.num_layers):
+            key = (i >= self.dense_layers, self.layer_slides(i))
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    @property
+    def rotary(self) -> int:
+        """The dimensions of each head RoPE rotates: ``rotary_dim``, or all of ``head_dim``."""
+        return self.rotary_dim or self.head_dim
 
     @property
     def q_dim(self) -> int:
@@ -248,24 +338,44 @@ class Model(Strict):
         """Layers whose MLP is the mixture of experts."""
         return self.num_layers - self.dense_layers
 
-    def _parameters(self, experts: int) -> int:
-        """Weights with ``experts`` routed experts in each MoE layer: per layer Q, K, V, O and two norm gains
-        (and the two per-head gains of ``qk_norm``, the Q, K and V biases of ``qkv_bias``); per dense layer gate, up and down (3·H·I); per MoE layer
-        the router's H×E gate, ``experts`` gated MLPs of 3·H·I_e and the shared experts' 3·H·n_s·I_s;
-        embedding, final norm, and the LM head unless tied to the embedding."""
+    def mlp_parameters(self, width: int) -> int:
+        """One MLP of ``width`` (a dense MLP, an expert, the shared experts together): gate, up and down, 3·H·I
+        (a plain MLP: up and down, 2·H·I), and with ``mlp_bias`` one bias per output (2·I + H; plain I + H)."""
         h = self.hidden_size
-        attention = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h + 2 * h
+        gated = self.mlp in GATED_MLPS
+        weights = (3 if gated else 2) * h * width
+        return weights + ((2 if gated else 1) * width + h if self.mlp_bias else 0)
+
+    @property
+    def norm_parameters(self) -> int:
+        """One norm over H: its gain (RMSNorm), or gain and bias (LayerNorm)."""
+        return self.hidden_size * (2 if self.norm == "layernorm" else 1)
+
+    def _parameters(self, experts: int) -> int:
+        """Weights with ``experts`` routed experts in each MoE layer: per layer Q, K, V, O, two norms (four with
+        ``post_norms``), and the two per-head gains of ``qk_norm``, the biases of ``qkv_bias`` and ``o_bias``, one
+        sink per head with ``attention_sinks``; per dense layer the MLP (:meth:`mlp_parameters`); per MoE layer
+        the router's H×E gate (and E biases), ``experts`` expert MLPs and the shared experts' MLP; embedding,
+        final norm, and the LM head unless tied to the embedding."""
+        h = self.hidden_size
+        attention = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+        attention += (4 if self.post_norms else 2) * self.norm_parameters
         if self.qk_norm:
             attention += 2 * self.head_dim
         if self.qkv_bias:
             attention += self.q_dim + 2 * self.kv_dim  # one bias per output of Q, K and V
-        total = self.num_layers * attention + self.dense_layers * 3 * h * self.intermediate_size
+        if self.o_bias:
+            attention += h
+        if self.attention_sinks:
+            attention += self.num_heads  # one learned logit per head
+        total = self.num_layers * attention + self.dense_layers * self.mlp_parameters(self.intermediate_size)
         if self.moe is not None:
             e = self.moe
-            moe_layer = h * e.num_experts + experts * 3 * h * e.expert_intermediate_size + 3 * h * e.shared_width
-            total += self.moe_layers * moe_layer
+            router = h * e.num_experts + (e.num_experts if e.router_bias else 0)
+            shared = self.mlp_parameters(e.shared_width) if e.shared_width else 0
+            total += self.moe_layers * (router + experts * self.mlp_parameters(e.expert_intermediate_size) + shared)
         head = 0 if self.tie_embeddings else self.vocab_size * h
-        return total + self.vocab_size * h + h + head
+        return total + self.vocab_size * h + self.norm_parameters + head
 
     def parameter_count(self) -> int:
         """Weights of the whole model, every expert included: what the GPU holds."""
@@ -408,6 +518,14 @@ class Workload(Strict):
         return self
 
     @model_validator(mode="after")
+    def _fusions_fit_the_model(self) -> Self:
+        """The gate_up and act fusions need a gate: a plain MLP (``mlp: gelu_tanh``) has up and down only."""
+        if self.model.mlp not in GATED_MLPS and "gate_up" in self.fused:
+            raise UserError(f"fusion 'gate_up': model {self.model.id}'s MLP ({self.model.mlp}) has no gate "
+                            f"projection to fuse with up")
+        return self
+
+    @model_validator(mode="after")
     def _experts_touched_possible(self) -> Self:
         """A stated number of experts touched is one the step can touch: a model with experts, at least the k
         that one token uses, at most the layer's E and at most the k of each token of the step (N·k). A
@@ -444,9 +562,7 @@ class Workload(Strict):
             name = length_field(self.phase)
             what = (f"{name} {self.kv_len:,} (the KV positions the new token attends to, itself included)"
                     if self.phase == "decode" else f"{name} {self.kv_len:,}")
-            why = (": beyond it each layer attends to the last positions only, which rooflinectl does not model "
-                   "(it counts full attention)" if field == "sliding_window" else "")
-            raise UserError(f"{what} exceeds model {self.model.id}'s {field} of {most:,}{why}")
+            raise UserError(f"{what} exceeds model {self.model.id}'s {field} of {most:,}")
         return self
 
     @property

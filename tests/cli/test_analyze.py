@@ -91,8 +91,9 @@ def test_workload_file_and_gpu_file(tmp_path):
         (["analyze", "prefill", "--seq-len", "8193"], ["seq_len 8,193", "max_position_embeddings of 8,192"]),
         (["analyze", "attention", "--model", "llama-2-70b", "--seq-len", "4097"],
          ["seq_len 4,097", "llama-2-70b's max_position_embeddings of 4,096"]),
-        (["analyze", "decode", "--model", "mistral-7b", "--context", "4097"],
-         ["mistral-7b's sliding_window of 4,096", "does not model"]),
+        # Mistral 7B v0.1's sliding window is modelled (issue 12): its limit is max_position_embeddings.
+        (["analyze", "decode", "--model", "mistral-7b", "--context", "32769"],
+         ["context 32,769", "mistral-7b's max_position_embeddings of 32,768"]),
         # Sizes beyond float range were OverflowErrors (exit 1); now outside the field's range.
         (["analyze", "--batch", "1" + "0" * 309], ["field 'batch'", "less than or equal to 1048576"]),
         (["analyze", "prefill", "--seq-len", "1" + "0" * 30], ["field 'seq_len'", "less than or equal to 1073741824"]),

@@ -156,9 +156,9 @@ def test_every_bundled_model_states_its_published_positions():
     ("decode", "context", "llama-3-8b", 8192, "max_position_embeddings"),
     ("prefill", "seq_len", "llama-3-8b", 8192, "max_position_embeddings"),
     ("attention", "seq_len", "llama-2-7b", 4096, "max_position_embeddings"),
-    # Mistral 7B v0.1: 32,768 positions, but each layer attends to the last 4,096 only, which is not modelled.
-    ("decode", "context", "mistral-7b", 4096, "sliding_window"),
-    ("prefill", "seq_len", "mistral-7b", 4096, "sliding_window"),
+    # Mistral 7B v0.1: 32,768 positions; its 4,096-position sliding window is modelled and sets no limit.
+    ("decode", "context", "mistral-7b", 32768, "max_position_embeddings"),
+    ("prefill", "seq_len", "mistral-7b", 32768, "max_position_embeddings"),
 ])
 def test_a_length_beyond_the_models_positions_is_refused_at_limit_plus_one(phase, field, model, limit, named):
     at_limit = resolve_workload(phase, model=model, **{field: limit})

@@ -1,0 +1,148 @@
+"""The attention core of one layer, full or through a sliding window: which KV positions a step reads, how many
+scores it computes, and the ops (naive: qk, softmax, pv; flash: one kernel). The rest of the block (projections,
+RoPE, the KV write) is built in ``engine.transformer``.
+
+Notation as in transformer.py: B batch, T new tokens per sequence, Lk the positions attended (the new tokens the
+last T of them), h heads, g KV heads, d head dim, W a sliding layer's window.
+
+A sliding (local) layer's query at position p attends to positions max(0, p − W + 1) … p: min(p + 1, W) of
+them (Mistral's, Gemma's and gpt-oss's window, transformers' ``sliding_window`` mask). Its ops are named with
+``_local`` (``attention_local``; naive ``qk_local``, ``softmax_local``, ``pv_local``), so that a model with both
+kinds shows each with its own count.
+
+- KV read: the T queries of a step together see positions Lk − T − W + 1 … Lk − 1, so a sliding layer reads
+  min(Lk, W + T − 1) positions of K and V (decode: min(context, W)); a full layer reads Lk.
+- Scores, causal flash: query i (1-based position j = Lk − T + i) computes min(j, W) scores. With
+  F(n) = Σ_{j=1}^{n} min(j, W) = n·(n + 1)/2 for n ≤ W, and W·(W + 1)/2 + (n − W)·W beyond, a sequence's T
+  queries compute F(Lk) − F(Lk − T) per head: F(S) for a prefill of S tokens, min(Lk, W) for a decode step.
+  Without a window (W = ∞) this is the full causal count T·(Lk − T) + T·(T + 1)/2.
+- Naive attention computes the full T × (positions read) score matrix, mask or not (as for full layers).
+- Attention sinks (gpt-oss): one learned logit per head in each softmax's denominator: per (query, head) row one
+  compare into the row max, one subtract, one exp and one add into the sum (SINK_FLOPS_PER_ROW), and the h
+  logits read once per layer (weight bytes, in ``dtype``).
+- Logit soft-capping (Gemma 2's attn_logit_softcapping): cap·tanh(score/cap) on every score computed,
+  SOFTCAP_FLOPS_PER_ELEMENT each, on chip in flash and inside the softmax kernel in naive (it reads the scores
+  anyway).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..specs.workload import Workload
+from ..units import dtype_bytes
+from .op import SOFTCAP_FLOPS_PER_ELEMENT, SOFTMAX_FLOPS_PER_ELEMENT, Op, matmul_unit, softmax_op
+
+# A sink's work per softmax row (one query of one head): compare into the row max, subtract the max, exp, add
+# into the denominator. The sink adds no score to P and nothing to PV.
+SINK_FLOPS_PER_ROW = 4
+
+
+def window_of(w: Workload, sliding: bool) -> int | None:
+    """The window a layer attends through: the model's ``sliding_window`` for a sliding layer, None for a full
+    one."""
+    return w.model.sliding_window if sliding else None
+
+
+def positions_read(w: Workload, window: int | None) -> int:
+    """KV positions per sequence the step's T queries read: Lk, or min(Lk, W + T − 1) through a window W."""
+    lk = w.kv_len
+    return lk if window is None else min(lk, window + w.tokens_per_seq - 1)
+
+
+def _causal_prefix(n: int, window: int) -> int:
+    """F(n) = Σ_{j=1}^{n} min(j, W): the scores of the queries at positions 1 … n (1-based) through window W."""
+    if n <= window:
+        return n * (n + 1) // 2
+    return window * (window + 1) // 2 + (n - window) * window
+
+
+def scores_computed(w: Workload, causal_skip: bool, window: int | None = None) -> int:
+    """Attention scores per (sequence, head). Without ``causal_skip`` (naive) or without a causal mask: T × the
+    positions read. Causal with skip (flash): the unmasked ones, F(Lk) − F(Lk − T) (module docstring), which
+    is T·(Lk − T) + T·(T + 1)/2 without a window."""
+    t, lk = w.tokens_per_seq, w.kv_len
+    if not (causal_skip and w.causal):
+        return t * positions_read(w, window)
+    if window is None:
+        return t * (lk - t) + t * (t + 1) // 2
+    return _causal_prefix(lk, window) - _causal_prefix(lk - t, window)
+
+
+def kv_positions_held(w: Workload, window: int | None) -> int:
+    """KV positions one sequence's cache holds in a layer: kv_len, or min(kv_len, W) in a sliding layer. The
+    assumption: positions that left the window are not kept (a ring buffer of W slots, or vLLM's hybrid KV
+    cache manager freeing the blocks wholly outside the window; block granularity, at most one block per layer,
+    is left out)."""
+    return w.kv_len if window is None else min(w.kv_len, window)
+
+
+def attention_ops(w: Workload, window: int | None = None) -> list[Op]:
+    """The attention core of one layer: qk, softmax, pv (naive) or one fused attention kernel (flash); through
+    ``window`` (a sliding layer) each named with ``_local``."""
+    m = w.model
+    b, t, d = w.batch, w.tokens_per_seq, m.head_dim
+    lk = positions_read(w, window)
+    suffix = "" if window is None else "_local"
+    where = f"{lk} positions" + ("" if window is None else f" (window {window})")
+    a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
+    q_bytes = b * t * m.q_dim * a  # Q in, and O out, both N×h·d
+    k_bytes = b * lk * m.kv_dim * kv  # K (and likewise V) of every KV head, read once
+    unit = matmul_unit(w.dtype)
+    rows = b * m.num_heads * t  # softmax rows: one per query and head
+    sink_flops = SINK_FLOPS_PER_ROW * rows if m.attention_sinks else 0
+    sink_bytes = m.num_heads * a if m.attention_sinks else 0
+    cap = SOFTCAP_FLOPS_PER_ELEMENT if m.attn_logit_softcapping is not None else 0
+    extras = (", sinks" if m.attention_sinks else "") + (", soft-capped scores" if cap else "")
+    if w.attention == "flash":
+        s = b * m.num_heads * scores_computed(w, causal_skip=True, window=window)
+        return [
+            Op(
+                name="attention" + suffix,
+                kind="attention",
+                # QKᵀ and PV: 2·d FLOPs each per score; the online softmax (and a soft cap) on each score.
+                flops=s * (4 * d + SOFTMAX_FLOPS_PER_ELEMENT + cap) + sink_flops,
+                bytes=2 * q_bytes + 2 * k_bytes + sink_bytes,
+                unit=unit,
+                dtype=w.dtype,
+                reads=f"Q, K, V (K, V: {where} × {m.num_kv_heads} KV heads, {w.kv_dtype})"
+                      + (f", {m.num_heads} sink logits" if m.attention_sinks else ""),
+                writes=f"O {w.tokens}×{m.q_dim}",
+                computes=f"{s:,} scores on chip: QKᵀ, online softmax, PV; no score touches HBM{extras}",
+                kv_bytes=2 * k_bytes,
+                weight_bytes=sink_bytes,
+            )
+        ]
+    s = b * m.num_heads * scores_computed(w, causal_skip=False, window=window)
+    score_bytes = s * a
+    softmax = softmax_op("softmax" + suffix, rows, lk, w.dtype)
+    if sink_flops or cap:
+        softmax = replace(softmax, flops=softmax.flops + sink_flops + cap * s, bytes=softmax.bytes + sink_bytes,
+                          weight_bytes=sink_bytes, computes=softmax.computes + extras)
+    return [
+        Op(
+            name="qk" + suffix,
+            kind="attention",
+            flops=2 * s * d,
+            bytes=q_bytes + k_bytes + score_bytes,
+            unit=unit,
+            dtype=w.dtype,
+            reads=f"Q {w.tokens}×{m.q_dim}, K {where}×{m.kv_dim} per sequence",
+            writes=f"scores {b}×{m.num_heads}×{t}×{lk}",
+            computes=f"2·d FLOPs per score, {s:,} scores (the full T×Lk, masked or not)",
+            kv_bytes=k_bytes,
+        ),
+        softmax,
+        Op(
+            name="pv" + suffix,
+            kind="attention",
+            flops=2 * s * d,
+            bytes=score_bytes + k_bytes + q_bytes,
+            unit=unit,
+            dtype=w.dtype,
+            reads=f"P {b}×{m.num_heads}×{t}×{lk}, V {where}×{m.kv_dim} per sequence",
+            writes=f"O {w.tokens}×{m.q_dim}",
+            computes=f"2·d FLOPs per score, {s:,} scores",
+            kv_bytes=k_bytes,
+        ),
+    ]
