@@ -57,16 +57,37 @@ def test_int4_keeps_the_bias_in_dtype():
     assert ops["q_proj"].weight_bytes == 3584 * 3584 // 2 + 3584 * 28 * 2 + 3584 * 2 == 6_630_400
 
 
-def test_importer_sets_qwen2_bias_and_refuses_attention_bias(tmp_path):
+def test_importer_sets_qwen2_bias_and_reads_attention_and_mlp_bias(tmp_path):
     cfg = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 512,
            "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1000}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    assert model_from_hf_config(path).qkv_bias
+    m = model_from_hf_config(path)
+    assert (m.qkv_bias, m.o_bias, m.mlp_bias) == (True, False, False)
     path.write_text(json.dumps({**cfg, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
     assert not model_from_hf_config(path).qkv_bias
-    # transformers' attention_bias also puts a bias on o_proj, which is not modelled.
+    # transformers' attention_bias puts a bias on q, k, v and o_proj (issue 12: o_proj's is modelled now), and
+    # Llama's mlp_bias on gate, up and down.
     path.write_text(json.dumps({**cfg, "model_type": "llama", "architectures": ["LlamaForCausalLM"],
-                                "attention_bias": True}))
-    with pytest.raises(UserError, match="field 'attention_bias': .*o_proj"):
+                                "attention_bias": True, "mlp_bias": True}))
+    m = model_from_hf_config(path)
+    assert (m.qkv_bias, m.o_bias, m.mlp_bias) == (True, True, True)
+    # Per layer beyond the unbiased count: q, k, v biases 512 + 2·512 (8 KV heads of 64), o 512, MLP 2·1024 + 512.
+    plain = m.model_copy(update={"qkv_bias": False, "o_bias": False, "mlp_bias": False})
+    assert m.parameter_count() - plain.parameter_count() == 2 * (3 * 512 + 512 + 2 * 1024 + 512) == 9_216
+    path.write_text(json.dumps({**cfg, "attention_bias": "yes"}))
+    with pytest.raises(UserError, match="field 'attention_bias': expected true or false"):
         model_from_hf_config(path)
+
+
+def test_o_and_mlp_biases_are_read_and_added():
+    # Llama 3 8B with every bias, decode at batch 2 in bf16 (H 4096, I 14336): o_proj reads its 4096-element
+    # bias (8,192 B) and adds 2·4096; down_proj likewise; gate_proj its 14336 (28,672 B), 2·14336 adds.
+    w = resolve_workload("decode", model="llama-3-8b", batch=2, context=128)
+    biased = w.model_copy(update={"model": w.model.model_copy(update={"o_bias": True, "mlp_bias": True})})
+    plain, ops = ({op.name: op for op in step_ops(x)} for x in (w, biased))
+    assert ops["o_proj"].bytes - plain["o_proj"].bytes == 4096 * 2
+    assert ops["o_proj"].flops - plain["o_proj"].flops == 2 * 4096
+    assert ops["gate_proj"].bytes - plain["gate_proj"].bytes == 14336 * 2
+    assert ops["down_proj"].flops - plain["down_proj"].flops == 2 * 4096
+    assert ops["q_proj"] == plain["q_proj"]  # qkv_bias not set

@@ -344,7 +344,7 @@ def test_a_published_moe_config_reads_as_the_bundled_model(tmp_path, cfg, bundle
     (QWEN3_MOE, {"mlp_only_layers": [0, 47]}, "field 'mlp_only_layers'"),
     (QWEN3_MOE, {"kv_lora_rank": 512}, "field 'kv_lora_rank'"),
     (QWEN3_MOE, {"num_local_experts": 8}, "field 'num_local_experts'"),
-    (QWEN3_MOE, {"attention_bias": True}, "field 'attention_bias'"),
+    (QWEN3_MOE, {"attention_bias": "true"}, "field 'attention_bias': expected true or false"),
     (QWEN3_MOE, {"moe_intermediate_size": None}, "moe.expert_intermediate_size"),
     (MIXTRAL, {"num_local_experts": None}, "field 'num_local_experts': missing|num_experts"),
     (MIXTRAL, {"num_experts_per_tok": 9}, "experts_per_token \\(9\\) exceeds num_experts \\(8\\)"),

@@ -23,6 +23,11 @@ QWEN3_MOE = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size"
     ("qwen2", "Qwen2ForCausalLM", {}),
     ("mixtral", "MixtralForCausalLM", MOE),
     ("qwen3_moe", "Qwen3MoeForCausalLM", QWEN3_MOE),
+    ("qwen3", "Qwen3ForCausalLM", {}),
+    ("phi3", "Phi3ForCausalLM", {}),
+    ("gemma2", "Gemma2ForCausalLM", {}),
+    ("gemma3_text", "Gemma3ForCausalLM", {}),
+    ("gpt_oss", "GptOssForCausalLM", MOE),
 ])
 def test_known_architectures_are_read(tmp_path, model_type, architecture, extra):
     path = tmp_path / "config.json"
@@ -31,7 +36,8 @@ def test_known_architectures_are_read(tmp_path, model_type, architecture, extra)
 
 
 @pytest.mark.parametrize("architectures, reason", [
-    (["Gemma3ForCausalLM"], "'Gemma3ForCausalLM' is not modelled"),
+    # A known class of another model type: Gemma 3's in a llama config.
+    (["Gemma3ForCausalLM"], "'Gemma3ForCausalLM' is not modelled for model_type llama"),
     (["LlamaForSequenceClassification"], "'LlamaForSequenceClassification' is not modelled"),
     (["LlamaForCausalLM", "LlavaForConditionalGeneration"], "'LlavaForConditionalGeneration'"),
     ([7], "7 is not modelled"),

@@ -94,9 +94,12 @@ def test_a_saved_scenario_keeps_an_override_of_the_checkpoints_format(tmp_path):
     ({"quant_method": "awq", "bits": 4, "group_size": 128}, "quantization_config.zero_point': True"),
     ({"quant_method": "awq", "bits": 4, "zero_point": True}, "quantization_config.zero_point': True"),
     ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "quantization_config.weight_block_size'"),
-    # gpt-oss keeps its attention in bf16: counted in mxfp4 it would read too few bytes.
+    # A dense model that keeps its attention in bf16: which of its other layers are quantized is not said
+    # (gpt-oss, with experts, is read as quantized: experts).
     ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]},
-     "modules_to_not_convert': 'model.layers.\\*.self_attn'"),
+     "modules_to_not_convert': the attention stays unquantized in a model without experts"),
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.mlp.down_proj"]},
+     "modules_to_not_convert': 'model.layers.\\*.mlp.down_proj'"),
     ("gptq", "quantization_config': expected a mapping"),
     ({"quant_method": "gptq", "bits": 4, "group_size": 0}, "group_size"),
 ])
