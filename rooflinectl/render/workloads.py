@@ -50,11 +50,23 @@ def models_table(models: list[Model]) -> Table:
     return m
 
 
+def attention_pattern(model: Model) -> str:
+    """The layers' attention in words: 'full', or '52 sliding (window 1024), 10 full'."""
+    if model.sliding_window is None:
+        return "full"
+    local = model.sliding_layers
+    full = f", {model.num_layers - local} full" if local < model.num_layers else ""
+    return f"{local} sliding (window {model.sliding_window}){full}"
+
+
 def layer_pattern(model: Model) -> str:
     """The layers in words: '32 dense', '48 MoE (top-8 of 128 experts of width 768)', '3 dense (MLP 18432),
-    then 58 MoE (…, + 1 shared expert of width 2048)'; ', q/k RMSNorm per head' where the model has it."""
+    then 58 MoE (…, + 1 shared expert of width 2048)'; ', q/k RMSNorm per head' where the model has it, and the
+    attention's sliding and full layers where it has a window."""
     moe = model.moe
     norm = ", q/k RMSNorm per head" if model.qk_norm else ""
+    if model.sliding_window is not None:
+        norm += f"; attention: {attention_pattern(model)}"
     if moe is None:
         return f"{model.num_layers} dense (MLP {model.intermediate_size}){norm}"
     experts = f"top-{moe.experts_per_token} of {moe.num_experts} experts of width {moe.expert_intermediate_size}"
@@ -72,7 +84,7 @@ def model_json(model: Model) -> dict:
     return {
         **model.model_dump(),
         "parameters": {"total": model.parameter_count(), "active_per_token": model.active_parameter_count()},
-        "layers": {"dense": model.dense_layers, "moe": model.moe_layers},
+        "layers": {"dense": model.dense_layers, "moe": model.moe_layers, "sliding": model.sliding_layers},
     }
 
 
@@ -98,9 +110,19 @@ def spec_view(spec: Scenario | Model) -> Text:
     under a mixture-of-experts model, as YAML comments, its parameters in all and per token, and its layers."""
     import yaml
 
-    text = yaml.safe_dump(spec.model_dump(exclude_none=True), sort_keys=False).rstrip()
+    class Dumper(yaml.SafeDumper):
+        """Lists of plain values in flow style: a layer pattern reads as one line, [sliding, sliding, full]."""
+
+    def flow_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
+        flow = all(isinstance(x, (str, int, float, bool)) for x in data)
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+    Dumper.add_representer(list, flow_list)
+    text = yaml.dump(spec.model_dump(exclude_none=True), Dumper=Dumper, sort_keys=False).rstrip()
     if isinstance(spec, Model) and spec.moe is not None:
         text += (f"\n# parameters: {spec.parameter_count():,} in all (every expert, held in memory)"
                  f"\n# active per token: {spec.active_parameter_count():,}"
                  f"\n# layers: {layer_pattern(spec)}")
+    elif isinstance(spec, Model) and spec.sliding_window is not None:
+        text += f"\n# parameters: {spec.parameter_count():,}\n# layers: {layer_pattern(spec)}"
     return Text(text)

@@ -235,9 +235,13 @@ MOE_MODEL = {
     **MODEL, "qk_norm": (bool,), "qkv_bias": (bool,), "moe.num_experts": (int,), "moe.experts_per_token": (int,),
     "moe.expert_intermediate_size": (int,), "moe.num_shared_experts": (int,),
     "moe.shared_expert_intermediate_size": (int, NONE), "moe.first_dense_layers": (int,),
+    # Issue 12's variants: Gemma 3's norms, GELU and window pattern, gpt-oss's biases, sinks and MXFP4 experts.
+    "post_norms": (bool,), "scale_embeddings": (bool,), "layer_pattern[]": (str,), "o_bias": (bool,),
+    "mlp_bias": (bool,), "attention_sinks": (bool,), "moe.router_bias": (bool,), "weight_dtype": (str,),
+    "quantized": (str,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
-               "layers.dense": (int,), "layers.moe": (int,)}
+               "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,)}
 SCENARIO = {
     "phase": (str,), "model": (str,), "description": (str, NONE), "batch": (int,), "seq_len": (int, NONE),
     "context": (int, NONE), "dtype": (str,), "kv_dtype": (str, NONE), "attention": (str,), "causal": (bool,),
