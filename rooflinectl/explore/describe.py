@@ -54,7 +54,11 @@ def placement_line(p: Placement) -> str:
 
 def fusion_for(p: Placement, a: Analysis) -> str | None:
     """The --fuse option that folds this op into a neighbour, or None (``FUSABLE``, ``MOE_FUSABLE``)."""
-    if a.workload.model.moe is not None and p.name in MOE_FUSABLE:
+    model = a.workload.model
+    if model.post_norms and p.name in ("attn_residual", "mlp_residual"):
+        # Gemma 2/3: a norm sits between the branch's last matmul and the add, which folds into that norm.
+        return f"residual (the add in the epilogue of post_{p.name.removesuffix('_residual')}_norm)"
+    if model.moe is not None and p.name in MOE_FUSABLE:
         return MOE_FUSABLE[p.name]
     return FUSABLE.get(p.name)
 
