@@ -301,19 +301,31 @@ class Model(Strict):
             return True
         return self.layer_pattern[layer % len(self.layer_pattern)] == "sliding"
 
+    def _sliding_before(self, n: int) -> int:
+        """Sliding layers among layers 0 … n − 1, by whole periods of the pattern and the rest (a model of 2**14
+        layers is counted without a walk over them)."""
+        if self.sliding_window is None:
+            return 0
+        if self.layer_pattern is None:
+            return n
+        slides = [kind == "sliding" for kind in self.layer_pattern]
+        periods, rest = divmod(n, len(slides))
+        return periods * sum(slides) + sum(slides[:rest])
+
     @property
     def sliding_layers(self) -> int:
         """Layers that attend through the sliding window."""
-        return sum(self.layer_slides(i) for i in range(self.num_layers))
+        return self._sliding_before(self.num_layers)
 
     def layer_counts(self) -> dict[tuple[bool, bool], int]:
         """How many layers there are of each kind, keyed (MoE MLP, sliding attention): an MoE model's first
         ``first_dense_layers`` layers are dense, and the window pattern runs over all layers from layer 0."""
-        counts: dict[tuple[bool, bool], int] = {}
-        for i in range(self.num_layers):
-            key = (i >= self.dense_layers, self.layer_slides(i))
-            counts[key] = counts.get(key, 0) + 1
-        return counts
+        dense, layers = self.dense_layers, self.num_layers
+        dense_sliding = self._sliding_before(dense)
+        moe_sliding = self._sliding_before(layers) - dense_sliding
+        counts = {(False, False): dense - dense_sliding, (False, True): dense_sliding,
+                  (True, False): layers - dense - moe_sliding, (True, True): moe_sliding}
+        return {kind: n for kind, n in counts.items() if n}
 
     @property
     def rotary(self) -> int:

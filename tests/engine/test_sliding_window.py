@@ -137,3 +137,20 @@ def test_bad_patterns_are_refused(update, reason):
     data = {**load_model("llama-3-8b").model_dump(), **update}
     with pytest.raises(ValueError, match=reason):
         Model.model_validate(data)
+
+
+@given(layers=st.integers(1, 60), dense=st.integers(0, 59),
+       pattern=st.lists(st.sampled_from(["sliding", "full"]), min_size=1, max_size=8))
+def test_layer_counts_are_the_walk_over_the_layers(layers, dense, pattern):
+    # layer_counts counts by whole periods; walking layer by layer (layer_slides) must agree.
+    if "sliding" not in pattern or len(pattern) > layers or dense >= layers:
+        return
+    m = load_model("mixtral-8x7b").model_copy(update={"num_layers": layers, "sliding_window": 64,
+                                                       "layer_pattern": pattern})
+    m = m.model_copy(update={"moe": m.moe.model_copy(update={"first_dense_layers": dense})})
+    walk: dict[tuple[bool, bool], int] = {}
+    for i in range(layers):
+        key = (i >= dense, m.layer_slides(i))
+        walk[key] = walk.get(key, 0) + 1
+    assert m.layer_counts() == walk
+    assert m.sliding_layers == sum(m.layer_slides(i) for i in range(layers))
