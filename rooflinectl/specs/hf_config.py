@@ -341,7 +341,11 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         "name": str(cfg.get("_name_or_path") or cfg.get("model_type") or model_id),
         "source": f"Hugging Face config {path}"
                   + ("; the text decoder of text_config (the vision tower is not counted)" if top_type == "gemma3"
-                     else ""),
+                     else "")
+                  # Phi3Attention's qkv_proj and Phi3MLP's gate_up_proj: one matrix each in the checkpoint; the
+                  # FLOPs and weight bytes are the three (two) projections', the x reads those of --fuse.
+                  + ("; its checkpoint fuses qkv_proj and gate_up_proj: --fuse qkv,gate_up counts that kernel"
+                     if model_type == "phi3" else ""),
         "hidden_size": cfg["hidden_size"],
         "num_layers": cfg["num_hidden_layers"],
         "num_heads": heads,

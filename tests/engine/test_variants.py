@@ -175,3 +175,14 @@ def test_the_cli_analyses_the_bundled_variants():
         result = cli(*args)
         assert result.exit_code == 0, result.output
     assert "attention_local" in cli("analyze", "decode", "--gpu", "h200", "--model", "gemma-3-27b").output
+
+
+def test_naive_softmax_carries_the_sinks():
+    # gpt-oss-20b naive prefill of 256 tokens: 64 heads × 256 rows; softmax over the 256 positions read (a
+    # sliding layer's queries read min(256, 128 + 256 − 1) = 256 too): 5 FLOPs a score + 4 a row for the sink;
+    # the scores in and out, 2·16384·256·2 B, and the 64 sink logits, 128 B.
+    ops = ops_of(resolve_workload("prefill", model="gpt-oss-20b", seq_len=256, attention="naive"))
+    for name in ("softmax", "softmax_local"):
+        assert ops[name].flops == 5 * 16384 * 256 + 4 * 16384 == 21_037_056
+        assert ops[name].bytes == 2 * 16384 * 256 * 2 + 128 == 16_777_344
+        assert ops[name].weight_bytes == 128

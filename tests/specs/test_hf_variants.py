@@ -106,6 +106,7 @@ def test_phi3_mini(tmp_path):
     # sliding_window 2047 with no pattern: every layer slides (Phi3Attention passes it to every layer).
     assert (m.sliding_window, m.layer_pattern, m.sliding_layers) == (2047, None, 32)
     assert (m.mlp, m.qkv_bias, m.rotary_dim) == ("gated_silu", False, None)
+    assert "--fuse qkv,gate_up" in m.source  # its checkpoint's fused qkv_proj and gate_up_proj
     # Per layer 4·3072² = 37,748,736 + MLP 3·3072·8192 = 75,497,472 + norms 6,144 = 113,252,352; × 32, plus
     # 2·32064·3072 = 197,001,216 and 3072: 3,821,079,552, the "3.8 billion parameters" of Abdin et al. 2024,
     # 'Phi-3 Technical Report' (within 1%).
