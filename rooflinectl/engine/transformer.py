@@ -351,9 +351,11 @@ def moe_layer_ops(w: Workload, sliding: bool = False) -> list[Op]:
 
 def _merge_layers(blocks: list[tuple[list[Op], int]]) -> list[Op]:
     """The ops of several kinds of layer, each block's ops times its count; an op in more than one kind (the
-    attention, mlp_norm, mlp_residual: the same work by the same name) once, with the counts added. An op new to
+    projections, mlp_norm, mlp_residual: the same work by the same name) once, with the counts added. An op new to
     the list goes before the next op of its block that is already there, so that the order stays each block's:
-    dense layers' MLP, then the MoE one's, then mlp_residual."""
+    dense layers' MLP, then the MoE one's, then mlp_residual; a sliding layer's attention_local after the full
+    layers' attention, before o_proj. Ops of different work never share a name (a sliding layer's core is
+    ``attention_local``), which the check below holds."""
     merged: list[Op] = []
     for ops, count in blocks:
         if count == 0:
