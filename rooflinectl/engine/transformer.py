@@ -41,9 +41,14 @@ from dataclasses import replace
 
 from ..specs.workload import Workload
 from ..units import dtype_bytes
+from .block import linear as _linear
+from .block import projection as _projection
+from .block import residual as _residual
+from .block import scores_computed
+from .block import with_residual as _with_residual
+from .mla import mla_attention_block, mla_attention_ops, mla_kv_cache_bytes_per_sequence, mla_linear_matrices
 from .moe import experts_touched
 from .op import (
-    RESIDUAL_FLOPS_PER_ELEMENT,
     ROPE_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
     Op,
@@ -51,32 +56,12 @@ from .op import (
     gated_act_op,
     matmul_op,
     matmul_unit,
-    rmsnorm_linear_op,
     rmsnorm_op,
     router_op,
     softmax_op,
     with_gated_act,
 )
 from .quant import linear_weight_bytes, weight_matrix_bytes
-
-
-def _linear(w: Workload, name: str, k: int, n: int) -> Op:
-    """A linear layer of the block, its k×n weights in the workload's weight format (engine.quant: scales
-    counted), its input read and output written in ``dtype``, multiplied in ``matmul_dtype``."""
-    if not w.quantized:
-        return matmul_op(name, w.tokens, k, n, w.dtype)
-    return matmul_op(name, w.tokens, k, n, w.dtype, weight_dtype=w.weights, w_bytes=linear_weight_bytes(w, k, n),
-                     compute_dtype=w.matmul_dtype)
-
-
-def _projection(w: Workload, name: str, k: int, n: int, norm: bool) -> Op:
-    """A linear layer of the block; with ``norm`` the preceding RMSNorm runs in its prologue (norm_linear)."""
-    if norm:
-        if not w.quantized:
-            return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype)
-        return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype, weight_dtype=w.weights,
-                                 w_bytes=linear_weight_bytes(w, k, n), compute_dtype=w.matmul_dtype)
-    return _linear(w, name, k, n)
 
 
 def _with_bias(op: Op, w: Workload, n_out: int) -> Op:
@@ -100,47 +85,11 @@ def _qkv(w: Workload, name: str, n_out: int, norm: bool) -> Op:
     return _with_bias(op, w, n_out) if w.model.qkv_bias else op
 
 
-def _with_residual(op: Op, w: Workload) -> Op:
-    """Fold the residual add into a projection's epilogue: read the residual stream, add, write once."""
-    extra = w.tokens * w.model.hidden_size
-    return replace(
-        op,
-        name=op.name + "+residual",
-        flops=op.flops + RESIDUAL_FLOPS_PER_ELEMENT * extra,
-        bytes=op.bytes + extra * dtype_bytes(w.dtype),
-        reads=op.reads + ", residual",
-        computes=op.computes + ", + residual add",
-        fuses=(*op.fuses, "elementwise"),
-    )
-
-
-def _residual(name: str, w: Workload) -> Op:
-    n = w.tokens * w.model.hidden_size
-    a = dtype_bytes(w.dtype)
-    return Op(
-        name=name,
-        kind="elementwise",
-        flops=RESIDUAL_FLOPS_PER_ELEMENT * n,
-        bytes=3 * n * a,
-        unit="vector",
-        dtype="fp32",
-        reads=f"x and the branch output, {w.tokens}×{w.model.hidden_size} each",
-        writes=f"{w.tokens}×{w.model.hidden_size}",
-        computes="1 add per element",
-    )
-
-
-def scores_computed(w: Workload, causal_skip: bool) -> int:
-    """Attention scores per (sequence, head): T·Lk, or with ``causal_skip`` only the unmasked ones."""
-    t, lk = w.tokens_per_seq, w.kv_len
-    if not (causal_skip and w.causal):
-        return t * lk
-    return t * (lk - t) + t * (t + 1) // 2
-
-
 def attention_ops(w: Workload) -> list[Op]:
     """The attention core of one layer: qk, softmax, pv (naive) or one fused attention kernel (flash)."""
     m = w.model
+    if m.mla is not None:  # multi-head latent attention: engine/mla.py
+        return mla_attention_ops(w)
     b, t, lk, d = w.batch, w.tokens_per_seq, w.kv_len, m.head_dim
     a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
     q_bytes = b * t * m.q_dim * a  # Q in, and O out, both N×h·d
@@ -197,6 +146,8 @@ def attention_ops(w: Workload) -> list[Op]:
 def _attention_block(w: Workload) -> list[Op]:
     """The attention half of a block, in execution order: attn_norm … attn_residual (count 1)."""
     m = w.model
+    if m.mla is not None:  # multi-head latent attention: engine/mla.py
+        return mla_attention_block(w)
     n, h = w.tokens, m.hidden_size
     a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
     fused = set(w.fused)
@@ -432,8 +383,11 @@ def step_ops(w: Workload) -> list[Op]:
 
 
 def kv_cache_bytes_per_sequence(w: Workload) -> float:
-    """KV cache held for one sequence: K and V of every layer and KV head over kv_len positions."""
+    """KV cache held for one sequence: K and V of every layer and KV head over kv_len positions (MLA: the
+    latent cache, engine/mla.py)."""
     m = w.model
+    if m.mla is not None:
+        return mla_kv_cache_bytes_per_sequence(w)
     return m.num_layers * 2 * m.kv_dim * w.kv_len * dtype_bytes(w.kv_dtype)
 
 
@@ -445,6 +399,8 @@ def _linear_matrices(w: Workload) -> list[tuple[int, int, int]]:
     m = w.model
     h, q, kv = m.hidden_size, m.q_dim, m.kv_dim
     mats = [(m.num_layers, h, q), (2 * m.num_layers, h, kv), (m.num_layers, q, h)]
+    if m.mla is not None:  # MLA's q_a/q_b (or q), kv_a_proj_with_mqa, kv_b_proj, o_proj in place of Q, K, V, O
+        mats = mla_linear_matrices(m)
     if m.dense_layers:
         i = m.intermediate_size
         mats += [(2 * m.dense_layers, h, i), (m.dense_layers, i, h)]
