@@ -37,8 +37,9 @@ ActDType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
 ACT_DTYPES: tuple[str, ...] = (*DTYPES, "fp4")
 NARROW_ACT_DTYPES: tuple[str, ...] = ("fp8", "int8", "fp4")
 # Weight storage formats (engine/quant.py states each one's layout, scales and source).
-WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
-WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
+# fp8_block: fp8 with one scale per 128×128 block (DeepSeek-V3's checkpoint format).
+WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4"]
+WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4")
 # The weight/activation pairs a kernel runs, and so the pairs modelled (engine/quant.kernel_name names them):
 # unquantized weights in the activations' type; fp8 or int8 weights beside activations of the same type (w8a8 on
 # the fp8 or int8 tensor cores) or widened to bf16/fp16 (w8a16); 4-bit weights widened to bf16/fp16 (w4a16:
@@ -47,7 +48,7 @@ WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4",
 # fp4 are not modelled.
 WEIGHT_ACTIVATION_PAIRS: dict[str, tuple[str, ...]] = {
     "fp32": ("fp32",), "bf16": ("bf16",), "fp16": ("fp16",),
-    "fp8": ("fp8", "bf16", "fp16"), "int8": ("int8", "bf16", "fp16"), "int4": ("bf16", "fp16"),
+    "fp8": ("fp8", "bf16", "fp16"), "fp8_block": ("fp8", "bf16", "fp16"), "int8": ("int8", "bf16", "fp16"), "int4": ("bf16", "fp16"),
     "mxfp4": ("bf16", "fp16", "fp4"), "nvfp4": ("bf16", "fp16", "fp4"),
 }
 # int4's group along k: 128 is AWQ's and GPTQ's default; from 16 to a whole column (2**22, an MLP's widest).

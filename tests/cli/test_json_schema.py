@@ -235,6 +235,8 @@ MOE_MODEL = {
     **MODEL, "qk_norm": (bool,), "qkv_bias": (bool,), "moe.num_experts": (int,), "moe.experts_per_token": (int,),
     "moe.expert_intermediate_size": (int,), "moe.num_shared_experts": (int,),
     "moe.shared_expert_intermediate_size": (int, NONE), "moe.first_dense_layers": (int,),
+    "mla.q_lora_rank": (int, NONE), "mla.kv_lora_rank": (int,), "mla.qk_nope_head_dim": (int,),
+    "mla.qk_rope_head_dim": (int,), "mla.v_head_dim": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
                "layers.dense": (int,), "layers.moe": (int,)}
