@@ -138,7 +138,8 @@ PUBLISHED_POSITIONS = {
     "mistral-7b": (32768, 4096), "qwen2-7b": (131072, None), "qwen2.5-72b": (131072, None),
     "mixtral-8x7b": (32768, None),  # sliding_window: null
     "qwen3-30b-a3b": (40960, None), "qwen3-235b-a22b": (40960, None),  # use_sliding_window: false
-    "deepseek-v3": (163840, None),  # no sliding_window key
+    "deepseek-v3": (163840, None), "deepseek-v2": (163840, None), "deepseek-v2-lite": (163840, None),
+    "kimi-k2": (131072, None),  # no sliding_window key
 }
 
 
