@@ -52,9 +52,13 @@ def models_table(models: list[Model]) -> Table:
 
 def layer_pattern(model: Model) -> str:
     """The layers in words: '32 dense', '48 MoE (top-8 of 128 experts of width 768)', '3 dense (MLP 18432),
-    then 58 MoE (…, + 1 shared expert of width 2048)'; ', q/k RMSNorm per head' where the model has it."""
+    then 58 MoE (…, + 1 shared expert of width 2048)'; ', q/k RMSNorm per head' and the latent attention where
+    the model has them."""
     moe = model.moe
     norm = ", q/k RMSNorm per head" if model.qk_norm else ""
+    if model.mla is not None:
+        norm += (f", latent attention (MLA: {model.mla.kv_lora_rank} + {model.mla.qk_rope_head_dim} cached values a "
+                 f"token and layer)")
     if moe is None:
         return f"{model.num_layers} dense (MLP {model.intermediate_size}){norm}"
     experts = f"top-{moe.experts_per_token} of {moe.num_experts} experts of width {moe.expert_intermediate_size}"

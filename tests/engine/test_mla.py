@@ -8,7 +8,7 @@ import json
 import pytest
 
 from helpers import cli
-from rooflinectl.engine.quant import weight_matrix_bytes
+from rooflinectl.engine.quant import bits_per_weight, kernel_name, weight_matrix_bytes
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
 from rooflinectl.errors import UserError
@@ -166,6 +166,16 @@ def test_fp8_block_scales():
     assert weight_matrix_bytes("fp8_block", 7168, 1536, 128) == 7168 * 1536 + 4 * 56 * 12
     # Sides not multiples of 128 pad their edge blocks: kv_a_proj_with_mqa's 576 columns are 5 blocks.
     assert weight_matrix_bytes("fp8_block", 7168, 576, 128) == 7168 * 576 + 4 * 56 * 5
+    # 8 bits and one 32-bit scale per 128·128 weights; the kernel is named by its blocks.
+    assert bits_per_weight("fp8_block") == 8 + 32 / (128 * 128)
+    w = resolve_workload("decode", model="deepseek-v3", context=64, weight_dtype="fp8_block", act_dtype="fp8")
+    assert kernel_name(w) == "w8a8: fp8 in 128×128 blocks on the fp8 tensor cores"
+
+
+def test_workloads_show_names_the_latent_attention():
+    result = cli("workloads", "show", "deepseek-v3")
+    assert result.exit_code == 0, result.output
+    assert "latent attention (MLA: 512 + 64 cached values a token and layer)" in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize("change, reason", [
