@@ -216,3 +216,14 @@ def test_deepseek_v3_reads_its_latent_cache_once_per_sequence():
     # batch 64 × 8,192 positions × 61 layers × 576 values × 2 bytes.
     a = analyze(resolve_workload("decode", model="deepseek-v3", batch=64, context=8192), load_gpu("h200"))
     assert a.totals.kv_cache_bytes == 64 * 8192 * 61 * 576 * 2
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "kimi-k2", "deepseek-v2", "deepseek-v2-lite"])
+def test_a_decode_step_of_one_token_reads_exactly_the_active_weights(model):
+    """In bf16 at batch 1 the layers read each weight one token uses once (the absorbed W_UK and W_UV are
+    kv_b_proj's two halves, read in decode in its place; the k experts touched), and the embedding one row:
+    2 bytes × (active parameters − the V×H table + H)."""
+    w = resolve_workload("decode", model=model, context=64, batch=1)
+    m = w.model
+    read = sum(op.weight_bytes * op.count for op in step_ops(w))
+    assert read == 2 * (m.active_parameter_count() - m.vocab_size * m.hidden_size + m.hidden_size)
