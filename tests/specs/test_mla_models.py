@@ -227,3 +227,15 @@ def test_mla_keys_in_a_llama_config_are_refused(tmp_path, key, value):
            "intermediate_size": 1024, "vocab_size": 1000, key: value}
     assert_one_line_error(cli("analyze", "decode", "--model", write(tmp_path, cfg, "x"), "--context", "64"),
                           f"field '{key}'")
+
+
+def test_a_saved_scenario_of_an_imported_mla_model_round_trips(tmp_path):
+    import yaml
+
+    from rooflinectl.specs.workload import resolve_workload, scenario_from_workload
+
+    w = resolve_workload("decode", model=write(tmp_path, DEEPSEEK_V3), context=128, batch=4)
+    assert w.weights == "fp8_block" and w.model.mla is not None
+    path = tmp_path / "saved.yaml"
+    path.write_text(yaml.safe_dump(scenario_from_workload(w).model_dump(exclude_none=True)))
+    assert resolve_workload(str(path)) == w
