@@ -20,7 +20,7 @@ DTYPE_OPTION = typer.Option(
     "--act-dtype overrides it for its own part).",
 )
 WEIGHT_DTYPE_OPTION = typer.Option(
-    None, "--weight-dtype", help="The linear layers' weights: bf16, fp16, fp8, int8, int4, mxfp4, nvfp4, scales "
+    None, "--weight-dtype", help="The linear layers' weights: bf16, fp16, fp8, fp8_block, int8, int4, mxfp4, nvfp4, scales "
     "counted (default: --dtype; embedding, LM head, norms and router stay in the activations' type).",
 )
 ACT_DTYPE_OPTION = typer.Option(

@@ -25,6 +25,10 @@ def _scaled(k: int, n: int, bits: int, group: int, scale_bytes: int, per_tensor_
     return math.ceil(k * n * bits / 8) + n * math.ceil(k / group) * scale_bytes + per_tensor_bytes
 
 
+# fp8_block's square block of weights that shares one scale (DeepSeek-V3's weight_block_size [128, 128]).
+FP8_BLOCK = 128
+
+
 def weight_matrix_bytes(fmt: WeightDType, k: int, n: int, group_size: int) -> int:
     """Bytes of a k×n weight matrix stored in ``fmt`` (``group_size``: int4's group along k)."""
     if fmt == "fp32":
@@ -36,6 +40,12 @@ def weight_matrix_bytes(fmt: WeightDType, k: int, n: int, group_size: int) -> in
         # llm-compressor/ModelOpt FP8 checkpoints: a per-tensor weight_scale; torch._scaled_mm takes fp32
         # scales): k·n bytes + 4. 8.000 bits a weight.
         return k * n + 4
+    if fmt == "fp8_block":
+        # FP8 E4M3 elements and one fp32 scale per 128×128 block of the matrix (DeepSeek-V3's checkpoint,
+        # README_WEIGHTS.md of deepseek-ai/DeepSeek-V3: quantization_config weight_block_size [128, 128], a float32
+        # weight_scale_inv per block; DeepGEMM and vLLM's block-wise fp8 run it): k·n + 4·⌈k/128⌉·⌈n/128⌉ bytes,
+        # 8 + 32/16384 bits a weight (a matrix whose sides are not multiples of 128 has its edge blocks padded).
+        return k * n + 4 * math.ceil(k / FP8_BLOCK) * math.ceil(n / FP8_BLOCK)
     if fmt == "int8":
         # INT8 elements and one fp32 scale per output channel (SmoothQuant-style W8A8 and compressed-tensors'
         # channel-wise int8: the int32 accumulator is scaled per column): k·n + 4·n bytes, 8 + 32/k bits a weight.
@@ -61,7 +71,7 @@ def weight_matrix_bytes(fmt: WeightDType, k: int, n: int, group_size: int) -> in
 def bits_per_weight(fmt: WeightDType, group_size: int = 128) -> float:
     """Bits a weight of ``fmt`` takes with its scales, per-tensor scales left out: the figure of a large matrix
     (k a multiple of every block size). int8's per-channel scale is counted at k = 4,096."""
-    k = 4096 if fmt == "int8" else group_size * 32 * 16  # a multiple of 16, 32 and g
+    k = 4096 if fmt == "int8" else group_size * 32 * 16  # a multiple of 16, 32, 128 and g
     n = 4096
     per_tensor = 4 if fmt in ("fp8", "nvfp4") else 0
     return (weight_matrix_bytes(fmt, k, n, group_size) - per_tensor) * 8 / (k * n)
@@ -80,9 +90,9 @@ def kernel_name(w: Workload) -> str:
     fmt, act = w.weights, w.matmul_dtype
     if not w.quantized:
         return act  # weights and activations in one type: the step as it always was
-    bits = {"fp8": 8, "int8": 8}.get(fmt, 4)
+    bits = {"fp8": 8, "fp8_block": 8, "int8": 8}.get(fmt, 4)
     act_bits = {"fp4": 4, "fp8": 8, "int8": 8}.get(act, 16)
-    what = f"int4 g{w.group_size}" if fmt == "int4" else fmt
+    what = f"int4 g{w.group_size}" if fmt == "int4" else "fp8 in 128×128 blocks" if fmt == "fp8_block" else fmt
     if act_bits == 16:
         return f"w{bits}a16: {what} dequantized to the {act} tensor cores"
     return f"w{bits}a{act_bits}: {what} on the {act} tensor cores"

@@ -49,11 +49,16 @@ from dataclasses import replace
 from ..specs.workload import Workload
 from ..units import dtype_bytes
 from .attention import attention_ops, kv_positions_held, scores_computed, window_of
+from .block import linear as _linear
+from .block import projection as _projection
+from .block import quantized as _quantized
+from .block import residual as _residual
+from .block import with_residual as _with_residual
+from .mla import mla_attention_block, mla_attention_ops, mla_kv_cache_bytes_per_sequence, mla_linear_matrices
 from .moe import experts_touched
 from .op import (
     BIAS_FLOPS_PER_ELEMENT,
     EMBED_SCALE_FLOPS_PER_ELEMENT,
-    RESIDUAL_FLOPS_PER_ELEMENT,
     ROPE_FLOPS_PER_ELEMENT,
     SOFTCAP_FLOPS_PER_ELEMENT,
     Op,
@@ -61,7 +66,6 @@ from .op import (
     gated_act_op,
     matmul_op,
     norm_op,
-    rmsnorm_linear_op,
     rmsnorm_op,
     router_op,
     with_gated_act,
@@ -72,31 +76,7 @@ __all__ = ["attention_ops", "kv_cache_bytes_per_sequence", "layer_ops", "model_o
            "scores_computed", "step_ops", "weight_footprint_bytes"]
 
 
-def _quantized(w: Workload, expert: bool) -> bool:
-    """Whether a linear layer's weights take the workload's quantized format: every linear layer when the step
-    is quantized, except that a model whose format covers its experts only (``Model.quantized``: gpt-oss's
-    MXFP4) keeps the other linear layers (attention, dense and shared MLPs) in ``dtype``."""
-    return w.quantized and (expert or w.model.quantized == "linear")
 
-
-def _linear(w: Workload, name: str, k: int, n: int) -> Op:
-    """A linear layer of the block, its k×n weights in the workload's weight format (engine.quant: scales
-    counted), its input read and output written in ``dtype``, multiplied in ``matmul_dtype``."""
-    if not _quantized(w, expert=False):
-        return matmul_op(name, w.tokens, k, n, w.dtype)
-    return matmul_op(name, w.tokens, k, n, w.dtype, weight_dtype=w.weights, w_bytes=linear_weight_bytes(w, k, n),
-                     compute_dtype=w.matmul_dtype)
-
-
-def _projection(w: Workload, name: str, k: int, n: int, norm: bool) -> Op:
-    """A linear layer of the block; with ``norm`` the preceding norm runs in its prologue (norm_linear)."""
-    if norm:
-        if not _quantized(w, expert=False):
-            return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype, norm=w.model.norm)
-        return rmsnorm_linear_op(name, w.tokens, k, n, w.dtype, weight_dtype=w.weights,
-                                 w_bytes=linear_weight_bytes(w, k, n), compute_dtype=w.matmul_dtype,
-                                 norm=w.model.norm)
-    return _linear(w, name, k, n)
 
 
 def _with_bias(op: Op, w: Workload, n_out: int, rows: int | None = None, vectors: float = 1) -> Op:
@@ -124,35 +104,6 @@ def _qkv(w: Workload, name: str, n_out: int, norm: bool) -> Op:
     return _with_bias(op, w, n_out) if w.model.qkv_bias else op
 
 
-def _with_residual(op: Op, w: Workload) -> Op:
-    """Fold the residual add into an op's epilogue (a projection, moe_combine, or a post norm): read the
-    residual stream, add, write once."""
-    extra = w.tokens * w.model.hidden_size
-    return replace(
-        op,
-        name=op.name + "+residual",
-        flops=op.flops + RESIDUAL_FLOPS_PER_ELEMENT * extra,
-        bytes=op.bytes + extra * dtype_bytes(w.dtype),
-        reads=op.reads + ", residual",
-        computes=op.computes + ", + residual add",
-        fuses=(*op.fuses, "elementwise"),
-    )
-
-
-def _residual(name: str, w: Workload) -> Op:
-    n = w.tokens * w.model.hidden_size
-    a = dtype_bytes(w.dtype)
-    return Op(
-        name=name,
-        kind="elementwise",
-        flops=RESIDUAL_FLOPS_PER_ELEMENT * n,
-        bytes=3 * n * a,
-        unit="vector",
-        dtype="fp32",
-        reads=f"x and the branch output, {w.tokens}×{w.model.hidden_size} each",
-        writes=f"{w.tokens}×{w.model.hidden_size}",
-        computes="1 add per element",
-    )
 
 
 def _close_branch(ops: list[Op], w: Workload, branch: str) -> list[Op]:
@@ -191,8 +142,11 @@ def _rope(w: Workload) -> Op:
 
 def _attention_block(w: Workload, sliding: bool = False) -> list[Op]:
     """The attention half of a block, in execution order: attn_norm … attn_residual (count 1); ``sliding``: a
-    layer that attends through the model's sliding window."""
+    layer that attends through the model's sliding window. A model with multi-head latent attention builds its
+    own (engine/mla.py; Model refuses windows and post norms beside it)."""
     m = w.model
+    if m.mla is not None:
+        return mla_attention_block(w)
     n, h = w.tokens, m.hidden_size
     a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
     fused = set(w.fused)
@@ -271,6 +225,8 @@ def _dense_mlp_block(w: Workload) -> list[Op]:
     ops: list[Op] = [] if norm_in else [norm_op("mlp_norm", w.tokens, m.hidden_size, w.dtype, m.norm)]
     ops += _gated_mlp(w, "", m.intermediate_size, norm_in)
     return _close_branch(ops, w, "mlp")
+
+
 def _moe_mlp_block(w: Workload) -> list[Op]:
     """The MLP half of an MoE block, in execution order (count 1).
 
@@ -418,6 +374,8 @@ def step_ops(w: Workload) -> list[Op]:
     m = w.model
     counts = m.layer_counts()
     if w.phase == "attention":
+        if m.mla is not None:  # the expanded form's core in every layer (engine/mla.py)
+            return [op.times(m.num_layers) for op in mla_attention_ops(w)]
         full = sum(c for (_, slides), c in counts.items() if not slides)
         return _merge_layers([(attention_ops(w), full),
                               (attention_ops(w, window_of(w, True)), m.num_layers - full)])
@@ -432,6 +390,8 @@ def kv_cache_bytes_per_sequence(w: Workload) -> float:
     """KV cache held for one sequence: K and V of every layer and KV head, over kv_len positions in a full layer
     and min(kv_len, W) in a sliding one (engine.attention.kv_positions_held states the assumption)."""
     m = w.model
+    if m.mla is not None:  # the latent cache: r + d_r values a position and layer (engine/mla.py)
+        return mla_kv_cache_bytes_per_sequence(w)
     full = kv_positions_held(w, None)
     local = kv_positions_held(w, m.sliding_window) if m.sliding_window is not None else full
     positions = (m.num_layers - m.sliding_layers) * full + m.sliding_layers * local
@@ -440,7 +400,7 @@ def kv_cache_bytes_per_sequence(w: Workload) -> float:
 
 def _linear_matrices(w: Workload) -> list[tuple[int, int, int]]:
     """Every quantizable weight matrix of the model as (count, k, n): per layer Q, K, V, O; per dense layer gate,
-    up, down (a plain MLP: up, down); per MoE layer E experts' and the shared experts' (their width n_s·I_s as
+    up, down (a plain MLP: up, down); MLA's projections in place of Q, K, V, O; per MoE layer E experts' and the shared experts' (their width n_s·I_s as
     one matrix, as _gated_mlp counts them). A model whose format covers its experts alone
     (``Model.quantized``) lists the experts only. The embedding, LM head, norms, biases and routers are not
     among them (engine.quant: they stay in the activations' type)."""
@@ -448,7 +408,12 @@ def _linear_matrices(w: Workload) -> list[tuple[int, int, int]]:
     h, q, kv = m.hidden_size, m.q_dim, m.kv_dim
     ins = 1 if m.mlp == "gelu_tanh" else 2  # up (and gate): H×I each
     experts_only = m.quantized == "experts"
-    mats = [] if experts_only else [(m.num_layers, h, q), (2 * m.num_layers, h, kv), (m.num_layers, q, h)]
+    if experts_only:
+        mats = []
+    elif m.mla is not None:  # MLA's q_a/q_b (or q), kv_a_proj_with_mqa, kv_b_proj and o_proj for Q, K, V, O
+        mats = mla_linear_matrices(m)
+    else:
+        mats = [(m.num_layers, h, q), (2 * m.num_layers, h, kv), (m.num_layers, q, h)]
     if m.dense_layers and not experts_only:
         i = m.intermediate_size
         mats += [(ins * m.dense_layers, h, i), (m.dense_layers, i, h)]

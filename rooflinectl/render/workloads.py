@@ -61,10 +61,13 @@ def attention_pattern(model: Model) -> str:
 
 def layer_pattern(model: Model) -> str:
     """The layers in words: '32 dense', '48 MoE (top-8 of 128 experts of width 768)', '3 dense (MLP 18432),
-    then 58 MoE (…, + 1 shared expert of width 2048)'; ', q/k RMSNorm per head' where the model has it, and the
-    attention's sliding and full layers where it has a window."""
+    then 58 MoE (…, + 1 shared expert of width 2048)'; ', q/k RMSNorm per head' and the latent attention where
+    the model has them, and the attention's sliding and full layers where it has a window."""
     moe = model.moe
     norm = ", q/k RMSNorm per head" if model.qk_norm else ""
+    if model.mla is not None:
+        norm += (f", latent attention (MLA: {model.mla.kv_lora_rank} + {model.mla.qk_rope_head_dim} cached values a "
+                 f"token and layer)")
     if model.sliding_window is not None:
         norm += f"; attention: {attention_pattern(model)}"
     if moe is None:

@@ -13,7 +13,8 @@ from typing import Any, cast
 from ..errors import UserError
 
 _HF_MODEL_TYPES: tuple[str, ...] = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "phi3", "gemma2",
-                                    "gemma3_text", "gemma3", "gpt_oss")
+                                    "gemma3_text", "gemma3", "gpt_oss", "deepseek_v2", "deepseek_v3",
+                                    "kimi_k2")
 # The transformers classes of those model types: a config's `architectures` entry names the class that builds the
 # model, and one outside these (a classifier head, a vision-language wrapper other than Gemma 3's) is refused by
 # name. Gemma3ForConditionalGeneration (model_type gemma3) nests its text decoder in text_config: the decoder is
@@ -23,6 +24,8 @@ _HF_CLASSES: dict[str, tuple[str, ...]] = {
     "qwen3": ("Qwen3ForCausalLM",), "mixtral": ("MixtralForCausalLM",), "qwen3_moe": ("Qwen3MoeForCausalLM",),
     "phi3": ("Phi3ForCausalLM",), "gemma2": ("Gemma2ForCausalLM",), "gemma3_text": ("Gemma3ForCausalLM",),
     "gemma3": ("Gemma3ForConditionalGeneration",), "gpt_oss": ("GptOssForCausalLM",),
+    "deepseek_v2": ("DeepseekV2ForCausalLM",), "deepseek_v3": ("DeepseekV3ForCausalLM",),
+    "kimi_k2": ("DeepseekV3ForCausalLM",),
 }
 _HF_ARCHITECTURES: tuple[str, ...] = tuple(c for classes in _HF_CLASSES.values() for c in classes)
 # Model types near the ones read that are refused by name, with why.
@@ -47,12 +50,21 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
 # Gemma 2 alternates, layer 0 sliding; Gemma 3 slides except every sliding_window_pattern-th layer.
 _GEMMA_TYPES: tuple[str, ...] = ("gemma2", "gemma3_text")
 
+# DeepSeek-V2/V3 and Kimi K2 (model_type kimi_k2, built by DeepseekV3ForCausalLM): experts and MLA, read by
+# _hf_deepseek.
+_DEEPSEEK_TYPES: tuple[str, ...] = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+_DEEPSEEK_KEYS: tuple[str, ...] = (
+    "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts", "first_k_dense_replace",
+    "moe_layer_freq", "n_group", "topk_group", "norm_topk_prob", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+    "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers",
+)
 # The expert keys each mixture-of-experts model type is read with; any other expert key in its config is refused.
 _HF_MOE_KEYS: dict[str, tuple[str, ...]] = {
     "mixtral": ("num_local_experts", "num_experts_per_tok"),
     "qwen3_moe": ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
                   "mlp_only_layers", "norm_topk_prob"),
     "gpt_oss": ("num_local_experts", "num_experts_per_tok"),
+    **{t: _DEEPSEEK_KEYS for t in _DEEPSEEK_TYPES},
 }
 # Keys of architectures the importer does not count: experts outside the model types above (DeepSeek's routed and
 # shared experts, grouped routing, dense first layers; Qwen2-MoE's shared expert) and MLA's low-rank attention.
@@ -60,7 +72,7 @@ _HF_UNMODELLED_KEYS: tuple[str, ...] = (
     "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
     "moe_intermediate_size", "first_k_dense_replace", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
     "shared_expert_intermediate_size", "moe_layer_freq", "n_group", "topk_group", "decoder_sparse_step",
-    "mlp_only_layers",
+    "mlp_only_layers", "qk_nope_head_dim", "v_head_dim", "num_nextn_predict_layers",
 )
 
 
@@ -96,6 +108,65 @@ def _hf_moe(cfg: dict[str, Any], model_type: str, path: Path) -> dict[str, Any]:
                         f"which is not modelled (give none)")
     return {"num_experts": need("num_experts"), "experts_per_token": need("num_experts_per_tok"),
             "expert_intermediate_size": need("moe_intermediate_size")}
+
+
+# DeepSeek's routers: scores by softmax (V2) or sigmoid (V3, Kimi K2), top-k greedy, group-limited (V2's
+# group_limited_greedy) or with V3's bias-corrected group-limited selection (noaux_tc).
+_DEEPSEEK_SCORING: tuple[str, ...] = ("softmax", "sigmoid")
+_DEEPSEEK_TOPK: tuple[str, ...] = ("greedy", "group_limited_greedy", "noaux_tc")
+
+
+def _hf_deepseek(cfg: dict[str, Any], model_type: str, path: Path) -> dict[str, Any]:
+    """The ``moe`` and ``mla`` sections of a DeepSeek-V2/V3 or Kimi K2 config (transformers' DeepseekV2Config,
+    DeepseekV3Config; Kimi K2's config.json is DeepSeek-V3's). Experts: ``n_routed_experts``, top-k
+    ``num_experts_per_tok``, width ``moe_intermediate_size``, ``n_shared_experts`` of that width, and the first
+    ``first_k_dense_replace`` layers dense (``intermediate_size``); ``moe_layer_freq`` must be 1 (DeepSeek's code
+    makes layer i MoE when i ≥ first_k_dense_replace and i % moe_layer_freq == 0: other values put dense layers
+    between the MoE ones). The router is counted by engine.op.router_op, whose 5 FLOPs per logit for softmax
+    stand equally for V3's sigmoid (4) and its correction-bias add (1); the group-limited selection (``n_group``,
+    ``topk_group``: the best groups first, O(E) compares per token, like the top-k passes counted) and the
+    scaling of the k weights (``routed_scaling_factor``, ``norm_topk_prob``: O(k) per token) are not counted
+    apart, each under 0.1% of the gate's 2·H·E FLOPs. ``num_nextn_predict_layers``: the multi-token-prediction
+    module (DeepSeek-V3: one more layer, 14 B of the checkpoint's 685 B) runs only for speculative decoding, and
+    is not counted. MLA: ``q_lora_rank`` (null: a full-rank q_proj, DeepSeek-V2-Lite), ``kv_lora_rank``,
+    ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``."""
+    def need(key: str) -> Any:
+        if cfg.get(key) is None:
+            raise UserError(f"{path}: field '{key}': missing from the {model_type} config")
+        return cfg[key]
+
+    if cfg.get("attention_bias") is True:  # DeepseekV3Attention: biases on q_a_proj, kv_a_proj_with_mqa, o_proj
+        raise UserError(f"{path}: field 'attention_bias': biases on MLA's projections are not modelled")
+    freq = cfg.get("moe_layer_freq", 1)
+    if freq != 1 or type(freq) is not int:
+        raise UserError(f"{path}: field 'moe_layer_freq': {freq!r} puts dense layers between the MoE ones, which is "
+                        f"not modelled (1: every layer after first_k_dense_replace is MoE)")
+    for key, known in (("scoring_func", _DEEPSEEK_SCORING), ("topk_method", _DEEPSEEK_TOPK)):
+        if key in cfg and cfg[key] not in known:
+            raise UserError(f"{path}: field '{key}': {cfg[key]!r} is not modelled; rooflinectl reads "
+                            f"{', '.join(known)}")
+    moe = {"num_experts": need("n_routed_experts"), "experts_per_token": need("num_experts_per_tok"),
+           "expert_intermediate_size": need("moe_intermediate_size"),
+           "num_shared_experts": cfg.get("n_shared_experts") or 0,
+           "first_dense_layers": cfg.get("first_k_dense_replace", 0)}
+    mla = {"q_lora_rank": cfg.get("q_lora_rank"), "kv_lora_rank": need("kv_lora_rank"),
+           "qk_nope_head_dim": need("qk_nope_head_dim"), "qk_rope_head_dim": need("qk_rope_head_dim"),
+           "v_head_dim": need("v_head_dim")}
+    return {"moe": moe, "mla": mla}
+
+
+def _hf_mla_head_dim(cfg: dict[str, Any], path: Path) -> Any:
+    """An MLA model's head_dim: the query's width per head, qk_nope_head_dim + qk_rope_head_dim. A config's own
+    ``head_dim`` is read as transformers' DeepseekV3Config writes it (qk_rope_head_dim) or as that sum; any other
+    value is refused."""
+    nope, rope = cfg.get("qk_nope_head_dim"), cfg.get("qk_rope_head_dim")
+    if not (type(nope) is int and type(rope) is int):
+        return nope  # validation names the bad size under 'mla'
+    given = cfg.get("head_dim")
+    if given is not None and given not in (rope, nope + rope):
+        raise UserError(f"{path}: field 'head_dim': {given!r} is neither qk_rope_head_dim ({rope}) nor "
+                        f"qk_nope_head_dim + qk_rope_head_dim ({nope + rope})")
+    return nope + rope
 
 
 def _period(pattern: list[str]) -> list[str]:
@@ -179,9 +250,10 @@ def _hf_quantized_format(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     absent. Modelled: ``gptq`` with ``bits`` 4 and ``sym`` true (absent: true, GPTQConfig's default) → int4 in
     its ``group_size`` (absent: 128; -1, one scale per column → a group of 2**22, the widest k, so ⌈k/g⌉ = 1);
     ``awq`` with ``bits`` 4 and ``zero_point`` false → the same; ``fp8`` without ``weight_block_size`` → fp8
-    (per-tensor scales); ``mxfp4`` → mxfp4. Refused in one line naming the key: asymmetric int4 (GPTQ
-    ``sym: false``, AWQ's zero points, its default), whose 4-bit zero per group engine/quant.py does not count;
-    other bits; block-wise fp8 scales; bitsandbytes and every other method; modules left unquantized beyond the
+    (per-tensor scales), with ``weight_block_size`` [128, 128] → fp8_block (DeepSeek-V3's); ``mxfp4`` → mxfp4.
+    Refused in one line naming the key: asymmetric int4 (GPTQ ``sym: false``, AWQ's zero points, its default),
+    whose 4-bit zero per group engine/quant.py does not count; other bits; fp8 blocks other than 128×128;
+    bitsandbytes and every other method; modules left unquantized beyond the
     embedding, LM head and router."""
     q = cfg.get("quantization_config")
     if q is None:
@@ -199,10 +271,12 @@ def _hf_quantized_format(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
                             f"(the embedding, LM head, router, and an MoE model's attention, stay in dtype)")
     if method == "fp8":
         block = q.get("weight_block_size")
-        if block is not None:
-            raise UserError(f"{where}.weight_block_size': {block!r}: block-wise fp8 scales are not modelled "
-                            f"(fp8 is counted with one scale per tensor)")
-        return {"weight_dtype": "fp8"}
+        if block is None:
+            return {"weight_dtype": "fp8"}
+        if block != [128, 128] or any(type(b) is not int for b in block):
+            raise UserError(f"{where}.weight_block_size': {block!r}: block-wise fp8 is modelled with 128×128 blocks "
+                            f"only (fp8_block, DeepSeek-V3's)")
+        return {"weight_dtype": "fp8_block"}
     if method == "mxfp4":
         return {"weight_dtype": "mxfp4"}
     bits = q.get("bits")
@@ -316,8 +390,8 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     # not modelled.
     unknown = sorted(k for k in _HF_UNMODELLED_KEYS if k in cfg and k not in own and not _no_experts(cfg[k]))
     if unknown:
-        raise UserError(f"{path}: field '{unknown[0]}': mixture-of-experts and latent-attention models are "
-                        f"modelled only as model_type {' or '.join(_HF_MOE_KEYS)} (without MLA)")
+        raise UserError(f"{path}: field '{unknown[0]}': mixture-of-experts models are modelled only as model_type "
+                        f"{', '.join(_HF_MOE_KEYS)}, and latent attention as the last {len(_DEEPSEEK_TYPES)}")
     # transformers' attention_bias (Llama, Qwen3, gpt-oss) puts a bias on q, k, v and o_proj; mlp_bias (Llama)
     # on gate, up and down.
     biases = {}
@@ -331,7 +405,7 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     if missing:
         raise UserError(f"{path}: field '{missing[0]}': missing from the config")
     heads = cfg["num_attention_heads"]
-    head_dim = _hf_head_dim(cfg, path)
+    head_dim = _hf_mla_head_dim(cfg, path) if model_type in _DEEPSEEK_TYPES else _hf_head_dim(cfg, path)
     # A config.json is named after its folder (resolved: read from the folder itself, Path("config.json").parent
     # is '.', whose name is ''); any other file after its own stem. The name falls back to the id, never to ''.
     model_id = path.resolve().parent.name if path.name == "config.json" else path.stem
@@ -362,7 +436,9 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     rotary = _hf_rotary_dim(cfg, head_dim, path)
     if rotary is not None:
         data["rotary_dim"] = rotary
-    if model_type in _HF_MOE_KEYS:
+    if model_type in _DEEPSEEK_TYPES:
+        data.update(_hf_deepseek(cfg, cast(str, model_type), path))
+    elif model_type in _HF_MOE_KEYS:
         data["moe"] = _hf_moe(cfg, cast(str, model_type), path)
     data.update(_hf_quantization(cfg, path, experts="moe" in data))
     if model_type == "qwen2" or biases["attention_bias"]:

@@ -37,8 +37,9 @@ ActDType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
 ACT_DTYPES: tuple[str, ...] = (*DTYPES, "fp4")
 NARROW_ACT_DTYPES: tuple[str, ...] = ("fp8", "int8", "fp4")
 # Weight storage formats (engine/quant.py states each one's layout, scales and source).
-WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
-WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
+# fp8_block: fp8 with one scale per 128×128 block (DeepSeek-V3's checkpoint format).
+WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4"]
+WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4")
 # The weight/activation pairs a kernel runs, and so the pairs modelled (engine/quant.kernel_name names them):
 # unquantized weights in the activations' type; fp8 or int8 weights beside activations of the same type (w8a8 on
 # the fp8 or int8 tensor cores) or widened to bf16/fp16 (w8a16); 4-bit weights widened to bf16/fp16 (w4a16:
@@ -47,7 +48,7 @@ WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8", "int4",
 # fp4 are not modelled.
 WEIGHT_ACTIVATION_PAIRS: dict[str, tuple[str, ...]] = {
     "fp32": ("fp32",), "bf16": ("bf16",), "fp16": ("fp16",),
-    "fp8": ("fp8", "bf16", "fp16"), "int8": ("int8", "bf16", "fp16"), "int4": ("bf16", "fp16"),
+    "fp8": ("fp8", "bf16", "fp16"), "fp8_block": ("fp8", "bf16", "fp16"), "int8": ("int8", "bf16", "fp16"), "int4": ("bf16", "fp16"),
     "mxfp4": ("bf16", "fp16", "fp4"), "nvfp4": ("bf16", "fp16", "fp4"),
 }
 # int4's group along k: 128 is AWQ's and GPTQ's default; from 16 to a whole column (2**22, an MLP's widest).
@@ -112,6 +113,8 @@ Batch = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576 sequences in one step
 Experts = Annotated[int, Field(gt=0, le=2**16)]  # 65,536 routed experts in a layer, or a top-k of them
 SharedExperts = Annotated[int, Field(ge=0, le=2**10)]  # 1,024
 DenseLayers = Annotated[int, Field(ge=0, le=2**14)]  # as many as Layers
+# Multi-head latent attention's low ranks: DeepSeek-V3's q_lora_rank 1,536 and kv_lora_rank 512, far inside.
+LatentRank = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576, the widest residual stream
 
 
 # The MLP's kinds (engine/op.py states each activation's FLOPs per element beside its constant):
@@ -190,6 +193,49 @@ class MoE(Strict):
         return self.num_shared_experts * (self.shared_expert_intermediate_size or self.expert_intermediate_size)
 
 
+class MLA(Strict):
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi K2; DeepSeek-V2 paper, arXiv 2405.04434, section 2.1).
+
+    Q: ``q_a_proj`` H → ``q_lora_rank``, its RMSNorm, ``q_b_proj`` → h·(d_nope + d_rope); or, with no
+    ``q_lora_rank`` (DeepSeek-V2-Lite), one ``q_proj`` H → h·(d_nope + d_rope). K and V: ``kv_a_proj_with_mqa``
+    H → ``kv_lora_rank`` + d_rope (the latent c_kv and one RoPE key shared by every head), an RMSNorm over the
+    latent, and ``kv_b_proj`` kv_lora_rank → h·(d_nope + d_v) (each head's K_nope and V); ``o_proj``
+    h·d_v → H. The KV cache holds the normed latent and the rotated shared key, ``kv_lora_rank + qk_rope_head_dim``
+    values per token and layer for all heads together (:attr:`latent_dim`).
+    """
+
+    q_lora_rank: LatentRank | None = None  # None: Q is one full-rank projection
+    kv_lora_rank: LatentRank
+    qk_nope_head_dim: HeadDim
+    qk_rope_head_dim: HeadDim
+    v_head_dim: HeadDim
+
+    @property
+    def latent_dim(self) -> int:
+        """Values one token keeps in the cache per layer, shared by every head: c_kv and the RoPE key."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def qk_head_dim(self) -> int:
+        """A query's (and, expanded, a key's) width per head: the no-RoPE part and the RoPE part."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    def matrices(self, hidden: int, heads: int) -> list[tuple[str, int, int]]:
+        """The attention's weight matrices of one layer as (name, k, n), y = x·W with W k×n."""
+        q_out = heads * self.qk_head_dim
+        q = ([("q_a_proj", hidden, self.q_lora_rank), ("q_b_proj", self.q_lora_rank, q_out)]
+             if self.q_lora_rank is not None else [("q_proj", hidden, q_out)])
+        return [*q, ("kv_a_proj_with_mqa", hidden, self.latent_dim),
+                ("kv_b_proj", self.kv_lora_rank, heads * (self.qk_nope_head_dim + self.v_head_dim)),
+                ("o_proj", heads * self.v_head_dim, hidden)]
+
+    def parameters(self, hidden: int, heads: int) -> int:
+        """One layer's attention weights: its matrices and the gains of q_a_layernorm (q_lora_rank, where Q is
+        low-rank) and kv_a_layernorm (kv_lora_rank); the block's two norms are the Model's."""
+        gains = (self.q_lora_rank or 0) + self.kv_lora_rank
+        return sum(k * n for _, k, n in self.matrices(hidden, heads)) + gains
+
+
 class Model(Strict):
     """A decoder-only transformer with RoPE and GQA: the dense Llama family (Llama, Mistral, Qwen2/3, Phi-3), its
     variants (Gemma 2/3, gpt-oss), or with a mixture of experts in place of the MLP (``moe``: Mixtral, Qwen3-MoE,
@@ -242,6 +288,10 @@ class Model(Strict):
     attn_logit_softcapping: Softcap | None = None
     final_logit_softcapping: Softcap | None = None
     moe: MoE | None = None
+    # Multi-head latent attention in place of GQA (DeepSeek-V2/V3, Kimi K2). With it, head_dim is the query's
+    # width per head, qk_nope_head_dim + qk_rope_head_dim, and num_kv_heads is num_heads (each head gets its own
+    # K and V from the shared latent: DeepSeek's config.json gives num_key_value_heads = num_attention_heads).
+    mla: MLA | None = None
     # The checkpoint's weight format where its linear layers are stored quantized (config.json's
     # quantization_config), and int4's group along k; None: the workload's dtype. A scenario's or the command
     # line's weight_dtype (and group_size) wins over it (workload_from_scenario). ``quantized`` says which
@@ -255,7 +305,7 @@ class Model(Strict):
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         return _leave_out_unused(data, {
-            "qk_norm": False, "qkv_bias": False, "moe": None, "weight_dtype": None, "group_size": None,
+            "qk_norm": False, "qkv_bias": False, "moe": None, "mla": None, "weight_dtype": None, "group_size": None,
             "norm": "rmsnorm", "post_norms": False, "scale_embeddings": False, "layer_pattern": None,
             "rotary_dim": None, "o_bias": False, "mlp_bias": False, "attention_sinks": False,
             "attn_logit_softcapping": None, "final_logit_softcapping": None, "quantized": "linear"})
@@ -282,7 +332,28 @@ class Model(Strict):
                            f"dimensions (an even number, at most head_dim)")
         if self.quantized == "experts" and self.moe is None:
             raise _invalid("quantized: experts, but the model has no experts (drop it, or give 'moe')")
+        if self.mla is not None:
+            self._check_mla(self.mla)
         return self
+
+    def _check_mla(self, mla: MLA) -> None:
+        """With MLA, head_dim and num_kv_heads have one meaning each (see ``mla``), and the attention variants
+        DeepSeek's attention does not have (Q/K norms, biases, sinks, windows, post norms, LayerNorm) are
+        refused."""
+        if self.head_dim != mla.qk_head_dim:
+            raise _invalid(f"head_dim ({self.head_dim}) must be mla.qk_nope_head_dim + mla.qk_rope_head_dim "
+                           f"({mla.qk_nope_head_dim} + {mla.qk_rope_head_dim} = {mla.qk_head_dim}): with MLA it is "
+                           f"the query's width per head")
+        if self.num_kv_heads != self.num_heads:
+            raise _invalid(f"num_kv_heads ({self.num_kv_heads}) must be num_heads ({self.num_heads}) with MLA: every "
+                           f"head expands its own K and V from the shared latent")
+        # DeepSeek's attention has none of these; engine/mla.py builds its block without them.
+        unused = {"qk_norm": False, "qkv_bias": False, "o_bias": False, "attention_sinks": False,
+                  "post_norms": False, "norm": "rmsnorm", "sliding_window": None, "layer_pattern": None,
+                  "rotary_dim": None, "attn_logit_softcapping": None}
+        for field, default in unused.items():
+            if getattr(self, field) != default:
+                raise _invalid(f"{field} is not modelled with MLA (DeepSeek's attention has no such variant)")
 
     def max_length(self) -> tuple[int, str] | None:
         """(the most positions a step may use, the field that sets it), or None when the model gives none:
@@ -370,7 +441,10 @@ class Model(Strict):
         the router's H×E gate (and E biases), ``experts`` expert MLPs and the shared experts' MLP; embedding,
         final norm, and the LM head unless tied to the embedding."""
         h = self.hidden_size
-        attention = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+        if self.mla is not None:  # MLA's matrices and its two latent norms (MLA.parameters) in place of Q, K, V, O
+            attention = self.mla.parameters(h, self.num_heads)
+        else:
+            attention = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
         attention += (4 if self.post_norms else 2) * self.norm_parameters
         if self.qk_norm:
             attention += 2 * self.head_dim

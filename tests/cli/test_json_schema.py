@@ -239,6 +239,8 @@ MOE_MODEL = {
     "post_norms": (bool,), "scale_embeddings": (bool,), "layer_pattern[]": (str,), "o_bias": (bool,),
     "mlp_bias": (bool,), "attention_sinks": (bool,), "moe.router_bias": (bool,), "weight_dtype": (str,),
     "quantized": (str,),
+    "mla.q_lora_rank": (int, NONE), "mla.kv_lora_rank": (int,), "mla.qk_nope_head_dim": (int,),
+    "mla.qk_rope_head_dim": (int,), "mla.v_head_dim": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
                "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,)}

@@ -93,7 +93,9 @@ def test_a_saved_scenario_keeps_an_override_of_the_checkpoints_format(tmp_path):
     # AWQ's zero points are its default (AwqConfig zero_point=True): refused absent or true.
     ({"quant_method": "awq", "bits": 4, "group_size": 128}, "quantization_config.zero_point': True"),
     ({"quant_method": "awq", "bits": 4, "zero_point": True}, "quantization_config.zero_point': True"),
-    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "quantization_config.weight_block_size'"),
+    # block-wise fp8 is modelled in DeepSeek-V3's 128×128 blocks only (fp8_block)
+    ({"quant_method": "fp8", "weight_block_size": [64, 64]}, "quantization_config.weight_block_size': \\[64, 64\\]"),
+    ({"quant_method": "fp8", "weight_block_size": [128.0, 128.0]}, "quantization_config.weight_block_size'"),
     # A dense model that keeps its attention in bf16: which of its other layers are quantized is not said
     # (gpt-oss, with experts, is read as quantized: experts).
     ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]},
