@@ -119,7 +119,7 @@ def phase_table(g: Generation) -> Table:
 def ops_table(g: Generation) -> Table:
     """The ops that take most of the request, largest first, each split into prefill and decode."""
     ops = sorted(g.op_times(), key=lambda o: o.total_s, reverse=True)
-    table = _table("where the request's time goes (every instance of each op, all steps)")
+    table = _table("time by op, all steps")
     for col in ("op", "prefill", "decode", "total", "share"):
         table.add_column(col, justify="left" if col == "op" else "right", no_wrap=True)
     for o in ops[:TOP_OPS]:
@@ -146,8 +146,8 @@ def summary_lines(g: Generation, largest_batch: int) -> list[str]:
     lines = [f"time to first token:   {duration(g.ttft_s)} (the prefill of {r.batch:,} × {r.prompt:,} tokens)"]
     if g.decode is not None:
         d = g.decode
-        lines.append(f"time per output token: {duration(d.mean_time_s)} mean over {d.steps:,} decode steps "
-                     f"(first {duration(d.step_times_s[0])} at context {d.first.workload.kv_len:,}, last "
+        lines.append(f"time per output token: {duration(d.mean_time_s)} mean of {d.steps:,} steps "
+                     f"({duration(d.step_times_s[0])} at context {d.first.workload.kv_len:,} … "
                      f"{duration(d.step_times_s[-1])} at {d.last.workload.kv_len:,})")
     else:
         lines.append("time per output token: none (one output token: the prefill gives it, no decode step)")
@@ -159,9 +159,22 @@ def summary_lines(g: Generation, largest_batch: int) -> list[str]:
         f"per GPU:               {g.output_tokens_per_s_per_gpu:,.0f} output tokens/s, "
         f"{g.total_tokens_per_s_per_gpu:,.0f} tokens/s with the prompts",
         f"per request:           {per_request}",
-        memory_line(g.memory, r.batch, r.longest_context, largest_batch),
+        *memory_lines(g.memory, r.batch, r.longest_context, largest_batch),
     ]
     return lines
+
+
+def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batch: int) -> list[str]:
+    """The memory budget in three lines of the summary's layout."""
+    pad = " " * len("time to first token:   ")
+    return [
+        f"memory:                {m.total_bytes / GIB:.1f} GiB of {m.capacity_bytes / GIB:.0f} GiB, "
+        f"{'fits' if m.fits else 'does not fit'}; largest batch that fits: {largest_batch:,}",
+        f"{pad}= {m.weight_bytes / GIB:.1f} GiB weights + {m.kv_cache_bytes / GIB:.1f} GiB KV cache "
+        f"({batch:,} × {longest_context:,} positions)",
+        f"{pad}+ {m.activation_bytes / GIB:.1f} GiB activations (the largest op: {m.activations.phase} "
+        f"{m.activations.op}) + {m.reserve_bytes / GIB:.1f} GiB reserve",
+    ]
 
 
 def print_generation(console: Console, g: Generation, largest_batch: int) -> None:
