@@ -78,9 +78,11 @@ def compare(
         print(to_csv(compare_rows(choices, names), COMPARE_FIELDS), end="")
     else:
         rule = choices[0].rule
-        title = (f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.dtype}, {base.attention} attention; "
-                 f"batch: {rule}")
+        title = f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.dtype}; batch: {rule}"
         out = console()
         out.print(compare_table(choices, names, title))
-        for line in compare_notes(choices):
+        notes = compare_notes(choices)
+        if notes:
+            out.print()
+        for line in notes:
             out.print(line, highlight=False)

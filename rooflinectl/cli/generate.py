@@ -50,7 +50,7 @@ def generate(
     """
     from ..engine.generate import Request, generate, largest_batch
     from ..engine.memory import reserve_bytes
-    from ..render.generate import memory_line, print_generation
+    from ..render.generate import memory_sum, print_generation
     from ..specs.hardware import load_gpu
 
     base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
@@ -62,7 +62,8 @@ def generate(
     largest = largest_batch(base, prompt, output, analyze_step, reserve)
     if not result.memory.fits:
         raise UserError(f"batch {batch:,} does not fit on {g.id}: "
-                        + memory_line(result.memory, batch, request.longest_context, largest).removeprefix("memory: "))
+                        f"{memory_sum(result.memory, batch, request.longest_context)}; largest batch that fits: "
+                        f"{largest:,} (--reserve-gib sets the reserve)")
     if json:
         from ..render.generate import generation_json
 

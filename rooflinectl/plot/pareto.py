@@ -24,6 +24,10 @@ from .chart import GPU_COLORS, GPU_MARKERS, check_output
 SIZE_IN = (10.0, 6.6)
 DPI = 150
 # Where a point's label may go, in points from the marker, tried in this order until one overlaps nothing drawn.
+# The memory limit's point is ringed (13 pt across): its label starts outside the ring.
+LIMIT_OFFSETS = ((11, -3), (-11, -3), (0, 10), (0, -16), (11, 6), (-11, 6))
+# Points sampled along each line segment between two markers, which labels keep clear of.
+LINE_SAMPLES = 24
 LABEL_OFFSETS = ((7, -3), (7, 5), (-7, 5), (-7, -11), (0, 9), (0, -14), (12, -10), (-12, 9))
 
 
@@ -135,12 +139,21 @@ def _label_points(fig: Any, ax: Any, drawn: list[Series]) -> None:
         for x, y in zip(s.tpot_ms, s.tokens_per_s, strict=True):
             px, py = ax.transData.transform((x, y))
             taken.append(Bbox.from_extents(px - marker_px, py - marker_px, px + marker_px, py + marker_px))
+    # The lines between points, as small boxes along each segment, so that no label sits across a line.
+    for s in drawn:
+        xy = [ax.transData.transform(p) for p in zip(s.tpot_ms, s.tokens_per_s, strict=True)]
+        for (x0, y0), (x1, y1) in zip(xy, xy[1:], strict=False):
+            for k in range(1, LINE_SAMPLES):
+                t = k / LINE_SAMPLES
+                x, y = x0 + t * (x1 - x0), y0 + t * (y1 - y0)
+                taken.append(Bbox.from_extents(x - 1, y - 1, x + 1, y + 1))
     axes_box = ax.get_window_extent(renderer)
     left_out = 0
     for s in drawn:
         for i, (x, y, b) in enumerate(zip(s.tpot_ms, s.tokens_per_s, s.batches, strict=True)):
-            text = f"{b:,}" + (" (memory limit)" if i == len(s.batches) - 1 else "")
-            for dx, dy in LABEL_OFFSETS:
+            text = f"{b:,}" + (" (memory limit)" if i == len(s.batches) - 1 else "")  # ringed: further out
+            last = i == len(s.batches) - 1
+            for dx, dy in (LIMIT_OFFSETS if last else LABEL_OFFSETS):
                 artist = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=7.5,
                                      color=s.color, ha="left" if dx >= 0 else "right", gid=f"batch {s.gpu} {b}")
                 box = artist.get_window_extent(renderer)

@@ -64,7 +64,8 @@ def compare_notes(choices: Sequence[Choice]) -> list[str]:
 
 
 def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str) -> Table:
-    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                  show_edge=False)
     for col, justify in (("GPU", "left"), ("batch", "right"), ("largest", "right"), ("TTFT", "right"),
                          ("TPOT", "right"), ("end-to-end", "right"), ("out tok/s/GPU", "right"),
                          ("decode bound", "left")):

@@ -101,12 +101,20 @@ def generation_json(g: Generation, largest_batch: int) -> dict:
 
 
 def _table(title: str) -> Table:
-    return Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    """A table under a one-line title (a Text: a user's names are never markup), no outer edge."""
+    return Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                 show_edge=False)
+
+
+def title_lines(g: Generation) -> list[str]:
+    a = g.prefill
+    return [_workload_label(g),
+            f"on {a.gpu.name}, {a.roofs.label} roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, "
+            f"{a.peak_flops / 1e12:,.1f} TFLOP/s {a.workload.matmul_dtype}"]
 
 
 def phase_table(g: Generation) -> Table:
-    a = g.prefill
-    table = _table(f"{_workload_label(g)} on {a.gpu.name} ({a.roofs.label} roofs)")
+    table = _table("phases")
     for col, justify in (("phase", "left"), ("steps", "right"), ("time", "right"), ("share", "right"),
                          ("bound (of its time)", "left"), ("largest op (of its time)", "left")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
@@ -133,12 +141,12 @@ def ops_table(g: Generation) -> Table:
     return table
 
 
-def memory_line(m: MemoryBudget, batch: int, longest_context: int, largest_batch: int) -> str:
-    gib = f"{m.total_bytes / GIB:.1f} GiB of {m.capacity_bytes / GIB:.0f} GiB"
-    return (f"memory: {m.weight_bytes / GIB:.1f} GiB weights + {m.kv_cache_bytes / GIB:.1f} GiB KV cache "
-            f"({batch:,} × {longest_context:,} positions) + {m.activation_bytes / GIB:.1f} GiB activations "
-            f"({m.activations.phase} {m.activations.op}) + {m.reserve_bytes / GIB:.1f} GiB reserve = {gib}: "
-            f"{'fits' if m.fits else 'does not fit'}; largest batch that fits: {largest_batch:,}")
+def memory_sum(m: MemoryBudget, batch: int, longest_context: int) -> str:
+    """The budget as one sum: weights + KV cache + activations + reserve = total of capacity."""
+    return (f"{m.weight_bytes / GIB:.1f} GiB weights + {m.kv_cache_bytes / GIB:.1f} GiB KV cache ({batch:,} × "
+            f"{longest_context:,} positions) + {m.activation_bytes / GIB:.1f} GiB activations "
+            f"({m.activations.phase} {m.activations.op}) + {m.reserve_bytes / GIB:.1f} GiB reserve = "
+            f"{m.total_bytes / GIB:.1f} GiB of {m.capacity_bytes / GIB:.0f} GiB")
 
 
 def summary_lines(g: Generation, largest_batch: int) -> list[str]:
@@ -178,7 +186,11 @@ def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batc
 
 
 def print_generation(console: Console, g: Generation, largest_batch: int) -> None:
+    for line in title_lines(g):
+        console.print(Text(line), highlight=False)
+    console.print()
     console.print(phase_table(g))
+    console.print()
     for line in summary_lines(g, largest_batch):
         console.print(line, highlight=False)
     console.print()
