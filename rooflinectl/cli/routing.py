@@ -18,9 +18,15 @@ from typer.core import TyperCommand
 
 def routed(**subcommands: str) -> type[TyperCommand]:
     """A TyperCommand class that hands ``<word> …`` to the typer app ``module:attribute`` that ``subcommands``
-    names for that word (imported when used, so that ``rooflinectl --help`` stays light)."""
+    names for that word (imported when used, so that ``rooflinectl --help`` stays light); its help ends with
+    a line naming them."""
 
     class Routed(TyperCommand):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            words = ", ".join(f"'{self.name} {word} --help'" for word in subcommands)
+            self.epilog = f"Sub-commands with options of their own: {words}."
+
         def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
             if args and args[0] in subcommands:
                 module, attribute = subcommands[args[0]].split(":")
