@@ -26,6 +26,7 @@ DPI = 150
 # Where a point's label may go, in points from the marker, tried in this order until one overlaps nothing drawn.
 # The memory limit's point is ringed (13 pt across): its label starts outside the ring.
 LIMIT_OFFSETS = ((11, -3), (-11, -3), (0, 10), (0, -16), (11, 6), (-11, 6))
+NOT_FIT_COLOR = "#AA0000"
 # Points sampled along each line segment between two markers, which labels keep clear of.
 LINE_SAMPLES = 24
 LABEL_OFFSETS = ((7, -3), (7, 5), (-7, 5), (-7, -11), (0, 9), (0, -14), (12, -10), (-12, 9))
@@ -48,9 +49,9 @@ def series(curves: Sequence[Curve], model: str) -> list[Series]:
         note = ""
         if c.largest_batch == 0:
             m = c.limit
-            note = (f"{c.gpu}: {model} does not fit: one request needs {m.total_bytes / GIB:.1f} GiB (weights "
-                    f"{m.weight_bytes / GIB:.1f} GiB, reserve {m.reserve_bytes / GIB:.1f} GiB) of "
-                    f"{m.capacity_bytes / GIB:.0f} GiB")
+            note = (f"{c.gpu}: does not fit, one request needs {m.total_bytes / GIB:.1f} of "
+                    f"{m.capacity_bytes / GIB:.0f} GiB ({m.weight_bytes / GIB:.1f} weights, "
+                    f"{m.reserve_bytes / GIB:.1f} reserve)")
         out.append(Series(
             gpu=c.gpu, color=GPU_COLORS[i % len(GPU_COLORS)], marker=GPU_MARKERS[i % len(GPU_MARKERS)],
             tpot_ms=tuple((g.tpot_s or 0.0) * 1e3 for g in c.points),
@@ -109,16 +110,28 @@ def _draw(fig: Any, ax: Any, all_series: list[Series], title: str) -> None:
         ax.set_ylim(min(ys) / 1.6, max(ys) * 1.8)
         ax.plot([], [], marker="o", markersize=11, markerfacecolor="none", markeredgecolor="#555555",
                 linestyle="none", label="memory limit (largest batch that fits)")
-        ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
     notes = [s.note for s in all_series if s.note]
-    if notes:
-        ax.text(0.99 if drawn else 0.5, 0.02 if drawn else 0.5, "\n".join(notes), transform=ax.transAxes,
-                ha="right" if drawn else "center", va="bottom" if drawn else "center", fontsize=8.5,
-                color="#AA0000", gid="does-not-fit",
-                bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "#AA0000", "alpha": 0.9})
-    if not drawn:
-        ax.set_xticks([])
-        ax.set_yticks([])
+    if drawn:
+        # A GPU where nothing fits is a legend entry of its own, in red, with why: nothing of it is drawn, and
+        # the legend is the one box that never covers a point.
+        for note in notes:
+            ax.plot([], [], linestyle="none", marker="x", color=NOT_FIT_COLOR, label=note)
+        # Lower right: the curves rise from the lower left to the upper right, and the corner of slow steps at
+        # low throughput is the one no curve reaches.
+        legend = ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+        for text in legend.get_texts():
+            if text.get_text() in notes:
+                text.set_color(NOT_FIT_COLOR)
+                text.set_gid("does-not-fit")
+    elif notes:
+        ax.text(0.5, 0.5, "\n".join(notes), transform=ax.transAxes, ha="center", va="center", fontsize=9,
+                color=NOT_FIT_COLOR, gid="does-not-fit",
+                bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": NOT_FIT_COLOR})
+    if not drawn:  # no axis to read: no ticks, no grid
+        for minor in (False, True):
+            ax.set_xticks([], minor=minor)
+            ax.set_yticks([], minor=minor)
+        ax.grid(False, which="both")
     fig.tight_layout()
     _label_points(fig, ax, drawn)
 

@@ -178,6 +178,45 @@ def test_pareto_json_csv_and_analyze_agree(tmp_path):
                                                                  g["throughput"]["output_tokens_per_s_per_gpu"])
 
 
+def _labels_apart(fig) -> tuple[int, int]:
+    """(labels drawn, labels left out per the footnote), after checking that every batch label lies inside the
+    axes and overlaps no other label and not the legend."""
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    labels = [t for t in ax.texts if (t.get_gid() or "").startswith("batch ")]
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    axes_box = ax.get_window_extent(renderer)
+    legend_box = ax.get_legend().get_window_extent(renderer)
+    for i, a in enumerate(boxes):
+        assert axes_box.x0 <= a.x0 and a.x1 <= axes_box.x1 and axes_box.y0 <= a.y0 and a.y1 <= axes_box.y1
+        assert not any(a.overlaps(b) for b in boxes[i + 1:])
+        assert not a.overlaps(legend_box)
+    footnote = [t.get_text() for t in ax.texts if t.get_gid() == "labels-left-out"]
+    left_out = int(footnote[0].split()[0]) if footnote else 0
+    return len(labels), left_out
+
+
+def test_pareto_crowded_labels_never_overlap(tmp_path):
+    """Six GPUs, two of them (the A100 80GB and the H100 PCIe, both about 2 TB/s) with nearly the same curve: a
+    label with no free spot is left out and counted in the footnote, never drawn over another."""
+    from rooflinectl.engine.generate import latency_throughput_curve
+    from rooflinectl.engine.memory import reserve_bytes
+    from rooflinectl.engine.roofline import analyze
+    from rooflinectl.plot.pareto import draw_pareto
+    from rooflinectl.specs.hardware import load_gpu
+    from rooflinectl.specs.workload import resolve_workload
+
+    base = resolve_workload("prefill", model="llama-3-8b", batch=1, seq_len=1)
+    curves = []
+    for name in ("a100-40gb", "a100", "h100", "h100-pcie", "h200", "l40s"):
+        gpu = load_gpu(name)
+        curves.append(latency_throughput_curve(base, 512, 512, lambda w, gpu=gpu: analyze(w, gpu),
+                                               reserve_bytes(gpu.memory.hbm_capacity_gib * 2**30, None), gpu.id))
+    fig = draw_pareto(curves, "t", "llama-3-8b", tmp_path / "crowded.png")
+    drawn, left_out = _labels_apart(fig)
+    assert drawn + left_out == sum(len(c.points) for c in curves) and drawn > 0.9 * (drawn + left_out)
+
+
 def test_pareto_draws_labels_apart_and_says_what_does_not_fit(tmp_path):
     """Every batch label lies inside the axes and overlaps no other label; a model that fits nowhere is named."""
     from rooflinectl.engine.generate import latency_throughput_curve
@@ -198,18 +237,13 @@ def test_pareto_draws_labels_apart_and_says_what_does_not_fit(tmp_path):
                                                    gpu.id))
         fig = draw_pareto(curves, "t", model, tmp_path / f"{model}.png")
         ax = fig.axes[0]
-        renderer = fig.canvas.get_renderer()
-        labels = [t for t in ax.texts if (t.get_gid() or "").startswith("batch ")]
-        points = sum(len(c.points) for c in curves)
-        assert len(labels) == points  # every point labelled
-        boxes = [t.get_window_extent(renderer) for t in labels]
-        axes_box = ax.get_window_extent(renderer)
-        for i, a in enumerate(boxes):
-            assert axes_box.x0 <= a.x0 and a.x1 <= axes_box.x1
-            assert not any(a.overlaps(b) for b in boxes[i + 1:])
-        notes = [t.get_text() for t in ax.texts if t.get_gid() == "does-not-fit"]
-        if model == "llama-3-70b":
-            assert len(notes) == 1 and "h100-sxm: llama-3-70b does not fit" in notes[0]
+        assert _labels_apart(fig) == (sum(len(c.points) for c in curves), 0)  # every point labelled
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        notes = [t.get_text() for t in ax.get_legend().get_texts() if t.get_gid() == "does-not-fit"]
+        if model == "llama-3-70b":  # 131.4 GiB of weights: the H100 (80 GiB) and, with its 14 GiB reserve, the H200
+            assert notes == ["h100-sxm: does not fit, one request needs 140.4 of 80 GiB (131.4 weights, 8.0 reserve)",
+                             "h200: does not fit, one request needs 146.4 of 140 GiB (131.4 weights, 14.0 reserve)"]
+            assert legend[0] == "b200 (largest batch 28)"
         else:
             assert notes == []
         import matplotlib.pyplot as plt
