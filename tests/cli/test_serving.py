@@ -74,6 +74,19 @@ def test_generate_text():
         assert fragment in result.stdout
 
 
+def test_generate_and_compare_import_nothing_heavy():
+    """They answer from the specs and the engine alone: no torch, triton, matplotlib or textual."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rooflinectl.cli import app; from typer.testing import CliRunner; "
+            "r = CliRunner().invoke(app, ['analyze', 'generate', '--batch', '4']); assert r.exit_code == 0, r.output; "
+            "r = CliRunner().invoke(app, ['compare', '--gpu', 'a100', '--gpu', 'h200']); assert r.exit_code == 0; "
+            "print(' '.join(m for m in ('torch', 'triton', 'matplotlib', 'textual') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
+
+
 def test_generate_help_and_analyze_still_analyze():
     result = cli("analyze", "generate", "--help")
     assert result.exit_code == 0 and "Usage: rooflinectl analyze generate" in result.stdout

@@ -8,6 +8,8 @@ context), never to a formula of its own; the memory totals are derived by hand b
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rooflinectl.engine.generate import (
     Request,
@@ -260,3 +262,25 @@ def test_choices_refused():
         choose(base(), 2048, 1, on(H100), 0.0, "h100", tpot_s=0.02)
     with pytest.raises(UserError, match="at least 2 output tokens"):
         latency_throughput_curve(base(), 2048, 1, on(H100), 0.0, "h100")
+
+
+# --- any request: the sums are the steps' ----------------------------------------------------------------------
+
+MODELS = ("llama-3-8b", "mistral-7b", "qwen3-30b-a3b", "llama-2-7b")
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(model=st.sampled_from(MODELS), prompt=st.integers(1, 3000), output=st.integers(1, 40),
+       batch=st.integers(1, 64), attention=st.sampled_from(["flash", "naive"]),
+       gpu=st.sampled_from(["h100", "a100", "mi300x", "l4"]))
+def test_any_request_is_its_steps(model, prompt, output, batch, attention, gpu):
+    """TTFT is analyze's prefill; each decode step is analyze's decode at its context, to the bit, whether the
+    series took the affine path (4 or more steps) or analysed each step; end-to-end is their sum."""
+    g_spec = load_gpu(gpu)
+    b = base(model, attention=attention)
+    g = generate(b, Request(prompt, output, batch), on(g_spec), reserve_bytes=0.0)
+    assert g.ttft_s == analyze(step_workload(b, "prefill", batch, prompt), g_spec).totals.time_s
+    steps = [analyze(step_workload(b, "decode", batch, c), g_spec).totals.time_s
+             for c in range(prompt + 1, prompt + output)]
+    assert (list(g.decode.step_times_s) if g.decode else []) == steps
+    assert g.e2e_s == g.ttft_s + sum(steps)
