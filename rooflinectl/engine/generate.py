@@ -36,6 +36,10 @@ from .roofline import Analysis
 
 StepAnalyzer = Callable[[Workload], Analysis]
 
+# The largest batch a workload may give (specs.workload.Batch): a larger --batch is refused, and the search for
+# the largest batch that fits stops there.
+MAX_BATCH = 2**20
+
 
 @dataclass(frozen=True)
 class Request:
@@ -63,12 +67,15 @@ def check_request(base: Workload, r: Request) -> None:
                               ("--batch", r.batch, "requests served together")):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"{name} {value}: give a positive integer ({what})")
+    if r.batch > MAX_BATCH:
+        raise UserError(f"--batch {r.batch:,}: at most {MAX_BATCH:,} requests (the largest batch a step takes)")
     limit = base.model.max_length()
     if limit is not None and r.prompt + r.output > limit[0]:
         most, field = limit
+        why = (f"the sequence's positions 0 … {r.prompt + r.output - 1:,} must exist" if field != "sliding_window"
+               else "beyond it each layer attends to the last positions only, which rooflinectl does not model")
         raise UserError(f"prompt {r.prompt:,} + output {r.output:,} = {r.prompt + r.output:,} tokens exceed model "
-                        f"{base.model.id}'s {field} of {most:,} (the sequence's positions 0 … "
-                        f"{r.prompt + r.output - 1:,} must exist)")
+                        f"{base.model.id}'s {field} of {most:,} ({why})")
 
 
 def step_workload(base: Workload, phase: str, batch: int, length: int) -> Workload:
@@ -104,7 +111,8 @@ class DecodeSeries:
         return self.total_time_s / self.steps
 
 
-# A series this short is analysed step by step: the affine path needs three analysed steps to check itself.
+# A series this short is analysed step by step: the affine path analyses four steps (first, second, middle,
+# last) to fit and check its lines, and saves nothing below that.
 _ANALYSE_ALL_BELOW = 4
 
 
@@ -295,10 +303,6 @@ def budget_at(base: Workload, request: Request, analyze_step: StepAnalyzer, rese
     if request.output > 1:
         longest = analyze_step(step_workload(base, "decode", request.batch, request.longest_context))
     return memory_budget(prefill, longest, reserve_bytes)
-
-
-# The largest batch a workload may give (specs.workload.Batch): the search for the largest batch stops there.
-MAX_BATCH = 2**20
 
 
 def largest_batch(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,

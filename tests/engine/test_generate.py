@@ -141,12 +141,20 @@ def test_counts_not_affine_in_the_context_are_analysed_step_by_step():
     (Request(2048, 0, 1), "--output 0"),
     (Request(0, 10, 1), "--prompt 0"),
     (Request(10, 10, 0), "--batch 0"),
+    (Request(10, 10, 2**20 + 1), "--batch 1,048,577: at most 1,048,576"),
     # Llama 3 8B: max_position_embeddings 8,192; 8,000 + 193 tokens sit at positions 0 … 8,192.
     (Request(8000, 193, 1), "8,193 tokens exceed model llama-3-8b's max_position_embeddings of 8,192"),
 ])
 def test_bad_requests_are_refused(request_, fragment):
     with pytest.raises(UserError, match=fragment):
         generate(base(), request_, on(H100), 0.0)
+
+
+def test_a_sliding_window_is_a_limit_too():
+    """Mistral 7B v0.1: sliding_window 4,096, which the engine does not model (it counts full attention)."""
+    with pytest.raises(UserError, match="sliding_window of 4,096 .beyond it each layer attends to the last"):
+        generate(base("mistral-7b"), Request(4000, 97, 1), on(H100), 0.0)
+    assert generate(base("mistral-7b"), Request(4000, 96, 1), on(H100), 0.0).decode is not None
 
 
 def test_the_last_position_is_allowed():
