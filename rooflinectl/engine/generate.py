@@ -120,8 +120,8 @@ Coefficients = tuple[float, float, float, float, float, float, int]
 
 
 def _affine(samples: Sequence[Analysis], first: int) -> list[Coefficients] | None:
-    """Each op's (F₀, ΔF, B₀, ΔB, peak, bandwidth, count) over the series, where F(c) = F₀ + (c − first)·ΔF and
-    likewise for bytes, with ``samples[0]`` at ``first`` and ``samples[1]`` at ``first + 1``; None unless every
+    """Each op's (F₀, ΔF, B₀, ΔB, peak, bandwidth, count) over the series, where F(c) = F₀ + (c − first)·ΔF
+    and likewise for bytes, with ``samples[0]`` at ``first`` and ``samples[1]`` at ``first + 1``; None unless every
     sample has the same ops (names, counts, roofs) and integer counts exactly on those lines."""
     a0, a1 = samples[0], samples[1]
     coeffs: list[Coefficients] = []
@@ -412,8 +412,9 @@ def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
         rule = "given" if batch is not None else "largest that fits"
     if largest == 0:
         m = budget_at(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
-        return Choice(gpu, rule, 0, None, f"does not fit: one request needs {m.total_bytes / GIB:.1f} GiB "
-                                          f"(weights {m.weight_bytes / GIB:.1f} GiB) of {m.capacity_bytes / GIB:.0f} GiB")
+        need = (f"does not fit: one request needs {m.total_bytes / GIB:.1f} GiB (weights "
+                f"{m.weight_bytes / GIB:.1f} GiB) of {m.capacity_bytes / GIB:.0f} GiB")
+        return Choice(gpu, rule, 0, None, need)
     if batch is not None:
         if batch > largest:
             return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})")

@@ -18,7 +18,8 @@ Pure: it reads the engine's step analyses (``roofline.Analysis``), never a model
                op list, which holds no tensor lifetimes.
   reserve      what the framework holds beyond these: the CUDA context, library workspaces, CUDA graphs,
                allocator fragmentation. Default: 10% of HBM, what vLLM leaves out with its default
-               ``--gpu-memory-utilization 0.9`` ("Engine Arguments", https://docs.vllm.ai/en/latest/serving/engine_args.html); ``--reserve-gib`` sets it.
+               ``--gpu-memory-utilization 0.9`` ("Engine Arguments",
+               https://docs.vllm.ai/en/latest/serving/engine_args.html); ``--reserve-gib`` sets it.
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ def compare_rows(choices: Sequence[Choice], names: Sequence[str]) -> list[dict]:
 
 def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, output: int) -> dict:
     first = next((c.generation for c in choices if c.generation is not None), None)
-    return {"request": {"prompt": prompt, "output": output}, "model": first.prefill.workload.model.id if first else None,
-            "gpus": compare_rows(choices, names)}
+    model = first.prefill.workload.model.id if first else None
+    return {"request": {"prompt": prompt, "output": output}, "model": model, "gpus": compare_rows(choices, names)}
 
 
 def to_csv(rows: Sequence[dict], fields: Sequence[str]) -> str:

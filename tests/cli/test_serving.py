@@ -70,7 +70,8 @@ def test_generate_text():
     result = cli(*GENERATE_CASES[0])
     assert result.exit_code == 0, result.output
     for fragment in ("time to first token", "time per output token", "mean of 255 steps",
-                     "end-to-end latency", "largest batch that fits: 128", "the largest op: prefill act", "time by op, all steps"):
+                     "end-to-end latency", "largest batch that fits: 128", "the largest op: prefill act",
+                     "time by op, all steps"):
         assert fragment in result.stdout
 
 
@@ -100,7 +101,8 @@ def test_generate_help_and_analyze_still_analyze():
     (["analyze", "generate", "--model", "llama-3-8b", "--prompt", "8000", "--output", "200"],
      ["8,200 tokens exceed", "max_position_embeddings of 8,192"]),
     (["analyze", "generate", "--gpu", "h100", "--batch", "4096"], ["batch 4,096 does not fit", "largest batch"]),
-    (["analyze", "generate", "--gpu", "h100", "--model", "llama-3-70b"], ["does not fit", "largest batch that fits: 0"]),
+    (["analyze", "generate", "--gpu", "h100", "--model", "llama-3-70b"],
+     ["does not fit", "largest batch that fits: 0"]),
     (["analyze", "generate", "--reserve-gib", "-1"], ["--reserve-gib -1"]),
     (["analyze", "generate", "--gpu", "nope"], ["unknown GPU"]),
     (["compare", "--batch", "8", "--tpot-ms", "20"], ["give one"]),
