@@ -24,9 +24,10 @@ from .options import (
     WEIGHT_DTYPE_OPTION,
     workload_overrides,
 )
+from .routing import routed
 
 
-@command(app)
+@command(app, cls=routed(generate=".generate:generate_app"))
 def analyze(
     workload: str = typer.Argument("decode", help="A phase (decode, prefill, attention) or a workload YAML file."),
     gpu: str = GPU_OPTION,

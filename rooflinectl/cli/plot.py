@@ -22,6 +22,7 @@ from .options import (
     WEIGHT_DTYPE_OPTION,
     workload_overrides,
 )
+from .routing import routed
 
 if TYPE_CHECKING:  # the specs are imported inside the functions: `rooflinectl --help` needs none of them
     from ..specs.workload import Phase, SizeField
@@ -91,7 +92,7 @@ def default_phases(given: dict[SizeField, str | None]) -> list[str]:
     return [p for p in DEFAULT_PHASES if not lengths or length_field(p) in lengths]
 
 
-@command(app)
+@command(app, cls=routed(pareto=".pareto:pareto_app"))
 def plot(
     workload: str = typer.Argument(
         None, help="A phase (decode, prefill, attention) or a workload YAML file (default: decode and prefill)."

@@ -1,0 +1,88 @@
+"""``rooflinectl compare``: one request on several GPUs, side by side."""
+
+from __future__ import annotations
+
+import typer
+
+from ..errors import UserError
+from ._app import DEFAULT_GPU, app, command, console, print_json
+from .options import (
+    ACT_DTYPE_OPTION,
+    ATTENTION_OPTION,
+    CALIBRATED_OPTION,
+    DTYPE_OPTION,
+    FUSE_OPTION,
+    GROUP_SIZE_OPTION,
+    KV_DTYPE_OPTION,
+    MODEL_OPTION,
+    WEIGHT_DTYPE_OPTION,
+)
+from .serving import GPUS_OPTION, OUTPUT_OPTION, PROMPT_OPTION, RESERVE_OPTION, base_workload, step_analyzer
+
+
+@command(app)
+def compare(
+    gpu: list[str] = GPUS_OPTION,
+    model: str = MODEL_OPTION,
+    prompt: int = PROMPT_OPTION,
+    output: int = OUTPUT_OPTION,
+    batch: int = typer.Option(None, "--batch", "-b", help="Requests served together on every GPU (default: the "
+                              "largest batch that fits on each)."),
+    tpot_ms: float = typer.Option(None, "--tpot-ms", help="A latency target: on each GPU the largest batch whose "
+                                  "mean time per output token is at most this many ms."),
+    dtype: str = DTYPE_OPTION,
+    kv_dtype: str = KV_DTYPE_OPTION,
+    weight_dtype: str = WEIGHT_DTYPE_OPTION,
+    act_dtype: str = ACT_DTYPE_OPTION,
+    group_size: int = GROUP_SIZE_OPTION,
+    attention: str = ATTENTION_OPTION,
+    fuse: str = FUSE_OPTION,
+    reserve_gib: float = RESERVE_OPTION,
+    calibrated: bool = CALIBRATED_OPTION,
+    json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    csv: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
+) -> None:
+    """One request on several GPUs: TTFT, TPOT, end-to-end latency and output tokens/s per GPU at the batch each
+    serves (given, the largest under a TPOT target, or the largest that fits), the largest batch, the bound.
+
+    Example: rooflinectl compare --gpu a100 --gpu h100 --gpu h200 --gpu b200 --gpu mi300x --model llama-3-8b
+    --tpot-ms 20
+    """
+    from ..engine.generate import choose
+    from ..engine.memory import reserve_bytes
+    from ..render.compare import (
+        COMPARE_FIELDS,
+        compare_json,
+        compare_notes,
+        compare_rows,
+        compare_table,
+        to_csv,
+    )
+    from ..specs.hardware import load_gpu
+
+    if json and csv:
+        raise UserError("--json and --csv: give one")
+    if tpot_ms is not None and not tpot_ms > 0:
+        raise UserError(f"--tpot-ms {tpot_ms}: give a positive number of milliseconds")
+    base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
+    gpus = [load_gpu(name) for name in (gpu or [DEFAULT_GPU])]
+    choices = []
+    for g in gpus:
+        reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
+        choices.append(choose(base, prompt, output, step_analyzer(g, calibrated), reserve, g.id, batch,
+                              None if tpot_ms is None else tpot_ms / 1e3))
+    names = [g.name for g in gpus]
+    if json:
+        print_json(compare_json(choices, names, prompt, output))
+    elif csv:
+        print(to_csv(compare_rows(choices, names), COMPARE_FIELDS), end="")
+    else:
+        rule = choices[0].rule
+        title = f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.dtype}; batch: {rule}"
+        out = console()
+        out.print(compare_table(choices, names, title))
+        notes = compare_notes(choices)
+        if notes:
+            out.print()
+        for line in notes:
+            out.print(line, highlight=False)

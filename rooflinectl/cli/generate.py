@@ -1,0 +1,72 @@
+"""``rooflinectl analyze generate``: a batch of requests served end to end, from the engine's own steps."""
+
+from __future__ import annotations
+
+import typer
+
+from ..errors import UserError
+from ._app import command, console, print_json
+from .options import (
+    ACT_DTYPE_OPTION,
+    ATTENTION_OPTION,
+    CALIBRATED_OPTION,
+    DTYPE_OPTION,
+    FUSE_OPTION,
+    GPU_OPTION,
+    GROUP_SIZE_OPTION,
+    JSON_OPTION,
+    KV_DTYPE_OPTION,
+    MODEL_OPTION,
+    WEIGHT_DTYPE_OPTION,
+)
+from .serving import OUTPUT_OPTION, PROMPT_OPTION, RESERVE_OPTION, base_workload, step_analyzer
+
+# Its own app: `analyze` hands it `analyze generate …` (cli.routing), and it is not a top-level command.
+generate_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@command(generate_app, "generate")
+def generate(
+    gpu: str = GPU_OPTION,
+    model: str = MODEL_OPTION,
+    prompt: int = PROMPT_OPTION,
+    output: int = OUTPUT_OPTION,
+    batch: int = typer.Option(1, "--batch", "-b", help="Requests served together (one prefill, then decode)."),
+    dtype: str = DTYPE_OPTION,
+    kv_dtype: str = KV_DTYPE_OPTION,
+    weight_dtype: str = WEIGHT_DTYPE_OPTION,
+    act_dtype: str = ACT_DTYPE_OPTION,
+    group_size: int = GROUP_SIZE_OPTION,
+    attention: str = ATTENTION_OPTION,
+    fuse: str = FUSE_OPTION,
+    reserve_gib: float = RESERVE_OPTION,
+    calibrated: bool = CALIBRATED_OPTION,
+    json: bool = JSON_OPTION,
+) -> None:
+    """A batch of requests from prompt to last token: time to first token, time per output token, end-to-end
+    latency, tokens/s per GPU and per request, memory, and which phase and op take the time.
+
+    Example: rooflinectl analyze generate --gpu h100 --model llama-3-8b --prompt 2048 --output 256 --batch 32
+    """
+    from ..engine.generate import Request, generate, largest_batch
+    from ..engine.memory import reserve_bytes
+    from ..render.generate import memory_sum, print_generation
+    from ..specs.hardware import load_gpu
+
+    base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
+    g = load_gpu(gpu)
+    analyze_step = step_analyzer(g, calibrated)
+    reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
+    request = Request(prompt, output, batch)
+    result = generate(base, request, analyze_step, reserve)
+    largest = largest_batch(base, prompt, output, analyze_step, reserve)
+    if not result.memory.fits:
+        raise UserError(f"batch {batch:,} does not fit on {g.id}: "
+                        f"{memory_sum(result.memory, batch, request.longest_context)}; largest batch that fits: "
+                        f"{largest:,} (--reserve-gib sets the reserve)")
+    if json:
+        from ..render.generate import generation_json
+
+        print_json(generation_json(result, largest))
+    else:
+        print_generation(console(), result, largest)

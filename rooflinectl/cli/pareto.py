@@ -1,0 +1,88 @@
+"""``rooflinectl plot pareto``: output tokens/s per GPU against time per output token, as the batch grows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..errors import UserError
+from ._app import DEFAULT_GPU, command, print_json
+from .options import (
+    ACT_DTYPE_OPTION,
+    ATTENTION_OPTION,
+    CALIBRATED_OPTION,
+    DTYPE_OPTION,
+    FUSE_OPTION,
+    GROUP_SIZE_OPTION,
+    KV_DTYPE_OPTION,
+    MODEL_OPTION,
+    WEIGHT_DTYPE_OPTION,
+)
+from .serving import GPUS_OPTION, OUTPUT_OPTION, PROMPT_OPTION, RESERVE_OPTION, base_workload, step_analyzer
+
+# Its own app: `plot` hands it `plot pareto …` (cli.routing).
+pareto_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+# The most GPUs one chart draws: one colour and marker each (plot.chart.GPU_COLORS).
+MAX_GPUS = 6
+
+
+@command(pareto_app, "pareto")
+def pareto(
+    gpu: list[str] = GPUS_OPTION,
+    model: str = MODEL_OPTION,
+    prompt: int = PROMPT_OPTION,
+    output: int = OUTPUT_OPTION,
+    dtype: str = DTYPE_OPTION,
+    kv_dtype: str = KV_DTYPE_OPTION,
+    weight_dtype: str = WEIGHT_DTYPE_OPTION,
+    act_dtype: str = ACT_DTYPE_OPTION,
+    group_size: int = GROUP_SIZE_OPTION,
+    attention: str = ATTENTION_OPTION,
+    fuse: str = FUSE_OPTION,
+    reserve_gib: float = RESERVE_OPTION,
+    calibrated: bool = CALIBRATED_OPTION,
+    chart: Path = typer.Option(Path("pareto.png"), "-o", "--chart", help="The file to write: .png, .svg or .pdf."),
+    json: bool = typer.Option(False, "--json", help="Print every point (and each GPU's limit) as JSON."),
+    csv: bool = typer.Option(False, "--csv", help="Print every point as CSV."),
+) -> None:
+    """The latency–throughput curve: output tokens/s per GPU against time per output token, one line per GPU as
+    the batch grows from 1 to the largest that fits (powers of two and the largest), each point labelled by batch.
+
+    Example: rooflinectl plot pareto --gpu h100 --gpu h200 --gpu b200 --model llama-3-8b --prompt 2048 --output 256
+    -o pareto.png
+    """
+    from ..engine.generate import latency_throughput_curve
+    from ..engine.memory import reserve_bytes
+    from ..plot.chart import check_output
+    from ..specs.hardware import load_gpu
+
+    if json and csv:
+        raise UserError("--json and --csv: give one")
+    check_output(chart)
+    names = gpu or [DEFAULT_GPU]
+    if len(names) > MAX_GPUS:
+        raise UserError(f"--gpu: {len(names)} GPUs; one chart draws at most {MAX_GPUS}")
+    base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
+    curves = []
+    for name in names:
+        g = load_gpu(name)
+        reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
+        curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated), reserve, g.id))
+    from ..plot.pareto import draw_pareto
+
+    title = (f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.dtype}, {base.attention} attention\n"
+             f"batch 1, 2, 4, … up to the largest that fits (weights + KV cache + activations + reserve)")
+    draw_pareto(curves, title, base.model.id, chart)
+    if json or csv:
+        from ..render.compare import CURVE_FIELDS, curve_rows, curves_json, to_csv
+
+        if json:
+            print_json(curves_json(curves, prompt, output, str(chart)))
+        else:
+            print(to_csv(curve_rows(curves), CURVE_FIELDS), end="")
+    else:
+        limits = ", ".join(f"{c.gpu} up to batch {c.largest_batch:,}" if c.largest_batch else f"{c.gpu} does not fit"
+                           for c in curves)
+        print(f"wrote {chart} ({base.model.id}: {limits})")

@@ -1,0 +1,44 @@
+"""The options and set-up shared by the serving commands (``analyze generate``, ``compare``, ``plot pareto``):
+a request's sizes, the reserve, and the model step options that ``analyze`` takes. Only typer is imported here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from .options import workload_overrides
+
+if TYPE_CHECKING:
+    from ..engine.generate import StepAnalyzer
+    from ..specs.hardware import GPU
+    from ..specs.workload import Workload
+
+PROMPT_OPTION = typer.Option(2048, "--prompt", "-p", help="Prompt tokens per request.")
+OUTPUT_OPTION = typer.Option(256, "--output", help="Tokens each request generates (the first by the prefill).")
+RESERVE_OPTION = typer.Option(
+    None, "--reserve-gib", help="HBM the framework holds beyond weights, KV cache and activations (CUDA context, "
+    "workspaces, CUDA graphs, fragmentation); default 10% of the GPU's, as vLLM's --gpu-memory-utilization 0.9.",
+)
+GPUS_OPTION = typer.Option(None, "--gpu", "-g", help="GPU id, alias or YAML path; repeat to compare GPUs.")
+
+
+def base_workload(model: str | None, dtype: str | None, kv_dtype: str | None, weight_dtype: str | None,
+                  act_dtype: str | None, group_size: int | None, attention: str | None, fuse: str | None) -> Workload:
+    """The model and its step options (data types, attention, fusions) as a one-token prefill: the request's
+    steps are this with their own sizes (``engine.generate.step_workload``)."""
+    from ..specs.workload import resolve_workload
+
+    overrides = workload_overrides(model, 1, 1, None, dtype, kv_dtype, attention, None, fuse,
+                                   weight_dtype=weight_dtype, act_dtype=act_dtype, group_size=group_size)
+    return resolve_workload("prefill", **overrides)
+
+
+def step_analyzer(gpu: GPU, calibrated: bool) -> StepAnalyzer:
+    """``roofline.analyze`` on one GPU: each step of a request placed under its roofs."""
+    from ..engine.roofline import analyze
+
+    def analyze_step(w: Workload) -> Any:
+        return analyze(w, gpu, calibrated)
+
+    return analyze_step

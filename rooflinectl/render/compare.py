@@ -1,0 +1,105 @@
+"""``compare`` and the points of ``plot pareto``: rows of plain values, as a table, JSON or CSV. Formats the
+engine's ``Choice`` and ``Curve`` objects; computes nothing of its own."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from ..engine.generate import Choice, Curve, Generation
+from ..units import duration
+
+
+def _bound(g: Generation) -> str:
+    """The bound of most of the decode time, with that share (the prefill's for a single output token)."""
+    phase = "decode" if g.decode is not None else "prefill"
+    bound, share = g.phase_bound(phase)
+    return f"{bound} {share:.0%}" + ("" if phase == "decode" else " (prefill)")
+
+
+COMPARE_FIELDS = ("gpu", "name", "rule", "batch", "largest_batch", "ttft_s", "tpot_s", "e2e_s",
+                  "output_tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu", "bound", "note")
+
+
+def compare_rows(choices: Sequence[Choice], names: Sequence[str]) -> list[dict]:
+    """One row per GPU; the request's numbers are None where no batch qualifies (``note`` says why)."""
+    rows = []
+    for c, name in zip(choices, names, strict=True):
+        g = c.generation
+        rows.append({
+            "gpu": c.gpu, "name": name, "rule": c.rule,
+            "batch": g.request.batch if g else None, "largest_batch": c.largest_batch,
+            "ttft_s": g.ttft_s if g else None, "tpot_s": g.tpot_s if g else None, "e2e_s": g.e2e_s if g else None,
+            "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu if g else None,
+            "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu if g else None,
+            "bound": _bound(g) if g else None, "note": c.note,
+        })
+    return rows
+
+
+def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, output: int) -> dict:
+    first = next((c.generation for c in choices if c.generation is not None), None)
+    model = first.prefill.workload.model.id if first else None
+    return {"request": {"prompt": prompt, "output": output}, "model": model, "gpus": compare_rows(choices, names)}
+
+
+def to_csv(rows: Sequence[dict], fields: Sequence[str]) -> str:
+    """Rows as CSV with a header; None is an empty cell; floats with all their digits."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(fields), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row[k] is None else row[k]) for k in fields})
+    return out.getvalue()
+
+
+def compare_notes(choices: Sequence[Choice]) -> list[str]:
+    """Why a GPU has no row of numbers."""
+    return [f"{c.gpu}: {c.note}" for c in choices if c.generation is None]
+
+
+def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str) -> Table:
+    table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                  show_edge=False)
+    for col, justify in (("GPU", "left"), ("batch", "right"), ("largest", "right"), ("TTFT", "right"),
+                         ("TPOT", "right"), ("end-to-end", "right"), ("out tok/s/GPU", "right"),
+                         ("decode bound", "left")):
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for row in compare_rows(choices, names):
+        if row["batch"] is None:
+            table.add_row(row["gpu"], "—", f"{row['largest_batch']:,}", "—", "—", "—", "—", "—")
+            continue
+        tpot = duration(row["tpot_s"]) if row["tpot_s"] is not None else "—"
+        table.add_row(row["gpu"], f"{row['batch']:,}", f"{row['largest_batch']:,}", duration(row["ttft_s"]), tpot,
+                      duration(row["e2e_s"]), f"{row['output_tokens_per_s_per_gpu']:,.0f}", row["bound"])
+    return table
+
+
+CURVE_FIELDS = ("gpu", "batch", "largest_batch", "tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",
+                "total_tokens_per_s_per_gpu", "memory_bytes", "capacity_bytes")
+
+
+def curve_rows(curves: Sequence[Curve]) -> list[dict]:
+    """Every point of every GPU's curve (a GPU where nothing fits has none)."""
+    return [{"gpu": c.gpu, "batch": g.request.batch, "largest_batch": c.largest_batch, "tpot_s": g.tpot_s,
+             "ttft_s": g.ttft_s, "e2e_s": g.e2e_s, "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu,
+             "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu,
+             "memory_bytes": round(g.memory.total_bytes), "capacity_bytes": round(g.memory.capacity_bytes)}
+            for c in curves for g in c.points]
+
+
+def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str) -> dict:
+    return {
+        "path": path,
+        "request": {"prompt": prompt, "output": output},
+        "gpus": [{"gpu": c.gpu, "largest_batch": c.largest_batch,
+                  "fits": c.largest_batch > 0,
+                  "memory_at_limit_bytes": round(c.limit.total_bytes),
+                  "capacity_bytes": round(c.limit.capacity_bytes)} for c in curves],
+        "points": curve_rows(curves),
+    }

@@ -1,0 +1,197 @@
+"""``analyze generate``: a request's latency, throughput, memory and where its time goes, as text and JSON.
+Formats the engine's ``Generation``; computes nothing of its own beyond shares of the times it is given."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..engine.generate import Generation
+from ..engine.memory import MemoryBudget
+from ..units import GIB, duration
+
+# The ops the text table lists by name, largest first; the rest are summed in one row (--json lists them all).
+TOP_OPS = 8
+
+
+def _workload_label(g: Generation) -> str:
+    w, r = g.prefill.workload, g.request
+    types: str = w.dtype
+    if w.quantized:
+        group = f" g{w.group_size}" if w.weights == "int4" else ""
+        types = f"{w.weights}{group} weights, {w.matmul_dtype} activations"
+    kv = f", {w.kv_dtype} KV cache" if w.kv_dtype != w.dtype else ""
+    return (f"{w.model.id}, batch {r.batch}, prompt {r.prompt:,}, output {r.output:,}, {types}{kv}, "
+            f"{w.attention} attention")
+
+
+def _bytes(x: float) -> int:
+    return round(x)
+
+
+def memory_json(m: MemoryBudget, largest_batch: int) -> dict:
+    return {
+        "capacity_bytes": _bytes(m.capacity_bytes),
+        "weight_bytes": _bytes(m.weight_bytes),
+        "kv_cache_bytes": _bytes(m.kv_cache_bytes),
+        "kv_cache_bytes_per_sequence": _bytes(m.kv_cache_bytes_per_sequence),
+        "activation_bytes": _bytes(m.activation_bytes),
+        "activation_op": m.activations.op,
+        "activation_phase": m.activations.phase,
+        "reserve_bytes": _bytes(m.reserve_bytes),
+        "total_bytes": _bytes(m.total_bytes),
+        "fits": m.fits,
+        "largest_batch": largest_batch,
+    }
+
+
+def phase_rows(g: Generation) -> list[dict]:
+    """Per phase: steps, time, share of the request, the bound of most of its time, and its largest op."""
+    ops = g.op_times()
+    rows = []
+    phases = [("prefill", 1, g.ttft_s)]
+    if g.decode is not None:
+        phases.append(("decode", g.decode.steps, g.decode_time_s))
+    for phase, steps, time in phases:
+        bound, bound_share = g.phase_bound(phase)
+        top = max(ops, key=lambda o: o.prefill_s if phase == "prefill" else o.decode_s)
+        top_time = top.prefill_s if phase == "prefill" else top.decode_s
+        rows.append({"phase": phase, "steps": steps, "time_s": time, "share": time / g.e2e_s, "bound": bound,
+                     "bound_share": bound_share, "top_op": top.name, "top_op_share": top_time / time})
+    return rows
+
+
+def generation_json(g: Generation, largest_batch: int) -> dict:
+    """The one ``--json`` shape of ``analyze generate`` (docs/serving.md lists every key)."""
+    a, w, r = g.prefill, g.prefill.workload, g.request
+    decode = g.decode
+    return {
+        "hardware": {"id": a.gpu.id, "name": a.gpu.name, "roofs": a.roofs.label,
+                     "bandwidth_gbps": a.roofs.bandwidth_gbps, "peak_tflops": a.peak_flops / 1e12},
+        "workload": {"model": w.model.id, "dtype": w.dtype, "kv_dtype": w.kv_dtype, "weight_dtype": w.weights,
+                     "act_dtype": w.matmul_dtype, "attention": w.attention, "fused": list(w.fused)},
+        "request": {"prompt": r.prompt, "output": r.output, "batch": r.batch, "gpus": g.gpus},
+        "latency": {
+            "ttft_s": g.ttft_s,
+            "tpot_s": g.tpot_s,
+            "tpot_first_s": g.tpot_first_s,
+            "tpot_last_s": g.tpot_last_s,
+            "decode_s": g.decode_time_s,
+            "e2e_s": g.e2e_s,
+        },
+        "throughput": {
+            "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu,
+            "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu,
+            "output_tokens_per_s_per_request": g.output_tokens_per_s_per_request,
+            "decode_tokens_per_s_per_request": g.decode_tokens_per_s_per_request,
+        },
+        "decode_steps": {
+            "steps": decode.steps if decode else 0,
+            "first_context": decode.first.workload.kv_len if decode else None,
+            "last_context": decode.last.workload.kv_len if decode else None,
+            "analysed_every_step": decode.analysed_every_step if decode else True,
+        },
+        "phases": phase_rows(g),
+        "ops": [{"name": o.name, "kind": o.kind, "prefill_s": o.prefill_s, "decode_s": o.decode_s,
+                 "total_s": o.total_s, "share": o.total_s / g.e2e_s} for o in g.op_times()],
+        "memory": memory_json(g.memory, largest_batch),
+    }
+
+
+def _table(title: str) -> Table:
+    """A table under a one-line title (a Text: a user's names are never markup), no outer edge."""
+    return Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+                 show_edge=False)
+
+
+def title_lines(g: Generation) -> list[str]:
+    a = g.prefill
+    return [_workload_label(g),
+            f"on {a.gpu.name}, {a.roofs.label} roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, "
+            f"{a.peak_flops / 1e12:,.1f} TFLOP/s {a.workload.matmul_dtype}"]
+
+
+def phase_table(g: Generation) -> Table:
+    table = _table("phases")
+    for col, justify in (("phase", "left"), ("steps", "right"), ("time", "right"), ("share", "right"),
+                         ("bound (of its time)", "left"), ("largest op (of its time)", "left")):
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for row in phase_rows(g):
+        table.add_row(row["phase"], f"{row['steps']:,}", duration(row["time_s"]), f"{row['share']:.1%}",
+                      f"{row['bound']} ({row['bound_share']:.0%})", f"{row['top_op']} ({row['top_op_share']:.1%})")
+    return table
+
+
+def ops_table(g: Generation) -> Table:
+    """The ops that take most of the request, largest first, each split into prefill and decode."""
+    ops = sorted(g.op_times(), key=lambda o: o.total_s, reverse=True)
+    table = _table("time by op, all steps")
+    for col in ("op", "prefill", "decode", "total", "share"):
+        table.add_column(col, justify="left" if col == "op" else "right", no_wrap=True)
+    for o in ops[:TOP_OPS]:
+        table.add_row(o.name, duration(o.prefill_s), duration(o.decode_s), duration(o.total_s),
+                      f"{o.total_s / g.e2e_s:.1%}")
+    rest = ops[TOP_OPS:]
+    if rest:
+        total = sum(o.total_s for o in rest)
+        table.add_row(f"{len(rest)} other ops", duration(sum(o.prefill_s for o in rest)),
+                      duration(sum(o.decode_s for o in rest)), duration(total), f"{total / g.e2e_s:.1%}")
+    return table
+
+
+def memory_sum(m: MemoryBudget, batch: int, longest_context: int) -> str:
+    """The budget as one sum: weights + KV cache + activations + reserve = total of capacity."""
+    return (f"{m.weight_bytes / GIB:.1f} GiB weights + {m.kv_cache_bytes / GIB:.1f} GiB KV cache ({batch:,} × "
+            f"{longest_context:,} positions) + {m.activation_bytes / GIB:.1f} GiB activations "
+            f"({m.activations.phase} {m.activations.op}) + {m.reserve_bytes / GIB:.1f} GiB reserve = "
+            f"{m.total_bytes / GIB:.1f} GiB of {m.capacity_bytes / GIB:.0f} GiB")
+
+
+def summary_lines(g: Generation, largest_batch: int) -> list[str]:
+    r = g.request
+    lines = [f"time to first token:   {duration(g.ttft_s)} (the prefill of {r.batch:,} × {r.prompt:,} tokens)"]
+    if g.decode is not None:
+        d = g.decode
+        lines.append(f"time per output token: {duration(d.mean_time_s)} mean of {d.steps:,} steps "
+                     f"({duration(d.step_times_s[0])} at context {d.first.workload.kv_len:,} … "
+                     f"{duration(d.step_times_s[-1])} at {d.last.workload.kv_len:,})")
+    else:
+        lines.append("time per output token: none (one output token: the prefill gives it, no decode step)")
+    per_request = f"{g.output_tokens_per_s_per_request:,.1f} output tokens/s over the request"
+    if g.decode_tokens_per_s_per_request is not None:
+        per_request += f", {g.decode_tokens_per_s_per_request:,.1f} while decoding (1 / TPOT)"
+    lines += [
+        f"end-to-end latency:    {duration(g.e2e_s)}",
+        f"per GPU:               {g.output_tokens_per_s_per_gpu:,.0f} output tokens/s, "
+        f"{g.total_tokens_per_s_per_gpu:,.0f} tokens/s with the prompts",
+        f"per request:           {per_request}",
+        *memory_lines(g.memory, r.batch, r.longest_context, largest_batch),
+    ]
+    return lines
+
+
+def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batch: int) -> list[str]:
+    """The memory budget in three lines of the summary's layout."""
+    pad = " " * len("time to first token:   ")
+    return [
+        f"memory:                {m.total_bytes / GIB:.1f} GiB of {m.capacity_bytes / GIB:.0f} GiB, "
+        f"{'fits' if m.fits else 'does not fit'}; largest batch that fits: {largest_batch:,}",
+        f"{pad}= {m.weight_bytes / GIB:.1f} GiB weights + {m.kv_cache_bytes / GIB:.1f} GiB KV cache "
+        f"({batch:,} × {longest_context:,} positions)",
+        f"{pad}+ {m.activation_bytes / GIB:.1f} GiB activations (the largest op: {m.activations.phase} "
+        f"{m.activations.op}) + {m.reserve_bytes / GIB:.1f} GiB reserve",
+    ]
+
+
+def print_generation(console: Console, g: Generation, largest_batch: int) -> None:
+    for line in title_lines(g):
+        console.print(Text(line), highlight=False)
+    console.print()
+    console.print(phase_table(g))
+    console.print()
+    for line in summary_lines(g, largest_batch):
+        console.print(line, highlight=False)
+    console.print()
+    console.print(ops_table(g))

@@ -1,0 +1,266 @@
+"""``analyze generate``, ``compare`` and ``plot pareto``: their JSON shapes key by key (as test_json_schema.py does
+for analyze), their numbers against ``analyze``'s, and bad combinations refused in one line."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from test_json_schema import check_schema, run_json
+
+from helpers import assert_one_line_error, cli
+
+NONE = type(None)
+
+GENERATE = {
+    "hardware.id": (str,), "hardware.name": (str,), "hardware.roofs": (str,), "hardware.bandwidth_gbps": (float,),
+    "hardware.peak_tflops": (float,),
+    "workload.model": (str,), "workload.dtype": (str,), "workload.kv_dtype": (str,), "workload.weight_dtype": (str,),
+    "workload.act_dtype": (str,), "workload.attention": (str,), "workload.fused": (list,), "workload.fused[]": (str,),
+    "request.prompt": (int,), "request.output": (int,), "request.batch": (int,), "request.gpus": (int,),
+    "latency.ttft_s": (float,), "latency.tpot_s": (float, NONE), "latency.tpot_first_s": (float, NONE),
+    "latency.tpot_last_s": (float, NONE), "latency.decode_s": (float,), "latency.e2e_s": (float,),
+    "throughput.output_tokens_per_s_per_gpu": (float,), "throughput.total_tokens_per_s_per_gpu": (float,),
+    "throughput.output_tokens_per_s_per_request": (float,),
+    "throughput.decode_tokens_per_s_per_request": (float, NONE),
+    "decode_steps.steps": (int,), "decode_steps.first_context": (int, NONE), "decode_steps.last_context": (int, NONE),
+    "decode_steps.analysed_every_step": (bool,),
+    "phases[].phase": (str,), "phases[].steps": (int,), "phases[].time_s": (float,), "phases[].share": (float,),
+    "phases[].bound": (str,), "phases[].bound_share": (float,), "phases[].top_op": (str,),
+    "phases[].top_op_share": (float,),
+    "ops[].name": (str,), "ops[].kind": (str,), "ops[].prefill_s": (float,), "ops[].decode_s": (float,),
+    "ops[].total_s": (float,), "ops[].share": (float,),
+    **{f"memory.{k}": (int,) for k in ("capacity_bytes", "weight_bytes", "kv_cache_bytes",
+                                       "kv_cache_bytes_per_sequence", "activation_bytes", "reserve_bytes",
+                                       "total_bytes", "largest_batch")},
+    "memory.activation_op": (str,), "memory.activation_phase": (str,), "memory.fits": (bool,),
+}
+
+GENERATE_CASES = [
+    ["analyze", "generate", "--gpu", "h100", "--model", "llama-3-8b", "--prompt", "2048", "--output", "256",
+     "--batch", "32"],
+    ["analyze", "generate", "--gpu", "a100", "--prompt", "100", "--output", "1", "--fuse", "qkv,gate_up,act"],
+    ["analyze", "generate", "--gpu", "h200", "--model", "mixtral-8x7b", "--prompt", "512", "--output", "3",
+     "--weight-dtype", "fp8", "--act-dtype", "fp8", "--reserve-gib", "0"],
+]
+
+
+def test_generate_json_schema():
+    check_schema([run_json(*args) for args in GENERATE_CASES], GENERATE)
+
+
+def test_generate_json_is_the_engine_steps():
+    """TTFT is `analyze prefill` of the batch, the first and last TPOT `analyze decode` at P + 1 and P + O − 1,
+    and the decode time the sum of `analyze decode` at every context between."""
+    g = run_json(*GENERATE_CASES[0])
+    prefill = run_json("analyze", "prefill", "--gpu", "h100", "--model", "llama-3-8b", "--seq-len", "2048",
+                       "--batch", "32")
+    assert g["latency"]["ttft_s"] == prefill["totals"]["time_s"]
+    steps = [run_json("analyze", "decode", "--gpu", "h100", "--model", "llama-3-8b", "--context", str(c),
+                      "--batch", "32")["totals"]["time_s"] for c in (2049, 2303)]
+    assert (g["latency"]["tpot_first_s"], g["latency"]["tpot_last_s"]) == tuple(steps)
+    assert g["decode_steps"] == {"steps": 255, "first_context": 2049, "last_context": 2303,
+                                 "analysed_every_step": False}
+    assert g["latency"]["e2e_s"] == pytest.approx(g["latency"]["ttft_s"] + g["latency"]["decode_s"], rel=1e-15)
+    assert g["memory"]["largest_batch"] == 128 and g["memory"]["fits"]
+
+
+def test_generate_text():
+    result = cli(*GENERATE_CASES[0])
+    assert result.exit_code == 0, result.output
+    for fragment in ("time to first token", "time per output token", "mean of 255 steps",
+                     "end-to-end latency", "largest batch that fits: 128", "the largest op: prefill act",
+                     "time by op, all steps"):
+        assert fragment in result.stdout
+
+
+def test_generate_and_compare_import_nothing_heavy():
+    """They answer from the specs and the engine alone: no torch, triton, matplotlib or textual."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rooflinectl.cli import app; from typer.testing import CliRunner; "
+            "r = CliRunner().invoke(app, ['analyze', 'generate', '--batch', '4']); assert r.exit_code == 0, r.output; "
+            "r = CliRunner().invoke(app, ['compare', '--gpu', 'a100', '--gpu', 'h200']); assert r.exit_code == 0; "
+            "print(' '.join(m for m in ('torch', 'triton', 'matplotlib', 'textual') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
+
+
+def test_generate_help_and_analyze_still_analyze():
+    result = cli("analyze", "generate", "--help")
+    assert result.exit_code == 0 and "Usage: rooflinectl analyze generate" in result.stdout
+    assert "--reserve-gib" in result.stdout
+    assert cli("analyze", "decode", "--gpu", "h100").exit_code == 0
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["analyze", "generate", "--output", "0"], ["--output 0"]),
+    (["analyze", "generate", "--prompt", "-5"], ["--prompt -5"]),
+    (["analyze", "generate", "--model", "llama-3-8b", "--prompt", "8000", "--output", "200"],
+     ["8,200 tokens exceed", "max_position_embeddings of 8,192"]),
+    (["analyze", "generate", "--gpu", "h100", "--batch", "4096"], ["batch 4,096 does not fit", "largest batch"]),
+    (["analyze", "generate", "--gpu", "h100", "--model", "llama-3-70b"],
+     ["does not fit", "largest batch that fits: 0"]),
+    (["analyze", "generate", "--reserve-gib", "-1"], ["--reserve-gib -1"]),
+    (["analyze", "generate", "--gpu", "nope"], ["unknown GPU"]),
+    (["compare", "--batch", "8", "--tpot-ms", "20"], ["give one"]),
+    (["compare", "--tpot-ms", "0"], ["--tpot-ms 0"]),
+    (["compare", "--json", "--csv"], ["give one"]),
+    (["compare", "--output", "1", "--tpot-ms", "20"], ["at least 2 output tokens"]),
+    (["plot", "pareto", "--output", "1", "-o", "x.png"], ["at least 2 output tokens"]),
+    (["plot", "pareto", "-o", "x.txt"], ["unknown image format"]),
+])
+def test_bad_input_is_one_line(args, fragments, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert_one_line_error(cli(*args), *fragments)
+
+
+# --- compare ----------------------------------------------------------------------------------------------------
+
+ROW = {"gpu": (str,), "name": (str,), "rule": (str,), "batch": (int, NONE), "largest_batch": (int,),
+       "ttft_s": (float, NONE), "tpot_s": (float, NONE), "e2e_s": (float, NONE),
+       "output_tokens_per_s_per_gpu": (float, NONE), "total_tokens_per_s_per_gpu": (float, NONE),
+       "bound": (str, NONE), "note": (str,)}
+COMPARE = {"request.prompt": (int,), "request.output": (int,), "model": (str, NONE),
+           **{f"gpus[].{k}": v for k, v in ROW.items()}}
+
+
+def test_compare_json_schema_and_rows():
+    outputs = [
+        run_json("compare", "--gpu", "a100", "--gpu", "h100", "--gpu", "b200", "--model", "llama-3-8b", "--tpot-ms",
+                 "20"),
+        run_json("compare", "--gpu", "h100", "--gpu", "b200", "--model", "llama-3-70b", "--batch", "8"),
+        run_json("compare", "--gpu", "h100", "--model", "llama-3-70b", "--output", "1"),
+    ]
+    check_schema(outputs, COMPARE)
+    at_target = outputs[0]["gpus"]
+    assert all(r["tpot_s"] <= 0.020 and r["batch"] <= r["largest_batch"] for r in at_target)
+    h100_70b = outputs[1]["gpus"][0]
+    assert h100_70b["batch"] is None and h100_70b["largest_batch"] == 0 and "does not fit" in h100_70b["note"]
+
+
+def test_compare_row_is_analyze_generate():
+    """A row at a given batch is `analyze generate` at that batch, number for number; the CSV holds the same."""
+    row = run_json("compare", "--gpu", "h200", "--batch", "16", "--prompt", "1000", "--output", "100")["gpus"][0]
+    g = run_json("analyze", "generate", "--gpu", "h200", "--batch", "16", "--prompt", "1000", "--output", "100")
+    assert (row["ttft_s"], row["tpot_s"], row["e2e_s"]) == (g["latency"]["ttft_s"], g["latency"]["tpot_s"],
+                                                            g["latency"]["e2e_s"])
+    assert row["largest_batch"] == g["memory"]["largest_batch"]
+    result = cli("compare", "--gpu", "h200", "--batch", "16", "--prompt", "1000", "--output", "100", "--csv")
+    (line,) = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert float(line["tpot_s"]) == row["tpot_s"] and int(line["batch"]) == 16
+
+
+def test_compare_text_names_what_does_not_fit():
+    result = cli("compare", "--gpu", "h100", "--gpu", "b200", "--model", "llama-3-70b")
+    assert result.exit_code == 0, result.output
+    assert "h100-sxm: does not fit: one request needs" in result.stdout and "b200" in result.stdout
+
+
+# --- plot pareto ------------------------------------------------------------------------------------------------
+
+PARETO = {
+    "path": (str,), "request.prompt": (int,), "request.output": (int,),
+    "gpus[].gpu": (str,), "gpus[].largest_batch": (int,), "gpus[].fits": (bool,),
+    "gpus[].memory_at_limit_bytes": (int,), "gpus[].capacity_bytes": (int,),
+    "points": (list,),
+    **{f"points[].{k}": (int,) for k in ("batch", "largest_batch", "memory_bytes", "capacity_bytes")},
+    **{f"points[].{k}": (float,) for k in ("tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",
+                                           "total_tokens_per_s_per_gpu")},
+    "points[].gpu": (str,),
+}
+
+
+def test_pareto_json_csv_and_analyze_agree(tmp_path):
+    args = ["plot", "pareto", "--gpu", "h100", "--gpu", "b200", "--model", "llama-3-8b", "--prompt", "2048",
+            "--output", "256", "-o", str(tmp_path / "p.png")]
+    data = run_json(*args)
+    nothing = run_json("plot", "pareto", "--gpu", "h100", "--model", "llama-3-70b", "-o", str(tmp_path / "q.svg"))
+    check_schema([data, nothing], PARETO)
+    assert nothing["points"] == [] and nothing["gpus"][0]["fits"] is False
+    h100 = [p for p in data["points"] if p["gpu"] == "h100-sxm"]
+    assert [p["batch"] for p in h100] == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert all(p["memory_bytes"] <= p["capacity_bytes"] for p in data["points"])
+    rows = list(csv.DictReader(io.StringIO(cli(*args, "--csv").stdout)))
+    assert [(r["gpu"], int(r["batch"]), float(r["tpot_s"])) for r in rows] == \
+        [(p["gpu"], p["batch"], p["tpot_s"]) for p in data["points"]]
+    # The point at batch 8 is `analyze generate --batch 8`.
+    g = run_json("analyze", "generate", "--gpu", "h100", "--model", "llama-3-8b", "--batch", "8")
+    (p8,) = [p for p in h100 if p["batch"] == 8]
+    assert (p8["tpot_s"], p8["output_tokens_per_s_per_gpu"]) == (g["latency"]["tpot_s"],
+                                                                 g["throughput"]["output_tokens_per_s_per_gpu"])
+
+
+def _labels_apart(fig) -> tuple[int, int]:
+    """(labels drawn, labels left out per the footnote), after checking that every batch label lies inside the
+    axes and overlaps no other label and not the legend."""
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    labels = [t for t in ax.texts if (t.get_gid() or "").startswith("batch ")]
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    axes_box = ax.get_window_extent(renderer)
+    legend_box = ax.get_legend().get_window_extent(renderer)
+    for i, a in enumerate(boxes):
+        assert axes_box.x0 <= a.x0 and a.x1 <= axes_box.x1 and axes_box.y0 <= a.y0 and a.y1 <= axes_box.y1
+        assert not any(a.overlaps(b) for b in boxes[i + 1:])
+        assert not a.overlaps(legend_box)
+    footnote = [t.get_text() for t in ax.texts if t.get_gid() == "labels-left-out"]
+    left_out = int(footnote[0].split()[0]) if footnote else 0
+    return len(labels), left_out
+
+
+def test_pareto_crowded_labels_never_overlap(tmp_path):
+    """Six GPUs, two of them (the A100 80GB and the H100 PCIe, both about 2 TB/s) with nearly the same curve: a
+    label with no free spot is left out and counted in the footnote, never drawn over another."""
+    from rooflinectl.engine.generate import latency_throughput_curve
+    from rooflinectl.engine.memory import reserve_bytes
+    from rooflinectl.engine.roofline import analyze
+    from rooflinectl.plot.pareto import draw_pareto
+    from rooflinectl.specs.hardware import load_gpu
+    from rooflinectl.specs.workload import resolve_workload
+
+    base = resolve_workload("prefill", model="llama-3-8b", batch=1, seq_len=1)
+    curves = []
+    for name in ("a100-40gb", "a100", "h100", "h100-pcie", "h200", "l40s"):
+        gpu = load_gpu(name)
+        curves.append(latency_throughput_curve(base, 512, 512, lambda w, gpu=gpu: analyze(w, gpu),
+                                               reserve_bytes(gpu.memory.hbm_capacity_gib * 2**30, None), gpu.id))
+    fig = draw_pareto(curves, "t", "llama-3-8b", tmp_path / "crowded.png")
+    drawn, left_out = _labels_apart(fig)
+    assert drawn + left_out == sum(len(c.points) for c in curves) and drawn > 0.9 * (drawn + left_out)
+
+
+def test_pareto_draws_labels_apart_and_says_what_does_not_fit(tmp_path):
+    """Every batch label lies inside the axes and overlaps no other label; a model that fits nowhere is named."""
+    from rooflinectl.engine.generate import latency_throughput_curve
+    from rooflinectl.engine.memory import reserve_bytes
+    from rooflinectl.engine.roofline import analyze
+    from rooflinectl.plot.pareto import draw_pareto
+    from rooflinectl.specs.hardware import load_gpu
+    from rooflinectl.specs.workload import resolve_workload
+
+    curves = []
+    for model in ("llama-3-8b", "llama-3-70b"):
+        base = resolve_workload("prefill", model=model, batch=1, seq_len=1)
+        curves = []
+        for name in ("h100", "h200", "b200"):
+            gpu = load_gpu(name)
+            curves.append(latency_throughput_curve(base, 2048, 256, lambda w, gpu=gpu: analyze(w, gpu),
+                                                   reserve_bytes(gpu.memory.hbm_capacity_gib * 2**30, None),
+                                                   gpu.id))
+        fig = draw_pareto(curves, "t", model, tmp_path / f"{model}.png")
+        ax = fig.axes[0]
+        assert _labels_apart(fig) == (sum(len(c.points) for c in curves), 0)  # every point labelled
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        notes = [t.get_text() for t in ax.get_legend().get_texts() if t.get_gid() == "does-not-fit"]
+        if model == "llama-3-70b":  # 131.4 GiB of weights: the H100 (80 GiB) and, with its 14 GiB reserve, the H200
+            assert notes == ["h100-sxm: does not fit, one request needs 140.4 of 80 GiB (131.4 weights, 8.0 reserve)",
+                             "h200: does not fit, one request needs 146.4 of 140 GiB (131.4 weights, 14.0 reserve)"]
+            assert legend[0] == "b200 (largest batch 28)"
+        else:
+            assert notes == []
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
