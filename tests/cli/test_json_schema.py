@@ -76,7 +76,12 @@ ANALYZE = {
     "workload.phase": (str,), "workload.model": (str,), "workload.batch": (int,), "workload.seq_len": (int,),
     "workload.context": (int,), "workload.dtype": (str,), "workload.kv_dtype": (str,), "workload.attention": (str,),
     "workload.experts_touched": (float,),  # a mixture-of-experts model's only
-    "ops[].name": (str,), "ops[].count": (int,), "ops[].flops": (int,), "ops[].bytes": (int,),
+    "ops[].name": (str,), "ops[].kind": (str,), "ops[].fuses": (list,), "ops[].fuses[]": (str,),
+    "ops[].unit": (str,), "ops[].dtype": (str,),
+    "ops[].weight_dtype": (str,),  # quantized weights only: their storage format where it is not dtype
+    "ops[].per_model": (bool,), "ops[].weight_bytes": (int,), "ops[].kv_bytes": (int,),
+    "ops[].reads": (str,), "ops[].writes": (str,), "ops[].computes": (str,),
+    "ops[].count": (int,), "ops[].flops": (int,), "ops[].bytes": (int,),
     "ops[].intensity": (float,), "ops[].bound": (str,), "ops[].attainable_tflops": (float,), "ops[].time_s": (float,),
     "totals.flops": (int,), "totals.bytes": (int,), "totals.time_s": (float,), "totals.tokens_per_s": (float,),
     "totals.weight_bytes": (int,), "totals.kv_cache_bytes": (int,), "totals.memory_bytes": (int,),
