@@ -242,7 +242,10 @@ MOE_MODEL = {
     "moe.shared_expert_intermediate_size": (int, NONE), "moe.first_dense_layers": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
-               "layers.dense": (int,), "layers.moe": (int,)}
+               "layers.dense": (int,), "layers.moe": (int,),
+               # The KV cache one token adds (all layers, in its dtype) and the weights' bytes by format (bf16, and
+               # a quantized checkpoint's own: a map keyed by data type).
+               "kv_cache.dtype": (str,), "kv_cache.bytes_per_token": (int,), "weight_bytes.*": (int,)}
 SCENARIO = {
     "phase": (str,), "model": (str,), "description": (str, NONE), "batch": (int,), "seq_len": (int, NONE),
     "context": (int, NONE), "dtype": (str,), "kv_dtype": (str, NONE), "attention": (str,), "causal": (bool,),
@@ -261,7 +264,7 @@ def test_workloads_show_json_schema(tmp_path):
     scenarios = [run_json("workloads", "show", name) for name in ("decode", "prefill", "attention", str(inline))]
     check_schema(scenarios, SCENARIO)
     models = [run_json("workloads", "show", p.stem) for p in sorted((ROOT / "workloads" / "models").glob("*.yaml"))]
-    check_schema(models, MODEL_SHOWN)
+    check_schema(models, MODEL_SHOWN, frozenset({"weight_bytes"}))
 
 
 def test_workloads_list_json_schema():
