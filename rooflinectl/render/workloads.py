@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine.memory import kv_cache_bytes_per_token, weight_bytes_by_format
-from ..specs.workload import DEFAULT_GROUP_SIZE, Model, Scenario
+from ..specs.workload import DEFAULT_GROUP_SIZE, DType, Model, Scenario
 from ..units import binary_size
 
 
@@ -69,7 +69,7 @@ def layer_pattern(model: Model) -> str:
 
 
 # The KV cache's data type that ``workloads show`` states a token's bytes in: the scenarios' default dtype.
-KV_DTYPE = "bf16"
+KV_DTYPE: DType = "bf16"
 
 
 def model_json(model: Model) -> dict:
