@@ -277,8 +277,8 @@ def test_workloads_list_json_schema():
 
 # --- plot ----------------------------------------------------------------------------------------------------
 
-POINT = {"gpu": (str,), "op": (str,), "intensity": (float,), "flops": (float,), "bound": (str,), "share": (float,),
-         "value": (int, NONE)}
+POINT = {"gpu": (str,), "op": (str,), "kind": (str,), "intensity": (float,), "flops": (float,), "bound": (str,),
+         "share": (float,), "value": (int, NONE)}
 SWEPT_POINT = {**POINT, "value": (int,)}
 
 
@@ -322,6 +322,8 @@ def test_plot_json_schema(tmp_path):
         ["plot", "decode", "--gpu", "h100", "--gpu", "a100", "--batch", "1,8,64", "-o", str(tmp_path / "b.svg")],
         ["plot", "prefill", "--gpu", "h100", "--attention", "naive", "--measured", str(RECORD),
          "-o", str(tmp_path / "c.pdf")],
+        ["plot", "decode", "--gpu", "h200", "--model", "mixtral-8x7b", "--batch", "1,8,32", "-o",
+         str(tmp_path / "d.png")],
     ]
     check_schema([run_json(*args) for args in cases], PLOT)
 
