@@ -36,8 +36,6 @@ import pytest
 transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-
 from rooflinectl.engine.op import SOFTMAX_FLOPS_PER_ELEMENT, TOPK_FLOPS_PER_ELEMENT_PER_PICK  # noqa: E402
 from rooflinectl.engine.transformer import step_ops  # noqa: E402
 from rooflinectl.specs.workload import Model, Workload, model_from_hf_config, resolve_workload  # noqa: E402
@@ -73,6 +71,10 @@ def engine_matmul_flops(w: Workload) -> int:
 
 
 def torch_flops(model, **inputs) -> tuple[int, object]:
+    # Imported here, not at collection: torch.utils.flop_counter imports triton, which must first be imported
+    # after tests/kernels/conftest.py has set TRITON_INTERPRET (the kernel tests run in its interpreter).
+    from torch.utils.flop_counter import FlopCounterMode
+
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         out = model(**inputs, use_cache=True, logits_to_keep=1)
