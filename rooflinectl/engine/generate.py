@@ -19,7 +19,9 @@ the caller passes (``roofline.analyze`` on one GPU; a per-GPU analysis of a para
 with ``gpus`` the GPUs one copy of the model spans). Long outputs stay cheap by the structure of a decode
 series (``decode_series``): every op's FLOPs and bytes are exact integers affine in the context, checked
 on the analysed steps, and every step's time is then computed op by op by the same expression as
-``roofline.place`` gives, in the same order, so that it equals ``analyze`` of that step to the last bit.
+``roofline.place`` gives, in the same order, so that it equals ``analyze`` of that step to the last bit. A sliding
+window's reads, min(context, W) positions, are affine on each side of W but not across it: a series that crosses
+W leaves the line through its first two steps at a later sample, fails the check, and is analysed step by step.
 """
 
 from __future__ import annotations
@@ -72,10 +74,9 @@ def check_request(base: Workload, r: Request) -> None:
     limit = base.model.max_length()
     if limit is not None and r.prompt + r.output > limit[0]:
         most, field = limit
-        why = (f"the sequence's positions 0 … {r.prompt + r.output - 1:,} must exist" if field != "sliding_window"
-               else "beyond it each layer attends to the last positions only, which rooflinectl does not model")
         raise UserError(f"prompt {r.prompt:,} + output {r.output:,} = {r.prompt + r.output:,} tokens exceed model "
-                        f"{base.model.id}'s {field} of {most:,} ({why})")
+                        f"{base.model.id}'s {field} of {most:,} (the sequence's positions 0 … "
+                        f"{r.prompt + r.output - 1:,} must exist)")
 
 
 def step_workload(base: Workload, phase: str, batch: int, length: int) -> Workload:

@@ -116,6 +116,9 @@ class Op:
     kv_bytes: float = 0
     fuses: tuple[OpKind, ...] = ()
     per_model: bool = False
+    # The storage format of the weights a matmul reads where it is not the activations' ``dtype`` (quantized
+    # weights: int4, fp8, nvfp4 ...; engine.quant); None where the op reads no weights or reads them in ``dtype``.
+    weight_dtype: str | None = None
 
     def __post_init__(self) -> None:
         if self.flops < 0 or self.bytes <= 0 or self.count < 1:
@@ -165,6 +168,7 @@ def matmul_op(
         writes=f"y {m}×{n} {o_dtype}",
         computes=f"2·{m}·{k}·{n} FLOPs of matmul" + (f" in {c_dtype}" if c_dtype != dtype else ""),
         weight_bytes=w_stored if b_is_weight else 0,
+        weight_dtype=w_dtype if b_is_weight and w_dtype != dtype else None,
     )
 
 
@@ -340,4 +344,5 @@ def expert_matmul_op(name: str, pairs: int, k: int, n: int, experts_read: float,
         computes=f"2·{pairs}·{k}·{n} FLOPs of matmul" + (f" in {c_dtype}" if c_dtype != dtype else "")
         + f" ({pairs} token-expert pairs)",
         weight_bytes=w_bytes,
+        weight_dtype=w_dtype if w_dtype != dtype else None,
     )

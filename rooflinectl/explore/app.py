@@ -43,10 +43,12 @@ _BATCH = Binding.Group("batch ×2/÷2", compact=True)
 _LENGTH = Binding.Group("length ×2/÷2", compact=True)
 _OP = Binding.Group("op", compact=True)
 
-# Table columns: (header, width, right-aligned). 52 columns in all, to sit beside the chart at 100. The op column
-# cuts long fused names; the op panel below shows them whole.
-COLUMNS = (("op", 14, False), ("FLOP/B", 7, True), (" bound", 8, False), ("TFLOP/s", 8, True),
-           ("time×n", 8, True), ("share", 7, True))
+# Table columns: (header, width, right-aligned). 56 columns in all, to leave the chart 43 at 100 columns (23 at
+# 80). The op column cuts long fused names; the op panel below shows them whole. The kind column is the op's
+# kind (engine.op.OpKind) as the engine gives it, coloured by its bound (cyan memory, magenta compute: the op panel
+# says it in words), so that a kind added to the engine shows here unchanged: elementwise, the longest, fits.
+COLUMNS = (("op", 14, False), ("FLOP/B", 7, True), (" kind", 13, False), ("TFLOP/s", 8, True),
+           ("time×n", 7, True), ("share", 7, True))
 
 
 def ops_in_time_order(a: Analysis) -> list[Placement]:
@@ -55,11 +57,12 @@ def ops_in_time_order(a: Analysis) -> list[Placement]:
 
 
 def table_row(p: Placement) -> tuple[str, ...]:
-    """One op's cells: intensity, bound, attainable rate, the time of all its instances, share of the step."""
+    """One op's cells: intensity, kind (coloured by bound), attainable rate, the time of all its instances, share
+    of the step."""
     return (
         p.name,
         intensity_text(p.intensity),
-        " " + p.bound,
+        " " + p.op.kind,
         f"{p.attainable_flops / 1e12:.3g}",
         duration(p.total_time_s, sep=""),
         f"{p.share:.1%}",
@@ -215,7 +218,7 @@ class ExploreApp(App):
     CSS = """
     #settings { height: 1; background: $boost; padding: 0 1; }
     #upper { height: 1fr; }
-    #ops { width: 53; height: 1fr; border-right: vkey $foreground 20%; }
+    #ops { width: 57; height: 1fr; border-right: vkey $foreground 20%; }
     #chart { width: 1fr; height: 1fr; padding: 0 0 0 1; }
     #lower { height: 13; border-top: hkey $foreground 20%; }
     #left { width: 54; border-right: vkey $foreground 20%; }

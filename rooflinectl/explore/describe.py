@@ -135,8 +135,9 @@ def _faster_peak(p: Placement, a: Analysis) -> str | None:
 def describe(p: Placement, a: Analysis) -> list[str]:
     """A few lines on ``p``: identity and cost, reads, writes, computes, placement, what would move it."""
     count = f" ×{p.op.count}" if p.op.count > 1 else ""
+    fuses = "".join(f"+{k}" for k in p.op.fuses)  # the kinds of work folded into it: linear+norm
     return [
-        f"{p.name}{count}: {duration(p.total_time_s)}, {p.share:.1%} of the step",
+        f"{p.name}{count} ({p.op.kind}{fuses}): {duration(p.total_time_s)}, {p.share:.1%} of the step",
         f"reads    {p.op.reads}",
         f"writes   {p.op.writes}",
         f"computes {p.op.computes}",

@@ -185,7 +185,7 @@ def build_panel(
 
 def op_point(gpu: str, p: Placement, value: int | None = None) -> OpPoint:
     bound: Bound = "compute" if p.bound == "compute" else "memory"  # Placement.bound, as the chart's Literal
-    return OpPoint(gpu=gpu, op=p.name, intensity=p.intensity, flops=p.attainable_flops, bound=bound,
+    return OpPoint(gpu=gpu, op=p.name, kind=p.op.kind, intensity=p.intensity, flops=p.attainable_flops, bound=bound,
                    share=p.share, value=value)
 
 

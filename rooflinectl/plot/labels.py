@@ -70,7 +70,8 @@ def mark_values_group(groups: list[Group]) -> list[Group]:
 
 def join_names(names: Sequence[str]) -> str:
     """['q_proj', 'k_proj', 'v_proj', 'o_proj', 'lm_head'] -> 'q/k/v/o_proj, lm_head': names that end alike
-    share their ending (and a common fused prefix such as 'attn_norm+')."""
+    share their ending (and a common fused prefix such as 'attn_norm+', or a common first word such as 'expert_':
+    'expert_gate/up/down_proj')."""
     by_suffix: dict[str, list[str]] = {}
     for name in names:
         head, sep, tail = name.rpartition("_")
@@ -91,12 +92,13 @@ def join_names(names: Sequence[str]) -> str:
 
 
 def _common_prefix(heads: list[str]) -> str:
-    """The longest common prefix that ends at a '+' (a fused op's leading part), or ''."""
+    """The longest common prefix that ends at a '+' (a fused op's leading part) or a '_' (a word the names share:
+    'expert_' of expert_gate/up/down_proj), or ''."""
     prefix = heads[0]
     for h in heads[1:]:
         while not h.startswith(prefix):
             prefix = prefix[:-1]
-    cut = prefix.rfind("+")
+    cut = max(prefix.rfind("+"), prefix.rfind("_"))
     return prefix[: cut + 1] if cut >= 0 else ""
 
 

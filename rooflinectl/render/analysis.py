@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ..engine.explain import verdict
 from ..engine.moe import experts_touched
-from ..engine.roofline import Analysis
+from ..engine.roofline import Analysis, Placement
 from ..units import GIB, duration, si
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
@@ -46,19 +46,7 @@ def analysis_json(a: Analysis) -> dict:
             # expectation: a real number, so always a float).
             **({"experts_touched": experts_touched(w)} if w.model.moe is not None else {}),
         },
-        "ops": [
-            {
-                "name": p.name,
-                "count": p.op.count,
-                "flops": p.op.flops,
-                "bytes": p.op.bytes,
-                "intensity": p.intensity,
-                "bound": p.bound,
-                "attainable_tflops": p.attainable_flops / 1e12,
-                "time_s": p.time_s,
-            }
-            for p in a.placements
-        ],
+        "ops": [op_json(p) for p in a.placements],
         "totals": {
             "flops": a.totals.flops,
             "bytes": a.totals.bytes,
@@ -72,6 +60,36 @@ def analysis_json(a: Analysis) -> dict:
     }
 
 
+def op_json(p: Placement) -> dict:
+    """One op of ``--json``: what it is (its kind, the kinds of work fused into it, the unit and data type whose
+    roof it sits under, its weights' storage format where that is not ``dtype``), one instance's count (FLOPs,
+    bytes and the parts of them that are weights and KV cache read), what it reads, writes and computes in
+    words, and its placement. Every field is the engine's Op or Placement, copied: whatever kind an op has, it
+    comes through this one path."""
+    op = p.op
+    return {
+        "name": op.name,
+        "kind": op.kind,
+        "fuses": list(op.fuses),
+        "unit": op.unit,
+        "dtype": op.dtype,
+        **({"weight_dtype": op.weight_dtype} if op.weight_dtype is not None else {}),
+        "per_model": op.per_model,
+        "count": op.count,
+        "flops": op.flops,
+        "bytes": op.bytes,
+        "weight_bytes": op.weight_bytes,
+        "kv_bytes": op.kv_bytes,
+        "reads": op.reads,
+        "writes": op.writes,
+        "computes": op.computes,
+        "intensity": p.intensity,
+        "bound": p.bound,
+        "attainable_tflops": p.attainable_flops / 1e12,
+        "time_s": p.time_s,
+    }
+
+
 def ops_table(a: Analysis, selected: str | None = None) -> Table:
     """One row per op: its count, one instance's FLOPs and bytes, intensity, bound, attainable rate; then the
     time of all its instances in the step and their share of the step."""
@@ -81,6 +99,8 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
     title = Text(f"{w.label()} on {a.gpu.name} ({a.roofs.label} roofs)")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
     table.add_column("op", overflow="fold", min_width=12)
+    # The op's kind (engine.op.OpKind), as the engine gives it: a kind added there shows here unchanged.
+    table.add_column("kind", no_wrap=True, min_width=4)
     columns: tuple[tuple[str, JustifyMethod, int], ...] = (("×", "right", 2), ("FLOPs", "right", 6), ("bytes", "right", 6),
                                 ("FLOP/B", "right", 6), ("bound", "left", 7), ("TFLOP/s", "right", 6),
                                 ("time×n", "right", 7), ("share", "right", 5))
@@ -89,6 +109,7 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
     for p in a.placements:
         table.add_row(
             p.name,
+            p.op.kind,
             str(p.op.count),
             si(p.op.flops, sep=""),
             si(p.op.bytes, "B", sep=""),

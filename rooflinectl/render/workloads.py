@@ -8,7 +8,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..specs.workload import Model, Scenario
+from ..engine.footprint import kv_cache_bytes_per_token, weight_bytes_by_format
+from ..specs.workload import DEFAULT_GROUP_SIZE, DType, Model, Scenario
+from ..units import binary_size
 
 
 def scenarios_table(scenarios: dict[str, Scenario]) -> Table:
@@ -81,14 +83,34 @@ def layer_pattern(model: Model) -> str:
     return f"{dense}{model.moe_layers} MoE ({experts}){norm}"
 
 
+# The KV cache's data type that ``workloads show`` states a token's bytes in: the scenarios' default dtype.
+KV_DTYPE: DType = "bf16"
+
+
 def model_json(model: Model) -> dict:
-    """``workloads show MODEL --json``: the model's fields, and what follows from them (computed, not typed):
-    its parameters in all and those one token uses, and its layers by kind."""
+    """``workloads show MODEL --json``: the model's fields, and what follows from them (the engine's, computed,
+    not typed): its parameters in all and those one token uses, its layers by kind, the KV cache one token adds
+    (all layers, in KV_DTYPE) and its weights' bytes by format (bf16, and the checkpoint's own if quantized)."""
     return {
         **model.model_dump(),
         "parameters": {"total": model.parameter_count(), "active_per_token": model.active_parameter_count()},
         "layers": {"dense": model.dense_layers, "moe": model.moe_layers, "sliding": model.sliding_layers},
+        "kv_cache": {"dtype": KV_DTYPE, "bytes_per_token": kv_cache_bytes_per_token(model, KV_DTYPE)},
+        "weight_bytes": weight_bytes_by_format(model),
     }
+
+
+def memory_lines(model: Model) -> list[str]:
+    """The KV cache a token adds and the weights' bytes, for ``workloads show``: '131,072 B (128 KiB) per
+    token, all 32 layers, bf16'; '16,060,522,496 B (15 GiB) in bf16'."""
+    kv = kv_cache_bytes_per_token(model, KV_DTYPE)
+    weights = []
+    for fmt, n in weight_bytes_by_format(model).items():
+        what = fmt if fmt != "int4" else f"int4 g{model.group_size or DEFAULT_GROUP_SIZE}"
+        own = " (the checkpoint's format)" if fmt == model.weight_dtype else ""
+        weights.append(f"{n:,} B ({binary_size(n)}) in {what}{own}")
+    return [f"KV cache per token: {kv:,} B ({binary_size(kv)}), all {model.num_layers} layers, {KV_DTYPE}",
+            f"weights: {'; '.join(weights)}"]
 
 
 def catalog_view(scenarios: dict[str, Scenario], models: list[Model]) -> Group:
@@ -110,7 +132,8 @@ def spec_json(spec: Scenario | Model) -> dict:
 
 def spec_view(spec: Scenario | Model) -> Text:
     """``workloads show``: the scenario or model as the YAML that would define it (fields left unset omitted);
-    under a mixture-of-experts model, as YAML comments, its parameters in all and per token, and its layers."""
+    under a model, as YAML comments, its parameters (in all and per token for a mixture of experts), its layers,
+    the KV cache one token adds and its weights' bytes (``memory_lines``)."""
     import yaml
 
     class Dumper(yaml.SafeDumper):
@@ -122,10 +145,12 @@ def spec_view(spec: Scenario | Model) -> Text:
 
     Dumper.add_representer(list, flow_list)
     text = yaml.dump(spec.model_dump(exclude_none=True), Dumper=Dumper, sort_keys=False).rstrip()
-    if isinstance(spec, Model) and spec.moe is not None:
-        text += (f"\n# parameters: {spec.parameter_count():,} in all (every expert, held in memory)"
-                 f"\n# active per token: {spec.active_parameter_count():,}"
-                 f"\n# layers: {layer_pattern(spec)}")
-    elif isinstance(spec, Model) and spec.sliding_window is not None:
-        text += f"\n# parameters: {spec.parameter_count():,}\n# layers: {layer_pattern(spec)}"
+    if isinstance(spec, Model):
+        if spec.moe is not None:
+            text += (f"\n# parameters: {spec.parameter_count():,} in all (every expert, held in memory)"
+                     f"\n# active per token: {spec.active_parameter_count():,}")
+        else:
+            text += f"\n# parameters: {spec.parameter_count():,}"
+        text += f"\n# layers: {layer_pattern(spec)}"
+        text += "".join(f"\n# {line}" for line in memory_lines(spec))
     return Text(text)

@@ -26,7 +26,9 @@ def test_analyze_json_has_exactly_the_documented_shape():
     assert set(data["totals"]) == {"flops", "bytes", "time_s", "tokens_per_s", "weight_bytes", "kv_cache_bytes",
                                    "memory_bytes", "fits"}
     for op in data["ops"]:
-        assert set(op) == {"name", "count", "flops", "bytes", "intensity", "bound", "attainable_tflops", "time_s"}
+        assert set(op) == {"name", "kind", "fuses", "unit", "dtype", "per_model", "count", "flops", "bytes",
+                           "weight_bytes", "kv_bytes", "reads", "writes", "computes", "intensity", "bound",
+                           "attainable_tflops", "time_s"}
     # Totals are the sums of count × per-instance values.
     assert data["totals"]["flops"] == pytest.approx(sum(o["count"] * o["flops"] for o in data["ops"]))
     assert data["totals"]["bytes"] == pytest.approx(sum(o["count"] * o["bytes"] for o in data["ops"]))
@@ -158,6 +160,51 @@ def test_missing_peak_for_dtype(tmp_path):
 
 def test_calibrated_without_measurements_is_a_user_error():
     assert_one_line_error(cli("analyze", "--gpu", "h100", "--calibrated"), "no measured ceilings")
+
+
+@pytest.mark.parametrize("args, kw", [
+    (["decode", "--gpu", "h200", "--model", "mixtral-8x7b", "--batch", "32"],
+     {"model": "mixtral-8x7b", "batch": 32}),
+    (["prefill", "--gpu", "h100", "--model", "qwen3-30b-a3b", "--fuse", "qkv,gate_up,act,norm_linear,residual"],
+     {"model": "qwen3-30b-a3b", "fused": ["qkv", "gate_up", "act", "norm_linear", "residual"]}),
+    (["prefill", "--gpu", "h100", "--attention", "naive"], {"attention": "naive"}),
+    (["decode", "--gpu", "a100", "--model", "llama-3-8b", "--weight-dtype", "int4", "--group-size", "128"],
+     {"model": "llama-3-8b", "weight_dtype": "int4", "group_size": 128}),
+])
+def test_analyze_json_gives_each_op_as_the_engine_has_it(args, kw):
+    """Each op's kind, fusions, unit, data types, weight and KV bytes and words are the engine's Op's, for every
+    kind a step has (router and expert ops included): one generic path, no table of names."""
+    data = json.loads(cli("analyze", *args, "--json").stdout)
+    gpu = args[args.index("--gpu") + 1]
+    engine = analyze(resolve_workload(args[0], **kw), load_gpu(gpu))
+    assert [o["name"] for o in data["ops"]] == [p.name for p in engine.placements]
+    for o, p in zip(data["ops"], engine.placements):
+        op = p.op
+        assert (o["kind"], o["fuses"], o["unit"], o["dtype"], o["per_model"]) == (
+            op.kind, list(op.fuses), op.unit, op.dtype, op.per_model)
+        assert (o["weight_bytes"], o["kv_bytes"], o["reads"], o["writes"], o["computes"]) == (
+            op.weight_bytes, op.kv_bytes, op.reads, op.writes, op.computes)
+        assert o.get("weight_dtype") == op.weight_dtype
+    kinds = {o["kind"] for o in data["ops"]}
+    assert {"gather", "norm", "linear", "elementwise", "copy", "attention"} <= kinds
+    if "mixtral" in args or "qwen3-30b-a3b" in args:
+        assert {"router", "expert"} <= kinds
+
+
+def test_analyze_json_names_the_quantized_weight_format_only_where_weights_are_quantized():
+    """w4a16 on Llama 3 8B: every projection reads int4 weights (4·4096·4096/8 bytes of values + 4096·32 fp16
+    scales for q_proj); the embedding, the norms' gains and the LM head stay bf16 (engine/quant.py), so their
+    ops have no weight_dtype."""
+    data = json.loads(cli("analyze", "decode", "--gpu", "a100", "--model", "llama-3-8b", "--weight-dtype", "int4",
+                          "--json").stdout)
+    quantized = {o["name"] for o in data["ops"] if "weight_dtype" in o}
+    assert quantized == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert all(o["weight_dtype"] == "int4" for o in data["ops"] if "weight_dtype" in o)
+    q = next(o for o in data["ops"] if o["name"] == "q_proj")
+    assert q["weight_bytes"] == 4096 * 4096 // 2 + 4096 * (4096 // 128) * 2 == 8_650_752
+    assert q["kind"] == "linear" and q["unit"] == "tensor" and q["dtype"] == "bf16"
+    head = next(o for o in data["ops"] if o["name"] == "lm_head")
+    assert head["per_model"] and head["weight_bytes"] == 4096 * 128256 * 2
 
 
 def test_readme_analyze_output_is_current():

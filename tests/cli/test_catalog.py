@@ -40,3 +40,53 @@ def test_workloads_show_of_an_moe_model_is_the_yaml_that_defines_it(tmp_path):
     path = tmp_path / "copy.yaml"
     path.write_text(cli("workloads", "show", "qwen3-235b-a22b").stdout)
     assert load_model(str(path)) == load_model("qwen3-235b-a22b")
+
+
+# Llama 3 8B (meta-llama/Meta-Llama-3-8B config.json): H 4096, 32 layers, 32 heads of 128, 8 KV heads, MLP 14336,
+# vocabulary 128256, untied embeddings.
+LLAMA_8B_PARAMS = (128256 * 4096 * 2  # embedding and LM head
+                   + 32 * (4096 * (4096 + 2 * 1024) + 4096 * 4096  # Q, K, V, O
+                           + 3 * 4096 * 14336  # gate, up, down
+                           + 2 * 4096)  # the two RMSNorm gains
+                   + 4096)  # final norm
+# Its linear matrices (Q, K, V, O, gate, up, down) per layer: k·n summed.
+LLAMA_8B_LINEAR_PER_LAYER = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336
+
+
+def test_workloads_show_states_kv_bytes_per_token_and_weight_bytes():
+    """KV cache per token: 32 layers × 2 (K, V) × 8 KV heads × 128 × 2 bytes (bf16) = 131,072 B; weights:
+    8,030,261,248 parameters × 2 bytes."""
+    assert 32 * 2 * 8 * 128 * 2 == 131_072 and LLAMA_8B_PARAMS == 8_030_261_248
+    shown = cli("workloads", "show", "llama-3-8b").stdout
+    assert "# parameters: 8,030,261,248\n# layers: 32 dense (MLP 14336)\n" in shown
+    assert "# KV cache per token: 131,072 B (128 KiB), all 32 layers, bf16\n" in shown
+    assert "# weights: 16,060,522,496 B (15 GiB) in bf16" in shown
+    data = json.loads(cli("workloads", "show", "llama-3-8b", "--json").stdout)
+    assert data["kv_cache"] == {"dtype": "bf16", "bytes_per_token": 131_072}
+    assert data["weight_bytes"] == {"bf16": LLAMA_8B_PARAMS * 2}
+    # Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json): 48 layers × 2 × 4 KV heads × 128 × 2 B = 98,304 B; every
+    # expert is held: 30,532,122,624 parameters × 2 B.
+    data = json.loads(cli("workloads", "show", "qwen3-30b-a3b", "--json").stdout)
+    assert data["kv_cache"]["bytes_per_token"] == 48 * 2 * 4 * 128 * 2 == 98_304
+    assert data["weight_bytes"] == {"bf16": 30_532_122_624 * 2}
+
+
+def test_workloads_show_of_a_quantized_checkpoint_adds_its_format(tmp_path):
+    """A GPTQ int4 g128 config.json of Llama 3 8B's sizes: bf16, and int4 with fp16 scales per 128 weights along
+    k (4.125 bits) on every linear matrix, the embedding, LM head and norms in bf16 (engine/quant.py):
+    32 × Σk·n × (1/2 + 2/128) + (parameters − 32 × Σk·n) × 2 = 5,700,591,616 B."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 8192,
+           "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True}}
+    path = tmp_path / "llama-3-8b-gptq" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(cfg))
+    linear = 32 * LLAMA_8B_LINEAR_PER_LAYER
+    int4 = linear // 2 + linear // 128 * 2 + (LLAMA_8B_PARAMS - linear) * 2
+    assert int4 == 5_700_591_616
+    data = json.loads(cli("workloads", "show", str(path), "--json").stdout)
+    assert data["weight_bytes"] == {"bf16": LLAMA_8B_PARAMS * 2, "int4": int4}
+    shown = " ".join(cli("workloads", "show", str(path)).stdout.split())  # the long line wraps at the width
+    assert ("# weights: 16,060,522,496 B (15 GiB) in bf16; 5,700,591,616 B (5.31 GiB) in int4 g128 (the "
+            "checkpoint's format)") in shown

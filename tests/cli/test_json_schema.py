@@ -76,7 +76,12 @@ ANALYZE = {
     "workload.phase": (str,), "workload.model": (str,), "workload.batch": (int,), "workload.seq_len": (int,),
     "workload.context": (int,), "workload.dtype": (str,), "workload.kv_dtype": (str,), "workload.attention": (str,),
     "workload.experts_touched": (float,),  # a mixture-of-experts model's only
-    "ops[].name": (str,), "ops[].count": (int,), "ops[].flops": (int,), "ops[].bytes": (int,),
+    "ops[].name": (str,), "ops[].kind": (str,), "ops[].fuses": (list,), "ops[].fuses[]": (str,),
+    "ops[].unit": (str,), "ops[].dtype": (str,),
+    "ops[].weight_dtype": (str,),  # quantized weights only: their storage format where it is not dtype
+    "ops[].per_model": (bool,), "ops[].weight_bytes": (int,), "ops[].kv_bytes": (int,),
+    "ops[].reads": (str,), "ops[].writes": (str,), "ops[].computes": (str,),
+    "ops[].count": (int,), "ops[].flops": (int,), "ops[].bytes": (int,),
     "ops[].intensity": (float,), "ops[].bound": (str,), "ops[].attainable_tflops": (float,), "ops[].time_s": (float,),
     "totals.flops": (int,), "totals.bytes": (int,), "totals.time_s": (float,), "totals.tokens_per_s": (float,),
     "totals.weight_bytes": (int,), "totals.kv_cache_bytes": (int,), "totals.memory_bytes": (int,),
@@ -243,7 +248,10 @@ MOE_MODEL = {
     "mla.qk_rope_head_dim": (int,), "mla.v_head_dim": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
-               "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,)}
+               "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,),
+               # The KV cache one token adds (all layers, in its dtype) and the weights' bytes by format (bf16, and
+               # a quantized checkpoint's own: a map keyed by data type).
+               "kv_cache.dtype": (str,), "kv_cache.bytes_per_token": (int,), "weight_bytes.*": (int,)}
 SCENARIO = {
     "phase": (str,), "model": (str,), "description": (str, NONE), "batch": (int,), "seq_len": (int, NONE),
     "context": (int, NONE), "dtype": (str,), "kv_dtype": (str, NONE), "attention": (str,), "causal": (bool,),
@@ -262,7 +270,7 @@ def test_workloads_show_json_schema(tmp_path):
     scenarios = [run_json("workloads", "show", name) for name in ("decode", "prefill", "attention", str(inline))]
     check_schema(scenarios, SCENARIO)
     models = [run_json("workloads", "show", p.stem) for p in sorted((ROOT / "workloads" / "models").glob("*.yaml"))]
-    check_schema(models, MODEL_SHOWN)
+    check_schema(models, MODEL_SHOWN, frozenset({"weight_bytes"}))
 
 
 def test_workloads_list_json_schema():
@@ -275,8 +283,8 @@ def test_workloads_list_json_schema():
 
 # --- plot ----------------------------------------------------------------------------------------------------
 
-POINT = {"gpu": (str,), "op": (str,), "intensity": (float,), "flops": (float,), "bound": (str,), "share": (float,),
-         "value": (int, NONE)}
+POINT = {"gpu": (str,), "op": (str,), "kind": (str,), "intensity": (float,), "flops": (float,), "bound": (str,),
+         "share": (float,), "value": (int, NONE)}
 SWEPT_POINT = {**POINT, "value": (int,)}
 
 
@@ -320,6 +328,8 @@ def test_plot_json_schema(tmp_path):
         ["plot", "decode", "--gpu", "h100", "--gpu", "a100", "--batch", "1,8,64", "-o", str(tmp_path / "b.svg")],
         ["plot", "prefill", "--gpu", "h100", "--attention", "naive", "--measured", str(RECORD),
          "-o", str(tmp_path / "c.pdf")],
+        ["plot", "decode", "--gpu", "h200", "--model", "mixtral-8x7b", "--batch", "1,8,32", "-o",
+         str(tmp_path / "d.png")],
     ]
     check_schema([run_json(*args) for args in cases], PLOT)
 

@@ -150,11 +150,18 @@ def test_bad_requests_are_refused(request_, fragment):
         generate(base(), request_, on(H100), 0.0)
 
 
-def test_a_sliding_window_is_a_limit_too():
-    """Mistral 7B v0.1: sliding_window 4,096, which the engine does not model (it counts full attention)."""
-    with pytest.raises(UserError, match="sliding_window of 4,096 .beyond it each layer attends to the last"):
-        generate(base("mistral-7b"), Request(4000, 97, 1), on(H100), 0.0)
-    assert generate(base("mistral-7b"), Request(4000, 96, 1), on(H100), 0.0).decode is not None
+def test_a_series_across_a_sliding_window_is_its_steps():
+    """Mistral 7B v0.1 slides every layer through a window of 4,096: a decode step reads min(context, 4,096)
+    positions, affine on each side of the window but not across it. A series that crosses it (contexts 4,001 …
+    4,199) leaves the line through its first two steps at the last one and is analysed step by step; one wholly
+    past it (5,001 … 5,199: every step reads 4,096 positions) is affine again. Both equal analyze's steps."""
+    b = base("mistral-7b")
+    across = generate(b, Request(4000, 200, 1), on(H100), 0.0).decode
+    assert across is not None and across.analysed_every_step
+    assert list(across.step_times_s) == [decode_at(b, 1, c).totals.time_s for c in range(4001, 4200)]
+    past = generate(b, Request(5000, 200, 1), on(H100), 0.0).decode
+    assert past is not None and not past.analysed_every_step
+    assert list(past.step_times_s) == [decode_at(b, 1, c).totals.time_s for c in range(5001, 5200)]
 
 
 def test_the_last_position_is_allowed():

@@ -79,8 +79,10 @@ def assert_shows(app, expected_workload, gpu=H100):
     ordered = sorted(a.placements, key=lambda p: -p.total_time_s)
     rows = shown_rows(app)
     assert [r[0] for r in rows] == [p.name for p in ordered]
+    # The kind column: the engine's kind, coloured by the bound (the table keeps each row's bound for that).
+    assert app.query_one("#ops").bounds == [p.bound for p in ordered]
     for row, p in zip(rows, ordered):
-        assert row[2] == p.bound
+        assert row[2] == p.op.kind
         assert float(row[3]) == pytest.approx(p.attainable_flops / 1e12, rel=5e-3)
         assert row[4] == duration(p.total_time_s, sep="")
         assert float(row[5].rstrip("%")) == pytest.approx(p.share * 100, abs=0.05)

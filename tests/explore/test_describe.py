@@ -52,3 +52,13 @@ def test_moe_ops_get_advice_for_what_they_are():
     assert "epilogue of moe_combine" in " ".join(describe(a.placement("mlp_residual"), a))
     assert "experts' gate_up" in " ".join(describe(a.placement("expert_act"), a))
     assert "H×E gate" in " ".join(describe(a.placement("router"), a))
+
+
+def test_the_first_line_names_the_ops_kind_and_what_it_fuses():
+    """The op panel's heading says what the op is, from the engine's Op: its kind, and the kinds fused into it."""
+    decode = analyze(resolve_workload("decode", fused=["norm_linear", "qkv"]), H100)
+    names = [p.name for p in decode.placements]
+    fused = next(n for n in names if n.startswith("attn_norm+"))
+    assert describe(decode.placement(fused), decode)[0].startswith(f"{fused} ×32 (linear+norm): ")
+    assert describe(decode.placement("attention"), decode)[0].startswith("attention ×32 (attention): ")
+    assert describe(decode.placement("lm_head"), decode)[0].startswith("lm_head (linear): ")

@@ -33,6 +33,10 @@ def test_ops_that_share_a_point_share_a_marker_and_a_label():
         (["attn_norm+q_proj", "o_proj"], "attn_norm+q_proj, o_proj"),
         (["attention"], "attention"),
         (["qk", "pv"], "qk, pv"),
+        # A mixture of experts' ops share their first word as well as their ending.
+        (["expert_gate_proj", "expert_up_proj", "expert_down_proj"], "expert_gate/up/down_proj"),
+        (["shared_gate_proj", "shared_up_proj", "q_proj"], "shared_gate/shared_up/q_proj"),
+        (["expert_act", "shared_act"], "expert/shared_act"),
     ],
 )
 def test_join_names(names, joined):

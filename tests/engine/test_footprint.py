@@ -1,0 +1,45 @@
+"""engine/footprint.py: a model's KV cache per token and weight bytes, by the engine's own functions, against hand
+arithmetic (sizes from each model's config.json, as workloads/models/ cites)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooflinectl.engine.footprint import kv_cache_bytes_per_token, weight_bytes, weight_bytes_by_format
+from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence
+from rooflinectl.specs.workload import load_model, resolve_workload
+
+
+@pytest.mark.parametrize("model, layers, kv_heads, head_dim", [
+    ("llama-3-8b", 32, 8, 128),  # 131,072 B in bf16
+    ("llama-3-70b", 80, 8, 128),  # 327,680 B
+    ("mixtral-8x7b", 32, 8, 128),
+    ("qwen3-30b-a3b", 48, 4, 128),  # 98,304 B
+])
+def test_kv_cache_bytes_per_token_is_layers_times_k_and_v_times_kv_heads_times_head_dim(model, layers, kv_heads,
+                                                                                          head_dim):
+    m = load_model(model)
+    assert kv_cache_bytes_per_token(m) == layers * 2 * kv_heads * head_dim * 2
+    assert kv_cache_bytes_per_token(m, "fp8") == layers * 2 * kv_heads * head_dim
+    assert kv_cache_bytes_per_token(m, "fp32") == layers * 2 * kv_heads * head_dim * 4
+
+
+def test_kv_cache_per_token_times_context_is_the_engines_cache_of_a_sequence():
+    """The same rule as analyze's: a decode at context 4096 holds 4096 tokens' worth per sequence."""
+    m = load_model("llama-3-8b")
+    w = resolve_workload("decode", context=4096)
+    assert kv_cache_bytes_per_sequence(w) == 4096 * kv_cache_bytes_per_token(m) == 4096 * 131_072
+
+
+def test_weight_bytes_by_format():
+    """Llama 3 8B: 8,030,261,248 parameters (test_catalog derives them) × 2 B in bf16, × 4 in fp32; fp8 adds one
+    fp32 scale per matrix (7 a layer) to its linear layers' k·n bytes, the rest (1,050,939,392 parameters:
+    embedding, LM head, norms) in bf16."""
+    m = load_model("llama-3-8b")
+    params = 8_030_261_248
+    assert weight_bytes(m, "bf16") == 2 * params
+    assert weight_bytes(m, "fp32") == 4 * params
+    linear = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    assert params - linear == 1_050_939_392
+    assert weight_bytes(m, "fp8") == linear + 32 * 7 * 4 + (params - linear) * 2
+    assert weight_bytes_by_format(m) == {"bf16": 2 * params}  # no quantized format of its own

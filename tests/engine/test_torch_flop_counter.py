@@ -1,0 +1,152 @@
+"""The engine's matmul FLOPs against torch's own count of a transformers model of the same config.
+
+torch.utils.flop_counter.FlopCounterMode counts, per aten call, 2·m·n·k for every mm, addmm, bmm and baddbmm (and
+the SDPA kernels: 4·B·h·T·Lk·d, the full score matrix); it counts nothing else: no RMSNorm, no SiLU, no RoPE, no
+softmax, no bias add (addmm's bias is not counted), no embedding gather. So the engine FLOPs compared here are its
+matmul FLOPs only, op by op:
+
+- every ``linear`` and ``expert`` op's FLOPs (2·m·n·k each: unfused, nothing else is folded into them), less the
+  N·n_out bias adds of Q, K and V where the model has Qwen2's qkv bias (the engine counts them, torch does not);
+- the ``attention`` ops that run on the tensor cores: with ``--attention naive`` ``qk`` and ``pv``, 2·d FLOPs per
+  score over the full T×Lk scores, masked or not, as transformers' eager attention computes them (two matmuls of
+  B·h·T·Lk·d after repeat_kv widens K and V to every head); ``softmax`` runs on the vector units and is left out;
+- a ``router`` op's gate matmul, 2·N·H·E: its softmax and top-k ((5 + k)·N·E, op.py's constants) are left out.
+
+Why they are equal: the projections are the same matmuls of the same shapes; with ``logits_to_keep=1`` transformers
+applies lm_head to the last token of each sequence only, as the engine's ``lm_head`` does; a decode step over a
+cache of L − 1 positions attends to L, the engine's decode ``context``. For a mixture of experts torch sees each
+expert's GEMMs over the tokens actually routed to it, Σ_e n_e = N·k token-expert pairs whatever the routing, which
+is the engine's expert count; the router's gate is one N×H·H×E matmul in both. The rotary tables (cos, sin) are
+built without a matmul torch counts in these transformers versions, and torch's total is checked whole ("Global"),
+so a matmul the engine lacks would show.
+
+The dense models run on the meta device (shapes only, no memory); the mixtures of experts on tiny real CPU tensors,
+since their routing picks experts by value (``nonzero`` of the router's mask), which meta tensors do not have, and
+with transformers' ``eager`` experts (a loop of F.linear over each expert's routed tokens): its default here,
+``grouped_mm``, runs torch._grouped_mm, which FlopCounterMode (torch 2.13) does not count, so torch would see no
+expert FLOPs at all (checked: 0 of the experts' 1,966,080 per layer in the Mixtral case below).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+from rooflinectl.engine.op import SOFTMAX_FLOPS_PER_ELEMENT, TOPK_FLOPS_PER_ELEMENT_PER_PICK  # noqa: E402
+from rooflinectl.engine.transformer import step_ops  # noqa: E402
+from rooflinectl.specs.workload import Model, Workload, model_from_hf_config, resolve_workload  # noqa: E402
+
+# Small enough to run in well under a second each, large enough that every dimension differs (H 64, 4 heads of
+# 16 with 2 KV heads, MLP 160, vocabulary 256): a transposed shape would change the count.
+DENSE = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=512)
+BATCH, PROMPT = 2, 8
+
+
+def engine_matmul_flops(w: Workload) -> int:
+    """The step's matmul FLOPs by the engine's ops (count × one instance), as the module docstring states."""
+    m = w.model
+    total = 0
+    for op in step_ops(w):
+        if op.kind in ("linear", "expert"):
+            assert not op.fuses, op.name  # unfused: the op is its matmul (and, for Q, K, V, a bias add)
+            flops = op.flops
+            if m.qkv_bias and op.name in ("q_proj", "k_proj", "v_proj"):
+                flops -= w.tokens * (m.q_dim if op.name == "q_proj" else m.kv_dim)  # N·n_out bias adds
+        elif op.kind == "attention" and op.unit == "tensor":
+            flops = op.flops  # qk and pv: 2·d per score
+        elif op.kind == "router":
+            assert m.moe is not None
+            e, k = m.moe.num_experts, m.moe.experts_per_token
+            flops = op.flops - (SOFTMAX_FLOPS_PER_ELEMENT + TOPK_FLOPS_PER_ELEMENT_PER_PICK * k) * w.tokens * e
+            assert flops == 2 * w.tokens * m.hidden_size * e
+        else:
+            continue
+        total += op.count * flops
+    return int(total)
+
+
+def torch_flops(model, **inputs) -> tuple[int, object]:
+    # Imported here, not at collection: torch.utils.flop_counter imports triton, which must first be imported
+    # after tests/kernels/conftest.py has set TRITON_INTERPRET (the kernel tests run in its interpreter).
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        out = model(**inputs, use_cache=True, logits_to_keep=1)
+    return counter.get_total_flops(), out
+
+
+def engine_model(cfg, tmp_path) -> Model:
+    """The engine's model from the same config, through the config.json importer."""
+    folder = tmp_path / cfg.model_type
+    folder.mkdir()
+    data = cfg.to_dict()
+    if cfg.model_type == "qwen3_moe" and "num_local_experts" in data:
+        # transformers 5 keeps Qwen3-MoE's expert count as num_local_experts (its attribute_map makes num_experts
+        # an alias) and writes that name; the published config.json (Qwen/Qwen3-30B-A3B) says num_experts.
+        data["num_experts"] = data.pop("num_local_experts")
+    (folder / "config.json").write_text(json.dumps(data, default=str))
+    return model_from_hf_config(folder / "config.json")
+
+
+def compare(hf_model, model: Model, device: str) -> None:
+    """One prefill of BATCH × PROMPT tokens, then one decode step over its cache: torch's matmul FLOPs and the
+    engine's, equal."""
+    ids = torch.randint(0, model.vocab_size, (BATCH, PROMPT), device=device)
+    got, out = torch_flops(hf_model, input_ids=ids)
+    prefill = resolve_workload("prefill", model=model, batch=BATCH, seq_len=PROMPT, attention="naive",
+                               fused=[])
+    assert got == engine_matmul_flops(prefill), "prefill"
+    nxt = torch.randint(0, model.vocab_size, (BATCH, 1), device=device)
+    got, _ = torch_flops(hf_model, input_ids=nxt, past_key_values=out.past_key_values)
+    # The new token writes its K and V, then attends to the PROMPT cached positions and itself.
+    decode = resolve_workload("decode", model=model, batch=BATCH, context=PROMPT + 1, attention="naive", fused=[])
+    assert got == engine_matmul_flops(decode), "decode"
+
+
+@pytest.mark.parametrize("name", ["Llama", "Mistral", "Qwen2"])
+def test_dense_models_match_torch_on_the_meta_device(name, tmp_path):
+    config_class = getattr(transformers, f"{name}Config")
+    extra = {"sliding_window": None} if name == "Mistral" else {}
+    cfg = config_class(**DENSE, **extra)
+    cfg._attn_implementation = "eager"
+    model = engine_model(cfg, tmp_path)
+    if name == "Qwen2":
+        assert model.qkv_bias  # the importer sets it for model_type qwen2: the bias adds are subtracted above
+    with torch.device("meta"):
+        hf = getattr(transformers, f"{name}ForCausalLM")(cfg)
+    compare(hf.eval(), model, "meta")
+
+
+def test_qwen3_matches_torch_on_the_meta_device():
+    """Qwen3's q/k RMSNorm adds no matmul. The importer does not read model_type qwen3 (dense): the engine's model
+    is the same sizes given as fields, with its q/k norm."""
+    cfg = transformers.Qwen3Config(**DENSE)
+    cfg._attn_implementation = "eager"
+    model = Model(id="tiny-qwen3", name="tiny Qwen3", source="test", hidden_size=64, num_layers=2, num_heads=4,
+                  num_kv_heads=2, head_dim=16, intermediate_size=160, vocab_size=256, qk_norm=True,
+                  max_position_embeddings=512)
+    with torch.device("meta"):
+        hf = transformers.Qwen3ForCausalLM(cfg)
+    compare(hf.eval(), model, "meta")
+
+
+@pytest.mark.parametrize("name, experts", [
+    ("Mixtral", dict(num_local_experts=4, num_experts_per_tok=2)),
+    ("Qwen3Moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, decoder_sparse_step=1,
+                      mlp_only_layers=[], norm_topk_prob=True)),
+])
+def test_mixtures_of_experts_match_torch_on_tiny_cpu_tensors(name, experts, tmp_path):
+    torch.manual_seed(0)
+    cfg = getattr(transformers, f"{name}Config")(**DENSE, **experts)
+    cfg._attn_implementation = "eager"
+    cfg._experts_implementation = "eager"  # countable: see the module docstring
+    model = engine_model(cfg, tmp_path)
+    assert model.moe is not None and model.moe.num_experts == 4 and model.moe.experts_per_token == 2
+    hf = getattr(transformers, f"{name}ForCausalLM")(cfg)
+    compare(hf.eval(), model, "cpu")
