@@ -16,9 +16,11 @@ _PLAIN: tuple[str, ...] = ("fp32", "bf16", "fp16")
 
 
 def one_token_step(model: Model, *, dtype: DType = "bf16", kv_dtype: DType = "bf16",
-                   weight_dtype: WeightDType | None = None, group_size: int | None = None) -> Workload:
-    """A decode step of one sequence at one position (its own): the smallest workload the engine counts."""
-    return Workload(phase="decode", model=model, batch=1, tokens_per_seq=1, kv_len=1, dtype=dtype,
+                   weight_dtype: WeightDType | None = None, group_size: int | None = None,
+                   positions: int = 1) -> Workload:
+    """A decode step of one sequence at ``positions`` positions (its own the last; 1 by default): the smallest
+    workload the engine counts."""
+    return Workload(phase="decode", model=model, batch=1, tokens_per_seq=1, kv_len=positions, dtype=dtype,
                     kv_dtype=kv_dtype, attention="flash", causal=True, weight_dtype=weight_dtype,
                     group_size=DEFAULT_GROUP_SIZE if group_size is None else group_size)
 
@@ -34,6 +36,18 @@ def kv_cache_bytes_per_token(model: Model, kv_dtype: DType = "bf16") -> int:
     """KV cache one token adds, all layers, in ``kv_dtype``: the engine's cache of one sequence at one position
     (for a GQA model, layers × 2 (K and V) × KV heads × head_dim × bytes)."""
     return _exact(kv_cache_bytes_per_sequence(one_token_step(model, kv_dtype=kv_dtype)))
+
+
+def kv_cache_bytes_per_token_past_window(model: Model, kv_dtype: DType = "bf16") -> int | None:
+    """For a model with a sliding window W: the KV cache one more token adds once a sequence holds W positions
+    (only the full layers still grow: a sliding layer keeps its last W), the engine's cache at W + 1 positions
+    less its cache at W. None without a window."""
+    w = model.sliding_window
+    if w is None:
+        return None
+    def held(n: int) -> float:
+        return kv_cache_bytes_per_sequence(one_token_step(model, kv_dtype=kv_dtype, positions=n))
+    return _exact(held(w + 1) - held(w))
 
 
 def weight_bytes(model: Model, fmt: WeightDType, group_size: int | None = None) -> int:

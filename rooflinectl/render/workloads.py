@@ -8,7 +8,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.footprint import kv_cache_bytes_per_token, weight_bytes_by_format
+from ..engine.footprint import (
+    kv_cache_bytes_per_token,
+    kv_cache_bytes_per_token_past_window,
+    weight_bytes_by_format,
+)
 from ..specs.workload import DEFAULT_GROUP_SIZE, DType, Model, Scenario
 from ..units import binary_size
 
@@ -109,8 +113,15 @@ def memory_lines(model: Model) -> list[str]:
         what = fmt if fmt != "int4" else f"int4 g{model.group_size or DEFAULT_GROUP_SIZE}"
         own = " (the checkpoint's format)" if fmt == model.weight_dtype else ""
         weights.append(f"{n:,} B ({binary_size(n)}) in {what}{own}")
-    return [f"KV cache per token: {kv:,} B ({binary_size(kv)}), all {model.num_layers} layers, {KV_DTYPE}",
-            f"weights: {'; '.join(weights)}"]
+    kv_line = f"KV cache per token: {kv:,} B ({binary_size(kv)}), all {model.num_layers} layers, {KV_DTYPE}"
+    past = kv_cache_bytes_per_token_past_window(model, KV_DTYPE)
+    if past == 0:
+        kv_line += (f", up to {model.sliding_window:,} positions; none beyond (every layer slides: it holds its "
+                    f"last {model.sliding_window:,})")
+    elif past is not None and past != kv:
+        kv_line += (f", up to {model.sliding_window:,} positions; then {past:,} B ({binary_size(past)}) a token "
+                    f"(the {model.sliding_layers} sliding layers hold their last {model.sliding_window:,})")
+    return [kv_line, f"weights: {'; '.join(weights)}"]
 
 
 def catalog_view(scenarios: dict[str, Scenario], models: list[Model]) -> Group:

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.footprint import kv_cache_bytes_per_token, weight_bytes, weight_bytes_by_format
+from rooflinectl.engine.footprint import (
+    kv_cache_bytes_per_token,
+    kv_cache_bytes_per_token_past_window,
+    weight_bytes,
+    weight_bytes_by_format,
+)
 from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence
 from rooflinectl.specs.workload import load_model, resolve_workload
 
@@ -43,3 +48,23 @@ def test_weight_bytes_by_format():
     assert params - linear == 1_050_939_392
     assert weight_bytes(m, "fp8") == linear + 32 * 7 * 4 + (params - linear) * 2
     assert weight_bytes_by_format(m) == {"bf16": 2 * params}  # no quantized format of its own
+
+
+@pytest.mark.parametrize("model, full_layers, kv_heads, head_dim, window", [
+    # Gemma 3 27B: 62 layers, 5 sliding : 1 full from layer 0, so 10 full (layers 5, 11, …, 59); 16 KV heads of
+    # 128; window 1,024. Past the window only the full layers grow: 10 × 2 × 16 × 128 × 2 B = 81,920 B a token.
+    ("gemma-3-27b", 10, 16, 128, 1024),
+    # gpt-oss-120b: 36 layers alternating sliding/full, 18 full; 8 KV heads of 64; window 128:
+    # 18 × 2 × 8 × 64 × 2 B = 36,864 B a token.
+    ("gpt-oss-120b", 18, 8, 64, 128),
+    # Mistral 7B v0.1: every layer slides through 4,096: nothing more past it.
+    ("mistral-7b", 0, 8, 128, 4096),
+])
+def test_past_the_window_only_the_full_layers_grow(model, full_layers, kv_heads, head_dim, window):
+    m = load_model(model)
+    assert m.sliding_window == window
+    assert kv_cache_bytes_per_token_past_window(m) == full_layers * 2 * kv_heads * head_dim * 2
+
+
+def test_a_model_without_a_window_has_no_past_the_window_figure():
+    assert kv_cache_bytes_per_token_past_window(load_model("llama-3-8b")) is None
