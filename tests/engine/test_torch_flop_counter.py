@@ -123,16 +123,31 @@ def test_dense_models_match_torch_on_the_meta_device(name, tmp_path):
     compare(hf.eval(), model, "meta")
 
 
-def test_qwen3_matches_torch_on_the_meta_device():
-    """Qwen3's q/k RMSNorm adds no matmul. The importer does not read model_type qwen3 (dense): the engine's model
-    is the same sizes given as fields, with its q/k norm."""
+def test_qwen3_matches_torch_on_the_meta_device(tmp_path):
+    """Qwen3's q/k RMSNorm adds no matmul; the importer reads model_type qwen3 with its q/k norm."""
     cfg = transformers.Qwen3Config(**DENSE)
     cfg._attn_implementation = "eager"
-    model = Model(id="tiny-qwen3", name="tiny Qwen3", source="test", hidden_size=64, num_layers=2, num_heads=4,
-                  num_kv_heads=2, head_dim=16, intermediate_size=160, vocab_size=256, qk_norm=True,
-                  max_position_embeddings=512)
+    model = engine_model(cfg, tmp_path)
+    assert model.qk_norm
     with torch.device("meta"):
         hf = transformers.Qwen3ForCausalLM(cfg)
+    compare(hf.eval(), model, "meta")
+
+
+def test_gemma3_with_a_sliding_layer_matches_torch_on_the_meta_device(tmp_path):
+    """Gemma 3's text decoder, one sliding layer (window 4) and one full: its GELU-tanh MLP, four norms a layer,
+    q/k norms and scaled embedding add no matmul. Prefill: eager attention computes the whole 8 × 8 score matrix
+    of the sliding layer under its mask, as the engine's naive count does (T × min(Lk, W + T − 1) = 8 × 8). Decode:
+    transformers' sliding cache keeps the last W − 1 positions, so the new token attends to W = 4 of them in the
+    sliding layer, the engine's min(context, W), and to all 9 in the full one."""
+    cfg = transformers.Gemma3TextConfig(**DENSE, sliding_window=4,
+                                        layer_types=["sliding_attention", "full_attention"])
+    cfg._attn_implementation = "eager"
+    model = engine_model(cfg, tmp_path)
+    assert model.sliding_window == 4 and model.sliding_layers == 1 and model.mlp == "gated_gelu_tanh"
+    assert model.post_norms and model.qk_norm and model.scale_embeddings
+    with torch.device("meta"):
+        hf = transformers.Gemma3ForCausalLM(cfg)
     compare(hf.eval(), model, "meta")
 
 
