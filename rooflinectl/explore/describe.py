@@ -52,15 +52,31 @@ def placement_line(p: Placement) -> str:
     )
 
 
+# The gated activations' words, by Model.mlp (a plain gelu_tanh MLP has no gate: no gate_up + act fusion).
+_GATED_ACT = {"gated_silu": "SiLU(gate)·up", "gated_gelu_tanh": "GELU_tanh(gate)·up",
+              "clamped_swiglu": "the clamped SwiGLU of gate and up"}
+
+
 def fusion_for(p: Placement, a: Analysis) -> str | None:
-    """The --fuse option that folds this op into a neighbour, or None (``FUSABLE``, ``MOE_FUSABLE``)."""
+    """The --fuse option that folds this op into a neighbour, or None (``FUSABLE``, ``MOE_FUSABLE``), in the
+    model's own words: its norm (RMSNorm or LayerNorm), its activation, MLA's first projections."""
     model = a.workload.model
     if model.post_norms and p.name in ("attn_residual", "mlp_residual"):
         # Gemma 2/3: a norm sits between the branch's last matmul and the add, which folds into that norm.
         return f"residual (the add in the epilogue of post_{p.name.removesuffix('_residual')}_norm)"
+    if p.name.endswith("act") and p.name in {**FUSABLE, **MOE_FUSABLE}:
+        if model.mlp not in _GATED_ACT:
+            return None  # up, act, down: no gate to fuse with
+        text = (MOE_FUSABLE if p.name in MOE_FUSABLE else FUSABLE)[p.name]
+        return text and text.replace("SiLU(gate)·up", _GATED_ACT[model.mlp])
     if model.moe is not None and p.name in MOE_FUSABLE:
         return MOE_FUSABLE[p.name]
-    return FUSABLE.get(p.name)
+    text = FUSABLE.get(p.name)
+    if text and p.name == "attn_norm" and model.mla is not None:
+        text = text.replace("q/k/v_proj", "MLA's first projections (q_a_proj, kv_a_proj_with_mqa)")
+    if text and model.norm == "layernorm":
+        text = text.replace("RMSNorm", "LayerNorm")
+    return text
 
 
 def hints(p: Placement, a: Analysis) -> list[str]:
@@ -96,9 +112,10 @@ def hints(p: Placement, a: Analysis) -> list[str]:
             out.append("more tokens per step: the H×E gate is read once for all of them, as a linear layer's "
                        "weights are")
         elif kind == "attention" and not naive_attention and w.phase == "decode":
+            fewer = "" if w.model.mla is not None else " or fewer KV heads"  # MLA caches one latent for all heads
             out.append(
-                "batching does not help: each sequence reads its own KV cache; a narrower KV cache (--kv-dtype "
-                "fp8) or fewer KV heads cut its bytes"
+                f"batching does not help: each sequence reads its own KV cache; a narrower KV cache (--kv-dtype "
+                f"fp8){fewer} cut its bytes"
             )
         elif fusion_for(p, a):
             out.append(f"fusion, --fuse {fusion_for(p, a)}: its input and output skip the trip through HBM")

@@ -62,3 +62,30 @@ def test_the_first_line_names_the_ops_kind_and_what_it_fuses():
     assert describe(decode.placement(fused), decode)[0].startswith(f"{fused} ×32 (linear+norm): ")
     assert describe(decode.placement("attention"), decode)[0].startswith("attention ×32 (attention): ")
     assert describe(decode.placement("lm_head"), decode)[0].startswith("lm_head (linear): ")
+
+
+def test_fusion_advice_names_the_models_own_norm_activation_and_projections():
+    """The --fuse advice in the model's words: Gemma 3's GELU-tanh gate, gpt-oss's clamped SwiGLU, MLA's first
+    projections; decode attention over MLA's latent cache gets no 'fewer KV heads' advice (one latent serves all
+    heads)."""
+    from rooflinectl.engine.roofline import analyze
+    from rooflinectl.explore.describe import fusion_for, hints
+    from rooflinectl.specs.hardware import load_gpu
+    from rooflinectl.specs.workload import resolve_workload
+
+    def advice(model: str) -> tuple[dict[str, str | None], dict[str, list[str]]]:
+        a = analyze(resolve_workload("decode", model=model, batch=4, context=2048), load_gpu("h100"))
+        return ({p.name: fusion_for(p, a) for p in a.placements},
+                {p.name: hints(p, a) for p in a.placements if p.op.kind == "attention"})
+
+    fuse, _ = advice("gemma-3-27b")
+    assert fuse["act"] == "gate_up + act (GELU_tanh(gate)·up in the epilogue of the gate_up matmul)"
+    fuse, _ = advice("gpt-oss-120b")
+    assert "the clamped SwiGLU of gate and up" in str(fuse["expert_act"])
+    fuse, attention = advice("deepseek-v3")
+    assert "(q_a_proj, kv_a_proj_with_mqa)" in str(fuse["attn_norm"])
+    # On the H100 (ridge 295 FLOP/byte) the latent attention, about 240 FLOP/byte, is memory-bound: advised.
+    assert any("batching does not help" in h for h in attention["latent_attention"])
+    assert not any("fewer KV heads" in h for hs in attention.values() for h in hs)
+    _, attention = advice("llama-3-8b")
+    assert any("fewer KV heads" in h for h in attention["attention"])
