@@ -20,14 +20,15 @@ DTYPE_OPTION = typer.Option(
     "--act-dtype overrides it for its own part).",
 )
 WEIGHT_DTYPE_OPTION = typer.Option(
-    None, "--weight-dtype", help="The linear layers' weights: bf16, fp16, fp8, fp8_block, int8, int4, mxfp4, nvfp4, scales "
-    "counted (default: --dtype; embedding, LM head, norms and router stay in the activations' type).",
+    None, "--weight-dtype", help="The linear layers' weights: bf16, fp16, fp8, fp8_block, int8, int4, int4_zp (int4 "
+    "with AWQ's zero points), mxfp4, nvfp4, scales counted (default: --dtype; embedding, LM head, norms and router "
+    "stay in the activations' type).",
 )
 ACT_DTYPE_OPTION = typer.Option(
     None, "--act-dtype", help="Activations, and the matmuls' tensor cores: bf16, fp16, fp8 or int8 (w8a8), fp4 "
     "(with mxfp4 or nvfp4 weights) (default: --dtype).",
 )
-GROUP_SIZE_OPTION = typer.Option(None, "--group-size", help="int4 weights: weights per fp16 scale (default 128).")
+GROUP_SIZE_OPTION = typer.Option(None, "--group-size", help="int4 and int4_zp weights: weights per fp16 scale (default 128).")
 KV_DTYPE_OPTION = typer.Option(None, "--kv-dtype", help="KV cache data type (default: --dtype).")
 ATTENTION_OPTION = typer.Option(None, "--attention", help="naive (scores through HBM) or flash (on chip).")
 CAUSAL_OPTION = typer.Option(None, "--causal/--no-causal", help="Causal mask (flash skips masked scores).")

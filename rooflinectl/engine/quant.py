@@ -53,9 +53,14 @@ def weight_matrix_bytes(fmt: WeightDType, k: int, n: int, group_size: int) -> in
     if fmt == "int4":
         # Symmetric INT4 in groups of g along k, one fp16 scale per group, no zero point: (4·g + 16)/g bits a
         # weight, 4.125 at g = 128 (issue 12's figure; GPTQ with sym=True, the layout the Marlin kernels run).
-        # AWQ's and GPTQ's asymmetric variant adds a 4-bit zero per group, (4·g + 16 + 4)/g = 4.15625 bits at
-        # g = 128, which this count leaves out (0.8% of the weight bytes).
         return _scaled(k, n, 4, group_size, 2)
+    if fmt == "int4_zp":
+        # Asymmetric INT4 in groups of g along k: one fp16 scale and one 4-bit zero point per group (AutoAWQ's
+        # GEMM layout, AWQ's default zero_point=True: qzeros packs eight 4-bit zeros in an int32 per group and 8
+        # columns; GPTQ with sym=False the same): (4·g + 16 + 4)/g bits a weight, 4.15625 at g = 128. The zeros
+        # of a matrix, n·⌈k/g⌉ of 4 bits, are packed and rounded up once, like the weights.
+        zeros = math.ceil(n * math.ceil(k / group_size) * 4 / 8)
+        return _scaled(k, n, 4, group_size, 2) + zeros
     if fmt == "mxfp4":
         # OCP Microscaling Formats (MX) Specification v1.0 (2023), MXFP4: FP4 E2M1 elements in blocks of 32, one
         # shared 8-bit E8M0 scale per block: (32·4 + 8)/32 = 4.25 bits a weight.
@@ -92,7 +97,7 @@ def kernel_name(w: Workload) -> str:
         return act  # weights and activations in one type: the step as it always was
     bits = {"fp8": 8, "fp8_block": 8, "int8": 8}.get(fmt, 4)
     act_bits = {"fp4": 4, "fp8": 8, "int8": 8}.get(act, 16)
-    what = f"int4 g{w.group_size}" if fmt == "int4" else "fp8 in 128×128 blocks" if fmt == "fp8_block" else fmt
+    what = f"int4 g{w.group_size}" if fmt == "int4" else f"int4 g{w.group_size} with zero points" if fmt == "int4_zp" else "fp8 in 128×128 blocks" if fmt == "fp8_block" else fmt
     if act_bits == 16:
         return f"w{bits}a16: {what} dequantized to the {act} tensor cores"
     return f"w{bits}a{act_bits}: {what} on the {act} tensor cores"

@@ -24,7 +24,7 @@ from ..engine.roofline import Analysis, Placement, analyze, sweep
 from ..errors import UserError
 from ..measure.records import MeasurementFile
 from ..specs.hardware import GPU
-from ..specs.workload import SizeField, Workload, length_field
+from ..specs.workload import GROUPED_WEIGHT_DTYPES, SizeField, Workload, length_field
 from ..units import si
 from .chart import (
     BOUND_COLORS,
@@ -91,7 +91,7 @@ def chart_title(w: Workload, gpus: Sequence[GPU], calibrated: bool) -> str:
     kv = f", KV cache {w.kv_dtype}" if w.kv_dtype != w.dtype else ""
     fused = f", fused {'+'.join(w.fused)}" if w.fused else ""
     roofs = " (measured roofs)" if calibrated else ""
-    group = f" g{w.group_size}" if w.weights == "int4" else ""
+    group = f" g{w.group_size}" if w.weights in GROUPED_WEIGHT_DTYPES else ""
     types = f"{w.weights}{group} weights, {w.matmul_dtype} activations" if w.quantized else w.dtype
     return f"{w.model.name} on {on}{roofs} · {types}{kv} · {w.attention} attention{fused}"
 

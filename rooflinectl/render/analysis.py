@@ -11,6 +11,7 @@ from rich.text import Text
 from ..engine.explain import verdict
 from ..engine.moe import experts_touched
 from ..engine.roofline import Analysis, Placement
+from ..specs.workload import GROUPED_WEIGHT_DTYPES
 from ..units import GIB, duration, si
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
@@ -40,7 +41,7 @@ def analysis_json(a: Analysis) -> dict:
             # Quantized linear layers only: their weight format and the type their tensor cores multiply in (and
             # int4's group along k); dtype stays the activations' between kernels.
             **({"weight_dtype": w.weights, "act_dtype": w.matmul_dtype} if w.quantized else {}),
-            **({"group_size": w.group_size} if w.quantized and w.weights == "int4" else {}),
+            **({"group_size": w.group_size} if w.quantized and w.weights in GROUPED_WEIGHT_DTYPES else {}),
             "attention": w.attention,
             # Mixture of experts only: the distinct experts each MoE layer reads (stated, or the uniform
             # expectation: a real number, so always a float).

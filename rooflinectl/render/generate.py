@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..engine.generate import Generation
 from ..engine.memory import MemoryBudget
+from ..specs.workload import GROUPED_WEIGHT_DTYPES
 from ..units import GIB, duration
 
 # The ops the text table lists by name, largest first; the rest are summed in one row (--json lists them all).
@@ -20,7 +21,7 @@ def _workload_label(g: Generation) -> str:
     w, r = g.prefill.workload, g.request
     types: str = w.dtype
     if w.quantized:
-        group = f" g{w.group_size}" if w.weights == "int4" else ""
+        group = f" g{w.group_size}" if w.weights in GROUPED_WEIGHT_DTYPES else ""
         types = f"{w.weights}{group} weights, {w.matmul_dtype} activations"
     kv = f", {w.kv_dtype} KV cache" if w.kv_dtype != w.dtype else ""
     return (f"{w.model.id}, batch {r.batch}, prompt {r.prompt:,}, output {r.output:,}, {types}{kv}, "

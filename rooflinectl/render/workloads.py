@@ -13,7 +13,7 @@ from ..engine.footprint import (
     kv_cache_bytes_per_token_past_window,
     weight_bytes_by_format,
 )
-from ..specs.workload import DEFAULT_GROUP_SIZE, DType, Model, Scenario
+from ..specs.workload import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, DType, Model, Scenario
 from ..units import binary_size
 
 
@@ -110,7 +110,7 @@ def memory_lines(model: Model) -> list[str]:
     kv = kv_cache_bytes_per_token(model, KV_DTYPE)
     weights = []
     for fmt, n in weight_bytes_by_format(model).items():
-        what = fmt if fmt != "int4" else f"int4 g{model.group_size or DEFAULT_GROUP_SIZE}"
+        what = fmt if fmt not in GROUPED_WEIGHT_DTYPES else f"{fmt} g{model.group_size or DEFAULT_GROUP_SIZE}"
         own = " (the checkpoint's format)" if fmt == model.weight_dtype else ""
         weights.append(f"{n:,} B ({binary_size(n)}) in {what}{own}")
     kv_line = f"KV cache per token: {kv:,} B ({binary_size(kv)}), all {model.num_layers} layers, {KV_DTYPE}"

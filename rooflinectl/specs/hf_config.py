@@ -249,10 +249,10 @@ def _hf_quantized_format(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     """The model's ``weight_dtype`` (and int4 ``group_size``) from config.json's ``quantization_config``; {} when
     absent. Modelled: ``gptq`` with ``bits`` 4 and ``sym`` true (absent: true, GPTQConfig's default) → int4 in
     its ``group_size`` (absent: 128; -1, one scale per column → a group of 2**22, the widest k, so ⌈k/g⌉ = 1);
-    ``awq`` with ``bits`` 4 and ``zero_point`` false → the same; ``fp8`` without ``weight_block_size`` → fp8
+    ``awq`` with ``bits`` 4 and ``zero_point`` false → the same; GPTQ ``sym`` false and AWQ's zero points (its
+    default) → int4_zp (a 4-bit zero per group beside each scale); ``fp8`` without ``weight_block_size`` → fp8
     (per-tensor scales), with ``weight_block_size`` [128, 128] → fp8_block (DeepSeek-V3's); ``mxfp4`` → mxfp4.
-    Refused in one line naming the key: asymmetric int4 (GPTQ ``sym: false``, AWQ's zero points, its default),
-    whose 4-bit zero per group engine/quant.py does not count; other bits; fp8 blocks other than 128×128;
+    Refused in one line naming the key: other bits; fp8 blocks other than 128×128;
     bitsandbytes and every other method; modules left unquantized beyond the
     embedding, LM head and router."""
     q = cfg.get("quantization_config")
@@ -282,21 +282,18 @@ def _hf_quantized_format(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     bits = q.get("bits")
     if type(bits) is not int or bits != 4:
         raise UserError(f"{where}.bits': {bits!r}: only 4-bit {method} weights are modelled")
-    if method == "gptq":
-        sym = q.get("sym", True)
-        if sym is not True:
-            raise UserError(f"{where}.sym': {sym!r}: asymmetric int4 (a zero point per group) is not modelled; "
-                            f"rooflinectl counts symmetric int4 with fp16 scales only")
-    else:
-        zero = q.get("zero_point", True)
-        if zero is not False:
-            raise UserError(f"{where}.zero_point': {zero!r}: AWQ's zero points (a 4-bit zero per group) are not "
-                            f"modelled; rooflinectl counts symmetric int4 with fp16 scales only")
+    # Symmetric (GPTQ sym true, AWQ zero_point false): int4; with a 4-bit zero point per group (GPTQ sym false,
+    # AWQ's default zero_point true): int4_zp. Strict: a value other than true or false is refused by name.
+    key, default, zp_when = ("sym", True, False) if method == "gptq" else ("zero_point", True, True)
+    flag = q.get(key, default)
+    if type(flag) is not bool:
+        raise UserError(f"{where}.{key}': expected true or false, got {flag!r}")
+    fmt = "int4_zp" if flag is zp_when else "int4"
     if "group_size" not in q:  # absent: the model gives none, and the workload's int4 default (128) applies
-        return {"weight_dtype": "int4"}
+        return {"weight_dtype": fmt}
     group = q["group_size"]
     # -1 is GPTQ's and AWQ's "one scale per output column": a group as wide as the widest k gives ⌈k/g⌉ = 1.
-    return {"weight_dtype": "int4", "group_size": 2**22 if group == -1 and type(group) is int else group}
+    return {"weight_dtype": fmt, "group_size": 2**22 if group == -1 and type(group) is int else group}
 
 
 def _text_config(cfg: dict[str, Any], path: Path) -> dict[str, Any]:

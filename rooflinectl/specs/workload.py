@@ -38,8 +38,12 @@ ACT_DTYPES: tuple[str, ...] = (*DTYPES, "fp4")
 NARROW_ACT_DTYPES: tuple[str, ...] = ("fp8", "int8", "fp4")
 # Weight storage formats (engine/quant.py states each one's layout, scales and source).
 # fp8_block: fp8 with one scale per 128×128 block (DeepSeek-V3's checkpoint format).
-WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4"]
-WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "mxfp4", "nvfp4")
+WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "int4_zp", "mxfp4", "nvfp4"]
+WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "int4_zp", "mxfp4",
+                                  "nvfp4")
+# The formats stored in groups along k whose size a workload gives (group_size): symmetric int4, and int4 with a
+# zero point per group (AWQ's default, GPTQ with sym false).
+GROUPED_WEIGHT_DTYPES: tuple[str, ...] = ("int4", "int4_zp")
 # The weight/activation pairs a kernel runs, and so the pairs modelled (engine/quant.kernel_name names them):
 # unquantized weights in the activations' type; fp8 or int8 weights beside activations of the same type (w8a8 on
 # the fp8 or int8 tensor cores) or widened to bf16/fp16 (w8a16); 4-bit weights widened to bf16/fp16 (w4a16:
@@ -49,6 +53,7 @@ WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "fp8_block", "i
 WEIGHT_ACTIVATION_PAIRS: dict[str, tuple[str, ...]] = {
     "fp32": ("fp32",), "bf16": ("bf16",), "fp16": ("fp16",),
     "fp8": ("fp8", "bf16", "fp16"), "fp8_block": ("fp8", "bf16", "fp16"), "int8": ("int8", "bf16", "fp16"), "int4": ("bf16", "fp16"),
+    "int4_zp": ("bf16", "fp16"),
     "mxfp4": ("bf16", "fp16", "fp4"), "nvfp4": ("bf16", "fp16", "fp4"),
 }
 # int4's group along k: 128 is AWQ's and GPTQ's default; from 16 to a whole column (2**22, an MLP's widest).
@@ -317,8 +322,9 @@ class Model(Strict):
         if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:
             raise _invalid(f"moe.first_dense_layers ({self.moe.first_dense_layers}) leaves none of the "
                            f"{self.num_layers} layers with experts: drop 'moe' for a dense model")
-        if self.group_size is not None and self.weight_dtype != "int4":
-            raise _invalid(f"group_size {self.group_size}: only int4 weights take a group size (weight_dtype int4)")
+        if self.group_size is not None and self.weight_dtype not in GROUPED_WEIGHT_DTYPES:
+            raise _invalid(f"group_size {self.group_size}: only int4 weights take a group size (weight_dtype int4 or "
+                           f"int4_zp)")
         if self.layer_pattern is not None:
             if self.sliding_window is None:
                 raise _invalid("layer_pattern names sliding layers, but the model gives no sliding_window")
@@ -598,7 +604,7 @@ class Workload(Strict):
         if act not in allowed:
             raise UserError(f"weights in {fmt} with activations in {act} are not modelled: with {fmt} weights the "
                             f"activations are {' or '.join(allowed)}")
-        if fmt != "int4" and self.group_size != DEFAULT_GROUP_SIZE:
+        if fmt not in GROUPED_WEIGHT_DTYPES and self.group_size != DEFAULT_GROUP_SIZE:
             raise UserError(f"group size {self.group_size}: only int4 weights take a group size ({fmt} has its "
                             f"own layout)")
         return self
@@ -690,7 +696,7 @@ class Workload(Strict):
         touched = f", {self.experts_touched} experts touched" if self.experts_touched is not None else ""
         types: str = self.dtype
         if self.quantized:
-            group = f" g{self.group_size}" if self.weights == "int4" else ""
+            group = f" g{self.group_size}" if self.weights in GROUPED_WEIGHT_DTYPES else ""
             types = f"{self.weights}{group} weights, {self.matmul_dtype} activations"
         return (f"{self.model.id} {self.phase}, batch {self.batch}, {size}, {types}, {self.attention} attention"
                 f"{touched}")
@@ -803,9 +809,9 @@ def workload_from_scenario(scenario: Scenario) -> Workload:
     # model's own (a quantized checkpoint's config.json), then dtype. The model's group size goes with its
     # format: it applies when the model's format does and no group_size is given.
     fmt = scenario.weight_dtype or model.weight_dtype or scenario.dtype
-    if scenario.group_size is not None and fmt != "int4":
+    if scenario.group_size is not None and fmt not in GROUPED_WEIGHT_DTYPES:
         raise UserError(f"group size {scenario.group_size}: only int4 weights take a group size "
-                        f"(--weight-dtype int4)")
+                        f"(--weight-dtype int4 or int4_zp)")
     group = scenario.group_size or (model.group_size if scenario.weight_dtype is None else None)
     decode = scenario.phase == "decode"
     # Scenario's validator guarantees the phase's length: context for decode, seq_len otherwise.
@@ -849,7 +855,7 @@ def scenario_from_workload(w: Workload) -> Scenario:
         # would read back as the model's format).
         weight_dtype=w.weights if w.model.weight_dtype not in (None, w.weights) else w.weight_dtype,
         act_dtype=w.act_dtype,
-        group_size=w.group_size if w.weights == "int4" else None,
+        group_size=w.group_size if w.weights in GROUPED_WEIGHT_DTYPES else None,
         attention=w.attention,
         causal=w.causal,
         fused=list(w.fused),

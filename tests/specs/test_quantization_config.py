@@ -36,6 +36,10 @@ def write(tmp_path, quant) -> str:
     ({"quant_method": "gptq", "bits": 4, "group_size": 64}, "int4", 64),  # sym absent: GPTQConfig's True
     ({"quant_method": "gptq", "bits": 4, "group_size": -1, "sym": True}, "int4", 2**22),  # one scale a column
     ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": False}, "int4", 128),
+    # AWQ's zero points are its default (AwqConfig zero_point=True), and GPTQ's with sym false: int4_zp.
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm"}, "int4_zp", 128),
+    ({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": True}, "int4_zp", 64),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": False}, "int4_zp", 128),
     ({"quant_method": "fp8", "activation_scheme": "dynamic"}, "fp8", None),
     ({"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head", "model.embed_tokens"]}, "mxfp4", None),
 ])
@@ -89,10 +93,8 @@ def test_a_saved_scenario_keeps_an_override_of_the_checkpoints_format(tmp_path):
     ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "quantization_config.bits': 8"),
     ({"quant_method": "gptq", "bits": 3}, "quantization_config.bits': 3"),
     ({"quant_method": "gptq", "bits": True}, "quantization_config.bits': True"),
-    ({"quant_method": "gptq", "bits": 4, "sym": False}, "quantization_config.sym': False: asymmetric"),
-    # AWQ's zero points are its default (AwqConfig zero_point=True): refused absent or true.
-    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "quantization_config.zero_point': True"),
-    ({"quant_method": "awq", "bits": 4, "zero_point": True}, "quantization_config.zero_point': True"),
+    ({"quant_method": "gptq", "bits": 4, "sym": "false"}, "quantization_config.sym': expected true or false"),
+    ({"quant_method": "awq", "bits": 4, "zero_point": 1}, "quantization_config.zero_point': expected true or false"),
     # block-wise fp8 is modelled in DeepSeek-V3's 128×128 blocks only (fp8_block)
     ({"quant_method": "fp8", "weight_block_size": [64, 64]}, "quantization_config.weight_block_size': \\[64, 64\\]"),
     ({"quant_method": "fp8", "weight_block_size": [128.0, 128.0]}, "quantization_config.weight_block_size'"),
@@ -121,3 +123,20 @@ def test_cli_names_the_checkpoints_kernel(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert "w4a16: int4 g128" in json.dumps(data)
+
+
+def test_awq_int4_with_zero_points_g128_reads_its_bytes(tmp_path):
+    """q_proj of an AWQ checkpoint (zero points, its default): 4096·4096 values of 4 bits (8,388,608 B), 4096
+    columns · 4096/128 = 32 groups of one fp16 scale (262,144 B) and one 4-bit zero (131,072 groups · 0.5 B =
+    65,536 B): 8,716,288 B of weights, 4.15625 bits a weight; with x and y in bf16 (8,192 B each) the op moves
+    8,732,672 B, 65,536 B more than the symmetric GPTQ layout."""
+    from rooflinectl.engine.quant import bits_per_weight, weight_matrix_bytes
+    from rooflinectl.engine.transformer import step_ops
+
+    assert weight_matrix_bytes("int4_zp", 4096, 4096, 128) == 8_388_608 + 262_144 + 65_536
+    assert bits_per_weight("int4_zp") == 4.15625
+    w = resolve_workload("decode", model=write(tmp_path, {"quant_method": "awq", "bits": 4, "group_size": 128}),
+                         batch=1, context=4096)
+    q_proj = next(op for op in step_ops(w) if op.name == "q_proj")
+    assert q_proj.weight_bytes == 8_716_288 and q_proj.bytes == 8_716_288 + 2 * 8_192
+    assert q_proj.weight_dtype == "int4_zp"
