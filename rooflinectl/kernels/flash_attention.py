@@ -204,8 +204,8 @@ def attention_shape(shape: tuple[int, ...], causal: bool) -> AttentionShape:
     return AttentionShape(b, h, g, s, s, d, causal)
 
 
-# The L2 the count assumes without a GPU spec: an H200's 50 MiB (as its spec, data/gpus/h200.yaml).
-DEFAULT_L2_BYTES = 50 * MIB
+# The L2 the count assumes (op() takes no GPU spec): an H200's 60 MiB (hardware/h200.yaml, l2_size_mib).
+DEFAULT_L2_BYTES = 60 * MIB
 
 
 class FlashAttention(Kernel):

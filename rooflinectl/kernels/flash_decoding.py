@@ -41,10 +41,9 @@ class DecodeConfig:
 @triton.jit
 def _flash_decode_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, len_ptr, part_o_ptr, part_lse_ptr, count_ptr,
-    group, n_kv_heads, chunk, qk_scale,
+    group, n_kv_heads, chunk, n_splits, qk_scale,
     sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, sod,
-    HEAD_D: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
-    SPLITS_PAD: tl.constexpr,
+    HEAD_D: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_N: tl.constexpr, SPLITS_PAD: tl.constexpr,
 ):  # fmt: skip
     split = tl.program_id(0)
     bk = tl.program_id(1)
@@ -88,17 +87,17 @@ def _flash_decode_kernel(
     has = stop > start
     lse = tl.where(has, m_i + tl.math.log2(tl.where(has, l_i, 1.0)), -float("inf"))
     part = tl.where(has, acc / tl.where(has, l_i, 1.0)[:, None], 0.0)
-    slot = (b.to(tl.int64) * n_kv_heads * group + heads) * SPLITS + split  # (b, head, split)
+    slot = (b.to(tl.int64) * n_kv_heads * group + heads) * n_splits + split  # (b, head, split)
     tl.store(part_o_ptr + slot[:, None] * HEAD_D + offs_d[None, :], part, mask=row_ok[:, None])
     tl.store(part_lse_ptr + slot, lse, mask=row_ok)
     # Publish (every thread's stores done, then release), and count; the last to arrive combines.
     tl.debug_barrier()
     done = tl.atomic_add(count_ptr + bk, 1, sem="acq_rel") + 1
-    if done == SPLITS:
+    if done == n_splits:
         tl.atomic_xchg(count_ptr + bk, 0)  # ready for the next launch
         sp = tl.arange(0, SPLITS_PAD)
-        base = (b.to(tl.int64) * n_kv_heads * group + heads) * SPLITS
-        sp_ok = row_ok[:, None] & (sp[None, :] < SPLITS)
+        base = (b.to(tl.int64) * n_kv_heads * group + heads) * n_splits
+        sp_ok = row_ok[:, None] & (sp[None, :] < n_splits)
         lses = tl.load(part_lse_ptr + base[:, None] + sp[None, :], mask=sp_ok, other=-float("inf"),
                        cache_modifier=".cg")
         m = tl.max(lses, 1)  # split 0 always has positions (L_b ≥ 1): finite for real rows
@@ -107,7 +106,7 @@ def _flash_decode_kernel(
         total = tl.sum(w, 1)
         total = tl.where(row_ok, total, 1.0)
         o = tl.zeros([GROUP_PAD, HEAD_D], dtype=tl.float32)
-        for s in range(SPLITS):
+        for s in range(n_splits):
             ws = tl.sum(tl.where(sp[None, :] == s, w, 0.0), 1)
             ps = tl.load(part_o_ptr + (base + s)[:, None] * HEAD_D + offs_d[None, :], mask=row_ok[:, None],
                          other=0.0, cache_modifier=".cg")
@@ -170,9 +169,9 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
     counts = _COUNTERS.get(q.device, b * g)
     grid = (cfg.splits, b * g)
     handle = _flash_decode_kernel[grid](
-        q, k, v, out, lengths, part_o, part_lse, counts, group, g, chunk, LOG2E / math.sqrt(d),
+        q, k, v, out, lengths, part_o, part_lse, counts, group, g, chunk, cfg.splits, LOG2E / math.sqrt(d),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        HEAD_D=d, GROUP_PAD=max(16, _next_pow2(group)), BLOCK_N=cfg.block_n, SPLITS=cfg.splits,
+        HEAD_D=d, GROUP_PAD=max(16, _next_pow2(group)), BLOCK_N=cfg.block_n,
         SPLITS_PAD=_next_pow2(cfg.splits), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return cfg, grid, handle

@@ -14,7 +14,7 @@ from rooflinectl.engine.attention_io import (
 )
 from rooflinectl.units import KIB, MIB
 
-L2 = 50 * MIB  # an H200's L2 (data/gpus/h200.yaml)
+L2 = 60 * MIB  # an H200's L2 (hardware/h200.yaml)
 
 
 def test_paper_block_q():
@@ -33,7 +33,7 @@ def test_causal_stream_at_4096():
     assert t.query_blocks == 32 and t.kv_positions_streamed == 67_584
     # Each position is 2·128·2 = 512 B of K and V, for each of 32 query heads.
     assert t.stream_bytes == 32 * 67_584 * 512
-    # One KV head's K and V: 4,096 · 512 B = 2 MiB, in a 50 MiB L2: HBM reads them once, 8 heads · 2 MiB.
+    # One KV head's K and V: 4,096 · 512 B = 2 MiB, in a 60 MiB L2: HBM reads them once, 8 heads · 2 MiB.
     assert t.working_set_bytes == 2 * MIB and t.served_from == "l2" and t.hbm_kv_bytes == 8 * 2 * MIB
     op = flash_attention_op(s, "bf16", t)
     # Q and O: 32·4,096·128·2 B = 32 MiB each. FLOPs: 32 heads · 4,096·4,097/2 scores · (4·128 + 5).
@@ -42,7 +42,7 @@ def test_causal_stream_at_4096():
 
 
 def test_past_the_l2_each_block_rereads_hbm():
-    # 131,072 positions: K and V of a head are 131,072 · 512 B = 64 MiB > 50 MiB; non-causal, 1,024 query blocks
+    # 131,072 positions: K and V of a head are 131,072 · 512 B = 64 MiB > 60 MiB; non-causal, 1,024 query blocks
     # each stream all 131,072 positions from HBM: N²d²/M's regime (N·(N/B_r)·2d elements per head).
     s = AttentionShape(1, 1, 1, 131_072, 131_072, 128, causal=False)
     t = flash_tiling(s, "bf16", l2_bytes=L2, block_q=128)
