@@ -224,21 +224,21 @@ def sdpa_ctx(backend):
     return None if backend is None else (lambda: sdpa_kernel([getattr(SDPBackend, backend)]))
 
 
-def prefill(shapes, quick):
+def prefill(shapes, quick, causal=True, key="prefill"):
     for shape in shapes:
-        RESULTS["prefill"].append(prefill_shape(shape, quick))
+        RESULTS.setdefault(key, []).append(prefill_shape(shape, quick, causal))
         torch.cuda.empty_cache()
 
 
-def prefill_shape(shape, quick):
+def prefill_shape(shape, quick, causal=True):
     b, h, g, s, d = shape
     op = FA.op(shape, "bf16")
-    fa_flops = 4 * b * h * s * s * d / 2  # the FlashAttention papers' causal convention
+    fa_flops = 4 * b * h * s * s * d / (2 if causal else 1)  # the FlashAttention papers' convention
     set_bytes = (2 * b * h + 2 * b * g) * s * d * 2
     n = n_sets_for(set_bytes)
     sets = [FA.make_inputs(shape, "bf16", DEV, gen(i)) for i in range(n)]
     outs = [torch.empty_like(x["q"]) for x in sets]
-    row = {"shape": shape, "sets": n, "flops": op.flops, "fa_flops": fa_flops, "bytes": op.bytes, "times": {}}
+    row = {"shape": shape, "causal": causal, "sets": n, "flops": op.flops, "fa_flops": fa_flops, "bytes": op.bytes, "times": {}}
 
     def rec(name, fn, ctx=None, n_sets=n):
         try:
@@ -252,16 +252,16 @@ def prefill_shape(shape, quick):
 
     for cfg in PREFILL_CANDIDATES[: 2 if quick else None]:
         def ours(i, cfg=cfg):
-            return flash_attention(sets[i]["q"], sets[i]["k"], sets[i]["v"], outs[i], True, cfg)
+            return flash_attention(sets[i]["q"], sets[i]["k"], sets[i]["v"], outs[i], causal, cfg)
         rec(f"ours {cfg.block_m}x{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}", ours)
         _, _, handle = ours(0)
         row.setdefault("launch", {})[str(cfg)] = launch_info(handle)
     for backend in (None, "FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"):
         rec(f"sdpa {backend or 'default'}",
             lambda i: torch.nn.functional.scaled_dot_product_attention(
-                sets[i]["q"], sets[i]["k"], sets[i]["v"], is_causal=True, enable_gqa=True),
+                sets[i]["q"], sets[i]["k"], sets[i]["v"], is_causal=causal, enable_gqa=True),
             sdpa_ctx(backend))
-    if b == 1 and s in (4096, 16384, 32768) and not quick:
+    if b == 1 and s in (4096, 16384, 32768) and causal and not quick:
         def naive(i):
             NAIVE.run(sets[i], outs[i])
         rec("naive", naive, n_sets=1)  # one set: its scores (≥ 1 GiB) dwarf the L2 already
@@ -342,6 +342,9 @@ def main():
         warm_clocks()
         prefill([(1, 32, 8, s, 128) for s in (4096, 8192, 16384, 32768)]
                 + [(4, 32, 8, s, 128) for s in (4096, 8192, 16384, 32768)], quick)
+        # Without the mask every program walks the whole sequence: how fast the inner loop runs, apart from the
+        # causal grid's short programs and tail.
+        prefill([(1, 32, 8, 4096, 128), (1, 32, 8, 16384, 128)], True, causal=False, key="prefill_noncausal")
     finally:
         with open(f"{out_dir}/attention_gpu.json", "w") as f:
             json.dump(RESULTS, f, indent=1, default=str)
