@@ -337,6 +337,14 @@ def main():
         bw = copy_bandwidth()
         RESULTS["env"]["copy_bw_bytes_per_s"] = bw
         log(f"copy: {bw / 1e12:.2f} TB/s (read + write)")
+        # The floor under a microsecond kernel: one launch of the copy kernel on 1,024 elements, graph-replayed.
+        from rooflinectl.kernels.copy import KERNEL as COPY
+
+        x = torch.randn(1024, device=DEV).to(torch.bfloat16)
+        y = torch.empty_like(x)
+        floor = bench(lambda i: COPY.run({"x": x}, y), 1)[0]
+        RESULTS["env"]["launch_floor_s"] = floor
+        log(f"one tiny launch, graph-replayed: {floor * 1e6:.2f} µs")
         decode([(1, 32, 8, 1024, 128), (1, 32, 8, 4096, 128), (1, 32, 8, 16384, 128), (16, 32, 8, 1024, 128),
                 (16, 32, 8, 4096, 128), (16, 32, 8, 16384, 128), (64, 32, 8, 4096, 128)], bw, quick)
         warm_clocks()
