@@ -253,9 +253,10 @@ def prefill_shape(shape, quick, causal=True):
     for cfg in PREFILL_CANDIDATES[: 2 if quick else None]:
         def ours(i, cfg=cfg):
             return flash_attention(sets[i]["q"], sets[i]["k"], sets[i]["v"], outs[i], causal, cfg)
-        rec(f"ours {cfg.block_m}x{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}", ours)
-        _, _, handle = ours(0)
-        row.setdefault("launch", {})[str(cfg)] = launch_info(handle)
+        used, _, handle = ours(0)
+        rec(f"ours{' (chosen)' if cfg is None else ''} {used.block_m}x{used.block_n} w{used.num_warps} "
+            f"s{used.num_stages}", ours)
+        row.setdefault("launch", {})[str(used)] = launch_info(handle)
     for backend in (None, "FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"):
         rec(f"sdpa {backend or 'default'}",
             lambda i: torch.nn.functional.scaled_dot_product_attention(
@@ -345,8 +346,9 @@ def main():
         floor = bench(lambda i: COPY.run({"x": x}, y), 1)[0]
         RESULTS["env"]["launch_floor_s"] = floor
         log(f"one tiny launch, graph-replayed: {floor * 1e6:.2f} µs")
-        decode([(1, 32, 8, 1024, 128), (1, 32, 8, 4096, 128), (1, 32, 8, 16384, 128), (16, 32, 8, 1024, 128),
-                (16, 32, 8, 4096, 128), (16, 32, 8, 16384, 128), (64, 32, 8, 4096, 128)], bw, quick)
+        if "--prefill-only" not in sys.argv:
+            decode([(1, 32, 8, 1024, 128), (1, 32, 8, 4096, 128), (1, 32, 8, 16384, 128), (16, 32, 8, 1024, 128),
+                    (16, 32, 8, 4096, 128), (16, 32, 8, 16384, 128), (64, 32, 8, 4096, 128)], bw, quick)
         warm_clocks()
         prefill([(1, 32, 8, s, 128) for s in (4096, 8192, 16384, 32768)]
                 + [(4, 32, 8, s, 128) for s in (4096, 8192, 16384, 32768)], quick)
