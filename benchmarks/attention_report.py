@@ -1,6 +1,6 @@
 """Issue 17's target tables from a benchmarks/attention_gpu.py record (markdown, for docs/attention.md).
 
-    python benchmarks/attention_report.py docs/results/h200-2026-12-03-attention/run2.json [--copy-gbps 4246]
+    python benchmarks/attention_report.py RECORD.json [--copy-gbps 4246] [--ours '128x128 w8 s3']
 
 Prefill: our chosen config's time against torch SDPA's flash (FlashAttention-2) backend and against torch's best
 backend; target: faster than the first at every size, ≥ 0.8× the best from 4,096 tokens. Decode: our chosen
@@ -14,8 +14,14 @@ from __future__ import annotations
 import json
 import sys
 
+OURS: str | None = None  # --ours NAME: the row of that config (a run whose chosen config has since changed)
+
 
 def chosen(times: dict) -> tuple[str, float]:
+    if OURS is not None:
+        for name, t in times.items():
+            if name.startswith("ours") and name.endswith(OURS) and "s" in t:
+                return name, t["s"]
     for name, t in times.items():
         if name.startswith("ours") and "chosen" in name and "s" in t:
             return name, t["s"]
@@ -65,15 +71,20 @@ def decode_table(rows: list[dict], copy_bps: float) -> list[str]:
 
 
 def main() -> None:
+    global OURS
     rec = json.load(open(sys.argv[1]))
+    if "--ours" in sys.argv:
+        OURS = sys.argv[sys.argv.index("--ours") + 1]
     copy = rec["env"].get("copy_bw_bytes_per_s")
     if "--copy-gbps" in sys.argv:
         copy = float(sys.argv[sys.argv.index("--copy-gbps") + 1]) * 1e9
     print(f"{rec['env']['gpu']}, torch {rec['env']['torch']}, triton {rec['env']['triton']}, {rec['env']['date']}; "
           f"copy ceiling {copy / 1e9:,.0f} GB/s\n")
-    print("\n".join(prefill_table(rec["prefill"])))
-    print()
-    print("\n".join(decode_table(rec["decode"], copy)))
+    if rec.get("prefill"):
+        print("\n".join(prefill_table(rec["prefill"])))
+        print()
+    if rec.get("decode"):
+        print("\n".join(decode_table(rec["decode"], copy)))
 
 
 if __name__ == "__main__":

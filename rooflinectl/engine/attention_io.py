@@ -131,7 +131,7 @@ def flash_attention_op(s: AttentionShape, dtype: str, tiling: FlashTiling) -> Op
     q_bytes = s.batch * s.heads * s.q_len * s.d * e
     n_scores = s.batch * s.heads * s.scores
     return Op(
-        name="flash_attention",
+        name="attention",
         kind="attention",
         flops=n_scores * (4 * s.d + SOFTMAX_FLOPS_PER_ELEMENT),
         bytes=2 * q_bytes + tiling.hbm_kv_bytes,
@@ -156,7 +156,7 @@ def decode_op(batch: int, heads: int, kv_heads: int, lengths: list[int], d: int,
     kv = 2 * positions * kv_heads * d * e
     n_scores = heads * positions
     return Op(
-        name="flash_decoding",
+        name="attention",
         kind="attention",
         flops=n_scores * (4 * d + SOFTMAX_FLOPS_PER_ELEMENT),
         bytes=2 * q_bytes + kv,

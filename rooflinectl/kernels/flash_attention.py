@@ -139,12 +139,11 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     return torch.softmax(s, dim=-1) @ v64
 
 
-# d = 128: 128×128 blocks in 8 warps. Measured on an H200, bf16, 32/8 heads, causal (benchmarks/attention_gpu.py,
-# docs/results/h200-2026-12-03-attention/run1): 2 stages at 4,096-8,192 tokens (B1 4,096: 0.360 ms against 0.364
-# with 3 stages and 0.373 for 128×64; B4 4,096: 1.309 against 1.343-1.380), 3 stages from 16,384 (B1 32,768:
-# 18.46 ms against 19.49 with 2 stages; B4 32,768: 73.9 against 74.2-77.0); 4 warps ran at 0.6× (225-300 TFLOP/s).
-_CONFIG_D128 = FlashConfig(128, 128, num_warps=8, num_stages=2)
-_CONFIG_D128_LONG = FlashConfig(128, 128, num_warps=8, num_stages=3)
+# d = 128: 128×128 blocks in 8 warps, 3 stages. Measured on an H200, bf16, 32/8 heads, causal
+# (benchmarks/attention_gpu.py, docs/results/h200-2026-12-03-attention/bench/run3-prefill): 3 stages beat 2 at every
+# size (B1 4,096: 0.336 ms against 0.394; B1 32,768: 16.8-18.0 against 19.5; B4 32,768: 68.4 against 78.8) and
+# beat 128×64 blocks (0.353, 18.1, 72.8); 4 warps ran at 0.6× (run 1: 225-300 TFLOP/s).
+_CONFIG_D128 = FlashConfig(128, 128, num_warps=8, num_stages=3)
 _CONFIG_D64 = FlashConfig(128, 64, num_warps=4, num_stages=3)
 _CONFIG_SMALL = FlashConfig(32, 16, num_warps=4, num_stages=2)  # the interpreter's and odd small shapes'
 
@@ -171,9 +170,7 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
 def _config_for(s: int, d: int) -> FlashConfig:
     if s <= 256:
         return _CONFIG_SMALL
-    if d < 128:
-        return _CONFIG_D64
-    return _CONFIG_D128_LONG if s >= 16384 else _CONFIG_D128
+    return _CONFIG_D128 if d >= 128 else _CONFIG_D64
 
 
 HEAD_DIMS = (16, 32, 64, 128)
@@ -248,7 +245,7 @@ class FlashAttention(Kernel):
 
     def candidates(self, shape, dtype, gpu=None) -> list[FlashConfig]:
         chosen = self.config_for(shape, dtype)
-        return list(dict.fromkeys([chosen, _CONFIG_D128, _CONFIG_D128_LONG, FlashConfig(128, 64, 8, 3),
+        return list(dict.fromkeys([chosen, FlashConfig(128, 128, 8, 2), FlashConfig(128, 64, 8, 3),
                                    FlashConfig(64, 64, 4, 3)]))
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: FlashConfig | None = None) -> None:

@@ -97,8 +97,9 @@ def _flash_decode_kernel(
     if done == n_splits:
         tl.atomic_xchg(count_ptr + bk, 0)  # ready for the next launch
         # One head at a time, unrolled, each head's log-sum-exps and partial outputs loaded as one tile
-        # (SPLITS_PAD×d): independent loads, issued together. (A loop over the splits, a load each, cost a round
-        # trip to the L2 per split: 69 µs at 128 splits against 41 at 64, docs/results/h200-2026-12-03-attention.)
+        # (SPLITS_PAD×d): independent loads, issued together. A loop over the splits, a load each, cost an L2 round
+        # trip a split: at 1×16,384 positions 69.1 µs with 128 splits against 41.2 with 64 (H200, docs/results/
+        # h200-2026-12-03-attention/bench/run1); with the tile, 64 splits took 33.5 µs (run2-decode).
         sp = tl.arange(0, SPLITS_PAD)
         sp_ok = sp < n_splits
         for r in tl.static_range(GROUP):
@@ -118,7 +119,9 @@ def _next_pow2(n: int) -> int:
 
 
 # Programs aimed at per SM, and the fewest positions a split takes. Measured on an H200 (benchmarks/
-# attention_gpu.py, docs/results/): see the tuning notes in docs/attention.md.
+# attention_gpu.py, docs/results/h200-2026-12-03-attention/bench/run2-decode, docs/attention.md): 2 programs an SM
+# were 3-7% faster at batch 16 (16×4,096: 72.6 µs against 75.6) but one split at 64×4,096 took 289.6 against
+# 256.0 with 4; 32-position blocks were slower everywhere (16×4,096: 88.4 µs).
 _PROGRAMS_PER_SM = 4
 _MIN_SPLIT = 256
 _BLOCK_N = 64

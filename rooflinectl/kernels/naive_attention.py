@@ -122,7 +122,7 @@ class NaiveAttention(Kernel):
             raise UserError(f"kernel {self.name}: at most {_SPLIT_ABOVE:,} tokens (the softmax runs in place)")
 
     def op(self, shape, dtype) -> Op:
-        return summed("naive_attention", naive_attention_ops(attention_shape(shape, self.causal), dtype))
+        return summed("attention", naive_attention_ops(attention_shape(shape, self.causal), dtype))
 
     def make_inputs(self, shape, dtype, device, generator) -> Inputs:
         return make_qkv(shape, dtype, device, generator)
