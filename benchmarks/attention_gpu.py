@@ -276,13 +276,11 @@ def decode_candidates(b, g, n):
     return list(dict.fromkeys([
         decode_config(b, g, n),
         decode_config(b, g, n, programs_per_sm=2),
+        decode_config(b, g, n, programs_per_sm=1),
+        decode_config(b, g, n, block_n=128, programs_per_sm=2),
+        decode_config(b, g, n, block_n=128, programs_per_sm=1),
         decode_config(b, g, n, programs_per_sm=8, min_split=128),
-        decode_config(b, g, n, block_n=32, min_split=64, programs_per_sm=8),
-        decode_config(b, g, n, block_n=128, num_warps=8),
-        decode_config(b, g, n, num_warps=8),
-        decode_config(b, g, n, block_n=128, num_warps=4, programs_per_sm=2, min_split=512),
-        decode_config(b, g, n, block_n=128, num_warps=8, programs_per_sm=2, min_split=512),
-        decode_config(b, g, n, block_n=128, num_warps=4, programs_per_sm=1, min_split=1024),
+        decode_config(b, g, n, programs_per_sm=2, num_stages=4),
     ]))
 
 
@@ -349,6 +347,8 @@ def main():
         if "--prefill-only" not in sys.argv:
             decode([(1, 32, 8, 1024, 128), (1, 32, 8, 4096, 128), (1, 32, 8, 16384, 128), (16, 32, 8, 1024, 128),
                     (16, 32, 8, 4096, 128), (16, 32, 8, 16384, 128), (64, 32, 8, 4096, 128)], bw, quick)
+        if "--decode-only" in sys.argv:
+            return
         warm_clocks()
         prefill([(1, 32, 8, s, 128) for s in (4096, 8192, 16384, 32768)]
                 + [(4, 32, 8, s, 128) for s in (4096, 8192, 16384, 32768)], quick)

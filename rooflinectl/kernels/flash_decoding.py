@@ -44,7 +44,7 @@ def _flash_decode_kernel(
     n_kv_heads, chunk, n_splits, qk_scale,
     sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, sod,
     HEAD_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-    SPLITS_PAD: tl.constexpr,
+    SPLITS_PAD: tl.constexpr, ONE_SPLIT: tl.constexpr,
 ):  # fmt: skip
     split = tl.program_id(0)
     bk = tl.program_id(1)
@@ -84,34 +84,39 @@ def _flash_decode_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
 
-    # This split's partial: o normalized, and its log2-sum-exp (−inf for a split past the sequence's end).
-    has = stop > start
-    lse = tl.where(has, m_i + tl.math.log2(tl.where(has, l_i, 1.0)), -float("inf"))
-    part = tl.where(has, acc / tl.where(has, l_i, 1.0)[:, None], 0.0)
-    slot = (b.to(tl.int64) * n_kv_heads * GROUP + heads) * n_splits + split  # (b, head, split)
-    tl.store(part_o_ptr + slot[:, None] * HEAD_D + offs_d[None, :], part, mask=row_ok[:, None])
-    tl.store(part_lse_ptr + slot, lse, mask=row_ok)
-    # Publish (every thread's stores done, then release), and count; the last to arrive combines.
-    tl.debug_barrier()
-    done = tl.atomic_add(count_ptr + bk, 1, sem="acq_rel") + 1
-    if done == n_splits:
-        tl.atomic_xchg(count_ptr + bk, 0)  # ready for the next launch
-        # One head at a time, unrolled, each head's log-sum-exps and partial outputs loaded as one tile
-        # (SPLITS_PAD×d): independent loads, issued together. A loop over the splits, a load each, cost an L2 round
-        # trip a split: at 1×16,384 positions 69.1 µs with 128 splits against 41.2 with 64 (H200, docs/results/
-        # h200-2026-12-03-attention/bench/run1); with the tile, 64 splits took 33.5 µs (run2-decode).
-        sp = tl.arange(0, SPLITS_PAD)
-        sp_ok = sp < n_splits
-        for r in tl.static_range(GROUP):
-            head = kvh * GROUP + r
-            base = (b.to(tl.int64) * n_kv_heads * GROUP + head) * n_splits
-            lses = tl.load(part_lse_ptr + base + sp, mask=sp_ok, other=-float("inf"), cache_modifier=".cg")
-            parts = tl.load(part_o_ptr + (base + sp)[:, None] * HEAD_D + offs_d[None, :], mask=sp_ok[:, None],
-                            other=0.0, cache_modifier=".cg")
-            m = tl.max(lses, 0)  # split 0 always has positions (L_b ≥ 1): finite
-            w = tl.math.exp2(lses - m)
-            o = tl.sum(w[:, None] * parts, 0) / tl.sum(w, 0)
-            tl.store(o_ptr + b.to(tl.int64) * sob + head * soh + offs_d * sod, o.to(o_ptr.dtype.element_ty))
+    if ONE_SPLIT:
+        # The whole sequence in this program: o directly, no partials, no counter.
+        tl.store(o_ptr + b.to(tl.int64) * sob + heads[:, None] * soh + offs_d[None, :] * sod,
+                 (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
+    else:
+        # This split's partial: o normalized, and its log2-sum-exp (−inf for a split past the sequence's end).
+        has = stop > start
+        lse = tl.where(has, m_i + tl.math.log2(tl.where(has, l_i, 1.0)), -float("inf"))
+        part = tl.where(has, acc / tl.where(has, l_i, 1.0)[:, None], 0.0)
+        slot = (b.to(tl.int64) * n_kv_heads * GROUP + heads) * n_splits + split  # (b, head, split)
+        tl.store(part_o_ptr + slot[:, None] * HEAD_D + offs_d[None, :], part, mask=row_ok[:, None])
+        tl.store(part_lse_ptr + slot, lse, mask=row_ok)
+        # Publish (every thread's stores done, then release), and count; the last to arrive combines.
+        tl.debug_barrier()
+        done = tl.atomic_add(count_ptr + bk, 1, sem="acq_rel") + 1
+        if done == n_splits:
+            tl.atomic_xchg(count_ptr + bk, 0)  # ready for the next launch
+            # One head at a time, unrolled, each head's log-sum-exps and partial outputs loaded as one tile
+            # (SPLITS_PAD×d): independent loads, issued together. A loop over the splits, a load each, cost an L2 round
+            # trip a split: at 1×16,384 positions 69.1 µs with 128 splits against 41.2 with 64 (H200, docs/results/
+            # h200-2026-12-03-attention/bench/run1); with the tile, 64 splits took 33.5 µs (run2-decode).
+            sp = tl.arange(0, SPLITS_PAD)
+            sp_ok = sp < n_splits
+            for r in tl.static_range(GROUP):
+                head = kvh * GROUP + r
+                base = (b.to(tl.int64) * n_kv_heads * GROUP + head) * n_splits
+                lses = tl.load(part_lse_ptr + base + sp, mask=sp_ok, other=-float("inf"), cache_modifier=".cg")
+                parts = tl.load(part_o_ptr + (base + sp)[:, None] * HEAD_D + offs_d[None, :], mask=sp_ok[:, None],
+                                other=0.0, cache_modifier=".cg")
+                m = tl.max(lses, 0)  # split 0 always has positions (L_b ≥ 1): finite
+                w = tl.math.exp2(lses - m)
+                o = tl.sum(w[:, None] * parts, 0) / tl.sum(w, 0)
+                tl.store(o_ptr + b.to(tl.int64) * sob + head * soh + offs_d * sod, o.to(o_ptr.dtype.element_ty))
 
 
 def _next_pow2(n: int) -> int:
@@ -172,7 +177,7 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
         q, k, v, out, lengths, part_o, part_lse, counts, g, chunk, cfg.splits, LOG2E / math.sqrt(d),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         HEAD_D=d, GROUP=group, GROUP_PAD=max(16, _next_pow2(group)), BLOCK_N=cfg.block_n,
-        SPLITS_PAD=_next_pow2(cfg.splits), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        SPLITS_PAD=_next_pow2(cfg.splits), ONE_SPLIT=cfg.splits == 1, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return cfg, grid, handle
 
