@@ -123,23 +123,29 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-# Programs aimed at per SM, and the fewest positions a split takes. Measured on an H200 (benchmarks/
-# attention_gpu.py, docs/results/h200-2026-12-03-attention/bench/run2-decode, docs/attention.md): 2 programs an SM
-# were 3-7% faster at batch 16 (16×4,096: 72.6 µs against 75.6) but one split at 64×4,096 took 289.6 against
-# 256.0 with 4; 32-position blocks were slower everywhere (16×4,096: 88.4 µs).
-_PROGRAMS_PER_SM = 4
+# Programs aimed at per SM, the fewest positions a split takes, the block. Measured on an H200, bf16, 32/8 heads,
+# d 128 (benchmarks/attention_gpu.py, docs/results/h200-2026-12-03-attention/bench/run4-decode): one program an SM
+# was the fastest or within 2% from batch 16 up (16×1,024: 2 splits 23.2 µs against 26.8 with 3 and 29.2 with 4;
+# 16×4,096: 69.1 against 72.7-75.7; 16×16,384: 246.6 against 251.4-261.8), and the same at batch 1 × 1,024 and
+# 4,096 (4 and 16 splits: 10.9 and 14.0 µs); at 1 × 16,384 it gives 17 splits, 33.7 µs, against 29.0 with 33
+# (2 programs an SM), not taken. A single split reads its sequence in blocks of 128: 64×4,096 took 245.3 µs
+# against 276.2 with blocks of 64; with several splits blocks of 64 were faster (16×4,096: 69.1 against 74.6).
+_PROGRAMS_PER_SM = 1
 _MIN_SPLIT = 256
 _BLOCK_N = 64
+_BLOCK_N_ONE_SPLIT = 128
 _MAX_SPLITS = 64  # the combine holds SPLITS_PAD×d fp32 of partials a head
 
 
-def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int = _BLOCK_N, num_warps: int = 4,
+def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None = None, num_warps: int = 4,
                   num_stages: int = 3, programs_per_sm: int = _PROGRAMS_PER_SM,
                   min_split: int = _MIN_SPLIT) -> DecodeConfig:
     """Splits enough for ``programs_per_sm`` programs on every SM, none shorter than ``min_split`` positions."""
     want = -(-programs_per_sm * sm_count() // (batch * kv_heads))
-    most = max(1, -(-max_len // max(min_split, block_n)))
-    return DecodeConfig(block_n, max(1, min(want, most, _MAX_SPLITS)), num_warps, num_stages)
+    most = max(1, -(-max_len // max(min_split, block_n or _BLOCK_N)))
+    splits = max(1, min(want, most, _MAX_SPLITS))
+    block = block_n or (_BLOCK_N_ONE_SPLIT if splits == 1 else _BLOCK_N)
+    return DecodeConfig(block, splits, num_warps, num_stages)
 
 
 class _Counters:
