@@ -40,6 +40,21 @@ _INFOS = (
         "y = RMSNorm(x)·Wᵀ fused: the normalized activations never reach HBM",
         "rooflinectl.kernels.rmsnorm_linear",
     ),
+    KernelInfo(
+        "flash_attention",
+        "prefill attention, causal, GQA: online softmax over K/V blocks, the scores never reach HBM",
+        "rooflinectl.kernels.flash_attention",
+    ),
+    KernelInfo(
+        "flash_decoding",
+        "one query token against a KV cache: positions split across programs, a GQA group per program",
+        "rooflinectl.kernels.flash_decoding",
+    ),
+    KernelInfo(
+        "naive_attention",
+        "attention in three kernels, QKᵀ scores written to HBM, softmax, P·V: what flash avoids",
+        "rooflinectl.kernels.naive_attention",
+    ),
 )
 
 KERNELS: dict[str, KernelInfo] = {info.name: info for info in _INFOS}

@@ -92,7 +92,8 @@ def test_list_needs_no_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
-    assert [r["name"] for r in rows] == ["fused_softmax", "copy", "matmul", "rmsnorm_linear"]
+    assert [r["name"] for r in rows] == ["fused_softmax", "copy", "matmul", "rmsnorm_linear", "flash_attention",
+                                        "flash_decoding", "naive_attention"]
     # "available" (whether a registered kernel's module was installed) is gone: every registered kernel ships
     # with the package, so it was always true (issue 11, dead code).
     assert all(set(r) == {"name", "summary"} for r in rows)

@@ -14,7 +14,8 @@ from rooflinectl.kernels.registry import KERNELS, KernelInfo, get_kernel
 
 
 def test_registry_names():
-    assert set(KERNELS) == {"fused_softmax", "copy", "matmul", "rmsnorm_linear"}
+    assert set(KERNELS) == {"fused_softmax", "copy", "matmul", "rmsnorm_linear", "flash_attention", "flash_decoding",
+                            "naive_attention"}
     for name, info in KERNELS.items():
         assert isinstance(info, KernelInfo) and info.name == name and info.summary
         kernel = get_kernel(name)

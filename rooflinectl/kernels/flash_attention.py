@@ -1,0 +1,271 @@
+"""flash_attention: O = softmax(Q·Kᵀ/√d + mask)·V for prefill, the scores never leaving the SM.
+
+Shapes: Q and O are B×h×S×d, K and V are B×g×S×d (torch SDPA's layout); query head j reads K/V head j // (h/g)
+(GQA/MQA: the group's heads read the same K/V rows, never repeated in memory; they meet in the L2). Causal: query
+i sees positions ≤ i. Each program takes BLOCK_M queries of one head, keeps its fp32 accumulator, row max and row
+sum on chip, and walks the K/V blocks: S = Q·Kᵀ (tensor cores, fp32), the online softmax in base 2 (the scale
+folded into log2(e)/√d), O += P·V. Under a causal mask the blocks right of the diagonal are never loaded (the work
+is S(S+1)/2 scores, counted by engine.attention_io), the blocks left of it run without a mask, and only the
+diagonal blocks pay for one. Reads Q, K, V; writes O; the K/V traffic by tiling is engine.attention_io's.
+
+Plain pointer arithmetic (no block pointers, gone in triton 3.9; no tensor descriptors, which the interpreter of
+triton 3.6 lacks), so that the same code runs on triton 3.6 and 3.9 and under TRITON_INTERPRET.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import triton  # type: ignore[import-untyped]  # triton ships no type information
+import triton.language as tl  # type: ignore[import-untyped]
+
+from ..engine.attention_io import AttentionShape, flash_attention_op, flash_tiling, naive_attention_ops
+from ..engine.op import Op
+from ..errors import UserError
+from ..units import MIB
+from .base import Inputs, Kernel, torch_dtype
+
+LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class FlashConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+@triton.jit
+def _attn_blocks(
+    acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, start, stop, n_ctx, skn, skd, svn, svd, qk_scale,
+    BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+):  # fmt: skip
+    # K/V rows [start, stop) in blocks of BLOCK_N: reads BLOCK_N×d of K and of V each, 4·BLOCK_M·BLOCK_N·d FLOPs.
+    offs_n = tl.arange(0, BLOCK_N)
+    for n0 in tl.range(start, stop, BLOCK_N):
+        cols = n0 + offs_n
+        k_ptrs = k_base + cols[None, :].to(tl.int64) * skn + offs_d[:, None] * skd  # d×BLOCK_N: Kᵀ
+        v_ptrs = v_base + cols[:, None].to(tl.int64) * svn + offs_d[None, :] * svd
+        if MASKED:
+            k = tl.load(k_ptrs, mask=cols[None, :] < n_ctx, other=0.0)
+        else:
+            k = tl.load(k_ptrs)
+        qk = tl.dot(q, k)
+        if MASKED:
+            keep = cols[None, :] < n_ctx
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= offs_m[:, None])
+            qk = tl.where(keep, qk, -float("inf"))
+        # Every row has a kept column in each block it visits (the diagonal block's first column is ≤ each of its
+        # rows; the last block of a non-causal row starts below n_ctx), so m_new is finite. The scale is applied
+        # inside the exponent, qk·scale − m in one fused multiply-add (Triton's fused-attention tutorial's form).
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if MASKED:
+            v = tl.load(v_ptrs, mask=cols[:, None] < n_ctx, other=0.0)
+        else:
+            v = tl.load(v_ptrs)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _flash_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, n_ctx, n_heads, group, qk_scale,
+    sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, som, sod,
+    HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+):  # fmt: skip
+    # Program (query block, sequence·head). Under a causal mask the last query blocks have the most work, so they
+    # start first (the grid runs axis 0 in order): the short blocks fill the tail.
+    n_blocks = tl.cdiv(n_ctx, BLOCK_M)
+    pid_m = n_blocks - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // n_heads
+    h = bh - b * n_heads
+    kvh = h // group
+    q_base = q_ptr + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh
+    k_base = k_ptr + b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
+    v_base = v_ptr + b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
+    o_base = o_ptr + b.to(tl.int64) * sob + h.to(tl.int64) * soh
+
+    m0 = pid_m * BLOCK_M
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_D)
+    row_ok = offs_m[:, None] < n_ctx
+    q = tl.load(q_base + offs_m[:, None].to(tl.int64) * sqm + offs_d[None, :] * sqd, mask=row_ok, other=0.0)
+
+    m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
+    if CAUSAL:
+        # Left of the diagonal: whole blocks, no mask (BLOCK_M is a multiple of BLOCK_N, and m0 ≤ n_ctx). Then the
+        # diagonal block, masked; nothing right of it.
+        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, m0, n_ctx,
+                                     skn, skd, svn, svd, qk_scale, BLOCK_N, False, True)
+        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, m0,
+                                     tl.minimum(m0 + BLOCK_M, n_ctx), n_ctx,
+                                     skn, skd, svn, svd, qk_scale, BLOCK_N, True, True)
+    else:
+        full = (n_ctx // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, full, n_ctx,
+                                     skn, skd, svn, svd, qk_scale, BLOCK_N, False, False)
+        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, full, n_ctx, n_ctx,
+                                     skn, skd, svn, svd, qk_scale, BLOCK_N, True, False)
+    out = acc / l_i[:, None]
+    tl.store(o_base + offs_m[:, None].to(tl.int64) * som + offs_d[None, :] * sod,
+             out.to(o_ptr.dtype.element_ty), mask=row_ok)
+
+
+def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """softmax(Q·Kᵀ/√d + mask)·V in float64, K/V heads repeated for their group (a causal mask aligns the last
+    query with the last position)."""
+    group = q.shape[1] // k.shape[1]
+    q64, k64, v64 = (t.to(torch.float64) for t in (q, k, v))
+    k64 = k64.repeat_interleave(group, dim=1)
+    v64 = v64.repeat_interleave(group, dim=1)
+    s = (q64 @ k64.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        t, lk = q.shape[2], k.shape[2]
+        i = torch.arange(t, device=q.device)[:, None] + (lk - t)
+        j = torch.arange(lk, device=q.device)[None, :]
+        s = s.masked_fill(j > i, -math.inf)
+    return torch.softmax(s, dim=-1) @ v64
+
+
+# d = 128: 128×128 blocks in 8 warps, 3 stages. Measured on an H200, bf16, 32/8 heads, causal
+# (benchmarks/attention_gpu.py, docs/results/h200-2026-12-03-attention/bench/run3-prefill): 3 stages beat 2 at every
+# size (B1 4,096: 0.336 ms against 0.394; B1 32,768: 16.8-18.0 against 19.5; B4 32,768: 68.4 against 78.8) and
+# beat 128×64 blocks (0.353, 18.1, 72.8); 4 warps ran at 0.6× (run 1: 225-300 TFLOP/s).
+_CONFIG_D128 = FlashConfig(128, 128, num_warps=8, num_stages=3)
+_CONFIG_D64 = FlashConfig(128, 64, num_warps=4, num_stages=3)
+_CONFIG_SMALL = FlashConfig(32, 16, num_warps=4, num_stages=2)  # the interpreter's and odd small shapes'
+
+
+def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | None = None):
+    """Run the kernel on B×h×S×d Q and B×g×S×d K, V into ``out`` (B×h×S×d); returns the launch handle and grid."""
+    b, h, s, d = q.shape
+    g = k.shape[1]
+    if k.shape != (b, g, s, d) or v.shape != k.shape or h % g or out.shape != q.shape:
+        raise ValueError(f"flash_attention: Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}")
+    cfg = config or _config_for(s, d)
+    if cfg.block_m % cfg.block_n:
+        raise ValueError("flash_attention: block_m must be a multiple of block_n")
+    grid = (triton.cdiv(s, cfg.block_m), b * h)
+    handle = _flash_fwd_kernel[grid](
+        q, k, v, out, s, h, h // g, LOG2E / math.sqrt(d),
+        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        HEAD_D=d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
+    return cfg, grid, handle
+
+
+def _config_for(s: int, d: int) -> FlashConfig:
+    if s <= 256:
+        return _CONFIG_SMALL
+    return _CONFIG_D128 if d >= 128 else _CONFIG_D64
+
+
+HEAD_DIMS = (16, 32, 64, 128)
+
+
+def check_attention_shape(name: str, shape: tuple[int, ...]) -> None:
+    """UserError unless the query heads are a multiple of the KV heads and d is a head dimension the kernels
+    take (a power of two, 16 to 128: tl.dot needs 16, registers stop at 128)."""
+    _, h, g, _, d = shape
+    if h % g:
+        raise UserError(f"kernel {name}: {h} query heads are not a multiple of {g} KV heads")
+    if d not in HEAD_DIMS:
+        raise UserError(f"kernel {name}: head dim {d} is not one of {', '.join(map(str, HEAD_DIMS))}")
+
+
+def make_qkv(shape: tuple[int, ...], dtype: str, device, generator) -> Inputs:
+    b, h, g, s, d = shape
+    t = torch_dtype(dtype)
+
+    def randn(*size: int) -> torch.Tensor:
+        return torch.randn(size, generator=generator, device=device, dtype=torch.float32).to(t)
+
+    return {"q": randn(b, h, s, d), "k": randn(b, g, s, d), "v": randn(b, g, s, d)}
+
+
+def sdpa(inputs: Inputs, causal: bool = True) -> torch.Tensor:
+    """torch's scaled_dot_product_attention with the backend torch picks (K/V heads shared by enable_gqa)."""
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                            enable_gqa=q.shape[1] != k.shape[1])
+
+
+def attention_shape(shape: tuple[int, ...], causal: bool) -> AttentionShape:
+    b, h, g, s, d = shape
+    return AttentionShape(b, h, g, s, s, d, causal)
+
+
+# The L2 the count assumes (op() takes no GPU spec): an H200's 60 MiB (hardware/h200.yaml, l2_size_mib).
+DEFAULT_L2_BYTES = 60 * MIB
+
+
+class FlashAttention(Kernel):
+    shape_format = "BxHxKVxSxD"
+    dtypes = ("bf16", "fp16", "fp32")
+    default_dtype = "bf16"
+    causal = True
+    # Issue 17's targets: 32 query heads over 8 KV heads, d 128, causal, batch 1 and 4, 4,096 to 32,768 tokens.
+    default_shapes = [(1, 32, 8, 4096, 128), (1, 32, 8, 16384, 128), (4, 32, 8, 4096, 128), (1, 32, 8, 32768, 128)]
+    # Lengths not a multiple of the block, 1 and 7 query heads per KV head, d 16 and 32.
+    interpret_shapes = [(1, 2, 2, 1, 16), (2, 7, 1, 37, 32), (1, 4, 2, 70, 16)]
+
+    def check_shape(self, shape) -> None:
+        super().check_shape(shape)
+        check_attention_shape(self.name, shape)
+
+    def op(self, shape, dtype) -> Op:
+        s = attention_shape(shape, self.causal)
+        cfg = _config_for(s.q_len, s.d)
+        return flash_attention_op(s, dtype, flash_tiling(s, dtype, l2_bytes=DEFAULT_L2_BYTES, block_q=cfg.block_m))
+
+    def unfused_ops(self, shape, dtype) -> list[Op]:
+        return naive_attention_ops(attention_shape(shape, self.causal), dtype)
+
+    def make_inputs(self, shape, dtype, device, generator) -> Inputs:
+        return make_qkv(shape, dtype, device, generator)
+
+    def make_output(self, inputs: Inputs) -> torch.Tensor:
+        return torch.empty_like(inputs["q"])
+
+    def config_for(self, shape, dtype) -> FlashConfig:
+        return _config_for(shape[3], shape[4])
+
+    def candidates(self, shape, dtype, gpu=None) -> list[FlashConfig]:
+        chosen = self.config_for(shape, dtype)
+        return list(dict.fromkeys([chosen, FlashConfig(128, 128, 8, 2), FlashConfig(128, 64, 8, 3),
+                                   FlashConfig(64, 64, 4, 3)]))
+
+    def run(self, inputs: Inputs, out: torch.Tensor, config: FlashConfig | None = None) -> None:
+        q = inputs["q"]
+        self._start_run()
+        cfg, grid, handle = flash_attention(q, inputs["k"], inputs["v"], out, self.causal,
+                                            config or _config_for(q.shape[2], q.shape[3]))
+        self._record(_flash_fwd_kernel, grid, cfg, handle, causal=self.causal)
+
+    def reference(self, inputs: Inputs) -> torch.Tensor:
+        return attention_reference(inputs["q"], inputs["k"], inputs["v"], self.causal)
+
+    def eager(self, inputs: Inputs) -> torch.Tensor:
+        return sdpa(inputs, self.causal)
+
+    def tolerance(self, dtype: str) -> float:
+        # fp32 through tf32 (10 mantissa bits) in both matmuls: ~1e-3 relative. 16-bit: P is rounded to the
+        # inputs' type before P·V (as FlashAttention-2 and torch's kernels do) and O is stored rounded: bf16's
+        # 2**-9 rounding dominates, ~4e-3 on random data.
+        return {"fp32": 5e-3, "fp16": 1e-2, "bf16": 2e-2}[dtype]
+
+
+KERNEL = FlashAttention()

@@ -1,0 +1,117 @@
+"""flash_attention, flash_decoding and naive_attention under the interpreter: odd shapes against float64.
+
+Odd shapes: lengths not a multiple of any block, 1 and 7 query heads per KV head, a batch of different cache
+lengths, splits past a sequence's end. bf16 is left out: the interpreter's bf16 tl.dot is not the GPU's (the H200
+checks bf16: benchmarks/attention_gpu.py). tests/kernels/conftest.py sets TRITON_INTERPRET.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernel_checks import DTYPES
+from kernel_checks import check as _check
+from kernel_checks import gen as _gen
+
+from rooflinectl.errors import UserError
+from rooflinectl.kernels.base import relative_error
+from rooflinectl.kernels.registry import get_kernel
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:invalid value encountered:RuntimeWarning", "ignore:divide by zero encountered:RuntimeWarning",
+    "ignore:overflow encountered:RuntimeWarning",
+)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 16), (2, 7, 1, 37, 32), (1, 4, 2, 70, 16), (1, 2, 2, 33, 64)])
+def test_flash_attention_causal(dtype, shape):
+    k = get_kernel("flash_attention")
+    _check(k, k.make_inputs(shape, dtype, "cpu", _gen(sum(shape))), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flash_attention_non_causal_and_big_blocks(dtype):
+    from rooflinectl.kernels.flash_attention import FlashConfig, attention_reference, flash_attention
+
+    k = get_kernel("flash_attention")
+    inputs = k.make_inputs((1, 3, 1, 45, 16), dtype, "cpu", _gen(3))
+    q, kk, v = inputs["q"], inputs["k"], inputs["v"]
+    for causal in (False, True):
+        # 45 positions: one full block of 32 and a ragged one; two query blocks of 32 and one of 16-wide KV steps.
+        for cfg in (FlashConfig(32, 16, 4, 2), FlashConfig(64, 32, 4, 2)):
+            out = torch.full_like(q, float("nan"))
+            flash_attention(q, kk, v, out, causal, cfg)
+            err = relative_error(out, attention_reference(q, kk, v, causal))
+            assert err <= k.tolerance(dtype), (causal, cfg, err)
+
+
+def test_flash_attention_masks_the_future():
+    """Changing the last position's K and V changes only the last query's output under the causal mask."""
+    k = get_kernel("flash_attention")
+    inputs = k.make_inputs((1, 2, 1, 20, 16), "fp32", "cpu", _gen(1))
+    a = k.make_output(inputs)
+    k.run(inputs, a)
+    inputs["k"][:, :, -1] += 3.0
+    inputs["v"][:, :, -1] -= 5.0
+    b = k.make_output(inputs)
+    k.run(inputs, b)
+    assert torch.equal(a[:, :, :-1], b[:, :, :-1])
+    assert not torch.allclose(a[:, :, -1], b[:, :, -1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "lengths"),
+    [(4, 4, [1]), (7, 1, [45, 1, 130]), (8, 2, [300, 17]), (14, 2, [64, 65])],
+)
+def test_flash_decoding_ragged_batch(dtype, heads, kv_heads, lengths):
+    from rooflinectl.kernels.flash_decoding import DecodeConfig, make_decode_inputs
+
+    k = get_kernel("flash_decoding")
+    # A cache longer than every sequence (its tail is garbage the kernel must not read into the result).
+    inputs = make_decode_inputs(len(lengths), heads, kv_heads, lengths, 16, dtype, "cpu", _gen(len(lengths)),
+                                l_max=max(lengths) + 40)
+    inputs["k"][:, :, max(lengths):] = float("nan")
+    inputs["v"][:, :, max(lengths):] = float("nan")
+    # Several splits of two 16-position blocks: splits past the short sequences' ends write −inf partials.
+    _check(k, inputs, dtype, DecodeConfig(block_n=16, splits=5, num_warps=4, num_stages=2))
+    _check(k, inputs, dtype, DecodeConfig(block_n=16, splits=1, num_warps=4, num_stages=2))
+    _check(k, inputs, dtype)  # the chosen config
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flash_decoding_harness_shapes(dtype):
+    k = get_kernel("flash_decoding")
+    for shape in k.interpret_shapes:
+        _check(k, k.make_inputs(shape, dtype, "cpu", _gen(7)), dtype)
+
+
+def test_flash_decoding_counters_reset():
+    """The arrival counters return to zero after each launch, so a second run combines again."""
+    from rooflinectl.kernels.flash_decoding import _COUNTERS, DecodeConfig
+
+    k = get_kernel("flash_decoding")
+    inputs = k.make_inputs((2, 4, 2, 50, 16), "fp32", "cpu", _gen(2))
+    cfg = DecodeConfig(block_n=16, splits=3, num_warps=4, num_stages=2)
+    for _ in range(2):
+        _check(k, inputs, "fp32", cfg)
+    assert int(_COUNTERS.get("cpu", 4).abs().sum()) == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 2, 2, 1, 16), (2, 7, 1, 37, 32)])
+def test_naive_attention(dtype, shape):
+    k = get_kernel("naive_attention")
+    _check(k, k.make_inputs(shape, dtype, "cpu", _gen(4)), dtype)
+
+
+def test_attention_shapes_refused():
+    for name in ("flash_attention", "flash_decoding", "naive_attention"):
+        k = get_kernel(name)
+        with pytest.raises(UserError, match="not a multiple of 3 KV heads"):
+            k.parse_shape("1x32x3x128x128")
+        with pytest.raises(UserError, match="head dim 96"):
+            k.parse_shape("1x32x8x128x96")
+    with pytest.raises(UserError, match="at most 65,536 tokens"):
+        get_kernel("naive_attention").parse_shape("1x1x1x70000x64")
