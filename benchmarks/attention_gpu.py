@@ -1,6 +1,6 @@
 """Issue 17 on a GPU in one run: bf16 correctness of the attention kernels on odd shapes, then timings.
 
-    python benchmarks/attention_gpu.py OUT_DIR [--quick]
+    python benchmarks/attention_gpu.py OUT_DIR [--quick] [--checks-only] [--decode-only] [--prefill-only]
 
 1. Correctness in bf16 against float64 (outputs poisoned with NaN first; decode caches NaN past each sequence's
    end; the decode kernel re-run 50 times on the same inputs, every result compared, for a race in its combine).
@@ -205,7 +205,9 @@ def correctness():
         except Exception:
             log(traceback.format_exc())
     for heads, kv_heads, lengths, d in [(32, 8, [1, 1000, 4097, 333], 128), (7, 1, [5000, 17], 128),
-                                        (8, 8, [2048, 1], 64), (32, 8, [16384], 128), (32, 8, [1024] * 16, 128)]:
+                                        (8, 8, [2048, 1], 64), (32, 8, [16384], 128), (32, 8, [1024] * 16, 128),
+                                        # batch × KV heads ≥ the SMs: one split a sequence, written directly
+                                        (32, 8, [4096] * 17 + [1, 129, 333], 128), (8, 1, [700, 5000] * 70, 64)]:
         try:
             check_decode(heads, kv_heads, lengths, d)
         except Exception:
@@ -332,6 +334,8 @@ def main():
     log(RESULTS["env"])
     try:
         correctness()
+        if "--checks-only" in sys.argv:
+            return
         warm_clocks()
         bw = copy_bandwidth()
         RESULTS["env"]["copy_bw_bytes_per_s"] = bw
