@@ -117,11 +117,11 @@ class DecodeSeries:
 _ANALYSE_ALL_BELOW = 4
 
 
-Coefficients = tuple[float, float, float, float, float, float, int]
+Coefficients = tuple[float, float, float, float, float, float, int, float]
 
 
 def _affine(samples: Sequence[Analysis], first: int) -> list[Coefficients] | None:
-    """Each op's (F₀, ΔF, B₀, ΔB, peak, bandwidth, count) over the series, where F(c) = F₀ + (c − first)·ΔF
+    """Each op's (F₀, ΔF, B₀, ΔB, peak, bandwidth, count, latency) over the series, where F(c) = F₀ + (c − first)·ΔF
     and likewise for bytes, with ``samples[0]`` at ``first`` and ``samples[1]`` at ``first + 1``; None unless every
     sample has the same ops (names, counts, roofs) and integer counts exactly on those lines."""
     a0, a1 = samples[0], samples[1]
@@ -133,13 +133,14 @@ def _affine(samples: Sequence[Analysis], first: int) -> list[Coefficients] | Non
         f0, b0 = p0.op.flops, p0.op.bytes
         if not all(isinstance(v, int) for v in (f0, b0, p1.op.flops, p1.op.bytes)):
             return None
-        coeffs.append((f0, p1.op.flops - f0, b0, p1.op.bytes - b0, p0.peak_flops, p0.bandwidth, p0.op.count))
+        coeffs.append((f0, p1.op.flops - f0, b0, p1.op.bytes - b0, p0.peak_flops, p0.bandwidth, p0.op.count,
+                       p0.latency_s))
     for a in samples:
         if len(a.placements) != len(coeffs):
             return None
         d = a.workload.kv_len - first
-        for (f0, df, b0, db, peak, bw, n), p, p0 in zip(coeffs, a.placements, a0.placements, strict=True):
-            if (p.name, p.op.count, p.peak_flops, p.bandwidth) != (p0.name, n, peak, bw):
+        for (f0, df, b0, db, peak, bw, n, lat), p, p0 in zip(coeffs, a.placements, a0.placements, strict=True):
+            if (p.name, p.op.count, p.peak_flops, p.bandwidth, p.latency_s) != (p0.name, n, peak, bw, lat):
                 return None
             if p.op.flops != f0 + d * df or p.op.bytes != b0 + d * db:
                 return None
@@ -177,8 +178,10 @@ def decode_series(step: Callable[[int], Analysis], first: int, last: int) -> Dec
     else:
         for d in range(last - first + 1):
             t = 0.0  # sum() in roofline.analyze starts at 0: 0 + x is x, to the bit
-            for i, (f0, df, b0, db, peak, bw, n) in enumerate(coeffs):
-                compute, memory = (f0 + d * df) / peak, (b0 + d * db) / bw
+            for i, (f0, df, b0, db, peak, bw, n, lat) in enumerate(coeffs):
+                # roofline.place's expressions: a collective's latency added to its bytes' time
+                compute = (f0 + d * df) / peak
+                memory = lat + (b0 + d * db) / bw if lat else (b0 + d * db) / bw
                 ti = max(compute, memory) * n
                 op_totals[i] += ti
                 if not compute > memory:  # roofline.Placement.bound: memory on a tie

@@ -83,6 +83,8 @@ def activation_live_set(steps: Sequence[Analysis]) -> LiveSet:
     best = LiveSet(phase="", op="", bytes=0.0)
     for a in steps:
         for p in a.placements:
+            if p.op.kind == "communication":  # interconnect bytes; its buffer is the op before it's output
+                continue
             live = p.op.bytes - p.op.weight_bytes - p.op.kv_bytes
             if live > best.bytes:
                 best = LiveSet(phase=a.workload.phase, op=p.name, bytes=live)
