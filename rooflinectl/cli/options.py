@@ -40,6 +40,10 @@ EXPERTS_TOUCHED_OPTION = typer.Option(
 )
 CALIBRATED_OPTION = typer.Option(False, "--calibrated", help="Use the GPU file's measured ceilings as roofs.")
 JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
+TP_OPTION = typer.Option(
+    1, "--tp", help="Tensor parallelism: GPUs one copy of the model is split over (Megatron layout); every figure "
+    "is then one GPU's, with the all-reduces over the GPU file's interconnect (modelled, not measured).",
+)
 
 
 def workload_overrides(

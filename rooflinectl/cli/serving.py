@@ -34,11 +34,21 @@ def base_workload(model: str | None, dtype: str | None, kv_dtype: str | None, we
     return resolve_workload("prefill", **overrides)
 
 
-def step_analyzer(gpu: GPU, calibrated: bool) -> StepAnalyzer:
-    """``roofline.analyze`` on one GPU: each step of a request placed under its roofs."""
+TPS_OPTION = typer.Option(None, "--tp", help="Tensor parallelism: GPUs one copy of the model is split over "
+                          "(Megatron layout); repeat for a row per GPU and degree (default 1).")
+
+
+def step_analyzer(gpu: GPU, calibrated: bool, tp: int = 1) -> StepAnalyzer:
+    """``roofline.analyze`` on one GPU, or on one GPU of ``tp`` in tensor parallel (engine.parallel): each step
+    of a request placed under its roofs."""
+    from ..engine.parallel import Layout, check_degree, check_interconnect
     from ..engine.roofline import analyze
 
+    check_degree("--tp", tp)
+    layout = Layout(tp)
+    check_interconnect(gpu, layout)
+
     def analyze_step(w: Workload) -> Any:
-        return analyze(w, gpu, calibrated)
+        return analyze(w, gpu, calibrated, layout)
 
     return analyze_step

@@ -16,6 +16,7 @@ from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
 from .op import Op, Unit, matmul_unit
 from .parallel import Layout, check_interconnect, communication_ops, per_gpu_workload
+from .parallel import notes as parallel_notes
 from .quant import kernel_name
 from .transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
 
@@ -172,6 +173,7 @@ class Analysis:
     # How the model is spread over GPUs; with more than one, ``workload`` is one GPU's share
     # (engine.parallel.per_gpu_workload), and every figure here is one GPU's.
     layout: Layout = Layout()
+    layout_notes: tuple[str, ...] = ()  # engine.parallel.notes of the whole model: what the per-GPU figures mean
 
     @property
     def compute_unit(self) -> Unit:
@@ -237,7 +239,7 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     if workload.attention == "naive" and workload.phase != "decode":
         flash = analyze(Workload.model_validate({**dict(whole), "attention": "flash"}), gpu, calibrated, layout)
     return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals, flash=flash,
-                    layout=layout)
+                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout)))
 
 
 SWEEP_FIELDS = SIZE_FIELDS

@@ -46,6 +46,8 @@ def analysis_json(a: Analysis) -> dict:
             # expectation: a real number, so always a float).
             **({"experts_touched": experts_touched(w)} if w.model.moe is not None else {}),
         },
+        # More than one GPU only: the layout, and every figure below is one GPU's.
+        **({"parallel": parallel_json(a)} if not a.layout.single else {}),
         "ops": [op_json(p) for p in a.placements],
         "totals": {
             "flops": a.totals.flops,
@@ -56,7 +58,20 @@ def analysis_json(a: Analysis) -> dict:
             "kv_cache_bytes": a.totals.kv_cache_bytes,
             "memory_bytes": a.totals.memory_bytes,
             "fits": a.totals.fits,
+            **({"communication_bytes": a.totals.communication_bytes} if not a.layout.single else {}),
         },
+    }
+
+
+def parallel_json(a: Analysis) -> dict:
+    """The layout of a step over several GPUs: the degrees, the GPUs one copy spans, the interconnect's roof
+    (one direction) and latency, and the notes that say what the per-GPU figures mean."""
+    return {
+        "tp": a.layout.tp,
+        "gpus": a.layout.gpus,
+        "interconnect_gbps": a.roofs.interconnect_gbps,
+        "interconnect_latency_us": a.roofs.interconnect_latency_us,
+        "notes": list(a.layout_notes),
     }
 
 
@@ -139,6 +154,21 @@ def totals_lines(a: Analysis) -> list[str]:
         f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
         f"roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, {a.peak_flops / 1e12:,.1f} TFLOP/s {w.matmul_dtype}{kernel}; "
         f"ridge {a.ridge:.0f} FLOP/byte",
+        *parallel_lines(a),
+    ]
+
+
+def parallel_lines(a: Analysis) -> list[str]:
+    """Over several GPUs: every figure above is one GPU's; the collectives' share and the layout's notes."""
+    if a.layout.single:
+        return []
+    comm = sum(p.total_time_s for p in a.placements if p.op.kind == "communication")
+    r, t = a.roofs, a.totals
+    return [
+        f"per GPU of {a.layout.gpus} ({a.layout.label()}): {t.tokens_per_s / a.layout.gpus:,.1f} tokens/s per GPU; "
+        f"collectives send {si(t.communication_bytes, 'B')} a GPU, {duration(comm)} ({comm / t.time_s:.1%} of the "
+        f"step) at {r.interconnect_gbps:,.0f} GB/s a direction + {r.interconnect_latency_us:g} us each",
+        *a.layout_notes,
     ]
 
 
