@@ -18,10 +18,10 @@ from .options import (
     GPU_OPTION,
     GROUP_SIZE_OPTION,
     JSON_OPTION,
-    TP_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
     SEQ_LEN_OPTION,
+    TP_OPTION,
     WEIGHT_DTYPE_OPTION,
     workload_overrides,
 )

@@ -15,9 +15,9 @@ from .options import (
     GPU_OPTION,
     GROUP_SIZE_OPTION,
     JSON_OPTION,
-    TP_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    TP_OPTION,
     WEIGHT_DTYPE_OPTION,
 )
 from .serving import OUTPUT_OPTION, PROMPT_OPTION, RESERVE_OPTION, base_workload, step_analyzer
