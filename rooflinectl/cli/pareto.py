@@ -19,7 +19,15 @@ from .options import (
     MODEL_OPTION,
     WEIGHT_DTYPE_OPTION,
 )
-from .serving import GPUS_OPTION, OUTPUT_OPTION, PROMPT_OPTION, RESERVE_OPTION, base_workload, step_analyzer
+from .serving import (
+    GPUS_OPTION,
+    OUTPUT_OPTION,
+    PROMPT_OPTION,
+    RESERVE_OPTION,
+    TPS_OPTION,
+    base_workload,
+    step_analyzer,
+)
 
 # Its own app: `plot` hands it `plot pareto …` (cli.routing).
 pareto_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -43,6 +51,7 @@ def pareto(
     fuse: str = FUSE_OPTION,
     reserve_gib: float = RESERVE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
+    tp: list[int] = TPS_OPTION,
     chart: Path = typer.Option(Path("pareto.png"), "-o", "--chart", help="The file to write: .png, .svg or .pdf."),
     json: bool = typer.Option(False, "--json", help="Print every point (and each GPU's limit) as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print every point as CSV."),
@@ -52,6 +61,9 @@ def pareto(
 
     Example: rooflinectl plot pareto --gpu h100 --gpu h200 --gpu b200 --model llama-3-8b --prompt 2048 --output 256
     -o pareto.png
+
+    Tensor parallelism, a curve per GPU and degree: rooflinectl plot pareto --gpu h100 --gpu h200 --model llama-3-70b
+    --tp 4 --tp 8
     """
     from ..engine.generate import latency_throughput_curve
     from ..engine.memory import reserve_bytes
@@ -62,14 +74,18 @@ def pareto(
         raise UserError("--json and --csv: give one")
     check_output(chart)
     names = gpu or [DEFAULT_GPU]
-    if len(names) > MAX_GPUS:
-        raise UserError(f"--gpu: {len(names)} GPUs; one chart draws at most {MAX_GPUS}")
+    degrees = tp or [1]
+    if len(names) * len(degrees) > MAX_GPUS:
+        raise UserError(f"--gpu and --tp: {len(names) * len(degrees)} curves; one chart draws at most {MAX_GPUS}")
     base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
     curves = []
     for name in names:
         g = load_gpu(name)
         reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
-        curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated), reserve, g.id))
+        for t in degrees:
+            label = g.id if degrees == [1] else f"{g.id} TP{t}"
+            curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated, t), reserve,
+                                                   label, gpus=t))
     from ..plot.pareto import draw_pareto
 
     title = (f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.dtype}, {base.attention} attention\n"

@@ -349,6 +349,7 @@ class Curve:
     largest_batch: int
     points: tuple[Generation, ...]
     limit: MemoryBudget  # at batch 1 when nothing fits (why), else at the largest batch (what binds)
+    tp: int = 1  # the tensor-parallel degree: every figure is one GPU's of tp
 
 
 def latency_throughput_curve(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
@@ -362,7 +363,7 @@ def latency_throughput_curve(base: Workload, prompt: int, output: int, analyze_s
                    for b in curve_batches(largest))
     limit = points[-1].memory if points else budget_at(base, Request(prompt, output, 1), analyze_step,
                                                         reserve_bytes)
-    return Curve(gpu=gpu, largest_batch=largest, points=points, limit=limit)
+    return Curve(gpu=gpu, largest_batch=largest, points=points, limit=limit, tp=gpus)
 
 
 def batch_for_tpot(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer, reserve_bytes: float,
@@ -398,10 +399,11 @@ class Choice:
     largest_batch: int
     generation: Generation | None
     note: str = ""
+    tp: int = 1  # the tensor-parallel degree: every figure is one GPU's of tp
 
 
 def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer, reserve_bytes: float, gpu: str,
-           batch: int | None = None, tpot_s: float | None = None) -> Choice:
+           batch: int | None = None, tpot_s: float | None = None, gpus: int = 1) -> Choice:
     """One GPU's row of ``compare``: at ``batch`` when given (if it fits), at the largest batch whose mean TPOT is
     at most ``tpot_s`` when that is given, else at the largest batch that fits (the most tokens/s per GPU)."""
     if batch is not None and tpot_s is not None:
@@ -418,16 +420,18 @@ def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
         m = budget_at(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
         need = (f"does not fit: one request needs {m.total_bytes / GIB:.1f} GiB (weights "
                 f"{m.weight_bytes / GIB:.1f} GiB) of {m.capacity_bytes / GIB:.0f} GiB")
-        return Choice(gpu, rule, 0, None, need)
+        return Choice(gpu, rule, 0, None, need, gpus)
     if batch is not None:
         if batch > largest:
-            return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})")
-        return Choice(gpu, rule, largest, generate(base, Request(prompt, output, batch), analyze_step, reserve_bytes))
+            return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})", gpus)
+        return Choice(gpu, rule, largest, generate(base, Request(prompt, output, batch), analyze_step, reserve_bytes,
+                                                   gpus), tp=gpus)
     if tpot_s is not None:
-        g = batch_for_tpot(base, prompt, output, analyze_step, reserve_bytes, tpot_s, largest)
+        g = batch_for_tpot(base, prompt, output, analyze_step, reserve_bytes, tpot_s, largest, gpus)
         if g is None:
-            one = generate(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
+            one = generate(base, Request(prompt, output, 1), analyze_step, reserve_bytes, gpus)
             assert one.tpot_s is not None
-            return Choice(gpu, rule, largest, None, f"TPOT is {one.tpot_s * 1e3:.3g} ms at batch 1")
-        return Choice(gpu, rule, largest, g)
-    return Choice(gpu, rule, largest, generate(base, Request(prompt, output, largest), analyze_step, reserve_bytes))
+            return Choice(gpu, rule, largest, None, f"TPOT is {one.tpot_s * 1e3:.3g} ms at batch 1", gpus)
+        return Choice(gpu, rule, largest, g, tp=gpus)
+    return Choice(gpu, rule, largest, generate(base, Request(prompt, output, largest), analyze_step, reserve_bytes,
+                                               gpus), tp=gpus)
