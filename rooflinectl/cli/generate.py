@@ -11,6 +11,7 @@ from .options import (
     ATTENTION_OPTION,
     CALIBRATED_OPTION,
     DTYPE_OPTION,
+    EP_OPTION,
     FUSE_OPTION,
     GPU_OPTION,
     GROUP_SIZE_OPTION,
@@ -43,6 +44,7 @@ def generate(
     reserve_gib: float = RESERVE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
     tp: int = TP_OPTION,
+    ep: int = EP_OPTION,
     json: bool = JSON_OPTION,
 ) -> None:
     """A batch of requests from prompt to last token: time to first token, time per output token, end-to-end
@@ -59,13 +61,13 @@ def generate(
 
     base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
     g = load_gpu(gpu)
-    analyze_step = step_analyzer(g, calibrated, tp)
+    analyze_step = step_analyzer(g, calibrated, tp, ep)
     reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
     request = Request(prompt, output, batch)
-    result = generate(base, request, analyze_step, reserve, gpus=tp)
+    result = generate(base, request, analyze_step, reserve, gpus=tp * ep)
     largest = largest_batch(base, prompt, output, analyze_step, reserve)
     if not result.memory.fits:
-        where = g.id if tp == 1 else f"{g.id} at --tp {tp} (per GPU)"
+        where = g.id if tp * ep == 1 else f"{g.id} at --tp {tp} --ep {ep} (per GPU)"
         raise UserError(f"batch {batch:,} does not fit on {where}: "
                         f"{memory_sum(result.memory, batch, request.longest_context)}; largest batch that fits: "
                         f"{largest:,} (--reserve-gib sets the reserve)")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..units import GIB
 from .roofline import Analysis
-from .transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
+from .transformer import kv_cache_bytes_per_sequence
 
 # The share of HBM the default reserve keeps back: 1 − vLLM's default gpu_memory_utilization of 0.9.
 DEFAULT_RESERVE_FRACTION = 0.10
@@ -99,7 +99,7 @@ def memory_budget(prefill: Analysis, longest: Analysis, reserve: float) -> Memor
     per_seq = kv_cache_bytes_per_sequence(w)
     return MemoryBudget(
         capacity_bytes=longest.totals.capacity_bytes,
-        weight_bytes=weight_footprint_bytes(w),
+        weight_bytes=longest.totals.weight_footprint_bytes,
         kv_cache_bytes=w.batch * per_seq,
         kv_cache_bytes_per_sequence=per_seq,
         activations=activation_live_set([prefill, longest]),

@@ -37,19 +37,41 @@ collective's latency plus bytes / that bandwidth (``roofline.place``). The reduc
 kernel's own HBM traffic are not counted. None of these can overlap with compute in a decode step: the next op
 needs the sum (the critical path); prefill engines can overlap a layer's collective with another micro-batch's
 compute, which is not modelled. Modelled, not measured: issue 20 measures the collectives.
+
+Expert parallelism (``ep`` = e GPUs, a mixture of experts only; not with tp > 1) takes DeepSeek's serving layout
+(DeepSeek-V3 technical report, arXiv 2412.19437, section 3.4: attention data-parallel, experts expert-parallel),
+as SGLang's DP attention with DeepEP and vLLM's data-parallel attention with expert parallelism run it:
+
+  attention   data-parallel: every GPU holds the attention, the dense layers, the router, embedding and LM
+              head whole, and serves ⌈B/e⌉ of the B sequences (the busiest GPU sets the step's time), with
+              their KV cache.
+  experts     E/e whole experts a GPU (refused where e does not divide E). A GPU's tokens send each of their k
+              copies to the GPU of its expert; under uniform routing a GPU receives as many pairs as it sends,
+              ⌈B/e⌉·T·k, so its expert matmuls are the engine's for its own batch, and they read the weights of
+              E/e·(1 − (1 − k/E)^N) distinct experts (N the whole step's tokens; a stated experts_touched X:
+              X/e), an expectation.
+  all-to-all  dispatch_all_to_all before the experts, combine_all_to_all after, per MoE layer: a GPU sends
+              n·k·H activations (n its tokens), (e−1)/e of them to other GPUs under uniform routing, and receives as many:
+              bytes sent = n·k·H·a·(e−1)/e each way (DeepEP's dispatch and combine; DeepSeek dispatches in FP8
+              and deduplicates tokens per node, neither modelled). Same roof and time rule as above.
+
+tokens/s per GPU divides by tp·ep GPUs: with tp > 1 ep is 1 and with ep > 1 tp is 1, so no GPU is counted twice.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import UserError
 from ..specs.hardware import GPU
 from ..specs.load import validate
-from ..specs.workload import Model, Workload
+from ..specs.workload import GATED_MLPS, Model, Workload
 from ..units import dtype_bytes
+from .moe import experts_touched
 from .op import Op
+from .quant import weight_matrix_bytes
+from .transformer import weight_footprint_bytes
 
 # The most GPUs one degree may name: an 8-GPU node, times 64 nodes.
 MAX_DEGREE = 512
@@ -57,21 +79,30 @@ MAX_DEGREE = 512
 
 @dataclass(frozen=True)
 class Layout:
-    """How one copy of the model is spread over GPUs: ``tp`` GPUs in tensor parallel."""
+    """How one copy of the model is spread over GPUs: ``tp`` GPUs in tensor parallel, or ``ep`` GPUs with the
+    experts spread over them and the attention data-parallel (the module's docstring)."""
 
     tp: int = 1
+    ep: int = 1
+
+    def __post_init__(self) -> None:
+        check_degree("--tp", self.tp)
+        check_degree("--ep", self.ep)
+        if self.tp > 1 and self.ep > 1:
+            raise UserError(f"--tp {self.tp} with --ep {self.ep}: expert parallelism is modelled with data-parallel "
+                            f"attention (DeepSeek's layout) and --tp 1; give one of them")
 
     @property
     def gpus(self) -> int:
-        """The GPUs one copy of the model spans: tokens/s per GPU divides by it."""
-        return self.tp
+        """The GPUs one copy of the model spans: tokens/s per GPU divides by it (one of tp, ep is 1)."""
+        return self.tp * self.ep
 
     @property
     def single(self) -> bool:
-        return self.tp == 1
+        return self.gpus == 1
 
     def label(self) -> str:
-        return f"TP {self.tp}"
+        return f"EP {self.ep}" if self.ep > 1 else f"TP {self.tp}"
 
 
 def check_degree(name: str, value: int) -> None:
@@ -83,7 +114,8 @@ def check_degree(name: str, value: int) -> None:
 def check_interconnect(gpu: GPU, layout: Layout) -> None:
     """A layout over several GPUs needs the GPU file's interconnect: its roof and latency time the collectives."""
     if not layout.single and gpu.interconnect is None:
-        raise UserError(f"{gpu.id}: the GPU file gives no interconnect, so --tp {layout.tp} cannot be timed; add an "
+        flag = f"--ep {layout.ep}" if layout.ep > 1 else f"--tp {layout.tp}"
+        raise UserError(f"{gpu.id}: the GPU file gives no interconnect, so {flag} cannot be timed; add an "
                         f"'interconnect' section (name, link, bandwidth_gbps, latency_us, source)")
 
 
@@ -131,11 +163,96 @@ def per_gpu_model(model: Model, t: int) -> Model:
     return validate(Model, data, f"model {model.id} at --tp {t}")
 
 
+def check_experts(model: Model, e: int) -> None:
+    """--ep needs a mixture of experts whose E experts e GPUs share evenly."""
+    if e == 1:
+        return
+    if model.moe is None:
+        raise UserError(f"--ep {e}: model {model.id} is dense; expert parallelism spreads a mixture of experts")
+    if model.moe.num_experts % e:
+        raise UserError(f"--ep {e}: model {model.id} has {model.moe.num_experts} experts, which {e} GPUs cannot "
+                        f"share evenly")
+
+
+def sequences_per_gpu(batch: int, e: int) -> int:
+    """⌈B/e⌉: the sequences the busiest GPU serves under data-parallel attention."""
+    return -(-batch // e)
+
+
 def per_gpu_workload(w: Workload, layout: Layout) -> Workload:
-    """One GPU's step: ``w`` with its model's per-GPU sizes; batch, lengths and data types unchanged."""
+    """One GPU's step: under TP, ``w`` with its model's per-GPU sizes (batch, lengths and data types
+    unchanged); under EP, ``w`` with ⌈B/e⌉ sequences (its expert ops then adjusted by :func:`expert_ops_per_gpu`)."""
     if layout.single:
         return w
+    if layout.ep > 1:
+        check_experts(w.model, layout.ep)
+        # A stated experts_touched is the whole step's; the per-GPU share is set on the expert ops instead.
+        return validate(Workload, {**dict(w), "batch": sequences_per_gpu(w.batch, layout.ep),
+                                   "experts_touched": None}, f"{w.label()} per GPU")
     return validate(Workload, {**dict(w), "model": per_gpu_model(w.model, layout.tp)}, f"{w.label()} per GPU")
+
+
+def _expert_shapes(w: Workload, fused_shapes: bool) -> list[tuple[int, int]]:
+    """One expert's matrices as (k, n), in the order engine.transformer builds its expert ops (``fused_shapes``:
+    gate_up as one H×2I_e where the workload fuses it), or as stored (gate and up apart, as the footprint counts)."""
+    m = w.model
+    assert m.moe is not None
+    h, ie = m.hidden_size, m.moe.expert_intermediate_size
+    if m.mlp == "gelu_tanh":
+        return [(h, ie), (ie, h)]
+    if fused_shapes and "gate_up" in w.fused:
+        return [(h, 2 * ie), (ie, h)]
+    return [(h, ie), (h, ie), (ie, h)]
+
+
+def _matrix_bytes(w: Workload, k: int, n: int) -> int:
+    """One expert matrix as stored: in the weight format where the experts are quantized (engine.quant)."""
+    return weight_matrix_bytes(w.weights, k, n, w.group_size) if w.quantized else k * n * int(dtype_bytes(w.dtype))
+
+
+def _expected(x: float) -> int:
+    """An expectation of bytes rounded to the byte, as engine.op.expert_matmul_op rounds it."""
+    return int(x) if float(x).is_integer() else round(x)
+
+
+def expert_ops_per_gpu(ops: list[Op], whole: Workload, per_gpu: Workload, layout: Layout) -> list[Op]:
+    """Under EP, each expert op of one GPU's step reads the weights of the experts touched among its E/e
+    (experts_touched of the whole step / e), not of its own tokens' touches among all E; FLOPs and activation
+    bytes are the engine's for its ⌈B/e⌉ sequences (the module's docstring). Other layouts: unchanged."""
+    if layout.ep == 1 or whole.model.moe is None:
+        return ops
+    e = layout.ep
+    share = experts_touched(whole) / e
+    shapes = iter(_expert_shapes(per_gpu, fused_shapes=True))
+    a = dtype_bytes(per_gpu.dtype)
+    out = []
+    for op in ops:
+        if op.kind != "expert":
+            out.append(op)
+            continue
+        k, n = next(shapes)
+        held = _expected(share * _matrix_bytes(per_gpu, k, n))
+        if per_gpu.model.mlp_bias:
+            held += _expected(share * n * a)
+        out.append(replace(op, bytes=op.bytes - op.weight_bytes + held, weight_bytes=held,
+                           reads=op.reads + f"; EP {e}: {share:.4g} experts read of this GPU's "
+                                            f"{whole.model.moe.num_experts // e} (expected)"))
+    return out
+
+
+def weight_bytes_per_gpu(whole: Workload, per_gpu: Workload, layout: Layout) -> float:
+    """The weights one GPU holds: the per-GPU model's footprint; under EP less the E − E/e experts of each MoE
+    layer that live on other GPUs (each expert's matrices as stored, with its biases)."""
+    held = weight_footprint_bytes(per_gpu)
+    moe = whole.model.moe
+    if layout.ep == 1 or moe is None:
+        return held
+    m = whole.model
+    ie = moe.expert_intermediate_size
+    biases = m.mlp_parameters(ie) - (3 if m.mlp in GATED_MLPS else 2) * m.hidden_size * ie
+    one = sum(_matrix_bytes(per_gpu, k, n) for k, n in _expert_shapes(per_gpu, fused_shapes=False)) \
+        + biases * dtype_bytes(per_gpu.dtype)
+    return held - m.moe_layers * (moe.num_experts - moe.num_experts // layout.ep) * one
 
 
 def _whole(x: float) -> int | float:
@@ -175,10 +292,18 @@ def communication_ops(w: Workload, layout: Layout) -> list[Op]:
     """The collectives of one step of ``w`` (the whole model's workload) under ``layout``, one GPU's bytes each;
     none on one GPU. The attention phase (the attention core alone) has none: its heads need no other GPU's."""
     t = layout.tp
-    if t == 1 or w.phase == "attention":
+    if layout.single or w.phase == "attention":
         return []
     m = w.model
     a = dtype_bytes(w.dtype)
+    if layout.ep > 1:
+        assert m.moe is not None
+        e, k = layout.ep, m.moe.experts_per_token
+        n = sequences_per_gpu(w.batch, e) * w.tokens_per_seq  # this GPU's tokens
+        pairs = n * k * m.hidden_size * a  # its tokens' k copies of H, in the activations' type
+        sent = _whole(pairs * (e - 1) / e) if (pairs * (e - 1)) % e else _whole(pairs * (e - 1) // e)
+        return [_collective(name, f"{n} tokens × top-{k} copies of {m.hidden_size}", "all-to-all", pairs, sent, e,
+                            m.moe_layers) for name in ("dispatch_all_to_all", "combine_all_to_all")]
     activations = w.tokens * m.hidden_size * a  # N×H, in the activations' type
     logits = w.batch * padded_vocab(m.vocab_size, t) * a  # B×V, the last token of each sequence
     return [
@@ -198,6 +323,13 @@ def notes(w: Workload, layout: Layout) -> list[str]:
     if layout.single:
         return []
     m, t = w.model, layout.tp
+    if layout.ep > 1:
+        assert m.moe is not None
+        e = layout.ep
+        return [f"EP {e} (DeepSeek's layout): {m.moe.num_experts // e} of {m.moe.num_experts} experts a GPU; "
+                f"attention data-parallel, {sequences_per_gpu(w.batch, e)} of {w.batch} sequences a GPU; "
+                f"tokens/s per GPU over {e} GPUs",
+                "all-to-all dispatch and combine under uniform routing; collectives modelled, not measured"]
     out = [f"TP {t} (Megatron): {m.num_heads // t} of {m.num_heads} heads a GPU; tokens/s per GPU over {t} GPUs"]
     if m.mla is not None:
         out.append("MLA: the latent KV cache is replicated on every GPU (each rank's heads read the whole latent)")

@@ -15,10 +15,17 @@ from ..specs.hardware import GPU, Roofs
 from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
 from .op import Op, Unit, matmul_unit
-from .parallel import Layout, check_interconnect, communication_ops, per_gpu_workload
+from .parallel import (
+    Layout,
+    check_interconnect,
+    communication_ops,
+    expert_ops_per_gpu,
+    per_gpu_workload,
+    weight_bytes_per_gpu,
+)
 from .parallel import notes as parallel_notes
 from .quant import kernel_name
-from .transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
+from .transformer import kv_cache_bytes_per_sequence, step_ops
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,7 @@ class Totals:
     capacity_bytes: float
     max_batch: int  # largest batch whose weights + KV cache fit in HBM (0: the weights alone do not fit)
     communication_bytes: float = 0  # sent over the interconnect by one GPU (tensor parallelism)
+    weight_footprint_bytes: float = 0  # the weights one GPU holds (engine.parallel.weight_bytes_per_gpu)
 
 
 # The most FLOPs or bytes one step may count. The workload ranges (specs/workload.py) keep every count finite
@@ -212,20 +220,25 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     check_interconnect(gpu, layout)
     whole = workload
     workload = per_gpu_workload(whole, layout)
-    placed = [place(op, roofs) for op in [*step_ops(workload), *communication_ops(whole, layout)]]
+    ops = expert_ops_per_gpu(step_ops(workload), whole, workload, layout)
+    ops += communication_ops(whole, layout)
+    if len({op.name for op in ops}) != len(ops):
+        raise ValueError("two ops of one step share a name")  # a bug in the engine: names are lookups
+    placed = [place(op, roofs) for op in ops]
     step_time = sum(p.total_time_s for p in placed)
     placed = [replace(p, share=p.total_time_s / step_time) for p in placed]
 
-    weights = weight_footprint_bytes(workload)
+    weights = weight_bytes_per_gpu(whole, workload, layout)
     per_seq_kv = kv_cache_bytes_per_sequence(workload)
     memory = weights + workload.batch * per_seq_kv
     capacity = gpu.memory.hbm_capacity_gib * GIB
-    max_batch = max(0, math.floor((capacity - weights) / per_seq_kv)) if capacity > weights else 0
+    # The largest batch of the model copy: one GPU's, times the ep GPUs that share the sequences under EP.
+    max_batch = max(0, math.floor((capacity - weights) / per_seq_kv)) * layout.ep if capacity > weights else 0
     totals = Totals(
         flops=sum(p.op.flops * p.op.count for p in placed),
         bytes=sum(p.op.bytes * p.op.count for p in placed if p.op.kind != "communication"),
         time_s=step_time,
-        tokens_per_s=workload.tokens / step_time,
+        tokens_per_s=whole.tokens / step_time,  # the model copy's: per GPU, divide by layout.gpus
         weight_bytes=sum(p.op.weight_bytes * p.op.count for p in placed),
         kv_cache_bytes=sum(p.op.kv_bytes * p.op.count for p in placed),
         memory_bytes=memory,
@@ -233,6 +246,7 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
         capacity_bytes=capacity,
         max_batch=max_batch,
         communication_bytes=sum(p.op.bytes * p.op.count for p in placed if p.op.kind == "communication"),
+        weight_footprint_bytes=weights,
     )
     _check_step(workload, totals)
     flash = None

@@ -155,3 +155,70 @@ def test_cli_tp_json():
     assert data["parallel"]["tp"] == 8 and data["parallel"]["interconnect_gbps"] == 450
     ops = {o["name"]: o for o in data["ops"]}
     assert ops["attn_all_reduce"]["bytes"] == 917_504 and ops["attn_all_reduce"]["kind"] == "communication"
+
+
+# Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1 config.json): H 4096, L 32, h 32, g 8, d 128, E 8 experts of width
+# 14336, top-2, V 32000, untied. At EP 8 each GPU holds 1 expert a layer and serves ⌈B/8⌉ sequences.
+MH, ML, MIE, MV = 4096, 32, 14336, 32000
+
+
+def test_mixtral_ep_8_weights_per_gpu():
+    expert = 3 * MH * MIE  # gate, up, down: 176,160,768
+    attention = MH * MH + 2 * MH * 1024 + MH * MH  # q, k, v (8 KV heads of 128), o: 41,943,040
+    layer_all = attention + 2 * MH + MH * 8 + 8 * expert  # + two norms, the router H×E
+    total = ML * layer_all + 2 * MV * MH + MH
+    assert total == load_model("mixtral-8x7b").parameter_count() == 46_702_792_704
+    per_gpu = ML * (attention + 2 * MH + MH * 8 + 1 * expert) + 2 * MV * MH + MH  # 1 of 8 experts a layer
+    a = analyze(_w("mixtral-8x7b", batch=64), load_gpu("h200"), layout=Layout(ep=8))
+    assert a.totals.weight_footprint_bytes == per_gpu * 2 == 14_485_561_344
+
+
+def test_mixtral_ep_8_step():
+    g = load_gpu("h200")
+    a = analyze(_w("mixtral-8x7b", batch=64), g, layout=Layout(ep=8))
+    # Attention data-parallel: 64 / 8 = 8 sequences a GPU, each with its whole cache: 32 × 2 × 8 × 128 × 2 × 4096.
+    assert a.workload.batch == 8
+    assert kv_cache_bytes_per_sequence(a.workload) == 32 * 2 * 8 * 128 * 2 * CTX
+    # All-to-all per MoE layer: the GPU's 8 tokens × top-2 copies × H × 2 bytes, 7/8 of them to other GPUs,
+    # 8·2·4096·2·7/8 = 114,688 bytes each way.
+    for name in ("dispatch_all_to_all", "combine_all_to_all"):
+        op = _op(a, name)
+        assert (op.kind, op.bytes, op.count) == ("communication", 8 * 2 * MH * 2 * 7 // 8, ML)
+    assert _op(a, "dispatch_all_to_all").bytes == 114_688
+    # Experts: the GPU's 8·2 = 16 pairs, FLOPs 2·16·H·I_e; weights of its 1 expert touched with probability
+    # 1 − (3/4)^64 by the whole batch's 64 tokens (E·(1 − (1 − k/E)^N) / e = 1 − 0.75^64).
+    gate = _op(a, "expert_gate_proj")
+    share = 8 * (1 - (1 - 2 / 8) ** 64) / 8
+    assert gate.flops == 2 * 16 * MH * MIE
+    assert gate.weight_bytes == round(share * MH * MIE * 2)
+    assert gate.bytes == 16 * MH * 2 + gate.weight_bytes + 16 * MIE * 2
+    # No all-reduce: the attention is whole on every GPU.
+    assert not any(p.name.endswith("all_reduce") for p in a.placements)
+    # tokens/s of the model copy: 64 new tokens over the busiest GPU's step.
+    assert a.totals.tokens_per_s == 64 / a.totals.time_s
+
+
+def test_generate_under_ep():
+    g = load_gpu("h200")
+    base = resolve_workload("prefill", model="mixtral-8x7b", batch=1, seq_len=1)
+    layout = Layout(ep=8)
+    gen = generate(base, Request(256, 6, 60), lambda w: analyze(w, g, layout=layout), 8 * 2**30, gpus=8)
+    assert gen.decode is not None
+    for i, c in enumerate(range(257, 262)):
+        assert gen.decode.step_times_s[i] == analyze(_w("mixtral-8x7b", batch=60, context=c), g,
+                                                     layout=layout).totals.time_s
+    # The busiest GPU serves ⌈60/8⌉ = 8 sequences: its cache at 261 positions.
+    assert gen.memory.kv_cache_bytes == 8 * 32 * 2 * 8 * 128 * 2 * 261
+    assert gen.memory.weight_bytes == 14_485_561_344
+    assert gen.output_tokens_per_s_per_gpu == 60 * 6 / gen.e2e_s / 8
+
+
+def test_bad_ep():
+    assert_one_line_error(cli("analyze", "decode", "--model", "llama-3-8b", "--ep", "8"), "--ep 8", "dense")
+    assert_one_line_error(cli("analyze", "decode", "--model", "mixtral-8x7b", "--ep", "3"), "8 experts")
+    assert_one_line_error(cli("analyze", "decode", "--model", "mixtral-8x7b", "--ep", "2", "--tp", "2"), "--tp 2")
+
+
+def test_a_batch_that_fits_nowhere():
+    r = cli("analyze", "generate", "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--batch", "4096")
+    assert_one_line_error(r, "does not fit", "--tp 4")
