@@ -21,6 +21,7 @@ from .options import (
     JSON_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    PP_OPTION,
     SEQ_LEN_OPTION,
     TP_OPTION,
     WEIGHT_DTYPE_OPTION,
@@ -49,6 +50,7 @@ def analyze(
     calibrated: bool = CALIBRATED_OPTION,
     tp: int = TP_OPTION,
     ep: int = EP_OPTION,
+    pp: int = PP_OPTION,
     json: bool = JSON_OPTION,
 ) -> None:
     """Place every operation of one inference step on a GPU's roofline.
@@ -74,7 +76,7 @@ def analyze(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse,
                                        experts_touched, weight_dtype, act_dtype, group_size)
     )
-    result = analyze_workload(w, load_gpu(gpu), calibrated=calibrated, layout=Layout(tp, ep))
+    result = analyze_workload(w, load_gpu(gpu), calibrated=calibrated, layout=Layout(tp, ep, pp))
     if json:
         print_json(analysis_json(result))
     else:

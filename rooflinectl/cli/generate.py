@@ -18,6 +18,7 @@ from .options import (
     JSON_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    PP_OPTION,
     TP_OPTION,
     WEIGHT_DTYPE_OPTION,
 )
@@ -45,6 +46,7 @@ def generate(
     calibrated: bool = CALIBRATED_OPTION,
     tp: int = TP_OPTION,
     ep: int = EP_OPTION,
+    pp: int = PP_OPTION,
     json: bool = JSON_OPTION,
 ) -> None:
     """A batch of requests from prompt to last token: time to first token, time per output token, end-to-end
@@ -61,13 +63,13 @@ def generate(
 
     base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
     g = load_gpu(gpu)
-    analyze_step = step_analyzer(g, calibrated, tp, ep)
+    analyze_step = step_analyzer(g, calibrated, tp, ep, pp)
     reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
     request = Request(prompt, output, batch)
-    result = generate(base, request, analyze_step, reserve, gpus=tp * ep)
+    result = generate(base, request, analyze_step, reserve, gpus=tp * ep * pp)
     largest = largest_batch(base, prompt, output, analyze_step, reserve)
     if not result.memory.fits:
-        where = g.id if tp * ep == 1 else f"{g.id} at --tp {tp} --ep {ep} (per GPU)"
+        where = g.id if tp * ep * pp == 1 else f"{g.id} at --tp {tp} --ep {ep} --pp {pp} (per GPU)"
         raise UserError(f"batch {batch:,} does not fit on {where}: "
                         f"{memory_sum(result.memory, batch, request.longest_context)}; largest batch that fits: "
                         f"{largest:,} (--reserve-gib sets the reserve)")

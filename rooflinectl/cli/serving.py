@@ -38,13 +38,13 @@ TPS_OPTION = typer.Option(None, "--tp", help="Tensor parallelism: GPUs one copy 
                           "(Megatron layout); repeat for a row per GPU and degree (default 1).")
 
 
-def step_analyzer(gpu: GPU, calibrated: bool, tp: int = 1, ep: int = 1) -> StepAnalyzer:
+def step_analyzer(gpu: GPU, calibrated: bool, tp: int = 1, ep: int = 1, pp: int = 1) -> StepAnalyzer:
     """``roofline.analyze`` on one GPU, or on one GPU of a tensor- or expert-parallel layout (engine.parallel):
     each step of a request placed under its roofs."""
     from ..engine.parallel import Layout, check_interconnect
     from ..engine.roofline import analyze
 
-    layout = Layout(tp, ep)
+    layout = Layout(tp, ep, pp)
     check_interconnect(gpu, layout)
 
     def analyze_step(w: Workload) -> Any:

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..units import GIB
 from .roofline import Analysis
-from .transformer import kv_cache_bytes_per_sequence
 
 # The share of HBM the default reserve keeps back: 1 − vLLM's default gpu_memory_utilization of 0.9.
 DEFAULT_RESERVE_FRACTION = 0.10
@@ -96,7 +95,7 @@ def memory_budget(prefill: Analysis, longest: Analysis, reserve: float) -> Memor
     context: the last decode step, or the prefill itself), the largest live set of either step, and ``reserve``
     bytes. Both steps run the same batch on the same GPU."""
     w = longest.workload
-    per_seq = kv_cache_bytes_per_sequence(w)
+    per_seq = longest.totals.kv_cache_bytes_per_sequence
     return MemoryBudget(
         capacity_bytes=longest.totals.capacity_bytes,
         weight_bytes=longest.totals.weight_footprint_bytes,

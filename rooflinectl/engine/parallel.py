@@ -55,7 +55,20 @@ as SGLang's DP attention with DeepEP and vLLM's data-parallel attention with exp
               bytes sent = n·k·H·a·(e−1)/e each way (DeepEP's dispatch and combine; DeepSeek dispatches in FP8
               and deduplicates tokens per node, neither modelled). Same roof and time rule as above.
 
-tokens/s per GPU divides by tp·ep GPUs: with tp > 1 ep is 1 and with ep > 1 tp is 1, so no GPU is counted twice.
+Pipeline parallelism (``pp`` = p stages, with tp; not with ep) splits the layers into p stages of L/p
+consecutive layers (refused where p does not divide L, or where the stages would hold different kinds of layer:
+an MoE model's first dense layers, a window pattern that does not repeat within a stage). A GPU holds one
+stage: its layers' weights and KV cache, and the embedding (first stage) or the LM head and final norm (last
+stage; the heavier, counted); a tied embedding is held by both end stages. A step's ops are its pass through
+all p stages, one after another (each GPU runs L/p layers of it), and between stages the N×H activations go
+from one GPU to the next: ``pp_send``, point-to-point, N·H·a bytes, p − 1 times, timed by the same rule. With
+one batch in the pipeline each stage idles (p−1)/p of the step; split into M micro-batches the idle share (the
+bubble) is (p−1)/(M+p−1) (GPipe: Huang et al., arXiv 1811.06965, section 2.2). The step time here is the
+batch's pass with no micro-batching (M = 1), the bubble's worst case; the output states the bubble for
+M = p.
+
+tokens/s per GPU divides by tp·ep·pp GPUs: with tp > 1 ep is 1 and with ep > 1 tp and pp are 1, so no GPU is
+counted twice.
 """
 
 from __future__ import annotations
@@ -71,7 +84,7 @@ from ..units import dtype_bytes
 from .moe import experts_touched
 from .op import Op
 from .quant import weight_matrix_bytes
-from .transformer import weight_footprint_bytes
+from .transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 
 # The most GPUs one degree may name: an 8-GPU node, times 64 nodes.
 MAX_DEGREE = 512
@@ -84,25 +97,30 @@ class Layout:
 
     tp: int = 1
     ep: int = 1
+    pp: int = 1
 
     def __post_init__(self) -> None:
         check_degree("--tp", self.tp)
         check_degree("--ep", self.ep)
-        if self.tp > 1 and self.ep > 1:
-            raise UserError(f"--tp {self.tp} with --ep {self.ep}: expert parallelism is modelled with data-parallel "
-                            f"attention (DeepSeek's layout) and --tp 1; give one of them")
+        check_degree("--pp", self.pp)
+        if self.ep > 1 and (self.tp > 1 or self.pp > 1):
+            other = f"--tp {self.tp}" if self.tp > 1 else f"--pp {self.pp}"
+            raise UserError(f"{other} with --ep {self.ep}: expert parallelism is modelled with data-parallel "
+                            f"attention (DeepSeek's layout) on its own; give one of them")
 
     @property
     def gpus(self) -> int:
-        """The GPUs one copy of the model spans: tokens/s per GPU divides by it (one of tp, ep is 1)."""
-        return self.tp * self.ep
+        """The GPUs one copy of the model spans: tokens/s per GPU divides by it (ep > 1 only alone)."""
+        return self.tp * self.ep * self.pp
 
     @property
     def single(self) -> bool:
         return self.gpus == 1
 
     def label(self) -> str:
-        return f"EP {self.ep}" if self.ep > 1 else f"TP {self.tp}"
+        if self.ep > 1:
+            return f"EP {self.ep}"
+        return " × ".join([f"TP {self.tp}"] + ([f"PP {self.pp}"] if self.pp > 1 else []))
 
 
 def check_degree(name: str, value: int) -> None:
@@ -114,7 +132,7 @@ def check_degree(name: str, value: int) -> None:
 def check_interconnect(gpu: GPU, layout: Layout) -> None:
     """A layout over several GPUs needs the GPU file's interconnect: its roof and latency time the collectives."""
     if not layout.single and gpu.interconnect is None:
-        flag = f"--ep {layout.ep}" if layout.ep > 1 else f"--tp {layout.tp}"
+        flag = f"--ep {layout.ep}" if layout.ep > 1 else f"--tp {layout.tp}" if layout.tp > 1 else f"--pp {layout.pp}"
         raise UserError(f"{gpu.id}: the GPU file gives no interconnect, so {flag} cannot be timed; add an "
                         f"'interconnect' section (name, link, bandwidth_gbps, latency_us, source)")
 
@@ -240,9 +258,37 @@ def expert_ops_per_gpu(ops: list[Op], whole: Workload, per_gpu: Workload, layout
     return out
 
 
+def stage_workload(per_gpu: Workload, p: int) -> Workload:
+    """One pipeline stage of one GPU's step: its model with L/p layers (the module's docstring); refused where p
+    does not divide L or where the stages would differ."""
+    m = per_gpu.model
+    if m.num_layers % p:
+        raise UserError(f"--pp {p}: model {m.id} has {m.num_layers} layers, which {p} stages cannot split evenly")
+    stage = validate(Model, {**m.model_dump(), "num_layers": m.num_layers // p}, f"model {m.id} at --pp {p}")
+    whole_counts = m.layer_counts()
+    if {kind: n * p for kind, n in stage.layer_counts().items()} != whole_counts:
+        raise UserError(f"--pp {p}: model {m.id}'s stages would hold different kinds of layer (dense and MoE, "
+                        f"full and sliding); not modelled")
+    return validate(Workload, {**dict(per_gpu), "model": stage}, f"{per_gpu.label()} per stage")
+
+
+def kv_bytes_per_sequence_per_gpu(per_gpu: Workload, layout: Layout) -> float:
+    """One sequence's KV cache on one GPU: of its stage's layers under PP."""
+    if layout.pp > 1:
+        per_gpu = stage_workload(per_gpu, layout.pp)
+    return kv_cache_bytes_per_sequence(per_gpu)
+
+
 def weight_bytes_per_gpu(whole: Workload, per_gpu: Workload, layout: Layout) -> float:
     """The weights one GPU holds: the per-GPU model's footprint; under EP less the E − E/e experts of each MoE
-    layer that live on other GPUs (each expert's matrices as stored, with its biases)."""
+    layer that live on other GPUs (each expert's matrices as stored, with its biases); under PP the heaviest
+    stage's: its L/p layers and one V×H table (the last stage's LM head, and the final norm), the other end's
+    table left out where the two are not tied."""
+    if layout.pp > 1:
+        stage = stage_workload(per_gpu, layout.pp)
+        held = weight_footprint_bytes(stage)
+        m = stage.model
+        return held if m.tie_embeddings else held - m.vocab_size * m.hidden_size * dtype_bytes(stage.dtype)
     held = weight_footprint_bytes(per_gpu)
     moe = whole.model.moe
     if layout.ep == 1 or moe is None:
@@ -294,6 +340,15 @@ def communication_ops(w: Workload, layout: Layout) -> list[Op]:
     t = layout.tp
     if layout.single or w.phase == "attention":
         return []
+    sends = []
+    if layout.pp > 1:
+        x = w.tokens * w.model.hidden_size * dtype_bytes(w.dtype)
+        sends = [Op(name="pp_send", kind="communication", flops=0, bytes=_whole(x), unit="vector", dtype="fp32",
+                    reads=f"x {w.tokens}×{w.model.hidden_size} at the end of a stage", writes="it on the next stage's GPU",
+                    computes=f"point-to-point: sends {_whole(x):,} bytes; cannot overlap (the next stage needs it)",
+                    count=layout.pp - 1)]
+        if t == 1:
+            return sends
     m = w.model
     a = dtype_bytes(w.dtype)
     if layout.ep > 1:
@@ -306,7 +361,7 @@ def communication_ops(w: Workload, layout: Layout) -> list[Op]:
                             m.moe_layers) for name in ("dispatch_all_to_all", "combine_all_to_all")]
     activations = w.tokens * m.hidden_size * a  # N×H, in the activations' type
     logits = w.batch * padded_vocab(m.vocab_size, t) * a  # B×V, the last token of each sequence
-    return [
+    return [*sends,
         _collective("embed_all_reduce", f"x {w.tokens}×{m.hidden_size}", "all-reduce", activations,
                     all_reduce_bytes(activations, t), t, 1, per_model=True),
         _collective("attn_all_reduce", f"o_proj's partial sums {w.tokens}×{m.hidden_size}", "all-reduce",
@@ -323,6 +378,15 @@ def notes(w: Workload, layout: Layout) -> list[str]:
     if layout.single:
         return []
     m, t = w.model, layout.tp
+    pp = []
+    if layout.pp > 1:
+        p = layout.pp
+        pp = [f"PP {p}: {m.num_layers // p} of {m.num_layers} layers a stage; the step is the batch's pass through "
+              f"all {p} stages (one micro-batch: each GPU idles {(p - 1) / p:.0%} of it); with M micro-batches the "
+              f"bubble is (p−1)/(M+p−1) of the time (GPipe), {(p - 1) / (2 * p - 1):.0%} at M = {p}; memory is one "
+              f"stage's"]
+        if t == 1:
+            return [*pp, "point-to-point sends between stages modelled, not measured"]
     if layout.ep > 1:
         assert m.moe is not None
         e = layout.ep
@@ -330,7 +394,8 @@ def notes(w: Workload, layout: Layout) -> list[str]:
                 f"attention data-parallel, {sequences_per_gpu(w.batch, e)} of {w.batch} sequences a GPU; "
                 f"tokens/s per GPU over {e} GPUs",
                 "all-to-all dispatch and combine under uniform routing; collectives modelled, not measured"]
-    out = [f"TP {t} (Megatron): {m.num_heads // t} of {m.num_heads} heads a GPU; tokens/s per GPU over {t} GPUs"]
+    out = [f"TP {t} (Megatron): {m.num_heads // t} of {m.num_heads} heads a GPU; tokens/s per GPU over "
+           f"{layout.gpus} GPUs", *pp]
     if m.mla is not None:
         out.append("MLA: the latent KV cache is replicated on every GPU (each rank's heads read the whole latent)")
     elif t > m.num_kv_heads:

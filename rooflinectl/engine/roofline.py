@@ -20,12 +20,13 @@ from .parallel import (
     check_interconnect,
     communication_ops,
     expert_ops_per_gpu,
+    kv_bytes_per_sequence_per_gpu,
     per_gpu_workload,
     weight_bytes_per_gpu,
 )
 from .parallel import notes as parallel_notes
 from .quant import kernel_name
-from .transformer import kv_cache_bytes_per_sequence, step_ops
+from .transformer import step_ops
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class Totals:
     max_batch: int  # largest batch whose weights + KV cache fit in HBM (0: the weights alone do not fit)
     communication_bytes: float = 0  # sent over the interconnect by one GPU (tensor parallelism)
     weight_footprint_bytes: float = 0  # the weights one GPU holds (engine.parallel.weight_bytes_per_gpu)
+    kv_cache_bytes_per_sequence: float = 0  # one sequence's KV cache on one GPU (its stage's layers under PP)
 
 
 # The most FLOPs or bytes one step may count. The workload ranges (specs/workload.py) keep every count finite
@@ -182,6 +184,7 @@ class Analysis:
     # (engine.parallel.per_gpu_workload), and every figure here is one GPU's.
     layout: Layout = Layout()
     layout_notes: tuple[str, ...] = ()  # engine.parallel.notes of the whole model: what the per-GPU figures mean
+    whole: Workload | None = None  # with more than one GPU: the model copy's workload (``workload`` is one GPU's)
 
     @property
     def compute_unit(self) -> Unit:
@@ -229,7 +232,7 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     placed = [replace(p, share=p.total_time_s / step_time) for p in placed]
 
     weights = weight_bytes_per_gpu(whole, workload, layout)
-    per_seq_kv = kv_cache_bytes_per_sequence(workload)
+    per_seq_kv = kv_bytes_per_sequence_per_gpu(workload, layout)
     memory = weights + workload.batch * per_seq_kv
     capacity = gpu.memory.hbm_capacity_gib * GIB
     # The largest batch of the model copy: one GPU's, times the ep GPUs that share the sequences under EP.
@@ -247,13 +250,15 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
         max_batch=max_batch,
         communication_bytes=sum(p.op.bytes * p.op.count for p in placed if p.op.kind == "communication"),
         weight_footprint_bytes=weights,
+        kv_cache_bytes_per_sequence=per_seq_kv,
     )
     _check_step(workload, totals)
     flash = None
     if workload.attention == "naive" and workload.phase != "decode":
         flash = analyze(Workload.model_validate({**dict(whole), "attention": "flash"}), gpu, calibrated, layout)
     return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals, flash=flash,
-                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout)))
+                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout)),
+                    whole=None if layout.single else whole)
 
 
 SWEEP_FIELDS = SIZE_FIELDS

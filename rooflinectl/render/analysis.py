@@ -68,6 +68,8 @@ def parallel_json(a: Analysis) -> dict:
     (one direction) and latency, and the notes that say what the per-GPU figures mean."""
     return {
         "tp": a.layout.tp,
+        "ep": a.layout.ep,
+        "pp": a.layout.pp,
         "gpus": a.layout.gpus,
         "interconnect_gbps": a.roofs.interconnect_gbps,
         "interconnect_latency_us": a.roofs.interconnect_latency_us,
@@ -140,8 +142,9 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
 
 def totals_lines(a: Analysis) -> list[str]:
     t, w = a.totals, a.workload
+    batch = (a.whole or w).batch  # tokens/s are the model copy's: of all its sequences
     if w.phase == "decode":
-        rate = f"{t.tokens_per_s:,.1f} tokens/s ({w.batch} sequence{'s' if w.batch > 1 else ''})"
+        rate = f"{t.tokens_per_s:,.1f} tokens/s ({batch} sequence{'s' if batch > 1 else ''})"
     elif w.phase == "prefill":
         rate = f"time to first token {duration(t.time_s)}, {t.tokens_per_s:,.0f} prompt tokens/s"
     else:

@@ -74,7 +74,8 @@ def generation_json(g: Generation, largest_batch: int) -> dict:
                      "act_dtype": w.matmul_dtype, "attention": w.attention, "fused": list(w.fused)},
         "request": {"prompt": r.prompt, "output": r.output, "batch": r.batch, "gpus": g.gpus},
         # More than one GPU only: the layout (engine.parallel); every figure is then one GPU's.
-        **({"parallel": {"tp": a.layout.tp, "gpus": a.layout.gpus, "notes": list(a.layout_notes)}}
+        **({"parallel": {"tp": a.layout.tp, "ep": a.layout.ep, "pp": a.layout.pp, "gpus": a.layout.gpus,
+                         "notes": list(a.layout_notes)}}
            if not a.layout.single else {}),
         "latency": {
             "ttft_s": g.ttft_s,

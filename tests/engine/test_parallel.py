@@ -222,3 +222,35 @@ def test_bad_ep():
 def test_a_batch_that_fits_nowhere():
     r = cli("analyze", "generate", "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--batch", "4096")
     assert_one_line_error(r, "does not fit", "--tp 4")
+
+
+def test_llama_3_70b_pp_2():
+    # Two stages of 40 layers. A full layer: Q and O 8192×8192, K and V 8192×1024, gate, up, down 3·8192·28672,
+    # two norms: 855,654,400. The heavier stage (the last) adds the LM head 128,256×8192 and the final norm.
+    layer = 2 * H * H + 2 * H * 1024 + 3 * H * I + 2 * H
+    assert layer == 855_654_400
+    held = (40 * layer + V * H + H) * 2
+    g = load_gpu("h100")
+    a = analyze(_w(), g, layout=Layout(pp=2))
+    assert a.totals.weight_footprint_bytes == held == 70_553_714_688
+    # KV: 40 layers × 2 × 8 KV heads × 128 × 2 bytes × 4096 positions a sequence.
+    assert a.totals.kv_cache_bytes_per_sequence == 40 * 2 * 8 * D * 2 * CTX
+    assert a.totals.memory_bytes == held + B * 40 * 2 * 8 * D * 2 * CTX
+    # The step is the pass through both stages: every layer's ops, and one point-to-point send of N×H×2 bytes.
+    one = analyze(_w(), g)
+    send = a.placement("pp_send")
+    assert (send.op.bytes, send.op.count) == (B * H * 2, 1)
+    assert a.totals.time_s == pytest.approx(one.totals.time_s + send.total_time_s, rel=1e-12)
+    assert any("bubble is (p−1)/(M+p−1)" in n and "33% at M = 2" in n for n in a.layout_notes)
+    # With TP 4: 8 GPUs, the stage's layers a quarter each.
+    both = analyze(_w(), g, layout=Layout(tp=4, pp=2))
+    assert both.layout.gpus == 8
+    assert both.totals.kv_cache_bytes_per_sequence == 40 * 2 * 2 * D * 2 * CTX
+
+
+def test_bad_pp():
+    assert_one_line_error(cli("analyze", "decode", "--model", "llama-3-70b", "--pp", "3"), "80 layers")
+    assert_one_line_error(cli("analyze", "decode", "--model", "deepseek-v3", "--pp", "2"), "--pp 2")
+    assert_one_line_error(cli("analyze", "decode", "--model", "mixtral-8x7b", "--pp", "2", "--ep", "2"), "--ep 2")
+    # DeepSeek-V2-Lite: 27 layers, the first dense: 3 stages of 9 would not be alike.
+    assert_one_line_error(cli("analyze", "decode", "--model", "deepseek-v2-lite", "--pp", "3"), "different kinds")
