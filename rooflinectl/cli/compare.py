@@ -11,10 +11,12 @@ from .options import (
     ATTENTION_OPTION,
     CALIBRATED_OPTION,
     DTYPE_OPTION,
+    EP_OPTION,
     FUSE_OPTION,
     GROUP_SIZE_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    PP_OPTION,
     WEIGHT_DTYPE_OPTION,
 )
 from .serving import (
@@ -24,6 +26,7 @@ from .serving import (
     RESERVE_OPTION,
     TPS_OPTION,
     base_workload,
+    layout_label,
     step_analyzer,
 )
 
@@ -48,6 +51,8 @@ def compare(
     reserve_gib: float = RESERVE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
     tp: list[int] = TPS_OPTION,
+    ep: int = EP_OPTION,
+    pp: int = PP_OPTION,
     json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
 ) -> None:
@@ -62,6 +67,7 @@ def compare(
     """
     from ..engine.generate import choose
     from ..engine.memory import reserve_bytes
+    from ..engine.parallel import Layout
     from ..render.compare import (
         COMPARE_FIELDS,
         compare_json,
@@ -83,9 +89,9 @@ def compare(
     for g in gpus:
         reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
         for t in degrees:
-            label = g.id if degrees == [1] else f"{g.id} TP{t}"
-            choices.append(choose(base, prompt, output, step_analyzer(g, calibrated, t), reserve, label, batch,
-                                  None if tpot_ms is None else tpot_ms / 1e3, gpus=t))
+            label = layout_label(g.id, t, ep, pp, several=len(degrees) > 1)
+            choices.append(choose(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve, label, batch,
+                                  None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
             names.append(g.name)
     if json:
         print_json(compare_json(choices, names, prompt, output))

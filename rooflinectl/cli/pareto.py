@@ -13,10 +13,12 @@ from .options import (
     ATTENTION_OPTION,
     CALIBRATED_OPTION,
     DTYPE_OPTION,
+    EP_OPTION,
     FUSE_OPTION,
     GROUP_SIZE_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    PP_OPTION,
     WEIGHT_DTYPE_OPTION,
 )
 from .serving import (
@@ -26,6 +28,7 @@ from .serving import (
     RESERVE_OPTION,
     TPS_OPTION,
     base_workload,
+    layout_label,
     step_analyzer,
 )
 
@@ -52,6 +55,8 @@ def pareto(
     reserve_gib: float = RESERVE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
     tp: list[int] = TPS_OPTION,
+    ep: int = EP_OPTION,
+    pp: int = PP_OPTION,
     chart: Path = typer.Option(Path("pareto.png"), "-o", "--chart", help="The file to write: .png, .svg or .pdf."),
     json: bool = typer.Option(False, "--json", help="Print every point (and each GPU's limit) as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print every point as CSV."),
@@ -67,6 +72,7 @@ def pareto(
     """
     from ..engine.generate import latency_throughput_curve
     from ..engine.memory import reserve_bytes
+    from ..engine.parallel import Layout
     from ..plot.chart import check_output
     from ..specs.hardware import load_gpu
 
@@ -83,9 +89,9 @@ def pareto(
         g = load_gpu(name)
         reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
         for t in degrees:
-            label = g.id if degrees == [1] else f"{g.id} TP{t}"
-            curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated, t), reserve,
-                                                   label, gpus=t))
+            label = layout_label(g.id, t, ep, pp, several=len(degrees) > 1)
+            curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve,
+                                                   label, layout=Layout(t, ep, pp)))
     from ..plot.pareto import draw_pareto
 
     title = (f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.dtype}, {base.attention} attention\n"

@@ -38,6 +38,19 @@ TPS_OPTION = typer.Option(None, "--tp", help="Tensor parallelism: GPUs one copy 
                           "(Megatron layout); repeat for a row per GPU and degree (default 1).")
 
 
+def layout_label(gpu: str, tp: int, ep: int, pp: int, several: bool) -> str:
+    """A row's (a curve's) name: the GPU, and its degrees where they are not 1 or where several TP degrees are
+    compared ("h100-sxm TP4", "h200 EP8", "h100-sxm TP4 PP2")."""
+    parts = [gpu]
+    if tp > 1 or several:
+        parts.append(f"TP{tp}")
+    if ep > 1:
+        parts.append(f"EP{ep}")
+    if pp > 1:
+        parts.append(f"PP{pp}")
+    return " ".join(parts)
+
+
 def step_analyzer(gpu: GPU, calibrated: bool, tp: int = 1, ep: int = 1, pp: int = 1) -> StepAnalyzer:
     """``roofline.analyze`` on one GPU, or on one GPU of a tensor- or expert-parallel layout (engine.parallel):
     each step of a request placed under its roofs."""

@@ -34,6 +34,7 @@ from ..specs.load import validate
 from ..specs.workload import Workload
 from ..units import GIB
 from .memory import MemoryBudget, memory_budget
+from .parallel import Layout
 from .roofline import Analysis
 
 StepAnalyzer = Callable[[Workload], Analysis]
@@ -349,21 +350,21 @@ class Curve:
     largest_batch: int
     points: tuple[Generation, ...]
     limit: MemoryBudget  # at batch 1 when nothing fits (why), else at the largest batch (what binds)
-    tp: int = 1  # the tensor-parallel degree: every figure is one GPU's of tp
+    layout: Layout = Layout()  # how one copy spans GPUs (engine.parallel): every figure is one GPU's
 
 
 def latency_throughput_curve(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
-                             reserve_bytes: float, gpu: str, gpus: int = 1) -> Curve:
+                             reserve_bytes: float, gpu: str, layout: Layout = Layout()) -> Curve:
     """One GPU's curve: a generation at each of ``curve_batches`` of the largest batch that fits."""
     if output < 2:
         raise UserError(f"--output {output}: the curve plots time per output token, which needs at least 2 output "
                         f"tokens (the first comes from the prefill)")
     largest = largest_batch(base, prompt, output, analyze_step, reserve_bytes)
-    points = tuple(generate(base, Request(prompt, output, b), analyze_step, reserve_bytes, gpus)
+    points = tuple(generate(base, Request(prompt, output, b), analyze_step, reserve_bytes, layout.gpus)
                    for b in curve_batches(largest))
     limit = points[-1].memory if points else budget_at(base, Request(prompt, output, 1), analyze_step,
                                                         reserve_bytes)
-    return Curve(gpu=gpu, largest_batch=largest, points=points, limit=limit, tp=gpus)
+    return Curve(gpu=gpu, largest_batch=largest, points=points, limit=limit, layout=layout)
 
 
 def batch_for_tpot(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer, reserve_bytes: float,
@@ -399,15 +400,16 @@ class Choice:
     largest_batch: int
     generation: Generation | None
     note: str = ""
-    tp: int = 1  # the tensor-parallel degree: every figure is one GPU's of tp
+    layout: Layout = Layout()  # how one copy spans GPUs (engine.parallel): every figure is one GPU's
 
 
 def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer, reserve_bytes: float, gpu: str,
-           batch: int | None = None, tpot_s: float | None = None, gpus: int = 1) -> Choice:
+           batch: int | None = None, tpot_s: float | None = None, layout: Layout = Layout()) -> Choice:
     """One GPU's row of ``compare``: at ``batch`` when given (if it fits), at the largest batch whose mean TPOT is
     at most ``tpot_s`` when that is given, else at the largest batch that fits (the most tokens/s per GPU)."""
     if batch is not None and tpot_s is not None:
         raise UserError("--batch and --tpot-ms both choose the batch: give one")
+    gpus = layout.gpus
     if tpot_s is not None and output < 2:
         raise UserError(f"--tpot-ms with --output {output}: time per output token needs at least 2 output tokens")
     check_request(base, Request(prompt, output, batch or 1))
@@ -420,18 +422,18 @@ def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
         m = budget_at(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
         need = (f"does not fit: one request needs {m.total_bytes / GIB:.1f} GiB (weights "
                 f"{m.weight_bytes / GIB:.1f} GiB) of {m.capacity_bytes / GIB:.0f} GiB")
-        return Choice(gpu, rule, 0, None, need, gpus)
+        return Choice(gpu, rule, 0, None, need, layout)
     if batch is not None:
         if batch > largest:
-            return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})", gpus)
+            return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})", layout)
         return Choice(gpu, rule, largest, generate(base, Request(prompt, output, batch), analyze_step, reserve_bytes,
-                                                   gpus), tp=gpus)
+                                                   gpus), layout=layout)
     if tpot_s is not None:
         g = batch_for_tpot(base, prompt, output, analyze_step, reserve_bytes, tpot_s, largest, gpus)
         if g is None:
             one = generate(base, Request(prompt, output, 1), analyze_step, reserve_bytes, gpus)
             assert one.tpot_s is not None
-            return Choice(gpu, rule, largest, None, f"TPOT is {one.tpot_s * 1e3:.3g} ms at batch 1", gpus)
-        return Choice(gpu, rule, largest, g, tp=gpus)
+            return Choice(gpu, rule, largest, None, f"TPOT is {one.tpot_s * 1e3:.3g} ms at batch 1", layout)
+        return Choice(gpu, rule, largest, g, layout=layout)
     return Choice(gpu, rule, largest, generate(base, Request(prompt, output, largest), analyze_step, reserve_bytes,
-                                               gpus), tp=gpus)
+                                               gpus), layout=layout)

@@ -254,3 +254,24 @@ def test_bad_pp():
     assert_one_line_error(cli("analyze", "decode", "--model", "mixtral-8x7b", "--pp", "2", "--ep", "2"), "--ep 2")
     # DeepSeek-V2-Lite: 27 layers, the first dense: 3 stages of 9 would not be alike.
     assert_one_line_error(cli("analyze", "decode", "--model", "deepseek-v2-lite", "--pp", "3"), "different kinds")
+
+
+def test_compare_and_pareto_rows_per_degree(tmp_path: Path):
+    import json
+
+    r = cli("compare", "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--tp", "8", "--batch", "64",
+            "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["gpus"]
+    assert [(x["gpu"], x["tp"], x["gpus"]) for x in rows] == [("h100-sxm TP4", 4, 4), ("h100-sxm TP8", 8, 8)]
+    g = load_gpu("h100")
+    base = resolve_workload("prefill", model="llama-3-70b", batch=1, seq_len=1)
+    for row, t in zip(rows, (4, 8), strict=True):
+        gen = generate(base, Request(2048, 256, 64), lambda w, t=t: analyze(w, g, layout=Layout(t)), 8 * 2**30,
+                       gpus=t)
+        assert row["output_tokens_per_s_per_gpu"] == gen.output_tokens_per_s_per_gpu
+    r = cli("plot", "pareto", "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--tp", "8", "--output", "16",
+            "-o", str(tmp_path / "p.png"), "--json")
+    assert r.exit_code == 0, r.output
+    curves = json.loads(r.stdout)["gpus"]
+    assert [(c["gpu"], c["tp"]) for c in curves] == [("h100-sxm TP4", 4), ("h100-sxm TP8", 8)]
