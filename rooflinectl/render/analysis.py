@@ -167,9 +167,10 @@ def parallel_lines(a: Analysis) -> list[str]:
         return []
     comm = sum(p.total_time_s for p in a.placements if p.op.kind == "communication")
     r, t = a.roofs, a.totals
+    who = "along the pass through the stages" if a.layout.pp > 1 else "a GPU"
     return [
         f"per GPU of {a.layout.gpus} ({a.layout.label()}): {t.tokens_per_s / a.layout.gpus:,.1f} tokens/s per GPU; "
-        f"collectives send {si(t.communication_bytes, 'B')} a GPU, {duration(comm)} ({comm / t.time_s:.1%} of the "
+        f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(comm)} ({comm / t.time_s:.1%} of the "
         f"step) at {r.interconnect_gbps:,.0f} GB/s a direction + {r.interconnect_latency_us:g} us each",
         *a.layout_notes,
     ]
