@@ -315,12 +315,13 @@ def largest_batch(base: Workload, prompt: int, output: int, analyze_step: StepAn
     """The largest batch whose weights, KV cache, activations and reserve fit (0: not even one request).
 
     Memory grows with the batch (the KV cache in proportion, the largest op's activations with its tokens), so a
-    bisection finds it; the KV cache alone bounds it from above: (capacity − weights − reserve) / per sequence."""
+    bisection finds it; the KV cache alone bounds it from above: (capacity − weights − reserve) / per sequence,
+    times the GPUs the sequences are spread over (expert parallelism's data-parallel attention)."""
     one = budget_at(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
     if not one.fits:
         return 0
     room = one.capacity_bytes - one.weight_bytes - one.reserve_bytes
-    lo, hi = 1, min(MAX_BATCH, int(room // one.kv_cache_bytes_per_sequence))
+    lo, hi = 1, min(MAX_BATCH, int(room // one.kv_cache_bytes_per_sequence) * one.batch_shards)
     while lo < hi:  # invariant: lo fits; every batch above hi does not
         mid = (lo + hi + 1) // 2
         if budget_at(base, Request(prompt, output, mid), analyze_step, reserve_bytes).fits:

@@ -52,6 +52,7 @@ class MemoryBudget:
     kv_cache_bytes_per_sequence: float
     activations: LiveSet
     reserve_bytes: float
+    batch_shards: int = 1  # the GPUs a batch's sequences are spread over (expert parallelism's ep; else 1)
 
     @property
     def activation_bytes(self) -> float:
@@ -103,4 +104,5 @@ def memory_budget(prefill: Analysis, longest: Analysis, reserve: float) -> Memor
         kv_cache_bytes_per_sequence=per_seq,
         activations=activation_live_set([prefill, longest]),
         reserve_bytes=reserve,
+        batch_shards=longest.layout.ep,
     )

@@ -275,3 +275,20 @@ def test_compare_and_pareto_rows_per_degree(tmp_path: Path):
     assert r.exit_code == 0, r.output
     curves = json.loads(r.stdout)["gpus"]
     assert [(c["gpu"], c["tp"]) for c in curves] == [("h100-sxm TP4", 4), ("h100-sxm TP8", 8)]
+
+
+def test_largest_batch_under_ep_counts_every_gpu():
+    # Each of the 8 GPUs holds ⌈B/8⌉ sequences: the search for the largest batch must reach past one GPU's.
+    from rooflinectl.engine.generate import budget_at, largest_batch
+
+    g = load_gpu("h200")
+    base = resolve_workload("prefill", model="mixtral-8x7b", batch=1, seq_len=1)
+    step = lambda w: analyze(w, g, layout=Layout(ep=8))  # noqa: E731
+    reserve = 14 * 2**30
+    most = largest_batch(base, 2048, 256, step, reserve)
+    assert budget_at(base, Request(2048, 256, most), step, reserve).fits
+    assert not budget_at(base, Request(2048, 256, most + 1), step, reserve).fits
+    one = budget_at(base, Request(2048, 256, 1), step, reserve)
+    # Past what one GPU's KV cache alone would allow (the bound before the batch was spread): the batched
+    # prefill's activations, not the cache, stop it.
+    assert most > (one.capacity_bytes - one.weight_bytes - one.reserve_bytes) // one.kv_cache_bytes_per_sequence
