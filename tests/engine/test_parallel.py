@@ -292,3 +292,17 @@ def test_largest_batch_under_ep_counts_every_gpu():
     # Past what one GPU's KV cache alone would allow (the bound before the batch was spread): the batched
     # prefill's activations, not the cache, stop it.
     assert most > (one.capacity_bytes - one.weight_bytes - one.reserve_bytes) // one.kv_cache_bytes_per_sequence
+
+
+def test_generate_json_carries_the_layout():
+    import json
+
+    r = cli("analyze", "generate", "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--pp", "2", "--batch",
+            "8", "--output", "4", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert {k: data["parallel"][k] for k in ("tp", "ep", "pp", "gpus")} == {"tp": 4, "ep": 1, "pp": 2, "gpus": 8}
+    assert data["request"]["gpus"] == 8
+    assert {"attn_all_reduce", "pp_send"} <= {o["name"] for o in data["ops"] if o["kind"] == "communication"}
+    one = json.loads(cli("analyze", "generate", "--batch", "8", "--output", "4", "--json").stdout)
+    assert "parallel" not in one
