@@ -1,4 +1,5 @@
-"""Tensor parallelism: one GPU's share of a step, and the collectives that join the shares. Pure: no I/O.
+"""Tensor, expert and pipeline parallelism: one GPU's share of a step, and the collectives that join the shares.
+Pure: no I/O.
 
 The layout is Megatron-LM's (Shoeybi et al., "Megatron-LM", arXiv 1909.08053, section 3), as vLLM and SGLang
 serve it. With ``tp`` = t GPUs, each GPU holds:
@@ -13,8 +14,9 @@ serve it. With ``tp`` = t GPUs, each GPU holds:
   MLP         gate and up column-parallel, down row-parallel: width I/t.
   experts     every expert on every GPU, each one's width split I_e/t as the dense MLP's (the shared experts'
               too); the router's H×E gate replicated.
-  vocabulary  the embedding and the LM head vocabulary-parallel: V/t rows each (V padded up to a multiple of t
-              where it is not one, as Megatron's make_vocab_size_divisible_by and vLLM's padding do).
+  vocabulary  the embedding and the LM head vocabulary-parallel: V/t rows each (V padded up to the next
+              multiple of t where t does not divide it: the least padding; Megatron's make_vocab_size_divisible_by
+              pads to a multiple of 128·t and vLLM each shard to a multiple of 64, which is not counted).
   everything  else replicated: norms (and their gains), RoPE, residual adds, biases of row-parallel layers.
 
 So one GPU's step is the engine's own step of a model with those sizes (``per_gpu_workload``): ``transformer.py``
