@@ -1,11 +1,13 @@
 """What a served batch holds in HBM, and whether it fits: weights, KV cache, activations and a reserve.
 
 Pure: it reads the engine's step analyses (``roofline.Analysis``), never a model, so that a per-GPU analysis
-(tensor parallelism) gives a per-GPU budget with no change here.
+(tensor, expert or pipeline parallelism: engine/parallel.py) gives a per-GPU budget with no change here.
 
-  weights      ``transformer.weight_footprint_bytes`` of the step: every parameter as stored (quantized formats
-               with their scales), every expert of a mixture of experts.
-  KV cache     batch × ``transformer.kv_cache_bytes_per_sequence`` at the longest context of the request: the
+  weights      the weights one GPU holds (``Totals.weight_footprint_bytes``: ``transformer.weight_footprint_bytes``
+               of its share, every parameter as stored, quantized formats with their scales, every expert of a
+               mixture of experts, or its E/ep under expert parallelism, its stage's under pipeline parallelism).
+  KV cache     the step's batch (one GPU's: ⌈B/ep⌉ under expert parallelism) × one sequence's cache on the GPU
+               (``Totals.kv_cache_bytes_per_sequence``) at the longest context of the request: the
                last decode step's (it holds prompt + output − 1 positions: the last token's K and V are never
                written), or the prefill's when there is no decode step.
   activations  the largest live set of one op over the steps given: for each op, one instance's HBM traffic less
