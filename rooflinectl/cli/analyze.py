@@ -13,6 +13,7 @@ from .options import (
     CAUSAL_OPTION,
     CONTEXT_OPTION,
     DTYPE_OPTION,
+    EP_OPTION,
     EXPERTS_TOUCHED_OPTION,
     FUSE_OPTION,
     GPU_OPTION,
@@ -20,7 +21,9 @@ from .options import (
     JSON_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    PP_OPTION,
     SEQ_LEN_OPTION,
+    TP_OPTION,
     WEIGHT_DTYPE_OPTION,
     workload_overrides,
 )
@@ -45,6 +48,9 @@ def analyze(
     fuse: str = FUSE_OPTION,
     experts_touched: int = EXPERTS_TOUCHED_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
+    tp: int = TP_OPTION,
+    ep: int = EP_OPTION,
+    pp: int = PP_OPTION,
     json: bool = JSON_OPTION,
 ) -> None:
     """Place every operation of one inference step on a GPU's roofline.
@@ -54,8 +60,13 @@ def analyze(
     Mixture of experts: rooflinectl analyze decode --gpu h200 --model mixtral-8x7b --batch 32 --experts-touched 6
 
     Quantized weights: rooflinectl analyze decode --gpu a100 --model llama-3-8b --weight-dtype int4 --group-size 128
+
+    Tensor parallelism: rooflinectl analyze decode --gpu h100 --model llama-3-70b --tp 4 --batch 32
+
+    Expert parallelism: rooflinectl analyze decode --gpu h200 --model deepseek-v3 --ep 8 --batch 128
     """
     # The library is imported here, not at the top: `rooflinectl --help` needs none of it.
+    from ..engine.parallel import Layout
     from ..engine.roofline import analyze as analyze_workload
     from ..render.analysis import analysis_json, print_analysis
     from ..specs.hardware import load_gpu
@@ -65,7 +76,7 @@ def analyze(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse,
                                        experts_touched, weight_dtype, act_dtype, group_size)
     )
-    result = analyze_workload(w, load_gpu(gpu), calibrated=calibrated)
+    result = analyze_workload(w, load_gpu(gpu), calibrated=calibrated, layout=Layout(tp, ep, pp))
     if json:
         print_json(analysis_json(result))
     else:

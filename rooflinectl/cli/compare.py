@@ -11,13 +11,24 @@ from .options import (
     ATTENTION_OPTION,
     CALIBRATED_OPTION,
     DTYPE_OPTION,
+    EP_OPTION,
     FUSE_OPTION,
     GROUP_SIZE_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    PP_OPTION,
     WEIGHT_DTYPE_OPTION,
 )
-from .serving import GPUS_OPTION, OUTPUT_OPTION, PROMPT_OPTION, RESERVE_OPTION, base_workload, step_analyzer
+from .serving import (
+    GPUS_OPTION,
+    OUTPUT_OPTION,
+    PROMPT_OPTION,
+    RESERVE_OPTION,
+    TPS_OPTION,
+    base_workload,
+    layout_label,
+    step_analyzer,
+)
 
 
 @command(app)
@@ -39,6 +50,9 @@ def compare(
     fuse: str = FUSE_OPTION,
     reserve_gib: float = RESERVE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
+    tp: list[int] = TPS_OPTION,
+    ep: int = EP_OPTION,
+    pp: int = PP_OPTION,
     json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
 ) -> None:
@@ -47,9 +61,13 @@ def compare(
 
     Example: rooflinectl compare --gpu a100 --gpu h100 --gpu h200 --gpu b200 --gpu mi300x --model llama-3-8b
     --tpot-ms 20
+
+    Tensor parallelism, a row per GPU and degree: rooflinectl compare --gpu h100 --gpu h200 --model llama-3-70b
+    --tp 4 --tp 8
     """
     from ..engine.generate import choose
     from ..engine.memory import reserve_bytes
+    from ..engine.parallel import Layout
     from ..render.compare import (
         COMPARE_FIELDS,
         compare_json,
@@ -66,12 +84,15 @@ def compare(
         raise UserError(f"--tpot-ms {tpot_ms}: give a positive number of milliseconds")
     base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
     gpus = [load_gpu(name) for name in (gpu or [DEFAULT_GPU])]
-    choices = []
+    degrees = tp or [1]
+    choices, names = [], []
     for g in gpus:
         reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
-        choices.append(choose(base, prompt, output, step_analyzer(g, calibrated), reserve, g.id, batch,
-                              None if tpot_ms is None else tpot_ms / 1e3))
-    names = [g.name for g in gpus]
+        for t in degrees:
+            label = layout_label(g.id, t, ep, pp, several=len(degrees) > 1)
+            choices.append(choose(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve, label, batch,
+                                  None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
+            names.append(g.name)
     if json:
         print_json(compare_json(choices, names, prompt, output))
     elif csv:

@@ -11,12 +11,15 @@ from .options import (
     ATTENTION_OPTION,
     CALIBRATED_OPTION,
     DTYPE_OPTION,
+    EP_OPTION,
     FUSE_OPTION,
     GPU_OPTION,
     GROUP_SIZE_OPTION,
     JSON_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    PP_OPTION,
+    TP_OPTION,
     WEIGHT_DTYPE_OPTION,
 )
 from .serving import OUTPUT_OPTION, PROMPT_OPTION, RESERVE_OPTION, base_workload, step_analyzer
@@ -41,12 +44,17 @@ def generate(
     fuse: str = FUSE_OPTION,
     reserve_gib: float = RESERVE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
+    tp: int = TP_OPTION,
+    ep: int = EP_OPTION,
+    pp: int = PP_OPTION,
     json: bool = JSON_OPTION,
 ) -> None:
     """A batch of requests from prompt to last token: time to first token, time per output token, end-to-end
     latency, tokens/s per GPU and per request, memory, and which phase and op take the time.
 
     Example: rooflinectl analyze generate --gpu h100 --model llama-3-8b --prompt 2048 --output 256 --batch 32
+
+    Tensor parallelism: rooflinectl analyze generate --gpu h100 --model llama-3-70b --tp 4 --batch 32
     """
     from ..engine.generate import Request, generate, largest_batch
     from ..engine.memory import reserve_bytes
@@ -55,13 +63,14 @@ def generate(
 
     base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
     g = load_gpu(gpu)
-    analyze_step = step_analyzer(g, calibrated)
+    analyze_step = step_analyzer(g, calibrated, tp, ep, pp)
     reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
     request = Request(prompt, output, batch)
-    result = generate(base, request, analyze_step, reserve)
+    result = generate(base, request, analyze_step, reserve, gpus=tp * ep * pp)
     largest = largest_batch(base, prompt, output, analyze_step, reserve)
     if not result.memory.fits:
-        raise UserError(f"batch {batch:,} does not fit on {g.id}: "
+        where = g.id if tp * ep * pp == 1 else f"{g.id} at --tp {tp} --ep {ep} --pp {pp} (per GPU)"
+        raise UserError(f"batch {batch:,} does not fit on {where}: "
                         f"{memory_sum(result.memory, batch, request.longest_context)}; largest batch that fits: "
                         f"{largest:,} (--reserve-gib sets the reserve)")
     if json:

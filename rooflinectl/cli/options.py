@@ -41,6 +41,18 @@ EXPERTS_TOUCHED_OPTION = typer.Option(
 )
 CALIBRATED_OPTION = typer.Option(False, "--calibrated", help="Use the GPU file's measured ceilings as roofs.")
 JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
+EP_OPTION = typer.Option(
+    1, "--ep", help="Expert parallelism (a mixture of experts): GPUs the experts are spread over, attention "
+    "data-parallel (DeepSeek's layout), with the all-to-all dispatch and combine (modelled, not measured).",
+)
+PP_OPTION = typer.Option(
+    1, "--pp", help="Pipeline parallelism: stages of L/pp layers, one a GPU (with --tp); memory per stage, the "
+    "step's pass through every stage, and the bubble stated.",
+)
+TP_OPTION = typer.Option(
+    1, "--tp", help="Tensor parallelism: GPUs one copy of the model is split over (Megatron layout); every figure "
+    "is then one GPU's, with the all-reduces over the GPU file's interconnect (modelled, not measured).",
+)
 
 
 def workload_overrides(

@@ -13,13 +13,24 @@ from .options import (
     ATTENTION_OPTION,
     CALIBRATED_OPTION,
     DTYPE_OPTION,
+    EP_OPTION,
     FUSE_OPTION,
     GROUP_SIZE_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    PP_OPTION,
     WEIGHT_DTYPE_OPTION,
 )
-from .serving import GPUS_OPTION, OUTPUT_OPTION, PROMPT_OPTION, RESERVE_OPTION, base_workload, step_analyzer
+from .serving import (
+    GPUS_OPTION,
+    OUTPUT_OPTION,
+    PROMPT_OPTION,
+    RESERVE_OPTION,
+    TPS_OPTION,
+    base_workload,
+    layout_label,
+    step_analyzer,
+)
 
 # Its own app: `plot` hands it `plot pareto …` (cli.routing).
 pareto_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -43,6 +54,9 @@ def pareto(
     fuse: str = FUSE_OPTION,
     reserve_gib: float = RESERVE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
+    tp: list[int] = TPS_OPTION,
+    ep: int = EP_OPTION,
+    pp: int = PP_OPTION,
     chart: Path = typer.Option(Path("pareto.png"), "-o", "--chart", help="The file to write: .png, .svg or .pdf."),
     json: bool = typer.Option(False, "--json", help="Print every point (and each GPU's limit) as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print every point as CSV."),
@@ -52,9 +66,13 @@ def pareto(
 
     Example: rooflinectl plot pareto --gpu h100 --gpu h200 --gpu b200 --model llama-3-8b --prompt 2048 --output 256
     -o pareto.png
+
+    Tensor parallelism, a curve per GPU and degree: rooflinectl plot pareto --gpu h100 --gpu h200 --model llama-3-70b
+    --tp 4 --tp 8
     """
     from ..engine.generate import latency_throughput_curve
     from ..engine.memory import reserve_bytes
+    from ..engine.parallel import Layout
     from ..plot.chart import check_output
     from ..specs.hardware import load_gpu
 
@@ -62,14 +80,18 @@ def pareto(
         raise UserError("--json and --csv: give one")
     check_output(chart)
     names = gpu or [DEFAULT_GPU]
-    if len(names) > MAX_GPUS:
-        raise UserError(f"--gpu: {len(names)} GPUs; one chart draws at most {MAX_GPUS}")
+    degrees = tp or [1]
+    if len(names) * len(degrees) > MAX_GPUS:
+        raise UserError(f"--gpu and --tp: {len(names) * len(degrees)} curves; one chart draws at most {MAX_GPUS}")
     base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
     curves = []
     for name in names:
         g = load_gpu(name)
         reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
-        curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated), reserve, g.id))
+        for t in degrees:
+            label = layout_label(g.id, t, ep, pp, several=len(degrees) > 1)
+            curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve,
+                                                   label, layout=Layout(t, ep, pp)))
     from ..plot.pareto import draw_pareto
 
     title = (f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.dtype}, {base.attention} attention\n"

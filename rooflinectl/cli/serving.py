@@ -34,11 +34,33 @@ def base_workload(model: str | None, dtype: str | None, kv_dtype: str | None, we
     return resolve_workload("prefill", **overrides)
 
 
-def step_analyzer(gpu: GPU, calibrated: bool) -> StepAnalyzer:
-    """``roofline.analyze`` on one GPU: each step of a request placed under its roofs."""
+TPS_OPTION = typer.Option(None, "--tp", help="Tensor parallelism: GPUs one copy of the model is split over "
+                          "(Megatron layout); repeat for a row per GPU and degree (default 1).")
+
+
+def layout_label(gpu: str, tp: int, ep: int, pp: int, several: bool) -> str:
+    """A row's (a curve's) name: the GPU, and its degrees where they are not 1 or where several TP degrees are
+    compared ("h100-sxm TP4", "h200 EP8", "h100-sxm TP4 PP2")."""
+    parts = [gpu]
+    if tp > 1 or several:
+        parts.append(f"TP{tp}")
+    if ep > 1:
+        parts.append(f"EP{ep}")
+    if pp > 1:
+        parts.append(f"PP{pp}")
+    return " ".join(parts)
+
+
+def step_analyzer(gpu: GPU, calibrated: bool, tp: int = 1, ep: int = 1, pp: int = 1) -> StepAnalyzer:
+    """``roofline.analyze`` on one GPU, or on one GPU of a tensor- or expert-parallel layout (engine.parallel):
+    each step of a request placed under its roofs."""
+    from ..engine.parallel import Layout, check_interconnect
     from ..engine.roofline import analyze
 
+    layout = Layout(tp, ep, pp)
+    check_interconnect(gpu, layout)
+
     def analyze_step(w: Workload) -> Any:
-        return analyze(w, gpu, calibrated)
+        return analyze(w, gpu, calibrated, layout)
 
     return analyze_step

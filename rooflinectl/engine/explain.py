@@ -54,6 +54,11 @@ def moe_lines(a: Analysis) -> list[str]:
     flops = sum(p.op.flops for p in experts)
     moved = sum(p.op.bytes for p in experts)
     full = tokens_to_touch(e, k, ALL_EXPERTS)
+    if a.layout.ep > 1:  # one GPU's E/e experts, touched by the whole batch's routing (engine.parallel)
+        return [f"EP {a.layout.ep}: each GPU holds {e // a.layout.ep} of the {e} experts of each of the "
+                f"{w.model.moe_layers} MoE layers and reads those the whole batch's tokens touch among them "
+                f"(expected under uniform routing); its expert matmuls sit at intensity {flops / moved:.1f} "
+                f"FLOP/byte."]
     if w.experts_touched is not None:
         uniform = experts_touched(w.model_copy(update={"experts_touched": None}))
         how = (f", as stated (--experts-touched); uniform routing would touch {uniform:.4g}, and "

@@ -34,6 +34,7 @@ from ..specs.load import validate
 from ..specs.workload import Workload
 from ..units import GIB
 from .memory import MemoryBudget, memory_budget
+from .parallel import Layout
 from .roofline import Analysis
 
 StepAnalyzer = Callable[[Workload], Analysis]
@@ -117,11 +118,11 @@ class DecodeSeries:
 _ANALYSE_ALL_BELOW = 4
 
 
-Coefficients = tuple[float, float, float, float, float, float, int]
+Coefficients = tuple[float, float, float, float, float, float, int, float]
 
 
 def _affine(samples: Sequence[Analysis], first: int) -> list[Coefficients] | None:
-    """Each op's (F₀, ΔF, B₀, ΔB, peak, bandwidth, count) over the series, where F(c) = F₀ + (c − first)·ΔF
+    """Each op's (F₀, ΔF, B₀, ΔB, peak, bandwidth, count, latency) over the series, where F(c) = F₀ + (c − first)·ΔF
     and likewise for bytes, with ``samples[0]`` at ``first`` and ``samples[1]`` at ``first + 1``; None unless every
     sample has the same ops (names, counts, roofs) and integer counts exactly on those lines."""
     a0, a1 = samples[0], samples[1]
@@ -133,13 +134,14 @@ def _affine(samples: Sequence[Analysis], first: int) -> list[Coefficients] | Non
         f0, b0 = p0.op.flops, p0.op.bytes
         if not all(isinstance(v, int) for v in (f0, b0, p1.op.flops, p1.op.bytes)):
             return None
-        coeffs.append((f0, p1.op.flops - f0, b0, p1.op.bytes - b0, p0.peak_flops, p0.bandwidth, p0.op.count))
+        coeffs.append((f0, p1.op.flops - f0, b0, p1.op.bytes - b0, p0.peak_flops, p0.bandwidth, p0.op.count,
+                       p0.latency_s))
     for a in samples:
         if len(a.placements) != len(coeffs):
             return None
         d = a.workload.kv_len - first
-        for (f0, df, b0, db, peak, bw, n), p, p0 in zip(coeffs, a.placements, a0.placements, strict=True):
-            if (p.name, p.op.count, p.peak_flops, p.bandwidth) != (p0.name, n, peak, bw):
+        for (f0, df, b0, db, peak, bw, n, lat), p, p0 in zip(coeffs, a.placements, a0.placements, strict=True):
+            if (p.name, p.op.count, p.peak_flops, p.bandwidth, p.latency_s) != (p0.name, n, peak, bw, lat):
                 return None
             if p.op.flops != f0 + d * df or p.op.bytes != b0 + d * db:
                 return None
@@ -177,8 +179,10 @@ def decode_series(step: Callable[[int], Analysis], first: int, last: int) -> Dec
     else:
         for d in range(last - first + 1):
             t = 0.0  # sum() in roofline.analyze starts at 0: 0 + x is x, to the bit
-            for i, (f0, df, b0, db, peak, bw, n) in enumerate(coeffs):
-                compute, memory = (f0 + d * df) / peak, (b0 + d * db) / bw
+            for i, (f0, df, b0, db, peak, bw, n, lat) in enumerate(coeffs):
+                # roofline.place's expressions: a collective's latency added to its bytes' time
+                compute = (f0 + d * df) / peak
+                memory = lat + (b0 + d * db) / bw if lat else (b0 + d * db) / bw
                 ti = max(compute, memory) * n
                 op_totals[i] += ti
                 if not compute > memory:  # roofline.Placement.bound: memory on a tie
@@ -311,12 +315,13 @@ def largest_batch(base: Workload, prompt: int, output: int, analyze_step: StepAn
     """The largest batch whose weights, KV cache, activations and reserve fit (0: not even one request).
 
     Memory grows with the batch (the KV cache in proportion, the largest op's activations with its tokens), so a
-    bisection finds it; the KV cache alone bounds it from above: (capacity − weights − reserve) / per sequence."""
+    bisection finds it; the KV cache alone bounds it from above: (capacity − weights − reserve) / per sequence,
+    times the GPUs the sequences are spread over (expert parallelism's data-parallel attention)."""
     one = budget_at(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
     if not one.fits:
         return 0
     room = one.capacity_bytes - one.weight_bytes - one.reserve_bytes
-    lo, hi = 1, min(MAX_BATCH, int(room // one.kv_cache_bytes_per_sequence))
+    lo, hi = 1, min(MAX_BATCH, int(room // one.kv_cache_bytes_per_sequence) * one.batch_shards)
     while lo < hi:  # invariant: lo fits; every batch above hi does not
         mid = (lo + hi + 1) // 2
         if budget_at(base, Request(prompt, output, mid), analyze_step, reserve_bytes).fits:
@@ -346,20 +351,21 @@ class Curve:
     largest_batch: int
     points: tuple[Generation, ...]
     limit: MemoryBudget  # at batch 1 when nothing fits (why), else at the largest batch (what binds)
+    layout: Layout = Layout()  # how one copy spans GPUs (engine.parallel): every figure is one GPU's
 
 
 def latency_throughput_curve(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
-                             reserve_bytes: float, gpu: str, gpus: int = 1) -> Curve:
+                             reserve_bytes: float, gpu: str, layout: Layout = Layout()) -> Curve:
     """One GPU's curve: a generation at each of ``curve_batches`` of the largest batch that fits."""
     if output < 2:
         raise UserError(f"--output {output}: the curve plots time per output token, which needs at least 2 output "
                         f"tokens (the first comes from the prefill)")
     largest = largest_batch(base, prompt, output, analyze_step, reserve_bytes)
-    points = tuple(generate(base, Request(prompt, output, b), analyze_step, reserve_bytes, gpus)
+    points = tuple(generate(base, Request(prompt, output, b), analyze_step, reserve_bytes, layout.gpus)
                    for b in curve_batches(largest))
     limit = points[-1].memory if points else budget_at(base, Request(prompt, output, 1), analyze_step,
                                                         reserve_bytes)
-    return Curve(gpu=gpu, largest_batch=largest, points=points, limit=limit)
+    return Curve(gpu=gpu, largest_batch=largest, points=points, limit=limit, layout=layout)
 
 
 def batch_for_tpot(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer, reserve_bytes: float,
@@ -395,14 +401,16 @@ class Choice:
     largest_batch: int
     generation: Generation | None
     note: str = ""
+    layout: Layout = Layout()  # how one copy spans GPUs (engine.parallel): every figure is one GPU's
 
 
 def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer, reserve_bytes: float, gpu: str,
-           batch: int | None = None, tpot_s: float | None = None) -> Choice:
+           batch: int | None = None, tpot_s: float | None = None, layout: Layout = Layout()) -> Choice:
     """One GPU's row of ``compare``: at ``batch`` when given (if it fits), at the largest batch whose mean TPOT is
     at most ``tpot_s`` when that is given, else at the largest batch that fits (the most tokens/s per GPU)."""
     if batch is not None and tpot_s is not None:
         raise UserError("--batch and --tpot-ms both choose the batch: give one")
+    gpus = layout.gpus
     if tpot_s is not None and output < 2:
         raise UserError(f"--tpot-ms with --output {output}: time per output token needs at least 2 output tokens")
     check_request(base, Request(prompt, output, batch or 1))
@@ -415,16 +423,18 @@ def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
         m = budget_at(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
         need = (f"does not fit: one request needs {m.total_bytes / GIB:.1f} GiB (weights "
                 f"{m.weight_bytes / GIB:.1f} GiB) of {m.capacity_bytes / GIB:.0f} GiB")
-        return Choice(gpu, rule, 0, None, need)
+        return Choice(gpu, rule, 0, None, need, layout)
     if batch is not None:
         if batch > largest:
-            return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})")
-        return Choice(gpu, rule, largest, generate(base, Request(prompt, output, batch), analyze_step, reserve_bytes))
+            return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})", layout)
+        return Choice(gpu, rule, largest, generate(base, Request(prompt, output, batch), analyze_step, reserve_bytes,
+                                                   gpus), layout=layout)
     if tpot_s is not None:
-        g = batch_for_tpot(base, prompt, output, analyze_step, reserve_bytes, tpot_s, largest)
+        g = batch_for_tpot(base, prompt, output, analyze_step, reserve_bytes, tpot_s, largest, gpus)
         if g is None:
-            one = generate(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
+            one = generate(base, Request(prompt, output, 1), analyze_step, reserve_bytes, gpus)
             assert one.tpot_s is not None
-            return Choice(gpu, rule, largest, None, f"TPOT is {one.tpot_s * 1e3:.3g} ms at batch 1")
-        return Choice(gpu, rule, largest, g)
-    return Choice(gpu, rule, largest, generate(base, Request(prompt, output, largest), analyze_step, reserve_bytes))
+            return Choice(gpu, rule, largest, None, f"TPOT is {one.tpot_s * 1e3:.3g} ms at batch 1", layout)
+        return Choice(gpu, rule, largest, g, layout=layout)
+    return Choice(gpu, rule, largest, generate(base, Request(prompt, output, largest), analyze_step, reserve_bytes,
+                                               gpus), layout=layout)

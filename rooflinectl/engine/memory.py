@@ -1,11 +1,13 @@
 """What a served batch holds in HBM, and whether it fits: weights, KV cache, activations and a reserve.
 
 Pure: it reads the engine's step analyses (``roofline.Analysis``), never a model, so that a per-GPU analysis
-(tensor parallelism) gives a per-GPU budget with no change here.
+(tensor, expert or pipeline parallelism: engine/parallel.py) gives a per-GPU budget with no change here.
 
-  weights      ``transformer.weight_footprint_bytes`` of the step: every parameter as stored (quantized formats
-               with their scales), every expert of a mixture of experts.
-  KV cache     batch × ``transformer.kv_cache_bytes_per_sequence`` at the longest context of the request: the
+  weights      the weights one GPU holds (``Totals.weight_footprint_bytes``: ``transformer.weight_footprint_bytes``
+               of its share, every parameter as stored, quantized formats with their scales, every expert of a
+               mixture of experts, or its E/ep under expert parallelism, its stage's under pipeline parallelism).
+  KV cache     the step's batch (one GPU's: ⌈B/ep⌉ under expert parallelism) × one sequence's cache on the GPU
+               (``Totals.kv_cache_bytes_per_sequence``) at the longest context of the request: the
                last decode step's (it holds prompt + output − 1 positions: the last token's K and V are never
                written), or the prefill's when there is no decode step.
   activations  the largest live set of one op over the steps given: for each op, one instance's HBM traffic less
@@ -30,7 +32,6 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..units import GIB
 from .roofline import Analysis
-from .transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 
 # The share of HBM the default reserve keeps back: 1 − vLLM's default gpu_memory_utilization of 0.9.
 DEFAULT_RESERVE_FRACTION = 0.10
@@ -53,6 +54,7 @@ class MemoryBudget:
     kv_cache_bytes_per_sequence: float
     activations: LiveSet
     reserve_bytes: float
+    batch_shards: int = 1  # the GPUs a batch's sequences are spread over (expert parallelism's ep; else 1)
 
     @property
     def activation_bytes(self) -> float:
@@ -83,6 +85,8 @@ def activation_live_set(steps: Sequence[Analysis]) -> LiveSet:
     best = LiveSet(phase="", op="", bytes=0.0)
     for a in steps:
         for p in a.placements:
+            if p.op.kind == "communication":  # interconnect bytes; its buffer is the op before it's output
+                continue
             live = p.op.bytes - p.op.weight_bytes - p.op.kv_bytes
             if live > best.bytes:
                 best = LiveSet(phase=a.workload.phase, op=p.name, bytes=live)
@@ -94,12 +98,13 @@ def memory_budget(prefill: Analysis, longest: Analysis, reserve: float) -> Memor
     context: the last decode step, or the prefill itself), the largest live set of either step, and ``reserve``
     bytes. Both steps run the same batch on the same GPU."""
     w = longest.workload
-    per_seq = kv_cache_bytes_per_sequence(w)
+    per_seq = longest.totals.kv_cache_bytes_per_sequence
     return MemoryBudget(
         capacity_bytes=longest.totals.capacity_bytes,
-        weight_bytes=weight_footprint_bytes(w),
+        weight_bytes=longest.totals.weight_footprint_bytes,
         kv_cache_bytes=w.batch * per_seq,
         kv_cache_bytes_per_sequence=per_seq,
         activations=activation_live_set([prefill, longest]),
         reserve_bytes=reserve,
+        batch_shards=longest.layout.ep,
     )

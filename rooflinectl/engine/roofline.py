@@ -15,8 +15,18 @@ from ..specs.hardware import GPU, Roofs
 from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
 from .op import Op, Unit, matmul_unit
+from .parallel import (
+    Layout,
+    check_interconnect,
+    communication_ops,
+    expert_ops_per_gpu,
+    kv_bytes_per_sequence_per_gpu,
+    per_gpu_workload,
+    weight_bytes_per_gpu,
+)
+from .parallel import notes as parallel_notes
 from .quant import kernel_name
-from .transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
+from .transformer import step_ops
 
 
 @dataclass(frozen=True)
@@ -25,8 +35,9 @@ class Placement:
     peak_flops: float  # FLOP/s of the compute roof above this op
     bandwidth: float  # bytes/s of the memory roof
     compute_time_s: float  # one instance
-    memory_time_s: float  # one instance
+    memory_time_s: float  # one instance (a collective's: its latency + bytes / the interconnect's bandwidth)
     share: float = 0.0  # of the step's predicted time, count included
+    latency_s: float = 0.0  # a collective's fixed cost, part of memory_time_s; 0 for every other op
 
     @property
     def name(self) -> str:
@@ -59,8 +70,17 @@ class Placement:
 
 
 def place(op: Op, roofs: Roofs) -> Placement:
-    """Place one operation under ``roofs``."""
+    """Place one operation under ``roofs``. A collective (kind ``communication``) moves its bytes over the
+    interconnect, not HBM: its roof is the interconnect's bandwidth in one direction and its time
+    latency + bytes / bandwidth (engine/parallel.py states the model)."""
     peak = roofs.peak(op.dtype, op.unit)
+    if op.kind == "communication":
+        if roofs.interconnect_gbps is None or roofs.interconnect_latency_us is None:
+            raise UserError(f"{roofs.gpu_id}: the GPU file gives no interconnect, so a collective cannot be timed")
+        bandwidth = roofs.interconnect_gbps * 1e9
+        latency = roofs.interconnect_latency_us * 1e-6
+        return Placement(op=op, peak_flops=peak, bandwidth=bandwidth, compute_time_s=op.flops / peak,
+                         memory_time_s=latency + op.bytes / bandwidth, latency_s=latency)
     return Placement(
         op=op,
         peak_flops=peak,
@@ -117,7 +137,7 @@ def measured_share(op: Op, roofs: Roofs, time_s: float) -> MeasuredShare:
 @dataclass(frozen=True)
 class Totals:
     flops: float
-    bytes: float
+    bytes: float  # HBM bytes (a collective's interconnect bytes are communication_bytes)
     time_s: float
     tokens_per_s: float  # decode: new tokens per second; prefill/attention: prompt tokens per second
     weight_bytes: float  # weights read in the step
@@ -126,6 +146,9 @@ class Totals:
     fits: bool
     capacity_bytes: float
     max_batch: int  # largest batch whose weights + KV cache fit in HBM (0: the weights alone do not fit)
+    communication_bytes: float = 0  # sent over the interconnect by one GPU (tensor parallelism)
+    weight_footprint_bytes: float = 0  # the weights one GPU holds (engine.parallel.weight_bytes_per_gpu)
+    kv_cache_bytes_per_sequence: float = 0  # one sequence's KV cache on one GPU (its stage's layers under PP)
 
 
 # The most FLOPs or bytes one step may count. The workload ranges (specs/workload.py) keep every count finite
@@ -157,6 +180,11 @@ class Analysis:
     # The same step with FlashAttention, when this one runs naive attention outside decode: what the verdict
     # compares the score matrix's traffic with. None otherwise.
     flash: Analysis | None = None
+    # How the model is spread over GPUs; with more than one, ``workload`` is one GPU's share
+    # (engine.parallel.per_gpu_workload), and every figure here is one GPU's.
+    layout: Layout = Layout()
+    layout_notes: tuple[str, ...] = ()  # engine.parallel.notes of the whole model: what the per-GPU figures mean
+    whole: Workload | None = None  # with more than one GPU: the model copy's workload (``workload`` is one GPU's)
 
     @property
     def compute_unit(self) -> Unit:
@@ -186,36 +214,51 @@ class Analysis:
         raise KeyError(name)
 
 
-def analyze(workload: Workload, gpu: GPU, calibrated: bool = False) -> Analysis:
-    """Build the step's operations and place each under the GPU's roofs (spec sheet or measured)."""
+def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layout = Layout()) -> Analysis:
+    """Build the step's operations and place each under the GPU's roofs (spec sheet or measured). With a
+    ``layout`` over several GPUs: one GPU's share of the step (engine.parallel.per_gpu_workload) and the
+    collectives that join the shares, listed after it."""
     roofs = gpu.roofs(calibrated)
     roofs.peak(workload.matmul_dtype, matmul_unit(workload.matmul_dtype))  # a clear error up front
-    placed = [place(op, roofs) for op in step_ops(workload)]
+    check_interconnect(gpu, layout)
+    whole = workload
+    workload = per_gpu_workload(whole, layout)
+    ops = expert_ops_per_gpu(step_ops(workload), whole, workload, layout)
+    ops += communication_ops(whole, layout)
+    if len({op.name for op in ops}) != len(ops):
+        raise ValueError("two ops of one step share a name")  # a bug in the engine: names are lookups
+    placed = [place(op, roofs) for op in ops]
     step_time = sum(p.total_time_s for p in placed)
     placed = [replace(p, share=p.total_time_s / step_time) for p in placed]
 
-    weights = weight_footprint_bytes(workload)
-    per_seq_kv = kv_cache_bytes_per_sequence(workload)
+    weights = weight_bytes_per_gpu(whole, workload, layout)
+    per_seq_kv = kv_bytes_per_sequence_per_gpu(workload, layout)
     memory = weights + workload.batch * per_seq_kv
     capacity = gpu.memory.hbm_capacity_gib * GIB
-    max_batch = max(0, math.floor((capacity - weights) / per_seq_kv)) if capacity > weights else 0
+    # The largest batch of the model copy: one GPU's, times the ep GPUs that share the sequences under EP.
+    max_batch = max(0, math.floor((capacity - weights) / per_seq_kv)) * layout.ep if capacity > weights else 0
     totals = Totals(
         flops=sum(p.op.flops * p.op.count for p in placed),
-        bytes=sum(p.op.bytes * p.op.count for p in placed),
+        bytes=sum(p.op.bytes * p.op.count for p in placed if p.op.kind != "communication"),
         time_s=step_time,
-        tokens_per_s=workload.tokens / step_time,
+        tokens_per_s=whole.tokens / step_time,  # the model copy's: per GPU, divide by layout.gpus
         weight_bytes=sum(p.op.weight_bytes * p.op.count for p in placed),
         kv_cache_bytes=sum(p.op.kv_bytes * p.op.count for p in placed),
         memory_bytes=memory,
         fits=memory <= capacity,
         capacity_bytes=capacity,
         max_batch=max_batch,
+        communication_bytes=sum(p.op.bytes * p.op.count for p in placed if p.op.kind == "communication"),
+        weight_footprint_bytes=weights,
+        kv_cache_bytes_per_sequence=per_seq_kv,
     )
     _check_step(workload, totals)
     flash = None
     if workload.attention == "naive" and workload.phase != "decode":
-        flash = analyze(Workload.model_validate({**dict(workload), "attention": "flash"}), gpu, calibrated)
-    return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals, flash=flash)
+        flash = analyze(Workload.model_validate({**dict(whole), "attention": "flash"}), gpu, calibrated, layout)
+    return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals, flash=flash,
+                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout)),
+                    whole=None if layout.single else whole)
 
 
 SWEEP_FIELDS = SIZE_FIELDS

@@ -47,6 +47,8 @@ def analysis_json(a: Analysis) -> dict:
             # expectation: a real number, so always a float).
             **({"experts_touched": experts_touched(w)} if w.model.moe is not None else {}),
         },
+        # More than one GPU only: the layout, and every figure below is one GPU's.
+        **({"parallel": parallel_json(a)} if not a.layout.single else {}),
         "ops": [op_json(p) for p in a.placements],
         "totals": {
             "flops": a.totals.flops,
@@ -57,7 +59,22 @@ def analysis_json(a: Analysis) -> dict:
             "kv_cache_bytes": a.totals.kv_cache_bytes,
             "memory_bytes": a.totals.memory_bytes,
             "fits": a.totals.fits,
+            **({"communication_bytes": a.totals.communication_bytes} if not a.layout.single else {}),
         },
+    }
+
+
+def parallel_json(a: Analysis) -> dict:
+    """The layout of a step over several GPUs: the degrees, the GPUs one copy spans, the interconnect's roof
+    (one direction) and latency, and the notes that say what the per-GPU figures mean."""
+    return {
+        "tp": a.layout.tp,
+        "ep": a.layout.ep,
+        "pp": a.layout.pp,
+        "gpus": a.layout.gpus,
+        "interconnect_gbps": a.roofs.interconnect_gbps,
+        "interconnect_latency_us": a.roofs.interconnect_latency_us,
+        "notes": list(a.layout_notes),
     }
 
 
@@ -126,8 +143,9 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
 
 def totals_lines(a: Analysis) -> list[str]:
     t, w = a.totals, a.workload
+    batch = (a.whole or w).batch  # tokens/s are the model copy's: of all its sequences
     if w.phase == "decode":
-        rate = f"{t.tokens_per_s:,.1f} tokens/s ({w.batch} sequence{'s' if w.batch > 1 else ''})"
+        rate = f"{t.tokens_per_s:,.1f} tokens/s ({batch} sequence{'s' if batch > 1 else ''})"
     elif w.phase == "prefill":
         rate = f"time to first token {duration(t.time_s)}, {t.tokens_per_s:,.0f} prompt tokens/s"
     else:
@@ -140,6 +158,22 @@ def totals_lines(a: Analysis) -> list[str]:
         f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
         f"roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, {a.peak_flops / 1e12:,.1f} TFLOP/s {w.matmul_dtype}{kernel}; "
         f"ridge {a.ridge:.0f} FLOP/byte",
+        *parallel_lines(a),
+    ]
+
+
+def parallel_lines(a: Analysis) -> list[str]:
+    """Over several GPUs: every figure above is one GPU's; the collectives' share and the layout's notes."""
+    if a.layout.single:
+        return []
+    comm = sum(p.total_time_s for p in a.placements if p.op.kind == "communication")
+    r, t = a.roofs, a.totals
+    who = "along the pass through the stages" if a.layout.pp > 1 else "a GPU"
+    return [
+        f"per GPU of {a.layout.gpus} ({a.layout.label()}): {t.tokens_per_s / a.layout.gpus:,.1f} tokens/s per GPU; "
+        f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(comm)} ({comm / t.time_s:.1%} of the "
+        f"step) at {r.interconnect_gbps:,.0f} GB/s a direction + {r.interconnect_latency_us:g} us each",
+        *a.layout_notes,
     ]
 
 

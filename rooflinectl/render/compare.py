@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine.generate import Choice, Curve, Generation
+from ..engine.parallel import Layout
 from ..units import duration
 
 
@@ -22,8 +23,13 @@ def _bound(g: Generation) -> str:
     return f"{bound} {share:.0%}" + ("" if phase == "decode" else " (prefill)")
 
 
-COMPARE_FIELDS = ("gpu", "name", "rule", "batch", "largest_batch", "ttft_s", "tpot_s", "e2e_s",
+COMPARE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "name", "rule", "batch", "largest_batch", "ttft_s", "tpot_s", "e2e_s",
                   "output_tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu", "bound", "note")
+
+
+def _degrees(layout: Layout) -> dict:
+    """A row's layout (engine.parallel): the degrees and the GPUs one copy of the model spans."""
+    return {"tp": layout.tp, "ep": layout.ep, "pp": layout.pp, "gpus": layout.gpus}
 
 
 def compare_rows(choices: Sequence[Choice], names: Sequence[str]) -> list[dict]:
@@ -32,7 +38,7 @@ def compare_rows(choices: Sequence[Choice], names: Sequence[str]) -> list[dict]:
     for c, name in zip(choices, names, strict=True):
         g = c.generation
         rows.append({
-            "gpu": c.gpu, "name": name, "rule": c.rule,
+            "gpu": c.gpu, **_degrees(c.layout), "name": name, "rule": c.rule,
             "batch": g.request.batch if g else None, "largest_batch": c.largest_batch,
             "ttft_s": g.ttft_s if g else None, "tpot_s": g.tpot_s if g else None, "e2e_s": g.e2e_s if g else None,
             "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu if g else None,
@@ -80,13 +86,13 @@ def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str) -
     return table
 
 
-CURVE_FIELDS = ("gpu", "batch", "largest_batch", "tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",
+CURVE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "batch", "largest_batch", "tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",
                 "total_tokens_per_s_per_gpu", "memory_bytes", "capacity_bytes")
 
 
 def curve_rows(curves: Sequence[Curve]) -> list[dict]:
     """Every point of every GPU's curve (a GPU where nothing fits has none)."""
-    return [{"gpu": c.gpu, "batch": g.request.batch, "largest_batch": c.largest_batch, "tpot_s": g.tpot_s,
+    return [{"gpu": c.gpu, **_degrees(c.layout), "batch": g.request.batch, "largest_batch": c.largest_batch, "tpot_s": g.tpot_s,
              "ttft_s": g.ttft_s, "e2e_s": g.e2e_s, "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu,
              "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu,
              "memory_bytes": round(g.memory.total_bytes), "capacity_bytes": round(g.memory.capacity_bytes)}
@@ -97,7 +103,7 @@ def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str) ->
     return {
         "path": path,
         "request": {"prompt": prompt, "output": output},
-        "gpus": [{"gpu": c.gpu, "largest_batch": c.largest_batch,
+        "gpus": [{"gpu": c.gpu, **_degrees(c.layout), "largest_batch": c.largest_batch,
                   "fits": c.largest_batch > 0,
                   "memory_at_limit_bytes": round(c.limit.total_bytes),
                   "capacity_bytes": round(c.limit.capacity_bytes)} for c in curves],

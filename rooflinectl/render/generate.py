@@ -74,6 +74,10 @@ def generation_json(g: Generation, largest_batch: int) -> dict:
         "workload": {"model": w.model.id, "dtype": w.dtype, "kv_dtype": w.kv_dtype, "weight_dtype": w.weights,
                      "act_dtype": w.matmul_dtype, "attention": w.attention, "fused": list(w.fused)},
         "request": {"prompt": r.prompt, "output": r.output, "batch": r.batch, "gpus": g.gpus},
+        # More than one GPU only: the layout (engine.parallel); every figure is then one GPU's.
+        **({"parallel": {"tp": a.layout.tp, "ep": a.layout.ep, "pp": a.layout.pp, "gpus": a.layout.gpus,
+                         "notes": list(a.layout_notes)}}
+           if not a.layout.single else {}),
         "latency": {
             "ttft_s": g.ttft_s,
             "tpot_s": g.tpot_s,
@@ -109,9 +113,10 @@ def _table(title: str) -> Table:
 
 def title_lines(g: Generation) -> list[str]:
     a = g.prefill
+    where = a.gpu.name if a.layout.single else f"{a.layout.gpus} × {a.gpu.name} ({a.layout.label()}, per GPU)"
     return [_workload_label(g),
-            f"on {a.gpu.name}, {a.roofs.label} roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, "
-            f"{a.peak_flops / 1e12:,.1f} TFLOP/s {a.workload.matmul_dtype}"]
+            f"on {where}, {a.roofs.label} roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, "
+            f"{a.peak_flops / 1e12:,.1f} TFLOP/s {a.workload.matmul_dtype}", *a.layout_notes]
 
 
 def phase_table(g: Generation) -> Table:

@@ -125,8 +125,30 @@ class Compute(Sourced):
 
 
 class Interconnect(Sourced):
+    """The GPU's link to its peers, what tensor, expert and pipeline parallelism communicate over
+    (engine/parallel.py). ``bandwidth_gbps`` is the datasheet's figure: the total of both directions, per GPU;
+    a collective sends and receives at once, so its roof is half of it (:attr:`per_direction_gbps`).
+    ``latency_us`` is the fixed cost of one collective, which no datasheet gives: each file marks it estimated
+    and says how. A PCIe link states its generation and lanes."""
+
     name: str
+    link: Literal["nvlink", "pcie", "infinity_fabric"]
     bandwidth_gbps: Rate  # total, both directions, per GPU
+    latency_us: Rate  # one collective's fixed cost (an estimate: see the file's derived note)
+    pcie_gen: Literal[3, 4, 5, 6] | None = None
+    pcie_lanes: Literal[1, 2, 4, 8, 16] | None = None
+
+    @property
+    def per_direction_gbps(self) -> float:
+        """One direction's bandwidth: half the datasheet's bidirectional total."""
+        return self.bandwidth_gbps / 2
+
+    @model_validator(mode="after")
+    def _pcie_states_its_link(self) -> Self:
+        pcie = self.link == "pcie"
+        if pcie != (self.pcie_gen is not None) or pcie != (self.pcie_lanes is not None):
+            raise ValueError("pcie_gen and pcie_lanes are given for a PCIe link, and only for one")
+        return self
 
 
 class Ceilings(Strict):
@@ -191,6 +213,8 @@ class GPU(Strict):
             vector_tflops={k: v for k, v in self.compute.vector_tflops.items()},
             l2_bandwidth_gbps=self.memory.l2_bandwidth_gbps,
             smem_bandwidth_gbps=self.memory.smem_bandwidth_gbps,
+            interconnect_gbps=self.interconnect.per_direction_gbps if self.interconnect else None,
+            interconnect_latency_us=self.interconnect.latency_us if self.interconnect else None,
         )
         if not calibrated:
             return spec
@@ -212,6 +236,9 @@ class Roofs(Strict):
     vector_tflops: dict[str, float]
     l2_bandwidth_gbps: float | None = None
     smem_bandwidth_gbps: float | None = None
+    # The interconnect's roof, one direction (GB/s), and one collective's fixed cost; None: no interconnect given.
+    interconnect_gbps: float | None = None
+    interconnect_latency_us: float | None = None
 
     @property
     def bandwidth(self) -> float:

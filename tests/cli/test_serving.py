@@ -119,7 +119,7 @@ def test_bad_input_is_one_line(args, fragments, tmp_path, monkeypatch):
 
 # --- compare ----------------------------------------------------------------------------------------------------
 
-ROW = {"gpu": (str,), "name": (str,), "rule": (str,), "batch": (int, NONE), "largest_batch": (int,),
+ROW = {"gpu": (str,), "tp": (int,), "ep": (int,), "pp": (int,), "gpus": (int,), "name": (str,), "rule": (str,), "batch": (int, NONE), "largest_batch": (int,),
        "ttft_s": (float, NONE), "tpot_s": (float, NONE), "e2e_s": (float, NONE),
        "output_tokens_per_s_per_gpu": (float, NONE), "total_tokens_per_s_per_gpu": (float, NONE),
        "bound": (str, NONE), "note": (str,)}
@@ -163,13 +163,15 @@ def test_compare_text_names_what_does_not_fit():
 
 PARETO = {
     "path": (str,), "request.prompt": (int,), "request.output": (int,),
-    "gpus[].gpu": (str,), "gpus[].largest_batch": (int,), "gpus[].fits": (bool,),
+    "gpus[].gpu": (str,), "gpus[].tp": (int,), "gpus[].ep": (int,), "gpus[].pp": (int,),
+    "gpus[].gpus": (int,), "gpus[].largest_batch": (int,), "gpus[].fits": (bool,),
     "gpus[].memory_at_limit_bytes": (int,), "gpus[].capacity_bytes": (int,),
     "points": (list,),
     **{f"points[].{k}": (int,) for k in ("batch", "largest_batch", "memory_bytes", "capacity_bytes")},
     **{f"points[].{k}": (float,) for k in ("tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",
                                            "total_tokens_per_s_per_gpu")},
-    "points[].gpu": (str,),
+    "points[].gpu": (str,), "points[].tp": (int,), "points[].ep": (int,), "points[].pp": (int,),
+    "points[].gpus": (int,),
 }
 
 
