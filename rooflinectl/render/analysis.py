@@ -172,7 +172,7 @@ def parallel_lines(a: Analysis) -> list[str]:
     return [
         f"per GPU of {a.layout.gpus} ({a.layout.label()}): {t.tokens_per_s / a.layout.gpus:,.1f} tokens/s per GPU; "
         f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(comm)} ({comm / t.time_s:.1%} of the "
-        f"step) at {r.interconnect_gbps:,.0f} GB/s a direction + {r.interconnect_latency_us:g} us each",
+        f"step) at {r.interconnect_gbps:,.0f} GB/s a direction + {r.interconnect_latency_us:g} µs each",
         *a.layout_notes,
     ]
 

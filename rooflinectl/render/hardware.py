@@ -79,7 +79,7 @@ def _spec_table(g: GPU) -> Table:
         ic = g.interconnect
         rows.append(("interconnect", f"{ic.name}, {ic.bandwidth_gbps:,.0f} GB/s both directions "
                      f"({ic.per_direction_gbps:,.0f} each way)", "[4]"))
-        rows.append(("collective latency", f"{ic.latency_us:g} us ({ic.derivation('latency_us') or 'datasheet'})",
+        rows.append(("collective latency", f"{ic.latency_us:g} µs ({ic.derivation('latency_us') or 'datasheet'})",
                      "[4]"))
     for row in rows:
         spec.add_row(*(Text(cell) for cell in row))  # names and sources from the file: never markup
