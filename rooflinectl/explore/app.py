@@ -34,7 +34,7 @@ from ..errors import UserError
 from ..render.analysis import BOUND_STYLE
 from ..specs.hardware import GPU, list_gpus
 from ..specs.workload import Model, Workload, list_models
-from ..units import GIB, duration, si
+from ..units import duration, gib, number, si
 from . import state
 from .chart import Chart, roofline_chart
 from .describe import describe, intensity_text
@@ -63,7 +63,7 @@ def table_row(p: Placement) -> tuple[str, ...]:
         p.name,
         intensity_text(p.intensity),
         " " + p.op.kind,
-        f"{p.attainable_flops / 1e12:.3g}",
+        number(p.attainable_flops / 1e12),
         duration(p.total_time_s, sep=""),
         f"{p.share:.1%}",
     )
@@ -148,20 +148,20 @@ def totals_text(a: Analysis) -> Text:
     """The step's totals in four short lines (``render.totals_lines`` says the same at full width)."""
     t, w = a.totals, a.workload
     if w.phase == "decode":
-        rate = f"{duration(t.time_s)} per step · {t.tokens_per_s:,.1f} tokens/s"
+        rate = f"{duration(t.time_s)} per step · {number(t.tokens_per_s)} tokens/s"
     elif w.phase == "prefill":
-        rate = f"time to first token {duration(t.time_s)} · {t.tokens_per_s:,.0f} prompt tokens/s"
+        rate = f"time to first token {duration(t.time_s)} · {number(t.tokens_per_s)} prompt tokens/s"
     else:
-        rate = f"attention core {duration(t.time_s)} · {t.tokens_per_s:,.0f} prompt tokens/s"
+        rate = f"attention core {duration(t.time_s)} · {number(t.tokens_per_s)} prompt tokens/s"
     fits = ("fits", "green") if t.fits else ("does NOT fit", "bold red")
     return Text.assemble(
         (rate, "bold"), "\n",
         f"{si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} HBM: {si(t.weight_bytes, 'B')} weights, "
         f"{si(t.kv_cache_bytes, 'B')} KV\n",
-        f"holds {t.memory_bytes / GIB:,.1f} of {t.capacity_bytes / GIB:.0f} GiB: ", fits,
+        f"holds {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)}: ", fits,
         f" · max batch {t.max_batch:,}\n",
-        f"roofs {a.roofs.bandwidth_gbps:,.0f} GB/s · {a.peak_flops / 1e12:,.1f} TFLOP/s {w.dtype} · "
-        f"ridge {a.ridge:.0f}",
+        f"roofs {number(a.roofs.bandwidth_gbps)} GB/s · {number(a.peak_flops / 1e12)} TFLOP/s {w.dtype} · "
+        f"ridge {number(a.ridge)}",
     )
 
 

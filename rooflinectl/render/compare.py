@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..engine.generate import Choice, Curve, Generation
-from ..units import duration
+from ..units import duration, number
 
 
 def _bound(g: Generation) -> str:
@@ -76,7 +76,7 @@ def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str) -
             continue
         tpot = duration(row["tpot_s"]) if row["tpot_s"] is not None else "—"
         table.add_row(row["gpu"], f"{row['batch']:,}", f"{row['largest_batch']:,}", duration(row["ttft_s"]), tpot,
-                      duration(row["e2e_s"]), f"{row['output_tokens_per_s_per_gpu']:,.0f}", row["bound"])
+                      duration(row["e2e_s"]), number(row['output_tokens_per_s_per_gpu']), row["bound"])
     return table
 
 

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ..engine.generate import Generation
 from ..engine.memory import MemoryBudget
-from ..units import GIB, duration
+from ..units import duration, gib, number
 
 # The ops the text table lists by name, largest first; the rest are summed in one row (--json lists them all).
 TOP_OPS = 8
@@ -109,8 +109,8 @@ def _table(title: str) -> Table:
 def title_lines(g: Generation) -> list[str]:
     a = g.prefill
     return [_workload_label(g),
-            f"on {a.gpu.name}, {a.roofs.label} roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, "
-            f"{a.peak_flops / 1e12:,.1f} TFLOP/s {a.workload.matmul_dtype}"]
+            f"on {a.gpu.name}, {a.roofs.label} roofs: {number(a.roofs.bandwidth_gbps)} GB/s, "
+            f"{number(a.peak_flops / 1e12)} TFLOP/s {a.workload.matmul_dtype}"]
 
 
 def phase_table(g: Generation) -> Table:
@@ -143,10 +143,10 @@ def ops_table(g: Generation) -> Table:
 
 def memory_sum(m: MemoryBudget, batch: int, longest_context: int) -> str:
     """The budget as one sum: weights + KV cache + activations + reserve = total of capacity."""
-    return (f"{m.weight_bytes / GIB:.1f} GiB weights + {m.kv_cache_bytes / GIB:.1f} GiB KV cache ({batch:,} × "
-            f"{longest_context:,} positions) + {m.activation_bytes / GIB:.1f} GiB activations "
-            f"({m.activations.phase} {m.activations.op}) + {m.reserve_bytes / GIB:.1f} GiB reserve = "
-            f"{m.total_bytes / GIB:.1f} GiB of {m.capacity_bytes / GIB:.0f} GiB")
+    return (f"{gib(m.weight_bytes)} weights + {gib(m.kv_cache_bytes)} KV cache ({batch:,} × "
+            f"{longest_context:,} positions) + {gib(m.activation_bytes)} activations "
+            f"({m.activations.phase} {m.activations.op}) + {gib(m.reserve_bytes)} reserve = "
+            f"{gib(m.total_bytes)} of {gib(m.capacity_bytes, 0)}")
 
 
 def summary_lines(g: Generation, largest_batch: int) -> list[str]:
@@ -159,13 +159,13 @@ def summary_lines(g: Generation, largest_batch: int) -> list[str]:
                      f"{duration(d.step_times_s[-1])} at {d.last.workload.kv_len:,})")
     else:
         lines.append("time per output token: none (one output token: the prefill gives it, no decode step)")
-    per_request = f"{g.output_tokens_per_s_per_request:,.1f} output tokens/s over the request"
+    per_request = f"{number(g.output_tokens_per_s_per_request)} output tokens/s over the request"
     if g.decode_tokens_per_s_per_request is not None:
-        per_request += f", {g.decode_tokens_per_s_per_request:,.1f} while decoding (1 / TPOT)"
+        per_request += f", {number(g.decode_tokens_per_s_per_request)} while decoding (1 / TPOT)"
     lines += [
         f"end-to-end latency:    {duration(g.e2e_s)}",
-        f"per GPU:               {g.output_tokens_per_s_per_gpu:,.0f} output tokens/s, "
-        f"{g.total_tokens_per_s_per_gpu:,.0f} tokens/s with the prompts",
+        f"per GPU:               {number(g.output_tokens_per_s_per_gpu)} output tokens/s, "
+        f"{number(g.total_tokens_per_s_per_gpu)} tokens/s with the prompts",
         f"per request:           {per_request}",
         *memory_lines(g.memory, r.batch, r.longest_context, largest_batch),
     ]
@@ -176,12 +176,12 @@ def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batc
     """The memory budget in three lines of the summary's layout."""
     pad = " " * len("time to first token:   ")
     return [
-        f"memory:                {m.total_bytes / GIB:.1f} GiB of {m.capacity_bytes / GIB:.0f} GiB, "
+        f"memory:                {gib(m.total_bytes)} of {gib(m.capacity_bytes, 0)}, "
         f"{'fits' if m.fits else 'does not fit'}; largest batch that fits: {largest_batch:,}",
-        f"{pad}= {m.weight_bytes / GIB:.1f} GiB weights + {m.kv_cache_bytes / GIB:.1f} GiB KV cache "
+        f"{pad}= {gib(m.weight_bytes)} weights + {gib(m.kv_cache_bytes)} KV cache "
         f"({batch:,} × {longest_context:,} positions)",
-        f"{pad}+ {m.activation_bytes / GIB:.1f} GiB activations (the largest op: {m.activations.phase} "
-        f"{m.activations.op}) + {m.reserve_bytes / GIB:.1f} GiB reserve",
+        f"{pad}+ {gib(m.activation_bytes)} activations (the largest op: {m.activations.phase} "
+        f"{m.activations.op}) + {gib(m.reserve_bytes)} reserve",
     ]
 
 
