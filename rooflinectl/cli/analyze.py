@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ._app import app, command, console, print_json
+from ._app import app, command, console, one_format, print_json
 from .options import (
     ACT_DTYPE_OPTION,
     ATTENTION_OPTION,
@@ -12,6 +12,7 @@ from .options import (
     CALIBRATED_OPTION,
     CAUSAL_OPTION,
     CONTEXT_OPTION,
+    CSV_OPTION,
     DTYPE_OPTION,
     EXPERTS_TOUCHED_OPTION,
     FUSE_OPTION,
@@ -46,6 +47,7 @@ def analyze(
     experts_touched: int = EXPERTS_TOUCHED_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
     json: bool = JSON_OPTION,
+    csv: bool = CSV_OPTION,
 ) -> None:
     """Place every operation of one inference step on a GPU's roofline.
 
@@ -55,6 +57,7 @@ def analyze(
 
     Quantized weights: rooflinectl analyze decode --gpu a100 --model llama-3-8b --weight-dtype int4 --group-size 128
     """
+    one_format(json, csv)
     # The library is imported here, not at the top: `rooflinectl --help` needs none of it.
     from ..engine.roofline import analyze as analyze_workload
     from ..render.analysis import analysis_json, print_analysis
@@ -68,5 +71,9 @@ def analyze(
     result = analyze_workload(w, load_gpu(gpu), calibrated=calibrated)
     if json:
         print_json(analysis_json(result))
+    elif csv:
+        from ..render.csvout import analysis_csv
+
+        print(analysis_csv(result), end="")
     else:
         print_analysis(console(), result)

@@ -40,6 +40,7 @@ EXPERTS_TOUCHED_OPTION = typer.Option(
 )
 CALIBRATED_OPTION = typer.Option(False, "--calibrated", help="Use the GPU file's measured ceilings as roofs.")
 JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
+CSV_OPTION = typer.Option(False, "--csv", help="Print the table as CSV (numbers with all their digits).")
 
 
 def workload_overrides(

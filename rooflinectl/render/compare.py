@@ -3,8 +3,6 @@ engine's ``Choice`` and ``Curve`` objects; computes nothing of its own."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 
 from rich import box
@@ -13,6 +11,7 @@ from rich.text import Text
 
 from ..engine.generate import Choice, Curve, Generation
 from ..units import duration, number
+from .csvout import to_csv  # noqa: F401  (compare's and pareto's --csv)
 
 
 def _bound(g: Generation) -> str:
@@ -46,16 +45,6 @@ def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, o
     first = next((c.generation for c in choices if c.generation is not None), None)
     model = first.prefill.workload.model.id if first else None
     return {"request": {"prompt": prompt, "output": output}, "model": model, "gpus": compare_rows(choices, names)}
-
-
-def to_csv(rows: Sequence[dict], fields: Sequence[str]) -> str:
-    """Rows as CSV with a header; None is an empty cell; floats with all their digits."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(fields), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if row[k] is None else row[k]) for k in fields})
-    return out.getvalue()
 
 
 def compare_notes(choices: Sequence[Choice]) -> list[str]:
