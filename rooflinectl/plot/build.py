@@ -308,12 +308,12 @@ def chart_json(chart: Chart, path: Path | None = None) -> dict[str, Any]:
 # --- output --------------------------------------------------------------------------------------------------
 
 
-def draw(chart: Chart, path: Path | None = None) -> Any:
-    """Render ``chart`` with matplotlib (``plot.draw``); write it to ``path`` when given. Returns the figure
-    (a matplotlib Figure, typed Any: matplotlib is imported only here)."""
+def draw(chart: Chart, path: Path | None = None, style: str = "light") -> Any:
+    """Render ``chart`` with matplotlib (``plot.draw``) in ``style`` (light or dark); write it to ``path`` when
+    given. Returns the figure (a matplotlib Figure, typed Any: matplotlib is imported only here)."""
     from .draw import draw_chart
 
-    return draw_chart(chart, path)
+    return draw_chart(chart, path, style)
 
 
 def plot_workloads(
@@ -324,12 +324,13 @@ def plot_workloads(
     values: Sequence[int] | None = None,
     measured_path: Path | None = None,
     calibrated: bool = False,
+    style: str = "light",
 ) -> Chart:
     """Build the chart of ``workloads`` on ``gpus`` and write it to ``path``: what ``rooflinectl plot`` does."""
     check_output(path)
     measured = load_measured(measured_path) if measured_path is not None else None
     chart = build_chart(workloads, gpus, sweep_field, values, measured, str(measured_path), calibrated)
-    fig = draw(chart, path)
+    fig = draw(chart, path, style)
     import matplotlib.pyplot as plt
 
     plt.close(fig)

@@ -39,15 +39,28 @@ PANEL_SIZE_IN = (10.0, 6.6)
 # issue 18), and each label tried costs a few ms: 300 records took 89 s before the placer was rewritten, and now
 # take about as long as 48.
 MEASURED_LABELS = 48
-DPI = 150
+# A slide's resolution: a 16:9 slide is 13.3 in wide, and a chart that fills it is 2,660 px across at 200 dpi (a
+# 4K projector's 3,840 over a slide and a half); PDF and SVG are vector (text kept as text, svg.fonttype "none").
+DPI = 200
+STYLES = ("light", "dark")
+# The dark style: the light colours the drawing uses for ink (text, frame, grey lines) and paper, and what each
+# becomes on a dark slide. The GPUs' and bounds' colours (Okabe-Ito) read on both; the first GPU's near-black
+# turns light grey.
+DARK_BACKGROUND = "#1b1b1f"
+DARK_INK = {"#222222": "#e8e8e8", "#333333": "#dddddd", "#111111": "#f0f0f0", "#000000": "#e8e8e8",
+            "#555555": "#b8b8b8", "#999999": "#8a8a8a", "#bbbbbb": "#777777", "#e6e6e6": "#34343a",
+            "#ffffff": DARK_BACKGROUND}
 # Op labels of at least this share of the step are placed before the roof labels.
 BIG_SHARE = 0.1
 
 
-def draw_chart(chart: Chart, path: Path | None = None) -> Any:
-    """Render ``chart``; write it to ``path`` (format from the extension) when given. Returns the figure."""
+def draw_chart(chart: Chart, path: Path | None = None, style: str = "light") -> Any:
+    """Render ``chart`` in ``style`` (light or dark, for the slide it goes on); write it to ``path`` (format from
+    the extension) when given. Returns the figure."""
     if path is not None:
         check_output(path)
+    if style not in STYLES:
+        raise UserError(f"--style {style!r}: use {' or '.join(STYLES)}")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -55,11 +68,12 @@ def draw_chart(chart: Chart, path: Path | None = None) -> Any:
 
     # Names come from the user's files: a '$' in one must print as a '$', not start matplotlib's mathtext (whose
     # parse errors left a partial SVG or PDF behind).
-    with matplotlib.rc_context({"text.parse_math": False}):
-        return _render(chart, path, plt)
+    # SVG keeps its text as text (a slide tool can search, edit and restyle it), not as paths.
+    with matplotlib.rc_context({"text.parse_math": False, "svg.fonttype": "none"}):
+        return _render(chart, path, plt, style)
 
 
-def _render(chart: Chart, path: Path | None, plt: Any) -> Any:
+def _render(chart: Chart, path: Path | None, plt: Any, style: str = "light") -> Any:
     import io
 
     n = len(chart.panels)
@@ -88,12 +102,15 @@ def _render(chart: Chart, path: Path | None, plt: Any) -> Any:
     fig.suptitle(title, fontsize=12.5, fontweight="bold", y=1 - 0.15 / height, va="top")
     for panel, ax in zip(chart.panels, axes[0], strict=True):
         _draw_panel(fig, ax, panel, chart)
+    if style == "dark":
+        _darken(fig)
     if path is not None:
         # Rendered into memory first, then written all at once (files.write_atomic): a render error or a full
         # disk never leaves a truncated image where the old one was.
         buffer = io.BytesIO()
         try:
-            fig.savefig(buffer, dpi=DPI, format=Path(path).suffix.lower().lstrip("."))
+            fig.savefig(buffer, dpi=DPI, format=Path(path).suffix.lower().lstrip("."),
+                        facecolor=fig.get_facecolor())
         except (OSError, ValueError) as err:
             plt.close(fig)
             raise UserError(f"cannot draw {path}: {' '.join(str(err).split())[:200]}") from None
@@ -103,6 +120,38 @@ def _render(chart: Chart, path: Path | None, plt: Any) -> Any:
             plt.close(fig)
             raise
     return fig
+
+
+def _darken(fig: Any) -> None:
+    """Recolour a drawn figure for a dark slide: paper to DARK_BACKGROUND, each ink colour by DARK_INK. Positions
+    do not change: the labels stay where they were placed."""
+    from matplotlib.colors import to_hex, to_rgba
+
+    def dark(color: Any) -> Any:
+        rgba = to_rgba(color)
+        if rgba[3] == 0:
+            return color
+        new = DARK_INK.get(to_hex(rgba[:3]))
+        return color if new is None else to_rgba(new, rgba[3])
+
+    fig.set_facecolor(DARK_BACKGROUND)
+    for artist in fig.findobj():
+        for getter, setter in (("get_color", "set_color"), ("get_edgecolor", "set_edgecolor"),
+                               ("get_facecolor", "set_facecolor"), ("get_markeredgecolor", "set_markeredgecolor"),
+                               ("get_markerfacecolor", "set_markerfacecolor")):
+            if not (hasattr(artist, getter) and hasattr(artist, setter)) or artist is fig:
+                continue
+            try:
+                value = getattr(artist, getter)()
+                if isinstance(value, np.ndarray) and value.ndim == 2:
+                    new = [dark(c) for c in value]
+                    getattr(artist, setter)(new)
+                elif isinstance(value, str) or (isinstance(value, (tuple, np.ndarray)) and len(value) in (3, 4)):
+                    getattr(artist, setter)(dark(value))
+            except (ValueError, TypeError, AttributeError):
+                continue  # an artist without that colour ("none", auto): nothing to change
+    for ax in fig.axes:
+        ax.set_facecolor(DARK_BACKGROUND)
 
 
 def wrap_title(title: str, width: int) -> str:
