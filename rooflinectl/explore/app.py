@@ -277,7 +277,7 @@ class ExploreApp(App):
     #totals { height: auto; }
     #verdict-box { height: 1fr; scrollbar-size-vertical: 1; scrollbar-gutter: stable; margin-top: 1; }
     #detail-box { width: 1fr; padding: 0 0 0 1; scrollbar-size-vertical: 1; scrollbar-gutter: stable; }
-    #status { height: auto; max-height: 2; background: $boost; padding: 0 1; }
+    #status { height: auto; max-height: 6; background: $boost; padding: 0 1; }
     #status.error { background: $error 40%; text-style: bold; }
     """
     BINDINGS = [
@@ -387,7 +387,8 @@ class ExploreApp(App):
 
     def status(self, message: str, error: bool = False) -> None:
         line = self.query_one("#status", Static)
-        line.update(Text(("error: " if error else "") + message, no_wrap=True, overflow="ellipsis"), layout=False)
+        # Wrapped, not cut: the s key's confirmation (a path and a command) is longer than 120 columns (issue 19).
+        line.update(Text(("error: " if error else "") + message, overflow="fold"))
         line.set_class(error, "error")
 
     def turn(self, change: Callable[[state.Knobs], state.Knobs], what: Callable[[state.Knobs], str]) -> None:

@@ -318,3 +318,18 @@ def test_every_key_the_gpu_and_apart_columns_at_a_stock_and_a_large_terminal(siz
         assert app.query_one("#chart").content_region.width >= 30  # room for a chart beside the table
 
     explore("", check, workload=w, size=size)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_save_confirmation_is_wrapped_not_cut(tmp_path, width):
+    """Issue 19: at 120 columns the `s` key's confirmation (the path and the command that reads it) was cut."""
+
+    async def check(app, pilot):
+        await pilot.pause()  # the status line's new height laid out
+        status = app.query_one("#status").region  # the status line's rows, joined (spaces dropped: it folds)
+        rows = screen_text(app).splitlines()[status.y:status.y + status.height]
+        text = "".join(row.strip() for row in rows).replace(" ", "")
+        path = next(tmp_path.glob("explore-*.yaml"))
+        assert f"saved{path};rooflinectlanalyze{path}--gpuh100-sxm" in text
+
+    explore(["s"], check, size=(width, 30), out_dir=tmp_path)
