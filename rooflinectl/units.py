@@ -6,6 +6,8 @@ vendors' "3.35 TB/s" and "80 GB" are (``specs.hardware``'s field names say which
 
 from __future__ import annotations
 
+import math
+
 KIB = 2**10
 MIB = 2**20
 GIB = 2**30
@@ -29,30 +31,81 @@ def dtype_bytes(dtype: str) -> float:
     return DTYPE_BYTES[dtype]
 
 
+def number(x: float, digits: int = 3) -> str:
+    """A plain number as a reader checks it: ``digits`` significant digits below 1,000, whole numbers with
+    thousands separators from 1,000 on, never an exponent: 1,979 · 989 · 24.6 · 1.5 · 0.0263 (never "0.0", never "2.63e-02")."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return str(x)
+    if x == 0:
+        return "0"
+    if abs(float(f"{x:.{digits}g}")) < 1:
+        places = digits - 1 - math.floor(math.log10(abs(x)))  # ``digits`` significant digits, fixed point
+        return f"{x:.{places}f}".rstrip("0").rstrip(".")
+    rounded = float(f"{x:.{digits}g}")
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"  # whole, every digit: 1,979 and 10,393 (no exponent, no rounding to 1,980)
+    if abs(rounded) >= 10 ** (digits - 1):
+        return f"{rounded:,.0f}"
+    places = digits - 1 - math.floor(math.log10(abs(rounded)))
+    return f"{rounded:.{places}f}".rstrip("0").rstrip(".")
+
+
+def count(n: int) -> str:
+    """A count with thousands separators: 32,768."""
+    return f"{n:,}"
+
+
+def plural(n: float, word: str, many: str | None = None) -> str:
+    """"1 block", "2 blocks", "0.5 tokens": the count, formatted, with its noun in the right number."""
+    text = count(n) if isinstance(n, int) else number(n)
+    return f"{text} {word if n == 1 else (many or word + 's')}"
+
+
+def rate(x: float, unit: str = "tokens/s") -> str:
+    """A rate with sensible digits: "10,393 tokens/s", "965 tokens/s", "0.026 tokens/s"."""
+    return f"{number(x)} {unit}"
+
+
 def si(x: float, unit: str = "", sep: str = " ") -> str:
     """1.23 G, 456 M … with decimal prefixes, three significant digits. A value that rounds up to 1,000 of one
-    prefix takes the next (999.6 M is "1 G", not "1e+03 M")."""
+    prefix takes the next (999.6 M is "1 G", not "1e+03 M"); below 1, no exponent ("0.026")."""
     for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         digits = f"{x / factor:.3g}"
         if abs(float(digits)) >= 1:
             return f"{digits}{sep}{prefix}{unit}"
-    return f"{x:.3g}{sep}{unit}".rstrip()
+    return f"{number(x)}{sep}{unit}".rstrip()
+
+
+def decimal_bytes(n: float) -> str:
+    """HBM traffic in decimal units, as bandwidths are: 67.4 TB, 295 GB, 288 MB."""
+    return si(n, "B")
 
 
 def duration(seconds: float, sep: str = " ") -> str:
-    """A time in s, ms, µs or ns, three significant digits."""
+    """A time from ns to hours, three significant digits: 26.5 µs, 3.22 s, 4.1 min, 2.5 h."""
+    if seconds >= 3600:
+        return f"{number(seconds / 3600)}{sep}h"
+    if seconds >= 60:
+        return f"{number(seconds / 60)}{sep}min"
     if seconds >= 1:
         return f"{seconds:.3g}{sep}s"
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.3g}{sep}ms"
     if seconds >= 1e-6:
         return f"{seconds * 1e6:.3g}{sep}µs"
-    return f"{seconds * 1e9:.3g}{sep}ns"
+    return f"{number(seconds * 1e9)}{sep}ns"
 
 
 def binary_size(n: float) -> str:
-    """Binary units, as the GPU files give sizes: 80 GiB, 388 KiB."""
+    """Binary units, as the GPU files give sizes: 80 GiB, 388 KiB, 1.22 TiB."""
     for factor, unit in ((TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
         if n >= factor:
-            return f"{n / factor:.3g} {unit}"
-    return f"{n:.3g} B"
+            return f"{number(n / factor)} {unit}"
+    return f"{number(n)} B"
+
+
+def gib(n: float, places: int = 1) -> str:
+    """A memory amount in GiB, as capacities and budgets are quoted: ``places`` decimals below 1,000 GiB (so a sum
+    of parts adds up on the page: 131.4 + 0.7 + 8.0 = 140.1 GiB), whole with separators above (1,250 GiB)."""
+    v = n / GIB
+    return f"{v:,.{places}f} GiB" if round(v, places) < 1000 else f"{v:,.0f} GiB"

@@ -4,7 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.units import GIB, KIB, MIB, TIB, binary_size, dtype_bytes, duration, si
+from rooflinectl.units import (
+    GIB,
+    KIB,
+    MIB,
+    TIB,
+    binary_size,
+    count,
+    decimal_bytes,
+    dtype_bytes,
+    duration,
+    gib,
+    number,
+    plural,
+    rate,
+    si,
+)
 
 
 def test_sizes_are_binary():
@@ -44,3 +59,36 @@ def test_si_takes_the_next_prefix_when_rounding_reaches_1000():
     assert si(999.6e6, "B") == "1 GB"
     assert si(999.4e6, "B") == "999 MB"
     assert si(999.6, "B") == "1 kB"
+
+
+@pytest.mark.parametrize(("x", "text"), [
+    (1978.9, "1,979"), (10392.6, "10,393"), (989.4, "989"), (24.63, "24.6"), (1.5, "1.5"), (312.0, "312"),
+    (0.026, "0.026"), (0.02634, "0.0263"), (0.9995, "1"), (0.667, "0.667"), (0.0, "0"), (-3.2, "-3.2"),
+    (99.96, "100"), (1e-9, "0.000000001"),
+])
+def test_number_has_three_significant_digits_separators_and_no_exponent(x, text):
+    """Issue 19: "0.0 tokens/s" (0.026 is the truth), "1.98e+03" beside "1,978.9" for the same kind of value."""
+    assert number(x) == text
+
+
+def test_number_keeps_four_digits_where_asked():
+    assert number(494.7, 4) == "494.7" and number(1978.9, 4) == "1,979" and number(7.999, 4) == "7.999"
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(71.70093, "1.2 min"), (3.22497, "3.22 s"), (9000.0, "2.5 h"),
+                                               (2e-9, "2 ns"), (26.5e-6, "26.5 µs"), (0.0717, "71.7 ms")])
+def test_duration_runs_from_ns_to_hours(seconds, text):
+    """Issue 19: "Time to first token: 71700.93 ms" is 1.2 min."""
+    assert duration(seconds) == text
+
+
+def test_sizes_scale_with_their_prefix():
+    """Issue 19: "moves 71743.13 GB", "holds 500000000015.0 GiB"."""
+    assert decimal_bytes(71743.13e9) == "71.7 TB"
+    assert binary_size(500000000015.0 * GIB) == "488,281,250 TiB"  # 5e11 GiB / 1,024
+    assert gib(1250.2 * GIB) == "1,250 GiB" and gib(131.44 * GIB) == "131.4 GiB" and gib(80 * GIB, 0) == "80 GiB"
+
+
+def test_plural_and_count():
+    assert plural(1, "block") == "1 block" and plural(2, "block") == "2 blocks" and count(32768) == "32,768"
+    assert rate(0.02634) == "0.0263 tokens/s"

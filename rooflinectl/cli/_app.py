@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import sys
 from collections.abc import Callable
@@ -25,6 +26,31 @@ app = typer.Typer(
 )
 
 
+def version_text() -> str:
+    """"rooflinectl X.Y.Z", from the installed package's metadata (pyproject's version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"rooflinectl {version('rooflinectl')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "rooflinectl (not installed: no version recorded)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(version_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print rooflinectl's version and exit."),
+) -> None:
+    """Roofline analysis of LLM inference: is each operation bound by bytes or by FLOPs, and how far from the
+    ceiling is it?"""
+
+
 def console() -> Console:
     """The one console of the commands (``render.console``: markup off, so a user's names print as written)."""
     return plain_console()
@@ -34,6 +60,14 @@ def fail(message: str) -> typer.Exit:
     """Print one line to stderr; the caller raises the returned Exit(2)."""
     print(f"error: {message}", file=sys.stderr)
     return typer.Exit(2)
+
+
+def one_line_paragraphs(doc: str | None) -> str | None:
+    """A docstring as help text: each paragraph on one line, so that the help wraps it to the terminal (rich's
+    help keeps a docstring's own line breaks: "warps,⏎ blocks)" in the middle of a sentence)."""
+    if doc is None:
+        return None
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
 
 
 def command(target: typer.Typer = app, *args, **kwargs) -> Callable:
@@ -47,9 +81,16 @@ def command(target: typer.Typer = app, *args, **kwargs) -> Callable:
             except UserError as err:
                 raise fail(str(err)) from None
 
+        wrapper.__doc__ = one_line_paragraphs(fn.__doc__)
         return target.command(*args, **kwargs)(wrapper)
 
     return decorate
+
+
+def one_format(json: bool, csv: bool) -> None:
+    """--json and --csv each replace the text: one of them at most."""
+    if json and csv:
+        raise UserError("--json and --csv: give one")
 
 
 def print_json(data) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ._app import app, command, console, print_json
+from ._app import app, command, console, one_format, print_json
 from .options import (
     ACT_DTYPE_OPTION,
     ATTENTION_OPTION,
@@ -12,6 +12,7 @@ from .options import (
     CALIBRATED_OPTION,
     CAUSAL_OPTION,
     CONTEXT_OPTION,
+    CSV_OPTION,
     DTYPE_OPTION,
     EP_OPTION,
     EXPERTS_TOUCHED_OPTION,
@@ -52,6 +53,7 @@ def analyze(
     ep: int = EP_OPTION,
     pp: int = PP_OPTION,
     json: bool = JSON_OPTION,
+    csv: bool = CSV_OPTION,
 ) -> None:
     """Place every operation of one inference step on a GPU's roofline.
 
@@ -65,6 +67,7 @@ def analyze(
 
     Expert parallelism: rooflinectl analyze decode --gpu h200 --model deepseek-v3 --ep 8 --batch 128
     """
+    one_format(json, csv)
     # The library is imported here, not at the top: `rooflinectl --help` needs none of it.
     from ..engine.parallel import Layout
     from ..engine.roofline import analyze as analyze_workload
@@ -79,5 +82,9 @@ def analyze(
     result = analyze_workload(w, load_gpu(gpu), calibrated=calibrated, layout=Layout(tp, ep, pp))
     if json:
         print_json(analysis_json(result))
+    elif csv:
+        from ..render.csvout import analysis_csv
+
+        print(analysis_csv(result), end="")
     else:
         print_analysis(console(), result)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from ._app import app, command, console, print_json
+from ._app import app, command, console, one_format, print_json
+from .options import CSV_OPTION
 
 hardware_app = typer.Typer(help="The GPU specs: list them, show one with its ridge points.", no_args_is_help=True)
 workloads_app = typer.Typer(help="The bundled scenarios and models.", no_args_is_help=True)
@@ -13,17 +14,23 @@ app.add_typer(workloads_app, name="workloads")
 
 
 @command(hardware_app, "list")
-def hardware_list(json: bool = typer.Option(False, "--json", help="Print the specs as JSON.")) -> None:
+def hardware_list(json: bool = typer.Option(False, "--json", help="Print the specs as JSON."),
+                  csv: bool = CSV_OPTION) -> None:
     """List the known GPUs (bundled, and folders named in ROOFLINECTL_HARDWARE_PATH).
 
     Example: rooflinectl hardware list
     """
+    one_format(json, csv)
     from ..render.hardware import gpu_table, gpus_json
     from ..specs.hardware import list_gpus
 
     gpus = list_gpus()
     if json:
         print_json(gpus_json(gpus))
+    elif csv:
+        from ..render.csvout import gpus_csv
+
+        print(gpus_csv(gpus), end="")
     else:
         console().print(gpu_table(gpus))
 
@@ -48,17 +55,22 @@ def hardware_show(
 
 
 @command(workloads_app, "list")
-def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSON."), csv: bool = CSV_OPTION) -> None:
     """List the bundled scenarios (decode, prefill, attention) and models.
 
     Example: rooflinectl workloads list
     """
+    one_format(json, csv)
     from ..render.workloads import catalog_json, catalog_view
     from ..specs.workload import list_models, list_scenarios
 
     scenarios, models = list_scenarios(), list_models()
     if json:
         print_json(catalog_json(scenarios, models))
+    elif csv:
+        from ..render.csvout import catalog_csv
+
+        print(catalog_csv(scenarios, models), end="")
     else:
         console().print(catalog_view(scenarios, models))
 

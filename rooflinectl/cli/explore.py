@@ -41,6 +41,13 @@ def is_terminal() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
+def served() -> bool:
+    """Run by textual-serve for a browser tab: no terminal, Textual's web driver instead."""
+    import os
+
+    return os.environ.get("TEXTUAL_DRIVER", "").endswith("web_driver:WebDriver")
+
+
 @command(app)
 def explore(
     workload: str = typer.Argument("decode", help="A phase (decode, prefill, attention) or a workload YAML file."),
@@ -56,6 +63,11 @@ def explore(
     fuse: str = FUSE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
     out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Where the s and x keys save files."),
+    serve: bool = typer.Option(False, "--serve", help="Serve explore to a browser (textual-serve), one app per "
+                               "tab, instead of running it in this terminal."),
+    host: str = typer.Option("127.0.0.1", "--host", help="With --serve: the address to listen on (default: this "
+                             "machine only; 0.0.0.0 for the network)."),
+    port: int = typer.Option(8000, "--port", help="With --serve: the TCP port."),
 ) -> None:
     """Explore a workload's roofline interactively: keys change phase, batch, length, dtype, attention, model
     and GPU, and the ops table, chart, totals and verdict follow at once.
@@ -71,7 +83,15 @@ def explore(
     g = load_gpu(gpu)
     if not is_dir(out_dir):  # a name too long or a folder we may not read is "no such folder", not a traceback
         raise UserError(f"--out-dir {out_dir}: no such folder (or one that may not be read)")
-    if not is_terminal():
+    if serve:
+        from ..explore.serve import serve as serve_app
+        from ..explore.serve import tab_command
+
+        # The arguments as given, after "explore": each tab runs the same command, less the serving options.
+        args = sys.argv[sys.argv.index("explore") + 1:] if "explore" in sys.argv else []
+        serve_app(tab_command(args), host, port)
+        return
+    if not is_terminal() and not served():
         raise UserError(
             "explore needs an interactive terminal; for the same numbers as text, run 'rooflinectl analyze' "
             "with the same arguments"

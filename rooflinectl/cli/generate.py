@@ -5,11 +5,12 @@ from __future__ import annotations
 import typer
 
 from ..errors import UserError
-from ._app import command, console, print_json
+from ._app import command, console, one_format, print_json
 from .options import (
     ACT_DTYPE_OPTION,
     ATTENTION_OPTION,
     CALIBRATED_OPTION,
+    CSV_OPTION,
     DTYPE_OPTION,
     EP_OPTION,
     FUSE_OPTION,
@@ -48,6 +49,7 @@ def generate(
     ep: int = EP_OPTION,
     pp: int = PP_OPTION,
     json: bool = JSON_OPTION,
+    csv: bool = CSV_OPTION,
 ) -> None:
     """A batch of requests from prompt to last token: time to first token, time per output token, end-to-end
     latency, tokens/s per GPU and per request, memory, and which phase and op take the time.
@@ -56,6 +58,7 @@ def generate(
 
     Tensor parallelism: rooflinectl analyze generate --gpu h100 --model llama-3-70b --tp 4 --batch 32
     """
+    one_format(json, csv)
     from ..engine.generate import Request, generate, largest_batch
     from ..engine.memory import reserve_bytes
     from ..render.generate import memory_sum, print_generation
@@ -77,5 +80,9 @@ def generate(
         from ..render.generate import generation_json
 
         print_json(generation_json(result, largest))
+    elif csv:
+        from ..render.csvout import generation_csv
+
+        print(generation_csv(result), end="")
     else:
         print_generation(console(), result, largest)

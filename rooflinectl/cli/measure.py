@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from ..errors import UserError
-from ._app import app, command, console, print_json
+from ._app import app, command, console, one_format, print_json
 
 # --- progress ------------------------------------------------------------------------------------------------
 
@@ -80,11 +80,13 @@ def measure(
     cuda_graph: bool = typer.Option(False, "--cuda-graph", help="Time replays of a CUDA graph (no CPU launch "
                                                                 "overhead: for kernels of a few µs)."),
     json: bool = typer.Option(False, "--json", help="Print the record as JSON; no progress bar."),
+    csv: bool = typer.Option(False, "--csv", help="Print the results and baselines as CSV; no progress bar."),
 ):
     """Run a Triton kernel on this GPU: check it, time it, and place it against the roofline.
 
     Example: rooflinectl measure --kernel fused_softmax --shape 4096x16384 --dtype bf16 --baseline all
     """
+    one_format(json, csv)
     if list_:
         from ..kernels.registry import KERNELS
 
@@ -101,10 +103,14 @@ def measure(
 
     request = MeasureRequest(kernel=kernel, shapes=tuple(shape or ()), dtype=dtype, baseline=baseline, gpu=gpu,
                              seed=seed, interpret=interpret, cuda_graph=cuda_graph, save=save, json=json)
-    with _reporter(json) as reporter:
+    with _reporter(json or csv) as reporter:
         run = run_request(request, reporter)
     if json:
         sys.stdout.write(run.to_json())
+    elif csv:
+        from ..render.csvout import measure_csv
+
+        print(measure_csv(run), end="")
     else:
         from ..render.measure import print_run  # rich tables and records: not for --help
         print_run(run, saved=save)

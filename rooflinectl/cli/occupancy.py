@@ -8,8 +8,8 @@ from decimal import Decimal, InvalidOperation
 import typer
 
 from ..errors import UserError
-from ._app import app, command, console, print_json
-from .options import GPU_OPTION, JSON_OPTION
+from ._app import app, command, console, one_format, print_json
+from .options import CSV_OPTION, GPU_OPTION, JSON_OPTION
 
 # A size: a number, then an optional unit. K, KB and KiB all mean 1024 bytes, as CUDA's "48 KB of shared
 # memory" does (hardware.py: sizes are binary); M, MB and MiB 1024².
@@ -49,12 +49,14 @@ def occupancy(
                              help="Shared memory per block, static + dynamic: 49152, 48K, 48KiB, 1.5KiB."),
     grid: int = typer.Option(None, "--grid", help="Blocks in the launch, to count the waves it takes."),
     json: bool = JSON_OPTION,
+    csv: bool = CSV_OPTION,
 ) -> None:
     """Active blocks and warps per SM, the occupancy, which limit binds (registers, shared memory, warps,
     blocks), the waves a grid takes, and what would raise it: NVIDIA's occupancy-calculator arithmetic.
 
     Example: rooflinectl occupancy --gpu h100 --threads 256 --regs 64 --smem 48KiB --grid 1000
     """
+    one_format(json, csv)
     from ..engine.occupancy import occupancy as compute_occupancy
     from ..render.occupancy import occupancy_json, print_occupancy
     from ..specs.hardware import load_gpu
@@ -63,5 +65,9 @@ def occupancy(
     result = compute_occupancy(g, threads, regs, parse_size(smem), grid)
     if json:
         print_json(occupancy_json(result))
+    elif csv:
+        from ..render.csvout import occupancy_csv
+
+        print(occupancy_csv(result), end="")
     else:
         print_occupancy(console(), result, g.name)

@@ -53,6 +53,7 @@ TP_OPTION = typer.Option(
     1, "--tp", help="Tensor parallelism: GPUs one copy of the model is split over (Megatron layout); every figure "
     "is then one GPU's, with the all-reduces over the GPU file's interconnect (modelled, not measured).",
 )
+CSV_OPTION = typer.Option(False, "--csv", help="Print the table as CSV (numbers with all their digits).")
 
 
 def workload_overrides(

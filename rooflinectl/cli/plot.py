@@ -124,6 +124,7 @@ def plot(
     ),
     output: Path = typer.Option(Path("roofline.png"), "--output", "-o", help="The file to write: .png, .svg or .pdf."),
     json: bool = typer.Option(False, "--json", help="Print the chart's content (roofs, ridges, points) as JSON."),
+    style: str = typer.Option("light", "--style", help="light or dark: the slide the chart goes on."),
 ) -> None:
     """Draw the roofline chart: every op of the step at its intensity and attainable rate, under the GPU's roofs.
 
@@ -134,6 +135,8 @@ def plot(
     from ..specs.workload import resolve_workload
 
     check_output(output)
+    if style not in ("light", "dark"):
+        raise UserError(f"--style {style!r}: use light or dark")
     given: dict[SizeField, str | None] = {"batch": batch, "context": context, "seq_len": seq_len}
     overrides, field, values = sizes(given)
     check_gpu_count(gpu or [], field)
@@ -142,7 +145,7 @@ def plot(
                                 weight_dtype=weight_dtype, act_dtype=act_dtype, group_size=group_size)
     workloads = [resolve_workload(name, **{**common, **overrides}) for name in names]
     gpus = [load_gpu(g) for g in (gpu or [DEFAULT_GPU])]
-    chart = plot_workloads(workloads, gpus, output, field, values, measured, calibrated)
+    chart = plot_workloads(workloads, gpus, output, field, values, measured, calibrated, style)
     if json:
         print_json(chart_json(chart, output))
     else:

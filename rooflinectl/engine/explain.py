@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..units import GIB, dtype_bytes
+from ..units import decimal_bytes, dtype_bytes, duration, gib, number
 from .moe import experts_touched, tokens_to_touch
 from .roofline import Analysis, Placement, batch_at_ridge
 
@@ -22,7 +22,7 @@ def layer_linears(a: Analysis) -> list[Placement]:
 
 
 def _gb(x: float) -> str:
-    return f"{x / 1e9:.2f} GB"
+    return decimal_bytes(x)
 
 
 def linear_summary(a: Analysis) -> tuple[float, float | None]:
@@ -61,7 +61,7 @@ def moe_lines(a: Analysis) -> list[str]:
                 f"FLOP/byte."]
     if w.experts_touched is not None:
         uniform = experts_touched(w.model_copy(update={"experts_touched": None}))
-        how = (f", as stated (--experts-touched); uniform routing would touch {uniform:.4g}, and "
+        how = (f", as stated (--experts-touched); uniform routing would touch {number(uniform, 4)}, and "
                f"{ALL_EXPERTS:.0%} of the {e} from {full:,} tokens on")
     else:
         how = " (expected under uniform routing, E·(1 − (1 − k/E)^N))"
@@ -74,16 +74,16 @@ def moe_lines(a: Analysis) -> list[str]:
             grows += "." if w.batch < full else ", which this batch is past."
         return [
             f"Each of the {w.model.moe_layers} MoE layers routes each token to {k} of its {e} experts: the step "
-            f"reads {touched:.4g} distinct experts per layer{grows}",
-            f"The expert matmuls sit at intensity {flops / moved:.1f} FLOP/byte: an expert's weights, once read, "
-            f"serve {n * k / touched:.3g} token{'s' if n * k != touched else ''} on average (N·k / experts touched)"
+            f"reads {number(touched, 4)} distinct experts per layer{grows}",
+            f"The expert matmuls sit at intensity {number(flops / moved)} FLOP/byte: an expert's weights, once read, "
+            f"serve {number(n * k / touched)} token{'s' if n * k != touched else ''} on average (N·k / experts touched)"
             + (f", where the dense layers' serve all {n:,}." if n > 1 else "."),
         ]
     if w.experts_touched is None:
         how = f"{how[:-1]}; {ALL_EXPERTS:.0%} of them from {full:,} tokens on)"
     return [
-        f"Each MoE layer routes each of the {n:,} tokens to {k} of its {e} experts: it reads {touched:.4g} of "
-        f"them{how}, and the expert matmuls sit at intensity {flops / moved:.0f} FLOP/byte."
+        f"Each MoE layer routes each of the {n:,} tokens to {k} of its {e} experts: it reads {number(touched, 4)} of "
+        f"them{how}, and the expert matmuls sit at intensity {number(flops / moved)} FLOP/byte."
     ]
 
 
@@ -93,7 +93,7 @@ def verdict(a: Analysis) -> list[str]:
     ridge = a.ridge
     lines: list[str] = []
     memory_share = sum(p.share for p in a.placements if p.bound == "memory")
-    where = f"{a.gpu.id}'s ridge at {ridge:.0f} FLOP/byte ({w.matmul_dtype})"
+    where = f"{a.gpu.id}'s ridge at {number(ridge)} FLOP/byte ({w.matmul_dtype})"
 
     if w.phase in ("decode", "prefill"):
         intensity, turn = linear_summary(a)
@@ -106,7 +106,7 @@ def verdict(a: Analysis) -> list[str]:
             what = "every weight" if w.model.moe is None else "the weights it uses (all but the untouched experts)"
             lines.append(
                 f"Decode reads {what} once per step for only {w.tokens} new token{'s' if w.tokens > 1 else ''}: "
-                f"{linear} sit at intensity {intensity:.1f} FLOP/byte (about 2·batch/bytes-per-weight), {side} of "
+                f"{linear} sit at intensity {number(intensity)} FLOP/byte (about 2·batch/bytes-per-weight), {side} of "
                 f"{where}: {bound}."
             )
             if turn is None:
@@ -114,7 +114,7 @@ def verdict(a: Analysis) -> list[str]:
             elif intensity < ridge:
                 lines.append(
                     f"Batching shares each weight read among more tokens: they would turn compute-bound at "
-                    f"batch ≈ {turn:.0f}."
+                    f"batch ≈ {round(turn):,}."
                 )
             lines.append(
                 f"Memory-bound ops take {memory_share:.0%} of the step; it reads {_gb(t.weight_bytes)} of weights and "
@@ -125,8 +125,8 @@ def verdict(a: Analysis) -> list[str]:
         else:
             lines.append(
                 f"Prefill pushes {w.tokens:,} tokens through each weight read: {linear} sit at intensity "
-                f"{intensity:.0f} FLOP/byte, {side} of {where}: {bound}. Time to first token: "
-                f"{t.time_s * 1e3:.2f} ms."
+                f"{number(intensity)} FLOP/byte, {side} of {where}: {bound}. Time to first token: "
+                f"{duration(t.time_s)}."
             )
             lines += moe_lines(a)
     else:
@@ -141,11 +141,11 @@ def verdict(a: Analysis) -> list[str]:
         lines.append(
             f"Naive attention moves {_gb(scores)} through HBM, most of it the score matrix; FlashAttention keeps the "
             f"scores on chip and moves {_gb(flash_bytes)}: the step would take "
-            f"{a.flash.totals.time_s * 1e3:.2f} ms instead of {t.time_s * 1e3:.2f} ms."
+            f"{duration(a.flash.totals.time_s)} instead of {duration(t.time_s)}."
         )
     fit = "fits" if t.fits else "does NOT fit"
     lines.append(
-        f"Weights and KV cache take {t.memory_bytes / GIB:.1f} GiB of {t.capacity_bytes / GIB:.0f} GiB: {fit}; "
+        f"Weights and KV cache take {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)}: {fit}; "
         f"the largest batch that fits at this length is {t.max_batch:,} (activations not counted)."
     )
     return lines

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..specs.load import validate
 from ..specs.workload import Workload
-from ..units import GIB
+from ..units import gib
 from .memory import MemoryBudget, memory_budget
 from .parallel import Layout
 from .roofline import Analysis
@@ -421,8 +421,8 @@ def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
         rule = "given" if batch is not None else "largest that fits"
     if largest == 0:
         m = budget_at(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
-        need = (f"does not fit: one request needs {m.total_bytes / GIB:.1f} GiB (weights "
-                f"{m.weight_bytes / GIB:.1f} GiB) of {m.capacity_bytes / GIB:.0f} GiB")
+        need = (f"does not fit: one request needs {gib(m.total_bytes)} (weights "
+                f"{gib(m.weight_bytes)}) of {gib(m.capacity_bytes, 0)}")
         return Choice(gpu, rule, 0, None, need, layout)
     if batch is not None:
         if batch > largest:

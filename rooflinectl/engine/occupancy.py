@@ -38,6 +38,7 @@ from typing import Literal
 
 from ..errors import UserError
 from ..specs.hardware import GPU
+from ..units import plural
 
 Limit = Literal["warps", "registers", "shared memory", "blocks"]
 LIMITS: tuple[Limit, ...] = ("warps", "registers", "shared memory", "blocks")
@@ -266,7 +267,7 @@ def _limits(
         LimitResult("warps", c.by_warps, warps_text),
         LimitResult("registers", c.by_regs, regs_text),
         LimitResult("shared memory", c.by_smem, smem_text),
-        LimitResult("blocks", c.by_blocks, f"at most {lim.max_blocks_per_sm} blocks per SM"),
+        LimitResult("blocks", c.by_blocks, f"at most {plural(lim.max_blocks_per_sm, 'block')} per SM"),
     )
     return c, results, cannot_launch
 
@@ -439,7 +440,7 @@ def _with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
             if blocks > r.blocks_per_sm:
                 occ = _occ(gpu, blocks, threads)
                 out.append(Suggestion(
-                    text=f"{' and '.join(parts)}: {blocks} blocks per SM, {occ:.1%} occupancy",
+                    text=f"{' and '.join(parts)}: {plural(blocks, 'block')} per SM, {occ:.1%} occupancy",
                     threads_per_block=threads, registers_per_thread=new_regs, smem_per_block_bytes=new_smem,
                     blocks_per_sm=blocks, occupancy=occ,
                 ))
@@ -457,7 +458,7 @@ def _with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
         _, t, blocks, occ = best
         out.append(Suggestion(
             text=f"blocks of {t} threads ({t // lim.warp_size} warps), same registers per thread and shared "
-                 f"memory per block: {blocks} blocks per SM, {occ:.1%} occupancy",
+                 f"memory per block: {plural(blocks, 'block')} per SM, {occ:.1%} occupancy",
             threads_per_block=t, registers_per_thread=regs, smem_per_block_bytes=smem, blocks_per_sm=blocks,
             occupancy=occ,
         ))

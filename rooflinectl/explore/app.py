@@ -26,7 +26,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from ..engine.explain import verdict
 from ..engine.roofline import Analysis, Placement
@@ -34,7 +34,7 @@ from ..errors import UserError
 from ..render.analysis import BOUND_STYLE
 from ..specs.hardware import GPU, list_gpus
 from ..specs.workload import Model, Workload, list_models
-from ..units import GIB, duration, si
+from ..units import duration, gib, number, si
 from . import state
 from .chart import Chart, roofline_chart
 from .describe import describe, intensity_text
@@ -47,6 +47,7 @@ _OP = Binding.Group("op", compact=True)
 # 80). The op column cuts long fused names; the op panel below shows them whole. The kind column is the op's
 # kind (engine.op.OpKind) as the engine gives it, coloured by its bound (cyan memory, magenta compute: the op panel
 # says it in words), so that a kind added to the engine shows here unchanged: elementwise, the longest, fits.
+KIND = 2  # the kind column's index in COLUMNS (left out at narrow widths)
 COLUMNS = (("op", 14, False), ("FLOP/B", 7, True), (" kind", 13, False), ("TFLOP/s", 8, True),
            ("time×n", 7, True), ("share", 7, True))
 
@@ -63,7 +64,7 @@ def table_row(p: Placement) -> tuple[str, ...]:
         p.name,
         intensity_text(p.intensity),
         " " + p.op.kind,
-        f"{p.attainable_flops / 1e12:.3g}",
+        number(p.attainable_flops / 1e12),
         duration(p.total_time_s, sep=""),
         f"{p.share:.1%}",
     )
@@ -108,32 +109,83 @@ class OpsTable(Widget):
         self.first_row = max(0, min(self.first_row, len(self.rows) - visible))
         return range(self.first_row, min(len(self.rows), self.first_row + visible))
 
+    compact = False  # no kind column (a narrow terminal): the op's name carries the bound's colour instead
+
     def render_line(self, y: int) -> Strip:
         base = self.rich_style
         width = self.size.width
         shown = self.in_view()
+        columns = [c for i, c in enumerate(COLUMNS) if not (self.compact and i == KIND)]
         if y == 0:
             first = "op" if len(shown) == len(self.rows) else f"op {shown.start + 1}-{shown.stop}/{len(self.rows)}"
-            heads = (first, *(c[0] for c in COLUMNS[1:]))
-            text = "".join(_cell(h, w, r) for h, (_, w, r) in zip(heads, COLUMNS))
+            heads = (first, *(c[0] for c in columns[1:]))
+            text = "".join(_cell(h, w, r) for h, (_, w, r) in zip(heads, columns))
             return Strip([Segment(text, base + Style(bold=True))]).adjust_cell_length(width, base)
         k = shown.start + y - 1
         if k >= shown.stop:
             return Strip.blank(width, base)
-        cells = [_cell(c, w, r) for c, (_, w, r) in zip(self.rows[k], COLUMNS)]
+        row = [c for i, c in enumerate(self.rows[k]) if not (self.compact and i == KIND)]
+        cells = [_cell(c, w, r) for c, (_, w, r) in zip(row, columns)]
         row_style = base + Style(reverse=True, bold=True) if k == self.selected_index else base
-        segments = [Segment("".join(cells[:2]), row_style),
-                    Segment(cells[2], row_style + Style.parse(BOUND_STYLE[self.bounds[k]])),
-                    Segment("".join(cells[3:]), row_style)]
+        bound = row_style + Style.parse(BOUND_STYLE[self.bounds[k]])
+        if self.compact:
+            segments = [Segment(cells[0], bound), Segment("".join(cells[1:]), row_style)]
+        else:
+            segments = [Segment("".join(cells[:2]), row_style), Segment(cells[2], bound),
+                        Segment("".join(cells[3:]), row_style)]
         return Strip(segments).adjust_cell_length(width, base)
+
+
+# The keys and what they do. The bar wraps between hints, never inside one, so that every key stays in view on a
+# narrow terminal (Textual's footer cut "x chart" and "q quit" at 80 columns).
+KEY_HINTS = ("p phase", "bB batch ×2/÷2", "cC length ×2/÷2", "d dtype", "a attn", "m model", "g GPU", "↓↑ op",
+             "s YAML", "x chart", "q quit")
+
+
+def key_lines(width: int) -> list[list[str]]:
+    """The hints in lines of at most ``width`` cells: all on one line with one space between them where that
+    fits, else packed greedily with two."""
+    if len(" ".join(KEY_HINTS)) <= width:
+        return [list(KEY_HINTS)]
+    lines: list[list[str]] = [[]]
+    for hint in KEY_HINTS:
+        if lines[-1] and len("  ".join([*lines[-1], hint])) > width:
+            lines.append([])
+        lines[-1].append(hint)
+    return lines
+
+
+class KeyBar(Widget):
+    """The keys, on as many lines as the width needs."""
+
+    DEFAULT_CSS = "KeyBar { height: auto; background: $panel; }"
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return len(key_lines(width))
+
+    def render(self) -> Text:
+        lines = key_lines(self.content_size.width or 200)
+        out = Text(no_wrap=True, overflow="crop")
+        for n, line in enumerate(lines):
+            if n:
+                out.append("\n")
+            sep = " " if len(lines) == 1 else "  "
+            for i, hint in enumerate(line):
+                key, _, word = hint.partition(" ")
+                if i:
+                    out.append(sep)
+                out.append(key, style="bold")
+                out.append(" " + word)
+        return out
 
 
 def settings_line(k: state.Knobs, a: Analysis) -> Text:
     kv = f" (KV {k.kv_dtype})" if k.kv_dtype != k.dtype else ""
     roofs = "" if a.roofs.label == "spec" else " (measured roofs)"
+    # The GPU first: at 80 columns the line is cut at its end, and which GPU it is matters most (issue 19).
     parts = [
-        ("", k.phase), ("", k.model.id), ("batch ", f"{k.batch:,}"), (f"{k.length_name} ", f"{k.length:,}"),
-        ("", k.dtype + kv), ("", f"{k.attention} attention"), ("", k.gpu.id + roofs),
+        ("", k.gpu.id + roofs), ("", k.phase), ("", k.model.id), ("batch ", f"{k.batch:,}"),
+        (f"{k.length_name} ", f"{k.length:,}"), ("", k.dtype + kv), ("attn ", k.attention),
     ]
     out = Text(no_wrap=True, overflow="ellipsis")
     for i, (name, value) in enumerate(parts):
@@ -148,20 +200,20 @@ def totals_text(a: Analysis) -> Text:
     """The step's totals in four short lines (``render.totals_lines`` says the same at full width)."""
     t, w = a.totals, a.workload
     if w.phase == "decode":
-        rate = f"{duration(t.time_s)} per step · {t.tokens_per_s:,.1f} tokens/s"
+        rate = f"{duration(t.time_s)} per step · {number(t.tokens_per_s)} tokens/s"
     elif w.phase == "prefill":
-        rate = f"time to first token {duration(t.time_s)} · {t.tokens_per_s:,.0f} prompt tokens/s"
+        rate = f"time to first token {duration(t.time_s)} · {number(t.tokens_per_s)} prompt tokens/s"
     else:
-        rate = f"attention core {duration(t.time_s)} · {t.tokens_per_s:,.0f} prompt tokens/s"
+        rate = f"attention core {duration(t.time_s)} · {number(t.tokens_per_s)} prompt tokens/s"
     fits = ("fits", "green") if t.fits else ("does NOT fit", "bold red")
     return Text.assemble(
         (rate, "bold"), "\n",
         f"{si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} HBM: {si(t.weight_bytes, 'B')} weights, "
         f"{si(t.kv_cache_bytes, 'B')} KV\n",
-        f"holds {t.memory_bytes / GIB:,.1f} of {t.capacity_bytes / GIB:.0f} GiB: ", fits,
+        f"holds {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)}: ", fits,
         f" · max batch {t.max_batch:,}\n",
-        f"roofs {a.roofs.bandwidth_gbps:,.0f} GB/s · {a.peak_flops / 1e12:,.1f} TFLOP/s {w.dtype} · "
-        f"ridge {a.ridge:.0f}",
+        f"roofs {number(a.roofs.bandwidth_gbps)} GB/s · {number(a.peak_flops / 1e12)} TFLOP/s {w.dtype} · "
+        f"ridge {number(a.ridge)}",
     )
 
 
@@ -222,12 +274,11 @@ class ExploreApp(App):
     #chart { width: 1fr; height: 1fr; padding: 0 0 0 1; }
     #lower { height: 13; border-top: hkey $foreground 20%; }
     #left { width: 54; border-right: vkey $foreground 20%; }
-    #totals { height: 4; }
+    #totals { height: auto; }
     #verdict-box { height: 1fr; scrollbar-size-vertical: 1; scrollbar-gutter: stable; margin-top: 1; }
     #detail-box { width: 1fr; padding: 0 0 0 1; scrollbar-size-vertical: 1; scrollbar-gutter: stable; }
-    #status { height: 1; background: $boost; padding: 0 1; }
+    #status { height: auto; max-height: 6; background: $boost; padding: 0 1; }
     #status.error { background: $error 40%; text-style: bold; }
-    Footer.-compact FooterLabel { margin: 0 1 0 0; }
     """
     BINDINGS = [
         Binding("p", "phase", "phase"),
@@ -290,10 +341,26 @@ class ExploreApp(App):
             detail.can_focus = False
             yield detail
         yield Static("the keys below turn the knobs; ↓↑ pick an op; q quits", id="status")
-        yield Footer(compact=True)
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
+        self.fit_layout(self.size.width, self.size.height)
         self.show()
+
+    def on_resize(self, event) -> None:
+        self.fit_layout(event.size.width, event.size.height)
+
+    def fit_layout(self, width: int, height: int) -> None:
+        """The panels' sizes for the terminal's: at 80×24 (a stock terminal) the table drops its kind column
+        and the lower panels take fewer rows, so that the chart keeps some width and height; from 100×30 the
+        layout designed for it; at 200×60 the lower panels grow with the screen."""
+        narrow = width < 100
+        table = self.query_one("#ops", OpsTable)
+        table.compact = narrow
+        table.styles.width = 57 - 13 if narrow else 57
+        self.query_one("#left").styles.width = 44 if narrow else 54
+        self.query_one("#lower").styles.height = max(8, min(13, height - 15)) if height < 40 else height // 3
+        table.refresh()
 
     # --- the view ----------------------------------------------------------------------------------------------
 
@@ -320,7 +387,8 @@ class ExploreApp(App):
 
     def status(self, message: str, error: bool = False) -> None:
         line = self.query_one("#status", Static)
-        line.update(Text(("error: " if error else "") + message, no_wrap=True, overflow="ellipsis"), layout=False)
+        # Wrapped, not cut: the s key's confirmation (a path and a command) is longer than 120 columns (issue 19).
+        line.update(Text(("error: " if error else "") + message, overflow="fold"))
         line.set_class(error, "error")
 
     def turn(self, change: Callable[[state.Knobs], state.Knobs], what: Callable[[state.Knobs], str]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..engine.explain import ALL_EXPERTS, linear_summary
 from ..engine.moe import tokens_to_touch
 from ..engine.roofline import Analysis, Placement
-from ..units import duration, si
+from ..units import duration, number, si
 
 # The ops that a --fuse option folds into a neighbouring matmul's prologue or epilogue, and that option. Which
 # option folds which op is decided where the block is built (engine/transformer.py's layer_ops); until the Op
@@ -37,7 +37,7 @@ def intensity_text(x: float) -> str:
     """1.79e+03 reads badly in a narrow column: 0.167, 4.04, 123, 1,794, 12.3k."""
     if x >= 1e4:
         return si(x, sep="")
-    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+    return number(x)
 
 
 def placement_line(p: Placement) -> str:
@@ -48,7 +48,7 @@ def placement_line(p: Placement) -> str:
     return (
         f"{si(p.op.flops, 'FLOP')} / {si(p.op.bytes, 'B')} = {intensity_text(p.intensity)} FLOP/B, {side} of the "
         f"{p.op.dtype} {p.op.unit} ridge at {p.ridge:.0f}: {p.bound}-bound, "
-        f"{p.attainable_flops / 1e12:.3g} of {p.peak_flops / 1e12:.3g} TFLOP/s"
+        f"{number(p.attainable_flops / 1e12)} of {number(p.peak_flops / 1e12)} TFLOP/s"
     )
 
 
@@ -143,8 +143,8 @@ def _faster_peak(p: Placement, a: Analysis) -> str | None:
         tf = table.get(dtype)
         if tf and tf * 1e12 > p.peak_flops and dtype != p.op.dtype:
             return (
-                f"lower precision (key d): {dtype} peaks at {tf:,.1f} TFLOP/s on {a.gpu.id}, "
-                f"against {p.peak_flops / 1e12:,.1f} for {p.op.dtype}"
+                f"lower precision (key d): {dtype} peaks at {number(tf)} TFLOP/s on {a.gpu.id}, "
+                f"against {number(p.peak_flops / 1e12)} for {p.op.dtype}"
             )
     return None
 

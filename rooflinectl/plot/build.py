@@ -25,7 +25,7 @@ from ..errors import UserError
 from ..measure.records import MeasurementFile
 from ..specs.hardware import GPU
 from ..specs.workload import GROUPED_WEIGHT_DTYPES, SizeField, Workload, length_field
-from ..units import si
+from ..units import gib, si
 from .chart import (
     BOUND_COLORS,
     GPU_COLORS,
@@ -71,19 +71,36 @@ def build_chart(
     # The GPU the records ran on, or a one-line refusal: never drawn under another GPU's roofs.
     measured_on = measured_gpu(measured, gpus, measured_source).id if measured is not None else None
     panels = []
+    every: list[list[Analysis]] = [[] for _ in gpus]  # each GPU's analyses over every panel: whether it fits
     for w in workloads:
         if sweep_field:
             runs = [sweep(w, g, sweep_field, list(values or ()), calibrated) for g in gpus]
         else:
             runs = [[analyze(w, g, calibrated)] for g in gpus]
+        for mine, run in zip(every, runs, strict=True):
+            mine += run
         panels.append(build_panel(runs, sweep_field, tuple(values or ()), measured, measured_on))
     return Chart(
         title=chart_title(workloads[0], gpus, calibrated),
         panels=tuple(panels),
         legend=legend_entries(gpus, sweep_field, [v for v in values or ()], measured is not None, calibrated,
-                              ridge_dtype=workloads[0].dtype),
+                              ridge_dtype=workloads[0].dtype, fits=[fit_text(a) for a in every]),
         gpus=tuple(ids),
     )
+
+
+def fit_text(analyses: Sequence[Analysis]) -> str:
+    """Whether the weights and KV cache fit on the GPU (``Totals.fits``, activations not counted), at every size
+    drawn: "fits: 15.2 of 80 GiB", or at the largest that does not: "does NOT fit: 451.4 of 80 GiB at batch 256"."""
+    worst = max(analyses, key=lambda a: a.totals.memory_bytes / a.totals.capacity_bytes)
+    t = worst.totals
+    held = f"{gib(t.memory_bytes).removesuffix(' GiB')} of {gib(t.capacity_bytes, 0)}"
+    if t.fits:
+        return f"fits: {held}"
+    w = worst.workload
+    sizes = {a.workload.size(f) for a in analyses for f in ("batch",)}
+    where = f" at batch {w.batch:,}" if len(sizes) > 1 else ""
+    return f"does NOT fit: {held}{where}"
 
 
 def chart_title(w: Workload, gpus: Sequence[GPU], calibrated: bool) -> str:
@@ -152,7 +169,7 @@ def build_panel(
 
     measured_points, measured_notes = measured_points_of(runs, measured, measured_on)
     for analyses in runs:
-        roofs += roof_lines(analyses[0])
+        roofs += roof_lines(analyses[0], on_chip=not multi_gpu)
     # Intensity 1 is always on the chart, so that the memory roofs show a stretch long enough to read.
     xs = [p.intensity for p in points] + [r.intensity for r in ridges] + [m.intensity for m in measured_points]
     xs.append(1.0)
@@ -165,6 +182,8 @@ def build_panel(
         footnotes.append(f"Not drawn: {', '.join(off_chart)} (0 FLOPs: pure data movement has no place on a log "
                          f"intensity axis).")
     footnotes += measured_notes
+    if multi_gpu:
+        footnotes.append("L2 and SRAM roofs are left out with several GPUs (one GPU's chart draws them).")
     return Panel(
         title=panel_title(first.workload, sweep_field, values),
         phase=first.workload.phase,
@@ -189,7 +208,7 @@ def op_point(gpu: str, p: Placement, value: int | None = None) -> OpPoint:
                    share=p.share, value=value)
 
 
-def roof_lines(a: Analysis) -> list[Roof]:
+def roof_lines(a: Analysis, on_chip: bool = True) -> list[Roof]:
     """The roofs of one analysis' GPU: HBM, L2 and SRAM where known; the compute roofs of the data types in play
     (the workload's data type on its unit, and every (unit, dtype) an op of the step is placed under: fp32 vector
     for the elementwise work). Spans are set later, once the axes' limits are known."""
@@ -200,7 +219,7 @@ def roof_lines(a: Analysis) -> list[Roof]:
                 0, 0)]
     for name, gbps, field in (("L2", r.l2_bandwidth_gbps, "l2_bandwidth_gbps"),
                               ("SRAM", r.smem_bandwidth_gbps, "smem_bandwidth_gbps")):
-        if gbps is None:
+        if gbps is None or not on_chip:
             continue
         how = derived.get(field, "")
         note = " (estimated)" if how.startswith("estimated") else " (derived)" if how else ""
@@ -251,18 +270,25 @@ def legend_entries(
     measured: bool,
     calibrated: bool,
     ridge_dtype: str,
+    fits: Sequence[str] | None = None,
 ) -> tuple[LegendEntry, ...]:
+    fit = list(fits) if fits is not None else [""] * len(gpus)
     entries = [
-        LegendEntry(f"{g.name} ({g.id}){' measured roofs' if calibrated else ''}", "gpu", GPU_COLORS[i],
-                    GPU_MARKERS[i], "-")
+        LegendEntry(f"{g.name} ({g.id}){' measured roofs' if calibrated else ''}"
+                    + (f"\n{fit[i]}" if fit[i] else ""),
+                    "gpu", GPU_COLORS[i], GPU_MARKERS[i], "-")
         for i, g in enumerate(gpus)
     ]
     entries += [
         LegendEntry("memory-bound op", "bound", BOUND_COLORS["memory"], "o"),
         LegendEntry("compute-bound op", "bound", BOUND_COLORS["compute"], "o"),
         LegendEntry("marker area ∝ share of the step's time", "share", "#999999", "o"),
+        *([LegendEntry(f"label %: share of the step on {' · '.join(g.id for g in gpus)}", "note", "#333333")]
+          if len(gpus) > 1 and not sweep_field else []),
         LegendEntry(f"ridge: HBM meets the {ridge_dtype} roof", "ridge", "#333333", "D"),
     ]
+    if fits is not None:
+        entries.append(LegendEntry("fits: weights + KV cache in HBM (activations not counted)", "note", "#333333"))
     if sweep_field:
         entries.append(LegendEntry(f"{sweep_field} {' → '.join(str(v) for v in values)}", "sweep",
                                    "#555555", None, "-"))
@@ -282,12 +308,12 @@ def chart_json(chart: Chart, path: Path | None = None) -> dict[str, Any]:
 # --- output --------------------------------------------------------------------------------------------------
 
 
-def draw(chart: Chart, path: Path | None = None) -> Any:
-    """Render ``chart`` with matplotlib (``plot.draw``); write it to ``path`` when given. Returns the figure
-    (a matplotlib Figure, typed Any: matplotlib is imported only here)."""
+def draw(chart: Chart, path: Path | None = None, style: str = "light") -> Any:
+    """Render ``chart`` with matplotlib (``plot.draw``) in ``style`` (light or dark); write it to ``path`` when
+    given. Returns the figure (a matplotlib Figure, typed Any: matplotlib is imported only here)."""
     from .draw import draw_chart
 
-    return draw_chart(chart, path)
+    return draw_chart(chart, path, style)
 
 
 def plot_workloads(
@@ -298,12 +324,13 @@ def plot_workloads(
     values: Sequence[int] | None = None,
     measured_path: Path | None = None,
     calibrated: bool = False,
+    style: str = "light",
 ) -> Chart:
     """Build the chart of ``workloads`` on ``gpus`` and write it to ``path``: what ``rooflinectl plot`` does."""
     check_output(path)
     measured = load_measured(measured_path) if measured_path is not None else None
     chart = build_chart(workloads, gpus, sweep_field, values, measured, str(measured_path), calibrated)
-    fig = draw(chart, path)
+    fig = draw(chart, path, style)
     import matplotlib.pyplot as plt
 
     plt.close(fig)

@@ -120,7 +120,7 @@ class Label:
 @dataclass(frozen=True)
 class LegendEntry:
     label: str
-    kind: Literal["gpu", "bound", "share", "ridge", "sweep", "measured"]
+    kind: Literal["gpu", "bound", "share", "ridge", "sweep", "measured", "note"]  # note: text, no mark
     color: str
     marker: str | None = None
     linestyle: Literal["-"] | None = None  # GPUs' roofs and a sweep's trajectories are solid lines

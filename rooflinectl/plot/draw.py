@@ -39,13 +39,28 @@ PANEL_SIZE_IN = (10.0, 6.6)
 # issue 18), and each label tried costs a few ms: 300 records took 89 s before the placer was rewritten, and now
 # take about as long as 48.
 MEASURED_LABELS = 48
-DPI = 150
+# A slide's resolution: a 16:9 slide is 13.3 in wide, and a chart that fills it is 2,660 px across at 200 dpi (a
+# 4K projector's 3,840 over a slide and a half); PDF and SVG are vector (text kept as text, svg.fonttype "none").
+DPI = 200
+STYLES = ("light", "dark")
+# The dark style: the light colours the drawing uses for ink (text, frame, grey lines) and paper, and what each
+# becomes on a dark slide. The GPUs' and bounds' colours (Okabe-Ito) read on both; the first GPU's near-black
+# turns light grey.
+DARK_BACKGROUND = "#1b1b1f"
+DARK_INK = {"#222222": "#e8e8e8", "#333333": "#dddddd", "#111111": "#f0f0f0", "#000000": "#e8e8e8",
+            "#555555": "#b8b8b8", "#999999": "#8a8a8a", "#bbbbbb": "#777777", "#e6e6e6": "#34343a",
+            "#ffffff": DARK_BACKGROUND}
+# Op labels of at least this share of the step are placed before the roof labels.
+BIG_SHARE = 0.1
 
 
-def draw_chart(chart: Chart, path: Path | None = None) -> Any:
-    """Render ``chart``; write it to ``path`` (format from the extension) when given. Returns the figure."""
+def draw_chart(chart: Chart, path: Path | None = None, style: str = "light") -> Any:
+    """Render ``chart`` in ``style`` (light or dark, for the slide it goes on); write it to ``path`` (format from
+    the extension) when given. Returns the figure."""
     if path is not None:
         check_output(path)
+    if style not in STYLES:
+        raise UserError(f"--style {style!r}: use {' or '.join(STYLES)}")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,31 +68,51 @@ def draw_chart(chart: Chart, path: Path | None = None) -> Any:
 
     # Names come from the user's files: a '$' in one must print as a '$', not start matplotlib's mathtext (whose
     # parse errors left a partial SVG or PDF behind).
-    with matplotlib.rc_context({"text.parse_math": False}):
-        return _render(chart, path, plt)
+    # SVG keeps its text as text (a slide tool can search, edit and restyle it), not as paths.
+    with matplotlib.rc_context({"text.parse_math": False, "svg.fonttype": "none"}):
+        return _render(chart, path, plt, style)
 
 
-def _render(chart: Chart, path: Path | None, plt: Any) -> Any:
+def _render(chart: Chart, path: Path | None, plt: Any, style: str = "light") -> Any:
     import io
 
     n = len(chart.panels)
-    width = PANEL_SIZE_IN[0] * n
-    fig, axes = plt.subplots(1, n, figsize=(width, PANEL_SIZE_IN[1]), squeeze=False, dpi=DPI)
+    panels_in = PANEL_SIZE_IN[0] * n
+    fig, axes = plt.subplots(1, n, figsize=(panels_in, PANEL_SIZE_IN[1]), squeeze=False, dpi=DPI)
+    # The legend stands right of the panels, outside the axes: inside, it sat on a sweep's points (issue 19) and
+    # took the corner the labels need. The figure grows by its width.
+    legend = _draw_legend(fig, chart)
+    legend_in = legend.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi + 0.2
+    width = panels_in + legend_in
+    fig.set_size_inches(width, PANEL_SIZE_IN[1])
     # Fixed margins in inches, not tight_layout: labels are placed by measuring text in display space, which
     # must not move afterwards.
-    left_in, right_in, gap_in = 1.0, 0.25, 1.4
-    axes_in = (width - left_in - right_in - gap_in * (n - 1)) / n
-    fig.subplots_adjust(left=left_in / width, right=1 - right_in / width, top=0.88, bottom=0.17,
-                        wspace=gap_in / axes_in)
-    fig.suptitle(wrap_title(chart.title, int(width * 9)), fontsize=12.5, fontweight="bold")
-    for i, (panel, ax) in enumerate(zip(chart.panels, axes[0])):
-        _draw_panel(fig, ax, panel, chart, with_legend=(i == 0))
+    # left: the tick labels ("100 GFLOP/s") and the y-axis title beside them; each panel has its own y-axis title,
+    # so the gap between panels holds a full left margin. top: the title's lines (0.25 in each at 12.5 points), a
+    # clear 0.12 in, and the panel's title above the axes (0.3 in).
+    left_in, right_in = 1.35, 0.25
+    gap_in = left_in + 0.15
+    height = PANEL_SIZE_IN[1]
+    title = wrap_title(chart.title, int(width * 9))
+    top_in = 0.15 + 0.25 * (title.count("\n") + 1) + 0.1 + 0.22
+    axes_in = (panels_in - left_in - right_in - gap_in * (n - 1)) / n
+    fig.subplots_adjust(left=left_in / width, right=(panels_in - right_in) / width, top=1 - top_in / height,
+                        bottom=0.17, wspace=gap_in / axes_in)
+    legend.set_bbox_to_anchor((panels_in / width, 1 - top_in / height), transform=fig.transFigure)
+    fig.suptitle(title, fontsize=12.5, fontweight="bold", y=1 - 0.15 / height, va="top")
+    for panel, ax in zip(chart.panels, axes[0], strict=True):
+        _draw_panel(fig, ax, panel, chart)
+    if style == "dark":
+        _darken(fig)
     if path is not None:
         # Rendered into memory first, then written all at once (files.write_atomic): a render error or a full
         # disk never leaves a truncated image where the old one was.
         buffer = io.BytesIO()
         try:
-            fig.savefig(buffer, dpi=DPI, format=Path(path).suffix.lower().lstrip("."))
+            # Cropped to what is drawn (a 0.15 in margin): the footnotes' room under a chart with one footnote
+            # was a wide empty band (issue 19). Cropping moves nothing: the labels stay where they were placed.
+            fig.savefig(buffer, dpi=DPI, format=Path(path).suffix.lower().lstrip("."),
+                        facecolor=fig.get_facecolor(), bbox_inches="tight", pad_inches=0.15)
         except (OSError, ValueError) as err:
             plt.close(fig)
             raise UserError(f"cannot draw {path}: {' '.join(str(err).split())[:200]}") from None
@@ -87,6 +122,38 @@ def _render(chart: Chart, path: Path | None, plt: Any) -> Any:
             plt.close(fig)
             raise
     return fig
+
+
+def _darken(fig: Any) -> None:
+    """Recolour a drawn figure for a dark slide: paper to DARK_BACKGROUND, each ink colour by DARK_INK. Positions
+    do not change: the labels stay where they were placed."""
+    from matplotlib.colors import to_hex, to_rgba
+
+    def dark(color: Any) -> Any:
+        rgba = to_rgba(color)
+        if rgba[3] == 0:
+            return color
+        new = DARK_INK.get(to_hex(rgba[:3]))
+        return color if new is None else to_rgba(new, rgba[3])
+
+    fig.set_facecolor(DARK_BACKGROUND)
+    for artist in fig.findobj():
+        for getter, setter in (("get_color", "set_color"), ("get_edgecolor", "set_edgecolor"),
+                               ("get_facecolor", "set_facecolor"), ("get_markeredgecolor", "set_markeredgecolor"),
+                               ("get_markerfacecolor", "set_markerfacecolor")):
+            if not (hasattr(artist, getter) and hasattr(artist, setter)) or artist is fig:
+                continue
+            try:
+                value = getattr(artist, getter)()
+                if isinstance(value, np.ndarray) and value.ndim == 2:
+                    new = [dark(c) for c in value]
+                    getattr(artist, setter)(new)
+                elif isinstance(value, str) or (isinstance(value, (tuple, np.ndarray)) and len(value) in (3, 4)):
+                    getattr(artist, setter)(dark(value))
+            except (ValueError, TypeError, AttributeError):
+                continue  # an artist without that colour ("none", auto): nothing to change
+    for ax in fig.axes:
+        ax.set_facecolor(DARK_BACKGROUND)
 
 
 def wrap_title(title: str, width: int) -> str:
@@ -101,8 +168,8 @@ def wrap_title(title: str, width: int) -> str:
     return "\n".join(line.rstrip(" ·") for line in lines)
 
 
-def _draw_panel(fig: Any, ax: Any, panel: Panel, chart: Chart, with_legend: bool) -> None:
-    """Order matters: everything that cannot move (legend, markers) is drawn and blocked first, then the roof
+def _draw_panel(fig: Any, ax: Any, panel: Panel, chart: Chart) -> None:
+    """Order matters: everything that cannot move (markers) is drawn and blocked first, then the roof
     labels, then the op labels from the largest share down."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -122,9 +189,6 @@ def _draw_panel(fig: Any, ax: Any, panel: Panel, chart: Chart, with_legend: bool
 
     placer = Placer(fig, ax)
     gpu_index = {g: i for i, g in enumerate(chart.gpus)}
-    if with_legend:
-        _draw_legend(ax, chart)
-        placer.block(ax.get_legend().get_window_extent(placer.renderer))
 
     for g in panel.groups:
         c = GPU_COLORS[gpu_index[g.gpu]]
@@ -157,7 +221,13 @@ def _draw_panel(fig: Any, ax: Any, panel: Panel, chart: Chart, with_legend: bool
 
     for r in panel.roofs:  # labels keep off the roof lines
         placer.block_line(r.x_from, r.at(r.x_from), r.x_to, r.at(r.x_to))
-    unlabelled = _draw_roofs(ax, panel, gpu_index, placer)
+    # The ops that take most of the step are labelled before the roofs: a roof's label has many spots along its
+    # line, the big markers under a crowded compute roof only a few (issue 19: "gate/up/down_proj 64%" found no
+    # room under three GPUs' roof labels).
+    big = [lab for lab in panel.labels if lab.share >= BIG_SHARE]
+    unlabelled = [lab.text.replace("\n", ", ") for lab in big
+                  if not placer.label(lab.text, lab.intensity, lab.flops, _radius_of(lab.share, panel), ops=lab.ops)]
+    unlabelled += _draw_roofs(ax, panel, gpu_index, placer)
     for ridge in panel.ridges:  # ridge labels (only) keep off the other ridges' lines
         placer.block_line(ridge.intensity, panel.ylim[0], ridge.intensity, ridge.flops, half_pt=0.5, ridge=True)
     # A label goes where it overlaps nothing, or is left off and named below (plot.place): never over another.
@@ -170,6 +240,8 @@ def _draw_panel(fig: Any, ax: Any, panel: Panel, chart: Chart, with_legend: bool
                            or not placer.label(m.label, m.intensity, m.flops, 5, color=MEASURED_COLOR,
                                                prefer="below", weight="bold", gid="measured-label")]
     for lab in panel.labels:
+        if lab.share >= BIG_SHARE:
+            continue
         if not placer.label(lab.text, lab.intensity, lab.flops, _radius_of(lab.share, panel), ops=lab.ops):
             unlabelled.append(lab.text.replace("\n", ", "))
     unlabelled_values: list[str] = []
@@ -286,7 +358,7 @@ def _main(r: Roof) -> bool:
     return r.name == "HBM" or (r.kind == "compute" and r.name.endswith("tensor"))
 
 
-def _draw_legend(ax: Any, chart: Chart) -> None:
+def _draw_legend(fig: Any, chart: Chart) -> Any:
     from matplotlib.lines import Line2D
 
     handles = []
@@ -299,11 +371,13 @@ def _draw_legend(ax: Any, chart: Chart) -> None:
                        markersize=11, linestyle="none")
         elif e.kind == "sweep":
             h = Line2D([], [], color=e.color, linestyle="-", linewidth=1.1)
+        elif e.kind == "note":
+            h = Line2D([], [], color="none", linestyle="none")
         else:
             h = Line2D([], [], color=e.color, marker=e.marker, linestyle="none", markersize=7)
         handles.append(h)
-    ax.legend(handles, [e.label for e in chart.legend], loc="upper left", fontsize=8, framealpha=0.92,
-              borderpad=0.6, handlelength=2.2)
+    return fig.legend(handles, [e.label for e in chart.legend], loc="upper left", fontsize=8, framealpha=0.92,
+                      borderpad=0.6, handlelength=2.2)
 
 
 def _tick(v: float, unit: str) -> str:

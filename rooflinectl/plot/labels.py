@@ -102,9 +102,13 @@ def _common_prefix(heads: list[str]) -> str:
     return prefix[: cut + 1] if cut >= 0 else ""
 
 
-def group_label(g: Group, field: str | None) -> str:
-    """A group's label: its names, and its share of the step (without a sweep), or that it stays put (sweep)."""
+def group_label(g: Group, field: str | None, shares: Sequence[float] = ()) -> str:
+    """A group's label: its names, and its share of the step (without a sweep), or that it stays put (sweep).
+    ``shares``: the same ops' share on each GPU of the chart, in the chart's GPU order, written "7% · 6% · 6%"
+    where they differ (the legend names the order): one GPU's share would be wrong for the others."""
     if field is None:
+        if len(shares) > 1 and len({f"{x:.0%}" for x in shares}) > 1:
+            return f"{g.label} {' · '.join(f'{x:.0%}' for x in shares)}"
         share = g.points[0].share
         return f"{g.label} {share:.0%}" if share >= 0.005 else g.label
     if not g.moves and len(g.points) > 1:
@@ -117,6 +121,14 @@ def op_labels(groups: Sequence[Group], field: str | None) -> list[Label]:
     intensity): they get one label, by the highest point. Groups under SMALL_SHARE that sit within
     CLUSTER_DECADES of one another share a label (elementwise ops crowd around 1 FLOP/byte)."""
     first_gpu = groups[0].gpu if groups else None
+    gpus = list(dict.fromkeys(g.gpu for g in groups))  # the chart's order: groups are built GPU by GPU
+
+    def shares(g: Group) -> list[float]:
+        """The share of g's ops on each GPU (a GPU that grouped them otherwise: its groups within g's ops)."""
+        if len(gpus) < 2:
+            return []
+        return [sum(h.points[0].share for h in groups if h.gpu == gpu and set(h.ops) <= set(g.ops)) for gpu in gpus]
+
     order = sorted(groups, key=lambda g: (g.gpu != first_gpu, -max(p.share for p in g.points)))
     items: list[tuple[list[str], list[str], OpPoint, float]] = []  # texts, ops, anchor, importance
     seen: set[tuple[str, ...]] = set()
@@ -130,11 +142,12 @@ def op_labels(groups: Sequence[Group], field: str | None) -> list[Label]:
             if (importance < SMALL_SHARE and weight < SMALL_SHARE
                     and abs(math.log10(lead.intensity / anchor.intensity)) < CLUSTER_DECADES
                     and abs(math.log10(lead.flops / anchor.flops)) < CLUSTER_DECADES):
-                texts.append(group_label(g, field))
+                texts.append(group_label(g, field, shares(g) if field is None else ()))
                 ops.extend(g.ops)
                 break
         else:
-            items.append(([group_label(g, field)], list(g.ops), anchor, importance))
+            items.append(([group_label(g, field, shares(g) if field is None else ())], list(g.ops), anchor,
+                          importance))
     labels = []
     for texts, ops, anchor, _ in items:
         one_line = ", ".join(texts)

@@ -18,7 +18,7 @@ from typing import Any
 from ..engine.generate import Curve
 from ..errors import UserError
 from ..files import write_atomic
-from ..units import GIB
+from ..units import gib
 from .chart import GPU_COLORS, GPU_MARKERS, check_output
 
 SIZE_IN = (10.0, 6.6)
@@ -49,9 +49,9 @@ def series(curves: Sequence[Curve], model: str) -> list[Series]:
         note = ""
         if c.largest_batch == 0:
             m = c.limit
-            note = (f"{c.gpu}: does not fit, one request needs {m.total_bytes / GIB:.1f} of "
-                    f"{m.capacity_bytes / GIB:.0f} GiB ({m.weight_bytes / GIB:.1f} weights, "
-                    f"{m.reserve_bytes / GIB:.1f} reserve)")
+            note = (f"{c.gpu}: does not fit, one request needs {gib(m.total_bytes)} of "
+                    f"{gib(m.capacity_bytes, 0)} ({gib(m.weight_bytes)} weights, "
+                    f"{gib(m.reserve_bytes)} reserve)")
         out.append(Series(
             gpu=c.gpu, color=GPU_COLORS[i % len(GPU_COLORS)], marker=GPU_MARKERS[i % len(GPU_MARKERS)],
             tpot_ms=tuple((g.tpot_s or 0.0) * 1e3 for g in c.points),

@@ -23,8 +23,10 @@ ROOF_FONT = 8
 
 # Spots tried around a marker, nearest ring first: rings at these distances (points) beyond its radius, with a
 # leader line from the second ring on; without leaders (the swept values, short) only two close rings.
-LEADER_RINGS = (3, 16, 30, 46, 64, 84, 106, 130)
+LEADER_RINGS = (3, 16, 30, 46, 64, 84, 106, 130, 160, 195)  # the last two: room below a crowded roof
 NEAR_RINGS = (2, 8)
+# A label set right beside its marker (no leader) keeps this far (points) from every other marker.
+NEIGHBOUR_PT = 7.0
 # The directions (degrees) tried in each ring, in order: right of the marker first, or below it.
 RIGHT_ANGLES = (0, -35, 35, -70, 70, 180, 145, -145, -90, 90, -20, 20, -55, 55, -110, 110, -125, 125, -160, 160)
 BELOW_ANGLES = (-60, -30, -90, -120, 0, 180, 30, 150, 90, 120, 60)
@@ -142,6 +144,15 @@ def _near(taken: np.ndarray, region: np.ndarray) -> np.ndarray:
     return taken[keep]
 
 
+def _relpos(anchor: tuple[float, float], box: np.ndarray) -> tuple[float, float]:
+    """The point of ``box`` nearest ``anchor``, as a fraction of the box (matplotlib's arrow ``relpos``)."""
+    a = np.asarray(anchor, dtype=float)
+    nearest = np.clip(a, box[:2], box[2:])
+    size = np.maximum(box[2:] - box[:2], 1e-9)
+    rx, ry = (nearest - box[:2]) / size
+    return float(rx), float(ry)
+
+
 class Placer:
     """Greedy label placement in display space: try spots around the anchor, nearest first, and take the first
     that stays inside the axes and overlaps no label, marker, legend or roof line, and whose leader line (spots
@@ -163,6 +174,8 @@ class Placer:
         self._tags: list[frozenset[str]] = []  # per row of ``solid``: the ops of a marker (empty for the rest)
         self._lines = _Rows()  # roof lines: text keeps off them, leader lines may cross them
         self._ridge_lines = _Rows()  # the dotted lines under the ridges: only ridge labels keep off them
+        self._marks = _Rows()  # markers (points, ridges, measured): a label beside its own keeps its distance
+        self._mark_tags: list[frozenset[str]] = []
         self.texts: list[Any] = []  # every label placed
         self._axes_box: np.ndarray | None = None
         self._sizes: dict[tuple[str, float, str], tuple[float, float]] = {}
@@ -198,6 +211,8 @@ class Placer:
         c = self.ax.transData.transform(np.asarray(xy, dtype=float).reshape(-1, 2))
         r = np.asarray(radii_pt, dtype=float)[:, None] * self.pt
         self._add_solid(np.hstack([c - r, c + r]), frozenset(ops))
+        self._marks.add(np.hstack([c - r, c + r]))
+        self._mark_tags += [frozenset(ops)] * len(c)
 
     def _segment(self, a: Any, b: Any, half: float) -> np.ndarray:
         """Squares of half-side ``half`` (display units) every ``half`` along the segment a-b."""
@@ -282,6 +297,10 @@ class Placer:
                                     b[:, 3].max() + pad])
             free = (self._inside_each(b) & ~_hits(b, _near(near_solid, ring_region), pad)
                     & ~_hits(b, _near(near_lines, ring_region), pad))
+            if ring == 0 and leader and free.any():
+                # Right beside its marker, with no leader, a label must sit nearer its own marker than any other:
+                # "attention 3%" under the ridge's diamond read as the ridge's label (issue 19).
+                free[free] = ~_hits(b[free], self._other_marks(ops, ring_region), NEIGHBOUR_PT * self.pt)
             if ring > 0 and leader and free.any():
                 if others is None:
                     own = frozenset(ops)
@@ -291,10 +310,33 @@ class Placer:
             if free.any():
                 i = ring * per_ring + int(np.flatnonzero(free)[0])
                 annotation = self._annotate(text, x, y, float(dx[i]), float(dy[i]), ha[i], va[i], style,
-                                            ring > 0 and leader, radius_pt)
+                                            ring > 0 and leader, radius_pt, _relpos((cx, cy), boxes[i]))
                 self._keep(annotation, boxes[i:i + 1])
+                if ring > 0 and leader:
+                    self._block_leader((cx, cy), radius_pt, boxes[i])
                 return True
         return False
+
+    def _other_marks(self, ops: Sequence[str], region: np.ndarray) -> np.ndarray:
+        """The markers near ``region`` that are not of ``ops`` (ridges and measured points have no ops)."""
+        marks = self._marks.array
+        if not marks.size:
+            return marks
+        own = frozenset(ops)
+        keep = np.array([not (tag and tag <= own) for tag in self._mark_tags], dtype=bool)
+        return _near(marks[keep], region + np.array([-1, -1, 1, 1]) * NEIGHBOUR_PT * self.pt)
+
+    def _block_leader(self, anchor: tuple[float, float], radius_pt: float, box: np.ndarray) -> None:
+        """A leader drawn (from the marker's edge to the nearest point of its label's box) is a line that later
+        text keeps off, as a roof is: no label is placed across another's leader."""
+        a = np.asarray(anchor, dtype=float)
+        target = np.clip(a, box[:2], box[2:])
+        d = target - a
+        length = float(np.hypot(*d))
+        if length < (radius_pt + 4) * self.pt:
+            return  # too short to draw (matplotlib shrinks it to nothing)
+        start = a + d / length * radius_pt * self.pt
+        self._lines.add(self._segment(start, target, 1.0 * self.pt))
 
     def _leaders_cross(self, anchor: tuple[float, float], radius_pt: float, boxes: np.ndarray,
                        others: np.ndarray) -> np.ndarray:
@@ -329,8 +371,13 @@ class Placer:
         return out
 
     def _annotate(self, text: str, x: float, y: float, dx: float, dy: float, ha: str, va: str,
-                  style: dict[str, Any], leader: bool, radius_pt: float) -> Any:
-        arrow = dict(arrowstyle="-", color="#999999", lw=0.6, shrinkA=1, shrinkB=radius_pt) if leader else None
+                  style: dict[str, Any], leader: bool, radius_pt: float,
+                  relpos: tuple[float, float] = (0.5, 0.5)) -> Any:
+        # The leader starts at the point of the text's box nearest the marker (relpos), the segment that
+        # _leaders_cross checked and _block_leader keeps text off: from the box's centre it swept across a long
+        # roof label's neighbours (issue 19).
+        arrow = dict(arrowstyle="-", color="#999999", lw=0.6, shrinkA=1, shrinkB=radius_pt,
+                     relpos=relpos) if leader else None
         return self.ax.annotate(text, (x, y), xytext=(dx, dy), ha=ha, va=va, arrowprops=arrow, **style)
 
     def _place_first(self, candidates: Sequence[tuple[np.ndarray, Any]], make: Any, pad: float,

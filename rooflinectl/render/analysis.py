@@ -12,7 +12,8 @@ from ..engine.explain import verdict
 from ..engine.moe import experts_touched
 from ..engine.roofline import Analysis, Placement
 from ..specs.workload import GROUPED_WEIGHT_DTYPES
-from ..units import GIB, duration, si
+from ..units import duration, gib, number, plural, si
+from ..units import rate as rate_text
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
 
@@ -131,9 +132,9 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
             str(p.op.count),
             si(p.op.flops, sep=""),
             si(p.op.bytes, "B", sep=""),
-            f"{p.intensity:.3g}",
+            number(p.intensity),
             Text(p.bound, style=BOUND_STYLE[p.bound]),
-            f"{p.attainable_flops / 1e12:.3g}",
+            number(p.attainable_flops / 1e12),
             duration(p.total_time_s, sep=""),
             f"{p.share:.1%}",
             style="reverse" if p.name == selected else None,
@@ -145,19 +146,19 @@ def totals_lines(a: Analysis) -> list[str]:
     t, w = a.totals, a.workload
     batch = (a.whole or w).batch  # tokens/s are the model copy's: of all its sequences
     if w.phase == "decode":
-        rate = f"{t.tokens_per_s:,.1f} tokens/s ({batch} sequence{'s' if batch > 1 else ''})"
+        rate = f"{rate_text(t.tokens_per_s)} ({plural(batch, 'sequence')})"
     elif w.phase == "prefill":
-        rate = f"time to first token {duration(t.time_s)}, {t.tokens_per_s:,.0f} prompt tokens/s"
+        rate = f"time to first token {duration(t.time_s)}, {rate_text(t.tokens_per_s, 'prompt tokens/s')}"
     else:
-        rate = f"{t.tokens_per_s:,.0f} prompt tokens/s through attention alone"
+        rate = f"{rate_text(t.tokens_per_s, 'prompt tokens/s')} through attention alone"
     kernel = f" ({a.kernel})" if w.quantized else ""
     return [
         f"step: {si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} of HBM traffic, {duration(t.time_s)} predicted; {rate}",
         f"reads {si(t.weight_bytes, 'B')} of weights and {si(t.kv_cache_bytes, 'B')} of KV cache; "
-        f"holds {t.memory_bytes / GIB:.1f} GiB of {t.capacity_bytes / GIB:.0f} GiB "
+        f"holds {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)} "
         f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
-        f"roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, {a.peak_flops / 1e12:,.1f} TFLOP/s {w.matmul_dtype}{kernel}; "
-        f"ridge {a.ridge:.0f} FLOP/byte",
+        f"roofs: {number(a.roofs.bandwidth_gbps)} GB/s, {number(a.peak_flops / 1e12)} TFLOP/s {w.matmul_dtype}{kernel}; "
+        f"ridge {number(a.ridge)} FLOP/byte",
         *parallel_lines(a),
     ]
 
@@ -169,10 +170,12 @@ def parallel_lines(a: Analysis) -> list[str]:
     comm = sum(p.total_time_s for p in a.placements if p.op.kind == "communication")
     r, t = a.roofs, a.totals
     who = "along the pass through the stages" if a.layout.pp > 1 else "a GPU"
+    gbps, latency = r.interconnect_gbps, r.interconnect_latency_us
+    assert gbps is not None and latency is not None  # several GPUs without an interconnect are refused before
     return [
-        f"per GPU of {a.layout.gpus} ({a.layout.label()}): {t.tokens_per_s / a.layout.gpus:,.1f} tokens/s per GPU; "
+        f"per GPU of {a.layout.gpus} ({a.layout.label()}): {rate_text(t.tokens_per_s / a.layout.gpus)} per GPU; "
         f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(comm)} ({comm / t.time_s:.1%} of the "
-        f"step) at {r.interconnect_gbps:,.0f} GB/s a direction + {r.interconnect_latency_us:g} µs each",
+        f"step) at {number(gbps)} GB/s a direction + {number(latency)} µs each",
         *a.layout_notes,
     ]
 

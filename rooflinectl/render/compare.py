@@ -3,8 +3,6 @@ engine's ``Choice`` and ``Curve`` objects; computes nothing of its own."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 
 from rich import box
@@ -13,7 +11,8 @@ from rich.text import Text
 
 from ..engine.generate import Choice, Curve, Generation
 from ..engine.parallel import Layout
-from ..units import duration
+from ..units import duration, number
+from .csvout import to_csv  # noqa: F401  (compare's and pareto's --csv)
 
 
 def _bound(g: Generation) -> str:
@@ -54,16 +53,6 @@ def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, o
     return {"request": {"prompt": prompt, "output": output}, "model": model, "gpus": compare_rows(choices, names)}
 
 
-def to_csv(rows: Sequence[dict], fields: Sequence[str]) -> str:
-    """Rows as CSV with a header; None is an empty cell; floats with all their digits."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(fields), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if row[k] is None else row[k]) for k in fields})
-    return out.getvalue()
-
-
 def compare_notes(choices: Sequence[Choice]) -> list[str]:
     """Why a GPU has no row of numbers."""
     return [f"{c.gpu}: {c.note}" for c in choices if c.generation is None]
@@ -82,7 +71,7 @@ def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str) -
             continue
         tpot = duration(row["tpot_s"]) if row["tpot_s"] is not None else "—"
         table.add_row(row["gpu"], f"{row['batch']:,}", f"{row['largest_batch']:,}", duration(row["ttft_s"]), tpot,
-                      duration(row["e2e_s"]), f"{row['output_tokens_per_s_per_gpu']:,.0f}", row["bound"])
+                      duration(row["e2e_s"]), number(row['output_tokens_per_s_per_gpu']), row["bound"])
     return table
 
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from ..engine.generate import Generation
 from ..engine.memory import MemoryBudget
 from ..specs.workload import GROUPED_WEIGHT_DTYPES
-from ..units import GIB, duration
+from ..units import duration, gib, number
 
 # The ops the text table lists by name, largest first; the rest are summed in one row (--json lists them all).
 TOP_OPS = 8
@@ -115,8 +115,8 @@ def title_lines(g: Generation) -> list[str]:
     a = g.prefill
     where = a.gpu.name if a.layout.single else f"{a.layout.gpus} × {a.gpu.name} ({a.layout.label()}, per GPU)"
     return [_workload_label(g),
-            f"on {where}, {a.roofs.label} roofs: {a.roofs.bandwidth_gbps:,.0f} GB/s, "
-            f"{a.peak_flops / 1e12:,.1f} TFLOP/s {a.workload.matmul_dtype}", *a.layout_notes]
+            f"on {where}, {a.roofs.label} roofs: {number(a.roofs.bandwidth_gbps)} GB/s, "
+            f"{number(a.peak_flops / 1e12)} TFLOP/s {a.workload.matmul_dtype}", *a.layout_notes]
 
 
 def phase_table(g: Generation) -> Table:
@@ -149,10 +149,10 @@ def ops_table(g: Generation) -> Table:
 
 def memory_sum(m: MemoryBudget, batch: int, longest_context: int) -> str:
     """The budget as one sum: weights + KV cache + activations + reserve = total of capacity."""
-    return (f"{m.weight_bytes / GIB:.1f} GiB weights + {m.kv_cache_bytes / GIB:.1f} GiB KV cache ({batch:,} × "
-            f"{longest_context:,} positions) + {m.activation_bytes / GIB:.1f} GiB activations "
-            f"({m.activations.phase} {m.activations.op}) + {m.reserve_bytes / GIB:.1f} GiB reserve = "
-            f"{m.total_bytes / GIB:.1f} GiB of {m.capacity_bytes / GIB:.0f} GiB")
+    return (f"{gib(m.weight_bytes)} weights + {gib(m.kv_cache_bytes)} KV cache ({batch:,} × "
+            f"{longest_context:,} positions) + {gib(m.activation_bytes)} activations "
+            f"({m.activations.phase} {m.activations.op}) + {gib(m.reserve_bytes)} reserve = "
+            f"{gib(m.total_bytes)} of {gib(m.capacity_bytes, 0)}")
 
 
 def summary_lines(g: Generation, largest_batch: int) -> list[str]:
@@ -165,13 +165,13 @@ def summary_lines(g: Generation, largest_batch: int) -> list[str]:
                      f"{duration(d.step_times_s[-1])} at {d.last.workload.kv_len:,})")
     else:
         lines.append("time per output token: none (one output token: the prefill gives it, no decode step)")
-    per_request = f"{g.output_tokens_per_s_per_request:,.1f} output tokens/s over the request"
+    per_request = f"{number(g.output_tokens_per_s_per_request)} output tokens/s over the request"
     if g.decode_tokens_per_s_per_request is not None:
-        per_request += f", {g.decode_tokens_per_s_per_request:,.1f} while decoding (1 / TPOT)"
+        per_request += f", {number(g.decode_tokens_per_s_per_request)} while decoding (1 / TPOT)"
     lines += [
         f"end-to-end latency:    {duration(g.e2e_s)}",
-        f"per GPU:               {g.output_tokens_per_s_per_gpu:,.0f} output tokens/s, "
-        f"{g.total_tokens_per_s_per_gpu:,.0f} tokens/s with the prompts",
+        f"per GPU:               {number(g.output_tokens_per_s_per_gpu)} output tokens/s, "
+        f"{number(g.total_tokens_per_s_per_gpu)} tokens/s with the prompts",
         f"per request:           {per_request}",
         *memory_lines(g.memory, r.batch, r.longest_context, largest_batch),
     ]
@@ -182,12 +182,12 @@ def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batc
     """The memory budget in three lines of the summary's layout."""
     pad = " " * len("time to first token:   ")
     return [
-        f"memory:                {m.total_bytes / GIB:.1f} GiB of {m.capacity_bytes / GIB:.0f} GiB, "
+        f"memory:                {gib(m.total_bytes)} of {gib(m.capacity_bytes, 0)}, "
         f"{'fits' if m.fits else 'does not fit'}; largest batch that fits: {largest_batch:,}",
-        f"{pad}= {m.weight_bytes / GIB:.1f} GiB weights + {m.kv_cache_bytes / GIB:.1f} GiB KV cache "
+        f"{pad}= {gib(m.weight_bytes)} weights + {gib(m.kv_cache_bytes)} KV cache "
         f"({batch:,} × {longest_context:,} positions)",
-        f"{pad}+ {m.activation_bytes / GIB:.1f} GiB activations (the largest op: {m.activations.phase} "
-        f"{m.activations.op}) + {m.reserve_bytes / GIB:.1f} GiB reserve",
+        f"{pad}+ {gib(m.activation_bytes)} activations (the largest op: {m.activations.phase} "
+        f"{m.activations.op}) + {gib(m.reserve_bytes)} reserve",
     ]
 
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..specs.hardware import GPU, Sourced
+from ..units import number
 from .hierarchy import gpu_hierarchy_json, gpu_hierarchy_view
 
 
@@ -32,7 +33,7 @@ def gpu_table(gpus: list[GPU]) -> Table:
             Text(", ".join(g.aliases)),  # a Text: a name from a user's file is never markup (render.console)
             f"{g.memory.hbm_capacity_gib:g} GiB",
             f"{g.memory.hbm_bandwidth_gbps:,.0f}",
-            f"{roofs.tensor_tflops[dtype]:,.1f}" + ("" if dtype == "bf16" else " fp16"),
+            number(roofs.tensor_tflops[dtype], 4) + ("" if dtype == "bf16" else " fp16"),
             f"{roofs.ridge(dtype):.0f}",
         )
     return table
@@ -101,7 +102,7 @@ def _measured_table(g: GPU) -> Table | None:
     rows = [("tensor", dtype, tf, c.tensor_tflops.get(dtype)) for dtype, tf in mm.tensor_tflops.items()]
     rows += [("vector", dtype, tf, c.vector_tflops.get(dtype)) for dtype, tf in mm.vector_tflops.items()]
     for unit, dtype, tf, spec_tf in rows:
-        measured.add_row(f"{unit} {dtype}", f"{tf:,.1f} TFLOP/s", "—" if spec_tf is None else f"{spec_tf:,.1f} TFLOP/s")
+        measured.add_row(f"{unit} {dtype}", f"{number(tf, 4)} TFLOP/s", "—" if spec_tf is None else f"{number(spec_tf, 4)} TFLOP/s")
     return measured
 
 

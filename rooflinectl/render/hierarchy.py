@@ -11,7 +11,7 @@ from rich.text import Text
 from ..engine.hierarchy import Hierarchy, MemoryLevel, Note, hierarchy
 from ..engine.op import Unit
 from ..specs.hardware import GPU
-from ..units import binary_size
+from ..units import binary_size, number
 
 MARK = {"estimated": "≈", "derived": "†"}
 
@@ -19,7 +19,7 @@ MARK = {"estimated": "≈", "derived": "†"}
 def _num(x: float | None) -> str:
     if x is None:
         return "—"
-    return f"{x:,.0f}" if x >= 100 else f"{x:#.3g}"
+    return number(x)
 
 
 def ridge_columns(h: Hierarchy) -> list[tuple[Unit, str, str]]:
@@ -49,7 +49,7 @@ def _units_table(h: Hierarchy) -> Table:
         t.add_column(d, justify="right", no_wrap=True)
     for unit, label in (("tensor", "tensor cores"), ("vector", "vector units")):
         rates = {c.dtype: c.tflops for c in h.compute if c.unit == unit}
-        t.add_row(label, *[f"{rates[d]:,.1f}" if d in rates else "—" for d in dtypes])
+        t.add_row(label, *[number(rates[d], 4) if d in rates else "—" for d in dtypes])
     return t
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.records import MeasurementFile, ShapeRecord
-from ..units import duration, si
+from ..units import duration, plural, si
 from .console import console
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def baselines_table(run: MeasurementFile) -> Table:
 
 
 def anatomy_table(run: MeasurementFile) -> Table:
-    t = _table("Launch anatomy: each Triton launch of the checked run (occupancy on the spec's limits)")
+    t = _table(ANATOMY_HEADING)
     t.add_column("shape", no_wrap=True)
     t.add_column("function", overflow="fold", min_width=10)
     for col in ("grid", "warps", "threads", "regs", "spills", "smem", "per SM", "occup.", "waves"):
@@ -122,7 +122,7 @@ def anatomy_table(run: MeasurementFile) -> Table:
 
 def fusion_table(run: MeasurementFile) -> Table:
     """What the fusion buys by the engine's count: the fused op against the operations it replaces."""
-    t = _table("Fusion: the fused kernel against the operations it replaces (engine's count, spec roofs)")
+    t = _table(FUSION_HEADING)
     for col in ("shape", "unfused ops", "bytes unfused", "fused", "predicted unfused", "fused", "measured"):
         t.add_column(col, justify="left" if col in ("shape", "unfused ops") else "right", no_wrap=col != "unfused ops")
     for r in run.records:
@@ -133,6 +133,37 @@ def fusion_table(run: MeasurementFile) -> Table:
             si(r.bytes, "B"), _time(r.unfused_predicted_time_s), _time(r.predicted_time_s), _time(r.time_s),
         )
     return t
+
+
+# Below this many columns the fusion and launch-anatomy tables are written as one wrapped line per row: as
+# tables at 80 columns their headings were cut and a kernel's name wrapped over three lines (issue 19).
+TABLE_MIN_WIDTH = 100
+FUSION_HEADING = "Fusion: the fused kernel against the operations it replaces (engine's count, spec roofs)"
+ANATOMY_HEADING = "Launch anatomy: each Triton launch of the checked run (occupancy on the spec's limits)"
+
+
+def fusion_lines(run: MeasurementFile) -> list[str]:
+    """The fusion table as lines: '1x40x24: rmsnorm + linear, 2.29 kB unfused → 2.13 kB fused; predicted …'."""
+    return [f"{r.shape_text}: {' + '.join(u.op for u in r.unfused)}, {si(r.unfused_bytes or 0, 'B')} unfused → "
+            f"{si(r.bytes, 'B')} fused; predicted {_time(r.unfused_predicted_time_s)} → {_time(r.predicted_time_s)}; "
+            f"measured {_time(r.time_s)}" for r in run.records if r.unfused]
+
+
+def anatomy_lines(run: MeasurementFile) -> list[str]:
+    """The launch-anatomy table as lines, one per launch, each naming its kernel whole."""
+    out = []
+    for r in run.records:
+        for launch in r.launches:
+            occ = "-" if launch.occupancy is None else f"{launch.occupancy:.0%}"
+            smem = "-" if launch.shared_bytes is None else si(launch.shared_bytes, "B")
+            out.append(
+                f"{r.shape_text} {launch.function}: grid {'×'.join(str(g) for g in launch.grid)}, "
+                f"{_num(launch.num_warps, 'd')} warps ({_num(launch.threads_per_program, 'd')} threads), "
+                f"{_num(launch.n_regs, 'd')} registers, {_num(launch.n_spills, 'd')} spills, smem {smem}; "
+                f"{_num(launch.programs_per_sm, 'd')} per SM, occupancy {('≤' + occ) if launch.occupancy_upper_bound else occ}, "
+                f"{'- waves' if launch.waves is None else plural(launch.waves, 'wave')}, "
+                f"limit {launch.limiter or '-'}")
+    return out
 
 
 def _grouped(items: list[tuple[str, str]]) -> list[str]:
@@ -152,10 +183,22 @@ def print_run(run: MeasurementFile, saved: Path | None = None) -> None:
     c.print(results_table(run))
     if any(r.baselines for r in run.records):
         c.print(baselines_table(run))
+    narrow = c.width < TABLE_MIN_WIDTH
     if any(r.unfused for r in run.records):
-        c.print(fusion_table(run))
+        if narrow:
+            c.print()
+            for line in [FUSION_HEADING, *fusion_lines(run)]:
+                c.print(line, highlight=False, markup=False)
+        else:
+            c.print(fusion_table(run))
     if any(r.launches for r in run.records):
-        c.print(anatomy_table(run))
+        if narrow:
+            c.print()
+            for line in [ANATOMY_HEADING, *anatomy_lines(run)]:
+                c.print(line, highlight=False, markup=False)
+            c.print()
+        else:
+            c.print(anatomy_table(run))
     items: list[tuple[str, str]] = []
     for r in run.records:
         if r.error:

@@ -24,8 +24,9 @@ def scenarios_table(scenarios: dict[str, Scenario]) -> Table:
         t.add_column(col, no_wrap=True)
     for name, s in scenarios.items():
         model = s.model if isinstance(s.model, str) else s.model.id
-        t.add_row(Text(name), s.phase, Text(model),  # names from the user's files: never markup str(s.batch), str(s.seq_len or "-"), str(s.context or "-"), s.dtype,
-                  s.attention)
+        # Names from the user's files are Text: never markup.
+        t.add_row(Text(name), s.phase, Text(model), str(s.batch), str(s.seq_len or "-"), str(s.context or "-"),
+                  s.dtype, s.attention)
     return t
 
 

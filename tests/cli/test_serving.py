@@ -258,8 +258,8 @@ def test_pareto_draws_labels_apart_and_says_what_does_not_fit(tmp_path):
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
         notes = [t.get_text() for t in ax.get_legend().get_texts() if t.get_gid() == "does-not-fit"]
         if model == "llama-3-70b":  # 131.4 GiB of weights: the H100 (80 GiB) and, with its 14 GiB reserve, the H200
-            assert notes == ["h100-sxm: does not fit, one request needs 140.4 of 80 GiB (131.4 weights, 8.0 reserve)",
-                             "h200: does not fit, one request needs 146.4 of 140 GiB (131.4 weights, 14.0 reserve)"]
+            assert notes == ["h100-sxm: does not fit, one request needs 140.4 GiB of 80 GiB (131.4 GiB weights, 8.0 GiB reserve)",
+                             "h200: does not fit, one request needs 146.4 GiB of 140 GiB (131.4 GiB weights, 14.0 GiB reserve)"]
             assert legend[0] == "b200 (largest batch 28)"
         else:
             assert notes == []

@@ -8,6 +8,7 @@ from rooflinectl.engine.explain import is_linear, layer_linears, linear_summary,
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.units import decimal_bytes, duration
 
 H100 = load_gpu("h100")
 
@@ -47,9 +48,10 @@ def test_naive_prefill_carries_its_flash_alternative():
     line = next(x for x in verdict(a) if x.startswith("Naive attention moves"))
     scores = sum(p.op.bytes * p.op.count for p in a.placements if p.name in ("qk", "softmax", "pv"))
     flash = a.flash.placement("attention")
-    assert f"{scores / 1e9:.2f} GB" in line
-    assert f"{flash.op.bytes * flash.op.count / 1e9:.2f} GB" in line
-    assert f"{a.flash.totals.time_s * 1e3:.2f} ms instead of {a.totals.time_s * 1e3:.2f} ms" in line
+    # Through the one formatter (units): three significant digits with their prefix, never "140.12 GB".
+    assert f"moves {decimal_bytes(scores)} through HBM" in line
+    assert f"moves {decimal_bytes(flash.op.bytes * flash.op.count)}:" in line
+    assert f"{duration(a.flash.totals.time_s)} instead of {duration(a.totals.time_s)}" in line
 
 
 @pytest.mark.parametrize(("phase", "size", "attention"), [

@@ -19,15 +19,16 @@ from explore_helpers import (
 from helpers import cli
 from rooflinectl.errors import UserError
 from rooflinectl.explore import state
-from rooflinectl.explore.app import ExploreApp
+from rooflinectl.explore.app import ExploreApp, ops_in_time_order
 from rooflinectl.specs.workload import list_models, resolve_workload
+from rooflinectl.units import number
 
 
 def test_start_shows_the_engines_numbers_for_the_default_decode():
     def check(app, pilot):
         assert_shows(app, resolve_workload("decode"))
         text = screen_text(app)
-        assert "decode │ llama-3-8b │ batch 1 │ context 4,096 │ bf16 │ flash attention │ h100-sxm" in text
+        assert "h100-sxm │ decode │ llama-3-8b │ batch 1 │ context 4,096 │ bf16 │ attn flash" in text
         # The most expensive op is selected first and explained: what it reads, writes and computes.
         assert app.selected == "gate_proj"
         detail = str(app.query_one("#detail").content)
@@ -244,16 +245,17 @@ def test_screen_at_100x30_shows_every_panel_and_key():
         text = screen_text(app)
         lines = text.splitlines()
         assert len(lines) == 30 and max(len(line) for line in lines) <= 100
+        bar = " ".join(lines[-2:]).replace("\u00a0", " ")  # the key bar wraps between hints, never inside one
         for key_hint in ("p phase", "batch ×2/÷2", "length ×2/÷2", "d dtype", "a attn", "m model", "g GPU",
                          "↓↑ op", "s YAML", "x chart", "q quit"):
-            assert key_hint in lines[-1], key_hint
+            assert key_hint in bar, key_hint
         for widget in ("#settings", "#ops", "#chart", "#totals", "#verdict-box", "#detail-box", "#status"):
             region = app.query_one(widget).content_region
             assert region.width > 0 and region.height > 0, widget
         table = app.query_one("#ops")
         assert len(table.rows) == 18 and "share" in lines[1] and "24.2%" in lines[2]
         assert lines[1].startswith("op 1-13/18")  # 13 of the 18 ops in view: the header says so
-        assert "4.64 ms per step · 215.3 tokens/s" in text  # the totals line, whole
+        assert "4.64 ms per step · 215 tokens/s" in text  # the totals line, whole
         assert "Decode reads every weight once per step" in text  # the verdict starts in view
 
     explore("", check)
@@ -283,3 +285,51 @@ def test_a_stated_experts_touched_is_refused_not_dropped():
         state.Knobs.from_workload(w, H100)
     uniform = state.Knobs.from_workload(resolve_workload("decode", model="mixtral-8x7b", batch=32), H100)
     assert uniform.analyze().placement("expert_gate_proj").op.count == 32
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 60)])
+def test_every_key_the_gpu_and_apart_columns_at_a_stock_and_a_large_terminal(size):
+    """Issue 19: at 80×24 the key bar was cut ("x chart", "q quit" invisible) and the GPU id fell off the header;
+    at fp8 the bound and rate columns ran together ("compute1.98e+03"). Prefill at fp8 on an H100: compute-bound
+    linear layers at 1,979 TFLOP/s."""
+    w = resolve_workload("prefill", dtype="fp8")
+    width, height = size
+
+    def check(app, pilot):
+        lines = screen_text(app).splitlines()
+        assert len(lines) == height and max(len(line) for line in lines) <= width
+        bar = " ".join(lines[-2:]).replace("\u00a0", " ")  # the key bar: one line at 200, two at 80
+        for key_hint in ("p phase", "batch ×2/÷2", "length ×2/÷2", "d dtype", "a attn", "m model", "g GPU",
+                         "↓↑ op", "s YAML", "x chart", "q quit"):
+            assert key_hint in bar, key_hint
+        assert lines[0].split("│")[0].strip() == "h100-sxm"  # the GPU first in the header
+        table = app.query_one("#ops")
+        assert table.compact == (width < 100)
+        columns = 5 if width < 100 else 6
+        rows = [line.split("▕")[0] for line in lines[2:2 + 5]]
+        for row, p in zip(rows, ops_in_time_order(app.analysis)):
+            cells = row.split()
+            assert len(cells) == columns and cells[0] == p.name, row  # every column apart
+            assert cells[-3] == number(p.attainable_flops / 1e12)
+        assert "1,979" in rows[0]
+        for widget in ("#ops", "#chart", "#totals", "#verdict-box", "#detail-box", "#status", "#keys"):
+            region = app.query_one(widget).content_region
+            assert region.width > 0 and region.height > 0, widget
+        assert app.query_one("#chart").content_region.width >= 30  # room for a chart beside the table
+
+    explore("", check, workload=w, size=size)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_save_confirmation_is_wrapped_not_cut(tmp_path, width):
+    """Issue 19: at 120 columns the `s` key's confirmation (the path and the command that reads it) was cut."""
+
+    async def check(app, pilot):
+        await pilot.pause()  # the status line's new height laid out
+        status = app.query_one("#status").region  # the status line's rows, joined (spaces dropped: it folds)
+        rows = screen_text(app).splitlines()[status.y:status.y + status.height]
+        text = "".join(row.strip() for row in rows).replace(" ", "")
+        path = next(tmp_path.glob("explore-*.yaml"))
+        assert f"saved{path};rooflinectlanalyze{path}--gpuh100-sxm" in text
+
+    explore(["s"], check, size=(width, 30), out_dir=tmp_path)

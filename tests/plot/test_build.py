@@ -15,6 +15,8 @@ from rooflinectl.engine.roofline import analyze, sweep
 from rooflinectl.errors import UserError
 from rooflinectl.plot.build import build_chart
 from rooflinectl.specs.hardware import GPU
+from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.units import GIB
 
 
 def test_roofs_have_their_values_and_slopes():
@@ -104,9 +106,16 @@ def test_several_gpus_each_get_roofs_points_and_a_legend_entry():
                                                             ("test-gpu-2", pytest.approx(75))]
     assert {p.gpu for p in panel.points} == {"test-gpu", "test-gpu-2"}
     gpus = [e for e in chart.legend if e.kind == "gpu"]
-    assert [e.label for e in gpus] == ["Test GPU 1 (test-gpu)", "Test GPU 2 (test-gpu-2)"]
+    # Each GPU says whether the step's weights and KV cache fit (Totals.fits), with the engine's numbers.
+    fits = [analyze(PREFILL, g).totals for g in (GPU1, GPU2)]
+    assert [e.label for e in gpus] == [
+        f"Test GPU {k} ({g})\nfits: {t.memory_bytes / GIB:.1f} of {t.capacity_bytes / GIB:.0f} GiB"
+        for k, g, t in ((1, "test-gpu", fits[0]), (2, "test-gpu-2", fits[1]))]
     assert len({e.color for e in gpus}) == 2 and len({e.marker for e in gpus}) == 2
-    assert {e.kind for e in chart.legend} == {"gpu", "bound", "share", "ridge"}
+    assert {e.kind for e in chart.legend} == {"gpu", "bound", "share", "ridge", "note"}
+    # Several GPUs: no L2 or SRAM roofs (five grey diagonals in issue 19), and the footnote says so.
+    assert {r.name for r in panel.roofs if r.kind == "memory"} == {"HBM"}
+    assert any("L2 and SRAM roofs are left out" in f for f in panel.footnotes)
     # The same ops sit in one column on both GPUs: one label for both.
     assert sorted(op for lab in panel.labels for op in lab.ops) == sorted(
         p.op for p in panel.points if p.gpu == "test-gpu")
@@ -224,3 +233,30 @@ def test_a_sweep_of_the_most_sizes_a_list_may_give_is_drawn(tmp_path):
                  "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["panels"][0]["values"] == list(range(1, 65))
+
+
+def test_each_gpu_says_whether_the_model_fits_and_where_it_stops():
+    """Issue 19: "nothing says that 70B fits on none of the 80 GB GPUs". Llama 3 70B at batch 256, context 4096:
+    131.4 GiB of bf16 weights alone exceed 80 GiB; the legend names the batch that needs the most."""
+    from rooflinectl.specs.hardware import load_gpu
+
+    w = resolve_workload("decode", model="llama-3-70b")
+    h100 = load_gpu("h100")
+    chart = build_chart([w], [h100, load_gpu("b200")], "batch", [1, 256])
+    worst = analyze(w.with_size("batch", 256), h100).totals
+    (entry, b200) = [e.label for e in chart.legend if e.kind == "gpu"]
+    assert entry.endswith(f"does NOT fit: {worst.memory_bytes / GIB:.1f} of 80 GiB at batch 256")
+    assert "does NOT fit" in b200  # 178 GiB: the weights fit, the KV cache of 256 × 4,096 positions does not
+
+
+def test_several_gpus_label_each_gpus_share():
+    """One label for ops that sit in one column on several GPUs, with each GPU's share in the chart's order."""
+    from rooflinectl.specs.hardware import load_gpu
+
+    gpus = [load_gpu("a100"), load_gpu("h100")]
+    chart = build_chart([resolve_workload("prefill", attention="naive")], gpus)
+    label = next(lab for lab in chart.panels[0].labels if lab.ops == ("softmax",))
+    shares = [analyze(resolve_workload("prefill", attention="naive"), g).placement("softmax").share for g in gpus]
+    assert label.text == f"softmax {shares[0]:.0%} · {shares[1]:.0%}"
+    assert shares[0] != shares[1]
+    assert any(e.label == "label %: share of the step on a100-80gb · h100-sxm" for e in chart.legend)

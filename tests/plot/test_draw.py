@@ -66,7 +66,7 @@ def test_drawn_roofs_ridges_and_points_are_the_charts_data(drawn):
 
 def test_drawn_legend_and_title(drawn):
     chart, fig = drawn
-    legend = fig.axes[0].get_legend()
+    (legend,) = fig.legends  # beside the panels, not on one
     assert [t.get_text() for t in legend.get_texts()] == [e.label for e in chart.legend]
     assert "batch 1 → 8 → 64 → 256" in [e.label for e in chart.legend]
     title = fig._suptitle.get_text().replace("\n", " ")

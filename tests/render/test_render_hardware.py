@@ -43,7 +43,7 @@ def test_measured_ceilings_stand_beside_the_spec(tmp_path):
     assert rows["copy bandwidth"] == ["4,246 GB/s", f"{g.memory.hbm_bandwidth_gbps:,.0f} GB/s"]
     assert rows["tensor bf16"] == ["678.1 TFLOP/s", f"{spec.tensor_tflops['bf16']:,.1f} TFLOP/s"]
     assert rows["vector fp32"] == ["51.2 TFLOP/s", f"{spec.vector_tflops['fp32']:,.1f} TFLOP/s"]
-    assert rows["tensor fp4"] == ["1,000.0 TFLOP/s", "—"]  # no spec figure: a dash, not 0.0
+    assert rows["tensor fp4"] == ["1,000 TFLOP/s", "—"]  # no spec figure: a dash, not 0.0
 
 
 def test_list_has_every_gpu_and_json_keeps_the_file():

@@ -40,3 +40,21 @@ def test_fusion_table_shows_the_records_sums(capsys, monkeypatch):
     row = next(line for line in capsys.readouterr().out.splitlines() if "rmsnorm + linear" in line)
     assert row.split()[:6] == ["3x7", "rmsnorm", "+", "linear", "4", "MB"]
     assert "4 µs" in row
+
+
+def test_at_80_columns_the_anatomy_is_one_line_per_launch_with_its_kernel_whole(capsys, monkeypatch):
+    """Issue 19: at 80 columns the launch-anatomy heading was cut and a kernel's name wrapped over three lines.
+    The same numbers as the 120-column table above: grid 512, 4 warps, 128 threads, 16 per SM, ≤100%, 1 wave."""
+    monkeypatch.setenv("COLUMNS", "80")
+    run = run_fake(FakeSoftmax(), [(512, 2048)], clock=FakeClock((2.0e-6, 1.9e-6, 2.2e-6), (3.0e-6, 2.9e-6, 3.1e-6)),
+                   ceilings=RunCeilings(copy_bandwidth_gbps=3000.0, tensor_tflops={"bf16": 760.0}))
+    print_run(run)
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    assert "Launch anatomy: each Triton launch of the checked run (occupancy on the spec's limits)" in " ".join(
+        line.strip() for line in lines)
+    launch = next(line for line in lines if line.startswith("512x2048 run:"))  # the kernel's name whole
+    joined = " ".join(line.strip() for line in lines[lines.index(launch):lines.index(launch) + 2])
+    assert ("512x2048 run: grid 512, 4 warps (128 threads), - registers, - spills, smem -; 16 per SM, "
+            "occupancy ≤100%, 1 wave, limit warps") in joined

@@ -1,0 +1,54 @@
+"""``rooflinectl explore --serve``: the same app in a browser, through textual-serve (Textualize's own server: an
+aiohttp page with xterm.js that starts one ``rooflinectl explore`` process per browser tab and relays its screen).
+
+No web code of our own: this module builds the command each tab runs (the user's own arguments, less the serving
+options) and hands it to ``textual_serve.server.Server``. textual-serve is an optional extra, imported only here.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Sequence
+
+from ..errors import UserError
+
+# The serving options and whether each takes a value: they are dropped from the command each tab runs.
+SERVE_OPTIONS = {"--serve": False, "--host": True, "--port": True}
+WEB_DRIVER = "textual.drivers.web_driver:WebDriver"  # what textual-serve sets TEXTUAL_DRIVER to in each tab's process
+
+
+def tab_command(args: Sequence[str]) -> str:
+    """The command line each browser tab runs: ``python -m rooflinectl explore`` with ``args`` (explore's own
+    arguments as given) less --serve, --host and --port."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name, eq, _ = arg.partition("=")
+        if name in SERVE_OPTIONS:
+            skip = SERVE_OPTIONS[name] and not eq
+            continue
+        kept.append(arg)
+    return shlex.join([sys.executable, "-m", "rooflinectl", "explore", *kept])
+
+
+def check_port(port: int) -> None:
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: a TCP port is 1 to 65535")
+
+
+def serve(command: str, host: str, port: int) -> None:
+    """Serve ``command`` on ``host``:``port`` until Ctrl+C; says where first."""
+    check_port(port)
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        raise UserError("explore --serve needs textual-serve: pip install 'rooflinectl[serve]' (or "
+                        "pip install textual-serve)") from None
+    print(f"serving rooflinectl explore at http://{host}:{port}/ (listening on {host}, port {port}; "
+          f"{'this machine only' if host in ('127.0.0.1', 'localhost', '::1') else 'reachable from the network'}; "
+          f"Ctrl+C stops)", flush=True)
+    Server(command, host=host, port=port, title="rooflinectl explore").serve()
