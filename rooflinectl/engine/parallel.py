@@ -79,7 +79,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import UserError
-from ..specs.hardware import GPU
+from ..specs.hardware import GPU, Collective
 from ..specs.load import validate
 from ..specs.workload import GATED_MLPS, Model, Workload
 from ..units import dtype_bytes
@@ -318,8 +318,13 @@ def all_gather_bytes(total: float, t: int) -> int | float:
     return _whole((t - 1) * total / t) if ((t - 1) * total) % t else _whole((t - 1) * total // t)
 
 
-def _collective(name: str, what: str, algorithm: str, buffer: float, sent: int | float, t: int, count: int,
+_ALGORITHMS: dict[Collective, str] = {"all_reduce": "all-reduce", "all_gather": "all-gather",
+                                      "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all"}
+
+
+def _collective(name: str, what: str, collective: Collective, buffer: float, sent: int | float, t: int, count: int,
                 per_model: bool = False) -> Op:
+    algorithm = _ALGORITHMS[collective]
     return Op(
         name=name,
         kind="communication",
@@ -333,6 +338,7 @@ def _collective(name: str, what: str, algorithm: str, buffer: float, sent: int |
                  f"(the next op needs its result)",
         count=count,
         per_model=per_model,
+        collective=collective,
     )
 
 
@@ -359,19 +365,19 @@ def communication_ops(w: Workload, layout: Layout) -> list[Op]:
         n = sequences_per_gpu(w.batch, e) * w.tokens_per_seq  # this GPU's tokens
         pairs = n * k * m.hidden_size * a  # its tokens' k copies of H, in the activations' type
         sent = _whole(pairs * (e - 1) / e) if (pairs * (e - 1)) % e else _whole(pairs * (e - 1) // e)
-        return [_collective(name, f"{n} tokens × top-{k} copies of {m.hidden_size}", "all-to-all", pairs, sent, e,
+        return [_collective(name, f"{n} tokens × top-{k} copies of {m.hidden_size}", "all_to_all", pairs, sent, e,
                             m.moe_layers) for name in ("dispatch_all_to_all", "combine_all_to_all")]
     activations = w.tokens * m.hidden_size * a  # N×H, in the activations' type
     logits = w.batch * padded_vocab(m.vocab_size, t) * a  # B×V, the last token of each sequence
     return [*sends,
-        _collective("embed_all_reduce", f"x {w.tokens}×{m.hidden_size}", "all-reduce", activations,
+        _collective("embed_all_reduce", f"x {w.tokens}×{m.hidden_size}", "all_reduce", activations,
                     all_reduce_bytes(activations, t), t, 1, per_model=True),
-        _collective("attn_all_reduce", f"o_proj's partial sums {w.tokens}×{m.hidden_size}", "all-reduce",
+        _collective("attn_all_reduce", f"o_proj's partial sums {w.tokens}×{m.hidden_size}", "all_reduce",
                     activations, all_reduce_bytes(activations, t), t, m.num_layers),
-        _collective("mlp_all_reduce", f"the MLP's partial sums {w.tokens}×{m.hidden_size}", "all-reduce",
+        _collective("mlp_all_reduce", f"the MLP's partial sums {w.tokens}×{m.hidden_size}", "all_reduce",
                     activations, all_reduce_bytes(activations, t), t, m.num_layers),
         _collective("logits_all_gather", f"logits {w.batch}×{padded_vocab(m.vocab_size, t) // t} a GPU",
-                    "all-gather", logits // t, all_gather_bytes(logits, t), t, 1, per_model=True),
+                    "all_gather", logits // t, all_gather_bytes(logits, t), t, 1, per_model=True),
     ]
 
 

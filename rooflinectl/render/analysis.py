@@ -74,6 +74,9 @@ def parallel_json(a: Analysis) -> dict:
         "gpus": a.layout.gpus,
         "interconnect_gbps": a.roofs.interconnect_gbps,
         "interconnect_latency_us": a.roofs.interconnect_latency_us,
+        **({"measured_collectives": {c: {"busbw_gbps": gbps, "latency_us": us}
+                                     for c, (gbps, us) in a.roofs.measured_collectives.items()}}
+           if a.roofs.measured_collectives else {}),
         "notes": list(a.layout_notes),
     }
 
@@ -172,7 +175,10 @@ def parallel_lines(a: Analysis) -> list[str]:
     return [
         f"per GPU of {a.layout.gpus} ({a.layout.label()}): {t.tokens_per_s / a.layout.gpus:,.1f} tokens/s per GPU; "
         f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(comm)} ({comm / t.time_s:.1%} of the "
-        f"step) at {r.interconnect_gbps:,.0f} GB/s a direction + {r.interconnect_latency_us:g} us each",
+        f"step) at {r.interconnect_gbps:,.0f} GB/s a direction + {r.interconnect_latency_us:g} us each"
+        + (", except where measured:" if r.measured_collectives else ""),
+        *[f"  {c}: measured bus bandwidth {gbps:,.4g} GB/s + {us:,.4g} us (calibrate --comm)"
+          for c, (gbps, us) in r.measured_collectives.items()],
         *a.layout_notes,
     ]
 
