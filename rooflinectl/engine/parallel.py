@@ -38,7 +38,11 @@ direction (half the datasheet's bidirectional total: ``Interconnect.per_directio
 collective's latency plus bytes / that bandwidth (``roofline.place``). The reduction's adds and the collective
 kernel's own HBM traffic are not counted. None of these can overlap with compute in a decode step: the next op
 needs the sum (the critical path); prefill engines can overlap a layer's collective with another micro-batch's
-compute, which is not modelled. Modelled, not measured: issue 20 measures the collectives.
+compute, which is not modelled. Modelled, not measured, unless the GPU file holds the collectives that
+``rooflinectl calibrate --comm`` measured (``measured.interconnect``): then ``analyze --calibrated`` times each
+collective op (``Op.collective``) with that collective's bus bandwidth at the largest size and its time at the
+smallest (``MeasuredInterconnect.fit``). nccl-tests' busbw is defined so that busbw × time = these ring bytes,
+so the same formula holds with the measured figures in place of the datasheet's.
 
 Expert parallelism (``ep`` = e GPUs, a mixture of experts only; not with tp > 1) takes DeepSeek's serving layout
 (DeepSeek-V3 technical report, arXiv 2412.19437, section 3.4: attention data-parallel, experts expert-parallel),
@@ -75,6 +79,7 @@ counted twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -381,8 +386,18 @@ def communication_ops(w: Workload, layout: Layout) -> list[Op]:
     ]
 
 
-def notes(w: Workload, layout: Layout) -> list[str]:
-    """What a reader of the per-GPU numbers must know about the layout, one line each."""
+def _timed_with(line: str, measured: Sequence[str]) -> str:
+    """The layout's last note, ``line`` (collectives modelled, not measured), or, where ``analyze --calibrated``
+    timed some collectives with a measured interconnect (``calibrate --comm``), which ones."""
+    if not measured:
+        return line
+    return (f"collectives modelled (ring algorithms); {', '.join(measured)} timed with the bus bandwidth and "
+            f"latency calibrate --comm measured, any other with the datasheet's interconnect")
+
+
+def notes(w: Workload, layout: Layout, measured: Sequence[str] = ()) -> list[str]:
+    """What a reader of the per-GPU numbers must know about the layout, one line each. ``measured``: the
+    collectives the roofs carry measured figures for (``Roofs.measured_collectives``)."""
     if layout.single:
         return []
     m, t = w.model, layout.tp
@@ -394,14 +409,15 @@ def notes(w: Workload, layout: Layout) -> list[str]:
               f"bubble is (p−1)/(M+p−1) of the time (GPipe), {(p - 1) / (2 * p - 1):.0%} at M = {p}; memory is one "
               f"stage's"]
         if t == 1:
-            return [*pp, "point-to-point sends between stages modelled, not measured"]
+            return [*pp, "point-to-point sends between stages modelled, not measured"]  # calibrate --comm: no p2p
     if layout.ep > 1:
         assert m.moe is not None
         e = layout.ep
         return [f"EP {e} (DeepSeek's layout): {m.moe.num_experts // e} of {m.moe.num_experts} experts a GPU; "
                 f"attention data-parallel, {sequences_per_gpu(w.batch, e)} of {w.batch} sequences a GPU; "
                 f"tokens/s per GPU over {e} GPUs",
-                "all-to-all dispatch and combine under uniform routing; collectives modelled, not measured"]
+                _timed_with("all-to-all dispatch and combine under uniform routing; collectives modelled, not measured",
+                            measured)]
     out = [f"TP {t} (Megatron): {m.num_heads // t} of {m.num_heads} heads a GPU; tokens/s per GPU over "
            f"{layout.gpus} GPUs", *pp]
     if m.mla is not None:
@@ -411,5 +427,6 @@ def notes(w: Workload, layout: Layout) -> list[str]:
                    f"({t // m.num_kv_heads} copies of each)")
     if padded_vocab(m.vocab_size, t) != m.vocab_size:
         out.append(f"vocabulary padded from {m.vocab_size:,} to {padded_vocab(m.vocab_size, t):,} for {t} GPUs")
-    out.append("collectives modelled (ring algorithms, interconnect roof and latency), not measured")
+    out.append(_timed_with("collectives modelled (ring algorithms, interconnect roof and latency), not measured",
+                           measured))
     return out

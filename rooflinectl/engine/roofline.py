@@ -261,8 +261,10 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     flash = None
     if workload.attention == "naive" and workload.phase != "decode":
         flash = analyze(Workload.model_validate({**dict(whole), "attention": "flash"}), gpu, calibrated, layout)
+    # The step's collectives that a measured interconnect timed (calibrate --comm), for the layout's note.
+    measured = [c for c in roofs.measured_collectives if any(p.op.collective == c for p in placed)]
     return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals, flash=flash,
-                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout)),
+                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout, measured)),
                     whole=None if layout.single else whole)
 
 

@@ -228,6 +228,10 @@ def test_analyze_calibrated_json_names_the_measured_collectives(tmp_path):
     assert "measured_collectives" not in json.loads(cli(*args).stdout)["parallel"]
     text = cli(*args[:-1], "--calibrated").stdout
     assert "all_reduce: measured bus bandwidth 375.8 GB/s + 20 us (calibrate --comm)" in text
+    note = ("all_reduce, all_gather timed with the bus bandwidth and latency calibrate --comm measured, any other "
+            "with the datasheet's interconnect")
+    assert note in cal["parallel"]["notes"][-1]
+    assert json.loads(cli(*args).stdout)["parallel"]["notes"][-1].endswith("not measured")
 
 
 def test_validate_names_the_field():
