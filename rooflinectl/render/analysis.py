@@ -165,6 +165,12 @@ def totals_lines(a: Analysis) -> list[str]:
     ]
 
 
+def _comm_gpus(a: Analysis) -> int | str:
+    """The GPU count the measured collectives were timed on (a ring's latency grows with it: docs/measure.md)."""
+    comm = a.gpu.measured.interconnect if a.gpu.measured else None
+    return comm.gpu_count if comm else "?"
+
+
 def parallel_lines(a: Analysis) -> list[str]:
     """Over several GPUs: every figure above is one GPU's; the collectives' share and the layout's notes."""
     if a.layout.single:
@@ -177,7 +183,7 @@ def parallel_lines(a: Analysis) -> list[str]:
         f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(comm)} ({comm / t.time_s:.1%} of the "
         f"step) at {r.interconnect_gbps:,.0f} GB/s a direction + {r.interconnect_latency_us:g} us each"
         + (", except where measured:" if r.measured_collectives else ""),
-        *[f"  {c}: measured bus bandwidth {gbps:,.4g} GB/s + {us:,.4g} us (calibrate --comm)"
+        *[f"  {c}: measured bus bandwidth {gbps:,.4g} GB/s + {us:,.4g} us (calibrate --comm on {_comm_gpus(a)} GPUs)"
           for c, (gbps, us) in r.measured_collectives.items()],
         *a.layout_notes,
     ]

@@ -5,6 +5,7 @@ The gloo runs on the CPU are in test_comm_gloo.py."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import yaml
@@ -227,7 +228,7 @@ def test_analyze_calibrated_json_names_the_measured_collectives(tmp_path):
                                                        "all_gather": {"busbw_gbps": 375.81, "latency_us": 15.0}}
     assert "measured_collectives" not in json.loads(cli(*args).stdout)["parallel"]
     text = cli(*args[:-1], "--calibrated").stdout
-    assert "all_reduce: measured bus bandwidth 375.8 GB/s + 20 us (calibrate --comm)" in text
+    assert "all_reduce: measured bus bandwidth 375.8 GB/s + 20 us (calibrate --comm on 8 GPUs)" in text
     note = ("all_reduce, all_gather timed with the bus bandwidth and latency calibrate --comm measured, any other "
             "with the datasheet's interconnect")
     assert note in cal["parallel"]["notes"][-1]
@@ -275,3 +276,19 @@ def test_comm_options_need_comm(tmp_path, option, value):
 
 def test_bundled_h200_unchanged():
     assert load_gpu("h200").measured is None
+
+
+def test_nvls_is_off_before_the_process_group_starts(monkeypatch):
+    # The machines' notes require NCCL's NVLink multicast off: NCCL reads NCCL_NVLS_ENABLE when the process group
+    # creates its communicator, so it must be set before init_process_group.
+    import torch.distributed as dist
+
+    from rooflinectl.measure import comm_run
+
+    seen = {}
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
+    monkeypatch.setattr(dist, "init_process_group",
+                        lambda backend, **kw: seen.update(backend=backend, nvls=os.environ["NCCL_NVLS_ENABLE"], **kw))
+    comm_run._init(0, 2, 0)
+    assert seen["nvls"] == "0" and seen["rank"] == 0 and seen["world_size"] == 2
+    assert seen["backend"] == "gloo"  # this CPU build of torch: no CUDA
