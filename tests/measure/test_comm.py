@@ -291,4 +291,6 @@ def test_nvls_is_off_before_the_process_group_starts(monkeypatch):
                         lambda backend, **kw: seen.update(backend=backend, nvls=os.environ["NCCL_NVLS_ENABLE"], **kw))
     comm_run._init(0, 2, 0)
     assert seen["nvls"] == "0" and seen["rank"] == 0 and seen["world_size"] == 2
-    assert seen["backend"] == "gloo"  # this CPU build of torch: no CUDA
+    import torch
+
+    assert seen["backend"] == ("nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo")
