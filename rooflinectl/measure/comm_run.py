@@ -229,7 +229,8 @@ def calibrate_comm(request: CommRequest) -> CommCalibration | None:
     from .device import require_gpu_stack, resolve_spec
 
     check_launch(request.world_size)
-    check_writable(request.output, "-o")
+    if request.world_size is not None or int(os.environ["RANK"]) == 0:  # the rank that writes (another node's
+        check_writable(request.output, "-o")                            # ranks may not have that folder)
     try:
         import torch.distributed as dist
         import torch.multiprocessing as mp
