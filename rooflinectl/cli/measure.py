@@ -124,13 +124,32 @@ def calibrate(
     gpu: str = typer.Option(None, "--gpu", "-g", help="Spec to start from (default: the one matching the "
                                                        "device's name)."),
     json: bool = typer.Option(False, "--json", help="Print what was measured as JSON; no progress bar."),
+    comm: bool = typer.Option(False, "--comm", help="Measure the collectives between GPUs instead (all-reduce, "
+                                                    "all-gather, reduce-scatter, all-to-all), one process a GPU: "
+                                                    "under torchrun, or with --world-size."),
+    comm_max: str = typer.Option(None, "--comm-max", help="With --comm: the largest message, 4KiB to 1GiB "
+                                                           "(default 1GiB); sizes are the powers of two from 4KiB."),
+    collectives: str = typer.Option(None, "--collectives", help="With --comm: a comma list of all_reduce, "
+                                                                 "all_gather, reduce_scatter, all_to_all "
+                                                                 "(default: all four)."),
+    world_size: int = typer.Option(None, "--world-size", help="With --comm, outside torchrun: start this many "
+                                                              "local processes (one a GPU; gloo on the CPU)."),
 ):
     """Measure this GPU's copy bandwidth and matmul peaks, and write them into a hardware file.
 
-    'analyze --calibrated --gpu FILE' and 'plot' then use the measured ceilings as the roofs.
+    'analyze --calibrated --gpu FILE' and 'plot' then use the measured ceilings as the roofs. With --comm, the
+    collectives' bus bandwidth and latency over several GPUs instead, which 'analyze --calibrated --tp N' uses.
 
     Example: rooflinectl calibrate -o hardware/my-h200.yaml
+
+    Example: torchrun --nproc-per-node 8 -m rooflinectl calibrate --comm -o hardware/my-8xh200.yaml
     """
+    if comm:
+        _calibrate_comm(output, gpu, json, comm_max, collectives, world_size)
+        return
+    for given, name in ((comm_max, "--comm-max"), (collectives, "--collectives"), (world_size, "--world-size")):
+        if given is not None:
+            raise UserError(f"{name} belongs to calibrate --comm")
     from ..measure.ceilings import PROBE_DTYPES
     from ..measure.ceilings import calibrate as run_calibration
 
@@ -151,3 +170,28 @@ def calibrate(
         return
     from ..render.measure import print_calibration  # rich tables and records: not for --help
     print_calibration(done)
+
+
+def _calibrate_comm(output: Path, gpu: str | None, json: bool, comm_max: str | None, collectives: str | None,
+                    world_size: int | None) -> None:
+    """calibrate --comm: check the options, run the ranks, and print on rank 0 what it wrote."""
+    from ..measure.comm import MAX_BYTES, parse_collectives, parse_size
+    from ..measure.comm_run import CommRequest, calibrate_comm, check_launch, command_line
+
+    chosen = parse_collectives(collectives)
+    max_bytes = MAX_BYTES if comm_max is None else parse_size(comm_max)
+    if world_size is not None and world_size < 2:
+        raise UserError(f"--world-size {world_size}: collectives need at least 2 processes")
+    check_launch(world_size)
+    request = CommRequest(output=output, gpu=gpu, collectives=tuple(chosen), max_bytes=max_bytes,
+                          world_size=world_size,
+                          command=command_line(output, gpu, collectives, comm_max, world_size))
+    done = calibrate_comm(request)
+    if done is None:  # not rank 0
+        return
+    if json:
+        print_json({"file": str(output), "id": done.written.id, "spec": done.spec.id,
+                    "interconnect": done.measured.model_dump(mode="json")})
+        return
+    from ..render.comm import print_comm_calibration  # rich tables: not for --help
+    print_comm_calibration(done)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from ..specs.hardware import Collective
 from ..units import dtype_bytes
 
 # FLOPs per element of the elementwise work. Each is named once here; the kernels and the engine share them.
@@ -119,6 +120,9 @@ class Op:
     # The storage format of the weights a matmul reads where it is not the activations' ``dtype`` (quantized
     # weights: int4, fp8, nvfp4 ...; engine.quant); None where the op reads no weights or reads them in ``dtype``.
     weight_dtype: str | None = None
+    # A communication op's collective, by nccl-tests' name: what ``analyze --calibrated`` times it with where the
+    # GPU file measured that collective (``calibrate --comm``); None for a point-to-point send and every other op.
+    collective: Collective | None = None
 
     def __post_init__(self) -> None:
         if self.flops < 0 or self.bytes <= 0 or self.count < 1:

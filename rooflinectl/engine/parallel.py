@@ -38,7 +38,11 @@ direction (half the datasheet's bidirectional total: ``Interconnect.per_directio
 collective's latency plus bytes / that bandwidth (``roofline.place``). The reduction's adds and the collective
 kernel's own HBM traffic are not counted. None of these can overlap with compute in a decode step: the next op
 needs the sum (the critical path); prefill engines can overlap a layer's collective with another micro-batch's
-compute, which is not modelled. Modelled, not measured: issue 20 measures the collectives.
+compute, which is not modelled. Modelled, not measured, unless the GPU file holds the collectives that
+``rooflinectl calibrate --comm`` measured (``measured.interconnect``): then ``analyze --calibrated`` times each
+collective op (``Op.collective``) with that collective's bus bandwidth at the largest size and its time at the
+smallest (``MeasuredInterconnect.fit``). nccl-tests' busbw is defined so that busbw × time = these ring bytes,
+so the same formula holds with the measured figures in place of the datasheet's.
 
 Expert parallelism (``ep`` = e GPUs, a mixture of experts only; not with tp > 1) takes DeepSeek's serving layout
 (DeepSeek-V3 technical report, arXiv 2412.19437, section 3.4: attention data-parallel, experts expert-parallel),
@@ -75,11 +79,12 @@ counted twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import UserError
-from ..specs.hardware import GPU
+from ..specs.hardware import GPU, Collective
 from ..specs.load import validate
 from ..specs.workload import GATED_MLPS, Model, Workload
 from ..units import dtype_bytes
@@ -318,8 +323,13 @@ def all_gather_bytes(total: float, t: int) -> int | float:
     return _whole((t - 1) * total / t) if ((t - 1) * total) % t else _whole((t - 1) * total // t)
 
 
-def _collective(name: str, what: str, algorithm: str, buffer: float, sent: int | float, t: int, count: int,
+_ALGORITHMS: dict[Collective, str] = {"all_reduce": "all-reduce", "all_gather": "all-gather",
+                                      "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all"}
+
+
+def _collective(name: str, what: str, collective: Collective, buffer: float, sent: int | float, t: int, count: int,
                 per_model: bool = False) -> Op:
+    algorithm = _ALGORITHMS[collective]
     return Op(
         name=name,
         kind="communication",
@@ -333,6 +343,7 @@ def _collective(name: str, what: str, algorithm: str, buffer: float, sent: int |
                  f"(the next op needs its result)",
         count=count,
         per_model=per_model,
+        collective=collective,
     )
 
 
@@ -359,24 +370,34 @@ def communication_ops(w: Workload, layout: Layout) -> list[Op]:
         n = sequences_per_gpu(w.batch, e) * w.tokens_per_seq  # this GPU's tokens
         pairs = n * k * m.hidden_size * a  # its tokens' k copies of H, in the activations' type
         sent = _whole(pairs * (e - 1) / e) if (pairs * (e - 1)) % e else _whole(pairs * (e - 1) // e)
-        return [_collective(name, f"{n} tokens × top-{k} copies of {m.hidden_size}", "all-to-all", pairs, sent, e,
+        return [_collective(name, f"{n} tokens × top-{k} copies of {m.hidden_size}", "all_to_all", pairs, sent, e,
                             m.moe_layers) for name in ("dispatch_all_to_all", "combine_all_to_all")]
     activations = w.tokens * m.hidden_size * a  # N×H, in the activations' type
     logits = w.batch * padded_vocab(m.vocab_size, t) * a  # B×V, the last token of each sequence
     return [*sends,
-        _collective("embed_all_reduce", f"x {w.tokens}×{m.hidden_size}", "all-reduce", activations,
+        _collective("embed_all_reduce", f"x {w.tokens}×{m.hidden_size}", "all_reduce", activations,
                     all_reduce_bytes(activations, t), t, 1, per_model=True),
-        _collective("attn_all_reduce", f"o_proj's partial sums {w.tokens}×{m.hidden_size}", "all-reduce",
+        _collective("attn_all_reduce", f"o_proj's partial sums {w.tokens}×{m.hidden_size}", "all_reduce",
                     activations, all_reduce_bytes(activations, t), t, m.num_layers),
-        _collective("mlp_all_reduce", f"the MLP's partial sums {w.tokens}×{m.hidden_size}", "all-reduce",
+        _collective("mlp_all_reduce", f"the MLP's partial sums {w.tokens}×{m.hidden_size}", "all_reduce",
                     activations, all_reduce_bytes(activations, t), t, m.num_layers),
         _collective("logits_all_gather", f"logits {w.batch}×{padded_vocab(m.vocab_size, t) // t} a GPU",
-                    "all-gather", logits // t, all_gather_bytes(logits, t), t, 1, per_model=True),
+                    "all_gather", logits // t, all_gather_bytes(logits, t), t, 1, per_model=True),
     ]
 
 
-def notes(w: Workload, layout: Layout) -> list[str]:
-    """What a reader of the per-GPU numbers must know about the layout, one line each."""
+def _timed_with(line: str, measured: Sequence[str]) -> str:
+    """The layout's last note, ``line`` (collectives modelled, not measured), or, where ``analyze --calibrated``
+    timed some collectives with a measured interconnect (``calibrate --comm``), which ones."""
+    if not measured:
+        return line
+    return (f"collectives modelled (ring algorithms); {', '.join(measured)} timed with the bus bandwidth and "
+            f"latency calibrate --comm measured, any other with the datasheet's interconnect")
+
+
+def notes(w: Workload, layout: Layout, measured: Sequence[str] = ()) -> list[str]:
+    """What a reader of the per-GPU numbers must know about the layout, one line each. ``measured``: the
+    collectives the roofs carry measured figures for (``Roofs.measured_collectives``)."""
     if layout.single:
         return []
     m, t = w.model, layout.tp
@@ -388,14 +409,15 @@ def notes(w: Workload, layout: Layout) -> list[str]:
               f"bubble is (p−1)/(M+p−1) of the time (GPipe), {(p - 1) / (2 * p - 1):.0%} at M = {p}; memory is one "
               f"stage's"]
         if t == 1:
-            return [*pp, "point-to-point sends between stages modelled, not measured"]
+            return [*pp, "point-to-point sends between stages modelled, not measured"]  # calibrate --comm: no p2p
     if layout.ep > 1:
         assert m.moe is not None
         e = layout.ep
         return [f"EP {e} (DeepSeek's layout): {m.moe.num_experts // e} of {m.moe.num_experts} experts a GPU; "
                 f"attention data-parallel, {sequences_per_gpu(w.batch, e)} of {w.batch} sequences a GPU; "
                 f"tokens/s per GPU over {e} GPUs",
-                "all-to-all dispatch and combine under uniform routing; collectives modelled, not measured"]
+                _timed_with("all-to-all dispatch and combine under uniform routing; collectives modelled, not measured",
+                            measured)]
     out = [f"TP {t} (Megatron): {m.num_heads // t} of {m.num_heads} heads a GPU; tokens/s per GPU over "
            f"{layout.gpus} GPUs", *pp]
     if m.mla is not None:
@@ -405,5 +427,6 @@ def notes(w: Workload, layout: Layout) -> list[str]:
                    f"({t // m.num_kv_heads} copies of each)")
     if padded_vocab(m.vocab_size, t) != m.vocab_size:
         out.append(f"vocabulary padded from {m.vocab_size:,} to {padded_vocab(m.vocab_size, t):,} for {t} GPUs")
-    out.append("collectives modelled (ring algorithms, interconnect roof and latency), not measured")
+    out.append(_timed_with("collectives modelled (ring algorithms, interconnect roof and latency), not measured",
+                           measured))
     return out

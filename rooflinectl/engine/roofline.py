@@ -72,13 +72,18 @@ class Placement:
 def place(op: Op, roofs: Roofs) -> Placement:
     """Place one operation under ``roofs``. A collective (kind ``communication``) moves its bytes over the
     interconnect, not HBM: its roof is the interconnect's bandwidth in one direction and its time
-    latency + bytes / bandwidth (engine/parallel.py states the model)."""
+    latency + bytes / bandwidth (engine/parallel.py states the model). Where the roofs carry that collective's
+    measured bus bandwidth and latency (``analyze --calibrated`` of a file ``calibrate --comm`` wrote), those are
+    the bandwidth and the latency: busbw × time is the bytes one GPU sends (nccl-tests' definition), the op's
+    ``bytes``; a point-to-point send, never measured, keeps the datasheet's."""
     peak = roofs.peak(op.dtype, op.unit)
     if op.kind == "communication":
-        if roofs.interconnect_gbps is None or roofs.interconnect_latency_us is None:
+        measured = roofs.measured_collectives.get(op.collective) if op.collective else None
+        gbps, latency_us = measured or (roofs.interconnect_gbps, roofs.interconnect_latency_us)
+        if gbps is None or latency_us is None:
             raise UserError(f"{roofs.gpu_id}: the GPU file gives no interconnect, so a collective cannot be timed")
-        bandwidth = roofs.interconnect_gbps * 1e9
-        latency = roofs.interconnect_latency_us * 1e-6
+        bandwidth = gbps * 1e9
+        latency = latency_us * 1e-6
         return Placement(op=op, peak_flops=peak, bandwidth=bandwidth, compute_time_s=op.flops / peak,
                          memory_time_s=latency + op.bytes / bandwidth, latency_s=latency)
     return Placement(
@@ -256,8 +261,10 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     flash = None
     if workload.attention == "naive" and workload.phase != "decode":
         flash = analyze(Workload.model_validate({**dict(whole), "attention": "flash"}), gpu, calibrated, layout)
+    # The step's collectives that a measured interconnect timed (calibrate --comm), for the layout's note.
+    measured = [c for c in roofs.measured_collectives if any(p.op.collective == c for p in placed)]
     return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals, flash=flash,
-                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout)),
+                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout, measured)),
                     whole=None if layout.single else whole)
 
 

@@ -233,6 +233,8 @@ class CalibrationRow:
 
 
 def calibration_rows(spec: GPU, measured: Measured) -> list[CalibrationRow]:
+    if measured.copy_bandwidth_gbps is None:  # a section of collectives alone (calibrate --comm)
+        return []
     rows = [CalibrationRow("copy bandwidth (read + write)", measured.copy_bandwidth_gbps,
                            spec.memory.hbm_bandwidth_gbps, "GB/s")]
     rows += [CalibrationRow(f"{d} matmul", v, spec.compute.tensor_tflops.get(d), "TFLOP/s")

@@ -75,6 +75,9 @@ def parallel_json(a: Analysis) -> dict:
         "gpus": a.layout.gpus,
         "interconnect_gbps": a.roofs.interconnect_gbps,
         "interconnect_latency_us": a.roofs.interconnect_latency_us,
+        **({"measured_collectives": {c: {"busbw_gbps": gbps, "latency_us": us}
+                                     for c, (gbps, us) in a.roofs.measured_collectives.items()}}
+           if a.roofs.measured_collectives else {}),
         "notes": list(a.layout_notes),
     }
 
@@ -163,6 +166,12 @@ def totals_lines(a: Analysis) -> list[str]:
     ]
 
 
+def _comm_gpus(a: Analysis) -> int | str:
+    """The GPU count the measured collectives were timed on (a ring's latency grows with it: docs/measure.md)."""
+    comm = a.gpu.measured.interconnect if a.gpu.measured else None
+    return comm.gpu_count if comm else "?"
+
+
 def parallel_lines(a: Analysis) -> list[str]:
     """Over several GPUs: every figure above is one GPU's; the collectives' share and the layout's notes."""
     if a.layout.single:
@@ -175,7 +184,10 @@ def parallel_lines(a: Analysis) -> list[str]:
     return [
         f"per GPU of {a.layout.gpus} ({a.layout.label()}): {rate_text(t.tokens_per_s / a.layout.gpus)} per GPU; "
         f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(comm)} ({comm / t.time_s:.1%} of the "
-        f"step) at {number(gbps)} GB/s a direction + {number(latency)} µs each",
+        f"step) at {number(gbps)} GB/s a direction + {number(latency)} µs each"
+        + (", except where measured:" if r.measured_collectives else ""),
+        *[f"  {c}: measured bus bandwidth {number(bus)} GB/s + {number(us)} µs (calibrate --comm on {_comm_gpus(a)} "
+          f"GPUs)" for c, (bus, us) in r.measured_collectives.items()],
         *a.layout_notes,
     ]
 

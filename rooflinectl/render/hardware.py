@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ..specs.hardware import GPU, Sourced
 from ..units import number
+from .comm import fit_table
 from .hierarchy import gpu_hierarchy_json, gpu_hierarchy_view
 
 
@@ -90,7 +91,7 @@ def _spec_table(g: GPU) -> Table:
 def _measured_table(g: GPU) -> Table | None:
     """The calibrated ceilings beside the spec's figures (``rooflinectl calibrate``), when the file has them."""
     mm = g.measured
-    if mm is None:
+    if mm is None or mm.copy_bandwidth_gbps is None:  # none, or the collectives alone (_comm_table)
         return None
     m, c = g.memory, g.compute
     measured = Table(title=Text(f"Measured ceilings ({mm.device_name}, {mm.date})"), title_justify="left")
@@ -114,6 +115,9 @@ def gpu_detail(g: GPU) -> Group:
     measured = _measured_table(g)
     if measured is not None:
         parts.append(measured)
+    comm = fit_table(g)
+    if comm is not None:
+        parts.append(comm)
     if g.notes:
         parts.append(Text(g.notes))
     parts.append(gpu_hierarchy_view(g, source_mark="[3]"))

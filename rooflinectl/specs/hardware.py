@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, NonNegativeInt, model_validator
 
@@ -163,17 +163,115 @@ class Ceilings(Strict):
     vector_tflops: dict[VectorDType, Peak] = Field(default_factory=dict)
 
 
-class Measured(Ceilings):
-    """The ``measured`` section of a hardware YAML: ceilings written by ``rooflinectl calibrate``, with where,
-    when and how they were measured. The copy bandwidth is required here."""
+# The collectives ``rooflinectl calibrate --comm`` times (measure/comm.py), by nccl-tests' names.
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+COLLECTIVES: tuple[Collective, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def bus_factor(collective: Collective, n: int) -> float:
+    """busbw / algbw for ``collective`` over n ranks, as nccl-tests defines the bus bandwidth (NVIDIA/nccl-tests,
+    doc/PERFORMANCE.md, "Bus bandwidth"): 2(n−1)/n for an all-reduce (a reduce-scatter then an all-gather), (n−1)/n
+    for an all-gather, a reduce-scatter and an all-to-all. algbw = S / t, S the collective's size as nccl-tests
+    counts it (an all-reduce's buffer; an all-gather's output and a reduce-scatter's input, all n ranks' parts;
+    an all-to-all's send buffer). busbw × t is then the bytes one rank sends: the engine's ring bytes
+    (engine/parallel.py), so busbw compares with the interconnect's one-direction roof."""
+    return (2 if collective == "all_reduce" else 1) * (n - 1) / n
+
+
+# A collective's time (s) and bandwidth (GB/s): positive and finite. No floor as Rate's: a 4 KiB collective of gloo
+# on a CPU runs at well under a thousandth of a GB/s.
+Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
+Gbps = Annotated[float, Field(gt=0, le=1e7, allow_inf_nan=False)]
+
+
+class CommPoint(Strict):
+    """One message size of one collective: ``bytes`` = S (see :func:`bus_factor`), ``time_s`` one collective's time
+    (the mean over the timed iterations, the slowest rank's), algbw = S / t and busbw = algbw × the bus factor."""
+
+    bytes: Count
+    time_s: Seconds
+    algbw_gbps: Gbps
+    busbw_gbps: Gbps
+
+
+class MeasuredInterconnect(Strict):
+    """What ``rooflinectl calibrate --comm`` measured: each collective's curve over message sizes, on ``gpu_count``
+    ranks, with where, when and how. Written beside the datasheet's ``interconnect``; ``analyze --calibrated``
+    times the collectives with it (:meth:`fit`)."""
 
     device_name: str
+    gpu_count: int = Field(ge=2)
+    backend: Literal["nccl", "gloo"]
     date: str
     command: str
     torch_version: str
+    nccl_version: str | None = None
+    collectives: dict[Collective, list[CommPoint]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        for name, points in self.collectives.items():
+            sizes = [p.bytes for p in points]
+            if not sizes:
+                raise ValueError(f"collectives.{name}: no message sizes")
+            if sizes != sorted(set(sizes)):
+                raise ValueError(f"collectives.{name}: message sizes must rise, each once")
+            factor = bus_factor(name, self.gpu_count)
+            for p in points:
+                # algbw and busbw are arithmetic on bytes and time_s (rounded to 4 significant digits when
+                # written): a file whose three disagree was edited by hand or by another tool, and is refused.
+                if abs(p.algbw_gbps - p.bytes / p.time_s / 1e9) > 1e-3 * p.algbw_gbps:
+                    raise ValueError(f"collectives.{name}: at {p.bytes} bytes algbw_gbps is not bytes / time_s")
+                if abs(p.busbw_gbps - p.algbw_gbps * factor) > 1e-3 * p.busbw_gbps:
+                    raise ValueError(f"collectives.{name}: at {p.bytes} bytes busbw_gbps is not algbw_gbps × "
+                                     f"{factor:g} (nccl-tests' bus factor for {self.gpu_count} GPUs)")
+        return self
+
+    def fit(self, collective: Collective) -> tuple[float, float] | None:
+        """(GB/s, µs) the engine times ``collective`` with: the bus bandwidth at the largest size measured (where
+        the fixed cost is a negligible share of the time) and the time at the smallest (where the bytes are);
+        None when that collective was not measured. t = latency + sent / busbw is nccl-tests' own reading of its
+        curves (doc/PERFORMANCE.md, "Time": overhead + size / bw)."""
+        points = self.collectives.get(collective)
+        if not points:
+            return None
+        return points[-1].busbw_gbps, points[0].time_s * 1e6
+
+
+class Measured(Ceilings):
+    """The ``measured`` section of a hardware YAML: ceilings written by ``rooflinectl calibrate``, with where,
+    when and how they were measured, and the collectives ``calibrate --comm`` measured (``interconnect``). The
+    one-GPU ceilings' fields (device_name, date, command, torch_version, copy_bandwidth_gbps) come together or,
+    in a section of collectives alone, not at all."""
+
+    device_name: str | None = None
+    date: str | None = None
+    command: str | None = None
+    torch_version: str | None = None
     triton_version: str | None = None
     driver: str | None = None
-    copy_bandwidth_gbps: Rate  # bytes read + bytes written of a large device-to-device copy
+    copy_bandwidth_gbps: Rate | None = None  # bytes read + bytes written of a large device-to-device copy
+    interconnect: MeasuredInterconnect | None = None
+
+    @model_validator(mode="after")
+    def _one_gpu_fields_together(self) -> Self:
+        given = {n: getattr(self, n) is not None for n in _ONE_GPU_FIELDS}
+        if all(given.values()):
+            return self
+        if any(given.values()) or self.tensor_tflops or self.vector_tflops or self.triton_version or self.driver:
+            missing = ", ".join(n for n, g in given.items() if not g)
+            raise ValueError(f"the measured ceilings need {missing} as well")
+        if self.interconnect is None:
+            raise ValueError("holds nothing: give the ceilings 'rooflinectl calibrate' writes, or 'interconnect'")
+        return self
+
+    @property
+    def has_ceilings(self) -> bool:
+        """Whether the one-GPU ceilings (copy bandwidth, matmul peaks) were measured."""
+        return self.copy_bandwidth_gbps is not None
+
+
+_ONE_GPU_FIELDS = ("device_name", "date", "command", "torch_version", "copy_bandwidth_gbps")
 
 
 class GPU(Strict):
@@ -223,7 +321,12 @@ class GPU(Strict):
                 f"{self.id} has no measured ceilings: run 'rooflinectl calibrate -o FILE' on that GPU "
                 f"and pass --gpu FILE"
             )
-        return spec.with_ceilings(self.measured)
+        roofs = spec.with_ceilings(self.measured)
+        comm = self.measured.interconnect
+        if comm is None:
+            return roofs
+        fits = {c: fit for c in COLLECTIVES if (fit := comm.fit(c)) is not None}
+        return roofs.model_copy(update={"measured_collectives": fits})
 
 
 class Roofs(Strict):
@@ -239,6 +342,9 @@ class Roofs(Strict):
     # The interconnect's roof, one direction (GB/s), and one collective's fixed cost; None: no interconnect given.
     interconnect_gbps: float | None = None
     interconnect_latency_us: float | None = None
+    # Measured (GB/s bus bandwidth, µs) per collective (``calibrate --comm``, MeasuredInterconnect.fit): a
+    # collective op of one of these is timed with them in place of the two figures above; empty for the spec.
+    measured_collectives: dict[Collective, tuple[float, float]] = Field(default_factory=dict)
 
     @property
     def bandwidth(self) -> float:
@@ -303,7 +409,7 @@ def _words(text: str) -> tuple[tuple[str, ...], int | None]:
 
 def spec_names(gpu: GPU) -> list[str]:
     """The names a device may report to be ``gpu``: its id, aliases and name, and the device it was calibrated on."""
-    return [gpu.id, *gpu.aliases, gpu.name, *([gpu.measured.device_name] if gpu.measured else [])]
+    return [gpu.id, *gpu.aliases, gpu.name, *([gpu.measured.device_name] if gpu.measured and gpu.measured.device_name else [])]
 
 
 def _match_score(device_name: str, gpu: GPU) -> int:

@@ -162,14 +162,21 @@ GPU_SPEC = {
     **_section("interconnect", {"name": (str,), "link": (str,), "bandwidth_gbps": (float,), "latency_us": (float,),
                                 "pcie_gen": (int, NONE), "pcie_lanes": (int, NONE)}),
     "measured": (NONE,),
-    "measured.device_name": (str,), "measured.date": (str,), "measured.command": (str,),
-    "measured.torch_version": (str,), "measured.triton_version": (str, NONE), "measured.driver": (str, NONE),
-    "measured.copy_bandwidth_gbps": (float,), "measured.tensor_tflops": (dict,), "measured.tensor_tflops.*": (float,),
-    "measured.vector_tflops": (dict,), "measured.vector_tflops.*": (float,),
+    # NONE: a section of collectives alone (calibrate --comm) has no one-GPU ceilings.
+    "measured.device_name": (str, NONE), "measured.date": (str, NONE), "measured.command": (str, NONE),
+    "measured.torch_version": (str, NONE), "measured.triton_version": (str, NONE), "measured.driver": (str, NONE),
+    "measured.copy_bandwidth_gbps": (float, NONE), "measured.tensor_tflops": (dict,),
+    "measured.tensor_tflops.*": (float,), "measured.vector_tflops": (dict,), "measured.vector_tflops.*": (float,),
+    "measured.interconnect": (NONE,),
+    **{f"measured.interconnect.{k}": v for k, v in {
+        "device_name": (str,), "gpu_count": (int,), "backend": (str,), "date": (str,), "command": (str,),
+        "torch_version": (str,), "nccl_version": (str, NONE), "collectives.*[].bytes": (int,),
+        "collectives.*[].time_s": (float,), "collectives.*[].algbw_gbps": (float,),
+        "collectives.*[].busbw_gbps": (float,)}.items()},
 }
 GPU_MAPS = frozenset({"memory.derived", "limits.derived", "compute.derived", "interconnect.derived",
                       "compute.tensor_tflops", "compute.vector_tflops", "measured.tensor_tflops",
-                      "measured.vector_tflops"})
+                      "measured.vector_tflops", "measured.interconnect.collectives"})
 
 HIERARCHY = {
     "hierarchy.sm_count": (int,),
@@ -208,16 +215,37 @@ def calibrated_gpu(tmp_path) -> str:
     return str(path)
 
 
-def test_hardware_show_json_schema(calibrated_gpu):
-    outputs = [run_json("hardware", "show", g) for g in [*GPUS, calibrated_gpu]]
+# What calibrate --comm writes (tests/measure/test_comm.py checks the numbers' arithmetic): 4096 B in 10 µs is
+# 0.4096 GB/s of algbw, × 2(2−1)/2 = 1 for an all-reduce on 2 GPUs.
+COMM = {"interconnect": {"device_name": "NVIDIA H100 80GB HBM3", "gpu_count": 2, "backend": "nccl",
+                         "date": "2026-12-03T10:00:00+00:00", "command": "torchrun --nproc-per-node 2 -m rooflinectl "
+                         "calibrate --comm -o lab-comm.yaml --gpu h100", "torch_version": "2.4.0",
+                         "collectives": {"all_reduce": [{"bytes": 4096, "time_s": 1e-5, "algbw_gbps": 0.4096,
+                                                         "busbw_gbps": 0.4096}]}}}
+
+
+@pytest.fixture
+def comm_gpu(calibrated_gpu) -> str:
+    """A file calibrate --comm wrote: the collectives alone under 'measured', beside the datasheet's interconnect."""
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "hardware" / "h100-sxm.yaml").read_text())
+    spec.update(id="lab-comm", aliases=[], measured=COMM)
+    path = Path(calibrated_gpu).parent / "lab-comm.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return str(path)
+
+
+def test_hardware_show_json_schema(calibrated_gpu, comm_gpu):
+    outputs = [run_json("hardware", "show", g) for g in [*GPUS, calibrated_gpu, comm_gpu]]
     check_schema(outputs, {**GPU_SPEC, **HIERARCHY}, GPU_MAPS | HIERARCHY_MAPS)
 
 
-def test_hardware_list_json_schema(calibrated_gpu):
+def test_hardware_list_json_schema(calibrated_gpu, comm_gpu):
     result = cli("hardware", "list", "--json", env={"ROOFLINECTL_HARDWARE_PATH": str(Path(calibrated_gpu).parent)})
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert isinstance(data, list) and {g["id"] for g in data} == {"lab-h100", *(g.id for g in _bundled())}
+    assert isinstance(data, list) and {g["id"] for g in data} == {"lab-h100", "lab-comm", *(g.id for g in _bundled())}
     check_schema(data, GPU_SPEC, GPU_MAPS)
 
 
@@ -406,7 +434,8 @@ CALIBRATE = {
     "file": (str,), "id": (str,), "spec": (str,), "notes[]": (str,),
     # calibrate probes no vector unit: its vector_tflops is always empty (a hardware file's may not be).
     **_under("measured", {k.removeprefix("measured."): v for k, v in GPU_SPEC.items()
-                          if k.startswith("measured.") and k != "measured.vector_tflops.*"}),
+                          if k.startswith("measured.") and k != "measured.vector_tflops.*"
+                          and not k.startswith("measured.interconnect.")}),  # calibrate --comm's: not calibrate's
 }
 
 

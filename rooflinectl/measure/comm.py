@@ -1,0 +1,152 @@
+"""``rooflinectl calibrate --comm``: the collectives' curves, the arithmetic and the hardware file that carries them.
+
+Pure (no torch): the options checked (:func:`parse_size`, :func:`message_sizes`, :func:`parse_collectives`), one
+timed size turned into algbw and busbw (:func:`comm_point`), and the hardware YAML written with its
+``measured.interconnect`` (:func:`write_comm`). The timing itself, one process a GPU through torch.distributed,
+is ``measure/comm_run.py``.
+
+The bandwidths are nccl-tests' (NVIDIA/nccl-tests, doc/PERFORMANCE.md): algbw = S / t, S the collective's size
+(an all-reduce's buffer; an all-gather's output and a reduce-scatter's input, all n ranks' parts together; an
+all-to-all's send buffer), and busbw = algbw × 2(n−1)/n for an all-reduce, × (n−1)/n for an all-gather, a
+reduce-scatter and an all-to-all (``specs.hardware.bus_factor``), the rate a rank's link carries, comparable with
+the link's one-direction bandwidth whatever n is.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from ..errors import UserError, closest
+from ..files import write_atomic
+from ..specs.hardware import (
+    COLLECTIVES,
+    GPU,
+    Collective,
+    CommPoint,
+    Measured,
+    MeasuredInterconnect,
+    bus_factor,
+)
+from ..specs.load import SAFE_LOADER, validate
+from ..units import GIB, KIB, MIB, binary_size
+from .ceilings import calibrated_id
+
+# nccl-tests' own range for a curve from latency to bandwidth: 4 KiB (where the fixed cost is nearly all of the
+# time on NVLink) to 1 GiB (where it is under 1%: 1 GiB at 450 GB/s is 2.4 ms against about 10-20 µs of latency).
+MIN_BYTES = 4 * KIB
+MAX_BYTES = 1 * GIB
+# nccl-tests' defaults (-w 5 -n 20): warm-up collectives untimed, then this many timed back to back.
+WARMUP_ITERS = 5
+TIMED_ITERS = 20
+# Elements are fp32, nccl-tests' default type (-d float).
+ELEMENT_BYTES = 4
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(b|kib|mib|gib|k|m|g)?\s*$", re.IGNORECASE)
+_UNITS = {"b": 1, "k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB}
+
+
+def parse_size(text: str, option: str = "--comm-max") -> int:
+    """'64KiB', '1GiB', '65536' -> bytes (binary units: K, KiB = 1024); a UserError for anything else or for a size
+    outside MIN_BYTES..MAX_BYTES."""
+    m = _SIZE.match(text)
+    if not m:
+        raise UserError(f"{option} {text!r}: give a size such as 64KiB, 16MiB, 1GiB or a number of bytes")
+    size = int(m.group(1)) * _UNITS[(m.group(2) or "b").lower()]
+    if not MIN_BYTES <= size <= MAX_BYTES:
+        raise UserError(f"{option} {text}: give a size from {binary_size(MIN_BYTES)} to {binary_size(MAX_BYTES)}")
+    return size
+
+
+def message_sizes(max_bytes: int = MAX_BYTES) -> list[int]:
+    """The powers of two from MIN_BYTES up to ``max_bytes`` (4 KiB, 8 KiB, ... 1 GiB: 19 sizes)."""
+    sizes, s = [], MIN_BYTES
+    while s <= max_bytes:
+        sizes.append(s)
+        s *= 2
+    return sizes
+
+
+def parse_collectives(text: str | None) -> list[Collective]:
+    """'all_reduce,all-gather' -> the collectives, in COLLECTIVES' order, each once; None: all four."""
+    if text is None:
+        return list(COLLECTIVES)
+    names = [t.strip().lower().replace("-", "_") for t in text.split(",") if t.strip()]
+    if not names:
+        raise UserError(f"--collectives {text!r}: give one or more of {', '.join(COLLECTIVES)}")
+    for name in names:
+        if name not in COLLECTIVES:
+            raise UserError(f"--collectives: unknown collective '{name}'{closest(name, COLLECTIVES)}; "
+                            f"known: {', '.join(COLLECTIVES)}")
+    return [c for c in COLLECTIVES if c in names]
+
+
+def elements_per_rank(collective: Collective, size: int, n: int) -> int:
+    """The fp32 elements of each rank's input: S / 4 for an all-reduce and an all-to-all (each rank's whole
+    buffer), S / 4n for an all-gather (its part of the output) and a reduce-scatter (its part of the result, the
+    input being S). Rounded down to a multiple of n where the collective splits the buffer n ways, as nccl-tests
+    does; the size recorded is then the one run (:func:`run_bytes`)."""
+    count = size // ELEMENT_BYTES
+    if collective == "all_reduce":
+        return count
+    if collective == "all_to_all":
+        return count // n * n
+    return count // n
+
+
+def run_bytes(collective: Collective, size: int, n: int) -> int:
+    """S of the collective actually run for the nominal ``size`` (see :func:`elements_per_rank`)."""
+    count = elements_per_rank(collective, size, n)
+    return count * ELEMENT_BYTES * (1 if collective in ("all_reduce", "all_to_all") else n)
+
+
+def _sig(x: float, digits: int = 6) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+def comm_point(collective: Collective, size_bytes: int, time_s: float, n: int) -> CommPoint:
+    """One size's point: algbw = S / t, busbw = algbw × bus_factor (nccl-tests), in GB/s (1e9 B/s)."""
+    if time_s <= 0:
+        raise UserError(f"{collective} of {size_bytes} bytes timed at {time_s} s: the clock gave no time")
+    algbw = size_bytes / time_s / 1e9
+    return CommPoint(bytes=size_bytes, time_s=_sig(time_s), algbw_gbps=_sig(algbw),
+                     busbw_gbps=_sig(algbw * bus_factor(collective, n)))
+
+
+def comm_yaml(spec: GPU, comm: MeasuredInterconnect, out: Path) -> str:
+    """The spec's content with ``measured.interconnect`` put in (its one-GPU ceilings, where it has them, kept: a
+    file ``calibrate`` wrote, passed as --gpu, gains the collectives), as YAML text; the id as ``calibrate``'s."""
+    new_id = calibrated_id(spec, out)
+    data = spec.model_dump(mode="json", exclude_none=True)
+    data["id"] = new_id
+    if new_id != spec.id:
+        data["aliases"] = []
+        origin = f"Calibrated from the spec '{spec.id}' by rooflinectl calibrate --comm on {comm.date}."
+        data["notes"] = f"{origin} {spec.notes}" if spec.notes else origin
+    kept = spec.measured.model_dump(mode="json", exclude_none=True) if spec.measured else {}
+    data["measured"] = {**kept, "interconnect": comm.model_dump(mode="json", exclude_none=True)}
+    header = (
+        f"# {spec.name}: the spec sheet's numbers, and under 'measured.interconnect' the collectives that\n"
+        f"# `{comm.command}` measured on {comm.gpu_count} × {comm.device_name} ({comm.backend}, {comm.date}).\n"
+        f"# Time collectives with them: rooflinectl analyze --calibrated --tp N --gpu {out}\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
+
+
+def write_comm(spec: GPU, comm: MeasuredInterconnect, out: Path) -> GPU:
+    """Validate the file's text by the rules of every spec (a file that would not load is never written), then
+    write it atomically (files.write_atomic); returns the validated GPU."""
+    text = comm_yaml(spec, comm, out)
+    gpu = validate(GPU, yaml.load(text, Loader=SAFE_LOADER), str(out))
+    write_atomic(out, text, "-o")
+    return gpu
+
+
+def measured_of(gpu: GPU) -> MeasuredInterconnect:
+    """The collectives a written file holds (what the CLI prints back)."""
+    m: Measured | None = gpu.measured
+    if m is None or m.interconnect is None:
+        raise UserError(f"{gpu.id}: the file holds no measured collectives")
+    return m.interconnect
