@@ -15,10 +15,13 @@ from .options import (
     CALIBRATED_OPTION,
     CAUSAL_OPTION,
     DTYPE_OPTION,
+    EP_OPTION,
     FUSE_OPTION,
     GROUP_SIZE_OPTION,
     KV_DTYPE_OPTION,
     MODEL_OPTION,
+    PP_OPTION,
+    TP_OPTION,
     WEIGHT_DTYPE_OPTION,
     workload_overrides,
 )
@@ -119,6 +122,9 @@ def plot(
     causal: bool = CAUSAL_OPTION,
     fuse: str = FUSE_OPTION,
     calibrated: bool = CALIBRATED_OPTION,
+    tp: int = TP_OPTION,
+    ep: int = EP_OPTION,
+    pp: int = PP_OPTION,
     measured: Path = typer.Option(
         None, "--measured", help="Overlay measured kernels from a 'rooflinectl measure --save' JSON file."
     ),
@@ -130,6 +136,7 @@ def plot(
 
     Example: rooflinectl plot decode --gpu h100 --batch 1,8,64,256 -o decode-batching.png
     """
+    from ..engine.parallel import Layout
     from ..plot.build import chart_json, check_output, plot_workloads
     from ..specs.hardware import load_gpu
     from ..specs.workload import resolve_workload
@@ -145,7 +152,7 @@ def plot(
                                 weight_dtype=weight_dtype, act_dtype=act_dtype, group_size=group_size)
     workloads = [resolve_workload(name, **{**common, **overrides}) for name in names]
     gpus = [load_gpu(g) for g in (gpu or [DEFAULT_GPU])]
-    chart = plot_workloads(workloads, gpus, output, field, values, measured, calibrated, style)
+    chart = plot_workloads(workloads, gpus, output, field, values, measured, calibrated, style, Layout(tp, ep, pp))
     if json:
         print_json(chart_json(chart, output))
     else:

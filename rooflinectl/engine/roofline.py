@@ -272,11 +272,11 @@ SWEEP_FIELDS = SIZE_FIELDS
 
 
 def sweep(workload: Workload, gpu: GPU, field: SizeField, values: Sequence[int],
-          calibrated: bool = False) -> list[Analysis]:
+          calibrated: bool = False, layout: Layout = Layout()) -> list[Analysis]:
     """Analyze the workload once per value of ``field`` (batch, context or seq_len: :meth:`Workload.with_size`,
-    which says which phase has which)."""
+    which says which phase has which), over ``layout``'s GPUs."""
     workload.size(field)  # a size the phase does not have is an error even before the first value
-    return [analyze(workload.with_size(field, value), gpu, calibrated) for value in values]
+    return [analyze(workload.with_size(field, value), gpu, calibrated, layout) for value in values]
 
 
 def batch_at_ridge(weight_elements: float, io_elements_per_row: float, dtype: str, ridge: float,

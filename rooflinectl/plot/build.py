@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.op import Unit
+from ..engine.parallel import Layout
 from ..engine.roofline import Analysis, Placement, analyze, sweep
 from ..errors import UserError
 from ..measure.records import MeasurementFile
@@ -46,6 +47,9 @@ from .labels import group_ops, mark_values_group, op_labels
 from .measured import load_measured, measured_gpu
 from .measured import measured_points as measured_points_of
 
+# The roof of the link the collectives cross, drawn where the chart is of one GPU of several (--tp, --ep, --pp).
+INTERCONNECT = "interconnect"
+
 __all__ = ["build_chart", "chart_json", "check_output", "draw", "plot_workloads"]
 
 
@@ -57,8 +61,10 @@ def build_chart(
     measured: MeasurementFile | None = None,
     measured_source: str = "measured file",
     calibrated: bool = False,
+    layout: Layout = Layout(),
 ) -> Chart:
-    """One panel per workload, every GPU in each; a sweep of ``sweep_field`` over ``values`` draws trajectories."""
+    """One panel per workload, every GPU in each; a sweep of ``sweep_field`` over ``values`` draws trajectories.
+    Over several GPUs (``layout``: TP, EP, PP) every point is one GPU's op, and the interconnect is a roof."""
     if not workloads:
         raise UserError("nothing to plot: give a workload")
     if not gpus:
@@ -74,14 +80,14 @@ def build_chart(
     every: list[list[Analysis]] = [[] for _ in gpus]  # each GPU's analyses over every panel: whether it fits
     for w in workloads:
         if sweep_field:
-            runs = [sweep(w, g, sweep_field, list(values or ()), calibrated) for g in gpus]
+            runs = [sweep(w, g, sweep_field, list(values or ()), calibrated, layout) for g in gpus]
         else:
-            runs = [[analyze(w, g, calibrated)] for g in gpus]
+            runs = [[analyze(w, g, calibrated, layout)] for g in gpus]
         for mine, run in zip(every, runs, strict=True):
             mine += run
         panels.append(build_panel(runs, sweep_field, tuple(values or ()), measured, measured_on))
     return Chart(
-        title=chart_title(workloads[0], gpus, calibrated),
+        title=chart_title(workloads[0], gpus, calibrated, layout),
         panels=tuple(panels),
         legend=legend_entries(gpus, sweep_field, [v for v in values or ()], measured is not None, calibrated,
                               ridge_dtype=workloads[0].dtype, fits=[fit_text(a) for a in every]),
@@ -103,8 +109,10 @@ def fit_text(analyses: Sequence[Analysis]) -> str:
     return f"does NOT fit: {held}{where}"
 
 
-def chart_title(w: Workload, gpus: Sequence[GPU], calibrated: bool) -> str:
+def chart_title(w: Workload, gpus: Sequence[GPU], calibrated: bool, layout: Layout = Layout()) -> str:
     on = " vs ".join(g.name for g in gpus)
+    if not layout.single:
+        on += f" · {layout.label()}, one GPU's ops"
     kv = f", KV cache {w.kv_dtype}" if w.kv_dtype != w.dtype else ""
     fused = f", fused {'+'.join(w.fused)}" if w.fused else ""
     roofs = " (measured roofs)" if calibrated else ""
@@ -173,7 +181,8 @@ def build_panel(
     # Intensity 1 is always on the chart, so that the memory roofs show a stretch long enough to read.
     xs = [p.intensity for p in points] + [r.intensity for r in ridges] + [m.intensity for m in measured_points]
     xs.append(1.0)
-    ys = [p.flops for p in points] + [m.flops for m in measured_points] + [r.at(1.0) for r in roofs if r.name == "HBM"]
+    ys = [p.flops for p in points] + [m.flops for m in measured_points] + [r.at(1.0) for r in roofs
+                                                                           if r.name in ("HBM", INTERCONNECT)]
     xlim, ylim = _limits(xs, ys, [r.value for r in roofs if r.kind == "compute"] + [m.flops for m in measured_points])
     roofs = [_span(r, roofs, xlim, ylim) for r in roofs]
 
@@ -184,6 +193,10 @@ def build_panel(
     footnotes += measured_notes
     if multi_gpu:
         footnotes.append("L2 and SRAM roofs are left out with several GPUs (one GPU's chart draws them).")
+    if any(r.name == INTERCONNECT for r in roofs):
+        footnotes.append(f"The {INTERCONNECT} roof is the collectives' bandwidth, one direction (modelled, not "
+                         f"measured): they move bytes and compute nothing, so they have no point; their time is in "
+                         f"the step ({first.layout.label()}, every point one GPU's op).")
     return Panel(
         title=panel_title(first.workload, sweep_field, values),
         phase=first.workload.phase,
@@ -225,6 +238,11 @@ def roof_lines(a: Analysis, on_chip: bool = True) -> list[Roof]:
         note = " (estimated)" if how.startswith("estimated") else " (derived)" if how else ""
         out.append(Roof(gpu.id, "memory", name, gbps * 1e9, 1.0, f"{name} {si(gbps * 1e9, 'B/s')}{note}",
                         0, 0))
+    if not a.layout.single and r.interconnect_gbps is not None and gpu.interconnect is not None:
+        # Over several GPUs: the link the collectives cross, one direction (engine/parallel.py's roof for them).
+        bw = r.interconnect_gbps * 1e9
+        out.append(Roof(gpu.id, "memory", INTERCONNECT, bw, 1.0,
+                        f"{gpu.interconnect.name} {si(bw, 'B/s')} a direction", 0, 0))
     in_play: list[tuple[Unit, str]] = [(a.compute_unit, a.workload.matmul_dtype)]  # a.compute_unit
     for p in a.placements:
         if (p.op.unit, p.op.dtype) not in in_play:
@@ -325,11 +343,12 @@ def plot_workloads(
     measured_path: Path | None = None,
     calibrated: bool = False,
     style: str = "light",
+    layout: Layout = Layout(),
 ) -> Chart:
     """Build the chart of ``workloads`` on ``gpus`` and write it to ``path``: what ``rooflinectl plot`` does."""
     check_output(path)
     measured = load_measured(measured_path) if measured_path is not None else None
-    chart = build_chart(workloads, gpus, sweep_field, values, measured, str(measured_path), calibrated)
+    chart = build_chart(workloads, gpus, sweep_field, values, measured, str(measured_path), calibrated, layout)
     fig = draw(chart, path, style)
     import matplotlib.pyplot as plt
 

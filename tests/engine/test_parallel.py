@@ -8,6 +8,7 @@ Llama-3-70B (meta-llama/Meta-Llama-3-70B config.json): H 8192, L 80, h 64, g 8, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,18 @@ def test_gpu_without_interconnect_refuses_tp(tmp_path: Path):
     assert cli("analyze", "decode", "--gpu", str(path)).exit_code == 0
     assert_one_line_error(cli("analyze", "decode", "--gpu", str(path), "--tp", "2"), "no interconnect", "--tp 2")
     assert_one_line_error(cli("analyze", "generate", "--gpu", str(path), "--tp", "2"), "no interconnect")
+    png = tmp_path / "tp.png"
+    assert_one_line_error(cli("plot", "decode", "--gpu", str(path), "--tp", "2", "-o", str(png)), "no interconnect")
+    assert not png.exists()
+
+
+def test_plot_takes_the_layout_and_refuses_a_bad_one(tmp_path: Path):
+    png = tmp_path / "tp.png"
+    r = cli("plot", "decode", "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "-o", str(png), "--json")
+    assert r.exit_code == 0, r.output
+    roofs = {x["name"]: x["value"] for x in json.loads(r.stdout)["panels"][0]["roofs"]}
+    assert roofs["interconnect"] == 450e9 and png.stat().st_size > 0
+    assert_one_line_error(cli("plot", "decode", "--model", "llama-3-70b", "--tp", "3", "-o", str(png)), "--tp 3")
 
 
 def test_cli_tp_json():

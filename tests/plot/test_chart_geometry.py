@@ -166,3 +166,29 @@ def test_the_check_finds_a_clash():
         assert any("roof h100-sxm HBM crosses" in c and "across the HBM roof" in c for c in found)
     finally:
         plt.close(fig)
+
+
+def test_a_tensor_parallel_chart_draws_the_interconnect_roof_clear_of_every_text():
+    """--tp 4 (issue 13): the points are one GPU's ops, the NVLink roof (H100: 900 GB/s both ways, 450 a
+    direction) is drawn below HBM's and labelled, the collectives (0 FLOPs) are named in the footnote, and the
+    title says whose ops these are; one GPU's chart has no such roof."""
+    import matplotlib.pyplot as plt
+
+    from rooflinectl.engine.parallel import Layout
+
+    w = resolve_workload("decode", model="llama-3-70b", batch=32)
+    chart = build_chart([w], [load_gpu("h100")], layout=Layout(tp=4))
+    panel = chart.panels[0]
+    link = [r for r in panel.roofs if r.name == "interconnect"]
+    assert [(r.value, r.slope) for r in link] == [(450e9, 1.0)]
+    assert link[0].label == "NVLink 4 (18 links) 450 GB/s a direction"
+    assert "TP 4, one GPU's ops" in chart.title
+    assert any("attn_all_reduce" in f for f in panel.footnotes)
+    assert any("interconnect roof is the collectives' bandwidth" in f for f in panel.footnotes)
+    fig = draw(chart)
+    try:
+        assert clashes(fig) == []
+    finally:
+        plt.close(fig)
+    single = build_chart([w], [load_gpu("h100")])
+    assert not [r for r in single.panels[0].roofs if r.name == "interconnect"]
