@@ -106,5 +106,5 @@ def memory_budget(prefill: Analysis, longest: Analysis, reserve: float) -> Memor
         kv_cache_bytes_per_sequence=per_seq,
         activations=activation_live_set([prefill, longest]),
         reserve_bytes=reserve,
-        batch_shards=longest.layout.ep,
+        batch_shards=longest.layout.batch_shards,
     )

@@ -61,6 +61,15 @@ as SGLang's DP attention with DeepEP and vLLM's data-parallel attention with exp
               bytes sent = n·k·H·a·(e−1)/e each way (DeepEP's dispatch and combine; DeepSeek dispatches in FP8
               and deduplicates tokens per node, neither modelled). Same roof and time rule as above.
 
+Expert parallelism under tensor parallelism (``ep`` = ``tp`` = t, the same GPUs: vLLM's
+``--tensor-parallel-size t --enable-expert-parallel``): the attention, dense layers, shared experts and vocabulary
+are split as under TP, and the routed experts are not sliced but spread, E/t whole experts a GPU. After the
+attention's all-reduce every GPU holds every token, so no token is sent anywhere: each GPU runs the pairs routed
+to its own experts, N·k/t under uniform routing (its expert matmuls' FLOPs and activation bytes are 1/t of the
+engine's for the N tokens, and they read E/t·(1 − (1 − k/E)^N) distinct experts' weights, an expectation), sums
+its pairs' weighted outputs into an N×H partial (moe_combine over N·k/t pairs: a multiply and an add a pair and
+element, 2·(N·k/t)·H FLOPs, plus the shared experts' add), and mlp_all_reduce sums the t partials as under TP.
+
 Pipeline parallelism (``pp`` = p stages, with tp; not with ep) splits the layers into p stages of L/p
 consecutive layers (refused where p does not divide L, or where the stages would hold different kinds of layer:
 an MoE model's first dense layers, a window pattern that does not repeat within a stage). A GPU holds one
@@ -73,8 +82,8 @@ bubble) is (p−1)/(M+p−1) (GPipe: Huang et al., arXiv 1811.06965, section 2.2
 batch's pass with no micro-batching (M = 1), the bubble's worst case; the output states the bubble for
 M = p.
 
-tokens/s per GPU divides by tp·ep·pp GPUs: with tp > 1 ep is 1 and with ep > 1 tp and pp are 1, so no GPU is
-counted twice.
+tokens/s per GPU divides by the GPUs one copy spans, max(tp, ep)·pp: ep alone, tp·pp, or tp = ep on the same
+GPUs; no GPU is counted twice.
 """
 
 from __future__ import annotations
@@ -99,8 +108,9 @@ MAX_DEGREE = 512
 
 @dataclass(frozen=True)
 class Layout:
-    """How one copy of the model is spread over GPUs: ``tp`` GPUs in tensor parallel, or ``ep`` GPUs with the
-    experts spread over them and the attention data-parallel (the module's docstring)."""
+    """How one copy of the model is spread over GPUs: ``tp`` GPUs in tensor parallel, ``ep`` GPUs with the
+    experts spread over them and the attention data-parallel, or both on the same GPUs (ep = tp: the attention
+    tensor-parallel, the experts spread); ``pp`` stages with tp (the module's docstring)."""
 
     tp: int = 1
     ep: int = 1
@@ -110,23 +120,38 @@ class Layout:
         check_degree("--tp", self.tp)
         check_degree("--ep", self.ep)
         check_degree("--pp", self.pp)
-        if self.ep > 1 and (self.tp > 1 or self.pp > 1):
-            other = f"--tp {self.tp}" if self.tp > 1 else f"--pp {self.pp}"
-            raise UserError(f"{other} with --ep {self.ep}: expert parallelism is modelled with data-parallel "
-                            f"attention (DeepSeek's layout) on its own; give one of them")
+        if self.ep > 1 and self.pp > 1:
+            raise UserError(f"--pp {self.pp} with --ep {self.ep}: pipeline stages with expert parallelism are not "
+                            f"modelled; give one of them")
+        if self.ep > 1 and self.tp > 1 and self.ep != self.tp:
+            raise UserError(f"--tp {self.tp} with --ep {self.ep}: expert parallelism under tensor parallelism spreads "
+                            f"the experts over the same GPUs (vLLM's --enable-expert-parallel): give --ep {self.tp}, "
+                            f"or --ep alone for data-parallel attention")
 
     @property
     def gpus(self) -> int:
-        """The GPUs one copy of the model spans: tokens/s per GPU divides by it (ep > 1 only alone)."""
-        return self.tp * self.ep * self.pp
+        """The GPUs one copy of the model spans: tokens/s per GPU divides by it."""
+        return max(self.tp, self.ep) * self.pp
+
+    @property
+    def dp_attention(self) -> bool:
+        """Expert parallelism alone: the attention data-parallel, each GPU serving ⌈B/e⌉ sequences."""
+        return self.ep > 1 and self.tp == 1
+
+    @property
+    def batch_shards(self) -> int:
+        """The GPUs a batch's sequences are spread over: ep with data-parallel attention, else 1."""
+        return self.ep if self.dp_attention else 1
 
     @property
     def single(self) -> bool:
         return self.gpus == 1
 
     def label(self) -> str:
-        if self.ep > 1:
+        if self.dp_attention:
             return f"EP {self.ep}"
+        if self.ep > 1:
+            return f"TP {self.tp} + EP {self.ep}"
         return " × ".join([f"TP {self.tp}"] + ([f"PP {self.pp}"] if self.pp > 1 else []))
 
 
@@ -167,8 +192,10 @@ def padded_vocab(vocab: int, t: int) -> int:
     return -(-vocab // t) * t
 
 
-def per_gpu_model(model: Model, t: int) -> Model:
-    """One GPU's share of ``model`` under tensor parallelism of degree t (the module's docstring states it)."""
+def per_gpu_model(model: Model, t: int, whole_experts: bool = False) -> Model:
+    """One GPU's share of ``model`` under tensor parallelism of degree t (the module's docstring states it);
+    ``whole_experts``: the routed experts are spread over the t GPUs (ep = tp), not sliced, so their width stays
+    (the op adjustment :func:`expert_ops_per_gpu` takes 1/t of their pairs)."""
     if t == 1:
         return model
     data: dict[str, Any] = model.model_dump()
@@ -179,10 +206,16 @@ def per_gpu_model(model: Model, t: int) -> Model:
         data["intermediate_size"] = _split("MLP width (intermediate_size)", model.intermediate_size, t, model)
     if model.moe is not None:
         moe = dict(data["moe"])
-        moe["expert_intermediate_size"] = _split("expert width", model.moe.expert_intermediate_size, t, model)
+        if not whole_experts:
+            moe["expert_intermediate_size"] = _split("expert width", model.moe.expert_intermediate_size, t, model)
         if model.moe.shared_expert_intermediate_size is not None:
             moe["shared_expert_intermediate_size"] = _split(
                 "shared expert width", model.moe.shared_expert_intermediate_size, t, model)
+        elif whole_experts and model.moe.num_shared_experts:
+            # The shared experts stay TP-split when the routed ones are spread: their width, the routed width
+            # when not given, is split apart from the routed experts'.
+            moe["shared_expert_intermediate_size"] = _split(
+                "shared expert width", model.moe.expert_intermediate_size, t, model)
         data["moe"] = moe
     data["vocab_size"] = padded_vocab(model.vocab_size, t) // t
     return validate(Model, data, f"model {model.id} at --tp {t}")
@@ -209,12 +242,14 @@ def per_gpu_workload(w: Workload, layout: Layout) -> Workload:
     unchanged); under EP, ``w`` with ⌈B/e⌉ sequences (its expert ops then adjusted by :func:`expert_ops_per_gpu`)."""
     if layout.single:
         return w
-    if layout.ep > 1:
+    if layout.dp_attention:
         check_experts(w.model, layout.ep)
         # A stated experts_touched is the whole step's; the per-GPU share is set on the expert ops instead.
         return validate(Workload, {**dict(w), "batch": sequences_per_gpu(w.batch, layout.ep),
                                    "experts_touched": None}, f"{w.label()} per GPU")
-    return validate(Workload, {**dict(w), "model": per_gpu_model(w.model, layout.tp)}, f"{w.label()} per GPU")
+    check_experts(w.model, layout.ep)
+    model = per_gpu_model(w.model, layout.tp, whole_experts=layout.ep > 1)
+    return validate(Workload, {**dict(w), "model": model}, f"{w.label()} per GPU")
 
 
 def _expert_shapes(w: Workload, fused_shapes: bool) -> list[tuple[int, int]]:
@@ -243,15 +278,26 @@ def _expected(x: float) -> int:
 def expert_ops_per_gpu(ops: list[Op], whole: Workload, per_gpu: Workload, layout: Layout) -> list[Op]:
     """Under EP, each expert op of one GPU's step reads the weights of the experts touched among its E/e
     (experts_touched of the whole step / e), not of its own tokens' touches among all E; FLOPs and activation
-    bytes are the engine's for its ⌈B/e⌉ sequences (the module's docstring). Other layouts: unchanged."""
+    bytes are the engine's for its ⌈B/e⌉ sequences (the module's docstring). Under TP + EP every GPU holds all N
+    tokens and runs the N·k/e pairs routed to its experts: the expert ops' and expert_act's FLOPs and activation
+    bytes are 1/e of the engine's for the N tokens, and moe_combine sums those pairs only. Other layouts:
+    unchanged."""
     if layout.ep == 1 or whole.model.moe is None:
         return ops
     e = layout.ep
     share = experts_touched(whole) / e
     shapes = iter(_expert_shapes(per_gpu, fused_shapes=True))
     a = dtype_bytes(per_gpu.dtype)
+    local = not layout.dp_attention  # TP + EP: 1/e of the step's pairs on each GPU
     out = []
     for op in ops:
+        if local and op.name.startswith("moe_combine"):
+            out.append(_local_combine(op, per_gpu, e))
+            continue
+        if local and op.name == "expert_act":
+            out.append(replace(op, flops=_whole(op.flops / e), bytes=_expected(op.bytes / e),
+                               computes=op.computes + f"; 1/{e} of the pairs on this GPU (TP + EP)"))
+            continue
         if op.kind != "expert":
             out.append(op)
             continue
@@ -259,10 +305,33 @@ def expert_ops_per_gpu(ops: list[Op], whole: Workload, per_gpu: Workload, layout
         held = _expected(share * _matrix_bytes(per_gpu, k, n))
         if per_gpu.model.mlp_bias:
             held += _expected(share * n * a)
-        out.append(replace(op, bytes=op.bytes - op.weight_bytes + held, weight_bytes=held,
-                           reads=op.reads + f"; EP {e}: {share:.4g} experts read of this GPU's "
+        moved = op.bytes - op.weight_bytes  # the pairs' rows in and out
+        flops = op.flops
+        if local:
+            moved, flops = _expected(moved / e), _whole(flops / e)
+        label = "TP + EP" if local else "EP"
+        out.append(replace(op, flops=flops, bytes=moved + held, weight_bytes=held,
+                           reads=op.reads + f"; {label} {e}: {share:.4g} experts read of this GPU's "
                                             f"{whole.model.moe.num_experts // e} (expected)"))
     return out
+
+
+def _local_combine(op: Op, per_gpu: Workload, e: int) -> Op:
+    """moe_combine on one GPU under TP + EP: the weighted sum of its N·k/e pairs into an N×H partial, a multiply
+    and an add a pair and element (2·(N·k/e)·H FLOPs in place of the whole step's (2k − 1)·N·H), reading those
+    pairs' rows and router weights; the shared experts' add, the output and a fused residual as before."""
+    m = per_gpu.model
+    assert m.moe is not None
+    n, h, k, a = per_gpu.tokens, m.hidden_size, m.moe.experts_per_token, dtype_bytes(per_gpu.dtype)
+    pairs, local = n * k, n * k / e
+    return replace(
+        op,
+        flops=_whole(op.flops - (2 * k - 1) * n * h + 2 * local * h),
+        bytes=_expected(op.bytes - (pairs * h + pairs) * a + (local * h + local) * a),
+        reads=op.reads + f"; TP + EP {e}: this GPU's {local:,.4g} pairs (expected)",
+        computes=f"per element of each of this GPU's pairs: a multiply by its router weight and an add into "
+                 f"the token's partial sum (mlp_all_reduce sums the {e} partials)",
+    )
 
 
 def stage_workload(per_gpu: Workload, p: int) -> Workload:
@@ -364,7 +433,7 @@ def communication_ops(w: Workload, layout: Layout) -> list[Op]:
             return sends
     m = w.model
     a = dtype_bytes(w.dtype)
-    if layout.ep > 1:
+    if layout.dp_attention:
         assert m.moe is not None
         e, k = layout.ep, m.moe.experts_per_token
         n = sequences_per_gpu(w.batch, e) * w.tokens_per_seq  # this GPU's tokens
@@ -410,7 +479,7 @@ def notes(w: Workload, layout: Layout, measured: Sequence[str] = ()) -> list[str
               f"stage's"]
         if t == 1:
             return [*pp, "point-to-point sends between stages modelled, not measured"]  # calibrate --comm: no p2p
-    if layout.ep > 1:
+    if layout.dp_attention:
         assert m.moe is not None
         e = layout.ep
         return [f"EP {e} (DeepSeek's layout): {m.moe.num_experts // e} of {m.moe.num_experts} experts a GPU; "
@@ -420,6 +489,12 @@ def notes(w: Workload, layout: Layout, measured: Sequence[str] = ()) -> list[str
                             measured)]
     out = [f"TP {t} (Megatron): {m.num_heads // t} of {m.num_heads} heads a GPU; tokens/s per GPU over "
            f"{layout.gpus} GPUs", *pp]
+    if layout.ep > 1:
+        assert m.moe is not None
+        out.append(f"EP {layout.ep} on the same GPUs (vLLM's --enable-expert-parallel): "
+                   f"{m.moe.num_experts // layout.ep} of {m.moe.num_experts} whole experts a GPU, which runs the "
+                   f"pairs routed to them (1/{layout.ep} under uniform routing); every GPU holds every token, so "
+                   f"mlp_all_reduce sums the experts' outputs and no all-to-all is needed")
     if m.mla is not None:
         out.append("MLA: the latent KV cache is replicated on every GPU (each rank's heads read the whole latent)")
     elif t > m.num_kv_heads:

@@ -240,8 +240,8 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     per_seq_kv = kv_bytes_per_sequence_per_gpu(workload, layout)
     memory = weights + workload.batch * per_seq_kv
     capacity = gpu.memory.hbm_capacity_gib * GIB
-    # The largest batch of the model copy: one GPU's, times the ep GPUs that share the sequences under EP.
-    max_batch = max(0, math.floor((capacity - weights) / per_seq_kv)) * layout.ep if capacity > weights else 0
+    # The largest batch of the model copy: one GPU's, times the ep GPUs that share the sequences under EP alone.
+    max_batch = max(0, math.floor((capacity - weights) / per_seq_kv)) * layout.batch_shards if capacity > weights else 0
     totals = Totals(
         flops=sum(p.op.flops * p.op.count for p in placed),
         bytes=sum(p.op.bytes * p.op.count for p in placed if p.op.kind != "communication"),

@@ -229,7 +229,43 @@ def test_generate_under_ep():
 def test_bad_ep():
     assert_one_line_error(cli("analyze", "decode", "--model", "llama-3-8b", "--ep", "8"), "--ep 8", "dense")
     assert_one_line_error(cli("analyze", "decode", "--model", "mixtral-8x7b", "--ep", "3"), "8 experts")
-    assert_one_line_error(cli("analyze", "decode", "--model", "mixtral-8x7b", "--ep", "2", "--tp", "2"), "--tp 2")
+    # EP under TP spreads the experts over the same GPUs: a different degree, or EP with stages, is refused.
+    assert_one_line_error(cli("analyze", "decode", "--model", "mixtral-8x7b", "--ep", "2", "--tp", "4"),
+                          "--tp 4 with --ep 2", "give --ep 4")
+    assert_one_line_error(cli("analyze", "decode", "--model", "mixtral-8x7b", "--ep", "2", "--pp", "2"),
+                          "--pp 2 with --ep 2")
+
+
+def test_tp_with_ep_on_the_same_gpus_by_hand():
+    """Issue 13's example, DeepSeek-V3 at --tp 8 --ep 8, batch 128, context 4096, bf16 (vLLM's
+    --enable-expert-parallel under TP): the attention split as TP 8, 32 of the 256 whole experts a GPU.
+    Every GPU holds all N = 128 tokens; the N·k = 1,024 pairs (top-8) spread over 8 GPUs: 128 a GPU.
+      expert_gate_proj: 2 · 128 · 7168 · 2048 = 3,758,096,384 FLOPs; weights of the experts touched among its 32:
+        256·(1 − (1 − 8/256)^128)/8 experts × 7168·2048·2 B, plus the 128 pairs' rows in (7168) and out (2048), bf16
+      moe_combine: a multiply and an add a pair and element, 2·128·7168, plus the shared expert's add, 128·7168
+      collectives: TP's all-reduces of N×H = 128·7168·2 B = 1,835,008 B, 2·7/8 of it sent: 3,211,264 B; no all-to-all
+      weights a GPU: the TP 8 model with whole experts, less the 224 experts of each of 58 MoE layers it does not
+        hold (3 matrices of 7168·2048, bf16, each)."""
+    w = resolve_workload("decode", model="deepseek-v3", batch=128, context=4096)
+    layout = Layout(tp=8, ep=8)
+    assert layout.gpus == 8 and layout.label() == "TP 8 + EP 8" and not layout.dp_attention
+    a = analyze(w, load_gpu("h200"), layout=layout)
+    ops = {p.name: p.op for p in a.placements}
+    touched = 256 * (1 - (1 - 8 / 256) ** 128) / 8
+    gate = ops["expert_gate_proj"]
+    assert gate.flops == 2 * 128 * 7168 * 2048
+    assert gate.weight_bytes == round(touched * 7168 * 2048 * 2)
+    assert gate.bytes == gate.weight_bytes + 128 * (7168 + 2048) * 2
+    assert ops["moe_combine"].flops == 2 * 128 * 7168 + 128 * 7168
+    assert ops["attn_all_reduce"].bytes == ops["mlp_all_reduce"].bytes == 2 * 7 * 128 * 7168 * 2 // 8 == 3_211_264
+    assert not [name for name in ops if "all_to_all" in name]
+    tp_only = analyze(w, load_gpu("h200"), layout=Layout(tp=8))  # experts sliced to width 256 on every GPU
+    whole_experts = per_gpu_model(w.model, 8, whole_experts=True)
+    held = weight_footprint_bytes(resolve_workload("decode", model=whole_experts, batch=128, context=4096))
+    assert a.totals.weight_footprint_bytes == held - 58 * 224 * 3 * 7168 * 2048 * 2
+    # The same weights in all as TP 8 alone (each GPU holds 1/8 of every expert there, 32 whole ones here).
+    assert a.totals.weight_footprint_bytes == pytest.approx(tp_only.totals.weight_footprint_bytes, rel=1e-3)
+    assert a.totals.max_batch == tp_only.totals.max_batch == 0  # 671 B in bf16: not on 8 × 141 GB
 
 
 def test_a_batch_that_fits_nowhere():
