@@ -69,6 +69,8 @@ def rate(x: float, unit: str = "tokens/s") -> str:
 def si(x: float, unit: str = "", sep: str = " ") -> str:
     """1.23 G, 456 M … with decimal prefixes, three significant digits. A value that rounds up to 1,000 of one
     prefix takes the next (999.6 M is "1 G", not "1e+03 M"); below 1, no exponent ("0.026")."""
+    if abs(x) >= 999.5e15:  # beyond the largest prefix: whole peta-units with separators, never an exponent
+        return f"{number(x / 1e15)}{sep}P{unit}"
     for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         digits = f"{x / factor:.3g}"
         if abs(float(digits)) >= 1:

@@ -38,6 +38,13 @@ def test_si_uses_decimal_prefixes_and_three_digits(x, text):
     assert si(x) == text
 
 
+def test_si_beyond_peta_keeps_separators_and_no_exponent():
+    """A fuzzed size can reach 1e25 bytes: 10,000,000,000 PB, never "1e+10 PB"; 999.6e15 rounds to 1,000 PB."""
+    assert si(1e25, "B") == "10,000,000,000 PB"
+    assert si(999.6e15, "B") == "1,000 PB"
+    assert si(999.4e15, "B") == "999 PB"
+
+
 def test_si_with_a_unit_and_separator():
     assert si(2.5e9, "B/s") == "2.5 GB/s"
     assert si(5, "x", sep="") == "5x"
