@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from ..specs.workload import Workload
 from ..units import dtype_bytes
-from .op import SOFTCAP_FLOPS_PER_ELEMENT, SOFTMAX_FLOPS_PER_ELEMENT, Op, matmul_unit, softmax_op
+from .op import SOFTCAP_FLOPS_PER_ELEMENT, Op, flash_attention_op, score_matmul_op, softmax_op
 
 # A sink's work per softmax row (one query of one head): compare into the row max, subtract the max, exp, add
 # into the denominator. The sink adds no score to P and nothing to PV.
@@ -88,7 +88,6 @@ def attention_ops(w: Workload, window: int | None = None) -> list[Op]:
     a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
     q_bytes = b * t * m.q_dim * a  # Q in, and O out, both N×h·d
     k_bytes = b * lk * m.kv_dim * kv  # K (and likewise V) of every KV head, read once
-    unit = matmul_unit(w.dtype)
     rows = b * m.num_heads * t  # softmax rows: one per query and head
     sink_flops = SINK_FLOPS_PER_ROW * rows if m.attention_sinks else 0
     sink_bytes = m.num_heads * a if m.attention_sinks else 0
@@ -96,23 +95,15 @@ def attention_ops(w: Workload, window: int | None = None) -> list[Op]:
     extras = (", sinks" if m.attention_sinks else "") + (", soft-capped scores" if cap else "")
     if w.attention == "flash":
         s = b * m.num_heads * scores_computed(w, causal_skip=True, window=window)
-        return [
-            Op(
-                name="attention" + suffix,
-                kind="attention",
-                # QKᵀ and PV: 2·d FLOPs each per score; the online softmax (and a soft cap) on each score.
-                flops=s * (4 * d + SOFTMAX_FLOPS_PER_ELEMENT + cap) + sink_flops,
-                bytes=2 * q_bytes + 2 * k_bytes + sink_bytes,
-                unit=unit,
-                dtype=w.dtype,
-                reads=f"Q, K, V (K, V: {where} × {m.num_kv_heads} KV heads, {w.kv_dtype})"
-                      + (f", {m.num_heads} sink logits" if m.attention_sinks else ""),
-                writes=f"O {w.tokens}×{m.q_dim}",
-                computes=f"{s:,} scores on chip: QKᵀ, online softmax, PV; no score touches HBM{extras}",
-                kv_bytes=2 * k_bytes,
-                weight_bytes=sink_bytes,
-            )
-        ]
+        flash = flash_attention_op(
+            "attention" + suffix, s, d, d, q_bytes, 2 * k_bytes, q_bytes, w.dtype,
+            reads=f"Q, K, V (K, V: {where} × {m.num_kv_heads} KV heads, {w.kv_dtype})"
+                  + (f", {m.num_heads} sink logits" if m.attention_sinks else ""),
+            writes=f"O {w.tokens}×{m.q_dim}",
+            computes=f"{s:,} scores on chip: QKᵀ, online softmax, PV; no score touches HBM{extras}")
+        # A soft cap on each score, the sinks on each row, and the sink logits read once.
+        return [replace(flash, flops=flash.flops + cap * s + sink_flops, bytes=flash.bytes + sink_bytes,
+                        weight_bytes=sink_bytes)]
     s = b * m.num_heads * scores_computed(w, causal_skip=False, window=window)
     score_bytes = s * a
     softmax = softmax_op("softmax" + suffix, rows, lk, w.dtype)
@@ -120,29 +111,13 @@ def attention_ops(w: Workload, window: int | None = None) -> list[Op]:
         softmax = replace(softmax, flops=softmax.flops + sink_flops + cap * s, bytes=softmax.bytes + sink_bytes,
                           weight_bytes=sink_bytes, computes=softmax.computes + extras)
     return [
-        Op(
-            name="qk" + suffix,
-            kind="attention",
-            flops=2 * s * d,
-            bytes=q_bytes + k_bytes + score_bytes,
-            unit=unit,
-            dtype=w.dtype,
-            reads=f"Q {w.tokens}×{m.q_dim}, K {where}×{m.kv_dim} per sequence",
-            writes=f"scores {b}×{m.num_heads}×{t}×{lk}",
-            computes=f"2·d FLOPs per score, {s:,} scores (the full T×Lk, masked or not)",
-            kv_bytes=k_bytes,
-        ),
+        score_matmul_op("qk" + suffix, s, d, q_bytes, k_bytes, score_bytes, w.dtype,
+                        reads=f"Q {w.tokens}×{m.q_dim}, K {where}×{m.kv_dim} per sequence",
+                        writes=f"scores {b}×{m.num_heads}×{t}×{lk}",
+                        computes=f"2·d FLOPs per score, {s:,} scores (the full T×Lk, masked or not)"),
         softmax,
-        Op(
-            name="pv" + suffix,
-            kind="attention",
-            flops=2 * s * d,
-            bytes=score_bytes + k_bytes + q_bytes,
-            unit=unit,
-            dtype=w.dtype,
-            reads=f"P {b}×{m.num_heads}×{t}×{lk}, V {where}×{m.kv_dim} per sequence",
-            writes=f"O {w.tokens}×{m.q_dim}",
-            computes=f"2·d FLOPs per score, {s:,} scores",
-            kv_bytes=k_bytes,
-        ),
+        score_matmul_op("pv" + suffix, s, d, score_bytes, k_bytes, q_bytes, w.dtype,
+                        reads=f"P {b}×{m.num_heads}×{t}×{lk}, V {where}×{m.kv_dim} per sequence",
+                        writes=f"O {w.tokens}×{m.q_dim}",
+                        computes=f"2·d FLOPs per score, {s:,} scores"),
     ]

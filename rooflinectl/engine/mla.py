@@ -53,7 +53,15 @@ from ..specs.workload import MLA, Model, Workload
 from ..units import dtype_bytes
 from .attention import scores_computed
 from .block import linear, projection, residual, with_residual
-from .op import ROPE_FLOPS_PER_ELEMENT, SOFTMAX_FLOPS_PER_ELEMENT, Op, matmul_unit, rmsnorm_op, softmax_op
+from .op import (
+    ROPE_FLOPS_PER_ELEMENT,
+    Op,
+    flash_attention_op,
+    matmul_unit,
+    rmsnorm_op,
+    score_matmul_op,
+    softmax_op,
+)
 
 
 def _mla(w: Workload) -> MLA:
@@ -145,7 +153,8 @@ def _rope_and_cache(w: Workload) -> list[Op]:
 
 def _absorbed_core(w: Workload) -> list[Op]:
     """Decode's attention over the latent cache: each head's query is [q_nope·W_UK (r), q_pe (d_r)], each
-    position's key the cached [c_kv, k_pe] (r + d_r) and its value c_kv (r)."""
+    position's key the cached [c_kv, k_pe] (r + d_r) and its value c_kv (r): QKᵀ over r + d_r and PV over r,
+    2·(r + d_r) + 2·r FLOPs per score (engine.op.flash_attention_op, score_matmul_op)."""
     m, mla = w.model, _mla(w)
     b, t, lk, h = w.batch, w.tokens_per_seq, w.kv_len, m.num_heads
     r, d_qk = mla.kv_lora_rank, mla.latent_dim
@@ -153,61 +162,36 @@ def _absorbed_core(w: Workload) -> list[Op]:
     q_bytes = w.tokens * h * d_qk * a  # q_latent (r) and q_pe (d_r) of every head
     o_bytes = w.tokens * h * r * a  # each head's output in the latent space
     cache_bytes = b * lk * d_qk * kv  # [c_kv, k_pe] of Lk positions per sequence, once for all h heads
-    unit = matmul_unit(w.dtype)
     if w.attention == "flash":
         s = b * h * scores_computed(w, causal_skip=True)
-        return [
-            Op(
-                name="latent_attention",
-                kind="attention",
-                # QKᵀ over r + d_r and PV over r: 2·(r + d_r) + 2·r FLOPs per score; the online softmax on each.
-                flops=s * (2 * d_qk + 2 * r + SOFTMAX_FLOPS_PER_ELEMENT),
-                bytes=q_bytes + cache_bytes + o_bytes,
-                unit=unit,
-                dtype=w.dtype,
-                reads=f"Q {w.tokens}×{h}×{d_qk}, the latent cache {lk} positions × {d_qk} ({w.kv_dtype}) per "
-                      f"sequence, read once for all {h} heads",
-                writes=f"O {w.tokens}×{h}×{r} (latent)",
-                computes=f"{s:,} scores on chip: QKᵀ over {d_qk}, online softmax, PV over {r}; values are the "
-                         f"cached latent itself",
-                kv_bytes=cache_bytes,
-            )
-        ]
+        # The values are the cached latent itself: the flash kernel reads them with the keys.
+        return [flash_attention_op(
+            "latent_attention", s, d_qk, r, q_bytes, cache_bytes, o_bytes, w.dtype,
+            reads=f"Q {w.tokens}×{h}×{d_qk}, the latent cache {lk} positions × {d_qk} ({w.kv_dtype}) per "
+                  f"sequence, read once for all {h} heads",
+            writes=f"O {w.tokens}×{h}×{r} (latent)",
+            computes=f"{s:,} scores on chip: QKᵀ over {d_qk}, online softmax, PV over {r}; values are the "
+                     f"cached latent itself")]
     s = b * h * scores_computed(w, causal_skip=False)
     score_bytes = s * a
     values = b * lk * r * kv  # pv reads the latent part of the cache again
     return [
-        Op(
-            name="latent_qk",
-            kind="attention",
-            flops=2 * s * d_qk,
-            bytes=q_bytes + cache_bytes + score_bytes,
-            unit=unit,
-            dtype=w.dtype,
-            reads=f"Q {w.tokens}×{h}×{d_qk}, the latent cache {lk}×{d_qk} per sequence",
-            writes=f"scores {b}×{h}×{t}×{lk}",
-            computes=f"2·{d_qk} FLOPs per score, {s:,} scores (the full T×Lk, masked or not)",
-            kv_bytes=cache_bytes,
-        ),
+        score_matmul_op("latent_qk", s, d_qk, q_bytes, cache_bytes, score_bytes, w.dtype,
+                        reads=f"Q {w.tokens}×{h}×{d_qk}, the latent cache {lk}×{d_qk} per sequence",
+                        writes=f"scores {b}×{h}×{t}×{lk}",
+                        computes=f"2·{d_qk} FLOPs per score, {s:,} scores (the full T×Lk, masked or not)"),
         softmax_op("softmax", b * h * t, lk, w.dtype),
-        Op(
-            name="latent_pv",
-            kind="attention",
-            flops=2 * s * r,
-            bytes=score_bytes + values + o_bytes,
-            unit=unit,
-            dtype=w.dtype,
-            reads=f"P {b}×{h}×{t}×{lk}, the cached latent {lk}×{r} per sequence",
-            writes=f"O {w.tokens}×{h}×{r} (latent)",
-            computes=f"2·{r} FLOPs per score, {s:,} scores",
-            kv_bytes=values,
-        ),
+        score_matmul_op("latent_pv", s, r, score_bytes, values, o_bytes, w.dtype,
+                        reads=f"P {b}×{h}×{t}×{lk}, the cached latent {lk}×{r} per sequence",
+                        writes=f"O {w.tokens}×{h}×{r} (latent)",
+                        computes=f"2·{r} FLOPs per score, {s:,} scores"),
     ]
 
 
 def _expanded_core(w: Workload) -> list[Op]:
     """Prefill's attention in the expanded form: per head Q (d_n + d_r) against K = [K_nope (d_n), k_pe (d_r,
-    one for all heads)] and V (d_v), all activations in ``dtype`` from kv_b_proj and rope."""
+    one for all heads)] and V (d_v), all activations in ``dtype`` from kv_b_proj and rope: QKᵀ over d_n + d_r
+    and PV over d_v per score."""
     m, mla = w.model, _mla(w)
     b, t, lk, h = w.batch, w.tokens_per_seq, w.kv_len, m.num_heads
     d_qk, d_v = mla.qk_head_dim, mla.v_head_dim
@@ -216,52 +200,25 @@ def _expanded_core(w: Workload) -> list[Op]:
     k_bytes = b * lk * (h * mla.qk_nope_head_dim + mla.qk_rope_head_dim) * a  # K_nope per head, k_pe shared
     v_bytes = b * lk * h * d_v * a
     o_bytes = w.tokens * h * d_v * a
-    unit = matmul_unit(w.dtype)
     if w.attention == "flash":
         s = b * h * scores_computed(w, causal_skip=True)
-        return [
-            Op(
-                name="attention",
-                kind="attention",
-                # QKᵀ over d_n + d_r and PV over d_v: 2·(d_n + d_r) + 2·d_v FLOPs per score; online softmax.
-                flops=s * (2 * d_qk + 2 * d_v + SOFTMAX_FLOPS_PER_ELEMENT),
-                bytes=q_bytes + k_bytes + v_bytes + o_bytes,
-                unit=unit,
-                dtype=w.dtype,
-                reads=f"Q {w.tokens}×{h}×{d_qk}; K_nope, k_pe (shared) and V of {lk} positions per sequence",
-                writes=f"O {w.tokens}×{h}×{d_v}",
-                computes=f"{s:,} scores on chip: QKᵀ over {d_qk}, online softmax, PV over {d_v}",
-                kv_bytes=k_bytes + v_bytes,
-            )
-        ]
+        return [flash_attention_op(
+            "attention", s, d_qk, d_v, q_bytes, k_bytes + v_bytes, o_bytes, w.dtype,
+            reads=f"Q {w.tokens}×{h}×{d_qk}; K_nope, k_pe (shared) and V of {lk} positions per sequence",
+            writes=f"O {w.tokens}×{h}×{d_v}",
+            computes=f"{s:,} scores on chip: QKᵀ over {d_qk}, online softmax, PV over {d_v}")]
     s = b * h * scores_computed(w, causal_skip=False)
     score_bytes = s * a
     return [
-        Op(
-            name="qk",
-            kind="attention",
-            flops=2 * s * d_qk,
-            bytes=q_bytes + k_bytes + score_bytes,
-            unit=unit,
-            dtype=w.dtype,
-            reads=f"Q {w.tokens}×{h}×{d_qk}, K_nope and the shared k_pe of {lk} positions per sequence",
-            writes=f"scores {b}×{h}×{t}×{lk}",
-            computes=f"2·{d_qk} FLOPs per score, {s:,} scores (the full T×Lk, masked or not)",
-            kv_bytes=k_bytes,
-        ),
+        score_matmul_op("qk", s, d_qk, q_bytes, k_bytes, score_bytes, w.dtype,
+                        reads=f"Q {w.tokens}×{h}×{d_qk}, K_nope and the shared k_pe of {lk} positions per sequence",
+                        writes=f"scores {b}×{h}×{t}×{lk}",
+                        computes=f"2·{d_qk} FLOPs per score, {s:,} scores (the full T×Lk, masked or not)"),
         softmax_op("softmax", b * h * t, lk, w.dtype),
-        Op(
-            name="pv",
-            kind="attention",
-            flops=2 * s * d_v,
-            bytes=score_bytes + v_bytes + o_bytes,
-            unit=unit,
-            dtype=w.dtype,
-            reads=f"P {b}×{h}×{t}×{lk}, V {lk}×{h}×{d_v} per sequence",
-            writes=f"O {w.tokens}×{h}×{d_v}",
-            computes=f"2·{d_v} FLOPs per score, {s:,} scores",
-            kv_bytes=v_bytes,
-        ),
+        score_matmul_op("pv", s, d_v, score_bytes, v_bytes, o_bytes, w.dtype,
+                        reads=f"P {b}×{h}×{t}×{lk}, V {lk}×{h}×{d_v} per sequence",
+                        writes=f"O {w.tokens}×{h}×{d_v}",
+                        computes=f"2·{d_v} FLOPs per score, {s:,} scores"),
     ]
 
 

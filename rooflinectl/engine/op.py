@@ -262,6 +262,45 @@ def with_gated_act(gate_up: Op, rows: int, width: int, dtype: str, mlp: str = "g
     )
 
 
+def flash_attention_op(name: str, scores: int, d_qk: int, d_v: int, q_bytes: int | float, kv_bytes: int | float,
+                       o_bytes: int | float, dtype: str, reads: str, writes: str, computes: str) -> Op:
+    """One fused attention kernel (FlashAttention): QKᵀ over d_qk and PV over d_v, 2·d_qk + 2·d_v FLOPs per score
+    computed, and the online softmax on each (SOFTMAX_FLOPS_PER_ELEMENT); it reads Q and the K and V it attends
+    to once (``kv_bytes``) and writes O; no score touches HBM. Variants add their own work with ``replace``
+    (a soft cap, sinks). GQA's (d_qk = d_v = d) and MLA's two forms are built on it."""
+    return Op(
+        name=name,
+        kind="attention",
+        flops=scores * (2 * d_qk + 2 * d_v + SOFTMAX_FLOPS_PER_ELEMENT),
+        bytes=q_bytes + kv_bytes + o_bytes,
+        unit=matmul_unit(dtype),
+        dtype=dtype,
+        reads=reads,
+        writes=writes,
+        computes=computes,
+        kv_bytes=kv_bytes,
+    )
+
+
+def score_matmul_op(name: str, scores: int, d: int, in_bytes: int | float, kv_bytes: int | float,
+                    out_bytes: int | float, dtype: str, reads: str, writes: str, computes: str) -> Op:
+    """One of naive attention's two batched matmuls: QKᵀ (reads Q and K, writes the scores) or PV (reads P and
+    V, writes O), 2·d FLOPs per score; ``kv_bytes`` is its K or V read from the cache (or the expanded
+    activations)."""
+    return Op(
+        name=name,
+        kind="attention",
+        flops=2 * scores * d,
+        bytes=in_bytes + kv_bytes + out_bytes,
+        unit=matmul_unit(dtype),
+        dtype=dtype,
+        reads=reads,
+        writes=writes,
+        computes=computes,
+        kv_bytes=kv_bytes,
+    )
+
+
 def softmax_op(name: str, rows: int, cols: int, dtype: str) -> Op:
     """Row softmax of rows×cols: read rows·cols elements, write rows·cols; SOFTMAX_FLOPS_PER_ELEMENT each.
     Its kind is attention: a softmax over rows is the middle of naive attention."""
