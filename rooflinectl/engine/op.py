@@ -333,27 +333,31 @@ def copy_op(name: str, elements: int, dtype: str) -> Op:
     )
 
 
-def router_op(name: str, tokens: int, hidden: int, experts: int, top_k: int, dtype: str) -> Op:
-    """A mixture-of-experts router, one kernel: logits = x[N,H] · W_g[H,E], softmax over each token's E logits,
-    then its top k. Reads x and W_g; writes each token's k weights (``dtype``) and k expert ids (int32); the
-    N×E logits stay on chip. 2·N·H·E FLOPs of matmul, SOFTMAX_FLOPS_PER_ELEMENT per logit (softmax over all E,
-    Qwen3-MoE's order; Mixtral's softmax over the k picked is fewer) and TOPK_FLOPS_PER_ELEMENT_PER_PICK per logit
-    per pick. The renormalization of the k weights (Qwen3's ``norm_topk_prob``), O(N·k), is left out."""
+def router_op(name: str, tokens: int, hidden: int, experts: int, top_k: int, dtype: str,
+              softmax_over: Literal["experts", "top_k"] = "experts") -> Op:
+    """A mixture-of-experts router, one kernel: logits = x[N,H] · W_g[H,E], each token's top k, and a softmax.
+    Reads x and W_g; writes each token's k weights (``dtype``) and k expert ids (int32); the N×E logits stay on
+    chip. 2·N·H·E FLOPs of matmul, TOPK_FLOPS_PER_ELEMENT_PER_PICK per logit per pick, and
+    SOFTMAX_FLOPS_PER_ELEMENT per logit the softmax runs over: all E (``softmax_over="experts"``: Mixtral and
+    Qwen-MoE take the top k of the probabilities) or the k picked (``"top_k"``: gpt-oss takes the top k of the
+    logits first). The renormalization of the k weights (Qwen3's ``norm_topk_prob``), O(N·k), is left out."""
     s = dtype_bytes(dtype)
     w_bytes = hidden * experts * s
     picks = tokens * top_k
+    softmaxed = experts if softmax_over == "experts" else top_k
     return Op(
         name=name,
         kind="router",
-        flops=2 * tokens * hidden * experts
-        + (SOFTMAX_FLOPS_PER_ELEMENT + TOPK_FLOPS_PER_ELEMENT_PER_PICK * top_k) * tokens * experts,
+        flops=2 * tokens * hidden * experts + TOPK_FLOPS_PER_ELEMENT_PER_PICK * top_k * tokens * experts
+        + SOFTMAX_FLOPS_PER_ELEMENT * tokens * softmaxed,
         bytes=tokens * hidden * s + w_bytes + picks * (s + EXPERT_ID_BYTES),
         unit=matmul_unit(dtype),
         dtype=dtype,
         reads=f"x {tokens}×{hidden} {dtype}, W_gate {hidden}×{experts} {dtype}",
         writes=f"top-{top_k} weights ({dtype}) and expert ids (int32) of {tokens} tokens",
-        computes=f"2·{tokens}·{hidden}·{experts} FLOPs of matmul + softmax over {experts} logits and top-{top_k} "
-                 f"({SOFTMAX_FLOPS_PER_ELEMENT} + {TOPK_FLOPS_PER_ELEMENT_PER_PICK}·{top_k} FLOPs per logit), on chip",
+        computes=f"2·{tokens}·{hidden}·{experts} FLOPs of matmul + top-{top_k} of {experts} logits "
+                 f"({TOPK_FLOPS_PER_ELEMENT_PER_PICK}·{top_k} FLOPs per logit) + softmax over {softmaxed} "
+                 f"({SOFTMAX_FLOPS_PER_ELEMENT} FLOPs each), on chip",
         weight_bytes=w_bytes,
     )
 

@@ -252,7 +252,7 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
     pairs = n * k
     x = experts_touched(w)
     fused = set(w.fused)
-    router = router_op("router", n, h, moe.num_experts, k, w.dtype)
+    router = router_op("router", n, h, moe.num_experts, k, w.dtype, moe.router_softmax)
     ops: list[Op] = [norm_op("mlp_norm", n, h, w.dtype, m.norm),
                      _with_bias(router, w, moe.num_experts) if moe.router_bias else router]
 

@@ -95,9 +95,12 @@ def _hf_moe(cfg: dict[str, Any], model_type: str, path: Path) -> dict[str, Any]:
         return cfg[key]
 
     if model_type in ("mixtral", "gpt_oss"):
-        # gpt-oss (GptOssMLP): a router with a bias on each of the E logits; its experts' biases are mlp_bias.
+        # gpt-oss (GptOssMLP): a router with a bias on each of the E logits, whose softmax runs over the top k
+        # logits it picked (GptOssTopKRouter); its experts' biases are mlp_bias.
+        gpt_oss = model_type == "gpt_oss"
         return {"num_experts": need("num_local_experts"), "experts_per_token": need("num_experts_per_tok"),
-                "expert_intermediate_size": need("intermediate_size"), "router_bias": model_type == "gpt_oss"}
+                "expert_intermediate_size": need("intermediate_size"), "router_bias": gpt_oss,
+                **({"router_softmax": "top_k"} if gpt_oss else {})}
     step = cfg.get("decoder_sparse_step", 1)
     if step != 1 or type(step) is not int:
         raise UserError(f"{path}: field 'decoder_sparse_step': {step!r} puts dense layers between the MoE ones, "

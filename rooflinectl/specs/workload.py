@@ -176,11 +176,16 @@ class MoE(Strict):
     shared_expert_intermediate_size: MlpWidth | None = None
     first_dense_layers: DenseLayers = 0
     router_bias: bool = False  # a bias on each of the E logits (gpt-oss)
+    # Which logits the router's softmax runs over: all E and then the top k picked from the probabilities
+    # (Mixtral's and Qwen-MoE's MixtralSparseMoeBlock/Qwen2MoeSparseMoeBlock in transformers), or the k picked
+    # logits alone, top-k first (gpt-oss's GptOssTopKRouter). DeepSeek-V3's sigmoid scores, 4 FLOPs and a bias
+    # add per logit, count as a softmax over all E (5 per logit).
+    router_softmax: Literal["experts", "top_k"] = "experts"
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        return _leave_out_unused(data, {"router_bias": False})
+        return _leave_out_unused(data, {"router_bias": False, "router_softmax": "experts"})
 
     @model_validator(mode="after")
     def _top_k(self) -> Self:

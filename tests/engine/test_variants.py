@@ -102,7 +102,9 @@ def test_gpt_oss_decode_sinks_biases_and_experts():
     assert (ops["attention"].count, ops["attention_local"].count) == (12, 12)
     # o_proj's bias: 2880 elements read, 2880 adds.
     assert ops["o_proj"].flops == 2 * 4096 * 2880 + 2880
-    # The router's bias: 32 logits, 32 adds beyond router_op's count.
+    # The router (GptOssTopKRouter): the 2880×32 gate 2·2880·32, the bias 32 adds, the top 4 of 32 logits
+    # 4·32 compares, then a softmax over the 4 picked only, 5·4 (not over all 32 as Mixtral's).
+    assert ops["router"].flops == 2 * 2880 * 32 + 32 + 4 * 32 + 5 * 4 == 184_500
     # One token picks 4 experts: their gate matmul 2·4·2880·2880 + 4·2880 bias adds; weights and biases of the
     # 4 experts: 4·(2880·2880 + 2880)·2 B.
     assert ops["expert_gate_proj"].flops == 2 * 4 * 2880 * 2880 + 4 * 2880
