@@ -10,10 +10,9 @@ import yaml
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import list_gpus, load_gpu
+from rooflinectl.specs.model import load_model, model_from_hf_config
 from rooflinectl.specs.workload import (
-    load_model,
     load_scenario,
-    model_from_hf_config,
     resolve_workload,
     scenario_from_workload,
     workload_from_scenario,

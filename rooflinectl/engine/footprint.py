@@ -8,7 +8,9 @@ counted here by the same rule as in ``analyze``.
 
 from __future__ import annotations
 
-from ..specs.workload import DEFAULT_GROUP_SIZE, DType, Model, WeightDType, Workload
+from ..specs.dtypes import DEFAULT_GROUP_SIZE, DType, WeightDType
+from ..specs.model import Model
+from ..specs.workload import Workload
 from .transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 
 # Weight formats with no scales, in which the whole step may run (dtype = weight format).

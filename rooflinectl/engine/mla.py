@@ -49,7 +49,8 @@ Rules beyond engine.transformer's, stated once here:
 
 from __future__ import annotations
 
-from ..specs.workload import MLA, Model, Workload
+from ..specs.model import MLA, Model
+from ..specs.workload import Workload
 from ..units import dtype_bytes
 from .attention import scores_computed
 from .block import linear, projection, residual, with_residual

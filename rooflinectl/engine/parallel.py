@@ -95,7 +95,8 @@ from typing import Any
 from ..errors import UserError
 from ..specs.hardware import GPU, Collective
 from ..specs.load import validate
-from ..specs.workload import GATED_MLPS, Model, Workload
+from ..specs.model import GATED_MLPS, Model
+from ..specs.workload import Workload
 from ..units import dtype_bytes
 from .moe import experts_touched
 from .op import Op

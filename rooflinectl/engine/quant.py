@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-from ..specs.workload import WeightDType, Workload
+from ..specs.dtypes import WeightDType
+from ..specs.workload import Workload
 
 
 def _scaled(k: int, n: int, bits: int, group: int, scale_bytes: int, per_tensor_bytes: int = 0) -> int:

@@ -33,7 +33,8 @@ from ..engine.roofline import Analysis, Placement
 from ..errors import UserError
 from ..render.analysis import BOUND_STYLE
 from ..specs.hardware import GPU, list_gpus
-from ..specs.workload import Model, Workload, list_models
+from ..specs.model import Model, list_models
+from ..specs.workload import Workload
 from ..units import duration, gib, number, si
 from . import state
 from .chart import Chart, roofline_chart

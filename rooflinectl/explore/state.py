@@ -18,13 +18,13 @@ from ..engine.op import matmul_unit
 from ..engine.roofline import Analysis, analyze
 from ..errors import UserError
 from ..files import write_atomic
+from ..specs.dtypes import DTYPES
 from ..specs.hardware import GPU
 from ..specs.load import validate
+from ..specs.model import Model
 from ..specs.workload import (
-    DTYPES,
     PHASES,
     LengthField,
-    Model,
     Phase,
     Scenario,
     Workload,

@@ -24,8 +24,9 @@ from ..engine.parallel import Layout
 from ..engine.roofline import Analysis, Placement, analyze, sweep
 from ..errors import UserError
 from ..measure.records import MeasurementFile
+from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..specs.hardware import GPU
-from ..specs.workload import GROUPED_WEIGHT_DTYPES, SizeField, Workload, length_field
+from ..specs.workload import SizeField, Workload, length_field
 from ..units import gib, si
 from .chart import (
     BOUND_COLORS,

@@ -11,7 +11,7 @@ from rich.text import Text
 from ..engine.explain import verdict
 from ..engine.moe import experts_touched
 from ..engine.roofline import Analysis, Placement
-from ..specs.workload import GROUPED_WEIGHT_DTYPES
+from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..units import duration, gib, number, plural, si
 from ..units import rate as rate_text
 

@@ -12,7 +12,8 @@ from ..engine.occupancy import Occupancy
 from ..engine.roofline import Analysis
 from ..measure.records import MeasurementFile
 from ..specs.hardware import GPU
-from ..specs.workload import Model, Scenario
+from ..specs.model import Model
+from ..specs.workload import Scenario
 
 
 def to_csv(rows: Sequence[dict], fields: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ..engine.generate import Generation
 from ..engine.memory import MemoryBudget
-from ..specs.workload import GROUPED_WEIGHT_DTYPES
+from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..units import duration, gib, number
 
 # The ops the text table lists by name, largest first; the rest are summed in one row (--json lists them all).

@@ -13,7 +13,9 @@ from ..engine.footprint import (
     kv_cache_bytes_per_token_past_window,
     weight_bytes_by_format,
 )
-from ..specs.workload import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, DType, Model, Scenario
+from ..specs.dtypes import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, DType
+from ..specs.model import Model
+from ..specs.workload import Scenario
 from ..units import binary_size
 
 

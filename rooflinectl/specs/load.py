@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from ..errors import UserError, format_validation_error
 from ..files import is_file, read_text, user_path
@@ -242,3 +243,21 @@ def validate(model: type[M], data: dict[str, Any], source: str) -> M:
         raise UserError(format_validation_error(source, err)) from None
     except RecursionError:
         raise UserError(f"{source}: nested too deeply to be a spec") from None
+
+
+# Names: never empty (an empty id printed '' in every table and title) and short enough for a table cell and a
+# file name (a file system refuses a name over 255 bytes).
+Id = Annotated[str, Field(min_length=1, max_length=128)]
+Name = Annotated[str, Field(min_length=1, max_length=256)]
+Text = Annotated[str, Field(min_length=1, max_length=2000)]
+
+
+def leave_out_unused(data: dict[str, Any], unused: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the keys of ``unused`` whose value is the one given there: the fields of architectures a
+    spec does not use (experts, Qwen3's q/k norm) stay out of its dump, YAML and JSON, as before they existed."""
+    return {k: v for k, v in data.items() if not (k in unused and v == unused[k])}
+
+
+def invalid(message: str | None) -> PydanticCustomError:
+    """A validation error whose message is ``message`` alone (a ValueError's reads 'Value error, …')."""
+    return PydanticCustomError("invalid", message or "invalid")

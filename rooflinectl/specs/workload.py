@@ -1,14 +1,14 @@
-"""Workloads: a model architecture plus a scenario (phase, sizes, data types, attention, fusion).
+"""Workloads: a model architecture (:mod:`specs.model`) plus a scenario (phase, sizes, data types, attention,
+fusion).
 
-Scenario files (``workloads/decode.yaml`` …) name a model by id or path, or inline it. Models come from
-``workloads/models/*.yaml``, a model YAML path, or a local Hugging Face ``config.json`` (nothing is downloaded).
+Scenario files (``workloads/decode.yaml`` …) name a model by id or path, or inline it.
 Command-line options override any scenario field through :func:`resolve_workload`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import (
     Field,
@@ -18,47 +18,24 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from ..errors import UserError, closest
 from ..files import user_path
-from .hf_config import model_fields
-from .load import Strict, looks_like_path, read_json, read_yaml, search_dirs, validate
-
-WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
+from .dtypes import (
+    DEFAULT_GROUP_SIZE,
+    GROUPED_WEIGHT_DTYPES,
+    NARROW_ACT_DTYPES,
+    WEIGHT_ACTIVATION_PAIRS,
+    ActDType,
+    DType,
+    GroupSize,
+    WeightDType,
+)
+from .load import Strict, Text, invalid, leave_out_unused, looks_like_path, read_yaml, search_dirs, validate
+from .model import GATED_MLPS, WORKLOADS_PATH_ENV, Batch, Experts, Model, Positions, load_model, model_catalog
 
 Phase = Literal["decode", "prefill", "attention"]
 PHASES: tuple[str, ...] = ("decode", "prefill", "attention")
-DType = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
-DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8")
-# The linear layers' activations as their tensor cores take them: the workload's dtype, or a narrower type the
-# input is quantized to on chip (w8a8 in fp8 or int8, w4a4 in fp4 beside mxfp4/nvfp4 weights on Blackwell).
-ActDType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
-ACT_DTYPES: tuple[str, ...] = (*DTYPES, "fp4")
-NARROW_ACT_DTYPES: tuple[str, ...] = ("fp8", "int8", "fp4")
-# Weight storage formats (engine/quant.py states each one's layout, scales and source).
-# fp8_block: fp8 with one scale per 128×128 block (DeepSeek-V3's checkpoint format).
-WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "int4_zp", "mxfp4", "nvfp4"]
-WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "int4_zp", "mxfp4",
-                                  "nvfp4")
-# The formats stored in groups along k whose size a workload gives (group_size): symmetric int4, and int4 with a
-# zero point per group (AWQ's default, GPTQ with sym false).
-GROUPED_WEIGHT_DTYPES: tuple[str, ...] = ("int4", "int4_zp")
-# The weight/activation pairs a kernel runs, and so the pairs modelled (engine/quant.kernel_name names them):
-# unquantized weights in the activations' type; fp8 or int8 weights beside activations of the same type (w8a8 on
-# the fp8 or int8 tensor cores) or widened to bf16/fp16 (w8a16); 4-bit weights widened to bf16/fp16 (w4a16:
-# AWQ/GPTQ/Marlin, gpt-oss's MXFP4 on Hopper), and mxfp4/nvfp4 beside fp4 activations (w4a4 on Blackwell's fp4
-# tensor cores). int4 or int8 activations with 4-bit weights (w4a8, QServe) and 4-bit activations other than
-# fp4 are not modelled.
-WEIGHT_ACTIVATION_PAIRS: dict[str, tuple[str, ...]] = {
-    "fp32": ("fp32",), "bf16": ("bf16",), "fp16": ("fp16",),
-    "fp8": ("fp8", "bf16", "fp16"), "fp8_block": ("fp8", "bf16", "fp16"), "int8": ("int8", "bf16", "fp16"), "int4": ("bf16", "fp16"),
-    "int4_zp": ("bf16", "fp16"),
-    "mxfp4": ("bf16", "fp16", "fp4"), "nvfp4": ("bf16", "fp16", "fp4"),
-}
-# int4's group along k: 128 is AWQ's and GPTQ's default; from 16 to a whole column (2**22, an MLP's widest).
-GroupSize = Annotated[int, Field(gt=0, le=2**22)]
-DEFAULT_GROUP_SIZE = 128
 AttentionImpl = Literal["naive", "flash"]
 # Fusions the engine knows. Each removes an HBM round trip (see engine/transformer.py for the exact byte changes):
 #   qkv          one matmul for Q, K and V: x is read once instead of three times
@@ -95,396 +72,6 @@ def size_problem(phase: str, field: str) -> str | None:
     return None
 
 
-# --- plausible ranges ------------------------------------------------------------------------------------------
-# Every size is a positive integer inside a range that no real model leaves by an order of magnitude or more, so
-# that a typo or a fuzzed 10**9 is refused by name instead of printing a 40-digit FLOP count. The largest
-# published dense models sit far inside them: PaLM 540B (hidden 18,432, 118 layers, 48 heads, MLP 73,728),
-# Llama 3.1 405B (hidden 16,384, 126 layers, 128 heads, MLP 53,248), Gemma (head_dim 256, vocabulary 256,000),
-# Llama 4 Scout (10M positions). Every count the engine builds is a Python int (exact) and becomes a float only
-# when divided; with these ranges the largest product, a prefill's attention scores × 4·d FLOPs × layers
-# (2^20 sequences × 2^14 heads × (2^30)² scores × 2^16 × 2^14 layers = 2^124 ≈ 2e37), is hundreds of orders of
-# magnitude below float64's 1.8e308: nothing overflows, and roofline.analyze refuses a step beyond any GPU's
-# reach (MAX_STEP_FLOPS) with one line.
-HiddenSize = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576: the residual stream's width
-Layers = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 layers
-Heads = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 query or KV heads
-HeadDim = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 per head
-MlpWidth = Annotated[int, Field(gt=0, le=2**22)]  # 4,194,304: the MLP's intermediate size
-Vocab = Annotated[int, Field(gt=0, le=2**24)]  # 16,777,216 tokens
-Positions = Annotated[int, Field(gt=0, le=2**30)]  # 1,073,741,824: a length, a context, a position limit
-Batch = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576 sequences in one step
-# Mixture of experts: the most routed experts published (Kimi K2: 384, DeepSeek-V3: 256) times about 170, and the
-# most shared experts (DeepSeek-V2-Lite: 2) and first dense layers (DeepSeek-V3: 3) far inside theirs.
-Experts = Annotated[int, Field(gt=0, le=2**16)]  # 65,536 routed experts in a layer, or a top-k of them
-SharedExperts = Annotated[int, Field(ge=0, le=2**10)]  # 1,024
-DenseLayers = Annotated[int, Field(ge=0, le=2**14)]  # as many as Layers
-# Multi-head latent attention's low ranks: DeepSeek-V3's q_lora_rank 1,536 and kv_lora_rank 512, far inside.
-LatentRank = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576, the widest residual stream
-
-
-# The MLP's kinds (engine/op.py states each activation's FLOPs per element beside its constant):
-#   gated_silu       down(SiLU(gate(x)) · up(x)): Llama, Mistral, Qwen, Phi-3
-#   gated_gelu_tanh  down(GELU_tanh(gate(x)) · up(x)): Gemma (hidden_activation gelu_pytorch_tanh)
-#   gelu_tanh        down(GELU_tanh(up(x))): the plain two-matrix MLP (GPT-2's gelu_new)
-#   clamped_swiglu   down((clamp(up, ±7) + 1) · g·σ(1.702·g)), g = min(gate, 7): gpt-oss's experts
-MlpKind = Literal["gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu"]
-MLP_KINDS: tuple[str, ...] = ("gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu")
-GATED_MLPS: tuple[str, ...] = ("gated_silu", "gated_gelu_tanh", "clamped_swiglu")
-# RMSNorm (a gain), or LayerNorm (a gain and a bias).
-NormKind = Literal["rmsnorm", "layernorm"]
-# A layer's attention: over every position, or over the last sliding_window positions.
-LayerAttention = Literal["sliding", "full"]
-# A soft cap's value (cap·tanh(x/cap)): the count does not depend on it; Gemma 2's are 50 and 30.
-Softcap = Annotated[float, Field(gt=0, le=1e6)]
-# Which matrices a model's quantized weight format covers: every linear layer, or the MoE experts alone.
-QuantizedScope = Literal["linear", "experts"]
-
-
-def _leave_out_unused(data: dict[str, Any], unused: dict[str, Any]) -> dict[str, Any]:
-    """``data`` without the keys of ``unused`` whose value is the one given there: the fields of architectures a
-    spec does not use (experts, Qwen3's q/k norm) stay out of its dump, YAML and JSON, as before they existed."""
-    return {k: v for k, v in data.items() if not (k in unused and v == unused[k])}
-
-
-# Names: never empty (an empty id printed '' in every table and title) and short enough for a table cell and a
-# file name (a file system refuses a name over 255 bytes).
-Id = Annotated[str, Field(min_length=1, max_length=128)]
-Name = Annotated[str, Field(min_length=1, max_length=256)]
-Text = Annotated[str, Field(min_length=1, max_length=2000)]
-
-
-def _invalid(message: str | None) -> PydanticCustomError:
-    """A validation error whose message is ``message`` alone (a ValueError's reads 'Value error, …')."""
-    return PydanticCustomError("invalid", message or "invalid")
-
-
-class MoE(Strict):
-    """The mixture-of-experts MLP of a model (Mixtral, Qwen3-MoE; DeepSeek's keys where they mean the same).
-
-    Each MoE layer replaces the dense MLP with a router (a linear H → E gate, softmax, top-k), ``num_experts``
-    routed experts of which each token uses ``experts_per_token`` (top-k), each a gated SiLU MLP of width
-    ``expert_intermediate_size``, and ``num_shared_experts`` experts every token uses (DeepSeek, Qwen2-MoE: of
-    width ``shared_expert_intermediate_size``, the routed width when not given). The first
-    ``first_dense_layers`` layers (DeepSeek's ``first_k_dense_replace``) keep the dense MLP of the model's
-    ``intermediate_size``.
-    """
-
-    num_experts: Experts
-    experts_per_token: Experts
-    expert_intermediate_size: MlpWidth
-    num_shared_experts: SharedExperts = 0
-    shared_expert_intermediate_size: MlpWidth | None = None
-    first_dense_layers: DenseLayers = 0
-    router_bias: bool = False  # a bias on each of the E logits (gpt-oss)
-    # Which logits the router's softmax runs over: all E and then the top k picked from the probabilities
-    # (Mixtral's and Qwen-MoE's MixtralSparseMoeBlock/Qwen2MoeSparseMoeBlock in transformers), or the k picked
-    # logits alone, top-k first (gpt-oss's GptOssTopKRouter). DeepSeek-V3's sigmoid scores, 4 FLOPs and a bias
-    # add per logit, count as a softmax over all E (5 per logit).
-    router_softmax: Literal["experts", "top_k"] = "experts"
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return _leave_out_unused(data, {"router_bias": False, "router_softmax": "experts"})
-
-    @model_validator(mode="after")
-    def _top_k(self) -> Self:
-        if self.experts_per_token > self.num_experts:
-            raise _invalid(f"experts_per_token ({self.experts_per_token}) exceeds num_experts ({self.num_experts}): "
-                           f"a token picks its top-k among the layer's experts")
-        if self.shared_expert_intermediate_size is not None and self.num_shared_experts == 0:
-            raise _invalid("shared_expert_intermediate_size is given but num_shared_experts is 0")
-        return self
-
-    @property
-    def shared_width(self) -> int:
-        """The shared experts together: n_s experts of width I_s are one gated MLP of width n_s·I_s (the same
-        weights and FLOPs; DeepSeek's code builds them so)."""
-        return self.num_shared_experts * (self.shared_expert_intermediate_size or self.expert_intermediate_size)
-
-
-class MLA(Strict):
-    """Multi-head latent attention (DeepSeek-V2/V3, Kimi K2; DeepSeek-V2 paper, arXiv 2405.04434, section 2.1).
-
-    Q: ``q_a_proj`` H → ``q_lora_rank``, its RMSNorm, ``q_b_proj`` → h·(d_nope + d_rope); or, with no
-    ``q_lora_rank`` (DeepSeek-V2-Lite), one ``q_proj`` H → h·(d_nope + d_rope). K and V: ``kv_a_proj_with_mqa``
-    H → ``kv_lora_rank`` + d_rope (the latent c_kv and one RoPE key shared by every head), an RMSNorm over the
-    latent, and ``kv_b_proj`` kv_lora_rank → h·(d_nope + d_v) (each head's K_nope and V); ``o_proj``
-    h·d_v → H. The KV cache holds the normed latent and the rotated shared key, ``kv_lora_rank + qk_rope_head_dim``
-    values per token and layer for all heads together (:attr:`latent_dim`).
-    """
-
-    q_lora_rank: LatentRank | None = None  # None: Q is one full-rank projection
-    kv_lora_rank: LatentRank
-    qk_nope_head_dim: HeadDim
-    qk_rope_head_dim: HeadDim
-    v_head_dim: HeadDim
-
-    @property
-    def latent_dim(self) -> int:
-        """Values one token keeps in the cache per layer, shared by every head: c_kv and the RoPE key."""
-        return self.kv_lora_rank + self.qk_rope_head_dim
-
-    @property
-    def qk_head_dim(self) -> int:
-        """A query's (and, expanded, a key's) width per head: the no-RoPE part and the RoPE part."""
-        return self.qk_nope_head_dim + self.qk_rope_head_dim
-
-    def matrices(self, hidden: int, heads: int) -> list[tuple[str, int, int]]:
-        """The attention's weight matrices of one layer as (name, k, n), y = x·W with W k×n."""
-        q_out = heads * self.qk_head_dim
-        q = ([("q_a_proj", hidden, self.q_lora_rank), ("q_b_proj", self.q_lora_rank, q_out)]
-             if self.q_lora_rank is not None else [("q_proj", hidden, q_out)])
-        return [*q, ("kv_a_proj_with_mqa", hidden, self.latent_dim),
-                ("kv_b_proj", self.kv_lora_rank, heads * (self.qk_nope_head_dim + self.v_head_dim)),
-                ("o_proj", heads * self.v_head_dim, hidden)]
-
-    def parameters(self, hidden: int, heads: int) -> int:
-        """One layer's attention weights: its matrices and the gains of q_a_layernorm (q_lora_rank, where Q is
-        low-rank) and kv_a_layernorm (kv_lora_rank); the block's two norms are the Model's."""
-        gains = (self.q_lora_rank or 0) + self.kv_lora_rank
-        return sum(k * n for _, k, n in self.matrices(hidden, heads)) + gains
-
-
-class Model(Strict):
-    """A decoder-only transformer with RoPE and GQA: the dense Llama family (Llama, Mistral, Qwen2/3, Phi-3), its
-    variants (Gemma 2/3, gpt-oss), or with a mixture of experts in place of the MLP (``moe``: Mixtral, Qwen3-MoE,
-    gpt-oss).
-
-    ``mlp``: the MLP's kind (:data:`MLP_KINDS`; an MoE model's experts and shared experts are of the same kind).
-    ``norm``: every norm's kind (RMSNorm, or LayerNorm with a gain and a bias); ``post_norms`` (Gemma 2/3) adds a
-    norm on the attention's and on the MLP's output before each residual add, four norms a layer in all.
-    ``qk_norm``: an RMSNorm over each head of Q and of K after their projections, with a gain of ``head_dim``
-    each (Qwen3, Gemma 3). ``scale_embeddings`` (Gemma): the embedding's output is multiplied by sqrt(H).
-    Biases: ``qkv_bias`` on Q, K and V (Qwen2), ``o_bias`` on O, ``mlp_bias`` on the MLP's (or every expert's)
-    projections. ``attention_sinks`` (gpt-oss): one learned logit per head and layer in each softmax's
-    denominator. ``attn_logit_softcapping``/``final_logit_softcapping`` (Gemma 2): cap·tanh(x/cap) on every
-    attention score and on the logits. ``rotary_dim``: the dimensions of each head that RoPE rotates (Phi-3's
-    ``partial_rotary_factor``); None: all ``head_dim``.
-
-    ``sliding_window``: the positions a sliding (local) layer attends to, the last ``sliding_window`` up to and
-    including its own; ``layer_pattern`` which layers slide, as a list of ``sliding``/``full`` repeated from layer
-    0 and cut at ``num_layers`` (Gemma 3: five sliding, one full; gpt-oss: sliding, full); no pattern with a
-    window: every layer slides (Mistral 7B v0.1). ``max_position_embeddings`` is the longest sequence the model is
-    specified for (config.json's key of that name): a workload beyond it is refused. None: not given (a user's
-    file), no limit checked.
-    """
-
-    id: Id
-    name: Name
-    source: Text
-    hidden_size: HiddenSize
-    num_layers: Layers
-    num_heads: Heads
-    num_kv_heads: Heads
-    head_dim: HeadDim
-    intermediate_size: MlpWidth
-    mlp: MlpKind = "gated_silu"
-    norm: NormKind = "rmsnorm"
-    post_norms: bool = False
-    vocab_size: Vocab
-    tie_embeddings: bool = False
-    scale_embeddings: bool = False
-    max_position_embeddings: Positions | None = None
-    sliding_window: Positions | None = None
-    layer_pattern: list[LayerAttention] | None = Field(default=None, min_length=1, max_length=2**14)
-    qk_norm: bool = False
-    rotary_dim: HeadDim | None = None
-    # Biases on the Q, K and V projections (Qwen2/Qwen2.5: its architecture, no config key), on O, on the MLP's.
-    qkv_bias: bool = False
-    o_bias: bool = False
-    mlp_bias: bool = False
-    attention_sinks: bool = False
-    attn_logit_softcapping: Softcap | None = None
-    final_logit_softcapping: Softcap | None = None
-    moe: MoE | None = None
-    # Multi-head latent attention in place of GQA (DeepSeek-V2/V3, Kimi K2). With it, head_dim is the query's
-    # width per head, qk_nope_head_dim + qk_rope_head_dim, and num_kv_heads is num_heads (each head gets its own
-    # K and V from the shared latent: DeepSeek's config.json gives num_key_value_heads = num_attention_heads).
-    mla: MLA | None = None
-    # The checkpoint's weight format where its linear layers are stored quantized (config.json's
-    # quantization_config), and int4's group along k; None: the workload's dtype. A scenario's or the command
-    # line's weight_dtype (and group_size) wins over it (workload_from_scenario). ``quantized`` says which
-    # matrices a weight format other than dtype applies to: every linear layer, or the MoE experts alone (gpt-oss's
-    # MXFP4 checkpoint keeps attention, router, embedding and LM head in bf16), whichever format is chosen.
-    weight_dtype: WeightDType | None = None
-    group_size: GroupSize | None = None
-    quantized: QuantizedScope = "linear"
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return _leave_out_unused(data, {
-            "qk_norm": False, "qkv_bias": False, "moe": None, "mla": None, "weight_dtype": None, "group_size": None,
-            "norm": "rmsnorm", "post_norms": False, "scale_embeddings": False, "layer_pattern": None,
-            "rotary_dim": None, "o_bias": False, "mlp_bias": False, "attention_sinks": False,
-            "attn_logit_softcapping": None, "final_logit_softcapping": None, "quantized": "linear"})
-
-    @model_validator(mode="after")
-    def _gqa(self) -> Self:
-        if self.num_heads % self.num_kv_heads:
-            raise _invalid(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
-        if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:
-            raise _invalid(f"moe.first_dense_layers ({self.moe.first_dense_layers}) leaves none of the "
-                           f"{self.num_layers} layers with experts: drop 'moe' for a dense model")
-        if self.group_size is not None and self.weight_dtype not in GROUPED_WEIGHT_DTYPES:
-            raise _invalid(f"group_size {self.group_size}: only int4 weights take a group size (weight_dtype int4 or "
-                           f"int4_zp)")
-        if self.layer_pattern is not None:
-            if self.sliding_window is None:
-                raise _invalid("layer_pattern names sliding layers, but the model gives no sliding_window")
-            if "sliding" not in self.layer_pattern:
-                raise _invalid("layer_pattern has no sliding layer: drop sliding_window and the pattern")
-            if len(self.layer_pattern) > self.num_layers:
-                raise _invalid(f"layer_pattern has {len(self.layer_pattern)} entries, more than the "
-                               f"{self.num_layers} layers")
-        if self.rotary_dim is not None and (self.rotary_dim > self.head_dim or self.rotary_dim % 2):
-            raise _invalid(f"rotary_dim {self.rotary_dim}: RoPE rotates pairs of a head's {self.head_dim} "
-                           f"dimensions (an even number, at most head_dim)")
-        if self.quantized == "experts" and self.moe is None:
-            raise _invalid("quantized: experts, but the model has no experts (drop it, or give 'moe')")
-        if self.mla is not None:
-            self._check_mla(self.mla)
-        return self
-
-    def _check_mla(self, mla: MLA) -> None:
-        """With MLA, head_dim and num_kv_heads have one meaning each (see ``mla``), and the attention variants
-        DeepSeek's attention does not have (Q/K norms, biases, sinks, windows, post norms, LayerNorm) are
-        refused."""
-        if self.head_dim != mla.qk_head_dim:
-            raise _invalid(f"head_dim ({self.head_dim}) must be mla.qk_nope_head_dim + mla.qk_rope_head_dim "
-                           f"({mla.qk_nope_head_dim} + {mla.qk_rope_head_dim} = {mla.qk_head_dim}): with MLA it is "
-                           f"the query's width per head")
-        if self.num_kv_heads != self.num_heads:
-            raise _invalid(f"num_kv_heads ({self.num_kv_heads}) must be num_heads ({self.num_heads}) with MLA: every "
-                           f"head expands its own K and V from the shared latent")
-        # DeepSeek's attention has none of these; engine/mla.py builds its block without them.
-        unused = {"qk_norm": False, "qkv_bias": False, "o_bias": False, "attention_sinks": False,
-                  "post_norms": False, "norm": "rmsnorm", "sliding_window": None, "layer_pattern": None,
-                  "rotary_dim": None, "attn_logit_softcapping": None}
-        for field, default in unused.items():
-            if getattr(self, field) != default:
-                raise _invalid(f"{field} is not modelled with MLA (DeepSeek's attention has no such variant)")
-
-    def max_length(self) -> tuple[int, str] | None:
-        """(the most positions a step may use, the field that sets it), or None when the model gives none:
-        ``max_position_embeddings`` (positions 0 … max − 1 exist). A sliding window is modelled (its layers
-        read the last ``sliding_window`` positions), so it sets no limit."""
-        if self.max_position_embeddings is None:
-            return None
-        return self.max_position_embeddings, "max_position_embeddings"
-
-    def layer_slides(self, layer: int) -> bool:
-        """Whether layer ``layer`` (0-based) attends through the sliding window: its entry of ``layer_pattern``
-        repeated from layer 0, or every layer where a window is given without a pattern."""
-        if self.sliding_window is None:
-            return False
-        if self.layer_pattern is None:
-            return True
-        return self.layer_pattern[layer % len(self.layer_pattern)] == "sliding"
-
-    def _sliding_before(self, n: int) -> int:
-        """Sliding layers among layers 0 … n − 1, by whole periods of the pattern and the rest (a model of 2**14
-        layers is counted without a walk over them)."""
-        if self.sliding_window is None:
-            return 0
-        if self.layer_pattern is None:
-            return n
-        slides = [kind == "sliding" for kind in self.layer_pattern]
-        periods, rest = divmod(n, len(slides))
-        return periods * sum(slides) + sum(slides[:rest])
-
-    @property
-    def sliding_layers(self) -> int:
-        """Layers that attend through the sliding window."""
-        return self._sliding_before(self.num_layers)
-
-    def layer_counts(self) -> dict[tuple[bool, bool], int]:
-        """How many layers there are of each kind, keyed (MoE MLP, sliding attention): an MoE model's first
-        ``first_dense_layers`` layers are dense, and the window pattern runs over all layers from layer 0."""
-        dense, layers = self.dense_layers, self.num_layers
-        dense_sliding = self._sliding_before(dense)
-        moe_sliding = self._sliding_before(layers) - dense_sliding
-        counts = {(False, False): dense - dense_sliding, (False, True): dense_sliding,
-                  (True, False): layers - dense - moe_sliding, (True, True): moe_sliding}
-        return {kind: n for kind, n in counts.items() if n}
-
-    @property
-    def rotary(self) -> int:
-        """The dimensions of each head RoPE rotates: ``rotary_dim``, or all of ``head_dim``."""
-        return self.rotary_dim or self.head_dim
-
-    @property
-    def q_dim(self) -> int:
-        return self.num_heads * self.head_dim
-
-    @property
-    def kv_dim(self) -> int:
-        return self.num_kv_heads * self.head_dim
-
-    @property
-    def dense_layers(self) -> int:
-        """Layers with the dense MLP: all of them, or an MoE model's first ``first_dense_layers``."""
-        return self.num_layers if self.moe is None else self.moe.first_dense_layers
-
-    @property
-    def moe_layers(self) -> int:
-        """Layers whose MLP is the mixture of experts."""
-        return self.num_layers - self.dense_layers
-
-    def mlp_parameters(self, width: int) -> int:
-        """One MLP of ``width`` (a dense MLP, an expert, the shared experts together): gate, up and down, 3·H·I
-        (a plain MLP: up and down, 2·H·I), and with ``mlp_bias`` one bias per output (2·I + H; plain I + H)."""
-        h = self.hidden_size
-        gated = self.mlp in GATED_MLPS
-        weights = (3 if gated else 2) * h * width
-        return weights + ((2 if gated else 1) * width + h if self.mlp_bias else 0)
-
-    @property
-    def norm_parameters(self) -> int:
-        """One norm over H: its gain (RMSNorm), or gain and bias (LayerNorm)."""
-        return self.hidden_size * (2 if self.norm == "layernorm" else 1)
-
-    def _parameters(self, experts: int) -> int:
-        """Weights with ``experts`` routed experts in each MoE layer: per layer Q, K, V, O, two norms (four with
-        ``post_norms``), and the two per-head gains of ``qk_norm``, the biases of ``qkv_bias`` and ``o_bias``, one
-        sink per head with ``attention_sinks``; per dense layer the MLP (:meth:`mlp_parameters`); per MoE layer
-        the router's H×E gate (and E biases), ``experts`` expert MLPs and the shared experts' MLP; embedding,
-        final norm, and the LM head unless tied to the embedding."""
-        h = self.hidden_size
-        if self.mla is not None:  # MLA's matrices and its two latent norms (MLA.parameters) in place of Q, K, V, O
-            attention = self.mla.parameters(h, self.num_heads)
-        else:
-            attention = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
-        attention += (4 if self.post_norms else 2) * self.norm_parameters
-        if self.qk_norm:
-            attention += 2 * self.head_dim
-        if self.qkv_bias:
-            attention += self.q_dim + 2 * self.kv_dim  # one bias per output of Q, K and V
-        if self.o_bias:
-            attention += h
-        if self.attention_sinks:
-            attention += self.num_heads  # one learned logit per head
-        total = self.num_layers * attention + self.dense_layers * self.mlp_parameters(self.intermediate_size)
-        if self.moe is not None:
-            e = self.moe
-            router = h * e.num_experts + (e.num_experts if e.router_bias else 0)
-            shared = self.mlp_parameters(e.shared_width) if e.shared_width else 0
-            total += self.moe_layers * (router + experts * self.mlp_parameters(e.expert_intermediate_size) + shared)
-        head = 0 if self.tie_embeddings else self.vocab_size * h
-        return total + self.vocab_size * h + self.norm_parameters + head
-
-    def parameter_count(self) -> int:
-        """Weights of the whole model, every expert included: what the GPU holds."""
-        return self._parameters(self.moe.num_experts if self.moe else 0)
-
-    def active_parameter_count(self) -> int:
-        """Weights one token uses: every routed expert but its top-k left out, the embedding table, LM head and
-        router included (the convention of the published "active" counts: Mixtral 8x7B's 12.9 B is 12.88 B
-        so counted). A dense model's are all of them."""
-        return self._parameters(self.moe.experts_per_token if self.moe else 0)
-
-
 class Scenario(Strict):
     """One inference step to analyze. ``model`` is an id, a path, or an inline model."""
 
@@ -511,7 +98,7 @@ class Scenario(Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        return _leave_out_unused(data, {"experts_touched": None, "weight_dtype": None, "act_dtype": None,
+        return leave_out_unused(data, {"experts_touched": None, "weight_dtype": None, "act_dtype": None,
                                         "group_size": None})
 
     @field_validator("model", mode="wrap")
@@ -525,9 +112,9 @@ class Scenario(Strict):
             value = Model.model_validate(value)  # its errors keep their place under 'model'
         elif isinstance(value, str):
             if not 1 <= len(value) <= 4096:
-                raise _invalid(f"a model's id or path has 1 to 4,096 characters, not {len(value):,}")
+                raise invalid(f"a model's id or path has 1 to 4,096 characters, not {len(value):,}")
         elif not isinstance(value, Model):
-            raise _invalid(f"a model id, a model file's path, or an inline model (a mapping of its fields), "
+            raise invalid(f"a model id, a model file's path, or an inline model (a mapping of its fields), "
                              f"not {type(value).__name__}")
         result: str | Model = handler(value)
         return result
@@ -536,14 +123,14 @@ class Scenario(Strict):
     def _phase_sizes(self) -> Self:
         if self.phase == "decode":
             if self.context is None:
-                raise _invalid("a decode scenario needs 'context' (the KV length each new token attends to)")
+                raise invalid("a decode scenario needs 'context' (the KV length each new token attends to)")
             if self.seq_len not in (None, 1):
-                raise _invalid(size_problem("decode", "seq_len"))
+                raise invalid(size_problem("decode", "seq_len"))
         else:
             if self.seq_len is None:
-                raise _invalid(f"a {self.phase} scenario needs 'seq_len' (prompt tokens per sequence)")
+                raise invalid(f"a {self.phase} scenario needs 'seq_len' (prompt tokens per sequence)")
             if self.context not in (None, self.seq_len):
-                raise _invalid(size_problem(self.phase, "context"))
+                raise invalid(size_problem(self.phase, "context"))
         return self
 
     @field_validator("fused")
@@ -552,9 +139,9 @@ class Scenario(Strict):
         """A rule of the fusions alone, checked on the field, so that its message names 'fused' (a model-wide
         check named '(top level)' and said 'Value error,')."""
         if "act" in fused and "gate_up" not in fused:
-            raise _invalid("fusion 'act' goes in the epilogue of the fused gate_up matmul: add 'gate_up'")
+            raise invalid("fusion 'act' goes in the epilogue of the fused gate_up matmul: add 'gate_up'")
         if len(set(fused)) != len(fused):
-            raise _invalid("a fusion is listed twice")
+            raise invalid("a fusion is listed twice")
         return fused
 
 
@@ -579,7 +166,7 @@ class Workload(Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        return _leave_out_unused(data, {"weight_dtype": None, "act_dtype": None})
+        return leave_out_unused(data, {"weight_dtype": None, "act_dtype": None})
 
     @property
     def weights(self) -> WeightDType:
@@ -707,42 +294,6 @@ class Workload(Strict):
                 f"{touched}")
 
 
-# --- models --------------------------------------------------------------------------------------------------
-
-
-def _model_catalog() -> dict[str, Path]:
-    names: dict[str, Path] = {}
-    for folder in reversed(search_dirs("workloads", WORKLOADS_PATH_ENV)):
-        models = folder / "models"
-        if models.is_dir():
-            for path in sorted(models.glob("*.y*ml")):
-                names[path.stem.lower()] = path
-    return names
-
-
-def list_models() -> list[Model]:
-    return [load_model(str(p)) for p in _model_catalog().values()]
-
-
-def model_from_hf_config(path: Path) -> Model:
-    """A Model from a Hugging Face ``config.json`` (the keys and refusals: :mod:`specs.hf_config`)."""
-    return validate(Model, model_fields(read_json(path), path), str(path))
-
-
-def load_model(name: str) -> Model:
-    """A model by id (``workloads/models/<id>.yaml``), model YAML path, or Hugging Face config.json path."""
-    if looks_like_path(name):
-        path = user_path(name)
-        if path.suffix == ".json":
-            return model_from_hf_config(path)
-        return validate(Model, read_yaml(path), str(path))
-    catalog = _model_catalog()
-    found = catalog.get(name.lower())
-    if found is None:
-        raise UserError(f"unknown model '{name}'{closest(name, catalog)}; 'rooflinectl workloads list' shows them all")
-    return validate(Model, read_yaml(found), str(found))
-
-
 # --- scenarios -----------------------------------------------------------------------------------------------
 
 
@@ -846,7 +397,7 @@ def scenario_from_workload(w: Workload) -> Scenario:
     """The scenario that reproduces ``w`` (for saving a view as YAML). A model that is not in the catalog (from
     a config.json or a YAML path) is written inline, so that the saved file stands on its own."""
     decode = w.phase == "decode"
-    catalog = _model_catalog()
+    catalog = model_catalog()
     bundled = w.model.id.lower() in catalog and load_model(w.model.id) == w.model
     return Scenario(
         phase=w.phase,

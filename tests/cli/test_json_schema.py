@@ -271,7 +271,8 @@ MOE_MODEL = {
     "moe.shared_expert_intermediate_size": (int, NONE), "moe.first_dense_layers": (int,),
     # Issue 12's variants: Gemma 3's norms, GELU and window pattern, gpt-oss's biases, sinks and MXFP4 experts.
     "post_norms": (bool,), "scale_embeddings": (bool,), "layer_pattern[]": (str,), "o_bias": (bool,),
-    "mlp_bias": (bool,), "attention_sinks": (bool,), "moe.router_bias": (bool,), "weight_dtype": (str,),
+    "mlp_bias": (bool,), "attention_sinks": (bool,), "moe.router_bias": (bool,), "moe.router_softmax": (str,),
+    "weight_dtype": (str,),
     "quantized": (str,),
     "mla.q_lora_rank": (int, NONE), "mla.kv_lora_rank": (int,), "mla.qk_nope_head_dim": (int,),
     "mla.qk_rope_head_dim": (int,), "mla.v_head_dim": (int,),

@@ -12,7 +12,8 @@ from rooflinectl.engine.footprint import (
     weight_bytes_by_format,
 )
 from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence
-from rooflinectl.specs.workload import load_model, resolve_workload
+from rooflinectl.specs.model import load_model
+from rooflinectl.specs.workload import resolve_workload
 
 
 @pytest.mark.parametrize("model, layers, kv_heads, head_dim", [

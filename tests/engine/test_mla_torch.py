@@ -10,7 +10,8 @@ import pytest
 
 from rooflinectl.engine.transformer import step_ops
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.workload import Model, resolve_workload
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.workload import resolve_workload
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -18,7 +18,8 @@ from rooflinectl.engine.transformer import step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.workload import Model, load_model, model_from_hf_config, resolve_workload
+from rooflinectl.specs.model import Model, load_model, model_from_hf_config
+from rooflinectl.specs.workload import resolve_workload
 from rooflinectl.units import GIB
 
 H200 = load_gpu("h200")

@@ -21,7 +21,8 @@ from rooflinectl.engine.roofline import analyze
 from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import load_model, resolve_workload
+from rooflinectl.specs.model import load_model
+from rooflinectl.specs.workload import resolve_workload
 
 H, L, HEADS, G, D, I, V = 8192, 80, 64, 8, 128, 28672, 128256
 B, CTX = 32, 4096

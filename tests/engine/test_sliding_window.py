@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from rooflinectl.engine.attention import positions_read, scores_computed
 from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence, step_ops
 from rooflinectl.errors import UserError
-from rooflinectl.specs.workload import Model, load_model, resolve_workload
+from rooflinectl.specs.model import Model, load_model
+from rooflinectl.specs.workload import resolve_workload
 
 
 def ops_of(w):

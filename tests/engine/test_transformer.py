@@ -13,7 +13,8 @@ from rooflinectl.engine.op import (
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.engine.transformer import step_ops
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import load_model, resolve_workload
+from rooflinectl.specs.model import load_model
+from rooflinectl.specs.workload import resolve_workload
 
 
 def ops_by_name(workload) -> dict:

@@ -15,7 +15,8 @@ from rooflinectl.engine.op import (
 )
 from rooflinectl.engine.transformer import step_ops, weight_footprint_bytes
 from rooflinectl.errors import UserError
-from rooflinectl.specs.workload import Workload, load_model, resolve_workload
+from rooflinectl.specs.model import load_model
+from rooflinectl.specs.workload import Workload, resolve_workload
 
 
 def ops_of(w):

@@ -20,7 +20,8 @@ from helpers import cli
 from rooflinectl.errors import UserError
 from rooflinectl.explore import state
 from rooflinectl.explore.app import ExploreApp, ops_in_time_order
-from rooflinectl.specs.workload import list_models, resolve_workload
+from rooflinectl.specs.model import list_models
+from rooflinectl.specs.workload import resolve_workload
 from rooflinectl.units import number
 
 

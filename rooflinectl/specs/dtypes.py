@@ -1,0 +1,39 @@
+"""The data types a workload names: activations, the KV cache, the linear layers' weight formats, and which weight
+and activation types a kernel runs together (engine/quant.py states each format's layout, scales and source)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+DType = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
+DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8")
+# The linear layers' activations as their tensor cores take them: the workload's dtype, or a narrower type the
+# input is quantized to on chip (w8a8 in fp8 or int8, w4a4 in fp4 beside mxfp4/nvfp4 weights on Blackwell).
+ActDType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
+ACT_DTYPES: tuple[str, ...] = (*DTYPES, "fp4")
+NARROW_ACT_DTYPES: tuple[str, ...] = ("fp8", "int8", "fp4")
+# Weight storage formats (engine/quant.py states each one's layout, scales and source).
+# fp8_block: fp8 with one scale per 128×128 block (DeepSeek-V3's checkpoint format).
+WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "int4_zp", "mxfp4", "nvfp4"]
+WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "int4_zp", "mxfp4",
+                                  "nvfp4")
+# The formats stored in groups along k whose size a workload gives (group_size): symmetric int4, and int4 with a
+# zero point per group (AWQ's default, GPTQ with sym false).
+GROUPED_WEIGHT_DTYPES: tuple[str, ...] = ("int4", "int4_zp")
+# The weight/activation pairs a kernel runs, and so the pairs modelled (engine/quant.kernel_name names them):
+# unquantized weights in the activations' type; fp8 or int8 weights beside activations of the same type (w8a8 on
+# the fp8 or int8 tensor cores) or widened to bf16/fp16 (w8a16); 4-bit weights widened to bf16/fp16 (w4a16:
+# AWQ/GPTQ/Marlin, gpt-oss's MXFP4 on Hopper), and mxfp4/nvfp4 beside fp4 activations (w4a4 on Blackwell's fp4
+# tensor cores). int4 or int8 activations with 4-bit weights (w4a8, QServe) and 4-bit activations other than
+# fp4 are not modelled.
+WEIGHT_ACTIVATION_PAIRS: dict[str, tuple[str, ...]] = {
+    "fp32": ("fp32",), "bf16": ("bf16",), "fp16": ("fp16",),
+    "fp8": ("fp8", "bf16", "fp16"), "fp8_block": ("fp8", "bf16", "fp16"), "int8": ("int8", "bf16", "fp16"), "int4": ("bf16", "fp16"),
+    "int4_zp": ("bf16", "fp16"),
+    "mxfp4": ("bf16", "fp16", "fp4"), "nvfp4": ("bf16", "fp16", "fp4"),
+}
+# int4's group along k: 128 is AWQ's and GPTQ's default; from 16 to a whole column (2**22, an MLP's widest).
+GroupSize = Annotated[int, Field(gt=0, le=2**22)]
+DEFAULT_GROUP_SIZE = 128
