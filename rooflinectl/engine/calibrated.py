@@ -134,7 +134,7 @@ def timed_by_model(p: Placement, model: OpModel) -> Placement:
     if cls is None:
         return p
     t = curve_time(cls, _bound(p), p.roofline_time_s, model)
-    return replace(p, model_time_s=t.time_s, time_model=t.describe())
+    return replace(p, model_time_s=t.time_s, time_model=t.describe(), time_note=t.note)
 
 
 def fit(samples: Sequence[tuple[Op, float, str]], roofs: Roofs, launch_floor_s: float, grid: str,

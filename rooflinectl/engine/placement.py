@@ -27,6 +27,7 @@ class Placement:
     # None: the roofline's time, max(compute_time_s, memory_time_s).
     model_time_s: float | None = None
     time_model: str | None = None
+    time_note: str | None = None  # where that curve is not the op's own (class, bound) one: why (CurveTime.note)
 
     @property
     def name(self) -> str:
