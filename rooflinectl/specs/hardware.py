@@ -244,8 +244,9 @@ class MeasuredInterconnect(Strict):
 # against weights or activations, the attention core, and the kernels that only move data (norms, elementwise,
 # gathers, copies). A collective has no class: it keeps its measured-collective timing (engine/parallel.py).
 OpClass = Literal["gemm", "attention", "memory"]
-# A probe's time in seconds: positive, finite, at most an hour (no single kernel runs longer).
-ProbeSeconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
+# A probe's time in seconds: finite, from a picosecond (no kernel launches in less than a nanosecond; the floor keeps
+# a ratio measured / roof finite, where a subnormal 5e-324 made it infinite) to an hour (no single kernel runs longer).
+ProbeSeconds = Annotated[float, Field(ge=1e-12, le=3600, allow_inf_nan=False)]
 
 
 class OpPoint(Strict):

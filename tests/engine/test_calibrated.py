@@ -199,9 +199,11 @@ def test_fit_refuses_a_sample_it_cannot_place_rather_than_dropping_it():
 
 @pytest.mark.parametrize("edit, reason", [
     (lambda m: m["curves"][0].update(points=[]), "at least 1 item"),
-    (lambda m: m["curves"][0]["points"][0].update(roof_s=0.0), "greater than 0"),
-    (lambda m: m["curves"][0]["points"][0].update(measured_s=-1e-6), "greater than 0"),
-    (lambda m: m.update(launch_floor_s=0), "greater than 0"),
+    (lambda m: m["curves"][0]["points"][0].update(roof_s=0.0), "greater than or equal to 0.000000000001"),
+    (lambda m: m["curves"][0]["points"][0].update(measured_s=-1e-6), "greater than or equal to 0.000000000001"),
+    (lambda m: m["curves"][0]["points"][0].update(measured_s=5e-324), "greater than or equal to 0.000000000001"),
+    (lambda m: m["curves"][0]["points"][0].update(roof_s=float("inf")), "finite"),
+    (lambda m: m.update(launch_floor_s=0), "greater than or equal to 0.000000000001"),
     (lambda m: m["curves"][0]["points"].reverse(), "must rise strictly"),
     (lambda m: m["curves"].append(m["curves"][0]), "two attention memory-bound curves"),
     (lambda m: m["curves"][0].update(op_class="softmax"), "op_class"),
