@@ -334,3 +334,43 @@ def test_the_decode_series_fast_path_reads_the_same_curves():
     assert list(g.decode.step_times_s) == [a.totals.time_s for a in each]
     assert g.decode.step_times_s[0] != each[0].roofline_time_s
     assert sum(g.decode.op_times_s) == pytest.approx(sum(a.totals.time_s for a in each), rel=1e-12)
+
+
+def test_the_explorer_describes_an_op_timed_by_the_model():
+    from rooflinectl.explore.describe import describe
+
+    gpu = load_gpu_file(EXAMPLE)
+    a = analyze(resolve_workload("decode", model="llama-3-8b", batch=1, context=4096), gpu, calibrated=True)
+    lines = describe(a.placement("q_proj"), a)
+    assert "time     13.8 µs by the calibrated gemm memory-bound curve (1 point); 7.91 µs at the roofs" in lines
+
+
+def test_the_chart_title_names_the_op_model():
+    from rooflinectl.plot.build import chart_title
+
+    w = resolve_workload("decode")
+    assert "(measured roofs, calibrated op model)" in chart_title(w, [load_gpu_file(EXAMPLE)], True)
+    assert "(measured roofs) " in chart_title(w, [load_gpu_file(CALIBRATED)], True)
+
+
+@pytest.mark.parametrize("args", [
+    ["compare", "--tpot-ms", "30", "--prompt", "512", "--output", "16"],
+    ["plot", "pareto", "--prompt", "512", "--output", "16"],
+])
+def test_the_serving_commands_take_the_op_model(args, tmp_path):
+    """compare and plot pareto run their steps through cli/serving.step_analyzer, so under the op model."""
+    extra = ["-o", str(tmp_path / "p.svg")] if args[0] == "plot" else []
+    result = cli(*args, "--gpu", str(EXAMPLE), "--calibrated", "--json", *extra)
+    assert result.exit_code == 0, result.output
+
+
+def test_generate_times_the_prefill_by_the_op_model():
+    result = cli("analyze", "generate", "--gpu", str(EXAMPLE), "--calibrated", "--prompt", "512", "--output", "8",
+                 "--json")
+    assert result.exit_code == 0, result.output
+    g = json.loads(result.stdout)
+    assert g["hardware"]["op_model"] is True
+    prefill = json.loads(cli("analyze", "prefill", "--gpu", str(EXAMPLE), "--calibrated", "--seq-len", "512",
+                             "--json").stdout)
+    assert g["latency"]["ttft_s"] == prefill["totals"]["time_s"]
+    assert prefill["totals"]["time_s"] != prefill["time_model"]["roofline_time_s"]
