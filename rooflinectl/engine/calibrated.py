@@ -70,8 +70,8 @@ class CurveTime:
         if self.curve is None:
             assert self.note is not None
             return self.note
-        used = f"the calibrated {self.curve.op_class} {self.curve.bound}-bound curve ({len(self.curve.points)} " \
-               f"point{'s' if len(self.curve.points) > 1 else ''})"
+        n = len(self.curve.points)
+        used = f"the calibrated {self.curve.op_class} {self.curve.bound}-bound curve ({n} point{'s' if n > 1 else ''})"
         return f"{used}: {self.note}" if self.note else used
 
 
