@@ -39,7 +39,8 @@ EXPERTS_TOUCHED_OPTION = typer.Option(
     None, "--experts-touched", help="Mixture of experts: distinct experts each MoE layer reads in the step, where "
     "routing is skewed (k to E; default: the uniform expectation E·(1 − (1 − k/E)^tokens)).",
 )
-CALIBRATED_OPTION = typer.Option(False, "--calibrated", help="Use the GPU file's measured ceilings as roofs.")
+CALIBRATED_OPTION = typer.Option(False, "--calibrated", help="Use the GPU file's measured ceilings as roofs, and its "
+                                 "calibrated op model (measured.op_model), where it has one, for each op's time.")
 JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
 EP_OPTION = typer.Option(
     1, "--ep", help="Expert parallelism (a mixture of experts): GPUs the experts are spread over, attention "

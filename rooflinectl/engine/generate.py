@@ -33,6 +33,7 @@ from ..errors import UserError
 from ..specs.load import validate
 from ..specs.workload import Workload
 from ..units import gib
+from .calibrated import curve_time, op_class
 from .memory import MemoryBudget, memory_budget
 from .parallel import Layout
 from .roofline import Analysis
@@ -137,7 +138,7 @@ def _affine(samples: Sequence[Analysis], first: int) -> list[Coefficients] | Non
         coeffs.append((f0, p1.op.flops - f0, b0, p1.op.bytes - b0, p0.peak_flops, p0.bandwidth, p0.op.count,
                        p0.latency_s))
     for a in samples:
-        if len(a.placements) != len(coeffs):
+        if len(a.placements) != len(coeffs) or a.op_model != a0.op_model:
             return None
         d = a.workload.kv_len - first
         for (f0, df, b0, db, peak, bw, n, lat), p, p0 in zip(coeffs, a.placements, a0.placements, strict=True):
@@ -155,7 +156,9 @@ def decode_series(step: Callable[[int], Analysis], first: int, last: int) -> Dec
     (checked exactly at ``first``, ``first + 1``, the middle and ``last``: the engine's decode counts are, since
     attention reads and scores grow by one position per step and nothing else depends on the context), each
     step's time is Σ count·max(F(c)/peak, B(c)/bandwidth) over its ops in order, the expression and order of
-    ``roofline.place`` and ``roofline.analyze``; otherwise every step is analysed."""
+    ``roofline.place`` and ``roofline.analyze``, and under a calibrated op model each op's max read through the
+    model's curves as ``roofline.timed_by_model`` reads it (engine.calibrated.curve_time, the same function on
+    the same floats); otherwise every step is analysed."""
     if last < first:
         raise ValueError(f"an empty decode series: {first} … {last}")
     a_first = step(first)
@@ -177,13 +180,19 @@ def decode_series(step: Callable[[int], Analysis], first: int, last: int) -> Dec
                     memory_bound += p.total_time_s
             times.append(a.totals.time_s)
     else:
+        model = a_first.op_model
+        classes = [op_class(p.op) for p in a_first.placements]
         for d in range(last - first + 1):
             t = 0.0  # sum() in roofline.analyze starts at 0: 0 + x is x, to the bit
             for i, (f0, df, b0, db, peak, bw, n, lat) in enumerate(coeffs):
                 # roofline.place's expressions: a collective's latency added to its bytes' time
                 compute = (f0 + d * df) / peak
                 memory = lat + (b0 + d * db) / bw if lat else (b0 + d * db) / bw
-                ti = max(compute, memory) * n
+                one = max(compute, memory)
+                cls = classes[i]
+                if model is not None and cls is not None:  # roofline.timed_by_model's reading
+                    one = curve_time(cls, "compute" if compute > memory else "memory", one, model).time_s
+                ti = one * n
                 op_totals[i] += ti
                 if not compute > memory:  # roofline.Placement.bound: memory on a tie
                     memory_bound += ti

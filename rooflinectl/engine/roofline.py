@@ -1,7 +1,9 @@
 """Placement of operations on a GPU's roofline, step totals and sweeps. Pure: no I/O, no torch.
 
 attainable = min(peak, intensity × bandwidth); predicted time = max(FLOPs / peak, bytes / bandwidth);
-the bound is whichever term is larger (memory on a tie: the op sits exactly at the ridge).
+the bound is whichever term is larger (memory on a tie: the op sits exactly at the ridge). Under
+``calibrated=True`` with a GPU file that carries an op model (``measured.op_model``), each op's time is the
+model's instead (engine/calibrated.py); its bound, intensity and attainable rate stay the roofline's.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import UserError
-from ..specs.hardware import GPU, Roofs
+from ..specs.hardware import GPU, OpModel, Roofs
 from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
+from .calibrated import timed_by_model
 from .op import Op, Unit, matmul_unit
 from .parallel import (
     Layout,
@@ -25,74 +28,11 @@ from .parallel import (
     weight_bytes_per_gpu,
 )
 from .parallel import notes as parallel_notes
+from .placement import Placement, place
 from .quant import kernel_name
 from .transformer import step_ops
 
-
-@dataclass(frozen=True)
-class Placement:
-    op: Op
-    peak_flops: float  # FLOP/s of the compute roof above this op
-    bandwidth: float  # bytes/s of the memory roof
-    compute_time_s: float  # one instance
-    memory_time_s: float  # one instance (a collective's: its latency + bytes / the interconnect's bandwidth)
-    share: float = 0.0  # of the step's predicted time, count included
-    latency_s: float = 0.0  # a collective's fixed cost, part of memory_time_s; 0 for every other op
-
-    @property
-    def name(self) -> str:
-        return self.op.name
-
-    @property
-    def intensity(self) -> float:
-        return self.op.intensity
-
-    @property
-    def time_s(self) -> float:
-        """Predicted time of one instance."""
-        return max(self.compute_time_s, self.memory_time_s)
-
-    @property
-    def total_time_s(self) -> float:
-        return self.time_s * self.op.count
-
-    @property
-    def bound(self) -> str:
-        return "compute" if self.compute_time_s > self.memory_time_s else "memory"
-
-    @property
-    def attainable_flops(self) -> float:
-        return min(self.peak_flops, self.intensity * self.bandwidth)
-
-    @property
-    def ridge(self) -> float:
-        return self.peak_flops / self.bandwidth
-
-
-def place(op: Op, roofs: Roofs) -> Placement:
-    """Place one operation under ``roofs``. A collective (kind ``communication``) moves its bytes over the
-    interconnect, not HBM: its roof is the interconnect's bandwidth in one direction and its time
-    latency + bytes / bandwidth (engine/parallel.py states the model). Where the roofs carry that collective's
-    measured bus bandwidth and latency (``analyze --calibrated`` of a file ``calibrate --comm`` wrote), those are
-    the bandwidth and the latency: busbw × time is the bytes one GPU sends (nccl-tests' definition), the op's
-    ``bytes``; a point-to-point send, never measured, keeps the datasheet's."""
-    peak = roofs.peak(op.dtype, op.unit)
-    if op.kind == "communication":
-        measured = roofs.measured_collectives.get(op.collective) if op.collective else None
-        gbps, latency_us = measured or (roofs.interconnect_gbps, roofs.interconnect_latency_us)
-        if gbps is None or latency_us is None:
-            raise UserError(f"{roofs.gpu_id}: the GPU file gives no interconnect, so a collective cannot be timed")
-        bandwidth = gbps * 1e9
-        latency = latency_us * 1e-6
-        return Placement(op=op, peak_flops=peak, bandwidth=bandwidth, compute_time_s=op.flops / peak,
-                         memory_time_s=latency + op.bytes / bandwidth, latency_s=latency)
-    return Placement(
-        op=op,
-        peak_flops=peak,
-        bandwidth=roofs.bandwidth,
-        compute_time_s=op.flops / peak,
-        memory_time_s=op.bytes / roofs.bandwidth,
-    )
+__all__ = ["Placement", "place"]  # engine/placement.py's, re-exported: every caller imports them from here
 
 
 @dataclass(frozen=True)
@@ -190,6 +130,15 @@ class Analysis:
     layout: Layout = Layout()
     layout_notes: tuple[str, ...] = ()  # engine.parallel.notes of the whole model: what the per-GPU figures mean
     whole: Workload | None = None  # with more than one GPU: the model copy's workload (``workload`` is one GPU's)
+    # The calibrated op model that timed the ops (``analyze --calibrated`` of a file that has one); None: the
+    # roofline's times, under ``roofs``.
+    op_model: OpModel | None = None
+
+    @property
+    def roofline_time_s(self) -> float:
+        """The step's time at the roofs alone, every op's max(FLOPs / peak, bytes / bandwidth) × its count: the
+        same as ``totals.time_s`` without an op model."""
+        return sum(p.roofline_time_s * p.op.count for p in self.placements)
 
     @property
     def compute_unit(self) -> Unit:
@@ -233,6 +182,9 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     if len({op.name for op in ops}) != len(ops):
         raise ValueError("two ops of one step share a name")  # a bug in the engine: names are lookups
     placed = [place(op, roofs) for op in ops]
+    op_model = gpu.measured.op_model if calibrated and gpu.measured is not None else None
+    if op_model is not None:
+        placed = [timed_by_model(p, op_model) for p in placed]
     step_time = sum(p.total_time_s for p in placed)
     placed = [replace(p, share=p.total_time_s / step_time) for p in placed]
 
@@ -265,7 +217,7 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     measured = [c for c in roofs.measured_collectives if any(p.op.collective == c for p in placed)]
     return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals, flash=flash,
                     layout=layout, layout_notes=tuple(parallel_notes(whole, layout, measured)),
-                    whole=None if layout.single else whole)
+                    whole=None if layout.single else whole, op_model=op_model)
 
 
 SWEEP_FIELDS = SIZE_FIELDS

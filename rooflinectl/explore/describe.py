@@ -159,5 +159,7 @@ def describe(p: Placement, a: Analysis) -> list[str]:
         f"writes   {p.op.writes}",
         f"computes {p.op.computes}",
         placement_line(p),
+        *([f"time     {duration(p.time_s)} by {p.time_model}; {duration(p.roofline_time_s)} at the roofs"]
+          if p.time_model is not None else []),
         *(f"→ {h}" for h in hints(p, a)),
     ]

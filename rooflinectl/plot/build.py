@@ -117,6 +117,8 @@ def chart_title(w: Workload, gpus: Sequence[GPU], calibrated: bool, layout: Layo
     kv = f", KV cache {w.kv_dtype}" if w.kv_dtype != w.dtype else ""
     fused = f", fused {'+'.join(w.fused)}" if w.fused else ""
     roofs = " (measured roofs)" if calibrated else ""
+    if calibrated and any(g.measured is not None and g.measured.op_model is not None for g in gpus):
+        roofs = " (measured roofs, calibrated op model)"  # its times size the points (their share of the step)
     group = f" g{w.group_size}" if w.weights in GROUPED_WEIGHT_DTYPES else ""
     types = f"{w.weights}{group} weights, {w.matmul_dtype} activations" if w.quantized else w.dtype
     return f"{w.model.name} on {on}{roofs} · {types}{kv} · {w.attention} attention{fused}"

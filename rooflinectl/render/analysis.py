@@ -51,6 +51,8 @@ def analysis_json(a: Analysis) -> dict:
         # More than one GPU only: the layout, and every figure below is one GPU's.
         **({"parallel": parallel_json(a)} if not a.layout.single else {}),
         "ops": [op_json(p) for p in a.placements],
+        # Under --calibrated only: whether the GPU file's op model timed the ops, and what it is.
+        **({"time_model": time_model_json(a)} if calibrated(a) else {}),
         "totals": {
             "flops": a.totals.flops,
             "bytes": a.totals.bytes,
@@ -63,6 +65,43 @@ def analysis_json(a: Analysis) -> dict:
             **({"communication_bytes": a.totals.communication_bytes} if not a.layout.single else {}),
         },
     }
+
+
+def calibrated(a: Analysis) -> bool:
+    """Whether the analysis is under the GPU file's measured roofs (``--calibrated``)."""
+    return a.roofs.label == "measured"
+
+
+NO_OP_MODEL = "calibrated ceilings only: no op model (run rooflinectl calibrate on this GPU)"
+
+
+def time_model_json(a: Analysis) -> dict:
+    """``--calibrated``: whether the op model timed the ops and, if it did, its launch floor, timer, probe grid and
+    the step's time at the roofs alone (beside ``totals.time_s``, the model's)."""
+    m = a.op_model
+    if m is None:
+        return {"op_model": False, "note": NO_OP_MODEL}
+    return {"op_model": True, "launch_floor_s": m.launch_floor_s, "timer": m.timer, "grid": m.grid,
+            "roofline_time_s": a.roofline_time_s}
+
+
+def time_model_lines(a: Analysis) -> list[str]:
+    """``--calibrated``: how the times were made (the op model's curves, or the calibrated ceilings alone), and the
+    ops no curve of their own class and bound timed, by note."""
+    if not calibrated(a):
+        return []
+    m = a.op_model
+    if m is None:
+        return [NO_OP_MODEL]
+    lines = [f"times: the calibrated op model ({m.timer} timer, launch floor {duration(m.launch_floor_s)}): each op "
+             f"read from its class's curve of measured time over roofline time; at the roofs alone the step takes "
+             f"{duration(a.roofline_time_s)}"]
+    fallbacks: dict[str, list[str]] = {}
+    for p in a.placements:
+        if p.time_note is not None:
+            fallbacks.setdefault(p.time_note, []).append(p.name)
+    lines += [f"  {note}: {', '.join(names)}" for note, names in fallbacks.items()]
+    return lines
 
 
 def parallel_json(a: Analysis) -> dict:
@@ -109,6 +148,8 @@ def op_json(p: Placement) -> dict:
         "bound": p.bound,
         "attainable_tflops": p.attainable_flops / 1e12,
         "time_s": p.time_s,
+        # Timed by the calibrated op model only: the roofline's time beside it, and which curve gave it.
+        **({"roofline_time_s": p.roofline_time_s, "time_model": p.time_model} if p.time_model is not None else {}),
     }
 
 
@@ -118,7 +159,8 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
     w = a.workload
     # A Text, not a str, wherever a user's name goes: a str title or cell is markup to a console that reads it
     # (render.console's has markup off; Textual's and a caller's own may not).
-    title = Text(f"{w.label()} on {a.gpu.name} ({a.roofs.label} roofs)")
+    model = ", calibrated op model" if a.op_model is not None else ""
+    title = Text(f"{w.label()} on {a.gpu.name} ({a.roofs.label} roofs{model})")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
     table.add_column("op", overflow="fold", min_width=12)
     # The op's kind (engine.op.OpKind), as the engine gives it: a kind added there shows here unchanged.
@@ -162,6 +204,7 @@ def totals_lines(a: Analysis) -> list[str]:
         f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
         f"roofs: {number(a.roofs.bandwidth_gbps)} GB/s, {number(a.peak_flops / 1e12)} TFLOP/s {w.matmul_dtype}{kernel}; "
         f"ridge {number(a.ridge)} FLOP/byte",
+        *time_model_lines(a),
         *parallel_lines(a),
     ]
 

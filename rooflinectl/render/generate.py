@@ -70,7 +70,9 @@ def generation_json(g: Generation, largest_batch: int) -> dict:
     decode = g.decode
     return {
         "hardware": {"id": a.gpu.id, "name": a.gpu.name, "roofs": a.roofs.label,
-                     "bandwidth_gbps": a.roofs.bandwidth_gbps, "peak_tflops": a.peak_flops / 1e12},
+                     "bandwidth_gbps": a.roofs.bandwidth_gbps, "peak_tflops": a.peak_flops / 1e12,
+                     # Whether the GPU file's calibrated op model timed the ops (--calibrated, engine/calibrated.py).
+                     "op_model": a.op_model is not None},
         "workload": {"model": w.model.id, "dtype": w.dtype, "kv_dtype": w.kv_dtype, "weight_dtype": w.weights,
                      "act_dtype": w.matmul_dtype, "attention": w.attention, "fused": list(w.fused)},
         "request": {"prompt": r.prompt, "output": r.output, "batch": r.batch, "gpus": g.gpus},
@@ -116,7 +118,8 @@ def title_lines(g: Generation) -> list[str]:
     where = a.gpu.name if a.layout.single else f"{a.layout.gpus} × {a.gpu.name} ({a.layout.label()}, per GPU)"
     return [_workload_label(g),
             f"on {where}, {a.roofs.label} roofs: {number(a.roofs.bandwidth_gbps)} GB/s, "
-            f"{number(a.peak_flops / 1e12)} TFLOP/s {a.workload.matmul_dtype}", *a.layout_notes]
+            f"{number(a.peak_flops / 1e12)} TFLOP/s {a.workload.matmul_dtype}"
+            + ("; each op timed by the calibrated op model" if a.op_model is not None else ""), *a.layout_notes]
 
 
 def phase_table(g: Generation) -> Table:

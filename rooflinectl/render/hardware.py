@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..specs.hardware import GPU, Sourced
-from ..units import number
+from ..units import duration, number
 from .comm import fit_table
 from .hierarchy import gpu_hierarchy_json, gpu_hierarchy_view
 
@@ -107,6 +107,28 @@ def _measured_table(g: GPU) -> Table | None:
     return measured
 
 
+def _op_model_table(g: GPU) -> Table | None:
+    """The calibrated op model (``calibrate``), when the file has one: each curve's class and bound, its points
+    (roofline time → measured), and the range of measured / roofline over them (engine/calibrated.py)."""
+    m = g.measured.op_model if g.measured else None
+    if m is None:
+        return None
+    table = Table(title=Text(f"Calibrated op model ({m.timer} timer, launch floor {duration(m.launch_floor_s)})"),
+                  title_justify="left", caption=Text(f"probed: {m.grid}"), caption_justify="left")
+    table.add_column("class")
+    table.add_column("bound")
+    table.add_column("points: roofline → measured", overflow="fold")
+    table.add_column("measured / roofline", justify="right", no_wrap=True)
+    for c in m.curves:
+        ratios = [p.measured_s / p.roof_s for p in c.points]
+        low, high = min(ratios), max(ratios)
+        table.add_row(c.op_class, c.bound,
+                      Text("; ".join(f"{duration(p.roof_s, sep='')} → {duration(p.measured_s, sep='')}"
+                                     for p in c.points)),
+                      f"{low:.2f}×" if low == high else f"{low:.2f}–{high:.2f}×")
+    return table
+
+
 def gpu_detail(g: GPU) -> Group:
     """One GPU's spec, each section with its numbered source; its measured ceilings; its memory hierarchy."""
     c = g.compute
@@ -115,6 +137,9 @@ def gpu_detail(g: GPU) -> Group:
     measured = _measured_table(g)
     if measured is not None:
         parts.append(measured)
+    op_model = _op_model_table(g)
+    if op_model is not None:
+        parts.append(op_model)
     comm = fit_table(g)
     if comm is not None:
         parts.append(comm)

@@ -238,6 +238,65 @@ class MeasuredInterconnect(Strict):
         return points[-1].busbw_gbps, points[0].time_s * 1e6
 
 
+# --- the calibrated op model (``calibrate``'s probes; engine/calibrated.py fits and predicts with it) ----------
+
+# The classes of ops the model has curves for (engine.calibrated.op_class maps each op kind to one): matmuls
+# against weights or activations, the attention core, and the kernels that only move data (norms, elementwise,
+# gathers, copies). A collective has no class: it keeps its measured-collective timing (engine/parallel.py).
+OpClass = Literal["gemm", "attention", "memory"]
+# A probe's time in seconds: finite, from a picosecond (no kernel launches in less than a nanosecond; the floor keeps
+# a ratio measured / roof finite, where a subnormal 5e-324 made it infinite) to an hour (no single kernel runs longer).
+ProbeSeconds = Annotated[float, Field(ge=1e-12, le=3600, allow_inf_nan=False)]
+
+
+class OpPoint(Strict):
+    """One probe: its roofline time under the calibrated roofs (max(bytes / bandwidth, FLOPs / peak), one instance)
+    and its measured median, both in seconds."""
+
+    label: str = Field(min_length=1)  # what was run, e.g. "linear 1x4096x4096 bf16"
+    roof_s: ProbeSeconds
+    measured_s: ProbeSeconds
+
+
+class OpCurve(Strict):
+    """The probes of one class of ops bound by one roof, in order of their roofline time: what
+    ``analyze --calibrated`` reads an op's time from (engine.calibrated.curve_time)."""
+
+    op_class: OpClass
+    bound: Literal["memory", "compute"]
+    points: list[OpPoint] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _roof_times_rise(self) -> Self:
+        roofs = [p.roof_s for p in self.points]
+        if any(b <= a for a, b in zip(roofs, roofs[1:], strict=False)):
+            raise ValueError(f"the {self.op_class} {self.bound}-bound curve's roof_s must rise strictly, point by "
+                             f"point (probes of equal roofline time are merged into one when fitted)")
+        return self
+
+
+class OpModel(Strict):
+    """The calibrated model of where time goes (engine/calibrated.py states it): per (class, bound) a curve of
+    measured time over roofline time, and the launch floor no kernel runs under."""
+
+    launch_floor_s: ProbeSeconds
+    grid: str = Field(min_length=1)  # what was probed, in words (sizes, shapes, data types), for the record
+    timer: str = Field(min_length=1)  # how the probes were timed, e.g. "cuda_graph"
+    curves: list[OpCurve]
+
+    @model_validator(mode="after")
+    def _one_curve_each(self) -> Self:
+        keys = [(c.op_class, c.bound) for c in self.curves]
+        for key in keys:
+            if keys.count(key) > 1:
+                raise ValueError(f"two {key[0]} {key[1]}-bound curves: give each (op_class, bound) once")
+        return self
+
+    def curve(self, op_class: OpClass, bound: str) -> OpCurve | None:
+        """The curve of ``op_class`` ops bound by ``bound``, or None where none was calibrated."""
+        return next((c for c in self.curves if c.op_class == op_class and c.bound == bound), None)
+
+
 class Measured(Ceilings):
     """The ``measured`` section of a hardware YAML: ceilings written by ``rooflinectl calibrate``, with where,
     when and how they were measured, and the collectives ``calibrate --comm`` measured (``interconnect``). The
@@ -252,12 +311,17 @@ class Measured(Ceilings):
     driver: str | None = None
     copy_bandwidth_gbps: Rate | None = None  # bytes read + bytes written of a large device-to-device copy
     interconnect: MeasuredInterconnect | None = None
+    # The calibrated op model (``calibrate``): each op's time read from its class's curve (engine/calibrated.py).
+    op_model: OpModel | None = None
 
     @model_validator(mode="after")
     def _one_gpu_fields_together(self) -> Self:
         given = {n: getattr(self, n) is not None for n in _ONE_GPU_FIELDS}
         if all(given.values()):
             return self
+        if self.op_model is not None:  # its roofline times are under the measured ceilings: it needs them
+            missing = ", ".join(n for n, g in given.items() if not g)
+            raise ValueError(f"op_model needs the measured ceilings its roof times were computed under: {missing}")
         if any(given.values()) or self.tensor_tflops or self.vector_tflops or self.triton_version or self.driver:
             missing = ", ".join(n for n, g in given.items() if not g)
             raise ValueError(f"the measured ceilings need {missing} as well")

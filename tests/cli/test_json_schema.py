@@ -86,6 +86,10 @@ ANALYZE = {
     "totals.flops": (int,), "totals.bytes": (int,), "totals.time_s": (float,), "totals.tokens_per_s": (float,),
     "totals.weight_bytes": (int,), "totals.kv_cache_bytes": (int,), "totals.memory_bytes": (int,),
     "totals.fits": (bool,),
+    # --calibrated only: the time model; with an op model, its figures and each op's roofline time and curve.
+    "time_model.op_model": (bool,), "time_model.note": (str,), "time_model.launch_floor_s": (float,),
+    "time_model.timer": (str,), "time_model.grid": (str,), "time_model.roofline_time_s": (float,),
+    "ops[].roofline_time_s": (float,), "ops[].time_model": (str,),
 }
 
 ANALYZE_CASES = [
@@ -103,6 +107,11 @@ ANALYZE_CASES = [
     ["analyze", "prefill", "--gpu", "h100", "--weight-dtype", "fp8", "--act-dtype", "fp8"],
     ["analyze", "decode", "--gpu", "b200", "--model", "mixtral-8x7b", "--batch", "8", "--weight-dtype", "nvfp4",
      "--act-dtype", "fp4"],
+    # --calibrated: a file with an op model (engine/calibrated.py), and one with the ceilings alone.
+    ["analyze", "prefill", "--gpu", str(ROOT / "docs" / "results" / "op-model-example" / "h200-issue14.yaml"),
+     "--calibrated"],
+    ["analyze", "decode", "--gpu", str(ROOT / "docs" / "results" / "h200-2026-12-02" / "calibrated.yaml"),
+     "--calibrated"],
 ]
 
 
@@ -168,6 +177,11 @@ GPU_SPEC = {
     "measured.copy_bandwidth_gbps": (float, NONE), "measured.tensor_tflops": (dict,),
     "measured.tensor_tflops.*": (float,), "measured.vector_tflops": (dict,), "measured.vector_tflops.*": (float,),
     "measured.interconnect": (NONE,),
+    "measured.op_model": (NONE,),
+    **{f"measured.op_model.{k}": v for k, v in {
+        "launch_floor_s": (float,), "grid": (str,), "timer": (str,), "curves[].op_class": (str,),
+        "curves[].bound": (str,), "curves[].points[].label": (str,), "curves[].points[].roof_s": (float,),
+        "curves[].points[].measured_s": (float,)}.items()},
     **{f"measured.interconnect.{k}": v for k, v in {
         "device_name": (str,), "gpu_count": (int,), "backend": (str,), "date": (str,), "command": (str,),
         "torch_version": (str,), "nccl_version": (str, NONE), "collectives.*[].bytes": (int,),
@@ -197,7 +211,11 @@ HIERARCHY_MAPS = frozenset({"hierarchy.levels[].ridge_flop_per_byte", "hierarchy
 
 CALIBRATED = {"device_name": "NVIDIA H100 80GB HBM3", "date": "2026-12-01T10:00:00+00:00",
               "command": "rooflinectl calibrate -o lab-h100.yaml --gpu h100", "torch_version": "2.4.0",
-              "copy_bandwidth_gbps": 2950, "tensor_tflops": {"bf16": 760.5}, "vector_tflops": {"fp32": 50}}
+              "copy_bandwidth_gbps": 2950, "tensor_tflops": {"bf16": 760.5}, "vector_tflops": {"fp32": 50},
+              # An op model's times written as YAML gives them (an integer where it is one: still a float out).
+              "op_model": {"launch_floor_s": 2e-6, "grid": "test", "timer": "cuda_graph", "curves": [
+                  {"op_class": "gemm", "bound": "memory",
+                   "points": [{"label": "linear 1x4096x4096 bf16", "roof_s": 1e-5, "measured_s": 1}]}]}}
 
 
 @pytest.fixture
@@ -436,7 +454,8 @@ CALIBRATE = {
     # calibrate probes no vector unit: its vector_tflops is always empty (a hardware file's may not be).
     **_under("measured", {k.removeprefix("measured."): v for k, v in GPU_SPEC.items()
                           if k.startswith("measured.") and k != "measured.vector_tflops.*"
-                          and not k.startswith("measured.interconnect.")}),  # calibrate --comm's: not calibrate's
+                          and not k.startswith("measured.interconnect.")  # calibrate --comm's: not calibrate's
+                          and not k.startswith("measured.op_model.")}),  # calibrate writes no op model yet
 }
 
 

@@ -15,7 +15,7 @@ NONE = type(None)
 
 GENERATE = {
     "hardware.id": (str,), "hardware.name": (str,), "hardware.roofs": (str,), "hardware.bandwidth_gbps": (float,),
-    "hardware.peak_tflops": (float,),
+    "hardware.peak_tflops": (float,), "hardware.op_model": (bool,),
     "workload.model": (str,), "workload.dtype": (str,), "workload.kv_dtype": (str,), "workload.weight_dtype": (str,),
     "workload.act_dtype": (str,), "workload.attention": (str,), "workload.fused": (list,), "workload.fused[]": (str,),
     "request.prompt": (int,), "request.output": (int,), "request.batch": (int,), "request.gpus": (int,),

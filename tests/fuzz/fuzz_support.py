@@ -186,11 +186,16 @@ def check_analysis(data: dict, r: Run, peaks_tflops: set[float], capacity_bytes:
     top_peak = max(peaks_tflops) * 1e12
     assert close(hw["ridge"], hw["peak_tflops"] * 1e12 / bandwidth), f"ridge != peak / bandwidth:\n{where}"
     assert any(close(hw["peak_tflops"], p) for p in peaks_tflops), f"peak_tflops is none of the roofs:\n{where}"
+    model = data.get("time_model", {})
     for o in ops:
         memory_floor, compute_floor = o["bytes"] / bandwidth, o["flops"] / top_peak
         name = o["name"]
         assert o["count"] >= 1 and isinstance(o["count"], int), f"{name}: count {o['count']!r}:\n{where}"
-        assert o["time_s"] > 0, f"{name}: time 0:\n{where}"
+        assert o["time_s"] > 0 and math.isfinite(o["time_s"]), f"{name}: time {o['time_s']!r}:\n{where}"
+        if "roofline_time_s" in o:  # timed by the calibrated op model: never under its launch floor
+            assert model.get("op_model") is True, f"{name}: an op model's time without the op model:\n{where}"
+            assert o["time_s"] >= model["launch_floor_s"] * (1 - REL), f"{name}: under the launch floor:\n{where}"
+            o = {**o, "time_s": o["roofline_time_s"]}  # the roofline's own relations hold of its time
         assert o["time_s"] >= memory_floor * (1 - REL), f"{name}: time below bytes / bandwidth:\n{where}"
         assert o["time_s"] >= compute_floor * (1 - REL), f"{name}: time below FLOPs / the highest peak:\n{where}"
         if o["bytes"] > 0:

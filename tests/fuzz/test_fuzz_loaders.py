@@ -119,6 +119,28 @@ def test_calibrated_hardware_file(data):
         check_gpu_file(path, calibrated=True)
 
 
+# A small op model (engine/calibrated.py) beside MEASURED's ceilings, for the fuzz to mutate.
+OP_MODEL = {"launch_floor_s": 2e-06, "grid": "fuzz", "timer": "cuda_graph", "curves": [
+    {"op_class": "gemm", "bound": "memory", "points": [{"label": "gemv", "roof_s": 1e-05, "measured_s": 1.8e-05},
+                                                       {"label": "gemv x4", "roof_s": 4e-05, "measured_s": 5e-05}]},
+    {"op_class": "memory", "bound": "memory", "points": [{"label": "add", "roof_s": 4e-07, "measured_s": 2.2e-06}]},
+]}
+
+
+@fuzz_settings(30)
+@given(st.data())
+def test_op_model_file(data):
+    """A calibrated file with an op model, mutated inside the op model: refused in one line, or every op timed
+    at or above the launch floor, finite, with the roofline's own relations intact (check_analysis)."""
+    base = {**BASE_GPUS["h100-sxm.yaml"], "id": "lab-h100", "aliases": [],
+            "measured": {**MEASURED, "op_model": OP_MODEL}}
+    content = data.draw(file_text(base, protect=("measured", "op_model")), label="file")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "lab-h100.yaml"
+        path.write_bytes(content)
+        check_gpu_file(path, calibrated=True)
+
+
 def check_workload(args: list[str], path: Path) -> None:
     r = run("analyze", *args, "--json")
     data = check(r, json_out=True)
