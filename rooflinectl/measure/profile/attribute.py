@@ -150,7 +150,11 @@ def short_name(name: str) -> str:
     base, rest = text.split("<", 1)
     base = base.split("::")[-1].strip()
     inner = [m for m in _FUNCTOR.findall(rest) if m != base]
-    return f"{base}<{inner[0]}>" if inner else base
+    if inner:
+        return f"{base}<{inner[0]}>"
+    # No functor: the first template argument where it is a name (cutlass's kernel traits, a dtype), not a size.
+    first = re.split(r"[,<>(]", rest, maxsplit=1)[0].strip()
+    return f"{base}<{first}>" if first and not first[0].isdigit() else base
 
 
 # --- the rules -----------------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import platform
-import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -221,16 +220,13 @@ def _graph_times(built: hf.Built, eager: list[Event], reps: int) -> tuple[list[E
         for _ in range(reps):
             g.replay()
         torch.cuda.synchronize()
-    replayed = trace.kernels(list(prof.events()))
-    n = len(eager)
-    names = [e.name for e in eager]
-    chunks = [replayed[i * n:(i + 1) * n] for i in range(reps)]
-    if len(replayed) != n * reps or any([k.name for k in c] != names for c in chunks):
+    replayed = [(k.name, trace.kernel_time_s(k)) for k in trace.kernels(list(prof.events()))]
+    matched = trace.match_replays(eager, replayed, reps)
+    if matched is None:
         return eager, step_s, [f"the replays' kernels ({len(replayed)} in {reps} replays) do not match the eager "
-                               f"step's {n} one to one: per-op times are the eager step's kernel times; the step's "
-                               f"wall time is the replay's"]
-    times = [statistics.fmean(trace.kernel_time_s(c[i]) for c in chunks) for i in range(n)]
-    return [replace(e, time_s=t) for e, t in zip(eager, times, strict=True)], step_s, []
+                               f"step's {len(eager)} one to one: per-op times are the eager step's kernel times; "
+                               f"the step's wall time is the replay's"]
+    return matched, step_s, []
 
 
 def _whole(op: Op) -> Op:

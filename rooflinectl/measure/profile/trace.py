@@ -10,7 +10,9 @@ with no range (unattributed), never dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .attribute import Event, Range
@@ -82,3 +84,16 @@ def gpu_events(events: list[Any]) -> list[Event]:
 
 def kernel_time_s(k: Any) -> float:
     return float(k.time_range.end - k.time_range.start) * 1e-6
+
+
+def match_replays(eager: Sequence[Event], replayed: Sequence[tuple[str, float]], reps: int) -> list[Event] | None:
+    """The eager step's events with each kernel's mean time over ``reps`` graph replays, where the replays'
+    kernels (name, seconds), in the order they started, are the eager step's kernels ``reps`` times over, name
+    for name; None where they are not (a different count, or a name out of place)."""
+    n = len(eager)
+    if n == 0 or reps < 1 or len(replayed) != n * reps:
+        return None
+    chunks = [replayed[i * n:(i + 1) * n] for i in range(reps)]
+    if any(name != e.name for chunk in chunks for (name, _), e in zip(chunk, eager, strict=True)):
+        return None
+    return [replace(e, time_s=statistics.fmean(chunk[i][1] for chunk in chunks)) for i, e in enumerate(eager)]
