@@ -3,6 +3,9 @@ outside every op; the summary line. They lay out the record and compute nothing.
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -35,8 +38,16 @@ def _cut(name: str, width: int = NAME_WIDTH) -> str:
 def headline(r: ProfileRecord) -> str:
     clock = "GPU kernel time" if r.clock == "gpu kernels" else "CPU time, not a GPU figure"
     graph = ", replayed from a CUDA graph" if r.timer == "cuda_graph" else ", eager"
-    return (f"{r.workload}\n{r.gpu.name}{graph}; {r.attn_implementation} attention; {clock}; "
-            f"torch {r.torch_version}, transformers {r.transformers_version}")
+    return (f"{r.workload}\n{r.gpu.name}{graph}; {r.attn_implementation} attention; {clock}\n"
+            f"torch {r.torch_version}, transformers {r.transformers_version}, {r.date}")
+
+
+def _prose(con: Console, text: str) -> None:
+    """Prose wrapped to the console's width with each number on the line of its unit ("94.5 µs", never "94.5"
+    at a line's end and "µs" on the next): textwrap breaks only at the spaces left (rich would break anywhere)."""
+    glued = re.sub(r"(\d) (?=(ns|µs|ms|s|min|h|launches|calls|kernels|CPU ops)\b)", "\\1\u00a0", text)
+    wrapped = textwrap.fill(glued, width=max(40, con.width), break_long_words=False, break_on_hyphens=False)
+    con.print(wrapped.replace("\u00a0", " "), soft_wrap=True)
 
 
 def ops_table(r: ProfileRecord) -> Table:
@@ -69,10 +80,10 @@ def ops_table(r: ProfileRecord) -> Table:
 
 
 def kernels_table(items: list[tuple[str, KernelTime]], what: str) -> Table:
-    """Overhead or unattributed kernels by name, largest first, with where they ran."""
+    """Overhead or unattributed kernels by name, largest first, with the op they ran in ('' for none)."""
     t = _table()
     t.add_column(what, no_wrap=True)
-    t.add_column("in", no_wrap=True)
+    t.add_column("in" if any(where for where, _ in items) else "", no_wrap=True)
     t.add_column("time", justify="right", no_wrap=True)
     t.add_column("n", justify="right", no_wrap=True)
     t.add_column("%step", justify="right", no_wrap=True)
@@ -102,9 +113,9 @@ def print_profile(con: Console, r: ProfileRecord) -> None:
         con.print(kernels_table(overhead, "kernel" if r.clock == "gpu kernels" else "CPU op"))
     if r.unattributed:
         con.print("Unattributed: outside every op")
-        con.print(kernels_table([("-", k) for k in r.unattributed], "kernel" if r.clock == "gpu kernels"
+        con.print(kernels_table([("", k) for k in r.unattributed], "kernel" if r.clock == "gpu kernels"
                                 else "CPU op"))
-    con.print(totals_line(r))
-    con.print(r.summary)
+    _prose(con, totals_line(r))
+    _prose(con, r.summary)
     for note in r.notes:
-        con.print(f"Note: {note}")
+        _prose(con, f"Note: {note}")

@@ -95,14 +95,18 @@ def config_from_json(path_text: str) -> Any:
     model_type = data.get("model_type")
     if not isinstance(model_type, str):
         raise UserError(f"{path}: field 'model_type': missing (transformers builds a model by it)")
+    from transformers import __version__
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        raise UserError(f"{path}: model_type '{model_type}' is an architecture transformers {__version__} does not "
+                        f"know")
     data = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version", "_name_or_path")}
     try:
         config = AutoConfig.for_model(model_type, **data)
-    except (ValueError, KeyError):
-        from transformers import __version__
-
-        raise UserError(f"{path}: model_type '{model_type}' is an architecture transformers {__version__} does not "
-                        f"know") from None
+    except Exception as err:  # transformers' own validation (a ValueError, or huggingface_hub's strict dataclass's)
+        reason = " ".join(str(err).split())
+        raise UserError(f"{path}: transformers {__version__} refuses the config: {reason[-200:]}") from None
     if model_type not in MAPPED_TYPES:
         raise UserError(f"{path}: model_type '{model_type}': profile maps the modules of "
                         f"{', '.join(MAPPED_TYPES)} onto the engine's ops, not this one")
