@@ -34,6 +34,9 @@ CASES = {
     # Qwen3: q_norm and k_norm over each head, between the projections and RoPE.
     "qwen3-decode": ({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]},
                      dict(phase="decode", batch=1, length=16, attn_implementation="sdpa")),
+    # Mistral with a window of 16 positions: every layer slides, the engine's core is attention_local.
+    "mistral-window": ({"model_type": "mistral", "architectures": ["MistralForCausalLM"], "sliding_window": 16},
+                       dict(phase="decode", batch=1, length=24, attn_implementation="sdpa")),
 }
 
 
@@ -66,6 +69,8 @@ def test_ops_are_the_engines_and_each_ran(runs, case):
     assert all(o.launches > 0 and o.measured_s is not None for o in r.ops), [o.op for o in r.ops if not o.launches]
     if case == "decode-eager":
         assert {"qk", "softmax", "pv"} <= set(engine) and "attention" not in engine
+    elif case == "mistral-window":
+        assert "attention_local" in engine and "attention" not in engine
     else:
         assert "attention" in engine
     if case == "qwen3-decode":
