@@ -91,26 +91,30 @@ def test_plot_refuses_a_cpu_profile(saved, tmp_path):
     assert not (tmp_path / "p.png").exists()
 
 
-def test_plot_draws_a_gpu_profile_ops_under_the_roofs(saved, tmp_path):
-    """A GPU record (the CPU one relabelled: the chart reads the record, not the device) is drawn as measured
-    points, one an op that ran, each at the op's whole-step count."""
+def test_plot_places_a_gpu_profile_ops_under_the_roofs(saved, tmp_path):
+    """A GPU record (the CPU one relabelled: the chart reads the record, not the device) is placed as measured
+    points through plot --measured's reader, one an op that ran, each at the op's whole-step count and its
+    measured rate (the chart built, not drawn: matplotlib is plot's own tests' cost)."""
+    from rooflinectl.plot.build import build_chart
+    from rooflinectl.plot.measured import load_measured
+    from rooflinectl.specs.hardware import load_gpu
+    from rooflinectl.specs.workload import resolve_workload
+
     _, path = saved
     data = json.loads(path.read_text())
     data.update(clock="gpu kernels", device="cuda")
     data["gpu"].update(name="NVIDIA H100 80GB HBM3", spec="h100-sxm")
     gpu_path = tmp_path / "gpu.json"
     gpu_path.write_text(json.dumps(data))
-    result = cli("plot", "decode", "--gpu", "h100", "--measured", str(gpu_path), "-o", str(tmp_path / "p.png"),
-                 "--json")
-    assert result.exit_code == 0, result.output
-    chart = json.loads(result.stdout)
-    points = [m for panel in chart["panels"] for m in panel["measured"]]
+    run = load_measured(gpu_path)
+    chart = build_chart([resolve_workload("decode")], [load_gpu("h100")], measured=run)
+    points = [m for panel in chart.panels for m in panel.measured]
     drawn = {o["op"]: o for o in data["ops"] if o["measured_s"] and o["flops"] > 0}
-    assert {p["op"] for p in points} == set(drawn)
+    assert {p.op for p in points} == set(drawn) and all(p.kernel == "profile" for p in points)
     for p in points:
-        o = drawn[p["op"]]
-        assert math.isclose(p["intensity"], o["flops"] / o["bytes"], rel_tol=1e-12)
-        assert math.isclose(p["flops"], o["flops"] / o["measured_s"], rel_tol=1e-12)
+        o = drawn[p.op]
+        assert math.isclose(p.intensity, o["flops"] / o["bytes"], rel_tol=1e-12)
+        assert math.isclose(p.flops, o["flops"] / o["measured_s"], rel_tol=1e-12)
 
 
 def test_a_users_module(tmp_path, monkeypatch, config):
