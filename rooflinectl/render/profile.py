@@ -23,8 +23,15 @@ def _t(x: float | None) -> str:
     return "-" if x is None else duration(x)
 
 
+# A rate below this shows as "<0.001" (a CPU run's tiny model): the table stays within 100 columns; --json has
+# every digit.
+SMALLEST_RATE = 0.001
+
+
 def _n(x: float | None) -> str:
-    return "-" if x is None else number(x)
+    if x is None:
+        return "-"
+    return f"<{SMALLEST_RATE:g}" if 0 < x < SMALLEST_RATE else number(x)
 
 
 def _table() -> Table:
@@ -65,7 +72,7 @@ def ops_table(r: ProfileRecord) -> Table:
     t.add_column("TFLOP/s", justify="right", no_wrap=True)
     if gpu:
         t.add_column("%roof", justify="right", no_wrap=True)
-    t.add_column("overhead", justify="right", no_wrap=True)
+    t.add_column("overhead", justify="right", no_wrap=True)  # its kernels by name: the overhead table
     for o in r.ops:
         row = [o.op, str(o.count), _t(o.predicted_s)]
         if calibrated:
@@ -73,8 +80,7 @@ def ops_table(r: ProfileRecord) -> Table:
         row += [_t(o.measured_s), f"{o.launches:,}", _n(o.achieved_gbps), _n(o.achieved_tflops)]
         if gpu:
             row.append("-" if o.roof_pct is None else f"{o.roof_pct:.0f}")
-        over = sum(k.time_s for k in o.overhead)
-        row.append(f"{duration(over)} ({sum(k.launches for k in o.overhead):,})" if o.overhead else "-")
+        row.append(duration(sum(k.time_s for k in o.overhead)) if o.overhead else "-")
         t.add_row(*row)
     return t
 
