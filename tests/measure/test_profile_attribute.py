@@ -180,3 +180,35 @@ def test_graph_replays_matched_to_the_eager_kernels_by_position():
     assert match_replays(eager, replayed[:5], 2) is None  # a kernel short
     swapped = [("a", 1e-6), ("c", 2e-6), ("b", 3e-6)] * 2
     assert match_replays(eager, swapped, 2) is None  # a name out of place
+
+
+def test_gpu_kernels_find_their_ranges_through_the_launching_op():
+    """trace.gpu_events on events shaped as torch.profiler's FunctionEvents: a kernel is tied to the aten op whose
+    id is its linked_correlation_id, and that op's ancestors give the ranges; the CUDA runtime's launch call and
+    the device-side mirror of a range are not kernels; a kernel no op launched keeps no range."""
+    from types import SimpleNamespace
+
+    from rooflinectl.measure.profile.trace import gpu_events
+
+    def event(id, name, device="CPU", parent=None, linked=0, start=0.0, end=0.0, annotation=False):
+        return SimpleNamespace(id=id, name=name, device_type=f"DeviceType.{device}", cpu_parent=parent,
+                               linked_correlation_id=linked, time_range=SimpleNamespace(start=start, end=end),
+                               is_user_annotation=annotation)
+
+    layer = event(1, "rooflinectl:layer", annotation=True)
+    q = event(2, "rooflinectl:q_proj", parent=layer, annotation=True)
+    linear = event(3, "aten::linear", parent=q)
+    mm = event(4, "aten::mm", parent=linear)
+    events = [
+        layer, q, linear, mm,
+        event(5, "cudaLaunchKernel", parent=mm, linked=4),
+        event(6, "sm90_xmma_gemm_bf16", device="CUDA", linked=4, start=10.0, end=13.5),
+        event(7, "rooflinectl:q_proj", device="CUDA", linked=2, start=10.0, end=14.0, annotation=True),
+        event(8, "Memset (Device)", device="CUDA", linked=99, start=20.0, end=21.0),
+    ]
+    got = gpu_events(events)
+    assert [e.name for e in got] == ["sm90_xmma_gemm_bf16", "Memset (Device)"]
+    gemm, memset = got
+    assert [r.label for r in gemm.ranges] == ["layer", "q_proj"] and gemm.calls == ("aten::linear", "aten::mm")
+    assert gemm.call_id == 3 and math.isclose(gemm.time_s, 3.5e-6)
+    assert memset.ranges == () and memset.calls == ()
