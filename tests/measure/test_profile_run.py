@@ -134,3 +134,29 @@ def test_the_cpu_total_is_every_cpu_op_of_the_step(tmp_path_factory):
     assert not any(r.label == HARNESS for e in events for r in e.ranges)
     labels = {r.label for e in events for r in e.ranges}
     assert {"q_proj", "attention_core", "rope", "kv_write", "attn_residual", "mlp_residual"} <= labels
+
+
+def test_predictions_under_the_spec_and_the_measured_ceilings(tmp_path, tmp_path_factory):
+    """With a GPU file that calibrate wrote, each op is predicted twice. q_proj at batch 2 (decode, fp32, two
+    layers) moves 2·(2·64 + 64·64 + 2·64)·4 = 34,816 bytes for 32,768 FLOPs: memory-bound under both, so
+    34,816 B / 3,350 GB/s (the H100 SXM's datasheet) and / 2,950 GB/s (the copy ceiling measured)."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    spec = yaml.safe_load((root / "hardware" / "h100-sxm.yaml").read_text())
+    spec.update(id="lab-h100", aliases=[], measured={
+        "device_name": "NVIDIA H100 80GB HBM3", "date": "2026-12-01T10:00:00+00:00",
+        "command": "rooflinectl calibrate -o lab-h100.yaml --gpu h100", "torch_version": "2.4.0",
+        "copy_bandwidth_gbps": 2950.0, "tensor_tflops": {"bf16": 760.5}, "vector_tflops": {"fp32": 50.0}})
+    path = tmp_path / "lab-h100.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    req = ProfileRequest(model=tiny_config(tmp_path_factory, "calib"), phase="decode", batch=2, length=8,
+                         device="cpu", reps=1)
+    r = run_profile(req, gpu=str(path))
+    q = next(o for o in r.ops if o.op == "q_proj")
+    assert q.bytes == 34816 and q.flops == 32768
+    assert math.isclose(q.predicted_s, 34816 / 3350e9, rel_tol=1e-12)
+    assert math.isclose(q.calibrated_s, 34816 / 2950e9, rel_tol=1e-12)
+    assert all(o.calibrated_s is not None for o in r.ops)

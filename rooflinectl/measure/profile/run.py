@@ -30,7 +30,7 @@ from ...errors import UserError
 from ...specs.hardware import GPU
 from ...specs.workload import Workload, resolve_workload
 from ...units import duration
-from ..device import device_info, now
+from ..device import device_info, now, spec_mismatch_notes
 from . import build as hf
 from .attribute import Attribution, Event, NameTime, attribute
 from .record import KernelTime, OpProfile, ProfileRecord, Timer
@@ -111,7 +111,9 @@ def run_profile(req: ProfileRequest, gpu: str | None = None, default_gpu: str = 
     timer: Timer = "cuda_graph" if graph and not any(n.startswith("no CUDA graph") for n in notes) else "eager"
     a = attribute(events, [(o.name, o.kind) for o in ops], core_ops(w))
     info = device_info(spec, req.device)
-    if req.device == "cpu":
+    if req.device == "cuda":
+        notes += spec_mismatch_notes(spec, info)  # a --gpu that visibly is not the device
+    else:
         info = info.model_copy(update={"name": f"CPU ({platform.processor() or platform.machine()})"})
         notes.append(f"CPU time, not a GPU figure: the CPU ops' self time; predictions are for {spec.name}, "
                      f"given for reference, with no share of its roof")
