@@ -61,11 +61,15 @@ def _device(e: Any) -> str:
     return str(getattr(e, "device_type", "CPU")).rsplit(".", 1)[-1]
 
 
+# The profiler's own bookkeeping, which some torch versions list among the device's events: not the model's work.
+PROFILER_OVERHEAD = frozenset({"Activity Buffer Request"})
+
+
 def kernels(events: Iterable[Any]) -> list[Any]:
-    """The device's own events (kernels, memcpy, memset), not the device-side mirror of the ranges, in the order
-    they started."""
+    """The device's own events (kernels, memcpy, memset), not the device-side mirror of the ranges nor the
+    profiler's bookkeeping, in the order they started."""
     out = [e for e in events if _device(e) == "CUDA" and not _is_annotation(e)
-           and not e.name.startswith("gpu_user_annotation")]
+           and not e.name.startswith("gpu_user_annotation") and e.name not in PROFILER_OVERHEAD]
     return sorted(out, key=_us)
 
 
