@@ -13,7 +13,7 @@ from ._app import app
 
 # Each module registers its commands on ``app`` when imported. Modules stay light: heavy imports (matplotlib,
 # torch, triton, textual) happen inside the command functions that need them.
-_COMMAND_MODULES = ("analyze", "catalog", "plot", "measure", "occupancy", "explore", "compare")
+_COMMAND_MODULES = ("analyze", "catalog", "plot", "measure", "occupancy", "explore", "compare", "profile")
 
 for _name in _COMMAND_MODULES:
     importlib.import_module(f"{__name__}.{_name}")

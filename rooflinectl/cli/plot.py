@@ -126,7 +126,8 @@ def plot(
     ep: int = EP_OPTION,
     pp: int = PP_OPTION,
     measured: Path = typer.Option(
-        None, "--measured", help="Overlay measured kernels from a 'rooflinectl measure --save' JSON file."
+        None, "--measured", help="Overlay measured kernels from a 'rooflinectl measure --save' or 'rooflinectl "
+        "profile --save' JSON file."
     ),
     output: Path = typer.Option(Path("roofline.png"), "--output", "-o", help="The file to write: .png, .svg or .pdf."),
     json: bool = typer.Option(False, "--json", help="Print the chart's content (roofs, ridges, points) as JSON."),

@@ -28,11 +28,21 @@ PAIR_DECADES = math.log10(2)
 def load_measured(path: Path) -> MeasurementFile:
     """The file ``rooflinectl measure --save`` writes, read by ``measure.records.load`` (every schema version it
     reads); a malformed file, or one with no timed record (nothing to draw), is a one-line UserError."""
-    run = load(path)  # its schema bounds what the chart divides by: bytes and time_s > 0, flops >= 0, all finite
+    run = _profile(path) or load(path)  # its schema bounds what the chart divides by: bytes, time_s > 0, finite
     if all(r.time_s is None for r in run.records):
         raise UserError(f"{path}: no record has a time (each failed its check, or ran in the Triton interpreter): "
                         f"nothing to draw")
     return run
+
+
+def _profile(path: Path) -> MeasurementFile | None:
+    """A ``rooflinectl profile --save`` record (``"kind": "profile"``), its ops as measured records (the step's
+    count and kernel time of each: ``ProfileRecord.to_measurement``); None for any other file."""
+    from ..measure.profile import record as profile_record
+    from ..specs.load import read_json
+
+    data = read_json(path, "a measurement record (a JSON object)")
+    return profile_record.load(path, data).to_measurement() if profile_record.is_profile(data) else None
 
 
 def measured_gpu(run: MeasurementFile, gpus: Sequence[GPU], source: str = "measured file") -> GPU:

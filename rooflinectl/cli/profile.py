@@ -1,0 +1,77 @@
+"""``rooflinectl profile``: a Hugging Face model's kernels, each charged to the engine op it serves, beside the
+engine's prediction (issue 15)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import typer
+
+from ._app import DEFAULT_GPU, app, command, console, print_json
+
+
+def _command_line(model: str, phase: str, batch: int, length: int, attn: str, cuda_graph: bool | None,
+                  device: str, gpu: str | None, module: str | None) -> str:
+    """The command that reproduces the run (the record's ``command``)."""
+    args = ["rooflinectl", "profile", "--model", model, "--phase", phase, "--batch", str(batch),
+            "--context" if phase == "decode" else "--seq-len", str(length), "--attn-implementation", attn,
+            "--device", device]
+    if cuda_graph is not None:
+        args.append("--cuda-graph" if cuda_graph else "--no-cuda-graph")
+    if gpu is not None:
+        args += ["--gpu", gpu]
+    if module is not None:
+        args += ["--module", module]
+    return shlex.join(args)
+
+
+@command(app)
+def profile(
+    model: str = typer.Option("llama-3-8b", "--model", "-m", help="Model id or a local Hugging Face config.json "
+                              "(llama, mistral, qwen2, qwen3); random weights, nothing downloaded."),
+    phase: str = typer.Option("decode", "--phase", help="decode or prefill."),
+    batch: int = typer.Option(1, "--batch", "-b", help="Sequences in the batch."),
+    context: int = typer.Option(4096, "--context", "-c", help="Decode: KV positions attended, the new token "
+                                "included (the cache holds context − 1 random ones)."),
+    seq_len: int = typer.Option(2048, "--seq-len", "-s", help="Prefill: prompt tokens per sequence."),
+    attn_implementation: str = typer.Option("sdpa", "--attn-implementation", help="sdpa (the engine's flash "
+                                            "attention) or eager (its naive qk, softmax, pv)."),
+    cuda_graph: bool = typer.Option(None, "--cuda-graph/--no-cuda-graph", help="Time the step replayed from a "
+                                    "CUDA graph (default on a GPU, where the step captures)."),
+    device: str = typer.Option("cuda", "--device", help="cuda, or cpu (CPU time: the attribution, not a GPU "
+                               "figure)."),
+    gpu: str = typer.Option(None, "--gpu", "-g", help=f"The spec whose roofs predict (default: the device's; on "
+                            f"the CPU {DEFAULT_GPU})."),
+    module: str = typer.Option(None, "--module", help="pkg.mod:build, a function returning (an nn.Module, its "
+                               "inputs) to run instead of the Hugging Face model (--model gives the engine's ops)."),
+    json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
+    save: Path = typer.Option(None, "--save", help="Write the record as JSON (what plot --measured reads)."),
+) -> None:
+    """Profile one step of a Hugging Face model and charge every kernel to the engine's op it serves.
+
+    Example: rooflinectl profile --model llama-3-8b --phase decode --batch 16 --context 4096
+
+    On the CPU (the attribution, CPU time): rooflinectl profile --model config.json --device cpu --batch 2 --context 64
+    """
+    from ..files import check_writable
+    from ..measure.profile.record import save as save_record
+    from ..measure.profile.run import ProfileRequest, run_profile
+    from ..render.profile import print_profile
+
+    if save is not None:
+        check_writable(save, "--save")
+    length = context if phase == "decode" else seq_len
+    req = ProfileRequest(model=model, phase=phase, batch=batch, length=length, attn_implementation=attn_implementation,
+                         cuda_graph=cuda_graph, device=device, module=module,
+                         command=_command_line(model, phase, batch, length, attn_implementation, cuda_graph,
+                                               device, gpu, module))
+    record = run_profile(req, gpu, DEFAULT_GPU)
+    if save is not None:
+        save_record(record, save)
+    if json:
+        print_json(record.model_dump(mode="json"))
+    else:
+        print_profile(console(), record)
+        if save is not None:
+            print(f"wrote {save}")
