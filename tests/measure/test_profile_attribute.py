@@ -212,3 +212,39 @@ def test_gpu_kernels_find_their_ranges_through_the_launching_op():
     assert [r.label for r in gemm.ranges] == ["layer", "q_proj"] and gemm.calls == ("aten::linear", "aten::mm")
     assert gemm.call_id == 3 and math.isclose(gemm.time_s, 3.5e-6)
     assert memset.ranges == () and memset.calls == ()
+
+
+def test_gpu_kernels_found_through_the_runtime_call_that_launched_them():
+    """The shape torch 2.11's profiler gives on an H200 (dumped there, 2026-12-03): a kernel has no linked
+    correlation id, and its own id is that of the runtime call that launched it (cuLaunchKernelEx,
+    cudaLaunchKernel), whose CPU parent is the aten op; CPU ids are not unique (the profiler's 'Activity Buffer
+    Request' shares aten::mm's id)."""
+    from types import SimpleNamespace
+
+    from rooflinectl.measure.profile.trace import gpu_events
+
+    def event(id, name, device="CPU", parent=None, start=0.0, end=0.0, annotation=False):
+        return SimpleNamespace(id=id, name=name, device_type=f"DeviceType.{device}", cpu_parent=parent,
+                               linked_correlation_id=None, time_range=SimpleNamespace(start=start, end=end),
+                               is_user_annotation=annotation)
+
+    q = event(1, "rooflinectl:q_proj", annotation=True)
+    linear = event(2, "aten::linear", parent=q)
+    mm = event(7, "aten::mm", parent=linear)
+    copy = event(11, "aten::copy_", parent=q)
+    events = [
+        q, linear, mm, event(7, "Activity Buffer Request", parent=mm),
+        event(14, "cuLaunchKernelEx", parent=mm), event(16, "cudaLaunchKernelExC", parent=mm),
+        copy, event(32, "cudaLaunchKernel", parent=copy),
+        event(1, "rooflinectl:q_proj", device="CUDA", start=0.0, end=9.0, annotation=True),
+        event(14, "nvjet_sm90_tst_64x8", device="CUDA", start=1.0, end=4.0),
+        event(16, "splitKreduce_kernel", device="CUDA", start=4.0, end=5.0),
+        event(32, "direct_copy_kernel", device="CUDA", start=5.0, end=5.5),
+        event(99, "Memset (Device)", device="CUDA", start=8.0, end=8.5),
+    ]
+    got = {e.name: e for e in gpu_events(events)}
+    assert list(got) == ["nvjet_sm90_tst_64x8", "splitKreduce_kernel", "direct_copy_kernel", "Memset (Device)"]
+    for name in ("nvjet_sm90_tst_64x8", "splitKreduce_kernel"):
+        assert [r.label for r in got[name].ranges] == ["q_proj"] and got[name].calls == ("aten::linear", "aten::mm")
+    assert got["direct_copy_kernel"].calls == ("aten::copy_",)
+    assert got["Memset (Device)"].ranges == () and math.isclose(got["nvjet_sm90_tst_64x8"].time_s, 3e-6)

@@ -18,7 +18,8 @@ from typing import Any
 
 from ...errors import UserError
 from ...files import read_text, user_path
-from ...specs.workload import Model, Workload
+from ...specs.model import Model
+from ...specs.workload import Workload
 
 HF_HINT = "pip install -e '.[hf]'"
 # The model types whose modules profile.ranges maps onto the engine's ops (LlamaDecoderLayer and its kin).

@@ -23,11 +23,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...engine.attention import attention_ops, window_of
+from ...engine.calibrated import op_class, predict_time
 from ...engine.op import Op
 from ...engine.roofline import achieved_rates, measured_share, place
 from ...engine.transformer import step_ops
 from ...errors import UserError
-from ...specs.hardware import GPU
+from ...specs.hardware import GPU, Roofs
 from ...specs.workload import Workload, resolve_workload
 from ...units import duration
 from ..device import device_info, now, spec_mismatch_notes
@@ -241,6 +242,18 @@ def _kernel_times(items: tuple[NameTime, ...], total: float) -> list[KernelTime]
                        step_pct=100 * i.time_s / total if total > 0 else 0.0) for i in items]
 
 
+def _calibrated_s(op: Op, whole: Op, spec: GPU, roofs: Roofs | None) -> float | None:
+    """The op's time in the step under the GPU file's calibration: its op model's time for one instance × the
+    count, where the file has an op model (``engine.calibrated``: the model is not linear in the count), else
+    the whole count at the measured ceilings; None without measured ceilings."""
+    if roofs is None:
+        return None
+    model = spec.measured.op_model if spec.measured is not None else None
+    if model is not None and op_class(op) is not None:
+        return predict_time(op, model, roofs)[0] * op.count
+    return place(whole, roofs).time_s
+
+
 def _record(req: ProfileRequest, w: Workload, ops: list[Op], a: Attribution, spec: GPU, info: Any,
             step_s: float, timer: Timer, tf_version: str, torch_version: str, notes: list[str]) -> ProfileRecord:
     gpu_clock = req.device == "cuda"
@@ -259,7 +272,7 @@ def _record(req: ProfileRequest, w: Workload, ops: list[Op], a: Attribution, spe
             op=op.name, kind=op.kind, fuses=list(op.fuses), unit=op.unit, op_dtype=op.dtype, count=op.count,
             flops=round(whole.flops), bytes=max(1, round(whole.bytes)),
             predicted_s=place(whole, spec_roofs).time_s,
-            calibrated_s=place(whole, calibrated).time_s if calibrated is not None else None,
+            calibrated_s=_calibrated_s(op, whole, spec, calibrated),
             measured_s=measured, launches=got.events, achieved_gbps=gbps, achieved_tflops=tflops, roof_pct=pct,
             overhead=_kernel_times(got.overhead, a.total_s)))
     unattributed = _kernel_times(a.unattributed, a.total_s)

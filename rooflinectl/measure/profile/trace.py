@@ -10,6 +10,7 @@ with no range (unattributed), never dropped.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -73,15 +74,44 @@ def kernels(events: Iterable[Any]) -> list[Any]:
     return sorted(out, key=_us)
 
 
+# The CUDA runtime's and driver's calls that launch device work (cudaLaunchKernel, cudaLaunchKernelExC,
+# cuLaunchKernelEx, cudaMemcpyAsync, cudaGraphLaunch …): on the CPU side, a kernel's correlation id is theirs.
+_RUNTIME_CALL = re.compile(r"^cu(da)?[A-Z]")
+
+
+def _launchers(events: list[Any]) -> tuple[dict[int, Any], dict[int, Any]]:
+    """(the CPU ops by id that no correlation links elsewhere, the runtime's launch calls by id)."""
+    ops, calls = {}, {}
+    for e in events:
+        if _device(e) != "CPU" or _is_annotation(e):
+            continue
+        if _RUNTIME_CALL.match(e.name):
+            calls[int(e.id)] = e
+        elif int(getattr(e, "linked_correlation_id", 0) or 0) == 0:
+            ops[int(e.id)] = e
+    return ops, calls
+
+
+def _launcher(k: Any, ops: dict[int, Any], calls: dict[int, Any]) -> Any | None:
+    """The CPU op that launched kernel ``k``. Two shapes of torch.profiler's events are read: a kernel whose
+    ``linked_correlation_id`` is the launching op's id; and (torch 2.11, seen on the H200) a kernel whose own
+    ``id`` is the correlation id of the runtime call that launched it (``cudaLaunchKernel`` …, no linked id), whose
+    CPU parent is the op."""
+    linked = int(getattr(k, "linked_correlation_id", 0) or 0)
+    if linked:
+        return ops.get(linked)
+    call = calls.get(int(k.id))
+    return call.cpu_parent if call is not None else None
+
+
 def gpu_events(events: list[Any]) -> list[Event]:
     """Every kernel with its device time, tied to its launching op's ranges and calls."""
-    ops = {int(e.id): e for e in events if _device(e) == "CPU" and not _is_annotation(e)
-           and int(getattr(e, "linked_correlation_id", 0) or 0) == 0}
+    ops, calls = _launchers(events)
     out = []
     for k in kernels(events):
-        launcher = ops.get(int(getattr(k, "linked_correlation_id", 0) or 0))
-        ranges, calls, call_id = _context(launcher) if launcher is not None else ((), (), -1)
-        out.append(Event(name=k.name, time_s=kernel_time_s(k), ranges=ranges, calls=calls, call_id=call_id,
+        launcher = _launcher(k, ops, calls)
+        ranges, calls_above, call_id = _context(launcher) if launcher is not None else ((), (), -1)
+        out.append(Event(name=k.name, time_s=kernel_time_s(k), ranges=ranges, calls=calls_above, call_id=call_id,
                          start_s=_us(k) * 1e-6))
     return out
 
