@@ -74,7 +74,7 @@ class TensorSpec:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * (8 if self.dtype == INDEX_DTYPE else dtype_bytes(self.dtype))
+        return self.numel * (8 if self.dtype == INDEX_DTYPE else int(dtype_bytes(self.dtype)))
 
     @property
     def counted_bytes(self) -> int:
@@ -107,7 +107,7 @@ class Case:
     @property
     def bytes(self) -> int:
         """Inputs read once and outputs written once, in their data types (DESIGN.md)."""
-        written = sum(_numel(s) for s in self.outputs) * dtype_bytes(self.dtype)
+        written = sum(_numel(s) for s in self.outputs) * int(dtype_bytes(self.dtype))
         return sum(t.counted_bytes for t in self.inputs) + written
 
     def spec(self, name: str) -> TensorSpec:
@@ -185,7 +185,7 @@ def _attention_case(w: Workload, op: Op, base: str) -> Case:
         # them with the causal mask, T·(Lk − T) + T·(T + 1)/2 in all; T·Lk without it (a decode step: Lk).
         per_head = t * (lk - t) + t * (t + 1) // 2 if causal else t * lk
         flops = b * h * per_head * (4 * d + SOFTMAX_FLOPS_PER_ELEMENT)
-        specs = (TensorSpec("q", (b, t, h, d), a, "randn"), TensorSpec("k", (b, g, lk, d), a, "randn"),
+        specs: tuple[TensorSpec, ...] = (TensorSpec("q", (b, t, h, d), a, "randn"), TensorSpec("k", (b, g, lk, d), a, "randn"),
                  TensorSpec("v", (b, g, lk, d), a, "randn"))
         return Case(op, "sdpa", "F.scaled_dot_product_attention (enable_gqa)", specs, ((b, h, t, d),), a, flops,
                     {"causal": causal})
@@ -206,6 +206,7 @@ def _case(w: Workload, op: Op) -> Case:
     a = w.dtype
     n_tok, hid = w.tokens, m.hidden_size
     norm_in, base, residual = _split(op.name)
+    specs: tuple[TensorSpec, ...]
     if base in LINEARS:
         return _linear_case(w, op, norm_in, base, residual)
     if norm_in or residual:
@@ -213,7 +214,7 @@ def _case(w: Workload, op: Op) -> Case:
     if base == "embed":
         rows = min(n_tok, m.vocab_size)
         specs = (TensorSpec("ids", (n_tok,), INDEX_DTYPE, "ids", read=False),
-                 TensorSpec("table", (m.vocab_size, hid), a, "randn", counted=rows * hid * dtype_bytes(a)))
+                 TensorSpec("table", (m.vocab_size, hid), a, "randn", counted=rows * hid * int(dtype_bytes(a))))
         return Case(op, "embed", "F.embedding (a gather)", specs, ((n_tok, hid),), a, 0)
     if base in NORMS:
         specs = (TensorSpec("x", (n_tok, hid), a, "randn"), TensorSpec("g", (hid,), a, "gain"))
