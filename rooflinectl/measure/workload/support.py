@@ -22,10 +22,10 @@ def check_supported(w: Workload) -> None:
     m = w.model
     if w.phase not in ("decode", "prefill"):
         raise _refuse(w, f"the {w.phase} phase", "it times a decode or a prefill step")
-    if m.moe is not None:
-        raise _refuse(w, "a mixture of experts", "no runner for the router and the grouped expert matmuls")
     if m.mla is not None:
         raise _refuse(w, "multi-head latent attention", "no runner for MLA's absorbed attention")
+    if m.moe is not None:
+        raise _refuse(w, "a mixture of experts", "no runner for the router and the grouped expert matmuls")
     if w.quantized or w.weight_dtype not in (None, w.dtype) or w.act_dtype not in (None, w.dtype):
         raise _refuse(w, "quantized weights or activations", "F.linear multiplies in the activations' type; "
                                                              "a quantized GEMM is another kernel")
