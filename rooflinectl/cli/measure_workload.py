@@ -37,7 +37,11 @@ def measure_workload(workload: str, model: str | None, batch: int | None, seq_le
     from ..measure.workload.records import save as save_run
     from ..measure.workload.run import WorkloadRequest, run_workload
 
-    command = " ".join(shlex.quote(a) for a in ["rooflinectl", *sys.argv[1:]])
+    given = [("--workload", workload), ("--model", model), ("--batch", batch), ("--seq-len", seq_len),
+             ("--context", context), ("--dtype", dtype), ("--attention", attention), ("--fuse", fuse),
+             ("--gpu", gpu), ("--device", device if device != "cuda" else None), ("--seed", seed)]
+    command = " ".join(["rooflinectl measure", *(f"{flag} {shlex.quote(str(v))}" for flag, v in given
+                                                  if v is not None)])
     request = WorkloadRequest(workload=w, device=device, gpu=gpu, seed=seed, command=command)
     with reporter_for(json) as reporter:  # type: ignore[operator]
         # No calibrated model is passed yet: the column shows "—" and the notes say how to get one.

@@ -48,7 +48,7 @@ Calibrated = Callable[[Op], "float | None"]
 # (median, p20, p80) seconds of fn.
 TimeFn = Callable[[Callable[[], object]], tuple[float, float, float]]
 NO_CALIBRATED_NOTE = "no calibrated model: run rooflinectl calibrate"
-CPU_REPS = 20  # timed runs of each op on the CPU, after 2 warm-up runs
+CPU_REPS = 5  # timed runs of each op (and of the step) on the CPU, after 2 warm-up runs: a test of the paths
 NORM_LINEAR_MODULE = "rooflinectl.kernels.rmsnorm_linear"
 
 
@@ -137,13 +137,14 @@ def _runner(case: Case) -> Callable[[dict[str, Any]], object]:
 def _versions(device: str) -> tuple[str, str]:
     if device == "cuda":
         return require_gpu_stack("measure")
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
 
+    # triton's version without importing it: the interpreter must be chosen before triton is first imported.
     try:
-        import triton  # type: ignore[import-untyped]  # triton ships no type information
-
-        return str(torch.__version__), str(triton.__version__)
-    except ImportError:
+        return str(torch.__version__), version("triton")
+    except PackageNotFoundError:
         return str(torch.__version__), "not installed"
 
 
@@ -247,8 +248,10 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
         if note:
             notes.append(note)
     reporter.advance()
+    command = request.command + (f" --gpu {spec.id}" if request.gpu is None and spec is not None else "") \
+        + (f" --seed {seed}" if request.seed is None else "")  # what repeats this run: the spec and seed it used
     return WorkloadRun(
-        command=request.command, gpu=info, device="cuda" if device == "cuda" else "cpu",
+        command=command, gpu=info, device="cuda" if device == "cuda" else "cpu",
         torch_version=torch_version, triton_version=triton_version, python_version=platform.python_version(),
         date=now(), seed=seed, timer="cuda_graph" if device == "cuda" else "cpu_wall",
         warmup_ms=request.warmup_ms, rep_ms=request.rep_ms,
