@@ -102,8 +102,9 @@ def measure(
     """
     one_format(json, csv)
     if workload is not None:
-        if kernel is not None or list_ or csv:
-            raise UserError("--workload measures a workload's ops: leave out --kernel, --list and --csv")
+        if kernel is not None or list_ or csv or shape or interpret:
+            raise UserError("--workload measures a workload's ops: leave out --kernel, --shape, --interpret, "
+                            "--list and --csv")
         if measure_workload(workload, model, batch, seq_len, context, dtype, attention, fuse, gpu, device, seed,
                             save, json, _reporter):
             raise typer.Exit(1)

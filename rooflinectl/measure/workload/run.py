@@ -42,7 +42,7 @@ from .records import (
     WorkloadSpec,
     WorkloadStep,
 )
-from .step import build_step, plan_memory
+from .step import StepMemory, build_step, plan_memory
 
 Calibrated = Callable[[Op], "float | None"]
 # (median, p20, p80) seconds of fn.
@@ -168,10 +168,9 @@ def _prepare(request: WorkloadRequest, cases: list[Case]) -> tuple[GPU | None, D
 
 
 def _run_step(w: Workload, cases: list[Case], ops: list[WorkloadOp], spec: GPU | None, device: str, seed: int,
-              time_fn: TimeFn, calibrated: Calibrated | None) -> WorkloadStep:
+              time_fn: TimeFn, calibrated: Calibrated | None, memory: StepMemory) -> WorkloadStep:
     import torch
 
-    memory = plan_memory(w, cases, bench.free_memory(device))
     timed = [o.timing.median_s * o.count for o in ops if o.timing is not None]
     sum_ops = sum(timed) if len(timed) == len(ops) else None
     pred = sum(o.predicted_spec_s * o.count for o in ops if o.predicted_spec_s is not None) if spec else None
@@ -240,13 +239,15 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
         ops.append(rec)
         reporter.advance()
     reporter.step("the whole step")
-    step = _run_step(w, cases, ops, spec, device, seed, time_fn, calibrated)
-    if step.layers != "distinct":
-        from .step import plan_memory as _pm
-
-        note = _pm(w, cases, bench.free_memory(device)).note
-        if note:
-            notes.append(note)
+    try:
+        memory = plan_memory(w, cases, bench.free_memory(device))
+    except UserError as err:  # the step does not fit even with one layer replayed: the per-op table still stands
+        step = WorkloadStep(capture="cuda_graph" if device == "cuda" else "sequential",
+                            layers="shared_weights_and_caches", memory_bytes=0, error=str(err))
+    else:
+        if memory.note:
+            notes.append(memory.note)
+        step = _run_step(w, cases, ops, spec, device, seed, time_fn, calibrated, memory)
     reporter.advance()
     command = request.command + (f" --gpu {spec.id}" if request.gpu is None and spec is not None else "") \
         + (f" --seed {seed}" if request.seed is None else "")  # what repeats this run: the spec and seed it used
