@@ -139,3 +139,22 @@ def test_what_cannot_be_run_faithfully_is_refused(phase, overrides, fragment):
     with pytest.raises(UserError, match="measure --workload") as err:
         build_cases(w)
     assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_steps_memory_plan_by_hand():
+    from rooflinectl.measure.workload.step import plan_memory
+
+    w = resolve_workload("decode", model="llama-3-8b", batch=16, context=4096)
+    cases = build_cases(w)
+    # One layer's weights, bf16: Q and O 4096², K and V 4096×1024, gate, up and down 4096×14336, two gains of 4096.
+    layer = 2 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096)
+    cache = 2 * 16 * 1024 * 4096 * 2  # K and V: 16 sequences × 4096 positions × 1024 values × 2 bytes
+    distinct = plan_memory(w, cases, None)
+    assert distinct.layers == "distinct" and distinct.note is None
+    shared = plan_memory(w, cases, int((distinct.bytes - 1) / 0.8))
+    assert shared.layers == "shared_weights" and distinct.bytes - shared.bytes == 31 * layer
+    assert "436 MB of weights" in shared.note
+    both = plan_memory(w, cases, int((shared.bytes - 1) / 0.8))
+    assert both.layers == "shared_weights_and_caches" and shared.bytes - both.bytes == 31 * cache
+    with pytest.raises(UserError, match="the step needs"):
+        plan_memory(w, cases, int((both.bytes - 1) / 0.8))
