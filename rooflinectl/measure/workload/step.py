@@ -84,8 +84,24 @@ def plan_memory(w: Workload, cases: list[Case], free_bytes: int | None) -> StepM
                     f"try a smaller --batch or length")
 
 
-def build_step(w: Workload, cases: list[Case], memory: StepMemory, device: str, gen: Any) -> Callable[[], Any]:
-    """The step as a function of no arguments returning the logits [B, V]."""
+@dataclass
+class Step:
+    """The step as a callable of no arguments returning the logits [B, V], with the tensors it runs on: each
+    layer's weights by op name (one entry per distinct layer), the model's, the K and V caches, cos and sin."""
+
+    run: Callable[[], Any]
+    layer_weights: list[dict[str, dict[str, Any]]]
+    model_weights: dict[str, dict[str, Any]]
+    caches: list[tuple[Any, Any]]
+    cos: Any
+    sin: Any
+
+    def __call__(self) -> Any:
+        return self.run()
+
+
+def build_step(w: Workload, cases: list[Case], memory: StepMemory, device: str, gen: Any) -> Step:
+    """The step on weights and caches of its own (``memory`` says how many distinct layers)."""
     import torch
 
     m = w.model
@@ -186,4 +202,4 @@ def build_step(w: Workload, cases: list[Case], memory: StepMemory, device: str, 
                 out = runners.linear(last, p["w"])
         return out
 
-    return step
+    return Step(step, layer_w, model_w, caches, cos, sin)
