@@ -22,8 +22,10 @@ so its error is an honest test of the model's interpolation):
 179 cases in all. Each is timed by ``bench.do_bench(timer="cuda_graph")`` with a short window, ``rep_ms`` 20
 (warmup_ms 5 is what the events timer would use: triton's do_bench_cudagraph warms up with one call and one
 estimating replay), so a case costs its graph's 10 replays of about 20 ms plus two captures: about 179 × 0.25 s ≈
-45 s of GPU time, with the input sets' creation inside the ~90 s budget on an H200. The probes are not checked
-against a reference here: the runners are the ones ``measure --workload`` checks.
+45 s of replays. The captures add to that for the smallest cases (a 2 µs op is captured rep / 2 µs = 10,000 times
+in one graph; RoPE's several kernels each time), and so does making the rotated input sets; the budget is ~90 s on
+an H200, an estimate not yet timed there. The probes are not checked against a reference here: the runners are the
+ones ``measure --workload`` checks.
 """
 
 from __future__ import annotations
