@@ -83,8 +83,8 @@ def measure(
                                                                 "overhead: for kernels of a few µs)."),
     json: bool = typer.Option(False, "--json", help="Print the record as JSON; no progress bar."),
     csv: bool = typer.Option(False, "--csv", help="Print the results and baselines as CSV; no progress bar."),
-    workload: str = typer.Option(None, "--workload", "-w", help="Measure a workload's own ops and its whole step "
-                                                                 "instead: decode, prefill or a workload YAML."),
+    workload: str = typer.Option(None, "--workload", help="Measure a workload's own ops and its whole step "
+                                                         "instead: decode, prefill or a workload YAML."),
     model: str = MODEL_OPTION,
     batch: int = BATCH_OPTION,
     context: int = CONTEXT_OPTION,

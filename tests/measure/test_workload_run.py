@@ -171,3 +171,27 @@ def test_a_quantized_workload_file_is_refused(tmp_path):
 def test_workload_options_belong_to_workload():
     assert_one_line_error(cli("measure", "--kernel", "fused_softmax", "--batch", "4"),
                           "--batch belongs to measure --workload")
+
+
+def test_plot_measured_draws_a_gpu_runs_ops(tmp_path):
+    from rooflinectl.measure.records import DeviceInfo
+    from rooflinectl.measure.workload.records import save
+    from rooflinectl.plot.measured import load_measured
+
+    run, _ = _run(batch=2, context=64)
+    gpu_run = run.model_copy(update={"device": "cuda", "timer": "cuda_graph",
+                                     "gpu": DeviceInfo(name="NVIDIA H200", spec="h200")})
+    f = tmp_path / "run.json"
+    save(gpu_run, f)
+    m = load_measured(f)
+    assert [r.op for r in m.records] == [o.name for o in run.ops]
+    assert all(r.time_s == 1e-3 and r.op_kind == o.kind for r, o in zip(m.records, run.ops, strict=True))
+    out = tmp_path / "chart.png"
+    r = cli("plot", "decode", "--gpu", "h200", "--model", TINY, "--batch", "2", "--context", "64",
+            "--measured", str(f), "--output", str(out))
+    assert r.exit_code == 0, r.output
+    assert out.stat().st_size > 0
+    cpu = tmp_path / "cpu.json"
+    save(run, cpu)  # a CPU run's times are no GPU's: nothing to draw, said in one line
+    assert_one_line_error(cli("plot", "decode", "--gpu", "h200", "--measured", str(cpu), "--output",
+                              str(tmp_path / "x.png")), "no record has a time")
