@@ -16,6 +16,8 @@ import typer
 
 from ..errors import UserError
 from ._app import app, command, console, one_format, print_json
+from .measure_workload import DEVICE_OPTION, SEQ_LEN_OPTION, measure_workload
+from .options import ATTENTION_OPTION, BATCH_OPTION, CONTEXT_OPTION, FUSE_OPTION, MODEL_OPTION
 
 # --- progress ------------------------------------------------------------------------------------------------
 
@@ -81,12 +83,36 @@ def measure(
                                                                 "overhead: for kernels of a few µs)."),
     json: bool = typer.Option(False, "--json", help="Print the record as JSON; no progress bar."),
     csv: bool = typer.Option(False, "--csv", help="Print the results and baselines as CSV; no progress bar."),
+    workload: str = typer.Option(None, "--workload", help="Measure a workload's own ops and its whole step "
+                                                         "instead: decode, prefill or a workload YAML."),
+    model: str = MODEL_OPTION,
+    batch: int = BATCH_OPTION,
+    context: int = CONTEXT_OPTION,
+    seq_len: int = SEQ_LEN_OPTION,
+    attention: str = ATTENTION_OPTION,
+    fuse: str = FUSE_OPTION,
+    device: str = DEVICE_OPTION,
 ):
     """Run a Triton kernel on this GPU: check it, time it, and place it against the roofline.
 
     Example: rooflinectl measure --kernel fused_softmax --shape 4096x16384 --dtype bf16 --baseline all
+
+    A workload's ops, each checked and timed, then its whole step as one CUDA graph:
+    rooflinectl measure --workload decode --model llama-3-8b --batch 16 --context 4096
     """
     one_format(json, csv)
+    if workload is not None:
+        if kernel is not None or list_ or csv or shape or interpret:
+            raise UserError("--workload measures a workload's ops: leave out --kernel, --shape, --interpret, "
+                            "--list and --csv")
+        if measure_workload(workload, model, batch, seq_len, context, dtype, attention, fuse, gpu, device, seed,
+                            save, json, _reporter):
+            raise typer.Exit(1)
+        return
+    for given, name in ((model, "--model"), (batch, "--batch"), (context, "--context"), (seq_len, "--seq-len"),
+                        (attention, "--attention"), (fuse, "--fuse")):
+        if given is not None:
+            raise UserError(f"{name} belongs to measure --workload")
     if list_:
         from ..kernels.registry import KERNELS
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from ..engine.op import Op, OpKind
 from ..engine.roofline import Analysis, Placement, measured_share
 from ..errors import UserError
-from ..measure.records import MeasurementFile, ShapeRecord, load
+from ..measure.records import MeasurementFile, ShapeRecord
+from ..measure.workload.records import load_any
 from ..specs.hardware import GPU, device_matches, list_gpus
 from .chart import MeasuredPoint
 
@@ -27,8 +28,10 @@ PAIR_DECADES = math.log10(2)
 
 def load_measured(path: Path) -> MeasurementFile:
     """The file ``rooflinectl measure --save`` writes, read by ``measure.records.load`` (every schema version it
-    reads); a malformed file, or one with no timed record (nothing to draw), is a one-line UserError."""
-    run = _profile(path) or load(path)  # its schema bounds what the chart divides by: bytes, time_s > 0, finite
+    reads), a ``measure --workload --save`` one (each op a record: ``measure.workload.records.as_measurement``) or
+    a ``profile --save`` one; a malformed file, or one with no timed record (nothing to draw), is a one-line
+    UserError."""
+    run = _profile(path) or load_any(path)  # its schema bounds what the chart divides by: bytes, time_s > 0, finite
     if all(r.time_s is None for r in run.records):
         raise UserError(f"{path}: no record has a time (each failed its check, or ran in the Triton interpreter): "
                         f"nothing to draw")

@@ -1,0 +1,57 @@
+"""``rooflinectl measure --workload PHASE``: the wiring of measure's workload mode (the options parsed by
+``cli/measure.py``). Builds the Workload exactly as ``analyze`` does (``options.workload_overrides``,
+``resolve_workload``), runs ``measure.workload.run.run_workload`` and hands the record to the renderer."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+
+from ..errors import UserError
+from ._app import console
+from .options import workload_overrides
+
+DEVICES = ("cuda", "cpu")
+SEQ_LEN_OPTION = typer.Option(None, "--seq-len", help="With --workload prefill: prompt tokens per sequence.")
+DEVICE_OPTION = typer.Option("cuda", "--device", help="With --workload: cuda, or cpu to run every path on the CPU "
+                                                      "(times are CPU wall time, not a GPU figure).")
+
+
+def measure_workload(workload: str, model: str | None, batch: int | None, seq_len: int | None, context: int | None,
+                     dtype: str | None, attention: str | None, fuse: str | None, gpu: str | None, device: str,
+                     seed: int | None, save: Path | None, json: bool, reporter_for: object) -> bool:
+    """Run it and print it; True when an op failed its check or raised."""
+    from ..specs.workload import resolve_workload
+
+    if device not in DEVICES:
+        raise UserError(f"--device {device}: expected one of {', '.join(DEVICES)}")
+    if save is not None:
+        from ..files import check_writable
+
+        check_writable(save, "--save")
+    w = resolve_workload(workload, **workload_overrides(model, batch, seq_len, context, dtype, None, attention, None,
+                                                         fuse))
+    from ..measure.workload.records import save as save_run
+    from ..measure.workload.run import WorkloadRequest, run_workload
+
+    given = [("--workload", workload), ("--model", model), ("--batch", batch), ("--seq-len", seq_len),
+             ("--context", context), ("--dtype", dtype), ("--attention", attention), ("--fuse", fuse),
+             ("--gpu", gpu), ("--device", device if device != "cuda" else None), ("--seed", seed)]
+    command = " ".join(["rooflinectl measure", *(f"{flag} {shlex.quote(str(v))}" for flag, v in given
+                                                  if v is not None)])
+    request = WorkloadRequest(workload=w, device=device, gpu=gpu, seed=seed, command=command)
+    with reporter_for(json) as reporter:  # type: ignore[operator]
+        # The calibrated column: the --gpu file's op model (calibrate -o FILE), where it has one.
+        run = run_workload(request, reporter)
+    if save is not None:
+        save_run(run, save)
+    if json:
+        sys.stdout.write(run.to_json())
+    else:
+        from ..render.workload_measure import print_workload_run
+
+        print_workload_run(run, saved=save, out=console())
+    return bool(run.failed) or run.step is None or run.step.error is not None

@@ -1,0 +1,120 @@
+"""``measure --workload``'s tables: each op's predictions beside its measurement, then the step. Lays out the
+record (``measure.workload.records.WorkloadRun``) and computes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..measure.workload.records import WorkloadOp, WorkloadRun
+from ..units import duration
+from .console import console
+
+NONE = "—"
+WIDTH = 100  # the table fits in 100 columns with the longest fused names (mlp_norm+gate_up_proj)
+
+
+def _t(x: float | None) -> str:
+    return NONE if x is None else duration(x, sep="")
+
+
+def _pct(x: float | None) -> str:
+    return NONE if x is None else f"{x:+.0f}%"
+
+
+def _band(o: WorkloadOp) -> str:
+    if o.timing is None:
+        return NONE
+    return _span(o.timing.p20_s, o.timing.p80_s)
+
+
+_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+def _span(low: float, high: float) -> str:
+    """'1.9–2.2µs': both ends in the unit of the upper one."""
+    scale, unit = next(((f, u) for f, u in _UNITS if high >= f), _UNITS[-1])
+    return f"{low / scale:.3g}–{high / scale:.3g}{unit}"
+
+
+def _measured(o: WorkloadOp) -> str | Text:
+    if o.error is not None:
+        return Text("ERROR", style="bold red")
+    if o.check is not None and not o.check.passed:
+        return Text("FAILED", style="bold red")
+    return _t(o.timing.median_s if o.timing else None)
+
+
+def ops_table(run: WorkloadRun) -> Table:
+    """One row an op: ×count, predicted (spec roofs, calibrated), measured, p20–p80, errors, rates, roof share."""
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    t.add_column("op", no_wrap=True)
+    for col in ("×", "spec", "err", "calib.", "err", "measured", "p20–p80", "GB/s", "TF/s", "roof"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for o in run.ops:
+        t.add_row(o.name, str(o.count), _t(o.predicted_spec_s), _pct(o.error_spec_pct), _t(o.predicted_calibrated_s),
+                  _pct(o.error_calibrated_pct), _measured(o), _band(o),
+                  NONE if o.achieved_gbps is None else f"{o.achieved_gbps:,.0f}",
+                  NONE if o.achieved_tflops is None else f"{o.achieved_tflops:,.1f}",
+                  NONE if o.roof_pct is None else f"{o.roof_pct:.0f}%")
+    return t
+
+
+def step_lines(run: WorkloadRun) -> list[str]:
+    s = run.step
+    if s is None:
+        return []
+    how = "one CUDA graph, replayed" if s.capture == "cuda_graph" else "run in sequence"
+    layers = {"distinct": "every layer its own weights and KV cache",
+              "shared_weights": "one layer's weights replayed for every layer",
+              "shared_weights_and_caches": "one layer's weights and KV caches replayed"}[s.layers]
+    lines = [f"step: Σ ops (each × its count) {_t(s.sum_ops_s)}; the whole step ({how}; {layers}) "
+             f"{_t(s.timing.median_s if s.timing else None)}"
+             + (f" (p20–p80 {_span(s.timing.p20_s, s.timing.p80_s)})" if s.timing else "")]
+    lines.append(f"step predicted: spec roofs {_t(s.predicted_spec_s)} ({_pct(s.error_spec_pct)}), calibrated "
+                 f"{_t(s.predicted_calibrated_s)} ({_pct(s.error_calibrated_pct)})")
+    if s.error:
+        lines.append(f"step: error: {s.error}")
+    if s.output_finite is False:
+        lines.append("step: the logits hold NaN or inf")
+    return lines
+
+
+def print_workload_run(run: WorkloadRun, saved: Path | None = None, out: Console | None = None) -> None:
+    c = out or console()
+    if not c.is_terminal:  # a pipe or a file: the table's 100 columns, not rich's default 80
+        c.width = max(c.width, WIDTH)
+    w = run.workload
+    size = f"context {w.kv_len}" if w.phase == "decode" else f"{w.tokens_per_seq} tokens"
+    fused = f", fused {','.join(w.fused)}" if w.fused else ""
+    spec = f", against the spec {run.gpu.spec}" if run.gpu.spec else ""
+    c.print(f"{w.model} {w.phase}, batch {w.batch}, {size}, {w.dtype}, {w.attention} attention{fused} on "
+            f"{run.gpu.name}{spec}")
+    c.print(ops_table(run))
+    lines = step_lines(run)
+    for o in run.ops:
+        if o.error:
+            lines.append(f"{o.name}: error: {o.error}")
+        elif o.check is not None and not o.check.passed:
+            lines.append(f"{o.name}: check failed: relative error {o.check.rel_error:.2e} > {o.check.tolerance:.0e}"
+                         + (f" ({o.check.note})" if o.check.note else ""))
+    by_runner: dict[str, list[str]] = {}
+    for o in run.ops:
+        by_runner.setdefault(o.runner + (f" ({o.backend})" if o.backend else ""), []).append(o.name)
+    lines += [f"{', '.join(names)}: {runner}" for runner, names in by_runner.items()]
+    timer = "CUDA-graph replays over input sets rotated past 4× the L2" if run.timer == "cuda_graph" else \
+        "CPU wall time (time.perf_counter), not a GPU figure"
+    lines.append(f"measured: median ({timer}); spec (the spec's roofs), calib. (the calibrated model): the "
+                 f"predicted time of one instance; err: predicted / measured − 1; roof: spec / measured (100% = on "
+                 f"the roofline); GB/s, TF/s: the op's bytes and FLOPs over the measured time")
+    lines += run.notes
+    lines.append(f"torch {run.torch_version}, triton {run.triton_version}; {run.date}")
+    lines.append(f"reproduce: {run.command}")
+    if saved is not None:
+        lines.append(f"saved {saved}")
+    for line in lines:
+        c.print(line, highlight=False, markup=False)
