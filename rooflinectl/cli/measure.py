@@ -160,10 +160,15 @@ def calibrate(
                                                                  "(default: all four)."),
     world_size: int = typer.Option(None, "--world-size", help="With --comm, outside torchrun: start this many "
                                                               "local processes (one a GPU; gloo on the CPU)."),
+    op_model: bool = typer.Option(True, "--op-model/--no-op-model", help="Also time the op model's probes (GEMMs, "
+                                                                         "attention, memory-bound ops over their "
+                                                                         "sizes; about 30 s on an H200) that "
+                                                                         "'analyze --calibrated' times each op by."),
 ):
-    """Measure this GPU's copy bandwidth and matmul peaks, and write them into a hardware file.
+    """Measure this GPU's copy bandwidth and matmul peaks, and the op model, and write them into a hardware file.
 
-    'analyze --calibrated --gpu FILE' and 'plot' then use the measured ceilings as the roofs. With --comm, the
+    'analyze --calibrated --gpu FILE' and 'plot' then use the measured ceilings as the roofs, and time each op by
+    the op model: what probes of its class and size took on this GPU. With --comm, the
     collectives' bus bandwidth and latency over several GPUs instead, which 'analyze --calibrated --tp N' uses.
 
     Example: rooflinectl calibrate -o hardware/my-h200.yaml
@@ -178,6 +183,7 @@ def calibrate(
             raise UserError(f"{name} belongs to calibrate --comm")
     from ..measure.ceilings import PROBE_DTYPES
     from ..measure.ceilings import calibrate as run_calibration
+    from ..measure.op_model import calibrate_op_model
 
     with _reporter(json) as reporter:
         reporter.start(1 + len(PROBE_DTYPES))
@@ -189,7 +195,7 @@ def calibrate(
             started.append(text)
             reporter.step(text)
 
-        done = run_calibration(output, gpu, step=step)
+        done = run_calibration(output, gpu, step=step, op_model=calibrate_op_model if op_model else None)
     if json:
         print_json({"file": str(output), "id": done.written.id, "spec": done.spec.id,
                     "measured": done.measured.model_dump(mode="json"), "notes": done.notes})

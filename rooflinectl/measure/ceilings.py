@@ -24,7 +24,7 @@ import yaml
 
 from ..errors import UserError
 from ..files import write_atomic
-from ..specs.hardware import GPU, Measured, TensorDType
+from ..specs.hardware import GPU, Measured, OpModel, TensorDType
 from ..specs.load import SAFE_LOADER, validate
 from .bench import Bench
 from .records import RunCeilings
@@ -257,10 +257,16 @@ class Calibration:
         return calibration_rows(self.spec, self.measured)
 
 
+# Times the op model's probes and fits them: (spec, the measured ceilings, step) -> (the model, probes left out).
+OpModelRun = Callable[[GPU, Measured, Callable[[str], None]], tuple[OpModel, list[str]]]
+
+
 def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = lambda text: None,
-              bench: Bench | None = None) -> Calibration:
-    """Measure the device's copy bandwidth and matmul peaks (PROBE_DTYPES), and write them into ``output``: the
-    spec (``gpu``, or the one matching the device's name) with its ``measured`` section."""
+              bench: Bench | None = None, op_model: OpModelRun | None = None) -> Calibration:
+    """Measure the device's copy bandwidth and matmul peaks (PROBE_DTYPES) and, with ``op_model`` (the CLI
+    passes ``measure.op_model.calibrate_op_model``), time the op model's probes and fit them under those ceilings;
+    write them into ``output``: the spec (``gpu``, or the one
+    matching the device's name) with its ``measured`` section."""
     import shlex
 
     from ..files import check_writable
@@ -277,5 +283,10 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     ceilings = measure_ceilings(bench or timing.gpu_bench("events"), info.l2_bytes, PROBE_DTYPES, on_step=step)
     measured = measured_section(ceilings, device_name=info.name, date=now(), command=command,
                                 torch_version=torch_version, triton_version=triton_version, driver=info.driver)
+    notes = list(ceilings.notes)
+    if op_model is not None:
+        model, skipped = op_model(spec, measured, step)
+        measured = measured.model_copy(update={"op_model": model})
+        notes += [f"op model: probe left out: {why}" for why in skipped]
     written = write_calibrated(spec, measured, output)
-    return Calibration(spec, written, measured, list(ceilings.notes), output)
+    return Calibration(spec, written, measured, notes, output)

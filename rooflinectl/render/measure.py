@@ -265,5 +265,12 @@ def print_calibration(done: Calibration) -> None:
     c.print(t)
     for n in done.notes:
         c.print(n, highlight=False, markup=False)
+    if m.op_model is not None:
+        om = m.op_model
+        points = sum(len(cv.points) for cv in om.curves)
+        curves = ", ".join(f"{cv.op_class} {cv.bound}-bound ({len(cv.points)})" for cv in om.curves)
+        c.print(f"op model: {plural(points, 'probe point')} in {plural(len(om.curves), 'curve')} ({curves}); "
+                f"launch floor {duration(om.launch_floor_s)}; 'rooflinectl hardware show {done.output}' lists "
+                f"them", highlight=False, markup=False)
     c.print(f"wrote {done.output} (id {done.written.id}); use it: rooflinectl analyze --calibrated --gpu "
             f"{done.output}", highlight=False, markup=False)
