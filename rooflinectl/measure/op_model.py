@@ -28,8 +28,8 @@ def grid_text(grid: ProbeGrid, dtype: str = PROBE_DTYPE) -> str:
             f"{'/'.join(map(str, grid.decode_positions))}; SDPA causal prefill tokens "
             f"{'/'.join(map(str, grid.prefill_tokens))} × batch {'/'.join(map(str, grid.prefill_batch))}; "
             f"RMSNorm, RoPE, SiLU·up, residual add, embedding gather and KV write at "
-            f"{binary_size(grid.memory_bytes[0])}–{binary_size(grid.memory_bytes[-1])} moved; CUDA-graph "
-            f"replays, {grid.rep_ms:g} ms windows")
+            f"{binary_size(grid.memory_bytes[0])}–{binary_size(grid.memory_bytes[-1])} moved; "
+            f"{grid.rep_ms:g} ms timing windows")
 
 
 class _Steps(Reporter):

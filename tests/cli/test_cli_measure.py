@@ -212,9 +212,21 @@ def test_calibrate_writes_a_loadable_file(monkeypatch, tmp_path):
                         notes=["fp8 matmul not measured: test"])
 
     monkeypatch.setattr(probes, "measure_ceilings", fake_ceilings)
+    # The op model's probes: a tiny grid on the CPU, every probe "taking" 5 µs, the launch floor too.
+    import rooflinectl.measure.op_model as op_model
+    from rooflinectl.measure.workload.probes import KIB, ProbeGrid
+
+    real_probes = op_model.probe_samples
+    tiny = ProbeGrid(gemm_m=(1,), gemm_kn=((64, 32),), decode_batch=(2,), decode_positions=(16,), prefill_tokens=(8,),
+                     prefill_batch=(1,), memory_bytes=(16 * KIB,), vocab=64)
+    monkeypatch.setattr(op_model, "probe_samples", lambda device, dtype, reporter, grid: real_probes(
+        "cpu", dtype, reporter, grid=tiny, time_fn=lambda fn: (fn(), (5e-6,) * 3)[1]))
     out = tmp_path / "lab-h200.yaml"
     result = cli("calibrate", "-o", str(out))
     assert result.exit_code == 0, result.output
+    om = load_gpu(str(out)).measured.op_model
+    assert om is not None and om.launch_floor_s == 5e-6 and om.grid.startswith("bf16; F.linear M 1–1 ")
+    assert "op model: " in result.stdout and "launch floor 5 µs" in result.stdout
     assert asked == {"l2": 60 * MIB, "dtypes": ("bf16", "fp16", "tf32", "fp8")}
     gpu = load_gpu(str(out))
     assert gpu.id == "lab-h200" and gpu.memory == H200.memory
