@@ -40,7 +40,7 @@ GRID = ("issue 14's H200 measurements, assembled by hand (not a calibrate run): 
 def add_op(elements: int) -> Op:
     """c = a + b over fp32 tensors of ``elements``: reads a and b, writes c (3 × 4 bytes an element), one add."""
     return Op(name="add", kind="elementwise", flops=elements, bytes=3 * 4 * elements, unit="vector", dtype="fp32",
-              reads="a, b", writes="c", computes="a + b")
+              reads="a, b", writes="c", computes="a + b", elementwise="residual")
 
 
 def decode_attention(batch: int, context: int) -> Op:

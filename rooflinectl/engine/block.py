@@ -68,4 +68,5 @@ def residual(name: str, w: Workload) -> Op:
         reads=f"x and the branch output, {w.tokens}×{w.model.hidden_size} each",
         writes=f"{w.tokens}×{w.model.hidden_size}",
         computes="1 add per element",
+        elementwise="residual",
     )

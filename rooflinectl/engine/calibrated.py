@@ -43,16 +43,24 @@ from .placement import Placement, place
 
 Bound = Literal["memory", "compute"]
 
-# Each op kind's class (engine.op.OpKind); communication has none.
+# Each op kind's class (engine.op.OpKind); an elementwise op's is its ``Op.elementwise`` where it has one;
+# communication has none.
 OP_CLASS: dict[OpKind, OpClass] = {
     "linear": "gemm", "matmul": "gemm", "expert": "gemm", "router": "gemm",
     "attention": "attention",
-    "norm": "memory", "elementwise": "memory", "gather": "memory", "copy": "memory",
+    "norm": "norm", "elementwise": "memory", "gather": "gather", "copy": "copy",
 }
+# Where a memory-bound class has no curve, the residual add's: the simplest kernel that reads its inputs and writes
+# its output once (the others' curves lie above it: they launch more kernels or reduce).
+FALLBACK_CLASS: dict[OpClass, OpClass] = {c: "residual" for c in ("norm", "rope", "activation", "gather", "copy",
+                                                                  "memory")}
 
 
 def op_class(op: Op) -> OpClass | None:
-    """The class whose curve times ``op`` (:data:`OP_CLASS` by its kind); None for a collective."""
+    """The class whose curve times ``op``: its ``elementwise`` operation for an elementwise op that names one,
+    else :data:`OP_CLASS` of its kind; None for a collective."""
+    if op.kind == "elementwise" and op.elementwise is not None:
+        return op.elementwise
     return OP_CLASS.get(op.kind)
 
 
@@ -97,17 +105,22 @@ def read_curve(points: Sequence[OpPoint], roof_s: float) -> float:
 
 
 def curve_time(cls: OpClass, bound: Bound, roof_s: float, model: OpModel) -> CurveTime:
-    """One instance's time for an op of class ``cls``, bound by ``bound``, whose roofline time is ``roof_s``."""
-    curve = model.curve(cls, bound)
-    note = None
-    if curve is None:
-        other: Bound = "compute" if bound == "memory" else "memory"
-        curve = model.curve(cls, other)
+    """One instance's time for an op of class ``cls``, bound by ``bound``, whose roofline time is ``roof_s``: its
+    own (class, bound) curve, else its class's other bound, else the same of :data:`FALLBACK_CLASS`, else the
+    roofline time plus the launch floor; a note says which where it is not the op's own curve."""
+    other: Bound = "compute" if bound == "memory" else "memory"
+    tries: list[tuple[OpClass, Bound]] = [(cls, bound), (cls, other)]
+    if cls in FALLBACK_CLASS:
+        tries += [(FALLBACK_CLASS[cls], bound), (FALLBACK_CLASS[cls], other)]
+    for i, (c, b) in enumerate(tries):
+        curve = model.curve(c, b)
         if curve is None:
-            return CurveTime(roof_s + model.launch_floor_s, None,
-                             f"no calibrated curve for {cls}: roofline time plus the launch floor")
-        note = f"no {bound}-bound curve for {cls}, so its {other}-bound one"
-    return CurveTime(max(model.launch_floor_s, read_curve(curve.points, roof_s)), curve, note)
+            continue
+        note = None if i == 0 else (f"no {bound}-bound curve for {cls}, so its {other}-bound one" if c == cls
+                                    else f"no curve for {cls}, so the {c} {b}-bound one")
+        return CurveTime(max(model.launch_floor_s, read_curve(curve.points, roof_s)), curve, note)
+    return CurveTime(roof_s + model.launch_floor_s, None,
+                     f"no calibrated curve for {cls}: roofline time plus the launch floor")
 
 
 def _bound(p: Placement) -> Bound:

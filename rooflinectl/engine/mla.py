@@ -136,6 +136,7 @@ def _rope_and_cache(w: Workload) -> list[Op]:
                   f"positions",
             writes="q_pe and k_pe, rotated (the no-RoPE parts are not touched)",
             computes=f"{ROPE_FLOPS_PER_ELEMENT} FLOPs per element (4 multiplies, 2 adds per pair)",
+            elementwise="rope",
         ),
         Op(
             name="kv_write",

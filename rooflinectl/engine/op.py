@@ -65,6 +65,11 @@ TOPK_FLOPS_PER_ELEMENT_PER_PICK = 1
 EXPERT_ID_BYTES = 4
 
 Unit = Literal["tensor", "vector"]
+# Which elementwise operation an op of kind "elementwise" is, where the kernels that run it differ enough to be
+# timed apart (the calibrated op model has a curve for each): RoPE (several eager ops in a PyTorch stack), the MLP's
+# activation (SiLU(gate)·up: two), the residual add (one). Other elementwise ops (biases, the MoE combine, scales)
+# leave it None.
+Elementwise = Literal["rope", "activation", "residual"]
 
 # What an operation is, for everything downstream that must tell operations apart (the verdict, the chart, the
 # explorer's hints, a measured record): nothing decides from an op's name.
@@ -123,6 +128,8 @@ class Op:
     # A communication op's collective, by nccl-tests' name: what ``analyze --calibrated`` times it with where the
     # GPU file measured that collective (``calibrate --comm``); None for a point-to-point send and every other op.
     collective: Collective | None = None
+    # Which elementwise operation (``Elementwise``) an op of kind "elementwise" is; None for every other op.
+    elementwise: Elementwise | None = None
 
     def __post_init__(self) -> None:
         if self.flops < 0 or self.bytes <= 0 or self.count < 1:
@@ -244,6 +251,7 @@ def gated_act_op(name: str, rows: int, width: int, dtype: str, mlp: str = "gated
         reads=f"up, {rows}×{width}" if inputs == 1 else f"gate and up, {rows}×{width} each",
         writes=f"{formula} {rows}×{width}",
         computes=f"{per} FLOPs per element ({formula}; op.py states each step)",
+        elementwise="activation",
     )
 
 

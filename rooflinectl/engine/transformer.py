@@ -137,6 +137,7 @@ def _rope(w: Workload) -> Op:
         reads=f"Q and K ({rotated:,} elements{part}), cos/sin rows of {w.tokens} positions",
         writes="Q and K, rotated",
         computes=f"{ROPE_FLOPS_PER_ELEMENT} FLOPs per element (4 multiplies, 2 adds per pair)",
+        elementwise="rope",
     )
 
 

@@ -240,10 +240,12 @@ class MeasuredInterconnect(Strict):
 
 # --- the calibrated op model (``calibrate``'s probes; engine/calibrated.py fits and predicts with it) ----------
 
-# The classes of ops the model has curves for (engine.calibrated.op_class maps each op kind to one): matmuls
-# against weights or activations, the attention core, and the kernels that only move data (norms, elementwise,
-# gathers, copies). A collective has no class: it keeps its measured-collective timing (engine/parallel.py).
-OpClass = Literal["gemm", "attention", "memory"]
+# The classes of ops the model has curves for (engine.calibrated.op_class maps each op to one): matmuls against
+# weights or activations, the attention core, and the kernels that only move data, apart where a PyTorch stack
+# runs them differently (a norm; RoPE in several eager ops; the MLP's activation in two; the residual add in one;
+# the embedding gather; the KV-cache write), and "memory" for any other elementwise op (biases, the MoE combine).
+# A collective has no class: it keeps its measured-collective timing (engine/parallel.py).
+OpClass = Literal["gemm", "attention", "norm", "rope", "activation", "residual", "gather", "copy", "memory"]
 # A probe's time in seconds: finite, from a picosecond (no kernel launches in less than a nanosecond; the floor keeps
 # a ratio measured / roof finite, where a subnormal 5e-324 made it infinite) to an hour (no single kernel runs longer).
 ProbeSeconds = Annotated[float, Field(ge=1e-12, le=3600, allow_inf_nan=False)]

@@ -455,7 +455,7 @@ CALIBRATE = {
     **_under("measured", {k.removeprefix("measured."): v for k, v in GPU_SPEC.items()
                           if k.startswith("measured.") and k != "measured.vector_tflops.*"
                           and not k.startswith("measured.interconnect.")  # calibrate --comm's: not calibrate's
-                          and not k.startswith("measured.op_model.")}),  # calibrate writes no op model yet
+                          and k != "measured.op_model"}),  # always written by calibrate (no None)
 }
 
 
@@ -481,5 +481,14 @@ def test_calibrate_json_schema(monkeypatch, tmp_path):
     monkeypatch.setattr(harness, "device_info", info)
     monkeypatch.setattr(device, "device_info", info)
     monkeypatch.setattr(probes, "measure_ceilings", ceilings)
+    # The op model's probes: a tiny grid on the CPU, each "taking" a round 5 µs.
+    import rooflinectl.measure.op_model as op_model
+    from rooflinectl.measure.workload.probes import KIB, ProbeGrid
+
+    real_probes = op_model.probe_samples
+    tiny = ProbeGrid(gemm_m=(1,), gemm_kn=((64, 32),), decode_batch=(2,), decode_positions=(16,), prefill_tokens=(8,),
+                     prefill_batch=(1,), memory_bytes=(16 * KIB,), vocab=64)
+    monkeypatch.setattr(op_model, "probe_samples", lambda device, dtype, reporter, grid: real_probes(
+        "cpu", dtype, reporter, grid=tiny, time_fn=lambda fn: (fn(), (5e-6,) * 3)[1]))
     check_schema([run_json("calibrate", "-o", str(tmp_path / "lab-h200.yaml"))], CALIBRATE,
                  frozenset({"measured.tensor_tflops", "measured.vector_tflops"}))

@@ -123,10 +123,11 @@ def _sdpa(b: int, t: int, lk: int, dtype: str) -> Case:
                 dtype, scores * (4 * HEAD_DIM + SOFTMAX_FLOPS_PER_ELEMENT), {"causal": causal})
 
 
-def _vector_op(name: str, kind: Any, flops: int, nbytes: int, what: str) -> Op:
-    """An op on the vector units in fp32, as the engine places its elementwise, gather and copy ops."""
+def _vector_op(name: str, kind: Any, flops: int, nbytes: int, what: str, elementwise: Any = None) -> Op:
+    """An op on the vector units in fp32, as the engine places its elementwise, gather and copy ops (and names
+    which elementwise operation it is, as the engine's rope and residual ops do)."""
     return Op(name=name, kind=kind, flops=flops, bytes=nbytes, unit="vector", dtype="fp32", reads=what,
-              writes=what, computes=f"{flops} FLOPs")
+              writes=what, computes=f"{flops} FLOPs", elementwise=elementwise)
 
 
 def _memory_case(family: str, size: int, dtype: str, vocab: int = VOCAB) -> Case:
@@ -149,7 +150,8 @@ def _memory_case(family: str, size: int, dtype: str, vocab: int = VOCAB) -> Case
         n = rows * RESIDUAL_WIDTH
         specs = (TensorSpec("a", (rows, RESIDUAL_WIDTH), dtype, "randn"),
                  TensorSpec("b", (rows, RESIDUAL_WIDTH), dtype, "randn"))
-        op = _vector_op("residual", "elementwise", RESIDUAL_FLOPS_PER_ELEMENT * n, 3 * n * a, f"{rows}×1024")
+        op = _vector_op("residual", "elementwise", RESIDUAL_FLOPS_PER_ELEMENT * n, 3 * n * a, f"{rows}×1024",
+                        "residual")
         return Case(op, family, "a + b", specs, ((rows, RESIDUAL_WIDTH),), dtype, int(op.flops))
     if family == "rope":
         per_token = 2 * (HEADS + KV_HEADS) * HEAD_DIM * a + HEAD_DIM * a  # Q, K in and out; cos and sin rows
@@ -159,7 +161,7 @@ def _memory_case(family: str, size: int, dtype: str, vocab: int = VOCAB) -> Case
                  TensorSpec("k", (n, KV_HEADS, HEAD_DIM), dtype, "randn"),
                  TensorSpec("cos", (n, HEAD_DIM // 2), dtype, "cos"), TensorSpec("sin", (n, HEAD_DIM // 2), dtype, "sin"))
         op = _vector_op("rope", "elementwise", ROPE_FLOPS_PER_ELEMENT * rotated, 2 * rotated * a + n * HEAD_DIM * a,
-                        f"Q and K of {n} tokens")
+                        f"Q and K of {n} tokens", "rope")
         return Case(op, family, "torch ops (mul, sub, add, cat)", specs,
                     ((n, HEADS, HEAD_DIM), (n, KV_HEADS, HEAD_DIM)), dtype, int(op.flops))
     if family == "embed":
@@ -201,7 +203,7 @@ def probe_cases(grid: ProbeGrid, dtype: str) -> list[tuple[str, Case]]:
 def launch_floor_case(dtype: str) -> Case:
     """A one-element add: what a graph-replayed launch costs when it moves nothing."""
     return Case(
-        _vector_op("launch", "elementwise", 1, 3 * int(dtype_bytes(dtype)), "1 element"), "residual", "a + b",
+        _vector_op("launch", "elementwise", 1, 3 * int(dtype_bytes(dtype)), "1 element", "residual"), "residual", "a + b",
         (TensorSpec("a", (1, 1), dtype, "randn"), TensorSpec("b", (1, 1), dtype, "randn")), ((1, 1),), dtype, 1)
 
 

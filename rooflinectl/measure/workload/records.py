@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from ...engine.op import OpKind
+from ...engine.op import Elementwise, OpKind
 from ...errors import UserError, format_validation_error
 from ...files import write_atomic
 from ...specs.load import read_json
@@ -52,6 +52,7 @@ class WorkloadOp(Record):
     unit: Literal["tensor", "vector"]
     op_dtype: str
     fuses: list[OpKind] = Field(default_factory=list)
+    elementwise: Elementwise | None = None  # which elementwise operation (engine.op.Elementwise), where it is one
     dtype: str  # the tensors' data type
     runner: str  # the kernel that ran it, in words
     backend: str | None = None  # SDPA's backend, as torch picked it
