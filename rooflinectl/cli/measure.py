@@ -77,8 +77,10 @@ def measure(
     interpret: bool = typer.Option(False, "--interpret", help="Run in Triton's interpreter on the CPU: "
                                                               "correctness only, small shapes, no timing."),
     seed: int = typer.Option(None, "--seed", help="Seed of the random inputs (default: a fresh one, recorded)."),
-    cuda_graph: bool = typer.Option(False, "--cuda-graph", help="Time replays of a CUDA graph (no CPU launch "
-                                                                "overhead: for kernels of a few µs)."),
+    timer: str = typer.Option(None, "--timer", help="cuda_graph (the default): replays of a CUDA graph of the "
+                                                    "rotated runs, no launch gaps, no L2 flush; events: CUDA "
+                                                    "events around each run, the L2 flushed before each."),
+    cuda_graph: bool = typer.Option(False, "--cuda-graph", help="The same as --timer cuda_graph (the default)."),
     json: bool = typer.Option(False, "--json", help="Print the record as JSON; no progress bar."),
     csv: bool = typer.Option(False, "--csv", help="Print the results and baselines as CSV; no progress bar."),
 ):
@@ -102,7 +104,8 @@ def measure(
     from ..measure.request import measure as run_request
 
     request = MeasureRequest(kernel=kernel, shapes=tuple(shape or ()), dtype=dtype, baseline=baseline, gpu=gpu,
-                             seed=seed, interpret=interpret, cuda_graph=cuda_graph, save=save, json=json)
+                             seed=seed, interpret=interpret, cuda_graph=cuda_graph, timer=timer, save=save,
+                             json=json)
     with _reporter(json or csv) as reporter:
         run = run_request(request, reporter)
     if json:

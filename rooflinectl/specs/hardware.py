@@ -251,6 +251,10 @@ class Measured(Ceilings):
     triton_version: str | None = None
     driver: str | None = None
     copy_bandwidth_gbps: Rate | None = None  # bytes read + bytes written of a large device-to-device copy
+    # How calibrate timed the ceilings ("cuda_graph": replays of a CUDA graph, or "events"), and its matmul peaks
+    # timed again in the same run by the other method: a check on the figures above, never used as a roof.
+    timer: Literal["cuda_graph", "events"] | None = None
+    tensor_tflops_check: dict[TensorDType, Peak] = Field(default_factory=dict)
     interconnect: MeasuredInterconnect | None = None
 
     @model_validator(mode="after")
@@ -258,7 +262,8 @@ class Measured(Ceilings):
         given = {n: getattr(self, n) is not None for n in _ONE_GPU_FIELDS}
         if all(given.values()):
             return self
-        if any(given.values()) or self.tensor_tflops or self.vector_tflops or self.triton_version or self.driver:
+        if any(given.values()) or self.tensor_tflops or self.vector_tflops or self.triton_version or self.driver \
+                or self.timer or self.tensor_tflops_check:
             missing = ", ".join(n for n, g in given.items() if not g)
             raise ValueError(f"the measured ceilings need {missing} as well")
         if self.interconnect is None:

@@ -16,11 +16,11 @@ def test_timed_run_lays_out_every_number(capsys, monkeypatch):
     print_run(run)
     text = capsys.readouterr().out
     rows = [line.split() for line in text.splitlines() if line.lstrip().startswith("512x2048")]
-    # shape, check, time, band, GB/s, TFLOP/s, predicted, %spec, %meas (the numbers of the test above)
+    # shape, check, time, band, timer, GB/s, TFLOP/s, predicted, %spec, %meas (the numbers of the test above)
     assert rows[0] == ["512x2048", "ok", f"{run.records[0].correctness.rel_error:.1e}", "2", "µs", "1.9–2.2", "µs",
-                       "2,097", "2.6", "1.25", "µs", "63", "70"]
-    # the torch baseline: time, band, GB/s, TFLOP/s, its error, the kernel's speedup
-    assert rows[1][:11] == ["512x2048", "torch", "eager", "3", "µs", "2.9–3.1", "µs", "1,398", "1.7",
+                       "graph", "2,097", "2.6", "1.25", "µs", "63", "70"]
+    # the torch baseline: time, band, timer, GB/s, TFLOP/s, its error, the kernel's speedup
+    assert rows[1][:12] == ["512x2048", "torch", "eager", "3", "µs", "2.9–3.1", "µs", "graph", "1,398", "1.7",
                             f"{run.records[0].baselines[0].rel_error:.1e}", "1.50"]
     # the launch: grid 512, 4 warps, 128 threads, no registers/spills/smem known, 16 per SM, ≤100%, 1 wave
     assert rows[2] == ["512x2048", "run", "512", "4", "128", "-", "-", "-", "16", "≤100%", "1", "warps"]
