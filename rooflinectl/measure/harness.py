@@ -7,7 +7,8 @@ Per shape, in this order (DESIGN.md, "Measuring honestly"), each step a function
 2. ``check``: fresh random inputs (a recorded seed), the output poisoned with NaN, one run, the relative error
    against the kernel's torch reference in float32/float64 and the kernel's tolerance for the data type. A kernel
    that fails (or raises) is reported as such and neither it nor its baselines are timed. The baselines (torch
-   eager, torch.compile) are checked against the same reference.
+   eager, torch.compile) are checked against the same reference with the same tolerance; one that fails or raises
+   is reported with its error and not timed.
 3. ``time_kernel``: ``bench.do_bench`` over input sets rotated past the L2 (``bench.input_sets``), with the plan's
    timer: CUDA-graph replays by default, CUDA events where the kernel does not capture (``bench.time_figure``;
    each figure's ``Timing.timer`` says which it used).
@@ -241,7 +242,8 @@ def check(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU | None, 
     timing.sync(plan.device)
     launches = [launch_record(launch, spec) for launch in kernel.last_launches()]
     ref = kernel.reference(inputs)
-    correctness = _compare(out, ref, kernel.tolerance(plan.dtype), seed)
+    tolerance = kernel.tolerance(plan.dtype)
+    correctness = _compare(out, ref, tolerance, seed)
     baselines: list[Baseline] = []
     if correctness.passed and plan.timed:
         fns = kernel.baselines()
@@ -250,7 +252,12 @@ def check(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU | None, 
             try:
                 result = fns[name](inputs)
                 timing.sync(plan.device)
-                baselines.append(Baseline(name=name, rel_error=_compare(result, ref, math.inf, seed).rel_error))
+                # The same tolerance as the kernel's: a speedup over a wrong result means nothing, so a baseline
+                # that fails it is reported with its error and not timed, as a failing kernel is not.
+                c = _compare(result, ref, tolerance, seed)
+                wrong = None if c.passed else (f"wrong result: relative error {c.rel_error:.1e} > tolerance "
+                                               f"{tolerance:.0e}: not timed")
+                baselines.append(Baseline(name=name, rel_error=c.rel_error, error=wrong))
                 del result
             except Exception as err:  # torch.compile can fail on a machine without a C compiler, say
                 baselines.append(Baseline(name=name, error=one_line(err)))

@@ -80,6 +80,14 @@ class Timing(Record):
     input_sets: int  # buffers rotated between runs so that the L2 cannot hold the working set
     capture_error: str | None = None  # why a CUDA graph was not used, when the run asked for one
 
+    @model_validator(mode="after")
+    def _ordered(self) -> Timing:
+        # Three quantiles of the same runs: p20 <= median <= p80, or they were mislabelled on the way here.
+        if not self.p20_s <= self.median_s <= self.p80_s:
+            raise ValueError(f"p20 {self.p20_s:g} s <= median {self.median_s:g} s <= p80 {self.p80_s:g} s does not "
+                             f"hold: the quantiles are mislabelled")
+        return self
+
 
 class Baseline(Record):
     """The same operation run by torch eager or torch.compile, timed the same way."""
