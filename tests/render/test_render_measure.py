@@ -58,3 +58,23 @@ def test_at_80_columns_the_anatomy_is_one_line_per_launch_with_its_kernel_whole(
     joined = " ".join(line.strip() for line in lines[lines.index(launch):lines.index(launch) + 2])
     assert ("512x2048 run: grid 512, 4 warps (128 threads), - registers, - spills, smem -; 16 per SM, "
             "occupancy ≤100%, 1 wave, limit warps") in joined
+
+
+def test_each_row_says_which_timer_took_its_figure(capsys, monkeypatch):
+    """The kernel captured (graph), its baseline did not (events, with the capture's error in a note); at 100
+    columns every line fits."""
+    from measure_fakes import FakeDevice
+
+    monkeypatch.setenv("COLUMNS", "100")
+    graph = FakeDevice((2.0e-6, 1.9e-6, 2.2e-6), no_capture={1})
+    events = FakeDevice((5.0e-6, 4.0e-6, 6.0e-6), name="events")
+    run = run_fake(FakeSoftmax(), [(512, 2048)], clock=graph, events=events,
+                   ceilings=RunCeilings(copy_bandwidth_gbps=3000.0, timer="cuda_graph"))
+    print_run(run)
+    text = capsys.readouterr().out
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 100
+    rows = [line.split() for line in text.splitlines() if line.lstrip().startswith("512x2048")]
+    assert rows[0][7] == "graph" and rows[1][7] == "events"
+    flat = " ".join(text.split())
+    assert "512x2048: baseline torch: not captured in a CUDA graph (RuntimeError: operation not permitted" in flat
+    assert "this run asked for graph" in flat and "ceilings measured in this run, timed by graph" in flat
