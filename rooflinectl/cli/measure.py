@@ -157,7 +157,7 @@ def calibrate(
     from ..measure.ceilings import calibrate as run_calibration
 
     with _reporter(json) as reporter:
-        reporter.start(1 + len(PROBE_DTYPES))
+        reporter.start(2 + 2 * len(PROBE_DTYPES))  # the warm-up, the copy, and each matmul and its check
         started: list[str] = []
 
         def step(text: str) -> None:  # each probe announces itself: the one before it is done

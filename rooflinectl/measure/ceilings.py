@@ -17,7 +17,8 @@ hardware file whose ``measured`` section ``analyze --calibrated`` and ``plot`` u
   windows, under a graph run), the check; a note says when the two differ by more than ``CHECK_TOLERANCE``.
 
 Every probe is timed with the same timer as the kernels (``bench.time_figure``: CUDA-graph replays by default, CUDA
-events where a probe fails to capture, noted). Torch and triton are imported inside the functions. The YAML writer is pure and tested on the CPU.
+events where a probe fails to capture, noted). Torch and triton are imported inside the functions. The YAML writer
+is pure and tested on the CPU.
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ PROBE_REP_MS = 500
 
 # Data types calibrate probes, in this order; each is skipped (with a note) where the device or torch lacks it.
 PROBE_DTYPES: tuple[TensorDType, ...] = ("bf16", "fp16", "tf32", "fp8")
-# The clocks' warm-up before the first probe: bf16 matmuls of MATMUL_SIZE until this much time has passed (about
-# 1,400 of them at ~800 TFLOP/s on an H200). A GPU at idle clocks takes a fraction of a second to ramp up.
+# The clocks' warm-up before the first probe: bf16 matmuls of MATMUL_SIZE until this much time has passed (2·8192³ =
+# 1.1e12 FLOPs each, 1.4 ms at ~800 TFLOP/s: about 730 of them on an H200). A GPU at idle clocks takes a fraction of
+# a second to ramp up.
 WARM_UP_S = 1.0
 # The matmul ceiling's two timings (graph replay, CUDA events) should agree on a 1 ms kernel: a larger gap than this
 # share means one of them measured something else (cold clocks, launch gaps), and the run says so.
