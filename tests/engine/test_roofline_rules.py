@@ -79,3 +79,11 @@ def test_a_kv_working_set_equal_to_the_l2_is_served_from_the_l2():
     working = 10 * 2 * 16 * 2  # 10 positions of K and V, 16 bf16 each
     assert flash_tiling(s, "bf16", l2_bytes=working, block_q=2).served_from == "l2"
     assert flash_tiling(s, "bf16", l2_bytes=working - 1, block_q=2).served_from == "hbm"
+
+
+def test_the_verdict_names_a_tie_memory_bound_as_the_placement_does():
+    from rooflinectl.engine.explain import side_of_ridge
+
+    assert side_of_ridge(150.0, 150.0) == ("at", "memory-bound")
+    assert side_of_ridge(149.9, 150.0) == ("left of", "memory-bound")
+    assert side_of_ridge(150.1, 150.0) == ("right of", "compute-bound")
