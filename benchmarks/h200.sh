@@ -3,9 +3,10 @@
 #   calibrate (copy bandwidth, matmul peaks -> a hardware YAML), then `rooflinectl measure --baseline all` for
 #   fused_softmax (rows of 1,024 to 262,144 at 4,096 rows, bf16 and fp32), copy, matmul (8192³ and 4096³, bf16)
 #   and rmsnorm_linear (issue 5's M×K×N table, bf16), each saved as JSON under OUTDIR, and a summary table at the
-#   end. The shapes whose working set is within a few L2s (softmax up to 4096×4096, rmsnorm_linear's decode
-#   shapes) are timed a second time from a CUDA graph (--cuda-graph: no launch gaps, and no L2 full of the dirty
-#   lines that do_bench's flush leaves for the timed kernel to write back); the summary shows both.
+#   end. The first runs are timed with CUDA events (--timer events, the L2 flushed before each run); the shapes
+#   whose working set is within a few L2s (softmax up to 4096×4096, rmsnorm_linear's decode shapes) are timed a
+#   second time from a CUDA graph (--timer cuda_graph, measure's default: no launch gaps, and no L2 full of the
+#   dirty lines that do_bench's flush leaves for the timed kernel to write back); the summary shows both.
 #
 #   benchmarks/h200.sh OUTDIR                       # everything (about 5-8 minutes on an H200)
 #   benchmarks/h200.sh OUTDIR softmax summary       # some sections: calibrate softmax softmax_graph copy
@@ -72,19 +73,19 @@ for section in "${sections[@]}"; do
         [ "${PIPESTATUS[0]}" -ne 0 ] && status=1
         ;;
     softmax)
-        run softmax-bf16 measure --kernel fused_softmax --shape "$softmax_shapes" --dtype bf16 --baseline all
-        run softmax-fp32 measure --kernel fused_softmax --shape "$softmax_shapes" --dtype fp32 --baseline all
+        run softmax-bf16 measure --kernel fused_softmax --shape "$softmax_shapes" --dtype bf16 --baseline all --timer events
+        run softmax-fp32 measure --kernel fused_softmax --shape "$softmax_shapes" --dtype fp32 --baseline all --timer events
         ;;
     softmax_graph)
-        run softmax-bf16-graph measure --kernel fused_softmax --shape "$softmax_small" --dtype bf16 --baseline all --cuda-graph
-        run softmax-fp32-graph measure --kernel fused_softmax --shape "$softmax_small" --dtype fp32 --baseline all --cuda-graph
+        run softmax-bf16-graph measure --kernel fused_softmax --shape "$softmax_small" --dtype bf16 --baseline all --timer cuda_graph
+        run softmax-fp32-graph measure --kernel fused_softmax --shape "$softmax_small" --dtype fp32 --baseline all --timer cuda_graph
         ;;
-    copy) run copy-bf16 measure --kernel copy --dtype bf16 --baseline all ;;
-    matmul) run matmul-bf16 measure --kernel matmul --shape 8192x8192x8192,4096x4096x4096 --dtype bf16 --baseline all ;;
-    rmsnorm) run rmsnorm_linear-bf16 measure --kernel rmsnorm_linear --shape "$rmsnorm_shapes" --dtype bf16 --baseline all ;;
+    copy) run copy-bf16 measure --kernel copy --dtype bf16 --baseline all --timer events ;;
+    matmul) run matmul-bf16 measure --kernel matmul --shape 8192x8192x8192,4096x4096x4096 --dtype bf16 --baseline all --timer events ;;
+    rmsnorm) run rmsnorm_linear-bf16 measure --kernel rmsnorm_linear --shape "$rmsnorm_shapes" --dtype bf16 --baseline all --timer events ;;
     rmsnorm_graph)
         run rmsnorm_linear-bf16-graph measure --kernel rmsnorm_linear --shape "$decode_shapes" --dtype bf16 \
-            --baseline all --cuda-graph
+            --baseline all --timer cuda_graph
         ;;
     summary)
         python3 - "$out" <<'EOF'

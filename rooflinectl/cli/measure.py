@@ -79,8 +79,10 @@ def measure(
     interpret: bool = typer.Option(False, "--interpret", help="Run in Triton's interpreter on the CPU: "
                                                               "correctness only, small shapes, no timing."),
     seed: int = typer.Option(None, "--seed", help="Seed of the random inputs (default: a fresh one, recorded)."),
-    cuda_graph: bool = typer.Option(False, "--cuda-graph", help="Time replays of a CUDA graph (no CPU launch "
-                                                                "overhead: for kernels of a few µs)."),
+    timer: str = typer.Option(None, "--timer", help="cuda_graph (the default): replays of a CUDA graph of the "
+                                                    "rotated runs, no launch gaps, no L2 flush; events: CUDA "
+                                                    "events around each run, the L2 flushed before each."),
+    cuda_graph: bool = typer.Option(False, "--cuda-graph", help="The same as --timer cuda_graph (the default)."),
     json: bool = typer.Option(False, "--json", help="Print the record as JSON; no progress bar."),
     csv: bool = typer.Option(False, "--csv", help="Print the results and baselines as CSV; no progress bar."),
     workload: str = typer.Option(None, "--workload", help="Measure a workload's own ops and its whole step "
@@ -128,7 +130,8 @@ def measure(
     from ..measure.request import measure as run_request
 
     request = MeasureRequest(kernel=kernel, shapes=tuple(shape or ()), dtype=dtype, baseline=baseline, gpu=gpu,
-                             seed=seed, interpret=interpret, cuda_graph=cuda_graph, save=save, json=json)
+                             seed=seed, interpret=interpret, cuda_graph=cuda_graph, timer=timer, save=save,
+                             json=json)
     with _reporter(json or csv) as reporter:
         run = run_request(request, reporter)
     if json:
@@ -183,10 +186,13 @@ def calibrate(
             raise UserError(f"{name} belongs to calibrate --comm")
     from ..measure.ceilings import PROBE_DTYPES
     from ..measure.ceilings import calibrate as run_calibration
-    from ..measure.op_model import calibrate_op_model
+    from ..measure.op_model import PROBE_DTYPE, calibrate_op_model
+    from ..measure.workload.probes import DEFAULT_GRID, probe_cases
 
+    # The warm-up, the copy, each matmul and its check; then each of the op model's probes and the launch floor.
+    probes = len(probe_cases(DEFAULT_GRID, PROBE_DTYPE)) + 1 if op_model else 0
     with _reporter(json) as reporter:
-        reporter.start(1 + len(PROBE_DTYPES))
+        reporter.start(2 + 2 * len(PROBE_DTYPES) + probes)
         started: list[str] = []
 
         def step(text: str) -> None:  # each probe announces itself: the one before it is done

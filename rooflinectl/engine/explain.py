@@ -87,6 +87,14 @@ def moe_lines(a: Analysis) -> list[str]:
     ]
 
 
+def side_of_ridge(intensity: float, ridge: float) -> tuple[str, str]:
+    """(where ``intensity`` sits against ``ridge``, the bound there): a tie is memory-bound, the rule of
+    ``roofline.Placement.bound`` (the two times are equal at the ridge; memory is named on a tie)."""
+    if intensity == ridge:
+        return "at", "memory-bound"
+    return ("left of", "memory-bound") if intensity < ridge else ("right of", "compute-bound")
+
+
 def verdict(a: Analysis) -> list[str]:
     """A few sentences under the table."""
     w, t = a.workload, a.totals
@@ -100,13 +108,12 @@ def verdict(a: Analysis) -> list[str]:
         moe = w.model.moe
         linear = ("the linear layers" if moe is None else "the dense linear layers (attention projections"
                   + (", shared experts)" if moe.num_shared_experts else ")"))
-        side = "left" if intensity < ridge else "right"
-        bound = "memory-bound" if intensity < ridge else "compute-bound"
+        side, bound = side_of_ridge(intensity, ridge)
         if w.phase == "decode":
             what = "every weight" if w.model.moe is None else "the weights it uses (all but the untouched experts)"
             lines.append(
                 f"Decode reads {what} once per step for only {w.tokens} new token{'s' if w.tokens > 1 else ''}: "
-                f"{linear} sit at intensity {number(intensity)} FLOP/byte (about 2·batch/bytes-per-weight), {side} of "
+                f"{linear} sit at intensity {number(intensity)} FLOP/byte (about 2·batch/bytes-per-weight), {side} "
                 f"{where}: {bound}."
             )
             if turn is None:
@@ -125,7 +132,7 @@ def verdict(a: Analysis) -> list[str]:
         else:
             lines.append(
                 f"Prefill pushes {w.tokens:,} tokens through each weight read: {linear} sit at intensity "
-                f"{number(intensity)} FLOP/byte, {side} of {where}: {bound}. Time to first token: "
+                f"{number(intensity)} FLOP/byte, {side} {where}: {bound}. Time to first token: "
                 f"{duration(t.time_s)}."
             )
             lines += moe_lines(a)

@@ -1,10 +1,14 @@
-"""Timing on the GPU: triton's do_bench (CUDA events) or CUDA-graph replays, over input sets rotated past the L2.
+"""Timing on the GPU: CUDA-graph replays (the default) or CUDA events, over input sets rotated past the L2.
 
-- ``do_bench``: the median and the 20th/80th percentiles of one set of timed runs, after a warm-up. ``timer=
-  "events"`` is ``triton.testing.do_bench`` (CUDA events, the L2 flushed before each run); ``timer="cuda_graph"``
-  replays the runs from a CUDA graph (``do_bench_cudagraph``): no CPU launch overhead between kernels of a few
-  microseconds, and no flush, whose dirty lines a kernel that moves only a few L2s of data would otherwise spend
-  part of its time writing back; the rotation is then what keeps the L2 honest.
+- ``do_bench``: the median and the 20th/80th percentiles of one set of timed runs, after a warm-up.
+  ``timer="cuda_graph"`` (``DEFAULT_TIMER``) replays the runs from a CUDA graph (``do_bench_cudagraph``): no CPU
+  launch gap between kernels of a few microseconds, and no L2 flush, whose dirty lines a kernel that moves only a
+  few L2s of data would otherwise spend part of its time writing back; the rotation is then what keeps the L2
+  honest. ``timer="events"`` is ``triton.testing.do_bench``: CUDA events around each run, the L2 flushed before
+  each, so that a µs kernel's figure holds the launch gap and the flush's write-back (issue 14: 24.5 µs for a GEMV
+  that graph replay times at 15.1 µs). A function that cannot be captured raises ``CaptureError``.
+- ``time_figure``: one figure with the asked timer, falling back to CUDA events where the capture raised, and
+  which timer it used.
 - ``input_sets``: how many sets of inputs to rotate among, so that a run never finds its inputs in the L2 that
   the previous run left there (together they hold ``L2_MULTIPLE`` L2s).
 
@@ -30,6 +34,12 @@ MAX_FREE_MEMORY_SHARE = 0.5
 WARMUP_MS = 25
 REP_MS = 100
 QUANTILES = (0.5, 0.2, 0.8)  # median and the 20-80% band, from the same timed runs
+DEFAULT_TIMER: Timer = "cuda_graph"
+TIMERS: tuple[Timer, ...] = ("cuda_graph", "events")
+
+
+class CaptureError(RuntimeError):
+    """The function could not be captured in (or replayed from) a CUDA graph; ``time_figure`` then uses events."""
 
 
 class Bench(Protocol):
@@ -63,16 +73,38 @@ def do_bench(fn: Callable[[], object], *, warmup_ms: float = WARMUP_MS, rep_ms: 
     if timer == "cuda_graph":
         bench = triton.testing.do_bench_cudagraph
         if "quantiles" not in inspect.signature(bench).parameters:
-            raise UserError(f"--cuda-graph: triton {triton.__version__}'s do_bench_cudagraph gives no quantiles; "
-                            f"time without --cuda-graph")
-        # Older tritons refuse to capture on the default stream; newer ones make their own side stream anyway.
-        with torch.cuda.stream(torch.cuda.Stream()):
-            ms = bench(fn, rep=rep_ms, quantiles=list(QUANTILES), return_mode="median")
+            raise UserError(f"--timer cuda_graph: triton {triton.__version__}'s do_bench_cudagraph gives no "
+                            f"quantiles; use --timer events")
+        try:
+            # Older tritons refuse to capture on the default stream; newer ones make their own side stream anyway.
+            with torch.cuda.stream(torch.cuda.Stream()):
+                ms = bench(fn, rep=rep_ms, quantiles=list(QUANTILES), return_mode="median")
+        except Exception as err:  # a kernel that syncs, allocates or reads the host in its call cannot be captured
+            torch.cuda.synchronize()
+            raise CaptureError(_first_line(err)) from err
     else:
         ms = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=list(QUANTILES),
                                      return_mode="median")
     median, p20, p80 = (m / 1e3 for m in ms)
     return median, p20, p80
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0] if lines else ''}".rstrip(": ")[:200]
+
+
+def time_figure(fn: Callable[[], object], timer: Timer, bench: Bench, events: Bench, *, warmup_ms: float = WARMUP_MS,
+                rep_ms: float = REP_MS) -> tuple[tuple[float, float, float], Timer, str | None]:
+    """((median, p20, p80) in s, the timer used, why the graph was not used or None): ``bench`` times with
+    ``timer``; where that is ``cuda_graph`` and the capture raises ``CaptureError``, ``events`` times the same
+    ``fn`` (with the same windows) instead, and the figure says so. Any other error is raised."""
+    try:
+        return bench(fn, warmup_ms=warmup_ms, rep_ms=rep_ms), timer, None
+    except CaptureError as err:
+        if timer != "cuda_graph":
+            raise
+        return events(fn, warmup_ms=warmup_ms, rep_ms=rep_ms), "events", str(err)
 
 
 def gpu_bench(timer: Timer) -> Bench:
@@ -85,9 +117,9 @@ def gpu_bench(timer: Timer) -> Bench:
     return bench
 
 
-def timing(t: tuple[float, float, float], timer: Timer, sets: int) -> Timing:
+def timing(t: tuple[float, float, float], timer: Timer, sets: int, capture_error: str | None = None) -> Timing:
     median, p20, p80 = t
-    return Timing(median_s=median, p20_s=p20, p80_s=p80, timer=timer, input_sets=sets)
+    return Timing(median_s=median, p20_s=p20, p80_s=p80, timer=timer, input_sets=sets, capture_error=capture_error)
 
 
 def rotated(call: Callable[[Any], object], sets: Sequence[Any]) -> Callable[[], object]:

@@ -1,14 +1,24 @@
 """Ceilings measured on the device in hand, and the calibrated hardware YAML that carries them.
 
-Two probes, shared by ``measure`` (once per run, for the "% of measured" column) and ``calibrate`` (written into a
-hardware file whose ``measured`` section ``analyze --calibrated`` and ``plot`` use as roofs):
+Probes shared by ``measure`` (once per run, for the "% of measured" column) and ``calibrate`` (written into a
+hardware file whose ``measured`` section ``analyze --calibrated`` and ``plot`` use as roofs), in this order:
 
-- bandwidth: a large device-to-device ``copy_`` by torch; bytes = bytes read + bytes written (DESIGN.md).
+- warm-up: about a second of back-to-back bf16 8192³ matmuls before the first probe (``warm_up_clocks``), so that
+  no ceiling is timed on clocks still ramping up from idle.
+- bandwidth: a large elementwise copy on the SMs, ``torch.add(src, 0, out=dst)`` (torch's vectorized elementwise
+  kernel); bytes = bytes read + bytes written (DESIGN.md). Not ``dst.copy_(src)``: captured in a CUDA graph that
+  becomes a memcpy node, run by the copy engine (about 2.8 TB/s on the H200 against 4.27 for an SM kernel), and the
+  kernels this ceiling is compared with run on the SMs. Not the project's own Triton copy: the ceiling that
+  ``measure --kernel copy`` is set against would then be that kernel by construction.
 - compute: an n×n×n product by torch on random data (zeros run faster and overstate the peak), per data type:
   bf16 and fp16 through ``torch.matmul``, tf32 through an fp32 matmul with ``allow_tf32``, fp8 (e4m3) through
-  ``torch._scaled_mm`` where the device has fp8 tensor cores (compute capability 8.9 and up). FLOPs = 2·n³.
+  ``torch._scaled_mm`` where the device has fp8 tensor cores (compute capability 8.9 and up). FLOPs = 2·n³. Each
+  is timed twice in the same run: with the run's timer (the figure kept) and with the other one (CUDA events, long
+  windows, under a graph run), the check; a note says when the two differ by more than ``CHECK_TOLERANCE``.
 
-Torch and triton are imported inside the functions. The YAML writer is pure and tested on the CPU.
+Every probe is timed with the same timer as the kernels (``bench.time_figure``: CUDA-graph replays by default, CUDA
+events where a probe fails to capture, noted). Torch and triton are imported inside the functions. The YAML writer
+is pure and tested on the CPU.
 """
 
 from __future__ import annotations
@@ -26,8 +36,8 @@ from ..errors import UserError
 from ..files import write_atomic
 from ..specs.hardware import GPU, Measured, OpModel, TensorDType
 from ..specs.load import SAFE_LOADER, validate
-from .bench import Bench
-from .records import RunCeilings
+from .bench import Bench, time_figure
+from .records import RunCeilings, Timer
 
 if TYPE_CHECKING:
     from ..engine.op import Op
@@ -45,7 +55,19 @@ PROBE_REP_MS = 500
 
 # Data types calibrate probes, in this order; each is skipped (with a note) where the device or torch lacks it.
 PROBE_DTYPES: tuple[TensorDType, ...] = ("bf16", "fp16", "tf32", "fp8")
+# The clocks' warm-up before the first probe: bf16 matmuls of MATMUL_SIZE until this much time has passed (2·8192³ =
+# 1.1e12 FLOPs each, 1.4 ms at ~800 TFLOP/s: about 730 of them on an H200). A GPU at idle clocks takes a fraction of
+# a second to ramp up.
+WARM_UP_S = 1.0
+# The matmul ceiling's two timings (graph replay, CUDA events) should agree on a 1 ms kernel: a larger gap than this
+# share means one of them measured something else (cold clocks, launch gaps), and the run says so.
+CHECK_TOLERANCE = 0.03
+COPY_PROBE = "torch.add(src, 0, out=dst), an elementwise kernel on the SMs"
 
+
+def other_timer(timer: Timer) -> Timer:
+    """The second method a ceiling is checked with: events under a graph run, a graph under an events run."""
+    return "events" if timer == "cuda_graph" else "cuda_graph"
 
 
 def ceiling_dtypes(ops: Iterable[Op]) -> list[str]:
@@ -62,16 +84,52 @@ def copy_bytes_for(l2_bytes: int | None) -> int:
     return max(COPY_MIN_BYTES, COPY_L2_MULTIPLE * (l2_bytes or 0))
 
 
-def probe_copy_bandwidth(bench: Bench, l2_bytes: int | None) -> tuple[float, int]:
-    """(GB/s, bytes moved per copy) of a device-to-device copy_ of random bf16 data, read + written."""
+def warm_up_clocks(seconds: float = WARM_UP_S, n: int = MATMUL_SIZE) -> float:
+    """Run bf16 n³ matmuls back to back until ``seconds`` of wall time have passed (synchronized); the time spent."""
+    import time
+
     import torch
 
-    n = copy_bytes_for(l2_bytes) // 2
-    src = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(10):  # ~10 ms of work a check of the clock: the host never starves the GPU
+            torch.matmul(a, b, out=c)
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One ceiling's timing: (median, p20, p80) in s, the timer it used, and why a graph was not used."""
+
+    t: tuple[float, float, float]
+    timer: Timer
+    capture_error: str | None = None
+
+
+def _time_probe(fn: Callable[[], object], timer: Timer, bench: Bench, events: Bench) -> Probe:
+    t, used, why = time_figure(fn, timer, bench, events, warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
+    return Probe(t, used, why)
+
+
+def probe_copy_bandwidth(bench: Bench, l2_bytes: int | None, *, timer: Timer = "events", events: Bench | None = None,
+                         device: str = "cuda") -> tuple[float, int, Probe]:
+    """(GB/s, bytes moved per copy, the probe) of ``COPY_PROBE`` over random bf16 data, read + written."""
+    import torch
+
+    n = copy_bytes_for(l2_bytes) // 2 if device == "cuda" else 4096
+    src = torch.randn(n, device=device, dtype=torch.bfloat16)
     dst = torch.empty_like(src)
     moved = 2 * src.numel() * src.element_size()  # read src + write dst
-    median, _, _ = bench(lambda: dst.copy_(src), warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
-    return moved / median / 1e9, moved
+
+    def copy() -> object:
+        return torch.add(src, 0, out=dst)  # x + 0 is x exactly: a copy, through the SMs
+
+    probe = _time_probe(copy, timer, bench, events or bench)
+    return moved / probe.t[0] / 1e9, moved, probe
 
 
 def fp8_supported() -> bool:
@@ -96,38 +154,47 @@ def _tf32(enabled: bool) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def probe_matmul(bench: Bench, dtype: str, n: int = MATMUL_SIZE) -> float:
-    """TFLOP/s of an n×n×n product in ``dtype`` (bf16, fp16, tf32, fp8) on random data; ValueError if unsupported."""
+def matmul_fn(dtype: str, n: int = MATMUL_SIZE, device: str = "cuda") -> Callable[[], object]:
+    """An n×n×n product in ``dtype`` (bf16, fp16, tf32, fp8) on random data; ValueError if unsupported."""
     import torch
 
-    g = torch.Generator(device="cuda").manual_seed(0)
-    flops = 2 * n**3
+    g = torch.Generator(device=device).manual_seed(0)
     if dtype in ("bf16", "fp16"):
         t = torch.bfloat16 if dtype == "bf16" else torch.float16
-        a = torch.randn(n, n, device="cuda", dtype=t, generator=g)
-        b = torch.randn(n, n, device="cuda", dtype=t, generator=g)
-        median, _, _ = bench(lambda: torch.matmul(a, b), warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
-    elif dtype == "tf32":
-        a = torch.randn(n, n, device="cuda", dtype=torch.float32, generator=g)
-        b = torch.randn(n, n, device="cuda", dtype=torch.float32, generator=g)
-        with _tf32(True):
-            median, _, _ = bench(lambda: torch.matmul(a, b), warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
-    elif dtype == "fp8":
+        a = torch.randn(n, n, device=device, dtype=t, generator=g)
+        b = torch.randn(n, n, device=device, dtype=t, generator=g)
+        return lambda: torch.matmul(a, b)
+    if dtype == "tf32":
+        a = torch.randn(n, n, device=device, dtype=torch.float32, generator=g)
+        b = torch.randn(n, n, device=device, dtype=torch.float32, generator=g)
+
+        def tf32() -> object:
+            with _tf32(True):  # inside the call: set when the graph is captured and when events time it
+                return torch.matmul(a, b)
+
+        return tf32
+    if dtype == "fp8":
         if not fp8_supported():
             raise ValueError("fp8 needs torch._scaled_mm and a device of compute capability 8.9 or higher")
         f8 = torch.float8_e4m3fn
-        a = torch.randn(n, n, device="cuda", generator=g).to(f8)
+        a8 = torch.randn(n, n, device=device, generator=g).to(f8)
         # _scaled_mm takes B column-major: the transpose of a row-major n×n tensor.
-        b = torch.randn(n, n, device="cuda", generator=g).to(f8).t()
-        one = torch.ones((), device="cuda", dtype=torch.float32)
+        b8 = torch.randn(n, n, device=device, generator=g).to(f8).t()
+        one = torch.ones((), device=device, dtype=torch.float32)
+        return lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    raise ValueError(f"no matmul probe for {dtype}")
 
-        def fn():
-            return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
-        median, _, _ = bench(fn, warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
-    else:
-        raise ValueError(f"no matmul probe for {dtype}")
-    return flops / median / 1e12
+def probe_matmul(bench: Bench, dtype: str, n: int = MATMUL_SIZE, *, timer: Timer = "events",
+                 events: Bench | None = None, device: str = "cuda") -> tuple[float, Probe]:
+    """(TFLOP/s, the probe) of an n×n×n product in ``dtype`` on random data; ValueError if unsupported."""
+    flops = 2 * n**3
+    probe = _time_probe(matmul_fn(dtype, n, device), timer, bench, events or bench)
+    return flops / probe.t[0] / 1e12, probe
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).splitlines()[0][:200] if str(err) else type(err).__name__
 
 
 def measure_ceilings(
@@ -136,27 +203,64 @@ def measure_ceilings(
     dtypes: Iterable[str],
     on_step: Callable[[str], None] = lambda text: None,
     n: int = MATMUL_SIZE,
+    *,
+    timer: Timer = "events",
+    events: Bench | None = None,
+    check: Bench | None = None,
+    warm_up: Callable[[], float] | None = None,
+    device: str = "cuda",
 ) -> RunCeilings:
-    """Copy bandwidth and the matmul peak of each of ``dtypes`` (those the device cannot run are noted, not fatal)."""
-    import torch
+    """Warm the clocks up, then the copy bandwidth and the matmul peak of each of ``dtypes`` (those the device
+    cannot run are noted, not fatal), all timed by ``bench`` with ``timer`` (``events`` where a probe does not
+    capture); each matmul again by ``check`` with the other timer (default: ``events`` under a graph run, ``bench``
+    under an events run), recorded beside it. ``warm_up`` (default ``warm_up_clocks``) returns the seconds spent."""
 
-    on_step("ceiling: device-to-device copy")
-    gbps, moved = probe_copy_bandwidth(bench, l2_bytes)
-    torch.cuda.empty_cache()  # the probe's buffers, freed on its return
-    tflops: dict[str, float] = {}
+    events = events or bench
+    check_timer = other_timer(timer)
+    check = check or (events if check_timer == "events" else bench)
     notes: list[str] = []
+    on_step(f"ceiling: warming the clocks up ({WARM_UP_S:g} s of bf16 matmuls {MATMUL_SIZE}³)")
+    warm_s = (warm_up or warm_up_clocks)()
+    on_step("ceiling: copy on the SMs")
+    gbps, moved, copy = probe_copy_bandwidth(bench, l2_bytes, timer=timer, events=events, device=device)
+    if copy.capture_error:
+        notes.append(f"copy: not captured in a CUDA graph ({copy.capture_error}); timed with CUDA events")
+    _empty_cache(device)  # the probe's buffers, freed on its return
+    tflops: dict[str, float] = {}
+    checked: dict[str, float] = {}
     dtypes = list(dtypes)
     for dtype in dtypes:
         on_step(f"ceiling: {dtype} matmul {n}³")
         try:
-            tflops[dtype] = probe_matmul(bench, dtype, n)
+            tflops[dtype], probe = probe_matmul(bench, dtype, n, timer=timer, events=events, device=device)
+            if probe.capture_error:
+                notes.append(f"{dtype} matmul: not captured in a CUDA graph ({probe.capture_error}); timed with "
+                             f"CUDA events")
+            elif probe.timer == timer:  # checked by the other method only where the first one was the run's
+                on_step(f"ceiling: {dtype} matmul {n}³, checked with {check_timer}")
+                flops = 2 * n**3
+                median, _, _ = check(matmul_fn(dtype, n, device), warmup_ms=PROBE_WARMUP_MS, rep_ms=PROBE_REP_MS)
+                checked[dtype] = flops / median / 1e12
+                gap = tflops[dtype] / checked[dtype] - 1
+                if abs(gap) > CHECK_TOLERANCE:
+                    notes.append(f"{dtype} matmul: {timer} gives {tflops[dtype]:,.1f} TFLOP/s, {check_timer} "
+                                 f"{checked[dtype]:,.1f} ({gap:+.1%}): more than {CHECK_TOLERANCE:.0%} apart")
         except ValueError as err:
             notes.append(f"{dtype} matmul not measured: {err}")
         except RuntimeError as err:  # torch: not implemented for this device or build
-            notes.append(f"{dtype} matmul not measured: {str(err).splitlines()[0][:200]}")
+            notes.append(f"{dtype} matmul not measured: {_first_line(err)}")
+        _empty_cache(device)
+    return RunCeilings.model_validate(dict(
+        copy_bandwidth_gbps=gbps, copy_bytes=moved, tensor_tflops=tflops, matmul_size=n if dtypes else None,
+        timer=timer, tensor_tflops_check=checked, check_timer=check_timer if checked else None, warm_up_s=warm_s,
+        copy_probe=COPY_PROBE, notes=notes))
+
+
+def _empty_cache(device: str) -> None:
+    if device == "cuda":
+        import torch
+
         torch.cuda.empty_cache()
-    return RunCeilings.model_validate(dict(copy_bandwidth_gbps=gbps, copy_bytes=moved, tensor_tflops=tflops,
-                                           matmul_size=n if dtypes else None, notes=notes))
 
 
 # --- the calibrated hardware file ----------------------------------------------------------------------------
@@ -175,6 +279,8 @@ def measured_section(ceilings: RunCeilings, *, device_name: str, date: str, comm
         driver=driver,
         copy_bandwidth_gbps=round(ceilings.copy_bandwidth_gbps, 1),
         tensor_tflops={k: round(v, 1) for k, v in ceilings.tensor_tflops.items()},
+        timer=ceilings.timer,
+        tensor_tflops_check={k: round(v, 1) for k, v in ceilings.tensor_tflops_check.items()},
     ))
 
 
@@ -225,6 +331,12 @@ class CalibrationRow:
     measured: float
     spec: float | None
     unit: str  # "GB/s" or "TFLOP/s"
+    check: float | None = None  # the same probe timed by the second method in the same run (matmuls)
+
+    @property
+    def check_gap(self) -> float | None:
+        """measured / check − 1: how far the two methods are apart."""
+        return self.measured / self.check - 1 if self.check else None
 
     @property
     def of_spec(self) -> float | None:
@@ -237,7 +349,8 @@ def calibration_rows(spec: GPU, measured: Measured) -> list[CalibrationRow]:
         return []
     rows = [CalibrationRow("copy bandwidth (read + write)", measured.copy_bandwidth_gbps,
                            spec.memory.hbm_bandwidth_gbps, "GB/s")]
-    rows += [CalibrationRow(f"{d} matmul", v, spec.compute.tensor_tflops.get(d), "TFLOP/s")
+    rows += [CalibrationRow(f"{d} matmul", v, spec.compute.tensor_tflops.get(d), "TFLOP/s",
+                            measured.tensor_tflops_check.get(d))
              for d, v in measured.tensor_tflops.items()]
     return rows
 
@@ -262,10 +375,12 @@ OpModelRun = Callable[[GPU, Measured, Callable[[str], None]], tuple[OpModel, lis
 
 
 def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = lambda text: None,
-              bench: Bench | None = None, op_model: OpModelRun | None = None) -> Calibration:
-    """Measure the device's copy bandwidth and matmul peaks (PROBE_DTYPES) and, with ``op_model`` (the CLI
-    passes ``measure.op_model.calibrate_op_model``), time the op model's probes and fit them under those ceilings;
-    write them into ``output``: the spec (``gpu``, or the one
+              bench: Bench | None = None, timer: Timer = "cuda_graph",
+              op_model: OpModelRun | None = None) -> Calibration:
+    """Measure the device's copy bandwidth and matmul peaks (PROBE_DTYPES) with ``timer`` (the matmuls checked by
+    the other one), after warming the clocks up, and, with ``op_model`` (the CLI passes
+    ``measure.op_model.calibrate_op_model``), time the op model's probes and fit them under those ceilings; write
+    them into ``output``: the spec (``gpu``, or the one
     matching the device's name) with its ``measured`` section."""
     import shlex
 
@@ -280,7 +395,9 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     assert spec is not None  # resolve_spec finds one for a CUDA device, or raises
     info = device_info(spec, "cuda")
     command = shlex.join(["rooflinectl", "calibrate", "-o", str(output), "--gpu", spec.id])
-    ceilings = measure_ceilings(bench or timing.gpu_bench("events"), info.l2_bytes, PROBE_DTYPES, on_step=step)
+    ceilings = measure_ceilings(bench or timing.gpu_bench(timer), info.l2_bytes, PROBE_DTYPES, on_step=step,
+                                timer=timer, events=bench or timing.gpu_bench("events"),
+                                check=bench or timing.gpu_bench(other_timer(timer)))
     measured = measured_section(ceilings, device_name=info.name, date=now(), command=command,
                                 torch_version=torch_version, triton_version=triton_version, driver=info.driver)
     notes = list(ceilings.notes)

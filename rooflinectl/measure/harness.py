@@ -7,12 +7,16 @@ Per shape, in this order (DESIGN.md, "Measuring honestly"), each step a function
 2. ``check``: fresh random inputs (a recorded seed), the output poisoned with NaN, one run, the relative error
    against the kernel's torch reference in float32/float64 and the kernel's tolerance for the data type. A kernel
    that fails (or raises) is reported as such and neither it nor its baselines are timed. The baselines (torch
-   eager, torch.compile) are checked against the same reference.
-3. ``time_kernel``: ``bench.do_bench`` over input sets rotated past the L2 (``bench.input_sets``).
+   eager, torch.compile) are checked against the same reference with the same tolerance; one that fails or raises
+   is reported with its error and not timed.
+3. ``time_kernel``: ``bench.do_bench`` over input sets rotated past the L2 (``bench.input_sets``), with the plan's
+   timer: CUDA-graph replays by default, CUDA events where the kernel does not capture (``bench.time_figure``;
+   each figure's ``Timing.timer`` says which it used).
 4. ``shares``: achieved GB/s and TFLOP/s, predicted time and share of the roof, from the engine
    (``engine.roofline.measured_share``), under the spec's roofs and under the ceilings measured in this run
    (``Roofs.with_ceilings``).
-5. ``time_baselines``: the baselines, timed the same way on the same rotation.
+5. ``time_baselines``: the baselines, timed the same way (the same timer, the same fallback) on the same rotation;
+   torch.compile's was compiled by its check in step 2, before any capture.
 
 ``measure_shape`` runs them and builds the shape's record once. The ceilings (copy bandwidth, matmul peaks for the
 data types the run's ops need) are measured once per run by ``rooflinectl.measure.ceilings``. Under ``interpret``
@@ -148,7 +152,7 @@ class Plan:
     timed: bool  # False: correctness only (the interpreter)
     baselines: tuple[BaselineName, ...] = ()
     seed: int = 0
-    timer: Timer = "events"  # "events" (do_bench) or "cuda_graph" (do_bench_cudagraph)
+    timer: Timer = timing.DEFAULT_TIMER  # "cuda_graph" (do_bench_cudagraph) or "events" (do_bench)
     warmup_ms: float = WARMUP_MS
     rep_ms: float = REP_MS
 
@@ -238,7 +242,8 @@ def check(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU | None, 
     timing.sync(plan.device)
     launches = [launch_record(launch, spec) for launch in kernel.last_launches()]
     ref = kernel.reference(inputs)
-    correctness = _compare(out, ref, kernel.tolerance(plan.dtype), seed)
+    tolerance = kernel.tolerance(plan.dtype)
+    correctness = _compare(out, ref, tolerance, seed)
     baselines: list[Baseline] = []
     if correctness.passed and plan.timed:
         fns = kernel.baselines()
@@ -247,7 +252,12 @@ def check(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU | None, 
             try:
                 result = fns[name](inputs)
                 timing.sync(plan.device)
-                baselines.append(Baseline(name=name, rel_error=_compare(result, ref, math.inf, seed).rel_error))
+                # The same tolerance as the kernel's: a speedup over a wrong result means nothing, so a baseline
+                # that fails it is reported with its error and not timed, as a failing kernel is not.
+                c = _compare(result, ref, tolerance, seed)
+                wrong = None if c.passed else (f"wrong result: relative error {c.rel_error:.1e} > tolerance "
+                                               f"{tolerance:.0e}: not timed")
+                baselines.append(Baseline(name=name, rel_error=c.rel_error, error=wrong))
                 del result
             except Exception as err:  # torch.compile can fail on a machine without a C compiler, say
                 baselines.append(Baseline(name=name, error=one_line(err)))
@@ -263,15 +273,40 @@ class Timed:
     sets: list[tuple[Inputs, Any]]
 
 
-def time_kernel(kernel: Kernel, shape: tuple[int, ...], plan: Plan, checked: Checked, bench: Bench, seed: int,
-                l2_bytes: int, reporter: Reporter, label: str) -> Timed:
-    """Time the kernel over enough fresh input sets to hold ``bench.L2_MULTIPLE`` L2s (one without an L2 size)."""
+@dataclass(frozen=True)
+class Benches:
+    """The timer the plan asks for (``main``) and CUDA events (``events``), which times a figure whose function
+    could not be captured in a CUDA graph (``bench.time_figure``)."""
+
+    main: Bench
+    events: Bench
+
+    def time(self, fn: Callable[[], object], plan: Plan) -> tuple[tuple[float, float, float], Timer, str | None]:
+        return timing.time_figure(fn, plan.timer, self.main, self.events, warmup_ms=plan.warmup_ms,
+                                  rep_ms=plan.rep_ms)
+
+
+def _as_benches(bench: Bench | Benches) -> Benches:
+    return bench if isinstance(bench, Benches) else Benches(bench, bench)
+
+
+def capture_note(what: str, t: Timing) -> list[str]:
+    """The note a figure timed with events, where the run asked for a CUDA graph, carries."""
+    if t.capture_error is None:
+        return []
+    return [f"{what}: not captured in a CUDA graph ({t.capture_error}); timed with CUDA events instead"]
+
+
+def time_kernel(kernel: Kernel, shape: tuple[int, ...], plan: Plan, checked: Checked, bench: Bench | Benches,
+                seed: int, l2_bytes: int, reporter: Reporter, label: str) -> Timed:
+    """Time the kernel over enough fresh input sets to hold ``bench.L2_MULTIPLE`` L2s (one without an L2 size),
+    each set drawn from its own seed (``seed + i``): the same seed would give the same data."""
     work = timing.working_set_bytes([*checked.inputs.values(), checked.out])
     n_sets = timing.input_sets(work, l2_bytes, timing.free_memory(plan.device)) if l2_bytes else 1
     reporter.step(f"{label}: timing ({n_sets} input set{'s' if n_sets > 1 else ''})")
     sets = [(checked.inputs, checked.out)] + [_fresh(kernel, shape, plan, seed + i) for i in range(1, n_sets)]
-    t = bench(timing.rotated(lambda s: kernel.run(*s), sets), warmup_ms=plan.warmup_ms, rep_ms=plan.rep_ms)
-    return Timed(timing.timing(t, plan.timer, n_sets), sets)
+    t, used, why = _as_benches(bench).time(timing.rotated(lambda s: kernel.run(*s), sets), plan)
+    return Timed(timing.timing(t, used, n_sets, why), sets)
 
 
 @dataclass(frozen=True)
@@ -310,8 +345,9 @@ def shares(op: Op, spec_roofs: Roofs | None, ceilings: RunCeilings | None, time_
                   measured_roof_pct=100.0 * measured.fraction, notes=notes)
 
 
-def time_baselines(kernel: Kernel, op: Op, plan: Plan, checked: list[Baseline], timed: Timed, bench: Bench,
-                   spec_roofs: Roofs | None, reporter: Reporter, label: str) -> list[Baseline]:
+def time_baselines(kernel: Kernel, op: Op, plan: Plan, checked: list[Baseline], timed: Timed,
+                   bench: Bench | Benches, spec_roofs: Roofs | None, reporter: Reporter, label: str
+                   ) -> list[Baseline]:
     """Step 5: each checked baseline timed on the kernel's rotation, its rates, and the kernel's speedup over it."""
     fns = kernel.baselines()
     out = []
@@ -326,13 +362,13 @@ def time_baselines(kernel: Kernel, op: Op, plan: Plan, checked: list[Baseline], 
             return fn(s[0])
 
         try:
-            t = bench(timing.rotated(call, timed.sets), warmup_ms=plan.warmup_ms, rep_ms=plan.rep_ms)
+            t, used, why = _as_benches(bench).time(timing.rotated(call, timed.sets), plan)
         except Exception as err:
             out.append(b.model_copy(update={"error": one_line(err)}))
             continue
         rates = shares(op, spec_roofs, None, t[0])
         out.append(b.model_copy(update={
-            "time_s": t[0], "timing": timing.timing(t, plan.timer, len(timed.sets)),
+            "time_s": t[0], "timing": timing.timing(t, used, len(timed.sets), why),
             "achieved_gbps": rates.achieved_gbps, "achieved_tflops": rates.achieved_tflops,
             "speedup": t[0] / timed.timing.median_s,
         }))
@@ -340,7 +376,7 @@ def time_baselines(kernel: Kernel, op: Op, plan: Plan, checked: list[Baseline], 
 
 
 def measure_shape(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU | None,
-                  ceilings: RunCeilings | None, bench: Bench, reporter: Reporter, seed: int,
+                  ceilings: RunCeilings | None, bench: Bench | Benches, reporter: Reporter, seed: int,
                   l2_bytes: int | None) -> ShapeRecord:
     """Check, time and place one shape (the steps of the module docstring); its record, built once."""
     op = kernel.op(shape, plan.dtype)
@@ -382,7 +418,9 @@ def measure_shape(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU 
         return record("error", checked=checked, error=one_line(err))
     rates = shares(op, spec_roofs, ceilings, timed.timing.median_s)
     baselines = time_baselines(kernel, op, plan, checked.baselines, timed, bench, spec_roofs, reporter, label)
-    return record("passed", checked=checked, timed=timed, rates=rates, baselines=baselines)
+    notes = capture_note("kernel", timed.timing)
+    notes += [n for b in baselines if b.timing for n in capture_note(f"baseline {b.name}", b.timing)]
+    return record("passed", checked=checked, timed=timed, rates=rates, baselines=baselines, notes=notes)
 
 
 # --- the run -------------------------------------------------------------------------------------------------
@@ -398,12 +436,14 @@ def run_measure(
     bench: Bench | None = None,
     ceilings: RunCeilings | None = None,
     info: DeviceInfo | None = None,
+    events_bench: Bench | None = None,
 ) -> MeasurementFile:
     """Measure ``kernel`` on every shape of ``plan``; the record of the whole run.
 
-    ``bench`` (default: triton's do_bench with ``plan.timer``) and ``ceilings`` (default: measured now, when the
-    plan is timed) and ``info`` (default: read from the device) can be given, which is how the tests run the whole
-    arithmetic on a CPU.
+    ``bench`` (default: triton's do_bench with ``plan.timer``), ``events_bench`` (what times a figure that could
+    not be captured in a CUDA graph; default: CUDA events, or ``bench`` when that is given), ``ceilings``
+    (default: measured now, when the plan is timed, with the same timer) and ``info`` (default: read from the
+    device) can be given, which is how the tests run the whole arithmetic on a CPU.
     """
     from .device import require_gpu_stack
 
@@ -411,21 +451,23 @@ def run_measure(
     reporter = reporter or Reporter()
     for shape in plan.shapes:
         kernel.check(shape, plan.dtype)
-    # The ceilings are timed as calibrate times them, with CUDA events, whatever the kernel's timer.
-    ceiling_bench = bench or timing.gpu_bench("events")
-    shape_bench = bench or timing.gpu_bench(plan.timer)
+    # The kernels, their baselines and the ceilings are all timed with the plan's timer (and its fallback).
+    events = events_bench or bench or timing.gpu_bench("events")
+    benches = Benches(bench or timing.gpu_bench(plan.timer), events)
     info = info or device_info(spec, plan.device)
     probe = plan.timed and ceilings is None
     reporter.start(len(plan.shapes) + (1 if probe else 0))
     if probe:
-        from .ceilings import measure_ceilings
+        from .ceilings import measure_ceilings, other_timer
 
         dtypes = ceiling_dtypes(kernel.op(shape, plan.dtype) for shape in plan.shapes)
-        ceilings = measure_ceilings(ceiling_bench, info.l2_bytes, dtypes, on_step=reporter.step)
+        check = bench or timing.gpu_bench(other_timer(plan.timer))
+        ceilings = measure_ceilings(benches.main, info.l2_bytes, dtypes, on_step=reporter.step, timer=plan.timer,
+                                    events=benches.events, check=check)
         reporter.advance()
     records = []
     for i, shape in enumerate(plan.shapes):
-        records.append(measure_shape(kernel, shape, plan, spec, ceilings, shape_bench, reporter,
+        records.append(measure_shape(kernel, shape, plan, spec, ceilings, benches, reporter,
                                      seed=plan.seed + 1000 * i, l2_bytes=info.l2_bytes))
         reporter.advance()
     return MeasurementFile(

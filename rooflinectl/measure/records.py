@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..engine.op import OpKind
 from ..errors import UserError, format_validation_error
 from ..files import write_atomic
-from ..specs.hardware import Ceilings
+from ..specs.hardware import Ceilings, TensorDType
 from ..specs.load import Peak, Rate, read_json
 
 SCHEMA_VERSION = 2
@@ -70,13 +70,23 @@ class Correctness(Record):
 
 
 class Timing(Record):
-    """Median and 20–80% band of the timed runs (triton.testing.do_bench, CUDA events)."""
+    """Median and 20–80% band of the timed runs, and the timer that took them (``measure.bench``): "cuda_graph"
+    (replays of a CUDA graph of the rotated runs) or "events" (triton's do_bench, the L2 flushed before each run)."""
 
     median_s: float
     p20_s: float
     p80_s: float
-    timer: Timer
+    timer: Timer  # the timer this figure used: the run's, or "events" where the graph capture failed
     input_sets: int  # buffers rotated between runs so that the L2 cannot hold the working set
+    capture_error: str | None = None  # why a CUDA graph was not used, when the run asked for one
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Timing:
+        # Three quantiles of the same runs: p20 <= median <= p80, or they were mislabelled on the way here.
+        if not self.p20_s <= self.median_s <= self.p80_s:
+            raise ValueError(f"p20 {self.p20_s:g} s <= median {self.median_s:g} s <= p80 {self.p80_s:g} s does not "
+                             f"hold: the quantiles are mislabelled")
+        return self
 
 
 class Baseline(Record):
@@ -194,7 +204,13 @@ class RunCeilings(Ceilings):
     model_config = _CONFIG
 
     copy_bytes: int | None = None  # bytes moved by one copy (read + written)
+    copy_probe: str | None = None  # the kernel that copied (ceilings.COPY_PROBE): an SM kernel, not a memcpy
     matmul_size: int | None = None  # n of the n×n×n products
+    timer: Timer | None = None  # how every probe was timed (a probe that fell back to events says so in notes)
+    warm_up_s: float | None = None  # seconds of matmuls run before the first probe, to bring the clocks up
+    # The same matmuls timed by the second method (check_timer) in the same run; a note where they differ by > 3%.
+    tensor_tflops_check: dict[TensorDType, Peak] = Field(default_factory=dict)
+    check_timer: Timer | None = None
     notes: list[str] = Field(default_factory=list)
 
 

@@ -1,7 +1,7 @@
 """What ``rooflinectl measure`` asks for, checked in the order that reports bad input before a missing GPU, and the
 whole run: ``measure(request)`` is what the command calls.
 
-Order of the checks (each a one-line UserError): the kernel's name, --baseline, --save's path, --interpret's
+Order of the checks (each a one-line UserError): the kernel's name, --baseline, --timer, --save's path, --interpret's
 environment, torch and triton, the shapes and the data type, a CUDA device, the spec. Torch and triton are
 imported only after --interpret has set TRITON_INTERPRET.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from ..errors import UserError
-from .records import BaselineName, MeasurementFile
+from .records import BaselineName, MeasurementFile, Timer
 
 if TYPE_CHECKING:
     from ..kernels.base import Kernel
@@ -37,7 +37,8 @@ class MeasureRequest:
     gpu: str | None = None  # --gpu; None: the spec matching the device's name
     seed: int | None = None  # None: a fresh one, recorded
     interpret: bool = False
-    cuda_graph: bool = False
+    cuda_graph: bool = False  # --cuda-graph: the old spelling of --timer cuda_graph, now the default
+    timer: str | None = None  # --timer: "cuda_graph" or "events"; None: bench.DEFAULT_TIMER
     save: Path | None = None
     json: bool = False
 
@@ -47,6 +48,17 @@ def baselines_for(choice: str) -> tuple[BaselineName, ...]:
         raise UserError(f"--baseline '{choice}' is not one of {', '.join(BASELINE_CHOICES)}")
     chosen: dict[str, tuple[BaselineName, ...]] = {"all": ("torch", "compile"), "none": ()}
     return chosen.get(choice, (cast(BaselineName, choice),))
+
+
+def timer_for(request: MeasureRequest) -> Timer:
+    """The timer asked for: --timer, or --cuda-graph (its old alias), or the default (CUDA-graph replays)."""
+    from .bench import DEFAULT_TIMER, TIMERS
+
+    if request.timer is not None and request.timer not in TIMERS:
+        raise UserError(f"--timer '{request.timer}' is not one of {', '.join(TIMERS)}")
+    if request.cuda_graph and request.timer not in (None, "cuda_graph"):
+        raise UserError(f"--cuda-graph asks for --timer cuda_graph, not --timer {request.timer}")
+    return "events" if request.timer == "events" else DEFAULT_TIMER
 
 
 def reproducing_command(request: MeasureRequest, dtype: str, gpu: str | None, seed: int) -> str:
@@ -62,8 +74,8 @@ def reproducing_command(request: MeasureRequest, dtype: str, gpu: str | None, se
     args += ["--seed", str(seed)]
     if request.interpret:
         args.append("--interpret")
-    if request.cuda_graph:
-        args.append("--cuda-graph")
+    else:
+        args += ["--timer", timer_for(request)]
     if request.save:
         args += ["--save", str(request.save)]
     if request.json:
@@ -91,6 +103,7 @@ def prepare(request: MeasureRequest) -> Prepared:
     if request.kernel not in KERNELS:
         get_kernel(request.kernel)  # the UserError naming the closest kernels
     chosen = baselines_for(request.baseline)
+    timer = timer_for(request)
     if request.save is not None:
         check_writable(request.save, "--save")
     if request.interpret:
@@ -120,7 +133,7 @@ def prepare(request: MeasureRequest) -> Prepared:
     seed = request.seed if request.seed is not None else secrets.randbelow(2**31 - 10**6)
     plan = Plan(shapes=shapes, dtype=dtype, device=device, timed=not request.interpret,
                 baselines=() if request.interpret else chosen, seed=seed,
-                timer="cuda_graph" if request.cuda_graph else "events")
+                timer=timer)
     command = reproducing_command(request, dtype, request.gpu or (spec.id if spec else None), seed)
     return Prepared(kernel, plan, spec, command)
 

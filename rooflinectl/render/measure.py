@@ -9,7 +9,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..measure.records import MeasurementFile, ShapeRecord
+from ..measure.records import MeasurementFile, ShapeRecord, Timing
 from ..units import duration, plural, si
 from .console import console
 
@@ -40,6 +40,14 @@ def _band(low: float, high: float) -> str:
     return f"{low / scale:.3g}–{high / scale:.3g} {unit}"
 
 
+# What a figure's timer is called in a table's "timer" column (records.Timer -> the word).
+TIMER_WORD = {"cuda_graph": "graph", "events": "events"}
+
+
+def _timer(t: Timing | None) -> str:
+    return TIMER_WORD[t.timer] if t else "-"
+
+
 def _table(title: str | None) -> Table:
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
 
@@ -66,14 +74,14 @@ def results_table(run: MeasurementFile) -> Table:
     t.add_column("shape", no_wrap=True)
     t.add_column("check", no_wrap=True)
     timed = not run.interpret
-    cols = ("time", "p20–p80", "GB/s", "TFLOP/s", "predicted", "%spec", "%meas") if timed else (
+    cols = ("time", "p20–p80", "timer", "GB/s", "TFLOP/s", "predicted", "%spec", "%meas") if timed else (
         "tolerance", "predicted")
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for r in run.records:
         row: list[str | Text] = [r.shape_text, _check_cell(r)]
         if timed:
-            row += [_time(r.time_s), _band(r.timing.p20_s, r.timing.p80_s) if r.timing else "-",
+            row += [_time(r.time_s), _band(r.timing.p20_s, r.timing.p80_s) if r.timing else "-", _timer(r.timing),
                     _num(r.achieved_gbps), _num(r.achieved_tflops, ",.1f"), _time(r.predicted_time_s),
                     _num(r.spec_roof_pct, ".0f"), _num(r.measured_roof_pct, ".0f")]
         else:
@@ -87,15 +95,16 @@ def baselines_table(run: MeasurementFile) -> Table:
     t = _table("Baselines: the same op by torch (×: baseline time / kernel time)")
     t.add_column("shape", no_wrap=True)
     t.add_column("baseline")
-    for col in ("time", "p20–p80", "GB/s", "TFLOP/s", "rel. err", "kernel ×"):
+    for col in ("time", "p20–p80", "timer", "GB/s", "TFLOP/s", "rel. err", "kernel ×"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in run.records:
         for b in r.baselines:
             if b.error:
-                t.add_row(r.shape_text, b.name, Text("error (below)", style="red"), "", "", "", "", "")
+                t.add_row(r.shape_text, b.name, Text("error (below)", style="red"), "", "", "", "", "", "")
                 continue
             t.add_row(r.shape_text, "torch.compile" if b.name == "compile" else "torch eager", _time(b.time_s),
-                      _band(b.timing.p20_s, b.timing.p80_s) if b.timing else "-", _num(b.achieved_gbps),
+                      _band(b.timing.p20_s, b.timing.p80_s) if b.timing else "-", _timer(b.timing),
+                      _num(b.achieved_gbps),
                       _num(b.achieved_tflops, ",.1f"), _num(b.rel_error, ".1e"), _num(b.speedup, ".2f"))
     return t
 
@@ -219,15 +228,21 @@ def print_run(run: MeasurementFile, saved: Path | None = None) -> None:
         lines.append("checked correctness only, in Triton's interpreter on the CPU: nothing was timed "
                      "(run without --interpret on a GPU for speed)")
     else:
-        how = "a CUDA graph's replays" if run.timer == "cuda_graph" else "CUDA events, the L2 flushed before each"
-        lines.append(f"time: median of the timed runs ({how}), p20–p80 the band around it. %spec, %meas: "
-                     f"the engine's predicted time under the spec's roofs, or under the ceilings measured in this "
-                     f"run, over the measured time (100 = on the roofline)")
+        lines.append("time: median of the timed runs, p20–p80 the band around it; timer: graph = replays of a CUDA "
+                     "graph of the runs over the rotated inputs (no launch gaps, no L2 flush), events = CUDA events "
+                     "around each run, the L2 flushed before each (launch gaps and the flush's write-back included)"
+                     f"; this run asked for {TIMER_WORD[run.timer or 'events']}. %spec, %meas: the engine's "
+                     f"predicted time under the spec's roofs, or under the ceilings measured in this run, over the "
+                     f"measured time (100 = on the roofline)")
         cl = run.ceilings
         if cl and cl.copy_bandwidth_gbps:
             parts = [f"copy {cl.copy_bandwidth_gbps:,.0f} GB/s"]
-            parts += [f"{d} matmul {v:,.0f} TFLOP/s" for d, v in cl.tensor_tflops.items()]
-            lines.append("ceilings measured in this run: " + ", ".join(parts))
+            for d, v in cl.tensor_tflops.items():
+                check = cl.tensor_tflops_check.get(d)
+                again = f" ({TIMER_WORD[cl.check_timer]} {check:,.0f})" if check and cl.check_timer else ""
+                parts.append(f"{d} matmul {v:,.0f} TFLOP/s{again}")
+            how = f", timed by {TIMER_WORD[cl.timer]}" if cl.timer else ""
+            lines.append(f"ceilings measured in this run{how}: " + ", ".join(parts))
             lines += [f"ceilings: {n}" for n in cl.notes]
     lines.append(f"{versions}; {run.date}")
     lines.append(f"reproduce: {run.command}")
@@ -256,13 +271,19 @@ def print_calibration(done: Calibration) -> None:
     t.add_column("measured", justify="right")
     t.add_column(f"spec {done.spec.id}", justify="right")
     t.add_column("of spec", justify="right")
+    check = "events" if m.timer == "cuda_graph" else "graph"
+    t.add_column(f"check ({check})", justify="right")
     for row in done.rows:
         places = ",.0f" if row.unit == "GB/s" else ",.1f"
         t.add_row(row.ceiling, f"{row.measured:{places}} {row.unit}",
                   _num(row.spec, places) + (f" {row.unit}" if row.spec else ""),
-                  "-" if row.of_spec is None else f"{row.of_spec:.0%}")
+                  "-" if row.of_spec is None else f"{row.of_spec:.0%}",
+                  "-" if row.check is None else f"{row.check:{places}} ({row.check_gap:+.1%})")
     c = console()
     c.print(t)
+    if m.timer:
+        c.print(f"timed by {TIMER_WORD[m.timer]} after the clocks' warm-up; the copy by an elementwise kernel on "
+                f"the SMs; check: each matmul timed again by {check} in the same run", highlight=False, markup=False)
     for n in done.notes:
         c.print(n, highlight=False, markup=False)
     if m.op_model is not None:

@@ -312,6 +312,10 @@ class Measured(Ceilings):
     triton_version: str | None = None
     driver: str | None = None
     copy_bandwidth_gbps: Rate | None = None  # bytes read + bytes written of a large device-to-device copy
+    # How calibrate timed the ceilings ("cuda_graph": replays of a CUDA graph, or "events"), and its matmul peaks
+    # timed again in the same run by the other method: a check on the figures above, never used as a roof.
+    timer: Literal["cuda_graph", "events"] | None = None
+    tensor_tflops_check: dict[TensorDType, Peak] = Field(default_factory=dict)
     interconnect: MeasuredInterconnect | None = None
     # The calibrated op model (``calibrate``): each op's time read from its class's curve (engine/calibrated.py).
     op_model: OpModel | None = None
@@ -324,7 +328,8 @@ class Measured(Ceilings):
         if self.op_model is not None:  # its roofline times are under the measured ceilings: it needs them
             missing = ", ".join(n for n, g in given.items() if not g)
             raise ValueError(f"op_model needs the measured ceilings its roof times were computed under: {missing}")
-        if any(given.values()) or self.tensor_tflops or self.vector_tflops or self.triton_version or self.driver:
+        if any(given.values()) or self.tensor_tflops or self.vector_tflops or self.triton_version or self.driver \
+                or self.timer or self.tensor_tflops_check:
             missing = ", ".join(n for n, g in given.items() if not g)
             raise ValueError(f"the measured ceilings need {missing} as well")
         if self.interconnect is None:

@@ -192,10 +192,10 @@ def test_measure_detects_the_spec_and_exits_1_on_a_wrong_result(monkeypatch, tmp
     assert result.exit_code == 1, result.output
     assert seen["spec"] == "h200" and seen["kernel"] == "fused_softmax"
     plan = seen["plan"]
-    assert (plan.shapes, plan.dtype, plan.device, plan.timed, plan.baselines, plan.seed) == (
-        [(4096, 4096)], "bf16", "cuda", True, ("torch", "compile"), 5)
+    assert (plan.shapes, plan.dtype, plan.device, plan.timed, plan.baselines, plan.seed, plan.timer) == (
+        [(4096, 4096)], "bf16", "cuda", True, ("torch", "compile"), 5, "cuda_graph")  # graph replay by default
     assert seen["command"] == ("rooflinectl measure --kernel fused_softmax --shape 4096x4096 --dtype bf16 "
-                               f"--baseline all --gpu h200 --seed 5 --save {out}")
+                               f"--baseline all --gpu h200 --seed 5 --timer cuda_graph --save {out}")
     assert "FAILED inf" in result.stdout and "wrong result: not timed" in result.stdout
     assert load(out).records[0].status == "failed"
 
@@ -206,10 +206,11 @@ def test_calibrate_writes_a_loadable_file(monkeypatch, tmp_path):
     fake_gpu(monkeypatch)
     asked = {}
 
-    def fake_ceilings(bench, l2_bytes, dtypes, on_step=lambda text: None, n=8192):
-        asked.update(l2=l2_bytes, dtypes=tuple(dtypes))
+    def fake_ceilings(bench, l2_bytes, dtypes, on_step=lambda text: None, n=8192, *, timer, **kw):
+        asked.update(l2=l2_bytes, dtypes=tuple(dtypes), timer=timer)
         return RunCeilings(copy_bandwidth_gbps=4251.37, tensor_tflops={"bf16": 760.04, "fp16": 771.2},
-                        notes=["fp8 matmul not measured: test"])
+                           timer=timer, tensor_tflops_check={"bf16": 790.0, "fp16": 771.0}, check_timer="events",
+                           notes=["fp8 matmul not measured: test"])
 
     monkeypatch.setattr(probes, "measure_ceilings", fake_ceilings)
     # The op model's probes: a tiny grid on the CPU, every probe "taking" 5 µs, the launch floor too.
@@ -227,7 +228,7 @@ def test_calibrate_writes_a_loadable_file(monkeypatch, tmp_path):
     om = load_gpu(str(out)).measured.op_model
     assert om is not None and om.launch_floor_s == 5e-6 and om.grid.startswith("bf16; F.linear M 1–1 ")
     assert "op model: " in result.stdout and "launch floor 5 µs" in result.stdout
-    assert asked == {"l2": 60 * MIB, "dtypes": ("bf16", "fp16", "tf32", "fp8")}
+    assert asked == {"l2": 60 * MIB, "dtypes": ("bf16", "fp16", "tf32", "fp8"), "timer": "cuda_graph"}
     gpu = load_gpu(str(out))
     assert gpu.id == "lab-h200" and gpu.memory == H200.memory
     m = gpu.measured
@@ -236,8 +237,11 @@ def test_calibrate_writes_a_loadable_file(monkeypatch, tmp_path):
     assert m.command == f"rooflinectl calibrate -o {out} --gpu h200"
     assert m.torch_version == torch.__version__
     rows = {line.strip().split("  ")[0]: line.split() for line in result.stdout.splitlines() if "/s" in line}
-    assert rows["copy bandwidth (read + write)"][-5:] == ["4,251", "GB/s", "4,800", "GB/s", "89%"]
-    assert rows["bf16 matmul"][-5:] == ["760.0", "TFLOP/s", "989.4", "TFLOP/s", "77%"]
+    assert rows["copy bandwidth (read + write)"][-6:] == ["4,251", "GB/s", "4,800", "GB/s", "89%", "-"]
+    # The check: the same matmul timed by CUDA events in the same run, 790.0; 760.0 / 790.0 − 1 = −3.8%.
+    assert rows["bf16 matmul"][-7:] == ["760.0", "TFLOP/s", "989.4", "TFLOP/s", "77%", "790.0", "(-3.8%)"]
+    assert (m.timer, m.tensor_tflops_check) == ("cuda_graph", {"bf16": 790.0, "fp16": 771.0})
+    assert "check: each matmul timed again by events in the same run" in " ".join(result.stdout.split())
     assert "fp8 matmul not measured: test" in result.stdout
     as_json = json.loads(cli("calibrate", "-o", str(out), "--json").stdout)
     assert as_json["id"] == "lab-h200" and as_json["measured"]["copy_bandwidth_gbps"] == 4251.4

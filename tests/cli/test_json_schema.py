@@ -176,6 +176,8 @@ GPU_SPEC = {
     "measured.torch_version": (str, NONE), "measured.triton_version": (str, NONE), "measured.driver": (str, NONE),
     "measured.copy_bandwidth_gbps": (float, NONE), "measured.tensor_tflops": (dict,),
     "measured.tensor_tflops.*": (float,), "measured.vector_tflops": (dict,), "measured.vector_tflops.*": (float,),
+    # No bundled file holds calibrate's check (calibrate's own schema below has its values).
+    "measured.timer": (str, NONE), "measured.tensor_tflops_check": (dict,),
     "measured.interconnect": (NONE,),
     "measured.op_model": (NONE,),
     **{f"measured.op_model.{k}": v for k, v in {
@@ -190,7 +192,8 @@ GPU_SPEC = {
 }
 GPU_MAPS = frozenset({"memory.derived", "limits.derived", "compute.derived", "interconnect.derived",
                       "compute.tensor_tflops", "compute.vector_tflops", "measured.tensor_tflops",
-                      "measured.vector_tflops", "measured.interconnect.collectives"})
+                      "measured.vector_tflops", "measured.tensor_tflops_check",
+                      "measured.interconnect.collectives"})
 
 HIERARCHY = {
     "hierarchy.sm_count": (int,),
@@ -384,7 +387,8 @@ def test_plot_json_schema(tmp_path):
 
 # --- measure and calibrate -------------------------------------------------------------------------------------
 
-TIMING = {"median_s": (float,), "p20_s": (float,), "p80_s": (float,), "timer": (str,), "input_sets": (int,)}
+TIMING = {"median_s": (float,), "p20_s": (float,), "p80_s": (float,), "timer": (str,), "input_sets": (int,),
+          "capture_error": (str, NONE)}
 RECORD_SCHEMA = {
     "schema_version": (int,), "torch_version": (str,), "triton_version": (str, NONE), "python_version": (str,),
     "date": (str,), "command": (str,), "interpret": (bool,), "seed": (int,), "timer": (str, NONE),
@@ -395,7 +399,10 @@ RECORD_SCHEMA = {
     "ceilings": (NONE,),
     **_under("ceilings", {"copy_bandwidth_gbps": (float, NONE), "tensor_tflops": (dict,), "tensor_tflops.*": (float,),
                           "vector_tflops": (dict,), "vector_tflops.*": (float,), "copy_bytes": (int, NONE),
-                          "matmul_size": (int, NONE), "notes": (list,), "notes[]": (str,)}),
+                          "matmul_size": (int, NONE), "notes": (list,), "notes[]": (str,),
+                          "copy_probe": (str, NONE), "timer": (str, NONE), "warm_up_s": (float, NONE),
+                          "tensor_tflops_check": (dict,), "tensor_tflops_check.*": (float,),
+                          "check_timer": (str, NONE)}),
     **_under("records[]", {
         "kernel": (str,), "op": (str,), "shape[]": (int,), "shape_text": (str,), "shape_format": (str,),
         "dtype": (str,), "flops": (int,), "bytes": (int,), "unit": (str,), "op_dtype": (str,),
@@ -421,7 +428,8 @@ RECORD_SCHEMA = {
         "unfused": (list,), "notes": (list,), "notes[]": (str,)}),
     "notes": (list,), "notes[]": (str,),
 }
-RECORD_MAPS = frozenset({"ceilings.tensor_tflops", "ceilings.vector_tflops", "records[].launches[].config"})
+RECORD_MAPS = frozenset({"ceilings.tensor_tflops", "ceilings.vector_tflops", "ceilings.tensor_tflops_check",
+                         "records[].launches[].config"})
 
 
 def test_measure_json_schema():
@@ -435,7 +443,9 @@ def test_measure_json_schema():
                       l2_bytes=50 * 2**20)
     clock = FakeClock(*[(2e-6, 1.9e-6, 2.2e-6)] * 8)
     ceilings = RunCeilings(copy_bandwidth_gbps=3000.0, tensor_tflops={"bf16": 700.0}, vector_tflops={"fp32": 60.0},
-                           copy_bytes=2**30, notes=["fp8 matmul not measured: test"])
+                           copy_bytes=2**30, copy_probe="torch.add", timer="cuda_graph", warm_up_s=1.0,
+                           tensor_tflops_check={"bf16": 710.0}, check_timer="events",
+                           notes=["fp8 matmul not measured: test"])
     passed = run_fake(FakeSoftmax(), [(64, 128), (8, 4096)], clock=clock, ceilings=ceilings, info=info)
     # A device of another SM count than the spec's: the run carries a note asking whether --gpu is right.
     other = info.model_copy(update={"sm_count": 114})
@@ -456,6 +466,7 @@ CALIBRATE = {
                           if k.startswith("measured.") and k != "measured.vector_tflops.*"
                           and not k.startswith("measured.interconnect.")  # calibrate --comm's: not calibrate's
                           and k != "measured.op_model"}),  # always written by calibrate (no None)
+    "measured.tensor_tflops_check.*": (float,),
 }
 
 
@@ -472,9 +483,10 @@ def test_calibrate_json_schema(monkeypatch, tmp_path):
     def info(spec, device_kind):
         return DeviceInfo(name="NVIDIA H200", spec=spec.id, driver="580.159.03", sm_count=132, l2_bytes=60 * 2**20)
 
-    def ceilings(bench, l2_bytes, dtypes, on_step=lambda text: None, n=8192):
+    def ceilings(bench, l2_bytes, dtypes, on_step=lambda text: None, n=8192, **kw):
         return RunCeilings(copy_bandwidth_gbps=4251, tensor_tflops={"bf16": 760, "fp16": 771.2},
-                           vector_tflops={"fp32": 60}, notes=["fp8 matmul not measured: test"])
+                           vector_tflops={"fp32": 60}, timer="cuda_graph", tensor_tflops_check={"bf16": 790},
+                           check_timer="events", notes=["fp8 matmul not measured: test"])
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
@@ -491,4 +503,4 @@ def test_calibrate_json_schema(monkeypatch, tmp_path):
     monkeypatch.setattr(op_model, "probe_samples", lambda device, dtype, reporter, grid: real_probes(
         "cpu", dtype, reporter, grid=tiny, time_fn=lambda fn: (fn(), (5e-6,) * 3)[1]))
     check_schema([run_json("calibrate", "-o", str(tmp_path / "lab-h200.yaml"))], CALIBRATE,
-                 frozenset({"measured.tensor_tflops", "measured.vector_tflops"}))
+                 frozenset({"measured.tensor_tflops", "measured.vector_tflops", "measured.tensor_tflops_check"}))

@@ -29,7 +29,8 @@ def test_ceiling_dtypes_are_those_of_tensor_ops():
 
 def fake_measured():
     ceilings = RunCeilings(copy_bandwidth_gbps=4251.37, copy_bytes=2 << 30,
-                        tensor_tflops={"bf16": 760.04, "fp16": 771.2, "tf32": 401.9, "fp8": 1302.55})
+                        tensor_tflops={"bf16": 760.04, "fp16": 771.2, "tf32": 401.9, "fp8": 1302.55},
+                        timer="cuda_graph", tensor_tflops_check={"bf16": 789.96}, check_timer="events")
     return measured_section(ceilings, device_name="NVIDIA H200", date="2026-12-01T10:00:00+00:00",
                             command="rooflinectl calibrate -o my-h200.yaml --gpu h200", torch_version="2.11.0",
                             triton_version="3.6.0", driver="580.159.03")
@@ -43,6 +44,9 @@ def test_calibrated_yaml_loads_and_analyze_uses_it(tmp_path):
     assert loaded.id == "my-h200" and loaded.aliases == []  # never shadows the bundled h200 by accident
     assert loaded.measured.copy_bandwidth_gbps == 4251.4
     assert loaded.measured.tensor_tflops == {"bf16": 760.0, "fp16": 771.2, "tf32": 401.9, "fp8": 1302.5}
+    # How they were timed, and the check by the other method, round-trip too (rounded to 0.1 as the peaks are).
+    assert (loaded.measured.timer, loaded.measured.tensor_tflops_check) == ("cuda_graph", {"bf16": 790.0})
+    assert loaded.roofs(calibrated=True).tensor_tflops["bf16"] == 760.0  # the check is never a roof
     assert loaded.memory == H200.memory and loaded.compute == H200.compute  # the spec's content, unchanged
     assert out.read_text().startswith("# NVIDIA H200 SXM 141GB: the spec sheet's numbers")
     assert not (tmp_path / "my-h200.yaml.tmp").exists()

@@ -107,7 +107,8 @@ def test_timed_flow_gives_the_hand_derived_numbers():
     assert launch.grid == [512] and launch.num_warps == 4 and launch.threads_per_program == 128
     assert launch.occupancy_upper_bound and launch.n_regs is None
     assert launch.waves == 1 and launch.programs_per_sm == 16  # 64 warps / 4 per program
-    assert run.ceilings == ceilings and run.timer == "events" and not run.interpret
+    assert run.ceilings == ceilings and run.timer == "cuda_graph" and not run.interpret  # the default
+    assert r.timing.timer == "cuda_graph" and b.timing.timer == "cuda_graph" and r.timing.capture_error is None
 
 
 def test_a_failing_kernel_is_reported_and_not_timed():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rooflinectl.errors import UserError
-from rooflinectl.measure.request import MeasureRequest, baselines_for, reproducing_command
+from rooflinectl.measure.request import MeasureRequest, baselines_for, reproducing_command, timer_for
 
 
 def test_baseline_choices():
@@ -27,4 +27,17 @@ def test_reproducing_command_names_what_the_run_resolved():
         "--interpret --save o.json --json")
     timed = MeasureRequest(kernel="copy", baseline="all", cuda_graph=True)
     assert reproducing_command(timed, "bf16", None, 3) == (
-        "rooflinectl measure --kernel copy --dtype bf16 --baseline all --seed 3 --cuda-graph")
+        "rooflinectl measure --kernel copy --dtype bf16 --baseline all --seed 3 --timer cuda_graph")
+    events = MeasureRequest(kernel="copy", timer="events")
+    assert reproducing_command(events, "bf16", None, 3) == (
+        "rooflinectl measure --kernel copy --dtype bf16 --baseline torch --seed 3 --timer events")
+
+
+def test_the_default_timer_is_graph_replay_and_cuda_graph_is_its_alias():
+    assert timer_for(MeasureRequest(kernel="copy")) == "cuda_graph"
+    assert timer_for(MeasureRequest(kernel="copy", cuda_graph=True)) == "cuda_graph"
+    assert timer_for(MeasureRequest(kernel="copy", timer="events")) == "events"
+    with pytest.raises(UserError, match="--timer 'wall' is not one of cuda_graph, events"):
+        timer_for(MeasureRequest(kernel="copy", timer="wall"))
+    with pytest.raises(UserError, match="--cuda-graph asks for --timer cuda_graph, not --timer events"):
+        timer_for(MeasureRequest(kernel="copy", timer="events", cuda_graph=True))

@@ -259,3 +259,21 @@ def test_a_measured_point_above_every_roof_is_on_the_chart_and_the_limits_are_fl
     (m,) = panel.measured
     assert m.flops == pytest.approx(1e16) and panel.ylim[0] < m.flops < panel.ylim[1]
     assert all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in (*panel.xlim, *panel.ylim))
+
+
+def test_a_measured_point_is_paired_only_with_a_prediction_of_its_kind_within_2x_of_its_intensity():
+    """Issue 14: a point always paired with a prediction passed CI. At decode batch 1 every linear op sits near
+    1 FLOP/byte (q_proj: 2·4096² FLOPs over (4096 + 4096² + 4096)·2 bytes); a linear kernel timed at M = 512 sits
+    at 2·512·4096² / ((512·4096 + 4096² + 512·4096)·2) = 409.6 FLOP/byte, 400× away: no pair. A kernel at
+    q_proj's own intensity but of a kind the step has no op of (an expert: Llama 3 8B is dense): no pair either."""
+    m = 512
+    far = measured_record(shape=[m, 4096, 4096], shape_text=f"{m}x4096x4096", flops=2 * m * 4096 * 4096,
+                          bytes=(m * 4096 + 4096 * 4096 + m * 4096) * 2, time_s=200e-6)
+    other_kind = measured_record(kernel="expert_gemv", op="expert", op_kind="expert")
+    run = measured_run("Test GPU 1", measured_record(), far, other_kind)
+    near, far_point, other = build_chart([DECODE], [GPU1], measured=run).panels[0].measured
+    assert far_point.intensity == pytest.approx(409.6)
+    q = next(p for p in build_chart([DECODE], [GPU1]).panels[0].points if p.op == "q_proj")
+    assert near.predicted == (q.intensity, q.flops)
+    assert far_point.predicted is None
+    assert other.predicted is None

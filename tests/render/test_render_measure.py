@@ -16,11 +16,11 @@ def test_timed_run_lays_out_every_number(capsys, monkeypatch):
     print_run(run)
     text = capsys.readouterr().out
     rows = [line.split() for line in text.splitlines() if line.lstrip().startswith("512x2048")]
-    # shape, check, time, band, GB/s, TFLOP/s, predicted, %spec, %meas (the numbers of the test above)
+    # shape, check, time, band, timer, GB/s, TFLOP/s, predicted, %spec, %meas (the numbers of the test above)
     assert rows[0] == ["512x2048", "ok", f"{run.records[0].correctness.rel_error:.1e}", "2", "µs", "1.9–2.2", "µs",
-                       "2,097", "2.6", "1.25", "µs", "63", "70"]
-    # the torch baseline: time, band, GB/s, TFLOP/s, its error, the kernel's speedup
-    assert rows[1][:11] == ["512x2048", "torch", "eager", "3", "µs", "2.9–3.1", "µs", "1,398", "1.7",
+                       "graph", "2,097", "2.6", "1.25", "µs", "63", "70"]
+    # the torch baseline: time, band, timer, GB/s, TFLOP/s, its error, the kernel's speedup
+    assert rows[1][:12] == ["512x2048", "torch", "eager", "3", "µs", "2.9–3.1", "µs", "graph", "1,398", "1.7",
                             f"{run.records[0].baselines[0].rel_error:.1e}", "1.50"]
     # the launch: grid 512, 4 warps, 128 threads, no registers/spills/smem known, 16 per SM, ≤100%, 1 wave
     assert rows[2] == ["512x2048", "run", "512", "4", "128", "-", "-", "-", "16", "≤100%", "1", "warps"]
@@ -58,3 +58,23 @@ def test_at_80_columns_the_anatomy_is_one_line_per_launch_with_its_kernel_whole(
     joined = " ".join(line.strip() for line in lines[lines.index(launch):lines.index(launch) + 2])
     assert ("512x2048 run: grid 512, 4 warps (128 threads), - registers, - spills, smem -; 16 per SM, "
             "occupancy ≤100%, 1 wave, limit warps") in joined
+
+
+def test_each_row_says_which_timer_took_its_figure(capsys, monkeypatch):
+    """The kernel captured (graph), its baseline did not (events, with the capture's error in a note); at 100
+    columns every line fits."""
+    from measure_fakes import FakeDevice
+
+    monkeypatch.setenv("COLUMNS", "100")
+    graph = FakeDevice((2.0e-6, 1.9e-6, 2.2e-6), no_capture={1})
+    events = FakeDevice((5.0e-6, 4.0e-6, 6.0e-6), name="events")
+    run = run_fake(FakeSoftmax(), [(512, 2048)], clock=graph, events=events,
+                   ceilings=RunCeilings(copy_bandwidth_gbps=3000.0, timer="cuda_graph"))
+    print_run(run)
+    text = capsys.readouterr().out
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 100
+    rows = [line.split() for line in text.splitlines() if line.lstrip().startswith("512x2048")]
+    assert rows[0][7] == "graph" and rows[1][7] == "events"
+    flat = " ".join(text.split())
+    assert "512x2048: baseline torch: not captured in a CUDA graph (RuntimeError: operation not permitted" in flat
+    assert "this run asked for graph" in flat and "ceilings measured in this run, timed by graph" in flat
