@@ -75,6 +75,10 @@ def do_bench(fn: Callable[[], object], *, warmup_ms: float = WARMUP_MS, rep_ms: 
         if "quantiles" not in inspect.signature(bench).parameters:
             raise UserError(f"--timer cuda_graph: triton {triton.__version__}'s do_bench_cudagraph gives no "
                             f"quantiles; use --timer events")
+        # The runs go on a side stream (below; triton's own capture makes one too), which does not wait for the
+        # default stream: the inputs drawn there must be written first (on the H200, a gather read token ids not
+        # yet written, a device-side assert, until this sync).
+        torch.cuda.synchronize()
         try:
             # Older tritons refuse to capture on the default stream; newer ones make their own side stream anyway.
             with torch.cuda.stream(torch.cuda.Stream()):

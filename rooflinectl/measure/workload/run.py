@@ -80,9 +80,6 @@ def cpu_time(fn: Callable[[], object], reps: int = CPU_REPS) -> tuple[float, flo
 
 def gpu_time(warmup_ms: float, rep_ms: float) -> TimeFn:
     def timed(fn: Callable[[], object]) -> tuple[float, float, float]:
-        # The graph is captured on a side stream: the input sets drawn on the default stream must be written
-        # first (without this the probes' gather read unwritten token ids on the H200: a device-side assert).
-        bench.sync("cuda")
         return bench.do_bench(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, timer="cuda_graph")
     return timed
 
