@@ -110,7 +110,7 @@ def test_plot_places_a_gpu_profile_ops_under_the_roofs(saved, tmp_path):
     chart = build_chart([resolve_workload("decode")], [load_gpu("h100")], measured=run)
     points = [m for panel in chart.panels for m in panel.measured]
     drawn = {o["op"]: o for o in data["ops"] if o["measured_s"] and o["flops"] > 0}
-    assert {p.op for p in points} == set(drawn) and all(p.kernel == "profile" for p in points)
+    assert {p.op for p in points} == set(drawn) and all(p.kernel == p.op for p in points)
     for p in points:
         o = drawn[p.op]
         assert math.isclose(p.intensity, o["flops"] / o["bytes"], rel_tol=1e-12)

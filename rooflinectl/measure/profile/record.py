@@ -92,13 +92,13 @@ class ProfileRecord(_Record):
 
     def to_measurement(self) -> MeasurementFile:
         """The ops with a measured time, as a measure record (one ShapeRecord an op, the step's whole count,
-        named ``profile``), so that ``plot --measured`` draws them with the engine's measured_share like any
+        named by the op, as a workload record's are), so that ``plot --measured`` draws them with the engine's measured_share like any
         measured kernel. A CPU profile has no place under a GPU's roofs: a one-line UserError."""
         if self.clock != "gpu kernels":
             raise UserError(f"this profile ran on the CPU ({self.gpu.name}): its CPU times have no place under a "
                             f"GPU's roofs; profile with --device cuda to plot it")
         records = [
-            ShapeRecord(kernel="profile", op=o.op, shape=[], shape_text="", shape_format="", dtype=o.op_dtype,
+            ShapeRecord(kernel=o.op, op=o.op, shape=[], shape_text="", shape_format="", dtype=o.op_dtype,
                         flops=o.flops, bytes=o.bytes, unit=o.unit, op_dtype=o.op_dtype, op_kind=o.kind,
                         op_fuses=list(o.fuses), status="passed", time_s=o.measured_s,
                         achieved_gbps=o.achieved_gbps, achieved_tflops=o.achieved_tflops,
