@@ -38,6 +38,7 @@ def _label(run: WorkloadRun) -> str:
 def main(folder: Path) -> None:
     runs = [load_workload(p) for p in sorted(folder.glob("*.json"))]
     runs = [r for r in runs if r.step is not None and r.step.timing is not None]
+    runs.sort(key=lambda r: (r.workload.model, r.workload.phase, r.workload.batch, r.workload.kv_len))
     if not runs:
         raise SystemExit(f"{folder}: no measured workload records")
     first = runs[0]
