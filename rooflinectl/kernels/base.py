@@ -303,11 +303,21 @@ class Kernel(ABC):
         """What a torch user writes for the same operation, in the inputs' data type."""
 
     def baselines(self) -> dict[str, Callable[[Inputs], torch.Tensor]]:
-        """ "torch": the eager code; "compile": torch.compile of the same code, compiled on its first call."""
+        """ "torch": the eager code; "compile": torch.compile of the same code, compiled on its first call; and
+        the kernel's own further baselines (``extra_baselines``)."""
         if not hasattr(self, "_baselines"):
             self._baselines: dict[str, Callable[[Inputs], torch.Tensor]] = {
-                "torch": self.eager, "compile": _LazyCompiled(self.eager)}
+                "torch": self.eager, "compile": _LazyCompiled(self.eager), **self.extra_baselines()}
         return self._baselines
+
+    def extra_baselines(self) -> dict[str, Callable[[Inputs], torch.Tensor]]:
+        """Baselines beyond torch eager and torch.compile that ``--baseline all`` adds for this kernel (the
+        attention kernels: SDPA with each fused backend forced); none by default."""
+        return {}
+
+    def baseline_note(self, inputs: Inputs) -> str | None:
+        """A sentence on what the "torch" baseline ran for these inputs (the backend SDPA picked), or None."""
+        return None
 
     @abstractmethod
     def tolerance(self, dtype: str) -> float:

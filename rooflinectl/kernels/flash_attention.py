@@ -203,6 +203,42 @@ def sdpa(inputs: Inputs, causal: bool = True) -> torch.Tensor:
                                                             enable_gqa=q.shape[1] != k.shape[1])
 
 
+# The baselines that force one of SDPA's fused backends (torch.nn.attention.sdpa_kernel), by baseline name; a
+# backend that cannot run the inputs (FlashAttention-2 below sm80, cuDNN off Hopper, any on the CPU) raises, and the
+# harness reports that baseline's error in one line instead of a time.
+SDPA_BACKENDS = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_cudnn": "CUDNN_ATTENTION",
+                 "sdpa_efficient": "EFFICIENT_ATTENTION"}
+
+
+def sdpa_with(backend: str, call):
+    """``call`` run with SDPA restricted to ``backend`` (an SDPBackend name)."""
+    def run(inputs: Inputs) -> torch.Tensor:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return call(inputs)
+
+    return run
+
+
+def sdpa_backends(call) -> dict:
+    """SDPA_BACKENDS' baselines of an eager attention ``call``."""
+    return {name: sdpa_with(backend, call) for name, backend in SDPA_BACKENDS.items()}
+
+
+def picked_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> str:
+    """The sentence naming the SDPA backend torch picks for these inputs (``torch._fused_sdp_choice``, what
+    ``scaled_dot_product_attention`` itself asks), or saying it could not be read."""
+    from torch.nn.attention import SDPBackend
+
+    try:
+        choice = torch._fused_sdp_choice(q, k, v, None, 0.0, causal, enable_gqa=q.shape[1] != k.shape[1])
+        name = str(SDPBackend(choice).name)
+    except Exception as err:  # a torch without the private function: say so rather than guess
+        name = f"not read ({type(err).__name__})"
+    return f"torch eager: SDPA's backend as torch picks it for these inputs: {name}"
+
+
 def attention_shape(shape: tuple[int, ...], causal: bool) -> AttentionShape:
     b, h, g, s, d = shape
     return AttentionShape(b, h, g, s, s, d, causal)
@@ -260,6 +296,12 @@ class FlashAttention(Kernel):
 
     def eager(self, inputs: Inputs) -> torch.Tensor:
         return sdpa(inputs, self.causal)
+
+    def extra_baselines(self) -> dict:
+        return sdpa_backends(self.eager)
+
+    def baseline_note(self, inputs: Inputs) -> str | None:
+        return picked_backend(inputs["q"], inputs["k"], inputs["v"], self.causal)
 
     def tolerance(self, dtype: str) -> float:
         # fp32 through tf32 (10 mantissa bits) in both matmuls: ~1e-3 relative. 16-bit: P is rounded to the

@@ -25,7 +25,7 @@ import triton.language as tl  # type: ignore[import-untyped]
 from ..engine.attention_io import decode_op
 from ..engine.op import Op
 from .base import Inputs, Kernel, sm_count, torch_dtype
-from .flash_attention import LOG2E, check_attention_shape
+from .flash_attention import LOG2E, check_attention_shape, picked_backend, sdpa_backends
 
 _NEG_INF = float("-inf")
 
@@ -266,6 +266,13 @@ class FlashDecoding(Kernel):
         o = torch.nn.functional.scaled_dot_product_attention(q[:, :, None], k, v,
                                                              enable_gqa=q.shape[1] != k.shape[1])
         return o[:, :, 0]
+
+    def extra_baselines(self) -> dict:
+        return sdpa_backends(self.eager)
+
+    def baseline_note(self, inputs: Inputs) -> str | None:
+        q = inputs["q"]
+        return picked_backend(q[:, :, None], inputs["k"], inputs["v"], causal=False)
 
     def tolerance(self, dtype: str) -> float:
         # As flash_attention: tf32 for fp32, P rounded to the 16-bit type before P·V and o stored rounded.

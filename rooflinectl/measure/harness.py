@@ -420,6 +420,8 @@ def measure_shape(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU 
     baselines = time_baselines(kernel, op, plan, checked.baselines, timed, bench, spec_roofs, reporter, label)
     notes = capture_note("kernel", timed.timing)
     notes += [n for b in baselines if b.timing for n in capture_note(f"baseline {b.name}", b.timing)]
+    if "torch" in plan.baselines and (picked := kernel.baseline_note(checked.inputs)):
+        notes.append(picked)  # which SDPA backend the torch baseline ran (the attention kernels)
     return record("passed", checked=checked, timed=timed, rates=rates, baselines=baselines, notes=notes)
 
 

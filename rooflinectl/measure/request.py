@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..specs.hardware import GPU
     from .harness import Plan, Reporter
 
-BASELINE_CHOICES = ("torch", "compile", "all", "none")
+BASELINE_CHOICES = ("torch", "compile", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "all", "none")
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,19 @@ class MeasureRequest:
     json: bool = False
 
 
-def baselines_for(choice: str) -> tuple[BaselineName, ...]:
+def baselines_for(choice: str, offered: tuple[str, ...] = ()) -> tuple[BaselineName, ...]:
+    """The baselines --baseline asks for: ``all`` is torch eager, torch.compile and the kernel's further ones
+    (``offered``: SDPA's backends for the attention kernels); one the kernel does not offer is a UserError."""
     if choice not in BASELINE_CHOICES:
         raise UserError(f"--baseline '{choice}' is not one of {', '.join(BASELINE_CHOICES)}")
-    chosen: dict[str, tuple[BaselineName, ...]] = {"all": ("torch", "compile"), "none": ()}
-    return chosen.get(choice, (cast(BaselineName, choice),))
+    if choice == "all":
+        return cast(tuple[BaselineName, ...], ("torch", "compile", *offered))
+    if choice == "none":
+        return ()
+    if choice not in ("torch", "compile") and choice not in offered:
+        raise UserError(f"--baseline {choice}: this kernel has no such baseline (its own: torch, compile"
+                        f"{''.join(', ' + o for o in offered)})")
+    return (cast(BaselineName, choice),)
 
 
 def timer_for(request: MeasureRequest) -> Timer:
@@ -102,7 +110,7 @@ def prepare(request: MeasureRequest) -> Prepared:
 
     if request.kernel not in KERNELS:
         get_kernel(request.kernel)  # the UserError naming the closest kernels
-    chosen = baselines_for(request.baseline)
+    baselines_for(request.baseline, BASELINE_CHOICES)  # a name no kernel has: refused before anything is imported
     timer = timer_for(request)
     if request.save is not None:
         check_writable(request.save, "--save")
@@ -111,6 +119,7 @@ def prepare(request: MeasureRequest) -> Prepared:
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
     require_gpu_stack()
     kernel: Kernel = get_kernel(request.kernel)
+    chosen = baselines_for(request.baseline, tuple(kernel.extra_baselines()))
     if request.shapes:
         shapes = parse_shapes(kernel, request.shapes)
     else:

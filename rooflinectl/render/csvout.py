@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from ..engine.generate import Generation
 from ..engine.occupancy import Occupancy
 from ..engine.roofline import Analysis
-from ..measure.records import MeasurementFile
+from ..measure.records import BASELINE_LABELS, MeasurementFile
 from ..specs.hardware import GPU
 from ..specs.model import Model
 from ..specs.workload import Scenario
@@ -112,7 +112,7 @@ def measure_csv(run: MeasurementFile) -> str:
         for b in r.baselines:
             bt = b.timing
             rows.append({"kernel": r.kernel, "shape": r.shape_text, "dtype": r.dtype,
-                         "impl": "torch.compile" if b.name == "compile" else "torch eager",
+                         "impl": BASELINE_LABELS[b.name],
                          "status": "error" if b.error else "timed", "rel_error": b.rel_error, "time_s": b.time_s,
                          "p20_s": bt.p20_s if bt else None, "p80_s": bt.p80_s if bt else None,
                          "achieved_gbps": b.achieved_gbps, "achieved_tflops": b.achieved_tflops,

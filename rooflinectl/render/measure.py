@@ -9,7 +9,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..measure.records import MeasurementFile, ShapeRecord, Timing
+from ..measure.records import BASELINE_LABELS, MeasurementFile, ShapeRecord, Timing
 from ..units import duration, plural, si
 from .console import console
 
@@ -102,7 +102,7 @@ def baselines_table(run: MeasurementFile) -> Table:
             if b.error:
                 t.add_row(r.shape_text, b.name, Text("error (below)", style="red"), "", "", "", "", "", "")
                 continue
-            t.add_row(r.shape_text, "torch.compile" if b.name == "compile" else "torch eager", _time(b.time_s),
+            t.add_row(r.shape_text, BASELINE_LABELS[b.name], _time(b.time_s),
                       _band(b.timing.p20_s, b.timing.p80_s) if b.timing else "-", _timer(b.timing),
                       _num(b.achieved_gbps),
                       _num(b.achieved_tflops, ",.1f"), _num(b.rel_error, ".1e"), _num(b.speedup, ".2f"))

@@ -22,6 +22,8 @@ from rooflinectl.measure.records import (
 
 RESULTS_ALL = sorted((Path(__file__).parents[2] / "docs" / "results").glob("*/*.json"))
 # The committed records saved before schema 2 (docs/results/h200-2026-12-02*/); later ones are version 2.
+# measure --kernel's records (a workload's or a profile's carry a "kind" and their own schema versions).
+RESULTS_ALL = [p for p in RESULTS_ALL if "kind" not in json.loads(p.read_text())]
 RESULTS = [p for p in RESULTS_ALL if json.loads(p.read_text()).get("schema_version") == 1]
 
 

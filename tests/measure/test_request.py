@@ -14,8 +14,16 @@ def test_baseline_choices():
     assert baselines_for("all") == ("torch", "compile")
     assert baselines_for("none") == ()
     assert baselines_for("compile") == ("compile",)
-    with pytest.raises(UserError, match="--baseline 'eager' is not one of torch, compile, all, none"):
+    with pytest.raises(UserError, match="--baseline 'eager' is not one of torch, compile, sdpa_flash, sdpa_cudnn, "
+                                        "sdpa_efficient, all, none"):
         baselines_for("eager")
+    # An attention kernel offers SDPA's three fused backends: all of them under 'all', each by its name.
+    sdpa = ("sdpa_flash", "sdpa_cudnn", "sdpa_efficient")
+    assert baselines_for("all", sdpa) == ("torch", "compile", *sdpa)
+    assert baselines_for("sdpa_cudnn", sdpa) == ("sdpa_cudnn",)
+    with pytest.raises(UserError, match="--baseline sdpa_cudnn: this kernel has no such baseline "
+                                        r"\(its own: torch, compile\)"):
+        baselines_for("sdpa_cudnn")
 
 
 
