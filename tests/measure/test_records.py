@@ -20,10 +20,10 @@ from rooflinectl.measure.records import (
     save,
 )
 
-RESULTS_ALL = sorted((Path(__file__).parents[2] / "docs" / "results").glob("*/*.json"))
-# The committed records saved before schema 2 (docs/results/h200-2026-12-02*/); later ones are version 2.
-# measure --kernel's records (a workload's or a profile's carry a "kind" and their own schema versions).
-RESULTS_ALL = [p for p in RESULTS_ALL if "kind" not in json.loads(p.read_text())]
+# measure --kernel's committed records (a workload's or a profile's carry a "kind" and schema versions of their own).
+RESULTS_ALL = [p for p in sorted((Path(__file__).parents[2] / "docs" / "results").glob("*/*.json"))
+               if "kind" not in json.loads(p.read_text())]
+# Those saved before schema 2 (docs/results/h200-2026-12-02*/); later ones are version 2.
 RESULTS = [p for p in RESULTS_ALL if json.loads(p.read_text()).get("schema_version") == 1]
 
 
