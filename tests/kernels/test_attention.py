@@ -115,3 +115,25 @@ def test_attention_shapes_refused():
             k.parse_shape("1x32x8x128x96")
     with pytest.raises(UserError, match="at most 65,536 tokens"):
         get_kernel("naive_attention").parse_shape("1x1x1x70000x64")
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_reference_by_blocks_of_queries_equals_the_whole_score_matrix(monkeypatch, causal):
+    """attention_reference works one batch, head and block of queries at a time (the 16,384- and 32,768-token
+    default shapes asked for 64 and 256 GiB of float64 scores at once on the H200); blocks of 7 rows over 37
+    queries, 3 query heads per K/V head, equal softmax(QKᵀ/√d + mask)·V over the whole matrix to float64's
+    rounding."""
+    import math
+
+    from rooflinectl.kernels import flash_attention as fa
+
+    monkeypatch.setattr(fa, "REFERENCE_ROWS", 7)
+    g = torch.Generator().manual_seed(5)
+    q, k, v = torch.randn(2, 6, 37, 16, generator=g), torch.randn(2, 2, 37, 16, generator=g), \
+        torch.randn(2, 2, 37, 16, generator=g)
+    kk, vv = (t.double().repeat_interleave(3, dim=1) for t in (k, v))
+    s = q.double() @ kk.transpose(-1, -2) / math.sqrt(16)
+    if causal:
+        s = s.masked_fill(torch.ones(37, 37, dtype=torch.bool).triu(1), -math.inf)
+    whole = torch.softmax(s, dim=-1) @ vv
+    assert torch.allclose(fa.attention_reference(q, k, v, causal), whole, rtol=0, atol=1e-13)

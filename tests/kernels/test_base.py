@@ -84,7 +84,7 @@ def test_baselines_match_reference():
         shape = k.interpret_shapes[-1]
         inputs = k.make_inputs(shape, "fp32", "cpu", _gen(8))
         base = k.baselines()
-        assert set(base) == {"torch", "compile"}
+        assert set(base) == {"torch", "compile", *k.extra_baselines()}
         assert relative_error(base["torch"](inputs), k.reference(inputs)) <= k.tolerance("fp32")
 
 
