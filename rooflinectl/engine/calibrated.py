@@ -37,7 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ..specs.hardware import OpClass, OpCurve, OpModel, OpPoint, Roofs
+from ..specs.hardware import Roofs
+from ..specs.measured import OpClass, OpCurve, OpModel, OpPoint
 from .op import Op, OpKind
 from .placement import Placement, place
 

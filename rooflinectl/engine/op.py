@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from ..specs.hardware import Collective
+from ..specs.measured import Collective
 from ..units import dtype_bytes
 
 # FLOPs per element of the elementwise work. Each is named once here; the kernels and the engine share them.

@@ -93,8 +93,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import UserError
-from ..specs.hardware import GPU, Collective
+from ..specs.hardware import GPU
 from ..specs.load import validate
+from ..specs.measured import Collective
 from ..specs.model import GATED_MLPS, Model
 from ..specs.workload import Workload
 from ..units import dtype_bytes

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import UserError
-from ..specs.hardware import GPU, OpModel, Roofs
+from ..specs.hardware import GPU, Roofs
+from ..specs.measured import OpModel
 from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
 from .calibrated import timed_by_model

@@ -34,8 +34,10 @@ import yaml
 
 from ..errors import UserError
 from ..files import write_atomic
-from ..specs.hardware import GPU, Measured, OpModel, TensorDType
+from ..specs.dtypes import TensorDType
+from ..specs.hardware import GPU
 from ..specs.load import SAFE_LOADER, validate
+from ..specs.measured import Measured, OpModel
 from .bench import Bench, time_figure
 from .records import RunCeilings, Timer
 

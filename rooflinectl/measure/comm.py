@@ -8,7 +8,7 @@ is ``measure/comm_run.py``.
 The bandwidths are nccl-tests' (NVIDIA/nccl-tests, doc/PERFORMANCE.md): algbw = S / t, S the collective's size
 (an all-reduce's buffer; an all-gather's output and a reduce-scatter's input, all n ranks' parts together; an
 all-to-all's send buffer), and busbw = algbw × 2(n−1)/n for an all-reduce, × (n−1)/n for an all-gather, a
-reduce-scatter and an all-to-all (``specs.hardware.bus_factor``), the rate a rank's link carries, comparable with
+reduce-scatter and an all-to-all (``specs.measured.bus_factor``), the rate a rank's link carries, comparable with
 the link's one-direction bandwidth whatever n is.
 """
 
@@ -21,16 +21,9 @@ import yaml
 
 from ..errors import UserError, closest
 from ..files import write_atomic
-from ..specs.hardware import (
-    COLLECTIVES,
-    GPU,
-    Collective,
-    CommPoint,
-    Measured,
-    MeasuredInterconnect,
-    bus_factor,
-)
+from ..specs.hardware import GPU
 from ..specs.load import SAFE_LOADER, validate
+from ..specs.measured import COLLECTIVES, Collective, CommPoint, Measured, MeasuredInterconnect, bus_factor
 from ..units import GIB, KIB, MIB, binary_size
 from .ceilings import calibrated_id
 

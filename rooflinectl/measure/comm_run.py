@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..specs.hardware import GPU, Collective, MeasuredInterconnect
+from ..specs.hardware import GPU
+from ..specs.measured import Collective, MeasuredInterconnect
 from .comm import (
     TIMED_ITERS,
     WARMUP_ITERS,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..engine.calibrated import fit
-from ..specs.hardware import GPU, Measured, OpModel
+from ..specs.hardware import GPU
+from ..specs.measured import Measured, OpModel
 from ..units import binary_size
 from .harness import Reporter
 from .workload.probes import DEFAULT_GRID, ProbeGrid, ProbeRun, probe_samples

@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..engine.op import OpKind
 from ..errors import UserError, format_validation_error
 from ..files import write_atomic
-from ..specs.hardware import Ceilings, TensorDType
+from ..specs.dtypes import TensorDType
 from ..specs.load import Peak, Rate, read_json
+from ..specs.measured import Ceilings
 
 SCHEMA_VERSION = 2
 
@@ -201,7 +202,7 @@ class ShapeRecord(Record):
 
 
 class RunCeilings(Ceilings):
-    """The ceilings measured once in this run on this device (``specs.hardware.Ceilings``, which
+    """The ceilings measured once in this run on this device (``specs.measured.Ceilings``, which
     ``Roofs.with_ceilings`` applies to the spec's roofs), with what the probes were: the same probes as
     ``rooflinectl calibrate``."""
 

@@ -9,7 +9,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..specs.hardware import GPU, MeasuredInterconnect
+from ..specs.hardware import GPU
+from ..specs.measured import MeasuredInterconnect
 from ..units import binary_size, duration, number
 from .console import console
 

@@ -37,3 +37,8 @@ WEIGHT_ACTIVATION_PAIRS: dict[str, tuple[str, ...]] = {
 # int4's group along k: 128 is AWQ's and GPTQ's default; from 16 to a whole column (2**22, an MLP's widest).
 GroupSize = Annotated[int, Field(gt=0, le=2**22)]
 DEFAULT_GROUP_SIZE = 128
+
+# The data types a GPU spec rates its units in: the tensor cores' (tf32 is fp32 inputs on the tensor cores; int8,
+# int4 in TOPS) and the vector units'.
+TensorDType = Literal["fp64", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4"]
+VectorDType = Literal["fp64", "fp32", "fp16", "bf16"]

@@ -27,7 +27,8 @@ from rooflinectl.engine.calibrated import OP_CLASS, curve_time, fit, op_class, p
 from rooflinectl.engine.generate import Request, generate, step_workload
 from rooflinectl.engine.op import Op, OpKind, matmul_op
 from rooflinectl.engine.roofline import analyze
-from rooflinectl.specs.hardware import OpCurve, OpModel, OpPoint, Roofs, load_gpu, load_gpu_file
+from rooflinectl.specs.hardware import Roofs, load_gpu, load_gpu_file
+from rooflinectl.specs.measured import OpCurve, OpModel, OpPoint
 from rooflinectl.specs.workload import resolve_workload
 
 US = 1e-6

@@ -25,8 +25,9 @@ from rooflinectl.measure.comm import (
     write_comm,
 )
 from rooflinectl.measure.comm_run import command_line
-from rooflinectl.specs.hardware import MeasuredInterconnect, bus_factor, load_gpu, load_gpu_file
+from rooflinectl.specs.hardware import load_gpu, load_gpu_file
 from rooflinectl.specs.load import validate
+from rooflinectl.specs.measured import MeasuredInterconnect, bus_factor
 from rooflinectl.specs.workload import resolve_workload
 
 GIB = 2**30

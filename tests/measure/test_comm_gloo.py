@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rooflinectl.specs.hardware import COLLECTIVES, bus_factor, load_gpu_file
+from rooflinectl.specs.hardware import load_gpu_file
+from rooflinectl.specs.measured import COLLECTIVES, bus_factor
 
 pytest.importorskip("torch.distributed")
 

@@ -208,7 +208,7 @@ def test_a_name_that_only_contains_a_spec_matches_none(device):
 
 
 def test_a_calibrated_file_matches_the_device_it_was_calibrated_on():
-    from rooflinectl.specs.hardware import Measured
+    from rooflinectl.specs.measured import Measured
 
     measured = Measured(device_name="Board X Rev 2", date="d", command="c", torch_version="2.5",
                         copy_bandwidth_gbps=1000.0)

@@ -12,8 +12,6 @@ import pytest
 
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import (
-    Ceilings,
-    Measured,
     Roofs,
     Sourced,
     device_matches,
@@ -22,6 +20,7 @@ from rooflinectl.specs.hardware import (
     load_gpu_file,
     match_device,
 )
+from rooflinectl.specs.measured import Ceilings, Measured
 
 HARDWARE = Path(__file__).parent.parent.parent / "hardware"
 FILES = sorted(HARDWARE.glob("*.yaml"))

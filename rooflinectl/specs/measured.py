@@ -1,0 +1,207 @@
+"""What ``rooflinectl calibrate`` measures on a real device and writes into a hardware YAML's ``measured`` section:
+the ceilings (copy bandwidth, matmul peaks) that ``Roofs.with_ceilings`` puts in place of the spec's figures, the
+collectives ``calibrate --comm`` measured, and the calibrated op model (engine/calibrated.py reads it).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, model_validator
+
+from .dtypes import TensorDType, VectorDType
+from .load import Count, Peak, Rate, Strict
+
+
+class Ceilings(Strict):
+    """Ceilings measured on a real device: what :meth:`Roofs.with_ceilings` puts in place of the spec's figures.
+
+    ``copy_bandwidth_gbps`` is bytes read + bytes written per second of a large device-to-device copy (None: not
+    measured); each peak is a large matmul's (tensor) or an elementwise probe's (vector) rate for that data type.
+    """
+
+    copy_bandwidth_gbps: Rate | None = None
+    tensor_tflops: dict[TensorDType, Peak] = Field(default_factory=dict)
+    vector_tflops: dict[VectorDType, Peak] = Field(default_factory=dict)
+
+
+# The collectives ``rooflinectl calibrate --comm`` times (measure/comm.py), by nccl-tests' names.
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
+COLLECTIVES: tuple[Collective, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def bus_factor(collective: Collective, n: int) -> float:
+    """busbw / algbw for ``collective`` over n ranks, as nccl-tests defines the bus bandwidth (NVIDIA/nccl-tests,
+    doc/PERFORMANCE.md, "Bus bandwidth"): 2(n−1)/n for an all-reduce (a reduce-scatter then an all-gather), (n−1)/n
+    for an all-gather, a reduce-scatter and an all-to-all. algbw = S / t, S the collective's size as nccl-tests
+    counts it (an all-reduce's buffer; an all-gather's output and a reduce-scatter's input, all n ranks' parts;
+    an all-to-all's send buffer). busbw × t is then the bytes one rank sends: the engine's ring bytes
+    (engine/parallel.py), so busbw compares with the interconnect's one-direction roof."""
+    return (2 if collective == "all_reduce" else 1) * (n - 1) / n
+
+
+# A collective's time (s) and bandwidth (GB/s): positive and finite. No floor as Rate's: a 4 KiB collective of gloo
+# on a CPU runs at well under a thousandth of a GB/s.
+Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
+Gbps = Annotated[float, Field(gt=0, le=1e7, allow_inf_nan=False)]
+
+
+class CommPoint(Strict):
+    """One message size of one collective: ``bytes`` = S (see :func:`bus_factor`), ``time_s`` one collective's time
+    (the mean over the timed iterations, the slowest rank's), algbw = S / t and busbw = algbw × the bus factor."""
+
+    bytes: Count
+    time_s: Seconds
+    algbw_gbps: Gbps
+    busbw_gbps: Gbps
+
+
+class MeasuredInterconnect(Strict):
+    """What ``rooflinectl calibrate --comm`` measured: each collective's curve over message sizes, on ``gpu_count``
+    ranks, with where, when and how. Written beside the datasheet's ``interconnect``; ``analyze --calibrated``
+    times the collectives with it (:meth:`fit`)."""
+
+    device_name: str
+    gpu_count: int = Field(ge=2)
+    backend: Literal["nccl", "gloo"]
+    date: str
+    command: str
+    torch_version: str
+    nccl_version: str | None = None
+    collectives: dict[Collective, list[CommPoint]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        for name, points in self.collectives.items():
+            sizes = [p.bytes for p in points]
+            if not sizes:
+                raise ValueError(f"collectives.{name}: no message sizes")
+            if sizes != sorted(set(sizes)):
+                raise ValueError(f"collectives.{name}: message sizes must rise, each once")
+            factor = bus_factor(name, self.gpu_count)
+            for p in points:
+                # algbw and busbw are arithmetic on bytes and time_s (rounded to 4 significant digits when
+                # written): a file whose three disagree was edited by hand or by another tool, and is refused.
+                if abs(p.algbw_gbps - p.bytes / p.time_s / 1e9) > 1e-3 * p.algbw_gbps:
+                    raise ValueError(f"collectives.{name}: at {p.bytes} bytes algbw_gbps is not bytes / time_s")
+                if abs(p.busbw_gbps - p.algbw_gbps * factor) > 1e-3 * p.busbw_gbps:
+                    raise ValueError(f"collectives.{name}: at {p.bytes} bytes busbw_gbps is not algbw_gbps × "
+                                     f"{factor:g} (nccl-tests' bus factor for {self.gpu_count} GPUs)")
+        return self
+
+    def fit(self, collective: Collective) -> tuple[float, float] | None:
+        """(GB/s, µs) the engine times ``collective`` with: the bus bandwidth at the largest size measured (where
+        the fixed cost is a negligible share of the time) and the time at the smallest (where the bytes are);
+        None when that collective was not measured. t = latency + sent / busbw is nccl-tests' own reading of its
+        curves (doc/PERFORMANCE.md, "Time": overhead + size / bw)."""
+        points = self.collectives.get(collective)
+        if not points:
+            return None
+        return points[-1].busbw_gbps, points[0].time_s * 1e6
+
+
+# --- the calibrated op model (``calibrate``'s probes; engine/calibrated.py fits and predicts with it) ----------
+
+# The classes of ops the model has curves for (engine.calibrated.op_class maps each op to one): matmuls against
+# weights or activations, the attention core, and the kernels that only move data, apart where a PyTorch stack
+# runs them differently (a norm; RoPE in several eager ops; the MLP's activation in two; the residual add in one;
+# the embedding gather; the KV-cache write), and "memory" for any other elementwise op (biases, the MoE combine).
+# A collective has no class: it keeps its measured-collective timing (engine/parallel.py).
+OpClass = Literal["gemm", "attention", "norm", "rope", "activation", "residual", "gather", "copy", "memory"]
+# A probe's time in seconds: finite, from a picosecond (no kernel launches in less than a nanosecond; the floor keeps
+# a ratio measured / roof finite, where a subnormal 5e-324 made it infinite) to an hour (no single kernel runs longer).
+ProbeSeconds = Annotated[float, Field(ge=1e-12, le=3600, allow_inf_nan=False)]
+
+
+class OpPoint(Strict):
+    """One probe: its roofline time under the calibrated roofs (max(bytes / bandwidth, FLOPs / peak), one instance)
+    and its measured median, both in seconds."""
+
+    label: str = Field(min_length=1)  # what was run, e.g. "linear 1x4096x4096 bf16"
+    roof_s: ProbeSeconds
+    measured_s: ProbeSeconds
+
+
+class OpCurve(Strict):
+    """The probes of one class of ops bound by one roof, in order of their roofline time: what
+    ``analyze --calibrated`` reads an op's time from (engine.calibrated.curve_time)."""
+
+    op_class: OpClass
+    bound: Literal["memory", "compute"]
+    points: list[OpPoint] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _roof_times_rise(self) -> Self:
+        roofs = [p.roof_s for p in self.points]
+        if any(b <= a for a, b in zip(roofs, roofs[1:], strict=False)):
+            raise ValueError(f"the {self.op_class} {self.bound}-bound curve's roof_s must rise strictly, point by "
+                             f"point (probes of equal roofline time are merged into one when fitted)")
+        return self
+
+
+class OpModel(Strict):
+    """The calibrated model of where time goes (engine/calibrated.py states it): per (class, bound) a curve of
+    measured time over roofline time, and the launch floor no kernel runs under."""
+
+    launch_floor_s: ProbeSeconds
+    grid: str = Field(min_length=1)  # what was probed, in words (sizes, shapes, data types), for the record
+    timer: str = Field(min_length=1)  # how the probes were timed, e.g. "cuda_graph"
+    curves: list[OpCurve]
+
+    @model_validator(mode="after")
+    def _one_curve_each(self) -> Self:
+        keys = [(c.op_class, c.bound) for c in self.curves]
+        for key in keys:
+            if keys.count(key) > 1:
+                raise ValueError(f"two {key[0]} {key[1]}-bound curves: give each (op_class, bound) once")
+        return self
+
+    def curve(self, op_class: OpClass, bound: str) -> OpCurve | None:
+        """The curve of ``op_class`` ops bound by ``bound``, or None where none was calibrated."""
+        return next((c for c in self.curves if c.op_class == op_class and c.bound == bound), None)
+
+
+class Measured(Ceilings):
+    """The ``measured`` section of a hardware YAML: ceilings written by ``rooflinectl calibrate``, with where,
+    when and how they were measured, and the collectives ``calibrate --comm`` measured (``interconnect``). The
+    one-GPU ceilings' fields (device_name, date, command, torch_version, copy_bandwidth_gbps) come together or,
+    in a section of collectives alone, not at all."""
+
+    device_name: str | None = None
+    date: str | None = None
+    command: str | None = None
+    torch_version: str | None = None
+    triton_version: str | None = None
+    driver: str | None = None
+    copy_bandwidth_gbps: Rate | None = None  # bytes read + bytes written of a large device-to-device copy
+    # How calibrate timed the ceilings ("cuda_graph": replays of a CUDA graph, or "events"), and its matmul peaks
+    # timed again in the same run by the other method: a check on the figures above, never used as a roof.
+    timer: Literal["cuda_graph", "events"] | None = None
+    tensor_tflops_check: dict[TensorDType, Peak] = Field(default_factory=dict)
+    interconnect: MeasuredInterconnect | None = None
+    # The calibrated op model (``calibrate``): each op's time read from its class's curve (engine/calibrated.py).
+    op_model: OpModel | None = None
+
+    @model_validator(mode="after")
+    def _one_gpu_fields_together(self) -> Self:
+        given = {n: getattr(self, n) is not None for n in _ONE_GPU_FIELDS}
+        if all(given.values()):
+            return self
+        if self.op_model is not None:  # its roofline times are under the measured ceilings: it needs them
+            missing = ", ".join(n for n, g in given.items() if not g)
+            raise ValueError(f"op_model needs the measured ceilings its roof times were computed under: {missing}")
+        if any(given.values()) or self.tensor_tflops or self.vector_tflops or self.triton_version or self.driver \
+                or self.timer or self.tensor_tflops_check:
+            missing = ", ".join(n for n, g in given.items() if not g)
+            raise ValueError(f"the measured ceilings need {missing} as well")
+        if self.interconnect is None:
+            raise ValueError("holds nothing: give the ceilings 'rooflinectl calibrate' writes, or 'interconnect'")
+        return self
+
+    @property
+    def has_ceilings(self) -> bool:
+        """Whether the one-GPU ceilings (copy bandwidth, matmul peaks) were measured."""
+        return self.copy_bandwidth_gbps is not None
+
+
+_ONE_GPU_FIELDS = ("device_name", "date", "command", "torch_version", "copy_bandwidth_gbps")
