@@ -215,7 +215,7 @@ def probe_samples(device: str, dtype: str, reporter: Reporter, grid: ProbeGrid =
     """Time every probe of ``grid`` on ``device`` in ``dtype``, and the launch floor; no fitting."""
     import torch
 
-    from .run import _set_count, cpu_time, gpu_time
+    from .run import cpu_time, gpu_time, set_count
 
     if time_fn is None:
         time_fn = gpu_time(grid.warmup_ms, grid.rep_ms) if device == "cuda" else cpu_time
@@ -235,7 +235,7 @@ def probe_samples(device: str, dtype: str, reporter: Reporter, grid: ProbeGrid =
             skipped.append(f"{label}: {one_set / 1e9:.1f} GB a set, over half the free memory")
             reporter.advance()
             continue
-        n_sets = _set_count(case, l2, device) if device == "cuda" else 1
+        n_sets = set_count(case, l2, device) if device == "cuda" else 1
         sets = [materialize(case, device, gen) for _ in range(n_sets)]
         median, p20, p80 = time_fn(bench.rotated(_call(case), sets))
         del sets

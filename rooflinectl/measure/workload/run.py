@@ -90,7 +90,7 @@ def _error_pct(predicted: float | None, measured: float | None) -> float | None:
     return (predicted / measured - 1) * 100
 
 
-def _set_count(case: Case, l2_bytes: int, device: str) -> int:
+def set_count(case: Case, l2_bytes: int, device: str) -> int:
     """Input sets to rotate: ``bench.input_sets`` of the bytes one run moves, capped so that the sets' allocations
     (the whole KV cache of a kv_write, the whole table of a gather) take at most bench's share of free memory."""
     if not l2_bytes:
@@ -246,7 +246,7 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
                     t0["q"].transpose(1, 2), t0["k"], t0["v"], bool(case.params["causal"]))})
                 del t0
             if c.passed:
-                n_sets = _set_count(case, l2, device) if device == "cuda" else 1
+                n_sets = set_count(case, l2, device) if device == "cuda" else 1
                 gen = torch.Generator(device=device).manual_seed(seed + 1000 * i + 1)
                 sets = [materialize(case, device, gen) for _ in range(n_sets)]
                 rec = _with_time(rec, case.op, time_fn(bench.rotated(_runner(case), sets)), n_sets, spec)
