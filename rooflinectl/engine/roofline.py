@@ -93,8 +93,20 @@ class Totals:
     capacity_bytes: float
     max_batch: int  # largest batch whose weights + KV cache fit in HBM (0: the weights alone do not fit)
     communication_bytes: float = 0  # sent over the interconnect by one GPU (tensor parallelism)
+    communication_time_s: float = 0  # the step's collectives' time (its communication ops, each × its count)
+    gpus: int = 1  # the GPUs the step runs on (engine.parallel.Layout.gpus)
     weight_footprint_bytes: float = 0  # the weights one GPU holds (engine.parallel.weight_bytes_per_gpu)
     kv_cache_bytes_per_sequence: float = 0  # one sequence's KV cache on one GPU (its stage's layers under PP)
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        """The model copy's tokens per second shared among its GPUs."""
+        return self.tokens_per_s / self.gpus
+
+    @property
+    def communication_share(self) -> float:
+        """The collectives' share of the step's time."""
+        return self.communication_time_s / self.time_s
 
 
 # The most FLOPs or bytes one step may count. The workload ranges (specs/workload.py) keep every count finite
@@ -207,6 +219,8 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
         capacity_bytes=capacity,
         max_batch=max_batch,
         communication_bytes=sum(p.op.bytes * p.op.count for p in placed if p.op.kind == "communication"),
+        communication_time_s=sum(p.total_time_s for p in placed if p.op.kind == "communication"),
+        gpus=layout.gpus,
         weight_footprint_bytes=weights,
         kv_cache_bytes_per_sequence=per_seq_kv,
     )

@@ -62,7 +62,9 @@ def analysis_json(a: Analysis) -> dict:
             "kv_cache_bytes": a.totals.kv_cache_bytes,
             "memory_bytes": a.totals.memory_bytes,
             "fits": a.totals.fits,
-            **({"communication_bytes": a.totals.communication_bytes} if not a.layout.single else {}),
+            **({"communication_bytes": a.totals.communication_bytes,
+                "communication_time_s": a.totals.communication_time_s,
+                "tokens_per_s_per_gpu": a.totals.tokens_per_s_per_gpu} if not a.layout.single else {}),
         },
     }
 
@@ -219,15 +221,14 @@ def parallel_lines(a: Analysis) -> list[str]:
     """Over several GPUs: every figure above is one GPU's; the collectives' share and the layout's notes."""
     if a.layout.single:
         return []
-    comm = sum(p.total_time_s for p in a.placements if p.op.kind == "communication")
     r, t = a.roofs, a.totals
     who = "along the pass through the stages" if a.layout.pp > 1 else "a GPU"
     gbps, latency = r.interconnect_gbps, r.interconnect_latency_us
     assert gbps is not None and latency is not None  # several GPUs without an interconnect are refused before
     return [
-        f"per GPU of {a.layout.gpus} ({a.layout.label()}): {rate_text(t.tokens_per_s / a.layout.gpus)} per GPU; "
-        f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(comm)} ({comm / t.time_s:.1%} of the "
-        f"step) at {number(gbps)} GB/s a direction + {number(latency)} µs each"
+        f"per GPU of {t.gpus} ({a.layout.label()}): {rate_text(t.tokens_per_s_per_gpu)} per GPU; "
+        f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(t.communication_time_s)} "
+        f"({t.communication_share:.1%} of the step) at {number(gbps)} GB/s a direction + {number(latency)} µs each"
         + (", except where measured:" if r.measured_collectives else ""),
         *[f"  {c}: measured bus bandwidth {number(bus)} GB/s + {number(us)} µs (calibrate --comm on {_comm_gpus(a)} "
           f"GPUs)" for c, (bus, us) in r.measured_collectives.items()],

@@ -79,6 +79,13 @@ def test_llama_3_70b_all_reduce_bytes(t, per_layer):
     assert p.time_s == 10e-6 + per_layer / 450e9
     assert a.totals.communication_bytes == 2 * L * per_layer + per_layer + (t - 1) * B * V * 2 // t
     assert a.totals.bytes == sum(q.op.bytes * q.op.count for q in a.placements if q.op.kind != "communication")
+    # The collectives' time: 2L all-reduces of per_layer bytes, the embedding's, and the logits' all-gather, each at
+    # 10 µs + its bytes at 450 GB/s; the step's tokens shared among the t GPUs.
+    logits = (t - 1) * B * V * 2 // t
+    comm = (2 * L + 1) * (10e-6 + per_layer / 450e9) + 10e-6 + logits / 450e9
+    assert a.totals.communication_time_s == pytest.approx(comm, rel=1e-12)
+    assert a.totals.communication_share == pytest.approx(comm / a.totals.time_s, rel=1e-12)
+    assert (a.totals.gpus, a.totals.tokens_per_s_per_gpu) == (t, a.totals.tokens_per_s / t)
 
 
 def test_all_reduce_factor():
