@@ -29,6 +29,10 @@ def _us(s: float | None) -> str:
     return "—" if s is None else (f"{s * 1e3:,.2f} ms" if s >= 1e-3 else f"{s * 1e6:,.1f} µs")
 
 
+def _mean(xs: list[float]) -> str:
+    return f"{sum(xs) / len(xs):.1f}%" if xs else "—"
+
+
 def _label(run: WorkloadRun) -> str:
     w = run.workload
     size = f"batch {w.batch} × {w.kv_len:,}" if w.phase == "decode" else f"{w.batch} × {w.tokens_per_seq:,} tokens"
@@ -70,16 +74,11 @@ def main(folder: Path) -> None:
         all_cal += cal_abs
         within = sum(1 for e in cal_abs if e <= TARGET_PCT)
         worst = max(((n, e) for n, e in cal if e is not None), key=lambda t: abs(t[1]), default=None)
-        mean = (lambda xs: f"{sum(xs) / len(xs):.1f}%" if xs else "—")
-        print(f"| {_label(r)} | {len(long)} | {within} of {len(cal_abs)} | {mean(cal_abs)} | {mean(spec)} | "
+        print(f"| {_label(r)} | {len(long)} | {within} of {len(cal_abs)} | {_mean(cal_abs)} | {_mean(spec)} | "
               f"{f'{worst[0]} {worst[1]:+.1f}%' if worst else '—'} |")
     print()
-
-    def avg(xs: list[float]) -> str:
-        return f"{sum(xs) / len(xs):.1f}%" if xs else "—"
-
-    print(f"Mean absolute error, ops ≥ 8 µs ({len(all_cal)} op measurements): calibrated {avg(all_cal)}, spec roofs "
-          f"{avg(all_spec)}; whole steps ({len(runs)}): calibrated {avg(step_cal)}, spec roofs {avg(step_spec)}.")
+    print(f"Mean absolute error, ops ≥ 8 µs ({len(all_cal)} op measurements): calibrated {_mean(all_cal)}, spec roofs "
+          f"{_mean(all_spec)}; whole steps ({len(runs)}): calibrated {_mean(step_cal)}, spec roofs {_mean(step_spec)}.")
 
 
 if __name__ == "__main__":
