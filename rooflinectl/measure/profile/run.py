@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import math
 import platform
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -154,7 +157,7 @@ def _eager_events(built: hf.Built, device: str) -> list[Event]:
     if device == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     with ranges.installed(built.model, built.cache):
-        with torch.profiler.profile(activities=activities) as prof:
+        with _profiler(activities) as prof:
             with ranges.harness_range():
                 built.reset()
             built.step()
@@ -218,8 +221,7 @@ def _graph_times(built: hf.Built, eager: list[Event], reps: int) -> tuple[list[E
     end.record()
     torch.cuda.synchronize()
     step_s = float(start.elapsed_time(end)) * 1e-3 / reps
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA,
-                                            torch.profiler.ProfilerActivity.CPU]) as prof:
+    with _profiler([torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]) as prof:
         for _ in range(reps):
             g.replay()
         torch.cuda.synchronize()
@@ -230,6 +232,18 @@ def _graph_times(built: hf.Built, eager: list[Event], reps: int) -> tuple[list[E
                                f"step's {len(eager)} one to one: per-op times are the eager step's kernel times; "
                                f"the step's wall time is the replay's"]
     return matched, step_s, []
+
+
+@contextmanager
+def _profiler(activities: list[Any]) -> Iterator[Any]:
+    """torch.profiler.profile over ``activities``, without torch's warning, printed on every GPU run, that it
+    clears its events at the end of each cycle (one profile is one cycle here: nothing is lost)."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+        with torch.profiler.profile(activities=activities) as prof:
+            yield prof
 
 
 def _whole(op: Op) -> Op:
