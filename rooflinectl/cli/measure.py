@@ -192,10 +192,10 @@ def calibrate(
     from ..measure.op_model import PROBE_DTYPE, calibrate_op_model
     from ..measure.workload.probes import DEFAULT_GRID, probe_cases
 
-    # The warm-up, the copy, each matmul and its check; then each of the op model's probes and the launch floor.
+    # The warm-up, the copy, each matmul and its check, the vector FMAs; then the op model's probes and the floor.
     probes = len(probe_cases(DEFAULT_GRID, PROBE_DTYPE)) + 1 if op_model else 0
     with _reporter(json) as reporter:
-        reporter.start(2 + 2 * len(PROBE_DTYPES) + probes)
+        reporter.start(3 + 2 * len(PROBE_DTYPES) + probes)
         started: list[str] = []
 
         def step(text: str) -> None:  # each probe announces itself: the one before it is done

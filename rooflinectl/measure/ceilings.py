@@ -134,6 +134,33 @@ def probe_copy_bandwidth(bench: Bench, l2_bytes: int | None, *, timer: Timer = "
     return moved / probe.t[0] / 1e9, moved, probe
 
 
+# The vector probe's size: 2^24 fp32 elements (64 MiB in, 64 MiB out), 1.7e10 FLOPs at kernels.fma's defaults,
+# about 0.26 ms at an H200's 66.9 TFLOP/s: every SM busy for many waves.
+VECTOR_ELEMENTS = 1 << 24
+VECTOR_PROBE = "kernels.fma: 2 chains of 256 fp32 FMAs an element (Triton), 128 FLOP/B"
+
+
+def probe_vector(bench: Bench, *, timer: Timer = "events", events: Bench | None = None,
+                 device: str = "cuda") -> tuple[float, Probe]:
+    """(TFLOP/s, the probe) of the fp32 vector units: ``VECTOR_PROBE`` over random data, checked first against
+    its float64 closed form (a wrong result raises ValueError, and no rate is written)."""
+    import torch
+
+    from ..kernels.fma import fma, fma_flops, fma_reference
+
+    x = torch.randn(VECTOR_ELEMENTS if device == "cuda" else 4096, device=device, dtype=torch.float32)
+    y = torch.full_like(x, float("nan"))
+    fma(x, y)
+    ref = fma_reference(x)
+    err = float((y.double() - ref).norm() / ref.norm())
+    # 256 dependent fp32 FMAs: up to 256 roundings of 2^-24 relative, 1.5e-5; 1e-4 leaves room, and a chain one
+    # FMA short is 1e-3 off (tests/kernels/test_fma.py).
+    if not err <= 1e-4:
+        raise ValueError(f"the fma probe's result is {err:.1e} off its closed form")
+    probe = _time_probe(lambda: fma(x, y), timer, bench, events or bench)
+    return fma_flops(x.numel()) / probe.t[0] / 1e12, probe
+
+
 def fp8_supported() -> bool:
     import torch
 
@@ -252,8 +279,20 @@ def measure_ceilings(
         except RuntimeError as err:  # torch: not implemented for this device or build
             notes.append(f"{dtype} matmul not measured: {_first_line(err)}")
         _empty_cache(device)
+    vector: dict[str, float] = {}
+    if device == "cuda":  # a Triton kernel: the CPU runs it only in the interpreter (tests/kernels/test_fma.py)
+        on_step("ceiling: fp32 vector FMAs")
+        try:
+            vector["fp32"], vprobe = probe_vector(bench, timer=timer, events=events, device=device)
+            if vprobe.capture_error:
+                notes.append(f"fp32 vector: not captured in a CUDA graph ({vprobe.capture_error}); timed with "
+                             f"CUDA events")
+        except (ValueError, RuntimeError) as err:  # a wrong result, or a device triton cannot compile for
+            notes.append(f"fp32 vector rate not measured: {_first_line(err)}")
+        _empty_cache(device)
     return RunCeilings.model_validate(dict(
         copy_bandwidth_gbps=gbps, copy_bytes=moved, tensor_tflops=tflops, matmul_size=n if dtypes else None,
+        vector_tflops=vector, vector_probe=VECTOR_PROBE if vector else None,
         timer=timer, tensor_tflops_check=checked, check_timer=check_timer if checked else None, warm_up_s=warm_s,
         copy_probe=COPY_PROBE, notes=notes))
 
@@ -281,6 +320,7 @@ def measured_section(ceilings: RunCeilings, *, device_name: str, date: str, comm
         driver=driver,
         copy_bandwidth_gbps=round(ceilings.copy_bandwidth_gbps, 1),
         tensor_tflops={k: round(v, 1) for k, v in ceilings.tensor_tflops.items()},
+        vector_tflops={k: round(v, 1) for k, v in ceilings.vector_tflops.items()},
         timer=ceilings.timer,
         tensor_tflops_check={k: round(v, 1) for k, v in ceilings.tensor_tflops_check.items()},
     ))
@@ -354,6 +394,8 @@ def calibration_rows(spec: GPU, measured: Measured) -> list[CalibrationRow]:
     rows += [CalibrationRow(f"{d} matmul", v, spec.compute.tensor_tflops.get(d), "TFLOP/s",
                             measured.tensor_tflops_check.get(d))
              for d, v in measured.tensor_tflops.items()]
+    rows += [CalibrationRow(f"{d} vector", v, spec.compute.vector_tflops.get(d), "TFLOP/s")
+             for d, v in measured.vector_tflops.items()]
     return rows
 
 

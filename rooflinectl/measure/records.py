@@ -211,6 +211,7 @@ class RunCeilings(Ceilings):
     copy_bytes: int | None = None  # bytes moved by one copy (read + written)
     copy_probe: str | None = None  # the kernel that copied (ceilings.COPY_PROBE): an SM kernel, not a memcpy
     matmul_size: int | None = None  # n of the n×n×n products
+    vector_probe: str | None = None  # the kernel whose FMAs gave vector_tflops (ceilings.VECTOR_PROBE)
     timer: Timer | None = None  # how every probe was timed (a probe that fell back to events says so in notes)
     warm_up_s: float | None = None  # seconds of matmuls run before the first probe, to bring the clocks up
     # The same matmuls timed by the second method (check_timer) in the same run; a note where they differ by > 3%.

@@ -402,7 +402,7 @@ RECORD_SCHEMA = {
                           "matmul_size": (int, NONE), "notes": (list,), "notes[]": (str,),
                           "copy_probe": (str, NONE), "timer": (str, NONE), "warm_up_s": (float, NONE),
                           "tensor_tflops_check": (dict,), "tensor_tflops_check.*": (float,),
-                          "check_timer": (str, NONE)}),
+                          "check_timer": (str, NONE), "vector_probe": (str, NONE)}),
     **_under("records[]", {
         "kernel": (str,), "op": (str,), "shape[]": (int,), "shape_text": (str,), "shape_format": (str,),
         "dtype": (str,), "flops": (int,), "bytes": (int,), "unit": (str,), "op_dtype": (str,),
@@ -444,6 +444,7 @@ def test_measure_json_schema():
     clock = FakeClock(*[(2e-6, 1.9e-6, 2.2e-6)] * 8)
     ceilings = RunCeilings(copy_bandwidth_gbps=3000.0, tensor_tflops={"bf16": 700.0}, vector_tflops={"fp32": 60.0},
                            copy_bytes=2**30, copy_probe="torch.add", timer="cuda_graph", warm_up_s=1.0,
+                           vector_probe="kernels.fma",
                            tensor_tflops_check={"bf16": 710.0}, check_timer="events",
                            notes=["fp8 matmul not measured: test"])
     passed = run_fake(FakeSoftmax(), [(64, 128), (8, 4096)], clock=clock, ceilings=ceilings, info=info)
@@ -461,9 +462,8 @@ def test_measure_list_json_schema():
 
 CALIBRATE = {
     "file": (str,), "id": (str,), "spec": (str,), "notes[]": (str,),
-    # calibrate probes no vector unit: its vector_tflops is always empty (a hardware file's may not be).
     **_under("measured", {k.removeprefix("measured."): v for k, v in GPU_SPEC.items()
-                          if k.startswith("measured.") and k != "measured.vector_tflops.*"
+                          if k.startswith("measured.")
                           and not k.startswith("measured.interconnect.")  # calibrate --comm's: not calibrate's
                           and k != "measured.op_model"}),  # always written by calibrate (no None)
     "measured.tensor_tflops_check.*": (float,),
