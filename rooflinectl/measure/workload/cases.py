@@ -138,7 +138,7 @@ NORMS = ("attn_norm", "mlp_norm", "final_norm")
 QKV = ("q_proj", "k_proj", "v_proj", "qkv_proj")
 
 
-def _split(name: str) -> tuple[bool, str, bool]:
+def split_fused_name(name: str) -> tuple[bool, str, bool]:
     """(norm in the prologue, the base name, residual in the epilogue) of an engine op's name."""
     norm_in = name.startswith(("attn_norm+", "mlp_norm+"))
     base = name.split("+", 1)[1] if norm_in else name
@@ -205,7 +205,7 @@ def _case(w: Workload, op: Op) -> Case:
     m = w.model
     a = w.dtype
     n_tok, hid = w.tokens, m.hidden_size
-    norm_in, base, residual = _split(op.name)
+    norm_in, base, residual = split_fused_name(op.name)
     specs: tuple[TensorSpec, ...]
     if base in LINEARS:
         return _linear_case(w, op, norm_in, base, residual)

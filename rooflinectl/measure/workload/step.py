@@ -27,7 +27,7 @@ from ...errors import UserError
 from ...specs.workload import Workload
 from ...units import dtype_bytes
 from . import runners
-from .cases import Case, _split
+from .cases import Case, split_fused_name
 from .execute import materialize, torch_dtype
 
 # Share of the free device memory the step may take with distinct layers (the rest: torch's allocator, the CUDA
@@ -139,7 +139,7 @@ def build_step(w: Workload, cases: list[Case], memory: StepMemory, device: str, 
         s: dict[str, Any] = {"x": x}
         for c in layer:
             p = wts[c.name]
-            norm_in, base, residual = _split(c.name)
+            norm_in, base, residual = split_fused_name(c.name)
             if c.family == "rmsnorm":
                 s["h"] = runners.rmsnorm(s["x"], p["g"])
             elif c.family in ("linear", "norm_linear"):
