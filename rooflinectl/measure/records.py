@@ -18,13 +18,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..engine.op import OpKind
-from ..errors import UserError, format_validation_error
+from ..errors import UserError
 from ..files import write_atomic
 from ..specs.dtypes import TensorDType
-from ..specs.load import Peak, Rate, read_json
+from ..specs.load import Peak, Rate, read_json, validate
 from ..specs.measured import Ceilings
 
 SCHEMA_VERSION = 2
@@ -288,7 +288,4 @@ def load(path: Path) -> MeasurementFile:
         data = _from_v1(data)
     elif version != SCHEMA_VERSION:
         raise UserError(f"{path}: schema_version {version!r}: this rooflinectl reads versions 1 and {SCHEMA_VERSION}")
-    try:
-        return MeasurementFile.model_validate(data)
-    except ValidationError as err:
-        raise UserError(format_validation_error(str(path), err)) from None
+    return validate(MeasurementFile, data, str(path))

@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ...engine.op import OpKind
-from ...errors import UserError, format_validation_error
+from ...errors import UserError
 from ...files import write_atomic
-from ...specs.load import read_json
+from ...specs.load import read_json, validate
 from ..records import DeviceInfo, MeasurementFile, ShapeRecord
 
 KIND = "profile"
@@ -125,7 +125,4 @@ def load(path: Path, data: dict[str, Any] | None = None) -> ProfileRecord:
     if data.get("schema_version") != SCHEMA_VERSION:
         raise UserError(f"{path}: schema_version {data.get('schema_version')!r}: this rooflinectl reads profile "
                         f"records of version {SCHEMA_VERSION}")
-    try:
-        return ProfileRecord.model_validate(data)
-    except ValidationError as err:
-        raise UserError(format_validation_error(str(path), err)) from None
+    return validate(ProfileRecord, data, str(path))

@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from ...engine.op import Elementwise, OpKind
-from ...errors import UserError, format_validation_error
+from ...errors import UserError
 from ...files import write_atomic
-from ...specs.load import read_json
+from ...specs.load import read_json, validate
 from ..records import MAX_BYTES, MAX_FLOPS, DeviceInfo, MeasurementFile, Record, ShapeRecord
 from ..records import load as load_measurement
 
@@ -140,10 +140,7 @@ def load_workload(path: Path) -> WorkloadRun:
     if data.get("schema_version") != WORKLOAD_SCHEMA_VERSION:
         raise UserError(f"{path}: schema_version {data.get('schema_version')!r}: this rooflinectl reads workload "
                         f"records of version {WORKLOAD_SCHEMA_VERSION}")
-    try:
-        return WorkloadRun.model_validate(data)
-    except ValidationError as err:
-        raise UserError(format_validation_error(str(path), err)) from None
+    return validate(WorkloadRun, data, str(path))
 
 
 def as_measurement(run: WorkloadRun) -> MeasurementFile:
