@@ -87,8 +87,8 @@ def fitted():
 
 def write_example() -> None:
     """The example file: the H200 spec with CALIBRATED's measured section and the fitted op model, through
-    ``measure.ceilings.write_calibrated`` (the writer ``calibrate -o`` uses)."""
-    from rooflinectl.measure.ceilings import write_calibrated
+    ``measure.calibrate.write_calibrated`` (the writer ``calibrate -o`` uses)."""
+    from rooflinectl.measure.calibrate import write_calibrated
     from rooflinectl.specs.hardware import load_gpu, load_gpu_file
 
     measured = load_gpu_file(CALIBRATED).measured

@@ -1,6 +1,6 @@
 """``rooflinectl measure`` and ``rooflinectl calibrate``: real kernels on the GPU in hand, against the roofline.
 
-The commands parse options, call ``rooflinectl.measure.request.measure`` / ``rooflinectl.measure.ceilings.calibrate``
+The commands parse options, call ``rooflinectl.measure.request.measure`` / ``rooflinectl.measure.calibrate.calibrate``
 (which check the options in the order that reports bad input before a missing GPU), and lay out what comes back.
 Torch and triton are imported by the library, after ``--interpret`` has set TRITON_INTERPRET.
 """
@@ -187,8 +187,8 @@ def calibrate(
     for given, name in ((comm_max, "--comm-max"), (collectives, "--collectives"), (world_size, "--world-size")):
         if given is not None:
             raise UserError(f"{name} belongs to calibrate --comm")
+    from ..measure.calibrate import calibrate as run_calibration
     from ..measure.ceilings import PROBE_DTYPES
-    from ..measure.ceilings import calibrate as run_calibration
     from ..measure.op_model import PROBE_DTYPE, calibrate_op_model
     from ..measure.workload.probes import DEFAULT_GRID, probe_cases
 

@@ -25,7 +25,7 @@ from ..specs.hardware import GPU
 from ..specs.load import SAFE_LOADER, validate
 from ..specs.measured import COLLECTIVES, Collective, CommPoint, Measured, MeasuredInterconnect, bus_factor
 from ..units import GIB, KIB, MIB, binary_size
-from .ceilings import calibrated_id
+from .calibrate import calibrated_id
 
 # nccl-tests' own range for a curve from latency to bandwidth: 4 KiB (where the fixed cost is nearly all of the
 # time on NVLink) to 1 GiB (where it is under 1%: 1 GiB at 450 GB/s is 2.4 ms against about 10-20 µs of latency).

@@ -15,7 +15,7 @@ from .console import console
 
 if TYPE_CHECKING:
     from ..kernels.registry import KernelInfo
-    from ..measure.ceilings import Calibration
+    from ..measure.calibrate import Calibration
 
 STATUS_STYLE = {"passed": "green", "checked": "green", "failed": "bold red", "error": "bold red"}
 

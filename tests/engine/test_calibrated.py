@@ -250,7 +250,7 @@ def test_an_op_model_needs_the_ceilings_it_was_fitted_under(tmp_path):
 
 
 def test_the_op_model_round_trips_through_the_calibrate_writer(tmp_path):
-    from rooflinectl.measure.ceilings import write_calibrated
+    from rooflinectl.measure.calibrate import write_calibrated
 
     measured = load_gpu_file(CALIBRATED).measured
     assert measured is not None

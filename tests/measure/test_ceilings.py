@@ -10,13 +10,13 @@ from measure_fakes import H200
 
 from helpers import cli
 from rooflinectl.engine.op import matmul_op, softmax_op
-from rooflinectl.measure.ceilings import (
+from rooflinectl.measure.calibrate import (
     calibrated_yaml,
     calibration_rows,
-    ceiling_dtypes,
     measured_section,
     write_calibrated,
 )
+from rooflinectl.measure.ceilings import ceiling_dtypes
 from rooflinectl.measure.records import RunCeilings
 from rooflinectl.specs.hardware import load_gpu
 

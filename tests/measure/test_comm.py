@@ -138,7 +138,7 @@ def test_yaml_round_trip(tmp_path):
 def test_comm_keeps_the_ceilings_calibrate_wrote(tmp_path):
     from test_ceilings import fake_measured
 
-    from rooflinectl.measure.ceilings import write_calibrated
+    from rooflinectl.measure.calibrate import write_calibrated
 
     first = write_calibrated(H200, fake_measured(), tmp_path / "my-h200.yaml")
     both = write_comm(first, _comm(), tmp_path / "my-h200.yaml")

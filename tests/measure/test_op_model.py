@@ -9,7 +9,7 @@ from test_ceilings import fake_measured
 
 from rooflinectl.engine.calibrated import op_class
 from rooflinectl.engine.placement import place
-from rooflinectl.measure.ceilings import write_calibrated
+from rooflinectl.measure.calibrate import write_calibrated
 from rooflinectl.measure.harness import Reporter
 from rooflinectl.measure.op_model import fit_probes, grid_text
 from rooflinectl.measure.workload.probes import KIB, ProbeGrid, probe_samples

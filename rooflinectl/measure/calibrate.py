@@ -1,0 +1,170 @@
+"""``rooflinectl calibrate``: the ceilings ``measure.ceilings`` probes, and the op model where asked, written into a
+hardware YAML whose ``measured`` section ``analyze --calibrated`` and ``plot`` use as roofs; and the measured
+ceilings beside the spec's figures. The YAML writer is pure and tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..errors import UserError
+from ..files import write_atomic
+from ..specs.hardware import GPU
+from ..specs.load import SAFE_LOADER, validate
+from ..specs.measured import Measured, OpModel
+from . import ceilings as probes
+from .bench import Bench
+from .records import RunCeilings, Timer
+
+# --- the calibrated hardware file ----------------------------------------------------------------------------
+
+
+def measured_section(ceilings: RunCeilings, *, device_name: str, date: str, command: str, torch_version: str,
+                     triton_version: str | None, driver: str | None) -> Measured:
+    if ceilings.copy_bandwidth_gbps is None:
+        raise UserError("calibrate: the copy bandwidth was not measured")
+    return Measured.model_validate(dict(
+        device_name=device_name,
+        date=date,
+        command=command,
+        torch_version=torch_version,
+        triton_version=triton_version,
+        driver=driver,
+        copy_bandwidth_gbps=round(ceilings.copy_bandwidth_gbps, 1),
+        tensor_tflops={k: round(v, 1) for k, v in ceilings.tensor_tflops.items()},
+        vector_tflops={k: round(v, 1) for k, v in ceilings.vector_tflops.items()},
+        timer=ceilings.timer,
+        tensor_tflops_check={k: round(v, 1) for k, v in ceilings.tensor_tflops_check.items()},
+    ))
+
+
+def calibrated_id(spec: GPU, out: Path) -> str:
+    """The calibrated file's id: its file name (``my-h200.yaml`` -> ``my-h200``), so that it never collides with the
+    spec it came from in ``hardware list``; the spec's own id when the name is the same or not a valid id."""
+    stem = re.sub(r"[^a-z0-9._-]+", "-", out.stem.lower()).strip("-._")
+    return stem if re.fullmatch(r"[a-z0-9][a-z0-9._-]*", stem or "") else spec.id
+
+
+def calibrated_yaml(spec: GPU, measured: Measured, out: Path) -> str:
+    """The spec's content with ``measured`` replaced, as YAML text. A new id (see ``calibrated_id``) drops the
+    spec's aliases, so that ``--gpu h200`` still means the bundled spec; the same id keeps them, so that a file in a
+    folder of ROOFLINECTL_HARDWARE_PATH shadows the bundled one entirely."""
+    new_id = calibrated_id(spec, out)
+    data = spec.model_dump(mode="json", exclude_none=True)
+    data["id"] = new_id
+    if new_id != spec.id:
+        data["aliases"] = []
+        origin = f"Calibrated from the spec '{spec.id}' by rooflinectl calibrate on {measured.date}."
+        data["notes"] = f"{origin} {spec.notes}" if spec.notes else origin
+    data["measured"] = measured.model_dump(mode="json", exclude_none=True)
+    header = (
+        f"# {spec.name}: the spec sheet's numbers, and under 'measured' the ceilings that\n"
+        f"# `{measured.command}` measured on a {measured.device_name} ({measured.date}).\n"
+        f"# Use them as roofs with: rooflinectl analyze --calibrated --gpu {out}\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
+
+
+def write_calibrated(spec: GPU, measured: Measured, out: Path) -> GPU:
+    """Validate the calibrated hardware file's text by the rules of every spec (so a file that would not load is
+    never written), then write it atomically; returns the validated GPU."""
+    text = calibrated_yaml(spec, measured, out)
+    gpu = validate(GPU, yaml.load(text, Loader=SAFE_LOADER), str(out))  # the same rules as load_gpu_file's
+    write_atomic(out, text, "-o")  # a unique temporary file, then os.replace: never OUT.tmp, never half a file
+    return gpu
+
+
+# --- calibrate: the run, and the measured ceilings beside the spec's ----------------------------------------
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One measured ceiling beside the spec's figure for it."""
+
+    ceiling: str  # "copy bandwidth (read + write)", "bf16 matmul"
+    measured: float
+    spec: float | None
+    unit: str  # "GB/s" or "TFLOP/s"
+    check: float | None = None  # the same probe timed by the second method in the same run (matmuls)
+
+    @property
+    def check_gap(self) -> float | None:
+        """measured / check − 1: how far the two methods are apart."""
+        return self.measured / self.check - 1 if self.check else None
+
+    @property
+    def of_spec(self) -> float | None:
+        """measured / spec: the share of the spec sheet's figure reached."""
+        return self.measured / self.spec if self.spec else None
+
+
+def calibration_rows(spec: GPU, measured: Measured) -> list[CalibrationRow]:
+    if measured.copy_bandwidth_gbps is None:  # a section of collectives alone (calibrate --comm)
+        return []
+    rows = [CalibrationRow("copy bandwidth (read + write)", measured.copy_bandwidth_gbps,
+                           spec.memory.hbm_bandwidth_gbps, "GB/s")]
+    rows += [CalibrationRow(f"{d} matmul", v, spec.compute.tensor_tflops.get(d), "TFLOP/s",
+                            measured.tensor_tflops_check.get(d))
+             for d, v in measured.tensor_tflops.items()]
+    rows += [CalibrationRow(f"{d} vector", v, spec.compute.vector_tflops.get(d), "TFLOP/s")
+             for d, v in measured.vector_tflops.items()]
+    return rows
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What ``rooflinectl calibrate`` did: the spec it started from, the file it wrote (loaded back), its notes."""
+
+    spec: GPU
+    written: GPU
+    measured: Measured
+    notes: list[str]
+    output: Path
+
+    @property
+    def rows(self) -> list[CalibrationRow]:
+        return calibration_rows(self.spec, self.measured)
+
+
+# Times the op model's probes and fits them: (spec, the measured ceilings, step) -> (the model, probes left out).
+OpModelRun = Callable[[GPU, Measured, Callable[[str], None]], tuple[OpModel, list[str]]]
+
+
+def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = lambda text: None,
+              bench: Bench | None = None, timer: Timer = "cuda_graph",
+              op_model: OpModelRun | None = None) -> Calibration:
+    """Measure the device's copy bandwidth and matmul peaks (PROBE_DTYPES) with ``timer`` (the matmuls checked by
+    the other one), after warming the clocks up, and, with ``op_model`` (the CLI passes
+    ``measure.op_model.calibrate_op_model``), time the op model's probes and fit them under those ceilings; write
+    them into ``output``: the spec (``gpu``, or the one
+    matching the device's name) with its ``measured`` section."""
+    import shlex
+
+    from ..files import check_writable
+    from . import bench as timing
+    from .device import device_info, now, require_cuda, require_gpu_stack, resolve_spec
+
+    check_writable(output, "-o")
+    torch_version, triton_version = require_gpu_stack("calibrate")
+    require_cuda("calibrate")  # its message offers no --interpret: calibrate has none
+    spec = resolve_spec(gpu, "cuda")
+    assert spec is not None  # resolve_spec finds one for a CUDA device, or raises
+    info = device_info(spec, "cuda")
+    command = shlex.join(["rooflinectl", "calibrate", "-o", str(output), "--gpu", spec.id])
+    run_ceilings = probes.measure_ceilings(bench or timing.gpu_bench(timer), info.l2_bytes, probes.PROBE_DTYPES,
+                                           on_step=step, timer=timer, events=bench or timing.gpu_bench("events"),
+                                           check=bench or timing.gpu_bench(probes.other_timer(timer)))
+    measured = measured_section(run_ceilings, device_name=info.name, date=now(), command=command,
+                                torch_version=torch_version, triton_version=triton_version, driver=info.driver)
+    notes = list(run_ceilings.notes)
+    if op_model is not None:
+        model, skipped = op_model(spec, measured, step)
+        measured = measured.model_copy(update={"op_model": model})
+        notes += [f"op model: probe left out: {why}" for why in skipped]
+    written = write_calibrated(spec, measured, output)
+    return Calibration(spec, written, measured, notes, output)
