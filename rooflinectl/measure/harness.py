@@ -39,6 +39,7 @@ from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
 from ..units import MIB
 from . import bench as timing
+from .anatomy import launch_record
 from .bench import REP_MS, WARMUP_MS, Bench
 from .ceilings import ceiling_dtypes
 from .device import device_info, now, spec_mismatch_notes
@@ -59,7 +60,7 @@ from .records import (
 
 if TYPE_CHECKING:
     from ..engine.op import Op
-    from ..kernels.base import Inputs, Kernel, Launch
+    from ..kernels.base import Inputs, Kernel
 
 INTERPRET_NOTE = "checked in the Triton interpreter: correctness only, no timing"
 
@@ -86,47 +87,6 @@ def one_line(err: BaseException, limit: int = 300) -> str:
     text = str(err).strip().splitlines()
     msg = f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
     return msg if len(msg) <= limit else msg[: limit - 1] + "…"
-
-
-def _plain(value: object) -> str | int | float | bool | None:
-    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
-
-
-def launch_record(launch: Launch, gpu: GPU | None) -> LaunchRecord:
-    """One launch's anatomy: what the launch and its compiled kernel say, and, through
-    ``occupancy.launch_anatomy``, the occupancy and waves it gives on ``gpu`` and its warnings."""
-    warp_size = gpu.limits.warp_size if gpu else 32
-    warps = launch.num_warps
-    base = LaunchRecord(
-        function=launch.function,
-        grid=list(launch.grid),
-        programs=launch.programs,
-        num_warps=warps,
-        threads_per_program=warps * warp_size if warps else None,
-        n_regs=launch.n_regs,
-        n_spills=launch.n_spills,
-        shared_bytes=launch.shared_bytes,
-        config={k: _plain(v) for k, v in launch.config.items()},
-    )
-    if gpu is None or warps is None:
-        why = "no hardware spec (--gpu)" if gpu is None else "the launch does not say its num_warps"
-        return base.model_copy(update={"note": f"occupancy not computed: {why}"})
-    from ..engine.occupancy import launch_anatomy
-
-    try:
-        a = launch_anatomy(gpu, tuple(launch.grid), warps, launch.n_regs, launch.n_spills, launch.shared_bytes)
-    except UserError as err:  # a launch that the spec's limits cannot hold: say so rather than guess
-        return base.model_copy(update={"note": f"occupancy not computed on {gpu.id}: {err}"})
-    occ = a.occupancy
-    return base.model_copy(update={
-        "programs_per_sm": occ.blocks_per_sm,
-        "occupancy": occ.occupancy,
-        "occupancy_upper_bound": not a.metadata_complete,
-        "limiter": ", ".join(occ.binding) or None,
-        "waves": a.waves,
-        "last_wave_fill": a.last_wave_fill,
-        "warnings": list(a.warnings),
-    })
 
 
 # --- the plan ------------------------------------------------------------------------------------------------
