@@ -44,7 +44,7 @@ def _flash_decode_kernel(
     n_kv_heads, chunk, n_splits, qk_scale,
     sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, sod,
     HEAD_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-    SPLITS_PAD: tl.constexpr, ONE_SPLIT: tl.constexpr,
+    SPLITS_PAD: tl.constexpr, HEADS_STEP: tl.constexpr, ONE_SPLIT: tl.constexpr,
 ):  # fmt: skip
     split = tl.program_id(0)
     bk = tl.program_id(1)
@@ -101,51 +101,75 @@ def _flash_decode_kernel(
         done = tl.atomic_add(count_ptr + bk, 1, sem="acq_rel") + 1
         if done == n_splits:
             tl.atomic_xchg(count_ptr + bk, 0)  # ready for the next launch
-            # One head at a time, unrolled, each head's log-sum-exps and partial outputs loaded as one tile
-            # (SPLITS_PAD×d): independent loads, issued together. A loop over the splits, a load each, cost an L2 round
-            # trip a split: at 1×16,384 positions 69.1 µs with 128 splits against 41.2 with 64 (H200, docs/results/
-            # h200-2026-12-03-attention/bench/run1); with the tile, 64 splits took 33.5 µs (run2-decode).
+            # The group's heads' log-sum-exps and partial outputs loaded as tiles of HEADS_STEP heads × SPLITS_PAD
+            # splits × d, every load of a tile issued together: one L2 round trip a tile. One head at a time (a
+            # tile a head) took 10.05 µs at 1 × 1,024 positions in 16 splits, all four heads as one tile 6.61;
+            # at 1 × 4,096, 14.02 against 10.46 (H200, benchmarks/decode_lab_gpu.py run 1,
+            # docs/results/h200-2026-12-03-decode/lab-run1.log).
             sp = tl.arange(0, SPLITS_PAD)
             sp_ok = sp < n_splits
-            for r in tl.static_range(GROUP):
-                head = kvh * GROUP + r
-                base = (b.to(tl.int64) * n_kv_heads * GROUP + head) * n_splits
-                lses = tl.load(part_lse_ptr + base + sp, mask=sp_ok, other=-float("inf"), cache_modifier=".cg")
-                parts = tl.load(part_o_ptr + (base + sp)[:, None] * HEAD_D + offs_d[None, :], mask=sp_ok[:, None],
+            step = tl.arange(0, HEADS_STEP)
+            for h0 in tl.static_range(0, GROUP, HEADS_STEP):
+                hh = kvh * GROUP + h0 + step
+                h_ok = h0 + step < GROUP
+                idx = (b.to(tl.int64) * n_kv_heads * GROUP + hh)[:, None] * n_splits + sp[None, :]  # (head, split)
+                ok = h_ok[:, None] & sp_ok[None, :]
+                lses = tl.load(part_lse_ptr + idx, mask=ok, other=-float("inf"), cache_modifier=".cg")
+                parts = tl.load(part_o_ptr + idx[:, :, None] * HEAD_D + offs_d[None, None, :], mask=ok[:, :, None],
                                 other=0.0, cache_modifier=".cg")
-                m = tl.max(lses, 0)  # split 0 always has positions (L_b ≥ 1): finite
-                w = tl.math.exp2(lses - m)
-                o = tl.sum(w[:, None] * parts, 0) / tl.sum(w, 0)
-                tl.store(o_ptr + b.to(tl.int64) * sob + head * soh + offs_d * sod, o.to(o_ptr.dtype.element_ty))
+                m = tl.where(h_ok, tl.max(lses, 1), 0.0)  # split 0 always has positions (L_b ≥ 1): finite
+                w = tl.math.exp2(lses - m[:, None])
+                o = tl.sum(w[:, :, None] * parts, 1) / tl.where(h_ok, tl.sum(w, 1), 1.0)[:, None]
+                tl.store(o_ptr + b.to(tl.int64) * sob + hh[:, None] * soh + offs_d[None, :] * sod,
+                         o.to(o_ptr.dtype.element_ty), mask=h_ok[:, None])
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-# Programs aimed at per SM, the fewest positions a split takes, the block. Measured on an H200, bf16, 32/8 heads,
-# d 128 (benchmarks/attention_gpu.py, docs/results/h200-2026-12-03-attention/bench/run4-decode): one program an SM
-# was the fastest or within 2% from batch 16 up (16×1,024: 2 splits 23.2 µs against 26.8 with 3 and 29.2 with 4;
-# 16×4,096: 69.1 against 72.7-75.7; 16×16,384: 246.6 against 251.4-261.8), and the same at batch 1 × 1,024 and
-# 4,096 (4 and 16 splits: 10.9 and 14.0 µs); at 1 × 16,384 it gives 17 splits, 33.7 µs, against 29.0 with 33
-# (2 programs an SM), not taken. A single split reads its sequence in blocks of 128: 64×4,096 took 245.3 µs
-# against 276.2 with blocks of 64; with several splits blocks of 64 were faster (16×4,096: 69.1 against 74.6).
-_PROGRAMS_PER_SM = 1
-_MIN_SPLIT = 256
+_COMBINE_TILE = 16384  # fp32 elements of partials a combine tile holds: 128 registers a thread at 4 warps
+
+
+def _heads_step(group: int, splits: int, d: int) -> int:
+    """Heads a combine tile holds: the whole group where its partials fit ``_COMBINE_TILE``, else fewer (a power
+    of 2)."""
+    fit = max(1, _COMBINE_TILE // (_next_pow2(splits) * d))
+    return min(_next_pow2(group), 1 << (fit.bit_length() - 1))
+
+
+# The split rule, measured on an H200, bf16, 32/8 heads, d 128 (benchmarks/decode_lab_gpu.py run 1 of 2026-12-03, in
+# docs/results/h200-2026-12-03-decode/, and benchmarks/attention_gpu.py run 4 before it):
+# - one program an SM where each split is short: 1 × 1,024 in 16 splits of 64 positions took 6.61 µs, against 7.28
+#   with 8 and 6.97 with 32; 1 × 4,096 in 16 splits 10.46, against 10.85 with 32;
+# - two programs an SM where a split would pass _LONG_SPLIT positions and the (sequence, K/V head) pairs are few
+#   (a quarter of the SMs or fewer): 1 × 16,384 in 32 splits took 22.28 µs, against 23.37 with 16 and 27.23 with
+#   64; at batch 16 (128 pairs) one program an SM stays (16 × 4,096: 2 splits 67.67 µs, 3 splits 72.7-75.7 in run 4);
+# - a single split reads its sequence in blocks of 128: 64 × 4,096 took 244.9 µs, against 289.0 with blocks of 64;
+#   with several splits blocks of 64 were faster (16 × 1,024: 21.96 against 26.87; 16 × 16,384: 244.7 against 248.8).
+_LONG_SPLIT = 512
+_MIN_SPLIT = 64
 _BLOCK_N = 64
 _BLOCK_N_ONE_SPLIT = 128
-_MAX_SPLITS = 64  # the combine holds SPLITS_PAD×d fp32 of partials a head
+_MAX_SPLITS = 32  # 33 to 64 splits pad the combine's tiles to 64: 1 × 4,096 in 64 splits took 14.85 µs, in 32 10.85
 
 
 def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None = None, num_warps: int = 4,
-                  num_stages: int = 3, programs_per_sm: int = _PROGRAMS_PER_SM,
+                  num_stages: int = 3, programs_per_sm: int | None = None,
                   min_split: int = _MIN_SPLIT) -> DecodeConfig:
-    """Splits enough for ``programs_per_sm`` programs on every SM, none shorter than ``min_split`` positions."""
-    want = -(-programs_per_sm * sm_count() // (batch * kv_heads))
+    """Splits for ``programs_per_sm`` programs on every SM (by the rule above when None), none shorter than
+    ``min_split`` positions, at most ``_MAX_SPLITS``; every split gets whole blocks and positions (none empty)."""
+    pairs = batch * kv_heads
+    sms = sm_count()
+    if programs_per_sm is None:
+        one = -(-sms // pairs)
+        programs_per_sm = 2 if 4 * pairs <= sms and max_len > _LONG_SPLIT * one else 1
+    want = -(-programs_per_sm * sms // pairs)
     most = max(1, -(-max_len // max(min_split, block_n or _BLOCK_N)))
     splits = max(1, min(want, most, _MAX_SPLITS))
     block = block_n or (_BLOCK_N_ONE_SPLIT if splits == 1 else _BLOCK_N)
-    return DecodeConfig(block, splits, num_warps, num_stages)
+    chunk = triton.cdiv(triton.cdiv(max_len, splits), block) * block  # positions a split, whole blocks
+    return DecodeConfig(block, triton.cdiv(max_len, chunk), num_warps, num_stages)
 
 
 class _Counters:
@@ -183,7 +207,8 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
         q, k, v, out, lengths, part_o, part_lse, counts, g, chunk, cfg.splits, LOG2E / math.sqrt(d),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         HEAD_D=d, GROUP=group, GROUP_PAD=max(16, _next_pow2(group)), BLOCK_N=cfg.block_n,
-        SPLITS_PAD=_next_pow2(cfg.splits), ONE_SPLIT=cfg.splits == 1, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        SPLITS_PAD=_next_pow2(cfg.splits), HEADS_STEP=_heads_step(group, cfg.splits, d), ONE_SPLIT=cfg.splits == 1,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return cfg, grid, handle
 
@@ -246,9 +271,10 @@ class FlashDecoding(Kernel):
 
     def candidates(self, shape, dtype, gpu=None) -> list[DecodeConfig]:
         b, _, g, n, _ = shape
-        return list(dict.fromkeys([self.config_for(shape, dtype), decode_config(b, g, n, programs_per_sm=2),
+        return list(dict.fromkeys([self.config_for(shape, dtype), decode_config(b, g, n, programs_per_sm=1),
+                                   decode_config(b, g, n, programs_per_sm=2),
                                    decode_config(b, g, n, block_n=128, num_warps=8),
-                                   decode_config(b, g, n, min_split=128, block_n=32)]))
+                                   decode_config(b, g, n, num_stages=4)]))
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: DecodeConfig | None = None) -> None:
         q, k = inputs["q"], inputs["k"]

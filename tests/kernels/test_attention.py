@@ -80,6 +80,38 @@ def test_flash_decoding_ragged_batch(dtype, heads, kv_heads, lengths):
     _check(k, inputs, dtype)  # the chosen config
 
 
+def test_flash_decoding_combine_in_several_head_tiles():
+    """Where a group's partials outgrow one combine tile, the heads are combined a few at a time: 7 query heads a
+    K/V head, 40 splits (padded to 64) at d 64 fit 4 heads a tile, so two tiles, the second with one padded head."""
+    from rooflinectl.kernels.flash_decoding import DecodeConfig, _heads_step, make_decode_inputs
+
+    assert _heads_step(7, 40, 64) == 4 and _heads_step(4, 16, 128) == 4 and _heads_step(4, 32, 128) == 4
+    assert _heads_step(4, 64, 128) == 2 and _heads_step(1, 64, 256) == 1
+    k = get_kernel("flash_decoding")
+    lengths = [633, 17]
+    inputs = make_decode_inputs(2, 7, 1, lengths, 64, "fp32", "cpu", _gen(5), l_max=700)
+    for b, n in enumerate(lengths):
+        inputs["k"][b, :, n:] = float("nan")
+        inputs["v"][b, :, n:] = float("nan")
+    _check(k, inputs, "fp32", DecodeConfig(block_n=16, splits=40, num_warps=4, num_stages=2))
+
+
+def test_flash_decoding_split_rule():
+    """The rule's choices on a 132-SM H200 at the shapes it was measured at (the table beside decode_config)."""
+    from unittest import mock
+
+    from rooflinectl.kernels import flash_decoding as fd
+
+    with mock.patch.object(fd, "sm_count", lambda: 132):
+        got = {(b, n): (c.splits, c.block_n) for b, n in [(1, 1024), (1, 4096), (1, 16384), (16, 1024), (16, 4096),
+                                                          (64, 4096), (1, 1), (2, 300)]
+               for c in [fd.decode_config(b, 8, n)]}
+    # 1 × 1,024: 132 SMs over 8 pairs want 17 splits; 1,024 positions give 16 of 64. 1 × 16,384: 17 splits would
+    # be 964 positions each (> 512), so two programs an SM: 33, capped at 32. Batch 16: 128 pairs, 2 splits.
+    assert got == {(1, 1024): (16, 64), (1, 4096): (16, 64), (1, 16384): (32, 64), (16, 1024): (2, 64),
+                   (16, 4096): (2, 64), (64, 4096): (1, 128), (1, 1): (1, 128), (2, 300): (5, 64)}
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_flash_decoding_harness_shapes(dtype):
     k = get_kernel("flash_decoding")
