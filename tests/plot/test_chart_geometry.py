@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from test_label_overlap import CHARTS as DOCS_CHARTS
 
+from rooflinectl.plot.boxes import text_boxes
 from rooflinectl.plot.build import build_chart, draw
 from rooflinectl.plot.measured import load_measured
-from rooflinectl.plot.place import text_boxes
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.workload import resolve_workload
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rooflinectl.plot.boxes import text_boxes
 from rooflinectl.plot.build import build_chart, draw
 from rooflinectl.plot.measured import load_measured
-from rooflinectl.plot.place import text_boxes
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.workload import resolve_workload
 
@@ -126,9 +126,9 @@ def test_the_computed_boxes_of_a_roof_label_are_the_boxes_matplotlib_draws():
 
 
 def test_the_edge_test_of_hits_is_the_overlap_of_positive_area():
-    """place._hits compares edges instead of computing each overlap's width and height: the same answer, on
+    """boxes.hits compares edges instead of computing each overlap's width and height: the same answer, on
     boxes that touch, nest, coincide, or have no width."""
-    from rooflinectl.plot.place import _hits
+    from rooflinectl.plot.boxes import hits
 
     rng = np.random.default_rng(18)
     corners = rng.integers(0, 12, size=(400, 2, 2)).astype(float)  # small integers: many shared edges
@@ -138,4 +138,4 @@ def test_the_edge_test_of_hits_is_the_overlap_of_positive_area():
         b = boxes[:, None, :] + np.array([-pad, -pad, pad, pad])
         w = np.minimum(b[..., 2], taken[None, :, 2]) - np.maximum(b[..., 0], taken[None, :, 0])
         h = np.minimum(b[..., 3], taken[None, :, 3]) - np.maximum(b[..., 1], taken[None, :, 1])
-        assert (_hits(boxes, taken, pad) == ((w > 0) & (h > 0)).any(axis=1)).all()
+        assert (hits(boxes, taken, pad) == ((w > 0) & (h > 0)).any(axis=1)).all()
