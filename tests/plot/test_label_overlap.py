@@ -38,6 +38,13 @@ CHARTS = {
 }
 
 
+def chart_of(spec: tuple):
+    """A CHARTS entry (phases, GPUs, swept field, values, workload overrides, measured record) as its chart."""
+    phases, gpus, field, values, overrides, measured = spec
+    return build_chart([resolve_workload(p, **overrides) for p in phases], [load_gpu(g) for g in gpus], field,
+                       values, load_measured(measured) if measured else None)
+
+
 def drawn_label_boxes(fig) -> list[tuple[str, np.ndarray]]:
     renderer = fig.canvas.get_renderer()
     out = []
@@ -58,9 +65,7 @@ def overlapping(a: np.ndarray, b: np.ndarray) -> bool:
 def test_no_label_overlaps_another(name):
     import matplotlib.pyplot as plt
 
-    phases, gpus, field, values, overrides, measured = CHARTS[name]
-    chart = build_chart([resolve_workload(p, **overrides) for p in phases], [load_gpu(g) for g in gpus], field,
-                        values, load_measured(measured) if measured else None)
+    chart = chart_of(CHARTS[name])
     fig = draw(chart)
     try:
         boxes = drawn_label_boxes(fig)
