@@ -4,56 +4,35 @@ from __future__ import annotations
 
 import typer
 
-from ._app import app, command, console, one_format, print_json
-from .options import (
-    ACT_DTYPE_OPTION,
-    ATTENTION_OPTION,
-    BATCH_OPTION,
-    CALIBRATED_OPTION,
-    CAUSAL_OPTION,
-    CONTEXT_OPTION,
-    CSV_OPTION,
-    DTYPE_OPTION,
-    EP_OPTION,
-    EXPERTS_TOUCHED_OPTION,
-    FUSE_OPTION,
-    GPU_OPTION,
-    GROUP_SIZE_OPTION,
-    JSON_OPTION,
-    KV_DTYPE_OPTION,
-    MODEL_OPTION,
-    PP_OPTION,
-    SEQ_LEN_OPTION,
-    TP_OPTION,
-    WEIGHT_DTYPE_OPTION,
-    workload_overrides,
-)
+from . import options as opt
+from ._app import DEFAULT_GPU, app, command, console, one_format, print_json
+from .options import workload_overrides
 from .routing import routed
 
 
 @command(app, cls=routed(generate=".generate:generate_app"))
 def analyze(
     workload: str = typer.Argument("decode", help="A phase (decode, prefill, attention) or a workload YAML file."),
-    gpu: str = GPU_OPTION,
-    model: str = MODEL_OPTION,
-    batch: int = BATCH_OPTION,
-    seq_len: int = SEQ_LEN_OPTION,
-    context: int = CONTEXT_OPTION,
-    dtype: str = DTYPE_OPTION,
-    kv_dtype: str = KV_DTYPE_OPTION,
-    weight_dtype: str = WEIGHT_DTYPE_OPTION,
-    act_dtype: str = ACT_DTYPE_OPTION,
-    group_size: int = GROUP_SIZE_OPTION,
-    attention: str = ATTENTION_OPTION,
-    causal: bool = CAUSAL_OPTION,
-    fuse: str = FUSE_OPTION,
-    experts_touched: int = EXPERTS_TOUCHED_OPTION,
-    calibrated: bool = CALIBRATED_OPTION,
-    tp: int = TP_OPTION,
-    ep: int = EP_OPTION,
-    pp: int = PP_OPTION,
-    json: bool = JSON_OPTION,
-    csv: bool = CSV_OPTION,
+    gpu: opt.Gpu = DEFAULT_GPU,
+    model: opt.Model = None,
+    batch: opt.Batch = None,
+    seq_len: opt.SeqLen = None,
+    context: opt.Context = None,
+    dtype: opt.Dtype = None,
+    kv_dtype: opt.KvDtype = None,
+    weight_dtype: opt.WeightDtype = None,
+    act_dtype: opt.ActDtype = None,
+    group_size: opt.GroupSize = None,
+    attention: opt.Attention = None,
+    causal: opt.Causal = None,
+    fuse: opt.Fuse = None,
+    experts_touched: opt.ExpertsTouched = None,
+    calibrated: opt.Calibrated = False,
+    tp: opt.Tp = 1,
+    ep: opt.Ep = 1,
+    pp: opt.Pp = 1,
+    json: opt.Json = False,
+    csv: opt.Csv = False,
 ) -> None:
     """Place every operation of one inference step on a GPU's roofline.
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from . import options as opt
 from ._app import app, command, console, one_format, print_json
-from .options import CSV_OPTION
 
 hardware_app = typer.Typer(help="The GPU specs: list them, show one with its ridge points.", no_args_is_help=True)
 workloads_app = typer.Typer(help="The bundled scenarios and models.", no_args_is_help=True)
@@ -15,7 +15,7 @@ app.add_typer(workloads_app, name="workloads")
 
 @command(hardware_app, "list")
 def hardware_list(json: bool = typer.Option(False, "--json", help="Print the specs as JSON."),
-                  csv: bool = CSV_OPTION) -> None:
+                  csv: opt.Csv = False) -> None:
     """List the known GPUs (bundled, and folders named in ROOFLINECTL_HARDWARE_PATH).
 
     Example: rooflinectl hardware list
@@ -55,7 +55,7 @@ def hardware_show(
 
 
 @command(workloads_app, "list")
-def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSON."), csv: bool = CSV_OPTION) -> None:
+def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSON."), csv: opt.Csv = False) -> None:
     """List the bundled scenarios (decode, prefill, attention) and models.
 
     Example: rooflinectl workloads list

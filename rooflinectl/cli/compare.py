@@ -5,54 +5,33 @@ from __future__ import annotations
 import typer
 
 from ..errors import UserError
-from ._app import DEFAULT_GPU, app, command, console, print_json
-from .options import (
-    ACT_DTYPE_OPTION,
-    ATTENTION_OPTION,
-    CALIBRATED_OPTION,
-    DTYPE_OPTION,
-    EP_OPTION,
-    FUSE_OPTION,
-    GROUP_SIZE_OPTION,
-    KV_DTYPE_OPTION,
-    MODEL_OPTION,
-    PP_OPTION,
-    WEIGHT_DTYPE_OPTION,
-)
-from .serving import (
-    GPUS_OPTION,
-    OUTPUT_OPTION,
-    PROMPT_OPTION,
-    RESERVE_OPTION,
-    TPS_OPTION,
-    base_workload,
-    layout_label,
-    step_analyzer,
-)
+from . import options as opt
+from ._app import DEFAULT_GPU, app, command, console, one_format, print_json
+from .serving import base_workload, layout_label, step_analyzer
 
 
 @command(app)
 def compare(
-    gpu: list[str] = GPUS_OPTION,
-    model: str = MODEL_OPTION,
-    prompt: int = PROMPT_OPTION,
-    output: int = OUTPUT_OPTION,
+    gpu: opt.Gpus = None,
+    model: opt.Model = None,
+    prompt: opt.Prompt = opt.DEFAULT_PROMPT,
+    output: opt.Output = opt.DEFAULT_OUTPUT,
     batch: int = typer.Option(None, "--batch", "-b", help="Requests served together on every GPU (default: the "
                               "largest batch that fits on each)."),
     tpot_ms: float = typer.Option(None, "--tpot-ms", help="A latency target: on each GPU the largest batch whose "
                                   "mean time per output token is at most this many ms."),
-    dtype: str = DTYPE_OPTION,
-    kv_dtype: str = KV_DTYPE_OPTION,
-    weight_dtype: str = WEIGHT_DTYPE_OPTION,
-    act_dtype: str = ACT_DTYPE_OPTION,
-    group_size: int = GROUP_SIZE_OPTION,
-    attention: str = ATTENTION_OPTION,
-    fuse: str = FUSE_OPTION,
-    reserve_gib: float = RESERVE_OPTION,
-    calibrated: bool = CALIBRATED_OPTION,
-    tp: list[int] = TPS_OPTION,
-    ep: int = EP_OPTION,
-    pp: int = PP_OPTION,
+    dtype: opt.Dtype = None,
+    kv_dtype: opt.KvDtype = None,
+    weight_dtype: opt.WeightDtype = None,
+    act_dtype: opt.ActDtype = None,
+    group_size: opt.GroupSize = None,
+    attention: opt.Attention = None,
+    fuse: opt.Fuse = None,
+    reserve_gib: opt.Reserve = None,
+    calibrated: opt.Calibrated = False,
+    tp: opt.Tps = None,
+    ep: opt.Ep = 1,
+    pp: opt.Pp = 1,
     json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
 ) -> None:
@@ -78,8 +57,7 @@ def compare(
     )
     from ..specs.hardware import load_gpu
 
-    if json and csv:
-        raise UserError("--json and --csv: give one")
+    one_format(json, csv)
     if tpot_ms is not None and not tpot_ms > 0:
         raise UserError(f"--tpot-ms {tpot_ms}: give a positive number of milliseconds")
     base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)

@@ -12,21 +12,9 @@ import typer
 
 from ..errors import UserError
 from ..files import is_dir, is_file, user_path
-from ._app import app, command
-from .options import (
-    ATTENTION_OPTION,
-    BATCH_OPTION,
-    CALIBRATED_OPTION,
-    CAUSAL_OPTION,
-    CONTEXT_OPTION,
-    DTYPE_OPTION,
-    FUSE_OPTION,
-    GPU_OPTION,
-    KV_DTYPE_OPTION,
-    MODEL_OPTION,
-    SEQ_LEN_OPTION,
-    workload_overrides,
-)
+from . import options as opt
+from ._app import DEFAULT_GPU, app, command
+from .options import workload_overrides
 
 
 def gpu_reference(gpu: str) -> str:
@@ -51,17 +39,17 @@ def served() -> bool:
 @command(app)
 def explore(
     workload: str = typer.Argument("decode", help="A phase (decode, prefill, attention) or a workload YAML file."),
-    gpu: str = GPU_OPTION,
-    model: str = MODEL_OPTION,
-    batch: int = BATCH_OPTION,
-    seq_len: int = SEQ_LEN_OPTION,
-    context: int = CONTEXT_OPTION,
-    dtype: str = DTYPE_OPTION,
-    kv_dtype: str = KV_DTYPE_OPTION,
-    attention: str = ATTENTION_OPTION,
-    causal: bool = CAUSAL_OPTION,
-    fuse: str = FUSE_OPTION,
-    calibrated: bool = CALIBRATED_OPTION,
+    gpu: opt.Gpu = DEFAULT_GPU,
+    model: opt.Model = None,
+    batch: opt.Batch = None,
+    seq_len: opt.SeqLen = None,
+    context: opt.Context = None,
+    dtype: opt.Dtype = None,
+    kv_dtype: opt.KvDtype = None,
+    attention: opt.Attention = None,
+    causal: opt.Causal = None,
+    fuse: opt.Fuse = None,
+    calibrated: opt.Calibrated = False,
     out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Where the s and x keys save files."),
     serve: bool = typer.Option(False, "--serve", help="Serve explore to a browser (textual-serve), one app per "
                                "tab, instead of running it in this terminal."),

@@ -5,25 +5,9 @@ from __future__ import annotations
 import typer
 
 from ..errors import UserError
-from ._app import command, console, one_format, print_json
-from .options import (
-    ACT_DTYPE_OPTION,
-    ATTENTION_OPTION,
-    CALIBRATED_OPTION,
-    CSV_OPTION,
-    DTYPE_OPTION,
-    EP_OPTION,
-    FUSE_OPTION,
-    GPU_OPTION,
-    GROUP_SIZE_OPTION,
-    JSON_OPTION,
-    KV_DTYPE_OPTION,
-    MODEL_OPTION,
-    PP_OPTION,
-    TP_OPTION,
-    WEIGHT_DTYPE_OPTION,
-)
-from .serving import OUTPUT_OPTION, PROMPT_OPTION, RESERVE_OPTION, base_workload, step_analyzer
+from . import options as opt
+from ._app import DEFAULT_GPU, command, console, one_format, print_json
+from .serving import base_workload, step_analyzer
 
 # Its own app: `analyze` hands it `analyze generate …` (cli.routing), and it is not a top-level command.
 generate_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -31,25 +15,25 @@ generate_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 @command(generate_app, "generate")
 def generate(
-    gpu: str = GPU_OPTION,
-    model: str = MODEL_OPTION,
-    prompt: int = PROMPT_OPTION,
-    output: int = OUTPUT_OPTION,
+    gpu: opt.Gpu = DEFAULT_GPU,
+    model: opt.Model = None,
+    prompt: opt.Prompt = opt.DEFAULT_PROMPT,
+    output: opt.Output = opt.DEFAULT_OUTPUT,
     batch: int = typer.Option(1, "--batch", "-b", help="Requests served together (one prefill, then decode)."),
-    dtype: str = DTYPE_OPTION,
-    kv_dtype: str = KV_DTYPE_OPTION,
-    weight_dtype: str = WEIGHT_DTYPE_OPTION,
-    act_dtype: str = ACT_DTYPE_OPTION,
-    group_size: int = GROUP_SIZE_OPTION,
-    attention: str = ATTENTION_OPTION,
-    fuse: str = FUSE_OPTION,
-    reserve_gib: float = RESERVE_OPTION,
-    calibrated: bool = CALIBRATED_OPTION,
-    tp: int = TP_OPTION,
-    ep: int = EP_OPTION,
-    pp: int = PP_OPTION,
-    json: bool = JSON_OPTION,
-    csv: bool = CSV_OPTION,
+    dtype: opt.Dtype = None,
+    kv_dtype: opt.KvDtype = None,
+    weight_dtype: opt.WeightDtype = None,
+    act_dtype: opt.ActDtype = None,
+    group_size: opt.GroupSize = None,
+    attention: opt.Attention = None,
+    fuse: opt.Fuse = None,
+    reserve_gib: opt.Reserve = None,
+    calibrated: opt.Calibrated = False,
+    tp: opt.Tp = 1,
+    ep: opt.Ep = 1,
+    pp: opt.Pp = 1,
+    json: opt.Json = False,
+    csv: opt.Csv = False,
 ) -> None:
     """A batch of requests from prompt to last token: time to first token, time per output token, end-to-end
     latency, tokens/s per GPU and per request, memory, and which phase and op take the time.

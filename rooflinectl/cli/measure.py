@@ -15,9 +15,9 @@ from typing import Any
 import typer
 
 from ..errors import UserError
+from . import options as opt
 from ._app import app, command, console, one_format, print_json
-from .measure_workload import DEVICE_OPTION, SEQ_LEN_OPTION, measure_workload
-from .options import ATTENTION_OPTION, BATCH_OPTION, CONTEXT_OPTION, FUSE_OPTION, MODEL_OPTION
+from .measure_workload import Device, WorkloadSeqLen, measure_workload
 
 # --- progress ------------------------------------------------------------------------------------------------
 
@@ -90,13 +90,13 @@ def measure(
     csv: bool = typer.Option(False, "--csv", help="Print the results and baselines as CSV; no progress bar."),
     workload: str = typer.Option(None, "--workload", help="Measure a workload's own ops and its whole step "
                                                          "instead: decode, prefill or a workload YAML."),
-    model: str = MODEL_OPTION,
-    batch: int = BATCH_OPTION,
-    context: int = CONTEXT_OPTION,
-    seq_len: int = SEQ_LEN_OPTION,
-    attention: str = ATTENTION_OPTION,
-    fuse: str = FUSE_OPTION,
-    device: str = DEVICE_OPTION,
+    model: opt.Model = None,
+    batch: opt.Batch = None,
+    context: opt.Context = None,
+    seq_len: WorkloadSeqLen = None,
+    attention: opt.Attention = None,
+    fuse: opt.Fuse = None,
+    device: Device = "cuda",
 ):
     """Run a Triton kernel on this GPU: check it, time it, and place it against the roofline.
 

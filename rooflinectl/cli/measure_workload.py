@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -15,9 +16,12 @@ from ._app import console
 from .options import workload_overrides
 
 DEVICES = ("cuda", "cpu")
-SEQ_LEN_OPTION = typer.Option(None, "--seq-len", help="With --workload prefill: prompt tokens per sequence.")
-DEVICE_OPTION = typer.Option("cuda", "--device", help="With --workload: cuda, or cpu to run every path on the CPU "
-                                                      "(times are CPU wall time, not a GPU figure).")
+# measure's own options of its workload mode (the others it takes are options.py's).
+WorkloadSeqLen = Annotated[
+    int | None, typer.Option("--seq-len", help="With --workload prefill: prompt tokens per sequence.")
+]
+Device = Annotated[str, typer.Option("--device", help="With --workload: cuda, or cpu to run every path on the CPU "
+                                                      "(times are CPU wall time, not a GPU figure).")]
 
 
 def measure_workload(workload: str, model: str | None, batch: int | None, seq_len: int | None, context: int | None,

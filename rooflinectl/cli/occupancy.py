@@ -8,8 +8,8 @@ from decimal import Decimal, InvalidOperation
 import typer
 
 from ..errors import UserError
-from ._app import app, command, console, one_format, print_json
-from .options import CSV_OPTION, GPU_OPTION, JSON_OPTION
+from . import options as opt
+from ._app import DEFAULT_GPU, app, command, console, one_format, print_json
 
 # A size: a number, then an optional unit. K, KB and KiB all mean 1024 bytes, as CUDA's "48 KB of shared
 # memory" does (hardware.py: sizes are binary); M, MB and MiB 1024².
@@ -42,14 +42,14 @@ def parse_size(text: str, what: str = "--smem") -> int:
 
 @command(app)
 def occupancy(
-    gpu: str = GPU_OPTION,
+    gpu: opt.Gpu = DEFAULT_GPU,
     threads: int = typer.Option(..., "--threads", "-t", help="Threads per block (a Triton program: num_warps × 32)."),
     regs: int = typer.Option(..., "--regs", "-r", help="Registers per thread (ptxas -v, or triton's n_regs)."),
     smem: str = typer.Option("0", "--smem", "-s",
                              help="Shared memory per block, static + dynamic: 49152, 48K, 48KiB, 1.5KiB."),
     grid: int = typer.Option(None, "--grid", help="Blocks in the launch, to count the waves it takes."),
-    json: bool = JSON_OPTION,
-    csv: bool = CSV_OPTION,
+    json: opt.Json = False,
+    csv: opt.Csv = False,
 ) -> None:
     """Active blocks and warps per SM, the occupancy, which limit binds (registers, shared memory, warps,
     blocks), the waves a grid takes, and what would raise it: NVIDIA's occupancy-calculator arithmetic.

@@ -1,60 +1,100 @@
-"""The options shared by the commands that take a workload (analyze, plot, explore, occupancy's --gpu).
-
-One definition each, so that a flag reads the same in every command's ``--help``. Only typer is imported here:
-the commands import the library inside their functions, and ``rooflinectl --help`` stays light.
+"""The options the commands share, each written once as a typer ``Annotated`` alias: a command declares
+``model: opt.Model = None`` and its default, and the flag, its short name and its help read the same in every
+``--help``. What one command alone takes stays in that command's module. Only typer is imported here: the
+commands import the library inside their functions, and ``rooflinectl --help`` stays light.
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from ._app import DEFAULT_GPU, split_list
+from ._app import split_list
 
-GPU_OPTION = typer.Option(DEFAULT_GPU, "--gpu", "-g", help="GPU id, alias or YAML path (see 'hardware list').")
-MODEL_OPTION = typer.Option(None, "--model", "-m", help="Model id, model YAML, or a local Hugging Face config.json.")
-BATCH_OPTION = typer.Option(None, "--batch", "-b", help="Sequences in the batch.")
-SEQ_LEN_OPTION = typer.Option(None, "--seq-len", "-s", help="Prompt tokens per sequence (prefill, attention).")
-CONTEXT_OPTION = typer.Option(None, "--context", "-c", help="KV positions a decode step attends to.")
-DTYPE_OPTION = typer.Option(
-    None, "--dtype", help="Weights and activations: fp32, bf16, fp16, fp8, int8 (an explicit --weight-dtype or "
+# --- the GPU ---------------------------------------------------------------------------------------------------
+
+Gpu = Annotated[str, typer.Option("--gpu", "-g", help="GPU id, alias or YAML path (see 'hardware list').")]
+# The serving commands (compare, plot pareto): a GPU each, repeated.
+Gpus = Annotated[
+    list[str] | None, typer.Option("--gpu", "-g", help="GPU id, alias or YAML path; repeat to compare GPUs.")
+]
+
+# --- the workload: model, sizes, data types, attention, fusions -------------------------------------------------
+
+Model = Annotated[
+    str | None, typer.Option("--model", "-m", help="Model id, model YAML, or a local Hugging Face config.json.")
+]
+Batch = Annotated[int | None, typer.Option("--batch", "-b", help="Sequences in the batch.")]
+SeqLen = Annotated[int | None, typer.Option("--seq-len", "-s", help="Prompt tokens per sequence (prefill, attention).")]
+Context = Annotated[int | None, typer.Option("--context", "-c", help="KV positions a decode step attends to.")]
+Dtype = Annotated[str | None, typer.Option(
+    "--dtype", help="Weights and activations: fp32, bf16, fp16, fp8, int8 (an explicit --weight-dtype or "
     "--act-dtype overrides it for its own part).",
-)
-WEIGHT_DTYPE_OPTION = typer.Option(
-    None, "--weight-dtype", help="The linear layers' weights: bf16, fp16, fp8, fp8_block, int8, int4, int4_zp (int4 "
+)]
+WeightDtype = Annotated[str | None, typer.Option(
+    "--weight-dtype", help="The linear layers' weights: bf16, fp16, fp8, fp8_block, int8, int4, int4_zp (int4 "
     "with AWQ's zero points), mxfp4, nvfp4, scales counted (default: --dtype; embedding, LM head, norms and router "
     "stay in the activations' type).",
-)
-ACT_DTYPE_OPTION = typer.Option(
-    None, "--act-dtype", help="Activations, and the matmuls' tensor cores: bf16, fp16, fp8 or int8 (w8a8), fp4 "
+)]
+ActDtype = Annotated[str | None, typer.Option(
+    "--act-dtype", help="Activations, and the matmuls' tensor cores: bf16, fp16, fp8 or int8 (w8a8), fp4 "
     "(with mxfp4 or nvfp4 weights) (default: --dtype).",
-)
-GROUP_SIZE_OPTION = typer.Option(None, "--group-size", help="int4 and int4_zp weights: weights per fp16 scale (default 128).")
-KV_DTYPE_OPTION = typer.Option(None, "--kv-dtype", help="KV cache data type (default: --dtype).")
-ATTENTION_OPTION = typer.Option(None, "--attention", help="naive (scores through HBM) or flash (on chip).")
-CAUSAL_OPTION = typer.Option(None, "--causal/--no-causal", help="Causal mask (flash skips masked scores).")
-FUSE_OPTION = typer.Option(
-    None, "--fuse", help="Comma-separated fusions: qkv, gate_up, norm_linear, act, residual ('' for none)."
-)
-EXPERTS_TOUCHED_OPTION = typer.Option(
-    None, "--experts-touched", help="Mixture of experts: distinct experts each MoE layer reads in the step, where "
+)]
+GroupSize = Annotated[
+    int | None, typer.Option("--group-size", help="int4 and int4_zp weights: weights per fp16 scale (default 128).")
+]
+KvDtype = Annotated[str | None, typer.Option("--kv-dtype", help="KV cache data type (default: --dtype).")]
+Attention = Annotated[str | None, typer.Option("--attention", help="naive (scores through HBM) or flash (on chip).")]
+Causal = Annotated[bool | None, typer.Option("--causal/--no-causal", help="Causal mask (flash skips masked scores).")]
+Fuse = Annotated[str | None, typer.Option(
+    "--fuse", help="Comma-separated fusions: qkv, gate_up, norm_linear, act, residual ('' for none)."
+)]
+ExpertsTouched = Annotated[int | None, typer.Option(
+    "--experts-touched", help="Mixture of experts: distinct experts each MoE layer reads in the step, where "
     "routing is skewed (k to E; default: the uniform expectation E·(1 − (1 − k/E)^tokens)).",
-)
-CALIBRATED_OPTION = typer.Option(False, "--calibrated", help="Use the GPU file's measured ceilings as roofs, and its "
-                                 "calibrated op model (measured.op_model), where it has one, for each op's time.")
-JSON_OPTION = typer.Option(False, "--json", help="Print the result as JSON.")
-EP_OPTION = typer.Option(
-    1, "--ep", help="Expert parallelism (a mixture of experts): GPUs the experts are spread over, attention "
-    "data-parallel (DeepSeek's layout), with the all-to-all dispatch and combine (modelled, not measured).",
-)
-PP_OPTION = typer.Option(
-    1, "--pp", help="Pipeline parallelism: stages of L/pp layers, one a GPU (with --tp); memory per stage, the "
-    "step's pass through every stage, and the bubble stated.",
-)
-TP_OPTION = typer.Option(
-    1, "--tp", help="Tensor parallelism: GPUs one copy of the model is split over (Megatron layout); every figure "
+)]
+
+# --- the time model and the layout over GPUs --------------------------------------------------------------------
+
+Calibrated = Annotated[bool, typer.Option(
+    "--calibrated", help="Use the GPU file's measured ceilings as roofs, and its calibrated op model "
+    "(measured.op_model), where it has one, for each op's time.",
+)]
+Tp = Annotated[int, typer.Option(
+    "--tp", help="Tensor parallelism: GPUs one copy of the model is split over (Megatron layout); every figure "
     "is then one GPU's, with the all-reduces over the GPU file's interconnect (modelled, not measured).",
-)
-CSV_OPTION = typer.Option(False, "--csv", help="Print the table as CSV (numbers with all their digits).")
+)]
+# The serving commands (compare, plot pareto): a row or a curve per degree.
+Tps = Annotated[list[int] | None, typer.Option(
+    "--tp", help="Tensor parallelism: GPUs one copy of the model is split over (Megatron layout); repeat for a row "
+    "per GPU and degree (default 1).",
+)]
+Ep = Annotated[int, typer.Option(
+    "--ep", help="Expert parallelism (a mixture of experts): GPUs the experts are spread over, attention "
+    "data-parallel (DeepSeek's layout), with the all-to-all dispatch and combine (modelled, not measured).",
+)]
+Pp = Annotated[int, typer.Option(
+    "--pp", help="Pipeline parallelism: stages of L/pp layers, one a GPU (with --tp); memory per stage, the "
+    "step's pass through every stage, and the bubble stated.",
+)]
+
+# --- a request (analyze generate, compare, plot pareto) ---------------------------------------------------------
+
+# The request the serving commands size when none is given.
+DEFAULT_PROMPT = 2048
+DEFAULT_OUTPUT = 256
+Prompt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per request.")]
+Output = Annotated[int, typer.Option("--output", help="Tokens each request generates (the first by the prefill).")]
+Reserve = Annotated[float | None, typer.Option(
+    "--reserve-gib", help="HBM the framework holds beyond weights, KV cache and activations (CUDA context, "
+    "workspaces, CUDA graphs, fragmentation); default 10% of the GPU's, as vLLM's --gpu-memory-utilization 0.9.",
+)]
+
+# --- what is printed ---------------------------------------------------------------------------------------------
+
+Json = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+Csv = Annotated[bool, typer.Option("--csv", help="Print the table as CSV (numbers with all their digits).")]
 
 
 def workload_overrides(

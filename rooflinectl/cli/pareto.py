@@ -7,30 +7,9 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
-from ._app import DEFAULT_GPU, command, print_json
-from .options import (
-    ACT_DTYPE_OPTION,
-    ATTENTION_OPTION,
-    CALIBRATED_OPTION,
-    DTYPE_OPTION,
-    EP_OPTION,
-    FUSE_OPTION,
-    GROUP_SIZE_OPTION,
-    KV_DTYPE_OPTION,
-    MODEL_OPTION,
-    PP_OPTION,
-    WEIGHT_DTYPE_OPTION,
-)
-from .serving import (
-    GPUS_OPTION,
-    OUTPUT_OPTION,
-    PROMPT_OPTION,
-    RESERVE_OPTION,
-    TPS_OPTION,
-    base_workload,
-    layout_label,
-    step_analyzer,
-)
+from . import options as opt
+from ._app import DEFAULT_GPU, command, one_format, print_json
+from .serving import base_workload, layout_label, step_analyzer
 
 # Its own app: `plot` hands it `plot pareto …` (cli.routing).
 pareto_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -41,22 +20,22 @@ MAX_GPUS = 6
 
 @command(pareto_app, "pareto")
 def pareto(
-    gpu: list[str] = GPUS_OPTION,
-    model: str = MODEL_OPTION,
-    prompt: int = PROMPT_OPTION,
-    output: int = OUTPUT_OPTION,
-    dtype: str = DTYPE_OPTION,
-    kv_dtype: str = KV_DTYPE_OPTION,
-    weight_dtype: str = WEIGHT_DTYPE_OPTION,
-    act_dtype: str = ACT_DTYPE_OPTION,
-    group_size: int = GROUP_SIZE_OPTION,
-    attention: str = ATTENTION_OPTION,
-    fuse: str = FUSE_OPTION,
-    reserve_gib: float = RESERVE_OPTION,
-    calibrated: bool = CALIBRATED_OPTION,
-    tp: list[int] = TPS_OPTION,
-    ep: int = EP_OPTION,
-    pp: int = PP_OPTION,
+    gpu: opt.Gpus = None,
+    model: opt.Model = None,
+    prompt: opt.Prompt = opt.DEFAULT_PROMPT,
+    output: opt.Output = opt.DEFAULT_OUTPUT,
+    dtype: opt.Dtype = None,
+    kv_dtype: opt.KvDtype = None,
+    weight_dtype: opt.WeightDtype = None,
+    act_dtype: opt.ActDtype = None,
+    group_size: opt.GroupSize = None,
+    attention: opt.Attention = None,
+    fuse: opt.Fuse = None,
+    reserve_gib: opt.Reserve = None,
+    calibrated: opt.Calibrated = False,
+    tp: opt.Tps = None,
+    ep: opt.Ep = 1,
+    pp: opt.Pp = 1,
     chart: Path = typer.Option(Path("pareto.png"), "-o", "--chart", help="The file to write: .png, .svg or .pdf."),
     json: bool = typer.Option(False, "--json", help="Print every point (and each GPU's limit) as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print every point as CSV."),
@@ -76,8 +55,7 @@ def pareto(
     from ..plot.chart import check_output
     from ..specs.hardware import load_gpu
 
-    if json and csv:
-        raise UserError("--json and --csv: give one")
+    one_format(json, csv)
     check_output(chart)
     names = gpu or [DEFAULT_GPU]
     degrees = tp or [1]

@@ -8,23 +8,9 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..errors import UserError
+from . import options as opt
 from ._app import DEFAULT_GPU, app, command, print_json, split_ints
-from .options import (
-    ACT_DTYPE_OPTION,
-    ATTENTION_OPTION,
-    CALIBRATED_OPTION,
-    CAUSAL_OPTION,
-    DTYPE_OPTION,
-    EP_OPTION,
-    FUSE_OPTION,
-    GROUP_SIZE_OPTION,
-    KV_DTYPE_OPTION,
-    MODEL_OPTION,
-    PP_OPTION,
-    TP_OPTION,
-    WEIGHT_DTYPE_OPTION,
-    workload_overrides,
-)
+from .options import workload_overrides
 from .routing import routed
 
 if TYPE_CHECKING:  # the specs are imported inside the functions: `rooflinectl --help` needs none of them
@@ -106,25 +92,25 @@ def plot(
         help=f"GPU id, alias or YAML path; repeat to compare GPUs, at most 6 ({MAX_SWEPT_GPUS} with a size list; "
         f"default: {DEFAULT_GPU}).",
     ),
-    model: str = MODEL_OPTION,
+    model: opt.Model = None,
     batch: str = typer.Option(None, "--batch", "-b", help="Sequences in the batch; a list (1,8,64,256) draws "
                               "each op's trajectory."),
     seq_len: str = typer.Option(None, "--seq-len", "-s", help="Prompt tokens per sequence (prefill, attention); "
                                 "a list draws trajectories."),
     context: str = typer.Option(None, "--context", "-c", help="KV positions a decode step attends to; a list "
                                 "draws trajectories."),
-    dtype: str = DTYPE_OPTION,
-    kv_dtype: str = KV_DTYPE_OPTION,
-    weight_dtype: str = WEIGHT_DTYPE_OPTION,
-    act_dtype: str = ACT_DTYPE_OPTION,
-    group_size: int = GROUP_SIZE_OPTION,
-    attention: str = ATTENTION_OPTION,
-    causal: bool = CAUSAL_OPTION,
-    fuse: str = FUSE_OPTION,
-    calibrated: bool = CALIBRATED_OPTION,
-    tp: int = TP_OPTION,
-    ep: int = EP_OPTION,
-    pp: int = PP_OPTION,
+    dtype: opt.Dtype = None,
+    kv_dtype: opt.KvDtype = None,
+    weight_dtype: opt.WeightDtype = None,
+    act_dtype: opt.ActDtype = None,
+    group_size: opt.GroupSize = None,
+    attention: opt.Attention = None,
+    causal: opt.Causal = None,
+    fuse: opt.Fuse = None,
+    calibrated: opt.Calibrated = False,
+    tp: opt.Tp = 1,
+    ep: opt.Ep = 1,
+    pp: opt.Pp = 1,
     measured: Path = typer.Option(
         None, "--measured", help="Overlay measured kernels from a 'rooflinectl measure --save' or 'rooflinectl "
         "profile --save' JSON file."

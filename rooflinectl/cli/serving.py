@@ -1,11 +1,10 @@
-"""The options and set-up shared by the serving commands (``analyze generate``, ``compare``, ``plot pareto``):
-a request's sizes, the reserve, and the model step options that ``analyze`` takes. Only typer is imported here."""
+"""The set-up shared by the serving commands (``analyze generate``, ``compare``, ``plot pareto``): the model's
+step as a workload, a row's name, and the step analyzer on a layout (their options are options.py's). Nothing
+heavy is imported here."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-import typer
 
 from .options import workload_overrides
 
@@ -13,14 +12,6 @@ if TYPE_CHECKING:
     from ..engine.generate import StepAnalyzer
     from ..specs.hardware import GPU
     from ..specs.workload import Workload
-
-PROMPT_OPTION = typer.Option(2048, "--prompt", "-p", help="Prompt tokens per request.")
-OUTPUT_OPTION = typer.Option(256, "--output", help="Tokens each request generates (the first by the prefill).")
-RESERVE_OPTION = typer.Option(
-    None, "--reserve-gib", help="HBM the framework holds beyond weights, KV cache and activations (CUDA context, "
-    "workspaces, CUDA graphs, fragmentation); default 10% of the GPU's, as vLLM's --gpu-memory-utilization 0.9.",
-)
-GPUS_OPTION = typer.Option(None, "--gpu", "-g", help="GPU id, alias or YAML path; repeat to compare GPUs.")
 
 
 def base_workload(model: str | None, dtype: str | None, kv_dtype: str | None, weight_dtype: str | None,
@@ -32,10 +23,6 @@ def base_workload(model: str | None, dtype: str | None, kv_dtype: str | None, we
     overrides = workload_overrides(model, 1, 1, None, dtype, kv_dtype, attention, None, fuse,
                                    weight_dtype=weight_dtype, act_dtype=act_dtype, group_size=group_size)
     return resolve_workload("prefill", **overrides)
-
-
-TPS_OPTION = typer.Option(None, "--tp", help="Tensor parallelism: GPUs one copy of the model is split over "
-                          "(Megatron layout); repeat for a row per GPU and degree (default 1).")
 
 
 def layout_label(gpu: str, tp: int, ep: int, pp: int, several: bool) -> str:

@@ -26,7 +26,7 @@ the three lie on 1.82 µs + t_roof / 0.943 to within 0.5% (a least-squares line)
 
 An op whose (class, bound) has no curve is read from the other bound's curve of its class, and where its class has
 none, it takes t_roof + the launch floor; either way the op says so (``CurveTime.note``). A collective has no
-class and keeps its measured-collective timing (engine/parallel.py); the op's bound and intensity are always the
+class and keeps its measured-collective timing (engine/parallel/); the op's bound and intensity are always the
 roofline's: the model changes its time only.
 """
 

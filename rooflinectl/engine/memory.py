@@ -1,7 +1,7 @@
 """What a served batch holds in HBM, and whether it fits: weights, KV cache, activations and a reserve.
 
 Pure: it reads the engine's step analyses (``roofline.Analysis``), never a model, so that a per-GPU analysis
-(tensor, expert or pipeline parallelism: engine/parallel.py) gives a per-GPU budget with no change here.
+(tensor, expert or pipeline parallelism: engine/parallel/) gives a per-GPU budget with no change here.
 
   weights      the weights one GPU holds (``Totals.weight_footprint_bytes``: ``transformer.weight_footprint_bytes``
                of its share, every parameter as stored, quantized formats with their scales, every expert of a

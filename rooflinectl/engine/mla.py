@@ -58,6 +58,7 @@ from .op import (
     ROPE_FLOPS_PER_ELEMENT,
     Op,
     flash_attention_op,
+    kv_write_op,
     matmul_unit,
     rmsnorm_op,
     score_matmul_op,
@@ -119,7 +120,7 @@ def _projections(w: Workload, norm_in: bool) -> list[Op]:
 def _rope_and_cache(w: Workload) -> list[Op]:
     """RoPE on the RoPE parts only, and the cache write of the latent and the shared key."""
     m, mla, n = w.model, _mla(w), w.tokens
-    a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
+    a = dtype_bytes(w.dtype)
     d_r = mla.qk_rope_head_dim
     rotated = n * (m.num_heads + 1) * d_r  # q_pe: h heads of d_r per token; k_pe: one d_r per token
     latent = n * mla.latent_dim
@@ -138,18 +139,10 @@ def _rope_and_cache(w: Workload) -> list[Op]:
             computes=f"{ROPE_FLOPS_PER_ELEMENT} FLOPs per element (4 multiplies, 2 adds per pair)",
             elementwise="rope",
         ),
-        Op(
-            name="kv_write",
-            kind="copy",
-            flops=0,
-            # c_kv (N×r) and k_pe (N×d_r) read in dtype, written into the cache in kv_dtype.
-            bytes=latent * a + latent * kv,
-            unit="vector",
-            dtype="fp32",
-            reads=f"the normed latent {w.tokens}×{mla.kv_lora_rank} and k_pe {w.tokens}×{d_r}",
-            writes=f"them into the latent cache in {w.kv_dtype}, {mla.latent_dim} values per token",
-            computes="nothing: a copy (and a cast if the cache is narrower)",
-        ),
+        # c_kv (N×r) and k_pe (N×d_r) read in dtype, written into the cache in kv_dtype.
+        kv_write_op(latent, w.dtype, w.kv_dtype,
+                    reads=f"the normed latent {w.tokens}×{mla.kv_lora_rank} and k_pe {w.tokens}×{d_r}",
+                    writes=f"them into the latent cache in {w.kv_dtype}, {mla.latent_dim} values per token"),
     ]
 
 

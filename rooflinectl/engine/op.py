@@ -341,6 +341,23 @@ def copy_op(name: str, elements: int, dtype: str) -> Op:
     )
 
 
+def kv_write_op(values: int, dtype: str, kv_dtype: str, reads: str, writes: str) -> Op:
+    """The cache write of a step's new keys and values (GQA's K and V, MLA's latent and k_pe): ``values``
+    elements read in ``dtype`` and written into the cache in ``kv_dtype``; a copy, and a cast where the cache is
+    narrower, no FLOPs."""
+    return Op(
+        name="kv_write",
+        kind="copy",
+        flops=0,
+        bytes=values * dtype_bytes(dtype) + values * dtype_bytes(kv_dtype),
+        unit="vector",
+        dtype="fp32",
+        reads=reads,
+        writes=writes,
+        computes="nothing: a copy (and a cast if the cache is narrower)",
+    )
+
+
 def router_op(name: str, tokens: int, hidden: int, experts: int, top_k: int, dtype: str,
               softmax_over: Literal["experts", "top_k"] = "experts") -> Op:
     """A mixture-of-experts router, one kernel: logits = x[N,H] · W_g[H,E], each token's top k, and a softmax.

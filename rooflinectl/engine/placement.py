@@ -67,7 +67,7 @@ class Placement:
 def place(op: Op, roofs: Roofs) -> Placement:
     """Place one operation under ``roofs``. A collective (kind ``communication``) moves its bytes over the
     interconnect, not HBM: its roof is the interconnect's bandwidth in one direction and its time
-    latency + bytes / bandwidth (engine/parallel.py states the model). Where the roofs carry that collective's
+    latency + bytes / bandwidth (engine/parallel/ states the model). Where the roofs carry that collective's
     measured bus bandwidth and latency (``analyze --calibrated`` of a file ``calibrate --comm`` wrote), those are
     the bandwidth and the latency: busbw × time is the bytes one GPU sends (nccl-tests' definition), the op's
     ``bytes``; a point-to-point send, never measured, keeps the datasheet's."""

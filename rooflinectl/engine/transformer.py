@@ -64,6 +64,7 @@ from .op import (
     Op,
     expert_matmul_op,
     gated_act_op,
+    kv_write_op,
     matmul_op,
     norm_op,
     rmsnorm_op,
@@ -149,7 +150,6 @@ def _attention_block(w: Workload, sliding: bool = False) -> list[Op]:
     if m.mla is not None:
         return mla_attention_block(w)
     n, h = w.tokens, m.hidden_size
-    a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
     fused = set(w.fused)
     norm_in = "norm_linear" in fused
     ops: list[Op] = []
@@ -170,19 +170,8 @@ def _attention_block(w: Workload, sliding: bool = False) -> list[Op]:
         ops.append(rmsnorm_op("k_norm", n * m.num_kv_heads, m.head_dim, w.dtype))
     ops.append(_rope(w))
     new_kv = n * 2 * m.kv_dim
-    ops.append(
-        Op(
-            name="kv_write",
-            kind="copy",
-            flops=0,
-            bytes=new_kv * a + new_kv * kv,
-            unit="vector",
-            dtype="fp32",
-            reads=f"new K and V, {w.tokens}×{m.kv_dim} each",
-            writes=f"them into the KV cache in {w.kv_dtype}",
-            computes="nothing: a copy (and a cast if the cache is narrower)",
-        )
-    )
+    ops.append(kv_write_op(new_kv, w.dtype, w.kv_dtype, reads=f"new K and V, {w.tokens}×{m.kv_dim} each",
+                           writes=f"them into the KV cache in {w.kv_dtype}"))
     ops.extend(attention_ops(w, window_of(w, sliding)))
     o_proj = _linear(w, "o_proj", m.q_dim, h)
     return _close_branch([*ops, _with_bias(o_proj, w, h) if m.o_bias else o_proj], w, "attn")

@@ -242,7 +242,7 @@ def roof_lines(a: Analysis, on_chip: bool = True) -> list[Roof]:
         out.append(Roof(gpu.id, "memory", name, gbps * 1e9, 1.0, f"{name} {si(gbps * 1e9, 'B/s')}{note}",
                         0, 0))
     if not a.layout.single and r.interconnect_gbps is not None and gpu.interconnect is not None:
-        # Over several GPUs: the link the collectives cross, one direction (engine/parallel.py's roof for them).
+        # Over several GPUs: the link the collectives cross, one direction (engine/parallel/'s roof for them).
         bw = r.interconnect_gbps * 1e9
         out.append(Roof(gpu.id, "memory", INTERCONNECT, bw, 1.0,
                         f"{gpu.interconnect.name} {si(bw, 'B/s')} a direction", 0, 0))

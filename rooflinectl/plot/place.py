@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .boxes import Rows, aligned_boxes, hits, nearest_relpos, slanted_boxes, text_boxes, within
 from .chart import Roof
 
 LABEL_FONT = 8.5
@@ -49,108 +50,6 @@ def _ring_spots(prefer: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return cos, sin, [ha for _, ha in spots]
 
 
-def text_boxes(t: Any, renderer: Any) -> np.ndarray:
-    """The display-space boxes (rows of x0, y0, x1, y1) a text covers: its box, or for text at a slant a chain
-    of squares along its middle (its upright box would cover a whole triangle around it). Leader lines of
-    annotations are left out. Slanted text must use rotation_mode 'anchor' (it turns about its alignment point)."""
-    from matplotlib.text import Text
-
-    angle = t.get_rotation()
-    if hasattr(t, "update_positions"):
-        t.update_positions(renderer)
-    box = Text.get_window_extent(t, renderer)
-    if angle in (0, 90):
-        return np.array([[box.x0, box.y0, box.x1, box.y1]])
-    t.set_rotation(0)
-    up = Text.get_window_extent(t, renderer)
-    t.set_rotation(angle)
-    pivot = np.array([
-        {"left": up.x0, "center": (up.x0 + up.x1) / 2, "right": up.x1}[t.get_horizontalalignment()],
-        {"bottom": up.y0, "baseline": up.y0, "center": (up.y0 + up.y1) / 2, "center_baseline": (up.y0 + up.y1) / 2,
-         "top": up.y1}[t.get_verticalalignment()],
-    ])
-    return slanted_boxes(np.array([up.x0, up.y0, up.x1, up.y1]), pivot, angle)
-
-
-def slanted_boxes(up: np.ndarray, pivot: np.ndarray, angle: float) -> np.ndarray:
-    """The chain of squares ``text_boxes`` gives for text whose level box is ``up`` (x0, y0, x1, y1) turned by
-    ``angle`` degrees about ``pivot``: from a box computed instead of measured, the same rows."""
-    width, height = up[2] - up[0], up[3] - up[1]
-    rad = math.radians(angle)
-    rot = np.array([[math.cos(rad), -math.sin(rad)], [math.sin(rad), math.cos(rad)]])
-    # Squares a little smaller than the line height: turned with the text, a full-height square's corners would
-    # reach past the text's edge and onto the roof line it sits beside.
-    side = 0.75 * height
-    n = max(1, math.ceil(width / side))
-    xs = up[0] + (np.arange(n) + 0.5) * width / n
-    middle = np.stack([xs, np.full(n, (up[1] + up[3]) / 2)], axis=1)
-    c = pivot + (middle - pivot) @ rot.T
-    return np.hstack([c - side / 2, c + side / 2])
-
-
-def aligned_boxes(anchors: np.ndarray, width: float, height: float, ha: Sequence[str],
-                  va: Sequence[str]) -> np.ndarray:
-    """The boxes (rows of x0, y0, x1, y1) of level text ``width`` × ``height`` aligned by ``ha`` and ``va`` at
-    each of ``anchors`` (display coordinates): where matplotlib draws it (exact: a test compares)."""
-    shift_x = np.array([{"left": 0.0, "center": 0.5, "right": 1.0}[h] for h in ha]) * width
-    shift_y = np.array([{"bottom": 0.0, "center": 0.5, "top": 1.0}[v] for v in va]) * height
-    x0, y0 = anchors[:, 0] - shift_x, anchors[:, 1] - shift_y
-    return np.stack([x0, y0, x0 + width, y0 + height], axis=1)
-
-
-class _Rows:
-    """Boxes (rows of x0, y0, x1, y1 in display space) added a few at a time and read as one array: stacking onto
-    an array at every marker copied it each time, quadratic in the markers of a long sweep."""
-
-    def __init__(self) -> None:
-        self._array = np.empty((0, 4))
-        self._pending: list[np.ndarray] = []
-
-    def add(self, rows: Any) -> None:
-        self._pending.append(np.asarray(rows, dtype=float).reshape(-1, 4))
-
-    @property
-    def array(self) -> np.ndarray:
-        if self._pending:
-            self._array = np.vstack([self._array, *self._pending])
-            self._pending = []
-        return self._array
-
-
-def _hits(boxes: np.ndarray, taken: np.ndarray, pad: float) -> np.ndarray:
-    """Per row of ``boxes`` (padded by ``pad`` display units): whether it overlaps any row of ``taken`` (an
-    overlap of positive area; touching edges is no overlap). Compared edge to edge (min(x1, x1') > max(x0, x0')
-    holds when x1 > x0', x1' > x0 and both boxes have width): boolean work only, a third of the time of
-    computing the overlap's width and height, and the same answer."""
-    if not taken.size or not boxes.size:
-        return np.zeros(len(boxes), dtype=bool)
-    b = boxes + np.array([-pad, -pad, pad, pad])
-    t = taken[(taken[:, 2] > taken[:, 0]) & (taken[:, 3] > taken[:, 1])]
-    out = (b[:, 2] > b[:, 0]) & (b[:, 3] > b[:, 1])
-    hit = b[:, None, 2] > t[None, :, 0]
-    hit &= t[None, :, 2] > b[:, None, 0]
-    hit &= b[:, None, 3] > t[None, :, 1]
-    hit &= t[None, :, 3] > b[:, None, 1]
-    return out & hit.any(axis=1)
-
-
-def _near(taken: np.ndarray, region: np.ndarray) -> np.ndarray:
-    """The rows of ``taken`` that reach into ``region`` (x0, y0, x1, y1): what a label around one point can
-    meet. Checking spots against only these keeps each label's cost flat as the chart fills up."""
-    if not taken.size:
-        return taken
-    keep = ((taken[:, 2] >= region[0]) & (taken[:, 0] <= region[2])
-            & (taken[:, 3] >= region[1]) & (taken[:, 1] <= region[3]))
-    return taken[keep]
-
-
-def _relpos(anchor: tuple[float, float], box: np.ndarray) -> tuple[float, float]:
-    """The point of ``box`` nearest ``anchor``, as a fraction of the box (matplotlib's arrow ``relpos``)."""
-    a = np.asarray(anchor, dtype=float)
-    nearest = np.clip(a, box[:2], box[2:])
-    size = np.maximum(box[2:] - box[:2], 1e-9)
-    rx, ry = (nearest - box[:2]) / size
-    return float(rx), float(ry)
 
 
 class Placer:
@@ -170,11 +69,11 @@ class Placer:
         self.ax = ax
         self.renderer = fig.canvas.get_renderer()
         self.pt = fig.dpi / 72  # display pixels per point
-        self._solid = _Rows()  # labels, markers, legend: x0, y0, x1, y1 in display coordinates
+        self._solid = Rows()  # labels, markers, legend: x0, y0, x1, y1 in display coordinates
         self._tags: list[frozenset[str]] = []  # per row of ``solid``: the ops of a marker (empty for the rest)
-        self._lines = _Rows()  # roof lines: text keeps off them, leader lines may cross them
-        self._ridge_lines = _Rows()  # the dotted lines under the ridges: only ridge labels keep off them
-        self._marks = _Rows()  # markers (points, ridges, measured): a label beside its own keeps its distance
+        self._lines = Rows()  # roof lines: text keeps off them, leader lines may cross them
+        self._ridge_lines = Rows()  # the dotted lines under the ridges: only ridge labels keep off them
+        self._marks = Rows()  # markers (points, ridges, measured): a label beside its own keeps its distance
         self._mark_tags: list[frozenset[str]] = []
         self.texts: list[Any] = []  # every label placed
         self._axes_box: np.ndarray | None = None
@@ -289,18 +188,18 @@ class Placer:
         near = ((solid[:, 2] >= region[0]) & (solid[:, 0] <= region[2]) & (solid[:, 3] >= region[1])
                 & (solid[:, 1] <= region[3])) if solid.size else np.zeros(0, dtype=bool)
         near_rows = np.flatnonzero(near)
-        near_solid, near_lines = solid[near_rows], _near(self.lines, region)
+        near_solid, near_lines = solid[near_rows], within(self.lines, region)
         others: np.ndarray | None = None  # what a leader may not cross: all but this label's own markers
         for ring in range(len(rings)):  # nearest ring first: most labels are placed in the first or second
             b = boxes[ring * per_ring:(ring + 1) * per_ring]
             ring_region = np.array([b[:, 0].min() - pad, b[:, 1].min() - pad, b[:, 2].max() + pad,
                                     b[:, 3].max() + pad])
-            free = (self._inside_each(b) & ~_hits(b, _near(near_solid, ring_region), pad)
-                    & ~_hits(b, _near(near_lines, ring_region), pad))
+            free = (self._inside_each(b) & ~hits(b, within(near_solid, ring_region), pad)
+                    & ~hits(b, within(near_lines, ring_region), pad))
             if ring == 0 and leader and free.any():
                 # Right beside its marker, with no leader, a label must sit nearer its own marker than any other:
                 # "attention 3%" under the ridge's diamond read as the ridge's label (issue 19).
-                free[free] = ~_hits(b[free], self._other_marks(ops, ring_region), NEIGHBOUR_PT * self.pt)
+                free[free] = ~hits(b[free], self._other_marks(ops, ring_region), NEIGHBOUR_PT * self.pt)
             if ring > 0 and leader and free.any():
                 if others is None:
                     own = frozenset(ops)
@@ -310,7 +209,7 @@ class Placer:
             if free.any():
                 i = ring * per_ring + int(np.flatnonzero(free)[0])
                 annotation = self._annotate(text, x, y, float(dx[i]), float(dy[i]), ha[i], va[i], style,
-                                            ring > 0 and leader, radius_pt, _relpos((cx, cy), boxes[i]))
+                                            ring > 0 and leader, radius_pt, nearest_relpos((cx, cy), boxes[i]))
                 self._keep(annotation, boxes[i:i + 1])
                 if ring > 0 and leader:
                     self._block_leader((cx, cy), radius_pt, boxes[i])
@@ -324,7 +223,7 @@ class Placer:
             return marks
         own = frozenset(ops)
         keep = np.array([not (tag and tag <= own) for tag in self._mark_tags], dtype=bool)
-        return _near(marks[keep], region + np.array([-1, -1, 1, 1]) * NEIGHBOUR_PT * self.pt)
+        return within(marks[keep], region + np.array([-1, -1, 1, 1]) * NEIGHBOUR_PT * self.pt)
 
     def _block_leader(self, anchor: tuple[float, float], radius_pt: float, box: np.ndarray) -> None:
         """A leader drawn (from the marker's edge to the nearest point of its label's box) is a line that later
@@ -405,7 +304,7 @@ class Placer:
         region = np.array([boxes[:, 0].min() - p, boxes[:, 1].min() - p, boxes[:, 2].max() + p,
                            boxes[:, 3].max() + p])
         taken = [self.solid, self.lines] + ([self.ridge_lines] if ridge else [])
-        return not any(_hits(boxes, _near(rows, region), p).any() for rows in taken)
+        return not any(hits(boxes, within(rows, region), p).any() for rows in taken)
 
     def vertical_label(self, text: str, x: float, y: float, color: str) -> bool:
         """Along a vertical line from the bottom of the axes: right of it, else left, moving up if taken. False,

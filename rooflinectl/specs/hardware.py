@@ -126,7 +126,7 @@ class Compute(Sourced):
 
 class Interconnect(Sourced):
     """The GPU's link to its peers, what tensor, expert and pipeline parallelism communicate over
-    (engine/parallel.py). ``bandwidth_gbps`` is the datasheet's figure: the total of both directions, per GPU;
+    (engine/parallel/). ``bandwidth_gbps`` is the datasheet's figure: the total of both directions, per GPU;
     a collective sends and receives at once, so its roof is half of it (:attr:`per_direction_gbps`).
     ``latency_us`` is the fixed cost of one collective, which no datasheet gives: each file marks it estimated
     and says how. A PCIe link states its generation and lanes."""

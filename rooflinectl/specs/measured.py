@@ -36,7 +36,7 @@ def bus_factor(collective: Collective, n: int) -> float:
     for an all-gather, a reduce-scatter and an all-to-all. algbw = S / t, S the collective's size as nccl-tests
     counts it (an all-reduce's buffer; an all-gather's output and a reduce-scatter's input, all n ranks' parts;
     an all-to-all's send buffer). busbw × t is then the bytes one rank sends: the engine's ring bytes
-    (engine/parallel.py), so busbw compares with the interconnect's one-direction roof."""
+    (engine/parallel/), so busbw compares with the interconnect's one-direction roof."""
     return (2 if collective == "all_reduce" else 1) * (n - 1) / n
 
 
@@ -106,7 +106,7 @@ class MeasuredInterconnect(Strict):
 # weights or activations, the attention core, and the kernels that only move data, apart where a PyTorch stack
 # runs them differently (a norm; RoPE in several eager ops; the MLP's activation in two; the residual add in one;
 # the embedding gather; the KV-cache write), and "memory" for any other elementwise op (biases, the MoE combine).
-# A collective has no class: it keeps its measured-collective timing (engine/parallel.py).
+# A collective has no class: it keeps its measured-collective timing (engine/parallel/).
 OpClass = Literal["gemm", "attention", "norm", "rope", "activation", "residual", "gather", "copy", "memory"]
 # A probe's time in seconds: finite, from a picosecond (no kernel launches in less than a nanosecond; the floor keeps
 # a ratio measured / roof finite, where a subnormal 5e-324 made it infinite) to an hour (no single kernel runs longer).

@@ -21,7 +21,8 @@ import yaml
 
 from helpers import cli
 from rooflinectl.cli.occupancy import parse_size
-from rooflinectl.engine.occupancy import _blocks, launch_anatomy, occupancy
+from rooflinectl.engine.occupancy import launch_anatomy, occupancy
+from rooflinectl.engine.occupancy.limits import active_blocks
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import GPU, load_gpu
 
@@ -238,7 +239,7 @@ def test_the_cuda_runtime_agrees_on_every_case():
     checked = 0
     for case in d["cases"]:
         for threads, driver in zip(d["block_sizes"], case["blocks_per_sm"]):
-            assert _blocks(g, threads, case["regs"], case["smem"] + case["static_smem"]) == driver, (case, threads)
+            assert active_blocks(g, threads, case["regs"], case["smem"] + case["static_smem"]) == driver, (case, threads)
             checked += 1
     assert checked == 7020
 
@@ -472,7 +473,7 @@ def _exhaustive_block_size(gpu: GPU, threads: int, regs: int, smem: int) -> tupl
     lim = gpu.limits
     best = None
     for t in range(lim.warp_size, lim.max_threads_per_block + 1, lim.warp_size):
-        blocks = _blocks(gpu, t, regs, smem)
+        blocks = active_blocks(gpu, t, regs, smem)
         key = (blocks * (t // lim.warp_size) / lim.max_warps_per_sm, -abs(t - threads), t)
         if best is None or key > best[0]:
             best = (key, t, blocks)
@@ -481,13 +482,13 @@ def _exhaustive_block_size(gpu: GPU, threads: int, regs: int, smem: int) -> tupl
 
 
 def _bounded_block_size(gpu: GPU, threads: int, regs: int, smem: int) -> tuple[int, int]:
-    from rooflinectl.engine.occupancy import _block_size_candidates
+    from rooflinectl.engine.occupancy.suggest import _block_size_candidates
 
     lim = gpu.limits
     best = None
     for w in _block_size_candidates(gpu, regs, smem):
         t = w * lim.warp_size
-        blocks = _blocks(gpu, t, regs, smem)
+        blocks = active_blocks(gpu, t, regs, smem)
         key = (blocks * w / lim.max_warps_per_sm, -abs(t - threads), t)
         if best is None or key > best[0]:
             best = (key, t, blocks)
@@ -521,13 +522,14 @@ def test_the_bounded_block_size_search_finds_what_trying_every_size_finds(h100, 
 
 
 def test_the_register_bisection_finds_what_counting_down_finds(h100, a100):
-    from rooflinectl.engine.occupancy import _most_registers, _regs_allow
+    from rooflinectl.engine.occupancy.limits import regs_allow
+    from rooflinectl.engine.occupancy.suggest import _most_registers
 
     for g in [h100, a100, *_odd_gpus(h100)]:
         for threads in (1, g.limits.warp_size, g.limits.max_threads_per_block):
             for regs in (2, 9, 40, 64, 128, 255):
-                target = _regs_allow(g, threads, regs) + 1
-                linear = next((n for n in range(regs - 1, 0, -1) if _regs_allow(g, threads, n) >= target), 0)
+                target = regs_allow(g, threads, regs) + 1
+                linear = next((n for n in range(regs - 1, 0, -1) if regs_allow(g, threads, n) >= target), 0)
                 assert _most_registers(g, threads, regs, target) == linear, (g.limits, threads, regs)
 
 
@@ -539,24 +541,24 @@ def test_the_suggestions_stay_bounded_on_an_absurd_spec(h100, monkeypatch):
     min(2,147,483,647 // 715,827,882 = 3, K // 715,827,882 = 2, 228) = 2 blocks. The most occupancy, K warps,
     needs a divisor w of K with K // w ≤ 228: K = 4 · (2^29 − 1) = 4 · 233 · 1103 · 2089, so w is K, K/2 or K/4;
     nearest the block asked for is K/4 = 536,870,911 threads, 4 blocks."""
-    import rooflinectl.engine.occupancy as occ_mod
+    import rooflinectl.engine.occupancy.limits as limits_mod
 
     n = 2**31 - 1
     g = _h100_with(h100, warp_size=1, max_threads_per_block=n, max_threads_per_sm=n, max_warps_per_sm=n,
                    registers_per_sm=n, max_registers_per_block=n, register_alloc_unit=1)
     calls = 0
-    counts = occ_mod._counts
+    counts = limits_mod.counts
 
     def counting(*args):
         nonlocal calls
         calls += 1
         return counts(*args)
 
-    monkeypatch.setattr(occ_mod, "_counts", counting)
+    monkeypatch.setattr(limits_mod, "counts", counting)
     o = occupancy(g, 715_827_882, 1, 0, grid=1000)
     assert o.blocks_per_sm == 2
     (s,) = o.suggestions
     assert (s.threads_per_block, s.blocks_per_sm) == (536_870_911, 4)
     # What it cost: at most C + 2 candidate sizes (the run ends where K // w < C, plus two), and a bisection of
-    # 31 steps for the last launchable size; every try is one _counts call.
+    # 31 steps for the last launchable size; every try is one counts call.
     assert calls <= 1 + 31 + 1 + (228 + 2)

@@ -1,4 +1,4 @@
-"""Tensor parallelism (engine/parallel.py): per-GPU weights, KV cache and collective sizes derived by hand, TP 1
+"""Tensor parallelism (engine/parallel/): per-GPU weights, KV cache and collective sizes derived by hand, TP 1
 exactly today's step, the decode series of a TP request equal to analyze at each context, and bad layouts
 refused in one line.
 

@@ -1,4 +1,4 @@
-"""explore/app.py and state.py driven headless through Textual's pilot: keys in, the engine's numbers out;
+"""explore/app.py (with its panels) and state.py driven headless through Textual's pilot: keys in, the engine's numbers out;
 saving, quitting and the whole screen."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from explore_helpers import (
 from helpers import cli
 from rooflinectl.errors import UserError
 from rooflinectl.explore import state
-from rooflinectl.explore.app import ExploreApp, ops_in_time_order
+from rooflinectl.explore.app import ExploreApp
+from rooflinectl.explore.panels import ops_in_time_order
 from rooflinectl.specs.model import list_models
 from rooflinectl.specs.workload import resolve_workload
 from rooflinectl.units import number

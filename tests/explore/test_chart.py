@@ -10,9 +10,9 @@ from explore_helpers import (
 )
 
 from rooflinectl.engine.roofline import analyze
-from rooflinectl.explore.app import RooflineChart
 from rooflinectl.explore.canvas import Canvas, LogAxis
 from rooflinectl.explore.chart import group_label, roofline_chart
+from rooflinectl.explore.panels import RooflineChart
 from rooflinectl.specs.workload import resolve_workload
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_label_overlap import CHARTS as DOCS_CHARTS
+from test_label_overlap import chart_of
 
+from rooflinectl.plot.boxes import text_boxes
 from rooflinectl.plot.build import build_chart, draw
-from rooflinectl.plot.measured import load_measured
-from rooflinectl.plot.place import text_boxes
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.workload import resolve_workload
 
@@ -128,10 +128,7 @@ def clashes(fig) -> list[str]:
 def test_no_text_overlaps_a_text_a_marker_or_a_line(name):
     import matplotlib.pyplot as plt
 
-    phases, gpus, field, values, overrides, measured = CHARTS[name]
-    chart = build_chart([resolve_workload(p, **overrides) for p in phases], [load_gpu(g) for g in gpus], field,
-                        values, load_measured(measured) if measured else None)
-    fig = draw(chart)
+    fig = draw(chart_of(CHARTS[name]))
     try:
         assert clashes(fig) == []
         renderer = fig.canvas.get_renderer()

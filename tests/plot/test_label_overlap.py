@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rooflinectl.plot.boxes import text_boxes
 from rooflinectl.plot.build import build_chart, draw
 from rooflinectl.plot.measured import load_measured
-from rooflinectl.plot.place import text_boxes
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.workload import resolve_workload
 
@@ -38,6 +38,13 @@ CHARTS = {
 }
 
 
+def chart_of(spec: tuple):
+    """A CHARTS entry (phases, GPUs, swept field, values, workload overrides, measured record) as its chart."""
+    phases, gpus, field, values, overrides, measured = spec
+    return build_chart([resolve_workload(p, **overrides) for p in phases], [load_gpu(g) for g in gpus], field,
+                       values, load_measured(measured) if measured else None)
+
+
 def drawn_label_boxes(fig) -> list[tuple[str, np.ndarray]]:
     renderer = fig.canvas.get_renderer()
     out = []
@@ -58,9 +65,7 @@ def overlapping(a: np.ndarray, b: np.ndarray) -> bool:
 def test_no_label_overlaps_another(name):
     import matplotlib.pyplot as plt
 
-    phases, gpus, field, values, overrides, measured = CHARTS[name]
-    chart = build_chart([resolve_workload(p, **overrides) for p in phases], [load_gpu(g) for g in gpus], field,
-                        values, load_measured(measured) if measured else None)
+    chart = chart_of(CHARTS[name])
     fig = draw(chart)
     try:
         boxes = drawn_label_boxes(fig)
@@ -126,9 +131,9 @@ def test_the_computed_boxes_of_a_roof_label_are_the_boxes_matplotlib_draws():
 
 
 def test_the_edge_test_of_hits_is_the_overlap_of_positive_area():
-    """place._hits compares edges instead of computing each overlap's width and height: the same answer, on
+    """boxes.hits compares edges instead of computing each overlap's width and height: the same answer, on
     boxes that touch, nest, coincide, or have no width."""
-    from rooflinectl.plot.place import _hits
+    from rooflinectl.plot.boxes import hits
 
     rng = np.random.default_rng(18)
     corners = rng.integers(0, 12, size=(400, 2, 2)).astype(float)  # small integers: many shared edges
@@ -138,4 +143,4 @@ def test_the_edge_test_of_hits_is_the_overlap_of_positive_area():
         b = boxes[:, None, :] + np.array([-pad, -pad, pad, pad])
         w = np.minimum(b[..., 2], taken[None, :, 2]) - np.maximum(b[..., 0], taken[None, :, 0])
         h = np.minimum(b[..., 3], taken[None, :, 3]) - np.maximum(b[..., 1], taken[None, :, 1])
-        assert (_hits(boxes, taken, pad) == ((w > 0) & (h > 0)).any(axis=1)).all()
+        assert (hits(boxes, taken, pad) == ((w > 0) & (h > 0)).any(axis=1)).all()
