@@ -10,6 +10,8 @@ K_ROWS: K loaded as BLOCK_N×d rows and transposed in the dot (else: loaded d×B
 TWO: STAGE 1 kernel + a separate combine kernel (FlashAttention-2's split-KV shape)
 NO_LEN: every sequence taken as L_max long (the lengths are not loaded: right only for equal lengths)
 NO_DOT: the two products as broadcast multiply-and-sum on the CUDA cores, not tl.dot (no rows padded to 16)
+PEEL: the first block's K and V loaded before the sequence's length arrives (bounded by the allocation), masked
+  after it
 STORE_NEVER: the partials' stores masked off by a condition the compiler cannot see is always false
 """
 
@@ -32,7 +34,7 @@ def lab_kernel(
     HEAD_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, GROUP_P2: tl.constexpr,
     BLOCK_N: tl.constexpr, SPLITS_PAD: tl.constexpr, STAGE: tl.constexpr, COMBINE_TILE: tl.constexpr,
     K_ROWS: tl.constexpr, NO_LEN: tl.constexpr = False, NO_DOT: tl.constexpr = False,
-    STORE_NEVER: tl.constexpr = False, l_max=0,
+    STORE_NEVER: tl.constexpr = False, l_max=0, PEEL: tl.constexpr = False,
 ):  # fmt: skip
     split = tl.program_id(0)
     bk = tl.program_id(1)
@@ -47,21 +49,38 @@ def lab_kernel(
                  tl.zeros([GROUP_PAD, HEAD_D], dtype=tl.float32).to(o_ptr.dtype.element_ty),
                  mask=row_ok[:, None] & (split == 0))
     else:
-        if NO_LEN:
-            n_ctx = l_max
-        else:
-            n_ctx = tl.load(len_ptr + b)
-        start = split * chunk
-        stop = tl.minimum(start + chunk, n_ctx)
         q = tl.load(q_ptr + b.to(tl.int64) * sqb + heads[:, None] * sqh + offs_d[None, :] * sqd,
                     mask=row_ok[:, None], other=0.0)
         k_base = k_ptr + b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
         v_base = v_ptr + b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
+        offs_n = tl.arange(0, BLOCK_N)
+        start = split * chunk
+        if PEEL:
+            # The first block's loads bounded by the cache's allocation only, issued before the length arrives.
+            cols0 = start + offs_n
+            in_alloc = cols0 < tl.minimum(start + chunk, l_max)
+            k0 = tl.load(k_base + cols0[None, :].to(tl.int64) * skn + offs_d[:, None] * skd, mask=in_alloc[None, :],
+                         other=0.0)
+            v0 = tl.load(v_base + cols0[:, None].to(tl.int64) * svn + offs_d[None, :] * svd, mask=in_alloc[:, None],
+                         other=0.0)
+        if NO_LEN:
+            n_ctx = l_max
+        else:
+            n_ctx = tl.load(len_ptr + b)
+        stop = tl.minimum(start + chunk, n_ctx)
         m_i = tl.full([GROUP_PAD], -float("inf"), dtype=tl.float32)
         l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)
         acc = tl.zeros([GROUP_PAD, HEAD_D], dtype=tl.float32)
-        offs_n = tl.arange(0, BLOCK_N)
-        for n0 in tl.range(start, stop, BLOCK_N):
+        loop_start = start
+        if PEEL:
+            keep0 = cols0 < stop
+            qk0 = tl.where(keep0[None, :], tl.dot(q, k0) * qk_scale, -float("inf"))
+            m_i = tl.max(qk0, 1)  # −inf where the split has no positions
+            p0 = tl.math.exp2(qk0 - tl.where(m_i == -float("inf"), 0.0, m_i)[:, None])
+            l_i = tl.sum(p0, 1)
+            acc = tl.dot(p0.to(v0.dtype), tl.where(keep0[:, None], v0, 0.0))
+            loop_start = start + BLOCK_N
+        for n0 in tl.range(loop_start, stop, BLOCK_N):
             cols = n0 + offs_n
             keep = cols < stop
             if NO_DOT:
@@ -163,7 +182,7 @@ _COUNTS = {}
 
 
 def lab_decode(q, k, v, lengths, out, splits, block_n, num_warps=4, num_stages=3, stage=4, combine_tile=False,
-               k_rows=False, two=False, scratch=None, no_len=False, no_dot=False, store_never=False):
+               k_rows=False, two=False, scratch=None, no_len=False, no_dot=False, store_never=False, peel=False):
     b, h, d = q.shape
     _, g, l_max, _ = k.shape
     group = h // g
@@ -183,7 +202,7 @@ def lab_decode(q, k, v, lengths, out, splits, block_n, num_warps=4, num_stages=3
         HEAD_D=d, GROUP=group, GROUP_PAD=p2(group) if no_dot else max(16, p2(group)), GROUP_P2=p2(group),
         BLOCK_N=block_n,
         SPLITS_PAD=p2(splits), STAGE=stage_k, COMBINE_TILE=combine_tile, K_ROWS=k_rows,
-        NO_LEN=no_len, NO_DOT=no_dot, STORE_NEVER=store_never, l_max=l_max,
+        NO_LEN=no_len, NO_DOT=no_dot, STORE_NEVER=store_never, l_max=l_max, PEEL=peel,
         num_warps=num_warps, num_stages=num_stages)
     if two:
         lab_combine[(b * h,)](part_o, part_lse, out, h, splits, *out.stride(), HEAD_D=d, SPLITS_PAD=p2(splits),

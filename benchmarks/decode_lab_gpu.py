@@ -7,7 +7,7 @@
 Each variant is checked first in bf16 against float64 on a ragged batch whose cache is NaN past each end (or, for
 ``no_len``, a batch of equal lengths), then timed as benchmarks/attention_gpu.py times (CUDA-graph replays over
 input sets that together exceed 4× the L2, clocks warmed first). Writes OUT_DIR/lab-runN.json and prints a log.
-Records: docs/results/h200-2026-12-03-decode/.
+Records: docs/results/h200-2026-12-03-decode/lab/.
 """
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ def variants_run2(b: int, n: int) -> list[dict]:
               dict(splits=sp, block_n=bn, stage=stage, num_stages=1, **extra),
               dict(splits=sp, block_n=bn, stage=stage, num_stages=2, **extra),
               dict(splits=sp, block_n=bn, stage=stage, num_stages=4, **extra),
-              dict(splits=sp, block_n=bn, stage=stage, no_len=True, num_stages=4, **extra)]
+              dict(splits=sp, block_n=bn, stage=stage, no_len=True, num_stages=4, **extra),
+              dict(splits=sp, block_n=bn, stage=stage, peel=True, **extra),
+              dict(splits=sp, block_n=bn, stage=stage, peel=True, num_stages=4, **extra)]
     v += [dict(splits=sp, block_n=bn, stage=1, store_never=True), dict(splits=sp, block_n=bn, stage=3)]
     if b == 1:
         v += [dict(splits=32, block_n=32, stage=4, combine_tile=True, no_dot=True),

@@ -105,7 +105,7 @@ def _flash_decode_kernel(
             # splits × d, every load of a tile issued together: one L2 round trip a tile. One head at a time (a
             # tile a head) took 10.05 µs at 1 × 1,024 positions in 16 splits, all four heads as one tile 6.61;
             # at 1 × 4,096, 14.02 against 10.46 (H200, benchmarks/decode_lab_gpu.py run 1,
-            # docs/results/h200-2026-12-03-decode/lab-run1.log).
+            # docs/results/h200-2026-12-03-decode/lab/lab-run1.log).
             sp = tl.arange(0, SPLITS_PAD)
             sp_ok = sp < n_splits
             step = tl.arange(0, HEADS_STEP)
@@ -139,7 +139,7 @@ def _heads_step(group: int, splits: int, d: int) -> int:
 
 
 # The split rule, measured on an H200, bf16, 32/8 heads, d 128 (benchmarks/decode_lab_gpu.py run 1 of 2026-12-03, in
-# docs/results/h200-2026-12-03-decode/, and benchmarks/attention_gpu.py run 4 before it):
+# docs/results/h200-2026-12-03-decode/lab/, and benchmarks/attention_gpu.py run 4 before it):
 # - one program an SM where each split is short: 1 × 1,024 in 16 splits of 64 positions took 6.61 µs, against 7.28
 #   with 8 and 6.97 with 32; 1 × 4,096 in 16 splits 10.46, against 10.85 with 32;
 # - two programs an SM where a split would pass _LONG_SPLIT positions and the (sequence, K/V head) pairs are few
