@@ -10,6 +10,7 @@ K_ROWS: K loaded as BLOCK_N×d rows and transposed in the dot (else: loaded d×B
 TWO: STAGE 1 kernel + a separate combine kernel (FlashAttention-2's split-KV shape)
 NO_LEN: every sequence taken as L_max long (the lengths are not loaded: right only for equal lengths)
 NO_DOT: the two products as broadcast multiply-and-sum on the CUDA cores, not tl.dot (no rows padded to 16)
+TMA: K and V loaded through device-side tensor descriptors (TMA on Hopper), rows past the sequence's end read as 0
 PEEL: the first block's K and V loaded before the sequence's length arrives (bounded by the allocation), masked
   after it
 STORE_NEVER: the partials' stores masked off by a condition the compiler cannot see is always false
@@ -34,7 +35,7 @@ def lab_kernel(
     HEAD_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, GROUP_P2: tl.constexpr,
     BLOCK_N: tl.constexpr, SPLITS_PAD: tl.constexpr, STAGE: tl.constexpr, COMBINE_TILE: tl.constexpr,
     K_ROWS: tl.constexpr, NO_LEN: tl.constexpr = False, NO_DOT: tl.constexpr = False,
-    STORE_NEVER: tl.constexpr = False, l_max=0, PEEL: tl.constexpr = False,
+    STORE_NEVER: tl.constexpr = False, l_max=0, PEEL: tl.constexpr = False, TMA: tl.constexpr = False,
 ):  # fmt: skip
     split = tl.program_id(0)
     bk = tl.program_id(1)
@@ -72,6 +73,11 @@ def lab_kernel(
         l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)
         acc = tl.zeros([GROUP_PAD, HEAD_D], dtype=tl.float32)
         loop_start = start
+        if TMA:  # K and V rows through tensor descriptors (Hopper's TMA), rows past the sequence's end read as 0
+            k_desc = tl.make_tensor_descriptor(k_base, shape=[n_ctx, HEAD_D], strides=[skn, 1],
+                                               block_shape=[BLOCK_N, HEAD_D])
+            v_desc = tl.make_tensor_descriptor(v_base, shape=[n_ctx, HEAD_D], strides=[svn, 1],
+                                               block_shape=[BLOCK_N, HEAD_D])
         if PEEL:
             keep0 = cols0 < stop
             qk0 = tl.where(keep0[None, :], tl.dot(q, k0) * qk_scale, -float("inf"))
@@ -83,7 +89,10 @@ def lab_kernel(
         for n0 in tl.range(loop_start, stop, BLOCK_N):
             cols = n0 + offs_n
             keep = cols < stop
-            if NO_DOT:
+            if TMA:
+                k = k_desc.load([n0, 0])
+                qk = tl.dot(q, tl.trans(k)) * qk_scale
+            elif NO_DOT:
                 k = tl.load(k_base + cols[:, None].to(tl.int64) * skn + offs_d[None, :] * skd, mask=keep[:, None],
                             other=0.0)
                 qk = tl.sum(q.to(tl.float32)[:, None, :] * k.to(tl.float32)[None, :, :], 2) * qk_scale
@@ -95,8 +104,11 @@ def lab_kernel(
                 k = tl.load(k_base + cols[None, :].to(tl.int64) * skn + offs_d[:, None] * skd, mask=keep[None, :],
                             other=0.0)
                 qk = tl.dot(q, k) * qk_scale
-            v = tl.load(v_base + cols[:, None].to(tl.int64) * svn + offs_d[None, :] * svd, mask=keep[:, None],
-                        other=0.0)
+            if TMA:
+                v = v_desc.load([n0, 0])
+            else:
+                v = tl.load(v_base + cols[:, None].to(tl.int64) * svn + offs_d[None, :] * svd, mask=keep[:, None],
+                            other=0.0)
             qk = tl.where(keep[None, :], qk, -float("inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             p = tl.math.exp2(qk - m_new[:, None])
@@ -179,10 +191,21 @@ def p2(n):
 
 
 _COUNTS = {}
+_ALLOCATOR: list = []
+
+
+def _set_allocator():
+    """Device-side tensor descriptors need a global scratch buffer a launch (128 bytes a descriptor)."""
+    if not _ALLOCATOR:
+        def alloc(size, align, stream):
+            return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
+
+        triton.set_allocator(alloc)
+        _ALLOCATOR.append(alloc)
 
 
 def lab_decode(q, k, v, lengths, out, splits, block_n, num_warps=4, num_stages=3, stage=4, combine_tile=False,
-               k_rows=False, two=False, scratch=None, no_len=False, no_dot=False, store_never=False, peel=False):
+               k_rows=False, two=False, scratch=None, no_len=False, no_dot=False, store_never=False, peel=False, tma=False):
     b, h, d = q.shape
     _, g, l_max, _ = k.shape
     group = h // g
@@ -196,13 +219,15 @@ def lab_decode(q, k, v, lengths, out, splits, block_n, num_warps=4, num_stages=3
         _COUNTS[key] = torch.zeros(b * g, dtype=torch.int32, device=q.device)
     counts = _COUNTS[key]
     stage_k = 1 if two else stage
+    if tma:
+        _set_allocator()
     lab_kernel[(splits, b * g)](
         q, k, v, out, lengths, part_o, part_lse, counts, g, chunk, splits, LOG2E / math.sqrt(d),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         HEAD_D=d, GROUP=group, GROUP_PAD=p2(group) if no_dot else max(16, p2(group)), GROUP_P2=p2(group),
         BLOCK_N=block_n,
         SPLITS_PAD=p2(splits), STAGE=stage_k, COMBINE_TILE=combine_tile, K_ROWS=k_rows,
-        NO_LEN=no_len, NO_DOT=no_dot, STORE_NEVER=store_never, l_max=l_max, PEEL=peel,
+        NO_LEN=no_len, NO_DOT=no_dot, STORE_NEVER=store_never, l_max=l_max, PEEL=peel, TMA=tma,
         num_warps=num_warps, num_stages=num_stages)
     if two:
         lab_combine[(b * h,)](part_o, part_lse, out, h, splits, *out.stride(), HEAD_D=d, SPLITS_PAD=p2(splits),

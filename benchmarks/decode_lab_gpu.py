@@ -3,6 +3,7 @@
     python benchmarks/decode_lab_gpu.py OUT_DIR --run 1   # stages 0-4, combines, splits, blocks (7 shapes)
     python benchmarks/decode_lab_gpu.py OUT_DIR --run 2   # what the per-program cost is made of (4 shapes)
     python benchmarks/decode_lab_gpu.py OUT_DIR --run 3   # the shipped kernel's candidates against torch
+    python benchmarks/decode_lab_gpu.py OUT_DIR --run 4   # K and V through tensor descriptors (TMA), 4 shapes
 
 Each variant is checked first in bf16 against float64 on a ragged batch whose cache is NaN past each end (or, for
 ``no_len``, a batch of equal lengths), then timed as benchmarks/attention_gpu.py times (CUDA-graph replays over
@@ -101,6 +102,19 @@ def variants_run2(b: int, n: int) -> list[dict]:
     return v
 
 
+def variants_run4(b: int, n: int) -> list[dict]:
+    sp = decode_config(b, 8, n).splits
+    v: list[dict] = []
+    for stage in (1, 4):
+        extra = dict(combine_tile=True) if stage == 4 else {}
+        for bn, w, st in [(64, 4, 3), (64, 4, 4), (128, 4, 3), (128, 8, 2), (128, 8, 3)]:
+            v.append(dict(splits=sp, block_n=bn, stage=stage, tma=True, num_warps=w, num_stages=st, **extra))
+        v.append(dict(splits=sp, block_n=64, stage=stage, **extra))
+    if b > 1:
+        v += [dict(splits=1, block_n=128, stage=4, tma=True, num_warps=w, num_stages=st) for w, st in [(4, 3), (8, 3)]]
+    return v
+
+
 def run_shape(shape, bw: float, variants) -> dict:
     b, h, g, n_pos, d = shape
     op = FD.op(shape, "bf16")
@@ -176,8 +190,8 @@ def main() -> None:
                              64)[0]
                 RESULTS["env"][f"floor_stage0_sp{sp}"] = t
                 ag.log(f"floor stage0 splits {sp} (x8 kv heads): {t * 1e6:.2f} us")
-        variants = {1: variants_run1, 2: variants_run2, 3: None}[run]
-        for shape in shapes if run != 2 else shapes[:2] + shapes[3:5]:
+        variants = {1: variants_run1, 2: variants_run2, 3: None, 4: variants_run4}[run]
+        for shape in shapes if run not in (2, 4) else shapes[:2] + shapes[3:5]:
             RESULTS["rows"].append(run_shape(shape, bw, variants))
             torch.cuda.empty_cache()
             with open(path, "w") as f:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:Runtim
 @pytest.mark.parametrize(
     "switches",
     [{}, {"combine_tile": True}, {"k_rows": True}, {"two": True}, {"combine_tile": True, "no_dot": True},
-     {"combine_tile": True, "peel": True}],
+     {"combine_tile": True, "peel": True}, {"combine_tile": True, "tma": True}],
 )
 @pytest.mark.parametrize(("heads", "kv_heads", "lengths", "d"), [(8, 2, [45, 1, 130], 16), (7, 1, [64, 65], 32)])
 def test_lab_switches_compute_attention(switches, heads, kv_heads, lengths, d):
