@@ -71,7 +71,8 @@ class Run:
 
     def describe(self) -> str:
         shown = " ".join(repr(a) if (not a or any(c.isspace() for c in a)) else a for a in self.args)
-        return (f"rooflinectl {shown[:2000]}\nexit {self.code} after {self.seconds:.2f} s ({self.cpu_seconds:.2f} CPU s)\n"
+        return (f"rooflinectl {shown[:2000]}\n"
+                f"exit {self.code} after {self.seconds:.2f} s ({self.cpu_seconds:.2f} CPU s)\n"
                 f"--- stdout (tail)\n{self.stdout[-1500:]}\n--- stderr (tail)\n{self.stderr[-3000:]}"
                 + (f"\n--- escaped\n{self.error}" if self.error else ""))
 
