@@ -22,12 +22,21 @@ Two kernels, chosen by shape (the table of configurations, with the measurements
   (and bias) in the epilogue; a small pre-pass kernel computes rstd (it reads x once more, M·K elements, and writes
   M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth).
 
-Why the sum of squares is never taken from the x tile that feeds the matmul: with triton 3.6 on an H200 that
-gave wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software pipeliner racing on
-a load with both a dot and a reduction as users (triton-lang/triton#6647 reports the same pattern).
+Why the sum of squares is never taken from the x tile that feeds the matmul in the measured kernels: with triton
+3.6 on an H200 that gave wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software
+pipeliner racing on a load with both a dot and a reduction as users (triton-lang/triton#6647 reports the same
+pattern).
 
-Both kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each
-writes its partial accumulator (and, gemv, partial sum of squares) to an fp32 workspace, bumps a per-tile
+A third kernel, ``_tile_ss_kernel`` (issue 16; checked in the interpreter and compiled for sm_90 with triton 3.6
+and 3.9, NOT yet run on a GPU, so ``config_for`` never picks it; ``candidates`` offers it for prefill), is the
+tile kernel without the pre-pass: the sum of squares of each row comes from the x tiles its K loop loads
+(``rstd="tile"``: the tile that feeds the dot, the pattern above, now through TMA as well; ``rstd="ahead"``: a
+load of its own one step ahead, the gemv's "inloop", should the race show), rstd applied in the epilogue. With
+``tma=True`` the x and W_g tiles come through device-side tensor descriptors (``tl.make_tensor_descriptor``,
+Hopper's TMA; the allocator set once, at the first such launch), else through pointers as above.
+
+The kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each
+writes its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace, bumps a per-tile
 counter, and the program that arrives last sums the partials, runs the epilogue and resets the counter to 0.
 """
 
@@ -43,7 +52,7 @@ import triton.language as tl  # type: ignore[import-untyped]
 from ..engine.op import Op, matmul_op, rmsnorm_linear_op, rmsnorm_op
 from ..units import dtype_bytes
 from . import rmsnorm_linear_configs as configs
-from .base import Inputs, Kernel, dot_dtype, dtype_name, torch_dtype
+from .base import Inputs, Kernel, dot_dtype, dtype_name, interpreting, torch_dtype
 from .rmsnorm_linear_configs import _RSTD_ROWS, _RSTD_SETTINGS, RMSNormLinearConfig
 
 __all__ = ["EPS", "KERNEL", "RMSNormLinear", "RMSNormLinearConfig", "prepare_weight"]
@@ -234,6 +243,131 @@ def _tile_kernel(
             tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
 
 
+@triton.jit
+def _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    # acc[m, n] = Σ_k x[m, k]·W_g[n, k], ss[m] = Σ_k x[m, k]²; y[m, n] = acc[m, n]·rstd[m] (+ bias[n]).
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rstd = tl.rsqrt(ss / K + eps)
+    acc = acc * rstd[:, None]
+    if HAS_BIAS:
+        bias = tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0)
+        acc = acc + bias.to(tl.float32)[None, :]
+    y_ptrs = y_ptr + offs_m[:, None] * sym + offs_n[None, :]
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _tile_ss_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_AHEAD: tl.constexpr,
+    TMA: tl.constexpr, WARP_SPEC: tl.constexpr,
+):  # fmt: skip
+    # The tile kernel without the pre-pass: reads a BLOCK_M×(K range) strip of x and a BLOCK_N×(K range) strip of
+    # W_g, writes one BLOCK_M×BLOCK_N tile of y (or, split, an fp32 partial and partial sums of squares that the
+    # last program of the tile sums). The sum of squares of each row of x comes from the x tiles this loop loads
+    # (SS_AHEAD False: the tile that feeds the dot; True: a load of its own one step ahead, as the gemv's "inloop",
+    # in case the pipeliner's race of the module docstring shows on the tile that feeds the dot); rstd is applied
+    # in the epilogue. TMA: x and W_g tiles through tensor descriptors (Hopper's TMA; rows and columns past the
+    # edge read as zeros), else through pointers (rows past the edge wrap around, K masked).
+    pid = tl.program_id(0)
+    tile = pid // SPLIT_K
+    pid_s = pid % SPLIT_K
+    num_pid_n = tl.cdiv(N, BLOCK_N)  # tiles in grouped order, as in the matmul kernel
+    pid_m, pid_n = tl.swizzle2d(tile // num_pid_n, tile % num_pid_n, tl.cdiv(M, BLOCK_M), num_pid_n, GROUP_M)
+    k_lo = pid_s * k_per_split
+    k_hi = tl.minimum(K, k_lo + k_per_split)
+
+    offs_am = ((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
+    offs_bn = ((pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N).to(tl.int64)
+    offs_k = k_lo + tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + offs_am[:, None] * sxm + offs_k[None, :]
+    w_ptrs = w_ptr + offs_k[:, None] + offs_bn[None, :] * swn  # a BLOCK_K×BLOCK_N view of W_gᵀ
+    if TMA:
+        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
+        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    if SS_AHEAD:
+        xs_next = tl.load(x_ptrs, mask=(offs_k < k_hi)[None, :], other=0.0, cache_modifier=".cg")
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for k in tl.range(k_lo, k_hi, BLOCK_K, warp_specialize=WARP_SPEC):
+        if SS_AHEAD:
+            xs = xs_next
+            ahead = offs_k + (k - k_lo + BLOCK_K)
+            xs_next = tl.load(x_ptrs + BLOCK_K, mask=(ahead < k_hi)[None, :], other=0.0, cache_modifier=".cg")
+        if TMA:
+            # The last split's last step reaches past K: TMA reads zeros there. Other splits end on a whole step.
+            x = x_desc.load([pid_m * BLOCK_M, k])
+            w = w_desc.load([pid_n * BLOCK_N, k])
+            acc = tl.dot(x, tl.trans(w), acc, input_precision="tf32")
+        else:
+            if EVEN_K:
+                x = tl.load(x_ptrs)
+                w = tl.load(w_ptrs)
+            else:
+                k_ok = offs_k < k_hi - (k - k_lo)
+                x = tl.load(x_ptrs, mask=k_ok[None, :], other=0.0)
+                w = tl.load(w_ptrs, mask=k_ok[:, None], other=0.0)
+            acc = tl.dot(x, w, acc, input_precision="tf32")
+        if SS_AHEAD:
+            xsf = xs.to(tl.float32)
+        else:
+            xsf = x.to(tl.float32)
+        ss += tl.sum(xsf * xsf, axis=1)
+        x_ptrs += BLOCK_K
+        w_ptrs += BLOCK_K
+
+    if SPLIT_K == 1:
+        _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS, BLOCK_M, BLOCK_N)
+    else:
+        r_m = tl.arange(0, BLOCK_M)
+        r_n = tl.arange(0, BLOCK_N)
+        part = tile * SPLIT_K + pid_s
+        tl.store(ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :], acc)
+        tl.store(ss_ptr + part * BLOCK_M + r_m, ss)
+        # Every thread's partial is stored before the (one-thread, acq_rel) counter bump publishes it.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(count_ptr + tile, 1)
+        if arrived == SPLIT_K - 1:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
+            for s in range(0, SPLIT_K):
+                part = tile * SPLIT_K + s
+                p_ptrs = ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :]
+                acc += tl.load(p_ptrs, cache_modifier=".cg")
+                ss += tl.load(ss_ptr + part * BLOCK_M + r_m, cache_modifier=".cg")
+            _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS, BLOCK_M,
+                                BLOCK_N)  # fmt: skip
+            tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
+
+
+# Device-side tensor descriptors (tl.make_tensor_descriptor) need global scratch, which triton asks of the
+# allocator set by triton.set_allocator at each launch (128 bytes a descriptor a program). Set on the first TMA
+# launch of this process (triton keeps it in a ContextVar: the thread that launches is the one that set it).
+_ALLOCATOR_SET = False
+
+
+def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    return torch.empty((size,), dtype=torch.int8, device="cpu" if interpreting() else "cuda")
+
+
+def _use_tensor_descriptors() -> None:
+    global _ALLOCATOR_SET
+    if not _ALLOCATOR_SET:
+        triton.set_allocator(_scratch)
+        _ALLOCATOR_SET = True
+
+
+def tma_ok(t: torch.Tensor) -> bool:
+    """Whether a 2-D tensor can be read through a tensor descriptor: contiguous rows, its base and row stride a
+    multiple of 16 bytes (TMA's alignment)."""
+    size = t.element_size()
+    return t.stride(1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * size) % 16 == 0
+
+
 class RMSNormLinear(Kernel):
     shape_format = "MxKxN"
     dtypes = ("bf16", "fp16", "fp32")
@@ -320,6 +454,9 @@ class RMSNormLinear(Kernel):
         split_k = triton.cdiv(k, k_per_split)
         even_k = k % cfg.block_k == 0
         meta = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        if (cfg.kind == "gemv" or cfg.rstd == "prepass") and (cfg.rstd != "prepass" or cfg.tma or cfg.warp_spec):
+            raise ValueError(f"rmsnorm_linear: rstd={cfg.rstd!r}, tma and warp_spec are options of the tile kernel "
+                             f"without the pre-pass (rstd 'tile' or 'ahead'), not of {cfg.kind} {cfg}")
         self._start_run()
         if cfg.kind == "gemv":
             tiles_n, tiles_m = triton.cdiv(n, cfg.block_n), triton.cdiv(m, cfg.block_m)
@@ -337,6 +474,9 @@ class RMSNormLinear(Kernel):
             return
         if cfg.kind != "tile":
             raise ValueError(f"unknown rmsnorm_linear kind {cfg.kind!r}")
+        if cfg.rstd != "prepass":
+            self._run_tile_ss(x, w, bias_arg, out, cfg, m, n, k, k_per_split, split_k, has_bias, even_k, meta)
+            return
         rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
         pre_grid = (triton.cdiv(m, _RSTD_ROWS),)
         handle = _rstd_kernel[pre_grid](x, rstd, m, k, x.stride(0), self.eps, **_RSTD_SETTINGS)
@@ -350,6 +490,26 @@ class RMSNormLinear(Kernel):
             SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, **meta,
         )  # fmt: skip
         self._record(_tile_kernel, grid, cfg, handle, split_k=split_k)
+
+    def _run_tile_ss(self, x, w, bias_arg, out, cfg, m, n, k, k_per_split, split_k, has_bias, even_k, meta):
+        """The tile kernel with the sum of squares from the K loop's own x tiles (no pre-pass)."""
+        if cfg.rstd not in ("tile", "ahead"):
+            raise ValueError(f"unknown rmsnorm_linear rstd {cfg.rstd!r} (prepass, tile or ahead)")
+        if cfg.tma:
+            if not (tma_ok(x) and tma_ok(w)):
+                raise ValueError("rmsnorm_linear tma: x and W need 16-byte aligned bases and rows "
+                                 f"(K = {k} of {dtype_name(x.dtype)})")
+            _use_tensor_descriptors()
+        tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+        ws, ss, counts = self._workspace(x.device, split_k, tiles, cfg.block_m * cfg.block_n, cfg.block_m)
+        grid = (tiles * split_k,)
+        handle = _tile_ss_kernel[grid](
+            x, w, bias_arg, out, ws, ss, counts, m, n, k, k_per_split, x.stride(0), w.stride(0), out.stride(0),
+            self.eps, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
+            SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, SS_AHEAD=cfg.rstd == "ahead", TMA=cfg.tma,
+            WARP_SPEC=cfg.warp_spec, **meta,
+        )  # fmt: skip
+        self._record(_tile_ss_kernel, grid, cfg, handle, split_k=split_k)
 
     def _workspace(self, device, split_k: int, tiles: int, tile_elems: int, ss_elems: int):
         """fp32 partials and per-tile counters for split K (one-element dummies when not split)."""

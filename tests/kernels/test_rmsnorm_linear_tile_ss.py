@@ -1,0 +1,194 @@
+"""rmsnorm_linear's tile kernel without the pre-pass (``rstd="tile"``/``"ahead"``, issue 16): the sum of squares of
+each row from the x tiles the K loop loads, rstd in the epilogue; through pointers or tensor descriptors (TMA).
+
+Under the interpreter (tests/kernels/conftest.py sets TRITON_INTERPRET): odd M, K, N (not multiples of the blocks),
+a K range that ends inside a step, split K with a partial last split, bias and none, fp32 and fp16 (the
+interpreter's bf16 tl.dot is wrong: triton-lang/triton#11584), every output poisoned with NaN first. The
+interpreter runs tensor descriptors (triton 3.9: rows and columns past the edge read as zeros, a row stride that
+is not a multiple of 16 bytes refused), so both paths are checked. A subprocess compiles each variant for sm_90 with
+the installed triton (no GPU needed). What only a GPU can tell (the pipeliner's race of rmsnorm_linear's docstring,
+the speed) is benchmarks/rmsnorm_linear_gpu.py's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+from kernel_checks import DTYPES
+from kernel_checks import check as _check
+from kernel_checks import gen as _gen
+
+from rooflinectl.kernels.base import relative_error
+from rooflinectl.kernels.registry import get_kernel
+from rooflinectl.kernels.rmsnorm_linear import EPS, RMSNormLinear, RMSNormLinearConfig
+from rooflinectl.specs.hardware import load_gpu
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:invalid value encountered:RuntimeWarning", "ignore:divide by zero encountered:RuntimeWarning"
+)
+
+C = RMSNormLinearConfig
+VARIANTS = [("tile", False), ("ahead", False), ("tile", True), ("ahead", True)]  # (rstd, tma)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize(
+    "shape, cfg",
+    [
+        # M = 70 over 64-row tiles, N = 33 over 32-column ones, K = 200: three steps of 64 and a partial fourth.
+        ((70, 200, 33), C("tile", 64, 32, 64, 4, 4)),
+        # Split K: K = 1000 in 4 splits of 256 (4 steps each), the last one 232 (a partial step at K's end).
+        ((70, 1000, 20), C("tile", 64, 32, 64, 4, 4, split_k=4)),
+        # Split 2 over whole steps (EVEN_K), 130 rows in groups of 2 tile rows.
+        ((130, 256, 40), C("tile", 64, 32, 64, 4, 4, split_k=2, group_m=2)),
+        # One row (M = 1 through the tile kernel), 16-row tiles.
+        ((1, 136, 24), C("tile", 16, 32, 32, 4, 2)),
+    ],
+)
+def test_tile_without_prepass_matches_the_reference(shape, cfg, with_bias, dtype):
+    k = RMSNormLinear(with_bias=with_bias)
+    inputs = k.make_inputs(shape, dtype, "cpu", _gen(21))
+    for rstd, tma in VARIANTS:
+        c = replace(cfg, rstd=rstd, tma=tma)
+        _check(k, inputs, dtype, c)
+        (launch,) = k.last_launches()  # one launch: no pre-pass
+        assert launch.function == "_tile_ss_kernel" and launch.config["rstd"] == rstd
+        if c.split_k > 1:
+            _check(k, inputs, dtype, c)  # again: the last program of each tile reset its counter
+            assert int(k._counters["cpu"].abs().sum()) == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pointer_path_takes_a_row_stride_tma_cannot(dtype):
+    # K = 301: 602 or 1,204 bytes a row, not a multiple of 16: the pointers run it, the descriptors refuse it.
+    k = RMSNormLinear(with_bias=True)
+    inputs = k.make_inputs((37, 301, 45), dtype, "cpu", _gen(22))
+    cfg = C("tile", 32, 32, 64, 4, 3, split_k=2)
+    for rstd in ("tile", "ahead"):
+        _check(k, inputs, dtype, replace(cfg, rstd=rstd))
+    out = k.make_output(inputs)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        k.run(inputs, out, replace(cfg, rstd="tile", tma=True))
+
+
+def _float64_reference(inputs, eps: float) -> torch.Tensor:
+    x = inputs["x"].double()
+    h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * inputs["g"].double()
+    return h @ inputs["w"].double().t()
+
+
+@pytest.mark.parametrize("rstd, tma", VARIANTS)
+def test_matches_a_float64_reference_to_fp32s_precision(rstd, tma):
+    # As tests/kernels/test_tolerances.py checks the measured kernels: the interpreter's fp32 (no tf32) sums K = 304
+    # products with an error near √K·u = 1.0e-6 (u = 6.0e-8); x scaled by 0.1 makes mean(x²) ≈ 1e-2, so that eps
+    # (1e-6) moved 1000× shifts rstd by (1 + 0.1)^-½, 4.7%, and is caught. K = 304: 1,216 bytes a row, TMA's 16.
+    k = RMSNormLinear()
+    inputs = k.make_inputs((5, 304, 33), "fp32", "cpu", _gen(11))
+    inputs["x"] = inputs["x"] * 0.1
+    out = k.make_output(inputs)
+    out.fill_(float("nan"))
+    k.run(inputs, out, C("tile", 16, 32, 64, 4, 2, split_k=2, rstd=rstd, tma=tma))
+    err = relative_error(out, _float64_reference(inputs, EPS))
+    assert err <= 1e-6, f"{rstd} tma={tma}: {err:.2e}"
+    assert relative_error(out, _float64_reference(inputs, EPS * 1000)) > 1e-4
+
+
+def test_options_of_the_other_kernels_are_refused():
+    k = get_kernel("rmsnorm_linear")
+    inputs = k.make_inputs((3, 64, 24), "fp32", "cpu", _gen(23))
+    out = k.make_output(inputs)
+    for cfg in (C("gemv", 16, 64, 64, 4, 4, rstd="tile"), C("tile", 16, 32, 32, 4, 2, tma=True),
+                C("tile", 16, 32, 32, 4, 2, warp_spec=True)):
+        with pytest.raises(ValueError, match="options of the tile kernel without the pre-pass"):
+            k.run(inputs, out, cfg)
+    with pytest.raises(ValueError, match="unknown rmsnorm_linear rstd 'rows'"):
+        k.run(inputs, out, C("tile", 16, 32, 32, 4, 2, rstd="rows"))
+
+
+# The prefill shapes of issue 16 (M ≥ 128), and decode ones.
+PREFILL = [(128, 4096, 14336), (512, 8192, 8192), (2048, 4096, 14336), (8192, 4096, 4096), (16384, 8192, 8192)]
+
+
+@pytest.mark.parametrize("shape", PREFILL)
+def test_candidates_offer_it_for_prefill_but_config_for_keeps_the_prepass(shape):
+    k = get_kernel("rmsnorm_linear")
+    chosen = k.config_for(shape, "bf16")
+    assert chosen.kind == "tile" and chosen.rstd == "prepass" and not chosen.tma  # measured: the default
+    offered = k.candidates(shape, "bf16")
+    assert offered[0] == chosen
+    assert {(c.rstd, c.tma) for c in offered if c.rstd != "prepass"} == set(VARIANTS) - {("ahead", False)}
+    assert not any(c.warp_spec for c in offered)  # a no-op on sm_90 (rmsnorm_linear_configs._WARP_SPEC_MIN_CC)
+    # Every one of them is the chosen tiling with rstd from the loop (and, big tiles with TMA, a 4th stage).
+    for c in offered:
+        if c.rstd != "prepass":
+            assert replace(c, rstd="prepass", tma=False, num_stages=chosen.num_stages) == chosen
+
+
+def test_tma_and_warp_specialization_go_by_the_gpu_and_the_row_stride():
+    k = get_kernel("rmsnorm_linear")
+    shape = (2048, 4096, 14336)
+    # An A100 (compute capability 8.0) has no TMA: the pointer path only.
+    assert {(c.rstd, c.tma) for c in k.candidates(shape, "bf16", load_gpu("a100")) if c.rstd != "prepass"} == {
+        ("tile", False)}
+    # A B200 (10.0): warp specialization too.
+    assert any(c.warp_spec and c.tma for c in k.candidates(shape, "bf16", load_gpu("b200")))
+    # K = 4095 in bf16: 8,190 bytes a row, not a multiple of 16: no TMA.
+    assert not any(c.tma for c in k.candidates((2048, 4095, 14336), "bf16"))
+    # Decode keeps the gemv and its own candidates.
+    assert all(c.kind == "gemv" and c.rstd == "prepass" for c in k.candidates((8, 4096, 14336), "bf16"))
+
+
+def test_each_variant_compiles_for_sm90_with_the_installed_triton():
+    """In a fresh interpreter without TRITON_INTERPRET (as tests/measure/test_harness.py compiles for Hopper): the
+    pointer path pipelines its loads through cp.async, the TMA path reads through cp.async.bulk.tensor, both feed
+    wgmma. Skipped where this triton build has no ptxas."""
+    pytest.importorskip("triton")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env)
+    if proc.returncode == 3:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+_COMPILE = """
+import sys, warnings
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from rooflinectl.kernels.rmsnorm_linear import _tile_ss_kernel
+
+sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "ss_ptr": "*fp32",
+       "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "k_per_split": "i32", "sxm": "i32", "swn": "i32",
+       "sym": "i32", "eps": "fp32"}
+base = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1, "HAS_BIAS": True, "EVEN_K": True,
+        "WARP_SPEC": False}
+names = _tile_ss_kernel.arg_names
+# What the launcher tells the compiler for 16-byte aligned pointers and strides (as on the GPU at K = 4096).
+aligned = [k for k, v in sig.items() if v.startswith("*") or k in ("N", "K", "k_per_split", "sxm", "swn", "sym")]
+attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}
+for ahead, tma in ((False, False), (True, False), (False, True), (True, True)):
+    consts = {**base, "SS_AHEAD": ahead, "TMA": tma}
+    src = ASTSource(fn=_tile_ss_kernel, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts,
+                    attrs=attrs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                                 options={"num_warps": 8, "num_stages": 3}).asm["ptx"]
+        except Exception as err:
+            if "ptxas" in str(err).lower():
+                print(f"cannot compile for sm_90 here: {err}")
+                sys.exit(3)
+            raise
+    assert "wgmma" in ptx, (ahead, tma)
+    if tma:
+        assert "cp.async.bulk.tensor" in ptx, (ahead, tma)
+    else:
+        assert "cp.async.cg" in ptx or "cp.async.ca" in ptx, (ahead, tma)
+"""
