@@ -36,8 +36,9 @@ load of its own one step ahead, the gemv's "inloop", should the race show), rstd
 Hopper's TMA; the allocator set once, at the first such launch), else through pointers as above.
 
 The kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each
-writes its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace, bumps a per-tile
-counter, and the program that arrives last sums the partials, runs the epilogue and resets the counter to 0.
+writes its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace,
+bumps a per-tile counter, and the program that arrives last sums the partials, runs the epilogue and resets the
+counter to 0.
 """
 
 from __future__ import annotations

@@ -1,0 +1,124 @@
+"""benchmarks/rmsnorm_linear_gpu.py, issue 16's one-call GPU run: its whole flow under --dry (the CPU, Triton's
+interpreter, tiny shapes), and its report's arithmetic against issue 16's targets, on numbers set by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+SCRIPT = ROOT / "benchmarks" / "rmsnorm_linear_gpu.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("rmsnorm_linear_gpu", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shape_lists_are_issue_16s():
+    s = _script()
+    groups = s.shapes_of(dry=False)
+    assert len(groups["table"]) == 11
+    # The decode grid: 5 M × 8 K×N = 40, of which 7 are in the table; prefill: 5 M × 3 K×N = 15, of which 4 are
+    # (128×4096×14336, 512×8192×8192, 2048×4096×14336, 8192×4096×4096).
+    assert len(groups["decode"]) == 40 - 7 and len(groups["prefill"]) == 15 - 4
+    every = [shape for g in groups.values() for shape in g]
+    assert len(every) == len(set(every)) == 55
+    assert all(m <= 64 for m, _, _ in groups["decode"]) and all(m >= 128 for m, _, _ in groups["prefill"])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_dry_runs_the_whole_flow_on_the_cpu(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # --dry sets it itself
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--dry"], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    record = json.loads((tmp_path / "rmsnorm_linear_gpu.json").read_text())
+    assert (tmp_path / "rmsnorm_linear_gpu.log").read_text().strip()
+    # Checks: every candidate of each check shape, in fp16 and fp32, the tile kernel without the pre-pass among
+    # them (plain and through TMA), each passed and repeatable.
+    checks = record["checks"]
+    assert checks and all(c["passed"] and c["repeatable"] for c in checks)
+    assert {c["dtype"] for c in checks} == {"fp16", "fp32"}
+    assert {(c["config"]["rstd"], c["config"]["tma"]) for c in checks} >= {
+        ("prepass", False), ("tile", False), ("tile", True), ("ahead", True)}
+    # Timings: every group's shapes, in the run's order, nothing skipped.
+    s = _script()
+    groups = s.shapes_of(dry=True)
+    assert [tuple(e["shape"]) for e in record["shapes"]] == groups["table"] + groups["prefill"] + groups["decode"]
+    assert record["skipped"] == []
+    for e in record["shapes"]:
+        names = [m["name"] for m in e["methods"]]
+        assert names[0] == "ours" and "compile" in names and "cublas" in names
+        if e["group"] == "table":
+            assert {"torch", "liger"} <= set(names)
+        for m in e["methods"]:
+            if m["name"] == "liger" and "liger_kernel" not in sys.modules and "time_s" not in m:
+                assert "does not import" in m["error"]
+                continue
+            assert m.get("error") is None, m
+            assert m["rel_error"] <= 3e-3 and m["time_s"] > 0  # fp16's tolerance
+    prefill = [e for e in record["shapes"] if e["group"] == "prefill"]
+    assert any(m["config"]["tma"] for e in prefill for m in e["methods"] if m["kind"] == "kernel")
+    # The report printed at the end: its header and one row per shape.
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == len(record["shapes"])
+
+
+def _entry(shape, ours, compile_, cublas, *, dtype_bytes=2):
+    m, k, n = shape
+    return {"group": "table", "shape": list(shape), "dtype": "bf16",
+            "bytes": (m * k + n * k + k + m * n) * dtype_bytes, "w_bytes": n * k * dtype_bytes,
+            "methods": [{"name": "ours", "kind": "kernel", "time_s": ours, "config_text": "chosen"},
+                        {"name": "compile", "kind": "baseline", "time_s": compile_},
+                        {"name": "cublas", "kind": "baseline", "time_s": cublas}]}
+
+
+def test_the_targets_by_hand():
+    verdict = _script().verdict
+    copy = 4270.0  # GB/s, issue 16's measured copy ceiling
+    # Decode at 1×4096×4096: 13.9 µs against compile 16.3 and cuBLAS 13.8 (13.9/13.8 = 1.007 ≤ 1.05); W is
+    # 4096·4096·2 = 33.6 MB, under the 64 MB from which the copy share counts.
+    assert verdict(_entry((1, 4096, 4096), 13.9e-6, 16.3e-6, 13.8e-6), 13.9e-6, copy) == ("—", "yes")
+    # 1×4096×14336 at 34.0 µs: 34.0/32.1 = 1.059 > 1.05; W 117.4 MB; x + W + g + y = (4096 + 58,720,256 + 4096
+    # + 14,336)·2 = 117,485,568 bytes in 34.0 µs = 3,455 GB/s, 80.9% of 4,270 (< 85%).
+    share, met = verdict(_entry((1, 4096, 14336), 34.0e-6, 34.5e-6, 32.1e-6), 34.0e-6, copy)
+    assert share == "81%" and met == "no (> 1.05× cuBLAS, < 85% of copy)"
+    # Prefill 2048×4096×14336: 340 µs against compile 317.7 (slower) and cuBLAS 314.3 (1.082 ≤ 1.1).
+    assert verdict(_entry((2048, 4096, 14336), 340e-6, 317.7e-6, 314.3e-6), 340e-6, copy)[1] == \
+        "no (slower than compile)"
+    # ... at 350 µs also 1.114 > 1.1.
+    assert verdict(_entry((2048, 4096, 14336), 350e-6, 317.7e-6, 314.3e-6), 350e-6, copy)[1] == \
+        "no (slower than compile, > 1.1× cuBLAS)"
+    # M = 512 is under 2,048: only compile counts (95.0 ≤ 95.6), whatever cuBLAS' 89.6 (1.06×).
+    assert verdict(_entry((512, 8192, 8192), 95.0e-6, 95.6e-6, 89.6e-6), 95.0e-6, copy)[1] == "yes"
+    # No compile figure: no verdict.
+    e = _entry((1, 4096, 4096), 13.9e-6, None, 13.8e-6)
+    assert verdict(e, 13.9e-6, copy)[1] == "—"
+
+
+def test_the_report_row():
+    s = _script()
+    entry = _entry((1, 4096, 4096), 13.9e-6, 16.3e-6, 13.8e-6)
+    entry["methods"] += [{"name": "candidate 1", "kind": "kernel", "time_s": 13.5e-6, "config_text": "gemv split2"},
+                         {"name": "torch", "kind": "baseline", "time_s": 28.8e-6},
+                         {"name": "liger", "kind": "baseline", "error": "RuntimeError: liger_kernel does not import"}]
+    record = {"env": {"gpu": "NVIDIA H200", "torch": "2.11", "triton": "3.6.0", "liger_kernel": "0.6",
+                      "date": "2026-12-04", "timer": "cuda_graph", "rep_ms": 25, "copy_gbps": 4270.0,
+                      "command": "benchmarks/rmsnorm_linear_gpu.py out"},
+              "checks": [{"passed": True}], "shapes": [entry], "skipped": [{"shape": [8, 8192, 57344]}]}
+    text = s.report(record)
+    # ours/cuBLAS = 13.9/13.8 = 1.007, ours/compile = 13.9/16.3 = 0.853.
+    row = "| 1 × 4096 × 4096 | 13.9 | 13.5 (gemv split2) | 28.8 | 16.3 | 13.8 | — | 1.01 | 0.85 | — | yes |"
+    assert row in text
+    assert "Not timed (deadline): 8×8192×57344" in text and "Checks: 1 passed, 0 failed" in text
