@@ -25,15 +25,23 @@ Two kernels, chosen by shape (the table of configurations, with the measurements
 Why the sum of squares is never taken from the x tile that feeds the matmul in the measured kernels: with triton
 3.6 on an H200 that gave wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software
 pipeliner racing on a load with both a dot and a reduction as users (triton-lang/triton#6647 reports the same
-pattern).
+pattern). What races, as read (not measured) in the TTGIR and PTX that triton 3.6 and 3.9 compile for sm_90 on
+a CPU (issue 16): the pipeliner gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at 4 stages),
+as for a tile that only a synchronous local_load reads, yet the wgmma still reads x from that buffer
+asynchronously; step i's copy of the x tile for step i + stages − 1 then lands in the buffer that step i's wgmma,
+still in flight (wgmma.wait_group 1), is reading.
 
 A third kernel, ``_tile_ss_kernel`` (issue 16; checked in the interpreter and compiled for sm_90 with triton 3.6
 and 3.9, NOT yet run on a GPU, so ``config_for`` never picks it; ``candidates`` offers it for prefill), is the
-tile kernel without the pre-pass: the sum of squares of each row comes from the x tiles its K loop loads
-(``rstd="tile"``: the tile that feeds the dot, the pattern above, now through TMA as well; ``rstd="ahead"``: a
-load of its own one step ahead, the gemv's "inloop", should the race show), rstd applied in the epilogue. With
-``tma=True`` the x and W_g tiles come through device-side tensor descriptors (``tl.make_tensor_descriptor``,
-Hopper's TMA; the allocator set once, at the first such launch), else through pointers as above.
+tile kernel without the pre-pass: the sum of squares of each row comes from the x tiles its K loop loads, rstd
+applied in the epilogue. ``rstd="tile"``: from the tile that feeds the dot, which the dot then takes from
+registers (``x + 0.0`` before it, which no compiler pass folds: the wgmma's A operand is then the registers a
+synchronous load filled, and x's buffer is free once they are, so stages − 1 buffers are right; compiled for
+sm_90 by 3.6 and 3.9, a bar.sync separates those loads from the next copy into the buffer). ``rstd="ahead"``:
+from a load of its own one step ahead (the gemv's "inloop"; x then feeds only the dot and keeps its stages
+buffers), should the GPU show the first one wrong or slow. With ``tma=True`` the x and W_g tiles come through
+device-side tensor descriptors (``tl.make_tensor_descriptor``, Hopper's TMA; the allocator set once, at the first
+such launch), else through pointers as above.
 
 The kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each
 writes its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace,
@@ -302,8 +310,7 @@ def _tile_ss_kernel(
         if TMA:
             # The last split's last step reaches past K: TMA reads zeros there. Other splits end on a whole step.
             x = x_desc.load([pid_m * BLOCK_M, k])
-            w = w_desc.load([pid_n * BLOCK_N, k])
-            acc = tl.dot(x, tl.trans(w), acc, input_precision="tf32")
+            w = tl.trans(w_desc.load([pid_n * BLOCK_N, k]))
         else:
             if EVEN_K:
                 x = tl.load(x_ptrs)
@@ -312,7 +319,12 @@ def _tile_ss_kernel(
                 k_ok = offs_k < k_hi - (k - k_lo)
                 x = tl.load(x_ptrs, mask=k_ok[None, :], other=0.0)
                 w = tl.load(w_ptrs, mask=k_ok[:, None], other=0.0)
-            acc = tl.dot(x, w, acc, input_precision="tf32")
+        if not SS_AHEAD:
+            # The race of the module docstring, and its cure: x + 0.0 (not folded away: it turns -0.0 into +0.0,
+            # which changes no product and no square) makes the dot take x from registers, so that x's shared
+            # buffer is free once loaded, as the pipeliner's buffer count assumes.
+            x = x + 0.0
+        acc = tl.dot(x, w, acc, input_precision="tf32")
         if SS_AHEAD:
             xsf = xs.to(tl.float32)
         else:

@@ -30,9 +30,9 @@ class RMSNormLinearConfig:
     ss: str = "loop"
     group_m: int = 8  # tile: tile rows per group, for L2 reuse
     # tile only: where rstd comes from. "prepass": a small kernel before the matmul reads x once more (measured on
-    # the H200, the default); "tile": the sum of squares of the x tiles the K loop loads for the dot, rstd in the
-    # epilogue, no pre-pass; "ahead": the same from a load of its own one step ahead (the gemv's "inloop"), in case
-    # triton's pipeliner races on the tile that feeds both the dot and the sum (rmsnorm_linear's docstring).
+    # the H200, the default); "tile": the sum of squares of the x tiles the K loop loads for the dot (which takes
+    # them from registers, against the pipeliner's race: rmsnorm_linear's docstring), rstd in the epilogue, no
+    # pre-pass; "ahead": the same from a load of its own one step ahead (the gemv's "inloop").
     # Neither of the last two has been run on a GPU yet (issue 16).
     rstd: str = "prepass"
     tma: bool = False  # tile, rstd "tile"/"ahead": x and W_g tiles through tensor descriptors (TMA, Hopper on)

@@ -6,8 +6,9 @@ a K range that ends inside a step, split K with a partial last split, bias and n
 interpreter's bf16 tl.dot is wrong: triton-lang/triton#11584), every output poisoned with NaN first. The
 interpreter runs tensor descriptors (triton 3.9: rows and columns past the edge read as zeros, a row stride that
 is not a multiple of 16 bytes refused), so both paths are checked. A subprocess compiles each variant for sm_90 with
-the installed triton (no GPU needed). What only a GPU can tell (the pipeliner's race of rmsnorm_linear's docstring,
-the speed) is benchmarks/rmsnorm_linear_gpu.py's.
+the installed triton (no GPU needed) and reads, in what the compiler made, that the pipeliner's race of
+rmsnorm_linear's docstring cannot happen. What only a GPU can tell (that it indeed does not, the speed) is
+benchmarks/rmsnorm_linear_gpu.py's.
 """
 
 from __future__ import annotations
@@ -144,10 +145,14 @@ def test_tma_and_warp_specialization_go_by_the_gpu_and_the_row_stride():
     assert all(c.kind == "gemv" and c.rstd == "prepass" for c in k.candidates((8, 4096, 14336), "bf16"))
 
 
-def test_each_variant_compiles_for_sm90_with_the_installed_triton():
+def test_each_variant_compiles_for_sm90_with_the_installed_triton_without_the_race():
     """In a fresh interpreter without TRITON_INTERPRET (as tests/measure/test_harness.py compiles for Hopper): the
     pointer path pipelines its loads through cp.async, the TMA path reads through cp.async.bulk.tensor, both feed
-    wgmma. Skipped where this triton build has no ptxas."""
+    wgmma. And the race of rmsnorm_linear's docstring is absent: where the pipeliner gives x fewer shared buffers
+    than stages (x read by a synchronous load for the sum of squares), the wgmma takes x from registers, never
+    from those buffers; where it reads x from shared memory, x has a buffer a stage. (The pattern the measured
+    kernels avoid, the x tile's shared buffer feeding both, fails this: 2 buffers at 3 stages, read by the wgmma.)
+    Skipped where this triton build has no ptxas."""
     pytest.importorskip("triton")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env)
@@ -156,8 +161,8 @@ def test_each_variant_compiles_for_sm90_with_the_installed_triton():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-_COMPILE = """
-import sys, warnings
+_COMPILE = r"""
+import re, sys, warnings
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -172,6 +177,7 @@ names = _tile_ss_kernel.arg_names
 # What the launcher tells the compiler for 16-byte aligned pointers and strides (as on the GPU at K = 4096).
 aligned = [k for k, v in sig.items() if v.startswith("*") or k in ("N", "K", "k_per_split", "sxm", "swn", "sym")]
 attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}
+STAGES = 3
 for ahead, tma in ((False, False), (True, False), (False, True), (True, True)):
     consts = {**base, "SS_AHEAD": ahead, "TMA": tma}
     src = ASTSource(fn=_tile_ss_kernel, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts,
@@ -179,16 +185,24 @@ for ahead, tma in ((False, False), (True, False), (False, True), (True, True)):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ptx = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                                 options={"num_warps": 8, "num_stages": 3}).asm["ptx"]
+            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                                      options={"num_warps": 8, "num_stages": STAGES})
         except Exception as err:
             if "ptxas" in str(err).lower():
                 print(f"cannot compile for sm_90 here: {err}")
                 sys.exit(3)
             raise
+    ptx, ir = compiled.asm["ptx"], compiled.asm["ttgir"]
     assert "wgmma" in ptx, (ahead, tma)
     if tma:
         assert "cp.async.bulk.tensor" in ptx, (ahead, tma)
     else:
         assert "cp.async.cg" in ptx or "cp.async.ca" in ptx, (ahead, tma)
+    # x's shared buffers (128×64 bf16), and where the wgmma takes its A operand (x) from.
+    (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x128x64xbf16", ir)]
+    a_from = set(re.findall(r"ttng.warp_group_dot [^\n]*?\} : (tensor|!ttg.memdesc)", ir))
+    assert a_from in ({"tensor"}, {"!ttg.memdesc"}), (ahead, tma, a_from)
+    if a_from == {"!ttg.memdesc"}:
+        assert x_buffers >= STAGES, (ahead, tma, x_buffers)
+    assert a_from == ({"!ttg.memdesc"} if ahead else {"tensor"}), (ahead, tma, a_from)
 """
