@@ -22,17 +22,18 @@
    - ``prefill``: M in {128, 512, 2048, 8192, 16384} at 4096×4096, 4096×14336 and 8192×8192 (11 beyond the
      table): the chosen config and the TMA tile kernel without the pre-pass, torch.compile and cuBLAS (the
      targets; fewer candidates than the table's: these are the long shapes).
-   - ``decode``: M in {1, 8, 16, 32, 64} at the 8 K×N of issue 16 (33 shapes beyond the table): the chosen config,
-     torch.compile and cuBLAS.
+   - ``decode``: M in {1, 8, 16, 32, 64} at the 8 K×N of issue 16 (33 shapes beyond the table): the chosen config
+     and its twin with ``ss="dot"``, torch.compile and cuBLAS.
    Writes OUT_DIR/rmsnorm_linear_gpu.json (rewritten after each shape, so that a run cut short keeps what it
    measured) and OUT_DIR/rmsnorm_linear_gpu.log.
 
-Device time, estimated from the counts (a fresh machine: nothing compiled yet): the checks compile ~55 variants of
-our kernels (~1.5 s each: ~80 s); the timing compiles ~40 more (~60 s) and torch.compile's graph for 55 shapes
-(~15 s the first, ~2.5 s each after: ~155 s); ~270 figures at REP_MS = 25 (do_bench_cudagraph: ten replays of
-a ~25 ms graph, plus its capture: ~0.35 s each: ~95 s); the copy probe and the clocks' warm-up ~3 s. About 6.5
-minutes in all, which is why --deadline-s (default 330 s) stops starting groups' shapes after it: what is left
-is listed in the JSON as skipped, for a second call with --groups and --skip-checks.
+Device time, estimated from the counts (a fresh machine: nothing compiled yet; the per-item costs are guesses, the
+log's timestamps will tell): the checks compile ~60 variants of our kernels (~1.5 s each: ~90 s); the timing ~50
+more (~75 s) and torch.compile's graph for 55 shapes (~15 s the first, ~2.5 s each after: ~155 s); ~300 figures
+at REP_MS = 25 (do_bench_cudagraph: ten replays of a ~25 ms graph, plus its capture: ~0.35 s each: ~105 s); the
+copy probe and the clocks' warm-up ~3 s. About 7 minutes in all, which is why --deadline-s (default 330 s) stops
+starting shapes after it: what is left is listed in the JSON as skipped, for a second call with --groups and
+--skip-checks.
 
 --report turns the JSON into the markdown table of docs/performance.md: ours (the config ``config_for`` picks,
 what ``measure`` runs) and the best candidate, eager, compile, cuBLAS, Liger, ours/cuBLAS, ours/compile, % of the
@@ -51,7 +52,7 @@ import statistics
 import sys
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -223,8 +224,8 @@ class Flow:
         elif group == "prefill":
             tma = [c for c in k.candidates(shape, dtype, self.spec) if c.tma and c.rstd == "tile"]
             configs = [chosen, *tma[:1]]
-        else:
-            configs = [chosen]
+        else:  # decode: the chosen gemv and its twin with the sum of squares from the dot's x tile (ss "dot")
+            configs = [chosen, replace(chosen, ss="dot")]
         out: list[tuple[str, str, object]] = [
             ("ours" if c == chosen else f"candidate {i}", "kernel", c) for i, c in enumerate(configs)]
         fns = k.baselines()

@@ -17,7 +17,8 @@ Two kernels, chosen by shape (the table of configurations, with the measurements
   BLOCK_N rows of W and one K range, so that W is read exactly once. The sum of squares of x over the same K
   range comes from a loop of its own before the matmul loop (``ss="loop"``, faster at M = 1) or from a load of its
   own one step ahead inside it (``ss="inloop"``, which hides that loop's L2 latency: faster from M = 8 on, by
-  the H200 measurements at ``_GEMV_INLOOP_MIN_M``).
+  the H200 measurements at ``_GEMV_INLOOP_MIN_M``); or, a candidate not yet run on a GPU (issue 16), from the x
+  tile that feeds the dot, made safe from the race below (``ss="dot"``).
 - ``tile`` (prefill): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in GROUP_M groups, with the row scaling
   (and bias) in the epilogue; a small pre-pass kernel computes rstd (it reads x once more, M·K elements, and writes
   M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth).
@@ -29,7 +30,8 @@ pattern). What races, as read (not measured) in the TTGIR and PTX that triton 3.
 a CPU (issue 16): the pipeliner gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at 4 stages),
 as for a tile that only a synchronous local_load reads, yet the wgmma still reads x from that buffer
 asynchronously; step i's copy of the x tile for step i + stages − 1 then lands in the buffer that step i's wgmma,
-still in flight (wgmma.wait_group 1), is reading.
+still in flight (wgmma.wait_group 1), is reading. The same in the gemv, where x is the wgmma's B operand (run 1's
+fast variant of docs/kernels-tuning.md): 3 buffers of 16×128 at 4 stages, read with wgmma.wait_group 1.
 
 A third kernel, ``_tile_ss_kernel`` (issue 16; checked in the interpreter and compiled for sm_90 with triton 3.6
 and 3.9, NOT yet run on a GPU, so ``config_for`` never picks it; ``candidates`` offers it for prefill), is the
@@ -92,6 +94,7 @@ def _gemv_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_KSS: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_INLOOP: tl.constexpr,
+    SS_DOT: tl.constexpr = False,
 ):  # fmt: skip
     # Reads BLOCK_N rows of W_g and BLOCK_M rows of x over one K range; writes y[BLOCK_M rows, BLOCK_N columns]
     # (or, split, an fp32 partial that the last program of the tile sums).
@@ -106,11 +109,11 @@ def _gemv_kernel(
     k_lo = pid_s * k_per_split
     k_hi = tl.minimum(K, k_lo + k_per_split)
 
-    # Sum of squares of this K range of x, never from the x tile that feeds the dot (see the module docstring):
-    # from a load of its own in the matmul loop (SS_INLOOP: an L2 read of a few KB a step, no extra latency), or
-    # in a loop of its own before it.
+    # Sum of squares of this K range of x: from a load of its own in the matmul loop (SS_INLOOP: an L2 read of a
+    # few KB a step, no extra latency), or in a loop of its own before it; or (SS_DOT, not yet run on a GPU) from
+    # the x tile that feeds the dot, which then takes a copy of it (x + 0.0: see the module docstring's race).
     ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    if not SS_INLOOP:
+    if not SS_INLOOP and not SS_DOT:
         for k in range(k_lo, k_hi, BLOCK_KSS):
             cols = k + tl.arange(0, BLOCK_KSS)
             xs = tl.load(
@@ -138,6 +141,13 @@ def _gemv_kernel(
             k_mask = (offs_k < k_hi - (k - k_lo))[None, :]
             w = tl.load(w_ptrs, mask=k_mask, other=0.0)
             x = tl.load(x_ptrs, mask=k_mask, other=0.0)
+        if SS_DOT:
+            xdf = x.to(tl.float32)
+            ss += tl.sum(xdf * xdf, axis=1)
+            # x + 0.0 (not folded: -0.0 becomes +0.0, no product changes) is a register tensor, which the wgmma
+            # reads from a shared copy of its own, waited for in the same step; the pipelined x buffers are then
+            # read only by the synchronous load above (compiled for sm_90 by triton 3.6 and 3.9).
+            x = x + 0.0
         acc = tl.dot(w, tl.trans(x), acc, input_precision="tf32")
         if SS_INLOOP:
             xsf = xs.to(tl.float32)
@@ -467,6 +477,8 @@ class RMSNormLinear(Kernel):
         split_k = triton.cdiv(k, k_per_split)
         even_k = k % cfg.block_k == 0
         meta = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        if cfg.kind == "gemv" and cfg.ss not in ("loop", "inloop", "dot"):
+            raise ValueError(f"unknown rmsnorm_linear gemv ss {cfg.ss!r} (loop, inloop or dot)")
         if (cfg.kind == "gemv" or cfg.rstd == "prepass") and (cfg.rstd != "prepass" or cfg.tma or cfg.warp_spec):
             raise ValueError(f"rmsnorm_linear: rstd={cfg.rstd!r}, tma and warp_spec are options of the tile kernel "
                              f"without the pre-pass (rstd 'tile' or 'ahead'), not of {cfg.kind} {cfg}")
@@ -481,6 +493,7 @@ class RMSNormLinear(Kernel):
                 x, w, bias_arg, out, ws, ss, counts, m, n, k, k_per_split, x.stride(0), w.stride(0),
                 out.stride(0), self.eps, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                 BLOCK_KSS=block_kss, SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, SS_INLOOP=cfg.ss == "inloop",
+                SS_DOT=cfg.ss == "dot",
                 **meta,
             )  # fmt: skip
             self._record(_gemv_kernel, grid, cfg, handle, split_k=split_k)

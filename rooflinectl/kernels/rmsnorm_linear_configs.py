@@ -27,6 +27,7 @@ class RMSNormLinearConfig:
     split_k: int = 1  # programs that share one output tile, each over a K range
     # gemv only: the sum of squares of x from a loop of its own before the matmul loop ("loop"), or from a load of
     # its own one step ahead inside it ("inloop": hides the separate loop's L2 latency). _GEMV_INLOOP_MIN_M picks.
+    # "dot": from the x tile that feeds the dot, which reads a copy of its own (a candidate, not yet run on a GPU).
     ss: str = "loop"
     group_m: int = 8  # tile: tile rows per group, for L2 reuse
     # tile only: where rstd comes from. "prepass": a small kernel before the matmul reads x once more (measured on
@@ -174,6 +175,7 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
             out.append(replace(chosen, split_k=split_k))
         out.append(replace(chosen, num_stages=6))
         out.append(replace(chosen, ss="loop" if chosen.ss == "inloop" else "inloop"))
+        out.append(replace(chosen, ss="dot"))  # issue 16: run 1's fast variant, without its race
     elif m <= _SMALL_TILE_MAX_M:
         out += [
             replace(chosen, split_k=1),

@@ -46,8 +46,9 @@ def test_rmsnorm_linear(shape, cfg, with_bias, dtype):
     k = RMSNormLinear(with_bias=with_bias)
     inputs = k.make_inputs(shape, dtype, "cpu", _gen(6))
     cfg = cfg or k.config_for(shape, dtype)
-    variants = [replace(cfg, ss="loop"), replace(cfg, ss="inloop")] if cfg.kind == "gemv" else [cfg]
-    for c in variants:  # the sum of squares from its own loop, and from its own load inside the matmul loop
+    variants = [replace(cfg, ss=ss) for ss in ("loop", "inloop", "dot")] if cfg.kind == "gemv" else [cfg]
+    # The sum of squares from its own loop, from its own load inside the matmul loop, from the dot's x tile.
+    for c in variants:
         _check(k, inputs, dtype, c)
         _check(k, inputs, dtype, c)  # again: the split-K counters were reset by the last program
         if c.split_k > 1:

@@ -100,6 +100,18 @@ def test_matches_a_float64_reference_to_fp32s_precision(rstd, tma):
     assert relative_error(out, _float64_reference(inputs, EPS * 1000)) > 1e-4
 
 
+def test_gemv_with_the_sum_of_squares_from_the_dots_tile_matches_a_float64_reference():
+    # ss="dot": as above, K = 300 in 2 splits (the second ends inside a step), M = 1.
+    k = RMSNormLinear()
+    inputs = k.make_inputs((1, 300, 33), "fp32", "cpu", _gen(13))
+    inputs["x"] = inputs["x"] * 0.1
+    out = k.make_output(inputs)
+    out.fill_(float("nan"))
+    k.run(inputs, out, C("gemv", 16, 64, 128, 4, 4, split_k=2, ss="dot"))
+    assert relative_error(out, _float64_reference(inputs, EPS)) <= 1e-6
+    assert relative_error(out, _float64_reference(inputs, EPS * 1000)) > 1e-4
+
+
 def test_options_of_the_other_kernels_are_refused():
     k = get_kernel("rmsnorm_linear")
     inputs = k.make_inputs((3, 64, 24), "fp32", "cpu", _gen(23))
@@ -110,6 +122,8 @@ def test_options_of_the_other_kernels_are_refused():
             k.run(inputs, out, cfg)
     with pytest.raises(ValueError, match="unknown rmsnorm_linear rstd 'rows'"):
         k.run(inputs, out, C("tile", 16, 32, 32, 4, 2, rstd="rows"))
+    with pytest.raises(ValueError, match="unknown rmsnorm_linear gemv ss 'tile'"):
+        k.run(inputs, out, C("gemv", 16, 64, 64, 4, 4, ss="tile"))
 
 
 # The prefill shapes of issue 16 (M ≥ 128), and decode ones.
@@ -145,7 +159,7 @@ def test_tma_and_warp_specialization_go_by_the_gpu_and_the_row_stride():
     assert all(c.kind == "gemv" and c.rstd == "prepass" for c in k.candidates((8, 4096, 14336), "bf16"))
 
 
-def test_each_variant_compiles_for_sm90_with_the_installed_triton_without_the_race():
+def test_each_variant_compiles_for_sm90_with_the_installed_triton_without_the_race():  # and the gemv's
     """In a fresh interpreter without TRITON_INTERPRET (as tests/measure/test_harness.py compiles for Hopper): the
     pointer path pipelines its loads through cp.async, the TMA path reads through cp.async.bulk.tensor, both feed
     wgmma. And the race of rmsnorm_linear's docstring is absent: where the pipeliner gives x fewer shared buffers
@@ -205,4 +219,27 @@ for ahead, tma in ((False, False), (True, False), (False, True), (True, True)):
     if a_from == {"!ttg.memdesc"}:
         assert x_buffers >= STAGES, (ahead, tma, x_buffers)
     assert a_from == ({"!ttg.memdesc"} if ahead else {"tensor"}), (ahead, tma, a_from)
+
+# The gemv (x is the wgmma's B operand, 16×128 tiles, 4 stages): with ss "dot" the wgmma reads an immutable copy of
+# x (the register tensor x + 0.0 stored for it), never the pipelined x buffers, of which there are then fewer than
+# stages; with "loop" and "inloop" x feeds only the dot and has a buffer a stage.
+from rooflinectl.kernels.rmsnorm_linear import _gemv_kernel
+
+gnames = _gemv_kernel.arg_names
+gattrs = {(gnames.index(k),): [["tt.divisibility", 16]] for k in aligned}
+for ss in ("loop", "inloop", "dot"):
+    consts = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "BLOCK_KSS": 256, "SPLIT_K": 1, "HAS_BIAS": True,
+              "EVEN_K": True, "SS_INLOOP": ss == "inloop", "SS_DOT": ss == "dot"}
+    src = ASTSource(fn=_gemv_kernel, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts,
+                    attrs=gattrs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 4})
+    ir = compiled.asm["ttgir"]
+    (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x16x128xbf16", ir)]
+    (b_operand,) = re.findall(r"ttng.warp_group_dot [^\n]*?\} : [^*]+\* (!ttg.memdesc<[^>]*>)", ir)
+    if ss == "dot":
+        assert "mutable" not in b_operand and x_buffers < 4, (ss, b_operand, x_buffers)
+    else:
+        assert "mutable" in b_operand and x_buffers == 4, (ss, b_operand, x_buffers)
 """
