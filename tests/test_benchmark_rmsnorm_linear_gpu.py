@@ -122,3 +122,53 @@ def test_the_report_row():
     row = "| 1 × 4096 × 4096 | 13.9 | 13.5 (gemv split2) | 28.8 | 16.3 | 13.8 | — | 1.01 | 0.85 | — | yes |"
     assert row in text
     assert "Not timed (deadline): 8×8192×57344" in text and "Checks: 1 passed, 0 failed" in text
+
+
+def test_the_liger_baseline_wraps_liger_rmsnorm_then_f_linear(monkeypatch):
+    """Liger's Triton RMSNorm does not run in the interpreter (it calls .to on its eps, a Python float there), so a
+    stand-in module of the same interface (LigerRMSNorm(hidden_size, eps=...), a ``weight`` parameter, Llama's
+    casting) checks the wrapper: the gain goes in as the weight, the bias after F.linear, one module per gain."""
+    import types
+
+    import torch
+
+    made = []
+
+    class LigerRMSNorm(torch.nn.Module):
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+            self.variance_epsilon = eps
+            made.append(self)
+
+        def forward(self, x):
+            xf = x.to(torch.float32)
+            h = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+            return (h * self.weight.to(torch.float32)).to(x.dtype)  # Llama's casting: the gain in fp32
+
+    rms_norm = types.ModuleType("liger_kernel.transformers.rms_norm")
+    rms_norm.LigerRMSNorm = LigerRMSNorm
+    for name, module in (("liger_kernel", types.ModuleType("liger_kernel")),
+                         ("liger_kernel.transformers", types.ModuleType("liger_kernel.transformers")),
+                         ("liger_kernel.transformers.rms_norm", rms_norm)):
+        monkeypatch.setitem(sys.modules, name, module)
+    from rooflinectl.kernels.base import relative_error
+    from rooflinectl.kernels.rmsnorm_linear import RMSNormLinear
+
+    for with_bias in (False, True):
+        k = RMSNormLinear(with_bias=with_bias)
+        run = _script().liger_baseline(k)
+        inputs = k.make_inputs((5, 72, 33), "fp32", "cpu", torch.Generator().manual_seed(4))
+        out = run(inputs)
+        assert relative_error(out, k.reference(inputs)) <= 1e-5
+        run(inputs)
+        assert len(made) == 1 and made[0].variance_epsilon == k.eps  # one module for one gain, the kernel's eps
+        made.clear()
+
+
+def test_without_liger_kernel_the_baseline_is_none(monkeypatch):
+    monkeypatch.setitem(sys.modules, "liger_kernel", None)  # import fails
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers.rms_norm", None)
+    from rooflinectl.kernels.rmsnorm_linear import RMSNormLinear
+
+    assert _script().liger_baseline(RMSNormLinear()) is None
