@@ -18,7 +18,8 @@ Two kernels, chosen by shape (the table of configurations, with the measurements
   range comes from a loop of its own before the matmul loop (``ss="loop"``, faster at M = 1) or from a load of its
   own one step ahead inside it (``ss="inloop"``, which hides that loop's L2 latency: faster from M = 8 on, by
   the H200 measurements at ``_GEMV_INLOOP_MIN_M``); or, a candidate not yet run on a GPU (issue 16), from the x
-  tile that feeds the dot, made safe from the race below (``ss="dot"``).
+  tile that feeds the dot, made safe from the race below (``ss="dot"``). Candidates also read W_g and x through
+  tensor descriptors (``tma=True``, issue 16, not yet run on a GPU).
 - ``tile`` (prefill): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in GROUP_M groups, with the row scaling
   (and bias) in the epilogue; a small pre-pass kernel computes rstd (it reads x once more, M·K elements, and writes
   M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth).
@@ -94,7 +95,7 @@ def _gemv_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_KSS: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_INLOOP: tl.constexpr,
-    SS_DOT: tl.constexpr = False,
+    SS_DOT: tl.constexpr = False, TMA: tl.constexpr = False,
 ):  # fmt: skip
     # Reads BLOCK_N rows of W_g and BLOCK_M rows of x over one K range; writes y[BLOCK_M rows, BLOCK_N columns]
     # (or, split, an fp32 partial that the last program of the tile sums).
@@ -125,6 +126,9 @@ def _gemv_kernel(
     offs_k = k_lo + tl.arange(0, BLOCK_K)
     w_ptrs = w_ptr + n_safe[:, None] * swn + offs_k[None, :]
     x_ptrs = x_ptr + m_safe[:, None] * sxm + offs_k[None, :]
+    if TMA:  # (not yet run on a GPU) W_g and x tiles through tensor descriptors: rows past the edge read as zeros
+        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
+        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
     if SS_INLOOP:
         # One step ahead, so that the load's latency hides behind a step of the matmul.
         xs_next = tl.load(x_ptrs, mask=(offs_k < k_hi)[None, :], other=0.0, cache_modifier=".cg")
@@ -134,7 +138,11 @@ def _gemv_kernel(
             xs = xs_next
             ahead = offs_k + (k - k_lo + BLOCK_K)
             xs_next = tl.load(x_ptrs + BLOCK_K, mask=(ahead < k_hi)[None, :], other=0.0, cache_modifier=".cg")
-        if EVEN_K:
+        if TMA:
+            # Each split's K range is whole steps but the last one's, which TMA ends with zeros past K.
+            w = w_desc.load([pid_n * BLOCK_N, k])
+            x = x_desc.load([pid_m * BLOCK_M, k])
+        elif EVEN_K:
             w = tl.load(w_ptrs)
             x = tl.load(x_ptrs)
         else:
@@ -384,6 +392,21 @@ def _use_tensor_descriptors() -> None:
         _ALLOCATOR_SET = True
 
 
+def _check_options(cfg: RMSNormLinearConfig, x: torch.Tensor, w: torch.Tensor) -> None:
+    """ValueError for a config whose options do not go together, or that asks TMA of rows it cannot read."""
+    if cfg.kind == "gemv" and cfg.ss not in ("loop", "inloop", "dot"):
+        raise ValueError(f"unknown rmsnorm_linear gemv ss {cfg.ss!r} (loop, inloop or dot)")
+    if cfg.kind == "gemv" and (cfg.rstd != "prepass" or cfg.warp_spec):
+        raise ValueError(f"rmsnorm_linear: rstd={cfg.rstd!r} and warp_spec are options of the tile kernel "
+                         f"without the pre-pass (rstd 'tile' or 'ahead'), not of the gemv {cfg}")
+    if cfg.kind == "tile" and cfg.rstd == "prepass" and (cfg.tma or cfg.warp_spec):
+        raise ValueError(f"rmsnorm_linear: tma and warp_spec are options of the tile kernel without the "
+                         f"pre-pass (rstd 'tile' or 'ahead'), not of the pre-pass one {cfg}")
+    if cfg.tma and not (tma_ok(x) and tma_ok(w)):
+        raise ValueError("rmsnorm_linear tma: x and W need 16-byte aligned bases and rows "
+                         f"(K = {x.shape[1]} of {dtype_name(x.dtype)})")
+
+
 def tma_ok(t: torch.Tensor) -> bool:
     """Whether a 2-D tensor can be read through a tensor descriptor: contiguous rows, its base and row stride a
     multiple of 16 bytes (TMA's alignment)."""
@@ -477,11 +500,9 @@ class RMSNormLinear(Kernel):
         split_k = triton.cdiv(k, k_per_split)
         even_k = k % cfg.block_k == 0
         meta = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
-        if cfg.kind == "gemv" and cfg.ss not in ("loop", "inloop", "dot"):
-            raise ValueError(f"unknown rmsnorm_linear gemv ss {cfg.ss!r} (loop, inloop or dot)")
-        if (cfg.kind == "gemv" or cfg.rstd == "prepass") and (cfg.rstd != "prepass" or cfg.tma or cfg.warp_spec):
-            raise ValueError(f"rmsnorm_linear: rstd={cfg.rstd!r}, tma and warp_spec are options of the tile kernel "
-                             f"without the pre-pass (rstd 'tile' or 'ahead'), not of {cfg.kind} {cfg}")
+        _check_options(cfg, x, w)
+        if cfg.tma:
+            _use_tensor_descriptors()
         self._start_run()
         if cfg.kind == "gemv":
             tiles_n, tiles_m = triton.cdiv(n, cfg.block_n), triton.cdiv(m, cfg.block_m)
@@ -493,7 +514,7 @@ class RMSNormLinear(Kernel):
                 x, w, bias_arg, out, ws, ss, counts, m, n, k, k_per_split, x.stride(0), w.stride(0),
                 out.stride(0), self.eps, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                 BLOCK_KSS=block_kss, SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, SS_INLOOP=cfg.ss == "inloop",
-                SS_DOT=cfg.ss == "dot",
+                SS_DOT=cfg.ss == "dot", TMA=cfg.tma,
                 **meta,
             )  # fmt: skip
             self._record(_gemv_kernel, grid, cfg, handle, split_k=split_k)
@@ -521,11 +542,6 @@ class RMSNormLinear(Kernel):
         """The tile kernel with the sum of squares from the K loop's own x tiles (no pre-pass)."""
         if cfg.rstd not in ("tile", "ahead"):
             raise ValueError(f"unknown rmsnorm_linear rstd {cfg.rstd!r} (prepass, tile or ahead)")
-        if cfg.tma:
-            if not (tma_ok(x) and tma_ok(w)):
-                raise ValueError("rmsnorm_linear tma: x and W need 16-byte aligned bases and rows "
-                                 f"(K = {k} of {dtype_name(x.dtype)})")
-            _use_tensor_descriptors()
         tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
         ws, ss, counts = self._workspace(x.device, split_k, tiles, cfg.block_m * cfg.block_n, cfg.block_m)
         grid = (tiles * split_k,)

@@ -36,7 +36,7 @@ class RMSNormLinearConfig:
     # pre-pass; "ahead": the same from a load of its own one step ahead (the gemv's "inloop").
     # Neither of the last two has been run on a GPU yet (issue 16).
     rstd: str = "prepass"
-    tma: bool = False  # tile, rstd "tile"/"ahead": x and W_g tiles through tensor descriptors (TMA, Hopper on)
+    tma: bool = False  # gemv, or tile with rstd "tile"/"ahead": x and W_g tiles through tensor descriptors (TMA)
     warp_spec: bool = False  # with tma: the K loop warp-specialized (tl.range(..., warp_specialize=True))
 
 
@@ -153,14 +153,18 @@ def _without_prepass(chosen: RMSNormLinearConfig, k: int, dtype: str, gpu: GPU |
     pointers, and where the GPU and K allow, through tensor descriptors, with rstd from the dot's tile and from
     a load of its own one step ahead."""
     out = [replace(chosen, rstd="tile")]
-    cc = _compute_capability(gpu)
-    size = 4 if dtype == "fp32" else 2
-    if cc >= _TMA_MIN_CC and (k * size) % _TMA_ALIGN_BYTES == 0:
+    if _tma_fits(k, dtype, gpu):
         tma = replace(chosen, rstd="tile", tma=True)
         out += [tma, replace(tma, rstd="ahead")]
-        if cc >= _WARP_SPEC_MIN_CC:
+        if _compute_capability(gpu) >= _WARP_SPEC_MIN_CC:
             out.append(replace(tma, warp_spec=True))
     return out
+
+
+def _tma_fits(k: int, dtype: str, gpu: GPU | None) -> bool:
+    """Whether the GPU has TMA and K's rows (contiguous x and W) are a multiple of its 16 bytes."""
+    size = 4 if dtype == "fp32" else 2
+    return _compute_capability(gpu) >= _TMA_MIN_CC and (k * size) % _TMA_ALIGN_BYTES == 0
 
 
 def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> list[RMSNormLinearConfig]:
@@ -176,6 +180,8 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
         out.append(replace(chosen, num_stages=6))
         out.append(replace(chosen, ss="loop" if chosen.ss == "inloop" else "inloop"))
         out.append(replace(chosen, ss="dot"))  # issue 16: run 1's fast variant, without its race
+        if _tma_fits(k, dtype, gpu):  # issue 16: W (and x) through TMA, with either sum of squares
+            out += [replace(chosen, tma=True), replace(chosen, ss="dot", tma=True)]
     elif m <= _SMALL_TILE_MAX_M:
         out += [
             replace(chosen, split_k=1),

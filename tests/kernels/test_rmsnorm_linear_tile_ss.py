@@ -155,8 +155,11 @@ def test_tma_and_warp_specialization_go_by_the_gpu_and_the_row_stride():
     assert any(c.warp_spec and c.tma for c in k.candidates(shape, "bf16", load_gpu("b200")))
     # K = 4095 in bf16: 8,190 bytes a row, not a multiple of 16: no TMA.
     assert not any(c.tma for c in k.candidates((2048, 4095, 14336), "bf16"))
-    # Decode keeps the gemv and its own candidates.
-    assert all(c.kind == "gemv" and c.rstd == "prepass" for c in k.candidates((8, 4096, 14336), "bf16"))
+    # Decode keeps the gemv and its own candidates, TMA among them on Hopper, not on an A100.
+    decode = k.candidates((8, 4096, 14336), "bf16")
+    assert all(c.kind == "gemv" and c.rstd == "prepass" for c in decode)
+    assert {(c.ss, c.tma) for c in decode if c.tma} == {("inloop", True), ("dot", True)}
+    assert not any(c.tma for c in k.candidates((8, 4096, 14336), "bf16", load_gpu("a100")))
 
 
 def test_each_variant_compiles_for_sm90_with_the_installed_triton_without_the_race():  # and the gemv's
@@ -227,19 +230,20 @@ from rooflinectl.kernels.rmsnorm_linear import _gemv_kernel
 
 gnames = _gemv_kernel.arg_names
 gattrs = {(gnames.index(k),): [["tt.divisibility", 16]] for k in aligned}
-for ss in ("loop", "inloop", "dot"):
+for ss, tma in [(ss, tma) for ss in ("loop", "inloop", "dot") for tma in (False, True)]:
     consts = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "BLOCK_KSS": 256, "SPLIT_K": 1, "HAS_BIAS": True,
-              "EVEN_K": True, "SS_INLOOP": ss == "inloop", "SS_DOT": ss == "dot"}
+              "EVEN_K": True, "SS_INLOOP": ss == "inloop", "SS_DOT": ss == "dot", "TMA": tma}
     src = ASTSource(fn=_gemv_kernel, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts,
                     attrs=gattrs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 4})
     ir = compiled.asm["ttgir"]
+    assert ("cp.async.bulk.tensor" in compiled.asm["ptx"]) == tma, (ss, tma)
     (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x16x128xbf16", ir)]
     (b_operand,) = re.findall(r"ttng.warp_group_dot [^\n]*?\} : [^*]+\* (!ttg.memdesc<[^>]*>)", ir)
     if ss == "dot":
-        assert "mutable" not in b_operand and x_buffers < 4, (ss, b_operand, x_buffers)
+        assert "mutable" not in b_operand and x_buffers < 4, (ss, tma, b_operand, x_buffers)
     else:
-        assert "mutable" in b_operand and x_buffers == 4, (ss, b_operand, x_buffers)
+        assert "mutable" in b_operand and x_buffers == 4, (ss, tma, b_operand, x_buffers)
 """
