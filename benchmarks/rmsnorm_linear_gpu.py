@@ -27,13 +27,14 @@
    Writes OUT_DIR/rmsnorm_linear_gpu.json (rewritten after each shape, so that a run cut short keeps what it
    measured) and OUT_DIR/rmsnorm_linear_gpu.log.
 
-Device time, estimated from the counts (a fresh machine: nothing compiled yet; the per-item costs are guesses, the
-log's timestamps will tell): the checks compile ~60 variants of our kernels (~1.5 s each: ~90 s); the timing ~50
-more (~75 s) and torch.compile's graph for 55 shapes (~15 s the first, ~2.5 s each after: ~155 s); ~300 figures
-at REP_MS = 25 (do_bench_cudagraph: ten replays of a ~25 ms graph, plus its capture: ~0.35 s each: ~105 s); the
-copy probe and the clocks' warm-up ~3 s. About 7 minutes in all, which is why --deadline-s (default 330 s) stops
-starting shapes after it: what is left is listed in the JSON as skipped, for a second call with --groups and
---skip-checks.
+Device time, estimated from the counts (a fresh machine, nothing compiled; the per-item costs are guesses, which
+the log's timestamps and the JSON's wall_s will correct): the checks compile 66 variants of our kernels (~1.5 s
+each, ~100 s) and run 264 checks (~30 s); the timing compiles ~80 more (~120 s) and torch.compile's graph for 55
+shapes (~15 s the first, ~1-2.5 s each after: ~80 s); 310 figures at REP_MS = 25 (do_bench_cudagraph: ten
+replays of a ~25 ms graph, plus the capture: ~0.35 s each, ~110 s); the clocks' warm-up and the copy probe ~3 s.
+About 7 minutes, more than the ~6 a call should take: --deadline-s (default 330 s) stops starting shapes after it,
+which will leave the end of the decode grid; the JSON lists what was skipped, for a second call with --groups
+decode --skip-checks (its ~20 shapes, ~2-3 minutes).
 
 --report turns the JSON into the markdown table of docs/performance.md: ours (the config ``config_for`` picks,
 what ``measure`` runs) and the best candidate, eager, compile, cuBLAS, Liger, ours/cuBLAS, ours/compile, % of the
