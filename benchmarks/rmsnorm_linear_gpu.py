@@ -8,7 +8,7 @@
 1. Checks (bf16 and fp16; --dry: fp16 and fp32, the interpreter's bf16 tl.dot being wrong): on odd shapes, one of
    each kernel path (gemv at M = 1 and M = 33, the small and the big tile, K a multiple of the K step and not),
    every candidate of ``RMSNormLinear.candidates`` (the tile kernel without the pre-pass, plain and through TMA,
-   included) on fresh random inputs from two seeds, each run twice into NaN-poisoned outputs: the relative error
+   the gemv's ss="dot" and TMA twins included; the gemv's split-K sweep only with --all-candidates) on fresh random inputs from two seeds, each run twice into NaN-poisoned outputs: the relative error
    against the float32 reference within the kernel's tolerance, and the second run bit-equal to the first (a
    race such as the pipeliner's of rmsnorm_linear's docstring shows as a difference).
 2. Timing, bf16, per shape: fresh input sets rotated so that together they hold 4 L2s of what one call moves (the
@@ -28,10 +28,10 @@
    measured) and OUT_DIR/rmsnorm_linear_gpu.log.
 
 Device time, estimated from the counts (a fresh machine, nothing compiled; the per-item costs are guesses, which
-the log's timestamps and the JSON's wall_s will correct): the checks compile 66 variants of our kernels (~1.5 s
-each, ~100 s) and run 264 checks (~30 s); the timing compiles ~80 more (~120 s) and torch.compile's graph for 55
-shapes (~15 s the first, ~1-2.5 s each after: ~80 s); 310 figures at REP_MS = 25 (do_bench_cudagraph: ten
-replays of a ~25 ms graph, plus the capture: ~0.35 s each, ~110 s); the clocks' warm-up and the copy probe ~3 s.
+the log's timestamps and the JSON's wall_s will correct): the checks compile 52 variants of our kernels (~1.5 s
+each, ~80 s) and run 208 checks (~25 s); the timing compiles ~80 more (~120 s) and torch.compile's graph for 55
+shapes (~15 s the first, ~1-2.5 s each after: ~80 s); 289 figures at REP_MS = 25 (do_bench_cudagraph: ten
+replays of a ~25 ms graph, plus the capture: ~0.35 s each, ~100 s); the clocks' warm-up and the copy probe ~3 s.
 About 7 minutes, more than the ~6 a call should take: --deadline-s (default 330 s) stops starting shapes after it,
 which will leave the end of the decode grid; the JSON lists what was skipped, for a second call with --groups
 decode --skip-checks (its ~20 shapes, ~2-3 minutes).
@@ -169,6 +169,7 @@ class Flow:
         else:  # --dry: a stand-in for the GPU timer, so that the flow runs; its figures mean nothing
             self.main = self.events = cpu_bench
         self.spec = None
+        self.all_candidates = False
         self.liger = liger_baseline(self.kernel)
 
     def fresh(self, shape, dtype, seed):
@@ -205,10 +206,20 @@ class Flow:
         entry.update(rel_error=worst, tolerance=k.tolerance(dtype), repeatable=same, passed=passed)
         return entry
 
+    def candidates(self, shape, dtype) -> list:
+        """``RMSNormLinear.candidates``, the chosen config first; without --all-candidates, less the gemv's split-K
+        sweep (the chosen split was measured: rmsnorm_linear_configs._PROGRAMS_PER_SM), which issue 16 does not
+        question, to keep the call within its time."""
+        chosen = self.kernel.config_for(shape, dtype)
+        out = [chosen, *(c for c in self.kernel.candidates(shape, dtype, self.spec) if c != chosen)]
+        if self.all_candidates:
+            return out
+        return [c for c in out if c == chosen or c.kind != "gemv" or replace(c, split_k=chosen.split_k) != chosen]
+
     def checks(self, shapes, dtypes) -> None:
         for dtype in dtypes:
             for shape in shapes:
-                for cfg in self.kernel.candidates(shape, dtype, self.spec):
+                for cfg in self.candidates(shape, dtype):
                     e = self.check_candidate(shape, dtype, cfg)
                     self.run.record["checks"].append(e)
                     verdict = "ok" if e["passed"] else "FAIL"
@@ -221,9 +232,9 @@ class Flow:
         k = self.kernel
         chosen = k.config_for(shape, dtype)
         if group == "table":
-            configs = [chosen, *(c for c in k.candidates(shape, dtype, self.spec) if c != chosen)]
+            configs = self.candidates(shape, dtype)
         elif group == "prefill":
-            tma = [c for c in k.candidates(shape, dtype, self.spec) if c.tma and c.rstd == "tile"]
+            tma = [c for c in self.candidates(shape, dtype) if c.tma and c.rstd == "tile"]
             configs = [chosen, *tma[:1]]
         else:  # decode: the chosen gemv and its twin with the sum of squares from the dot's x tile (ss "dot")
             configs = [chosen, replace(chosen, ss="dot")]
@@ -360,6 +371,7 @@ def main(argv=None) -> int:
     p.add_argument("--dry", action="store_true", help="the whole flow on the CPU in Triton's interpreter, tiny shapes")
     p.add_argument("--groups", default="table,prefill,decode", help="comma list of table, prefill, decode")
     p.add_argument("--skip-checks", action="store_true", help="go straight to the timings")
+    p.add_argument("--all-candidates", action="store_true", help="the gemv's split-K sweep too")
     p.add_argument("--deadline-s", type=float, default=330.0, help="start no shape after this many seconds")
     p.add_argument("--report", metavar="JSON", help="print the markdown table of a run's JSON and exit")
     args = p.parse_args(argv)
@@ -383,6 +395,7 @@ def main(argv=None) -> int:
     run.record["env"] = environment(device)
     run.log("environment:", json.dumps(run.record["env"]))
     flow = Flow(run, device)
+    flow.all_candidates = args.all_candidates
     timed_dtype = "fp16" if args.dry else "bf16"
     if device == "cuda":
         from rooflinectl.measure.ceilings import probe_copy_bandwidth, warm_up_clocks
