@@ -8,9 +8,10 @@
 1. Checks (bf16 and fp16; --dry: fp16 and fp32, the interpreter's bf16 tl.dot being wrong): on odd shapes, one of
    each kernel path (gemv at M = 1 and M = 33, the small and the big tile, K a multiple of the K step and not),
    every candidate of ``RMSNormLinear.candidates`` (the tile kernel without the pre-pass, plain and through TMA,
-   the gemv's ss="dot" and TMA twins included; the gemv's split-K sweep only with --all-candidates) on fresh random inputs from two seeds, each run twice into NaN-poisoned outputs: the relative error
-   against the float32 reference within the kernel's tolerance, and the second run bit-equal to the first (a
-   race such as the pipeliner's of rmsnorm_linear's docstring shows as a difference).
+   the gemv's ss="dot" and TMA twins included; the gemv's split-K sweep only with --all-candidates) on fresh
+   random inputs from two seeds, each run twice into NaN-poisoned outputs: the relative error against the
+   float32 reference within the kernel's tolerance, and the second run bit-equal to the first (a race such as
+   the pipeliner's of rmsnorm_linear's docstring shows as a difference).
 2. Timing, bf16, per shape: fresh input sets rotated so that together they hold 4 L2s of what one call moves (the
    kernel's count: x + W + g + y), each method checked on the first set first (an output that fails the kernel's
    tolerance is not timed), then timed by rooflinectl's own timer (``rooflinectl.measure.bench``: CUDA-graph
@@ -119,7 +120,8 @@ class Run:
 def shapes_of(dry: bool) -> dict[str, list[tuple[int, int, int]]]:
     """The shapes of each group, each shape once (in the first group that has it)."""
     table = DRY_TABLE if dry else TABLE
-    decode = [(m, k, n) for k, n in (DRY_DECODE_KN if dry else DECODE_KN) for m in (DRY_DECODE_M if dry else DECODE_M)]
+    decode_m = DRY_DECODE_M if dry else DECODE_M
+    decode = [(m, k, n) for k, n in (DRY_DECODE_KN if dry else DECODE_KN) for m in decode_m]
     prefill = [(m, k, n) for k, n in (DRY_PREFILL_KN if dry else PREFILL_KN)
                for m in (DRY_PREFILL_M if dry else PREFILL_M)]
     seen = set(table)
@@ -136,11 +138,11 @@ def cfg_text(cfg) -> str:
     d = asdict(cfg)
     keep = [f"{d['kind']} {d['block_m']}x{d['block_n']}x{d['block_k']} w{d['num_warps']} s{d['num_stages']}"
             f" split{d['split_k']}"]
+    tma = (" tma" + (" host" if d["host_desc"] else "")) if d["tma"] else ""
     if d["kind"] == "gemv":
-        keep.append(f"ss={d['ss']}" + (" tma" if d["tma"] else ""))
+        keep.append(f"ss={d['ss']}{tma}")
     else:
-        keep.append(f"g{d['group_m']} rstd={d['rstd']}" + (" tma" if d["tma"] else "")
-                    + (" ws" if d["warp_spec"] else ""))
+        keep.append(f"g{d['group_m']} rstd={d['rstd']}{tma}" + (" ws" if d["warp_spec"] else ""))
     return " ".join(keep)
 
 
@@ -368,7 +370,8 @@ def environment(device: str) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out", nargs="?", help="folder for the JSON and the log")
-    p.add_argument("--dry", action="store_true", help="the whole flow on the CPU in Triton's interpreter, tiny shapes")
+    p.add_argument("--dry", action="store_true",
+                   help="the whole flow on the CPU in Triton's interpreter, tiny shapes")
     p.add_argument("--groups", default="table,prefill,decode", help="comma list of table, prefill, decode")
     p.add_argument("--skip-checks", action="store_true", help="go straight to the timings")
     p.add_argument("--all-candidates", action="store_true", help="the gemv's split-K sweep too")

@@ -28,8 +28,8 @@ Why the sum of squares is never taken from the x tile that feeds the matmul in t
 3.6 on an H200 that gave wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software
 pipeliner racing on a load with both a dot and a reduction as users (triton-lang/triton#6647 reports the same
 pattern). What races, as read (not measured) in the TTGIR and PTX that triton 3.6 and 3.9 compile for sm_90 on
-a CPU (issue 16): the pipeliner gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at 4 stages),
-as for a tile that only a synchronous local_load reads, yet the wgmma still reads x from that buffer
+a CPU (issue 16): the pipeliner gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at
+4 stages), as for a tile that only a synchronous local_load reads, yet the wgmma still reads x from that buffer
 asynchronously; step i's copy of the x tile for step i + stages − 1 then lands in the buffer that step i's wgmma,
 still in flight (wgmma.wait_group 1), is reading. The same in the gemv, where x is the wgmma's B operand (run 1's
 fast variant of docs/kernels-tuning.md): 3 buffers of 16×128 at 4 stages, read with wgmma.wait_group 1.
@@ -44,7 +44,8 @@ sm_90 by 3.6 and 3.9, a bar.sync separates those loads from the next copy into t
 from a load of its own one step ahead (the gemv's "inloop"; x then feeds only the dot and keeps its stages
 buffers), should the GPU show the first one wrong or slow. With ``tma=True`` the x and W_g tiles come through
 device-side tensor descriptors (``tl.make_tensor_descriptor``, Hopper's TMA; the allocator set once, at the first
-such launch), else through pointers as above.
+such launch; ``host_desc=True``: made on the host, triton.tools.tensor_descriptor, and passed as kernel
+parameters, which spares each program the making), else through pointers as above.
 
 The kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each
 writes its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace,
@@ -95,7 +96,7 @@ def _gemv_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_KSS: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_INLOOP: tl.constexpr,
-    SS_DOT: tl.constexpr = False, TMA: tl.constexpr = False,
+    SS_DOT: tl.constexpr = False, TMA: tl.constexpr = False, x_td=None, w_td=None, HOST_DESC: tl.constexpr = False,
 ):  # fmt: skip
     # Reads BLOCK_N rows of W_g and BLOCK_M rows of x over one K range; writes y[BLOCK_M rows, BLOCK_N columns]
     # (or, split, an fp32 partial that the last program of the tile sums).
@@ -127,8 +128,12 @@ def _gemv_kernel(
     w_ptrs = w_ptr + n_safe[:, None] * swn + offs_k[None, :]
     x_ptrs = x_ptr + m_safe[:, None] * sxm + offs_k[None, :]
     if TMA:  # (not yet run on a GPU) W_g and x tiles through tensor descriptors: rows past the edge read as zeros
-        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
-        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
+        if HOST_DESC:  # made on the host, kernel parameters
+            w_desc = w_td
+            x_desc = x_td
+        else:  # made by each program, in global scratch
+            w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
+            x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
     if SS_INLOOP:
         # One step ahead, so that the load's latency hides behind a step of the matmul.
         xs_next = tl.load(x_ptrs, mask=(offs_k < k_hi)[None, :], other=0.0, cache_modifier=".cg")
@@ -291,7 +296,7 @@ def _tile_ss_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_AHEAD: tl.constexpr,
-    TMA: tl.constexpr, WARP_SPEC: tl.constexpr,
+    TMA: tl.constexpr, WARP_SPEC: tl.constexpr, x_td=None, w_td=None, HOST_DESC: tl.constexpr = False,
 ):  # fmt: skip
     # The tile kernel without the pre-pass: reads a BLOCK_M×(K range) strip of x and a BLOCK_N×(K range) strip of
     # W_g, writes one BLOCK_M×BLOCK_N tile of y (or, split, an fp32 partial and partial sums of squares that the
@@ -314,8 +319,12 @@ def _tile_ss_kernel(
     x_ptrs = x_ptr + offs_am[:, None] * sxm + offs_k[None, :]
     w_ptrs = w_ptr + offs_k[:, None] + offs_bn[None, :] * swn  # a BLOCK_K×BLOCK_N view of W_gᵀ
     if TMA:
-        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
-        w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
+        if HOST_DESC:  # made on the host, kernel parameters
+            x_desc = x_td
+            w_desc = w_td
+        else:  # made by each program, in global scratch
+            x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
+            w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
     if SS_AHEAD:
         xs_next = tl.load(x_ptrs, mask=(offs_k < k_hi)[None, :], other=0.0, cache_modifier=".cg")
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -402,9 +411,21 @@ def _check_options(cfg: RMSNormLinearConfig, x: torch.Tensor, w: torch.Tensor) -
     if cfg.kind == "tile" and cfg.rstd == "prepass" and (cfg.tma or cfg.warp_spec):
         raise ValueError(f"rmsnorm_linear: tma and warp_spec are options of the tile kernel without the "
                          f"pre-pass (rstd 'tile' or 'ahead'), not of the pre-pass one {cfg}")
+    if cfg.host_desc and not cfg.tma:
+        raise ValueError(f"rmsnorm_linear: host_desc is an option of tma, not of {cfg}")
     if cfg.tma and not (tma_ok(x) and tma_ok(w)):
         raise ValueError("rmsnorm_linear tma: x and W need 16-byte aligned bases and rows "
                          f"(K = {x.shape[1]} of {dtype_name(x.dtype)})")
+
+
+def _descriptors(cfg: RMSNormLinearConfig, x: torch.Tensor, w: torch.Tensor, block_n: int) -> dict:
+    """The kernel arguments of host-made tensor descriptors (``host_desc``): x's and W_g's, of the config's tiles."""
+    if not (cfg.tma and cfg.host_desc):
+        return {}
+    from triton.tools.tensor_descriptor import TensorDescriptor  # type: ignore[import-untyped]
+
+    return {"x_td": TensorDescriptor.from_tensor(x, [cfg.block_m, cfg.block_k]),
+            "w_td": TensorDescriptor.from_tensor(w, [block_n, cfg.block_k]), "HOST_DESC": True}
 
 
 def tma_ok(t: torch.Tensor) -> bool:
@@ -501,7 +522,7 @@ class RMSNormLinear(Kernel):
         even_k = k % cfg.block_k == 0
         meta = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
         _check_options(cfg, x, w)
-        if cfg.tma:
+        if cfg.tma and not cfg.host_desc:
             _use_tensor_descriptors()
         self._start_run()
         if cfg.kind == "gemv":
@@ -514,8 +535,7 @@ class RMSNormLinear(Kernel):
                 x, w, bias_arg, out, ws, ss, counts, m, n, k, k_per_split, x.stride(0), w.stride(0),
                 out.stride(0), self.eps, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                 BLOCK_KSS=block_kss, SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, SS_INLOOP=cfg.ss == "inloop",
-                SS_DOT=cfg.ss == "dot", TMA=cfg.tma,
-                **meta,
+                SS_DOT=cfg.ss == "dot", TMA=cfg.tma, **_descriptors(cfg, x, w, cfg.block_n), **meta,
             )  # fmt: skip
             self._record(_gemv_kernel, grid, cfg, handle, split_k=split_k)
             return
@@ -549,7 +569,7 @@ class RMSNormLinear(Kernel):
             x, w, bias_arg, out, ws, ss, counts, m, n, k, k_per_split, x.stride(0), w.stride(0), out.stride(0),
             self.eps, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
             SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, SS_AHEAD=cfg.rstd == "ahead", TMA=cfg.tma,
-            WARP_SPEC=cfg.warp_spec, **meta,
+            WARP_SPEC=cfg.warp_spec, **_descriptors(cfg, x, w, cfg.block_n), **meta,
         )  # fmt: skip
         self._record(_tile_ss_kernel, grid, cfg, handle, split_k=split_k)
 

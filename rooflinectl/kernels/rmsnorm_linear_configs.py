@@ -38,6 +38,9 @@ class RMSNormLinearConfig:
     rstd: str = "prepass"
     tma: bool = False  # gemv, or tile with rstd "tile"/"ahead": x and W_g tiles through tensor descriptors (TMA)
     warp_spec: bool = False  # with tma: the K loop warp-specialized (tl.range(..., warp_specialize=True))
+    # With tma: the descriptors made on the host (triton.tools.tensor_descriptor, kernel parameters) instead of by
+    # each program (tl.make_tensor_descriptor into global scratch, a few instructions and a fence a program).
+    host_desc: bool = False
 
 
 def _next_pow2(n: int) -> int:
@@ -155,7 +158,7 @@ def _without_prepass(chosen: RMSNormLinearConfig, k: int, dtype: str, gpu: GPU |
     out = [replace(chosen, rstd="tile")]
     if _tma_fits(k, dtype, gpu):
         tma = replace(chosen, rstd="tile", tma=True)
-        out += [tma, replace(tma, rstd="ahead")]
+        out += [tma, replace(tma, host_desc=True), replace(tma, rstd="ahead")]
         if _compute_capability(gpu) >= _WARP_SPEC_MIN_CC:
             out.append(replace(tma, warp_spec=True))
     return out
@@ -181,7 +184,8 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
         out.append(replace(chosen, ss="loop" if chosen.ss == "inloop" else "inloop"))
         out.append(replace(chosen, ss="dot"))  # issue 16: run 1's fast variant, without its race
         if _tma_fits(k, dtype, gpu):  # issue 16: W (and x) through TMA, with either sum of squares
-            out += [replace(chosen, tma=True), replace(chosen, ss="dot", tma=True)]
+            dot_tma = replace(chosen, ss="dot", tma=True)
+            out += [replace(chosen, tma=True), dot_tma, replace(dot_tma, host_desc=True)]
     elif m <= _SMALL_TILE_MAX_M:
         out += [
             replace(chosen, split_k=1),

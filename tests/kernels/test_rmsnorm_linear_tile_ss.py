@@ -34,7 +34,9 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 C = RMSNormLinearConfig
-VARIANTS = [("tile", False), ("ahead", False), ("tile", True), ("ahead", True)]  # (rstd, tma)
+# (rstd, tma, host_desc): through pointers, through descriptors made by each program, made on the host.
+VARIANTS = [("tile", False, False), ("ahead", False, False), ("tile", True, False), ("ahead", True, False),
+            ("tile", True, True)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -55,8 +57,8 @@ VARIANTS = [("tile", False), ("ahead", False), ("tile", True), ("ahead", True)] 
 def test_tile_without_prepass_matches_the_reference(shape, cfg, with_bias, dtype):
     k = RMSNormLinear(with_bias=with_bias)
     inputs = k.make_inputs(shape, dtype, "cpu", _gen(21))
-    for rstd, tma in VARIANTS:
-        c = replace(cfg, rstd=rstd, tma=tma)
+    for rstd, tma, host in VARIANTS:
+        c = replace(cfg, rstd=rstd, tma=tma, host_desc=host)
         _check(k, inputs, dtype, c)
         (launch,) = k.last_launches()  # one launch: no pre-pass
         assert launch.function == "_tile_ss_kernel" and launch.config["rstd"] == rstd
@@ -84,8 +86,8 @@ def _float64_reference(inputs, eps: float) -> torch.Tensor:
     return h @ inputs["w"].double().t()
 
 
-@pytest.mark.parametrize("rstd, tma", VARIANTS)
-def test_matches_a_float64_reference_to_fp32s_precision(rstd, tma):
+@pytest.mark.parametrize("rstd, tma, host", VARIANTS)
+def test_matches_a_float64_reference_to_fp32s_precision(rstd, tma, host):
     # As tests/kernels/test_tolerances.py checks the measured kernels: the interpreter's fp32 (no tf32) sums K = 304
     # products with an error near √K·u = 1.0e-6 (u = 6.0e-8); x scaled by 0.1 makes mean(x²) ≈ 1e-2, so that eps
     # (1e-6) moved 1000× shifts rstd by (1 + 0.1)^-½, 4.7%, and is caught. K = 304: 1,216 bytes a row, TMA's 16.
@@ -94,7 +96,7 @@ def test_matches_a_float64_reference_to_fp32s_precision(rstd, tma):
     inputs["x"] = inputs["x"] * 0.1
     out = k.make_output(inputs)
     out.fill_(float("nan"))
-    k.run(inputs, out, C("tile", 16, 32, 64, 4, 2, split_k=2, rstd=rstd, tma=tma))
+    k.run(inputs, out, C("tile", 16, 32, 64, 4, 2, split_k=2, rstd=rstd, tma=tma, host_desc=host))
     err = relative_error(out, _float64_reference(inputs, EPS))
     assert err <= 1e-6, f"{rstd} tma={tma}: {err:.2e}"
     assert relative_error(out, _float64_reference(inputs, EPS * 1000)) > 1e-4
@@ -120,6 +122,8 @@ def test_options_of_the_other_kernels_are_refused():
                 C("tile", 16, 32, 32, 4, 2, warp_spec=True)):
         with pytest.raises(ValueError, match="options of the tile kernel without the pre-pass"):
             k.run(inputs, out, cfg)
+    with pytest.raises(ValueError, match="host_desc is an option of tma"):
+        k.run(inputs, out, C("gemv", 16, 64, 64, 4, 4, host_desc=True))
     with pytest.raises(ValueError, match="unknown rmsnorm_linear rstd 'rows'"):
         k.run(inputs, out, C("tile", 16, 32, 32, 4, 2, rstd="rows"))
     with pytest.raises(ValueError, match="unknown rmsnorm_linear gemv ss 'tile'"):
@@ -137,12 +141,13 @@ def test_candidates_offer_it_for_prefill_but_config_for_keeps_the_prepass(shape)
     assert chosen.kind == "tile" and chosen.rstd == "prepass" and not chosen.tma  # measured: the default
     offered = k.candidates(shape, "bf16")
     assert offered[0] == chosen
-    assert {(c.rstd, c.tma) for c in offered if c.rstd != "prepass"} == set(VARIANTS) - {("ahead", False)}
+    assert {(c.rstd, c.tma, c.host_desc) for c in offered if c.rstd != "prepass"} == set(VARIANTS) - {
+        ("ahead", False, False)}
     assert not any(c.warp_spec for c in offered)  # a no-op on sm_90 (rmsnorm_linear_configs._WARP_SPEC_MIN_CC)
     # Every one of them is the chosen tiling with rstd from the loop (and, big tiles with TMA, a 4th stage).
     for c in offered:
         if c.rstd != "prepass":
-            assert replace(c, rstd="prepass", tma=False, num_stages=chosen.num_stages) == chosen
+            assert replace(c, rstd="prepass", tma=False, host_desc=False, num_stages=chosen.num_stages) == chosen
 
 
 def test_tma_and_warp_specialization_go_by_the_gpu_and_the_row_stride():
@@ -158,7 +163,8 @@ def test_tma_and_warp_specialization_go_by_the_gpu_and_the_row_stride():
     # Decode keeps the gemv and its own candidates, TMA among them on Hopper, not on an A100.
     decode = k.candidates((8, 4096, 14336), "bf16")
     assert all(c.kind == "gemv" and c.rstd == "prepass" for c in decode)
-    assert {(c.ss, c.tma) for c in decode if c.tma} == {("inloop", True), ("dot", True)}
+    assert {(c.ss, c.tma, c.host_desc) for c in decode if c.tma} == {("inloop", True, False), ("dot", True, False),
+                                                                       ("dot", True, True)}
     assert not any(c.tma for c in k.candidates((8, 4096, 14336), "bf16", load_gpu("a100")))
 
 
@@ -195,10 +201,21 @@ names = _tile_ss_kernel.arg_names
 aligned = [k for k, v in sig.items() if v.startswith("*") or k in ("N", "K", "k_per_split", "sxm", "swn", "sym")]
 attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}
 STAGES = 3
-for ahead, tma in ((False, False), (True, False), (False, True), (True, True)):
-    consts = {**base, "SS_AHEAD": ahead, "TMA": tma}
-    src = ASTSource(fn=_tile_ss_kernel, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts,
-                    attrs=attrs)
+
+
+def descriptors(host, x_block, w_block):
+    # The signature and constants of the kernels' x_td, w_td: host-made descriptors of these blocks, or None.
+    if host:
+        return {"x_td": f"tensordesc<bf16{x_block}>", "w_td": f"tensordesc<bf16{w_block}>"}, {"HOST_DESC": True}
+    return {}, {"x_td": None, "w_td": None, "HOST_DESC": False}
+
+
+for ahead, tma, host in ((False, False, False), (True, False, False), (False, True, False), (True, True, False),
+                         (False, True, True)):
+    dsig, dconsts = descriptors(host, [128, 64], [256, 64])
+    consts = {**base, "SS_AHEAD": ahead, "TMA": tma, **dconsts}
+    src = ASTSource(fn=_tile_ss_kernel, signature={**sig, **dsig, **{k: "constexpr" for k in consts}},
+                    constexprs=consts, attrs=attrs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -211,8 +228,8 @@ for ahead, tma in ((False, False), (True, False), (False, True), (True, True)):
             raise
     ptx, ir = compiled.asm["ptx"], compiled.asm["ttgir"]
     assert "wgmma" in ptx, (ahead, tma)
-    if tma:
-        assert "cp.async.bulk.tensor" in ptx, (ahead, tma)
+    if tma:  # descriptors made by each program (tensormap.replace in global scratch), or passed in
+        assert "cp.async.bulk.tensor" in ptx and ("tensormap.replace" in ptx) != host, (ahead, tma, host)
     else:
         assert "cp.async.cg" in ptx or "cp.async.ca" in ptx, (ahead, tma)
     # x's shared buffers (128×64 bf16), and where the wgmma takes its A operand (x) from.
@@ -230,16 +247,18 @@ from rooflinectl.kernels.rmsnorm_linear import _gemv_kernel
 
 gnames = _gemv_kernel.arg_names
 gattrs = {(gnames.index(k),): [["tt.divisibility", 16]] for k in aligned}
-for ss, tma in [(ss, tma) for ss in ("loop", "inloop", "dot") for tma in (False, True)]:
+for ss, tma, host in [(ss, tma, False) for ss in ("loop", "inloop", "dot") for tma in (False, True)] + [
+        ("dot", True, True)]:
+    dsig, dconsts = descriptors(host, [16, 128], [64, 128])
     consts = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "BLOCK_KSS": 256, "SPLIT_K": 1, "HAS_BIAS": True,
-              "EVEN_K": True, "SS_INLOOP": ss == "inloop", "SS_DOT": ss == "dot", "TMA": tma}
-    src = ASTSource(fn=_gemv_kernel, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts,
-                    attrs=gattrs)
+              "EVEN_K": True, "SS_INLOOP": ss == "inloop", "SS_DOT": ss == "dot", "TMA": tma, **dconsts}
+    src = ASTSource(fn=_gemv_kernel, signature={**sig, **dsig, **{k: "constexpr" for k in consts}},
+                    constexprs=consts, attrs=gattrs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 4})
-    ir = compiled.asm["ttgir"]
-    assert ("cp.async.bulk.tensor" in compiled.asm["ptx"]) == tma, (ss, tma)
+    ir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
+    assert ("cp.async.bulk.tensor" in ptx) == tma and ("tensormap.replace" in ptx) == (tma and not host), (ss, tma)
     (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x16x128xbf16", ir)]
     (b_operand,) = re.findall(r"ttng.warp_group_dot [^\n]*?\} : [^*]+\* (!ttg.memdesc<[^>]*>)", ir)
     if ss == "dot":
