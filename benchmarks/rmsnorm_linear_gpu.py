@@ -29,11 +29,11 @@
    measured) and OUT_DIR/rmsnorm_linear_gpu.log.
 
 Device time, estimated from the counts (a fresh machine, nothing compiled; the per-item costs are guesses, which
-the log's timestamps and the JSON's wall_s will correct): the checks compile 52 variants of our kernels (~1.5 s
-each, ~80 s) and run 208 checks (~25 s); the timing compiles ~80 more (~120 s) and torch.compile's graph for 55
-shapes (~15 s the first, ~1-2.5 s each after: ~80 s); 289 figures at REP_MS = 25 (do_bench_cudagraph: ten
-replays of a ~25 ms graph, plus the capture: ~0.35 s each, ~100 s); the clocks' warm-up and the copy probe ~3 s.
-About 7 minutes, more than the ~6 a call should take: --deadline-s (default 330 s) stops starting shapes after it,
+the log's timestamps and the JSON's wall_s will correct): the checks compile 62 variants of our kernels (~1.5 s
+each, ~95 s) and run 248 checks (~30 s); the timing compiles ~90 more (~135 s) and torch.compile's graph for 55
+shapes (~15 s the first, ~1-2.5 s each after: ~80 s); 303 figures at REP_MS = 25 (do_bench_cudagraph: ten
+replays of a ~25 ms graph, plus the capture: ~0.35 s each, ~105 s); the clocks' warm-up and the copy probe ~3 s.
+About 7.5 minutes, more than the ~6 a call should take: --deadline-s (default 330 s) stops starting shapes after it,
 which will leave the end of the decode grid; the JSON lists what was skipped, for a second call with --groups
 decode --skip-checks (its ~20 shapes, ~2-3 minutes).
 
