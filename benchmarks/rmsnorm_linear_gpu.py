@@ -33,9 +33,11 @@ the log's timestamps and the JSON's wall_s will correct): the checks compile 62 
 each, ~95 s) and run 248 checks (~30 s); the timing compiles ~90 more (~135 s) and torch.compile's graph for 55
 shapes (~15 s the first, ~1-2.5 s each after: ~80 s); 303 figures at REP_MS = 25 (do_bench_cudagraph: ten
 replays of a ~25 ms graph, plus the capture: ~0.35 s each, ~105 s); the clocks' warm-up and the copy probe ~3 s.
-About 7.5 minutes, more than the ~6 a call should take: --deadline-s (default 330 s) stops starting shapes after it,
-which will leave the end of the decode grid; the JSON lists what was skipped, for a second call with --groups
-decode --skip-checks (its ~20 shapes, ~2-3 minutes).
+About 7.5 minutes if compiled as the run goes (--precompile 0), more than the ~6 a call should take. So by
+default 12 processes first compile all of it (kernels and torch.compile's graphs) into the caches on disk, the
+main process then loading them: the ~310 s of compiling become ~30-60 s if they spread as they should (not yet
+seen on the GPU machine); and --deadline-s (default 330 s) stops starting shapes after it, the JSON listing what
+was skipped, for a second call with --groups decode --skip-checks.
 
 --report turns the JSON into the markdown table of docs/performance.md: ours (the config ``config_for`` picks,
 what ``measure`` runs) and the best candidate, eager, compile, cuBLAS, Liger, ours/cuBLAS, ours/compile, % of the
@@ -249,6 +251,18 @@ class Flow:
             out.append(("liger", "baseline", self.liger))
         return out
 
+    def tasks(self, check_shapes, check_dtypes, groups, timed_dtype) -> list:
+        """What the run will compile, as (shape, dtype, config as a dict, or "compile" for torch.compile's graph):
+        every checked candidate, every timed kernel config and the compile baseline of every timed shape."""
+        out = [(shape, dtype, asdict(c)) for dtype in check_dtypes for shape in check_shapes
+               for c in self.candidates(shape, dtype)]
+        for group, shapes in groups:
+            for shape in shapes:
+                out += [(shape, timed_dtype, asdict(what)) for _, kind, what in self.methods(group, shape, timed_dtype)
+                        if kind == "kernel"]
+                out.append((shape, timed_dtype, "compile"))
+        return list({json.dumps(t): t for t in out}.values())
+
     def time_shape(self, group: str, shape, dtype, seed: int, l2_bytes: int) -> dict:
         from rooflinectl.kernels.base import relative_error
 
@@ -306,6 +320,87 @@ class Flow:
             self.torch.cuda.empty_cache()
         entry["wall_s"] = sum(m["wall_s"] for m in entry["methods"])
         return entry
+
+
+def warm(tasks: list, device: str = "cuda") -> list:
+    """In a worker process: run each task of ``Flow.tasks`` once on inputs of the right shapes and strides (zeros:
+    their values do not matter), so that Triton's cache on disk (and Inductor's, for "compile") holds what the main
+    process will then load instead of compiling; (shape, dtype, what, seconds, error or None) per task."""
+    import torch
+
+    from rooflinectl.kernels.base import torch_dtype
+    from rooflinectl.kernels.rmsnorm_linear import RMSNormLinear, RMSNormLinearConfig
+
+    kernel = RMSNormLinear()
+    done = []
+    for shape, dtype, what in tasks:
+        started, error = time.time(), None
+        try:
+            m, k, n = shape
+            t = torch_dtype(dtype)
+            x = torch.zeros((m, k), dtype=t, device=device)
+            w = torch.zeros((n, k), dtype=t, device=device)
+            inputs = {"x": x, "w": w, "g": torch.ones((k,), dtype=t, device=device), "w_g": w, "x_normed": x}
+            if what == "compile":
+                kernel.baselines()["compile"](inputs)
+            else:
+                kernel.run(inputs, torch.empty((m, n), dtype=t, device=device), RMSNormLinearConfig(**what))
+            if device == "cuda":
+                torch.cuda.synchronize()
+            del x, w, inputs
+        except Exception as err:  # the main process meets it again, and records it
+            error = one_line(err)
+        done.append((list(shape), dtype, what, time.time() - started, error))
+    return done
+
+
+PRECOMPILE_TIMEOUT_S = 240  # past this, the workers are left and the run compiles as it goes
+
+
+def precompile(run: Run, tasks: list, workers: int, device: str) -> None:
+    """``warm`` over ``workers`` processes (spawned: each with its own CUDA context), the costliest tasks spread
+    first; the main process waits, then finds the compiled kernels on disk. Best effort: a failure or a worker
+    past PRECOMPILE_TIMEOUT_S is logged and the run goes on compiling as it goes."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, wait
+
+    started = time.time()
+    # torch.compile's graphs first (the slowest), then the tiles (wgmma, big), then the gemvs.
+    order = sorted(tasks, key=lambda t: (t[2] != "compile", t[2] == "compile" or t[2]["kind"] == "gemv"))
+    chunks = [c for c in (order[i::workers] for i in range(workers)) if c]
+    pool = ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_one_compile_thread)
+    try:
+        futures = [pool.submit(warm, chunk, device) for chunk in chunks]
+        finished, late = wait(futures, timeout=PRECOMPILE_TIMEOUT_S)
+        results = [r for f in futures if f in finished and f.exception() is None for r in f.result()]
+        failed = [one_line(f.exception()) for f in finished if f.exception() is not None]
+    except Exception as err:
+        run.log(f"precompile failed ({one_line(err)}): compiling in the main process as the run goes")
+        pool.shutdown(wait=False, cancel_futures=True)
+        return
+    pool.shutdown(wait=not late, cancel_futures=True)
+    if late or failed:
+        run.log(f"precompile: {len(late)} workers still running after {PRECOMPILE_TIMEOUT_S} s, {len(failed)} "
+                f"failed ({'; '.join(failed[:3])}): the rest compiles as the run goes")
+    errors = [r for r in results if r[4]]
+    run.record["precompile"] = {"workers": workers, "tasks": len(results), "errors": len(errors),
+                                "wall_s": time.time() - started, "task_s": sum(r[3] for r in results)}
+    run.log(f"precompiled {len(results)} kernels and graphs in {workers} processes: {time.time() - started:.0f} s "
+            f"({sum(r[3] for r in results):.0f} s of work), {len(errors)} errors")
+    for shape, dtype, what, _, error in errors[:10]:
+        run.log(f"  precompile {shape} {dtype} {what if what == 'compile' else cfg_text_of(what)}: {error}")
+
+
+def _one_compile_thread() -> None:
+    """A worker's Inductor compiles in the worker itself: N workers × a pool per CPU would swamp the machine."""
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+
+
+def cfg_text_of(d: dict) -> str:
+    from rooflinectl.kernels.rmsnorm_linear import RMSNormLinearConfig
+
+    return cfg_text(RMSNormLinearConfig(**d))
 
 
 def cpu_bench(fn, warmup_ms: float = 0.0, rep_ms: float = 0.0) -> tuple[float, float, float]:
@@ -376,6 +471,8 @@ def main(argv=None) -> int:
     p.add_argument("--skip-checks", action="store_true", help="go straight to the timings")
     p.add_argument("--all-candidates", action="store_true", help="the gemv's split-K sweep too")
     p.add_argument("--deadline-s", type=float, default=330.0, help="start no shape after this many seconds")
+    p.add_argument("--precompile", type=int, default=None, metavar="N",
+                   help="compile what the run needs in N processes first (0: as it goes; default 12, --dry 0)")
     p.add_argument("--report", metavar="JSON", help="print the markdown table of a run's JSON and exit")
     args = p.parse_args(argv)
     if args.report:
@@ -420,14 +517,22 @@ def main(argv=None) -> int:
                              copy_timer=probe.timer if device == "cuda" else "cpu stand-in (--dry)")
     run.log(f"copy ceiling: {gbps:,.0f} GB/s ({moved / 1e9:.2f} GB moved, {probe.timer})")
     run.save()
+    check_shapes = DRY_CHECKS if args.dry else CHECKS
+    check_dtypes = ("fp16", "fp32") if args.dry else ("bf16", "fp16")
+    shapes = shapes_of(args.dry)
+    workers = args.precompile if args.precompile is not None else (0 if args.dry else 12)
+    if workers > 0:  # (the interpreter compiles nothing but torch.compile's graphs: --dry only tests the flow)
+        tasks = flow.tasks(() if args.skip_checks else check_shapes, check_dtypes,
+                           [(g, shapes[g]) for g in groups], timed_dtype)
+        precompile(run, tasks, workers, device)
+        run.save()
 
     if not args.skip_checks:
         started = time.time()
-        flow.checks(DRY_CHECKS if args.dry else CHECKS, ("fp16", "fp32") if args.dry else ("bf16", "fp16"))
+        flow.checks(check_shapes, check_dtypes)
         run.record["checks_wall_s"] = time.time() - started
         failed = [c for c in run.record["checks"] if not c["passed"]]
         run.log(f"checks: {len(run.record['checks']) - len(failed)} passed, {len(failed)} failed")
-    shapes = shapes_of(args.dry)
     for gi, group in enumerate(groups):
         for si, shape in enumerate(shapes[group]):
             if time.time() - run.t0 > args.deadline_s:

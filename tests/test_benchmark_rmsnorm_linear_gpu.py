@@ -172,3 +172,59 @@ def test_without_liger_kernel_the_baseline_is_none(monkeypatch):
     from rooflinectl.kernels.rmsnorm_linear import RMSNormLinear
 
     assert _script().liger_baseline(RMSNormLinear()) is None
+
+
+def test_the_precompile_tasks_are_what_the_run_compiles(tmp_path):
+    s = _script()
+    flow = s.Flow(s.Run(tmp_path, dry=False), "cpu")
+    groups = s.shapes_of(dry=False)
+    tasks = flow.tasks(s.CHECKS, ("bf16", "fp16"), list(groups.items()), "bf16")
+    keys = [s.json.dumps(t) for t in tasks]
+    assert len(keys) == len(set(keys))
+    # torch.compile's graph once per timed shape; every candidate of every check shape in both data types.
+    assert sorted(tuple(t[0]) for t in tasks if t[2] == "compile") == sorted(x for g in groups.values() for x in g)
+    for dtype in ("bf16", "fp16"):
+        for shape in s.CHECKS:
+            for c in flow.candidates(shape, dtype):
+                assert (shape, dtype, s.asdict(c)) in tasks
+    # ... and every kernel config the timing runs, with the shape it runs at.
+    for group, shapes in groups.items():
+        for shape in shapes:
+            for _, kind, what in flow.methods(group, shape, "bf16"):
+                if kind == "kernel":
+                    assert (shape, "bf16", s.asdict(what)) in tasks
+
+
+def test_a_warm_task_runs_the_config_it_names():
+    # In the interpreter (no compiling: what is checked here is the task's round trip and its error report), in a
+    # process of its own: TRITON_INTERPRET counts only when set before triton is imported.
+    code = f"""
+import importlib.util, json, warnings
+warnings.simplefilter("ignore")
+spec = importlib.util.spec_from_file_location("rl", {str(SCRIPT)!r})
+s = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(s)
+from rooflinectl.kernels.rmsnorm_linear import RMSNormLinearConfig
+cfg = RMSNormLinearConfig("gemv", 16, 64, 64, 4, 4, split_k=2, ss="dot")
+bad = RMSNormLinearConfig("tile", 16, 32, 32, 4, 2, rstd="rows")
+done = s.warm([((3, 128, 40), "fp32", s.asdict(cfg)), ((3, 128, 40), "fp32", s.asdict(bad))], device="cpu")
+print(json.dumps([d[4] for d in done]))
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
+        None, "ValueError: unknown rmsnorm_linear rstd 'rows' (prepass, tile or ahead)"]
+
+
+def test_precompile_spawns_workers_that_run_the_tasks(tmp_path):
+    # The script as __main__ (how the GPU run starts it), two spawned workers, the decode group's tasks under --dry
+    # (its one shape beyond the table: 2 kernel configs and torch.compile's graph), then the timing.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--dry", "--precompile", "2", "--groups",
+                           "decode", "--skip-checks"], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    record = json.loads((tmp_path / "rmsnorm_linear_gpu.json").read_text())
+    assert record["precompile"]["workers"] == 2 and record["precompile"]["errors"] == 0
+    assert record["precompile"]["tasks"] == 3 and [e["group"] for e in record["shapes"]] == ["decode"]
