@@ -17,22 +17,45 @@ Two kernels, chosen by shape (the table of configurations, with the measurements
   BLOCK_N rows of W and one K range, so that W is read exactly once. The sum of squares of x over the same K
   range comes from a loop of its own before the matmul loop (``ss="loop"``, faster at M = 1) or from a load of its
   own one step ahead inside it (``ss="inloop"``, which hides that loop's L2 latency: faster from M = 8 on, by
-  the H200 measurements at ``_GEMV_INLOOP_MIN_M``).
+  the H200 measurements at ``_GEMV_INLOOP_MIN_M``); or, a candidate not yet run on a GPU (issue 16), from the x
+  tile that feeds the dot, made safe from the race below (``ss="dot"``). Candidates also read W_g and x through
+  tensor descriptors (``tma=True``, issue 16, not yet run on a GPU).
 - ``tile`` (prefill): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in GROUP_M groups, with the row scaling
   (and bias) in the epilogue; a small pre-pass kernel computes rstd (it reads x once more, M·K elements, and writes
   M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth).
 
-Why the sum of squares is never taken from the x tile that feeds the matmul: with triton 3.6 on an H200 that
-gave wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software pipeliner racing on
-a load with both a dot and a reduction as users (triton-lang/triton#6647 reports the same pattern).
+Why the sum of squares is never taken from the x tile that feeds the matmul in the measured kernels: with triton
+3.6 on an H200 that gave wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software
+pipeliner racing on a load with both a dot and a reduction as users (triton-lang/triton#6647 reports the same
+pattern). What races, as read (not measured) in the TTGIR and PTX that triton 3.6 and 3.9 compile for sm_90 on
+a CPU (issue 16): the pipeliner gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at
+4 stages), as for a tile that only a synchronous local_load reads, yet the wgmma still reads x from that buffer
+asynchronously; step i's copy of the x tile for step i + stages − 1 then lands in the buffer that step i's wgmma,
+still in flight (wgmma.wait_group 1), is reading. The same in the gemv, where x is the wgmma's B operand (run 1's
+fast variant of docs/kernels-tuning.md): 3 buffers of 16×128 at 4 stages, read with wgmma.wait_group 1.
 
-Both kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each
-writes its partial accumulator (and, gemv, partial sum of squares) to an fp32 workspace, bumps a per-tile
-counter, and the program that arrives last sums the partials, runs the epilogue and resets the counter to 0.
+A third kernel, ``_tile_ss_kernel`` (issue 16; checked in the interpreter and compiled for sm_90 with triton 3.6
+and 3.9, NOT yet run on a GPU, so ``config_for`` never picks it; ``candidates`` offers it for prefill), is the
+tile kernel without the pre-pass: the sum of squares of each row comes from the x tiles its K loop loads, rstd
+applied in the epilogue. ``rstd="tile"``: from the tile that feeds the dot, which the dot then takes from
+registers (``x + 0.0`` before it, which no compiler pass folds: the wgmma's A operand is then the registers a
+synchronous load filled, and x's buffer is free once they are, so stages − 1 buffers are right; compiled for
+sm_90 by 3.6 and 3.9, a bar.sync separates those loads from the next copy into the buffer). ``rstd="ahead"``:
+from a load of its own one step ahead (the gemv's "inloop"; x then feeds only the dot and keeps its stages
+buffers), should the GPU show the first one wrong or slow. With ``tma=True`` the x and W_g tiles come through
+device-side tensor descriptors (``tl.make_tensor_descriptor``, Hopper's TMA; the allocator set once, at the first
+such launch; ``host_desc=True``: made on the host, triton.tools.tensor_descriptor, and passed as kernel
+parameters, which spares each program the making), else through pointers as above.
+
+The kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each
+writes its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace,
+bumps a per-tile counter, and the program that arrives last sums the partials, runs the epilogue and resets the
+counter to 0.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -42,7 +65,7 @@ import triton.language as tl  # type: ignore[import-untyped]
 from ..engine.op import Op, matmul_op, rmsnorm_linear_op, rmsnorm_op
 from ..units import dtype_bytes
 from . import rmsnorm_linear_configs as configs
-from .base import Inputs, Kernel, dot_dtype, dtype_name, torch_dtype
+from .base import Inputs, Kernel, dot_dtype, dtype_name, interpreting, torch_dtype
 from .rmsnorm_linear_configs import _RSTD_ROWS, _RSTD_SETTINGS, RMSNormLinearConfig
 
 __all__ = ["EPS", "KERNEL", "RMSNormLinear", "RMSNormLinearConfig", "prepare_weight"]
@@ -73,6 +96,7 @@ def _gemv_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_KSS: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_INLOOP: tl.constexpr,
+    SS_DOT: tl.constexpr = False, TMA: tl.constexpr = False, x_td=None, w_td=None, HOST_DESC: tl.constexpr = False,
 ):  # fmt: skip
     # Reads BLOCK_N rows of W_g and BLOCK_M rows of x over one K range; writes y[BLOCK_M rows, BLOCK_N columns]
     # (or, split, an fp32 partial that the last program of the tile sums).
@@ -87,11 +111,11 @@ def _gemv_kernel(
     k_lo = pid_s * k_per_split
     k_hi = tl.minimum(K, k_lo + k_per_split)
 
-    # Sum of squares of this K range of x, never from the x tile that feeds the dot (see the module docstring):
-    # from a load of its own in the matmul loop (SS_INLOOP: an L2 read of a few KB a step, no extra latency), or
-    # in a loop of its own before it.
+    # Sum of squares of this K range of x: from a load of its own in the matmul loop (SS_INLOOP: an L2 read of a
+    # few KB a step, no extra latency), or in a loop of its own before it; or (SS_DOT, not yet run on a GPU) from
+    # the x tile that feeds the dot, which then takes a copy of it (x + 0.0: see the module docstring's race).
     ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    if not SS_INLOOP:
+    if not SS_INLOOP and not SS_DOT:
         for k in range(k_lo, k_hi, BLOCK_KSS):
             cols = k + tl.arange(0, BLOCK_KSS)
             xs = tl.load(
@@ -103,6 +127,13 @@ def _gemv_kernel(
     offs_k = k_lo + tl.arange(0, BLOCK_K)
     w_ptrs = w_ptr + n_safe[:, None] * swn + offs_k[None, :]
     x_ptrs = x_ptr + m_safe[:, None] * sxm + offs_k[None, :]
+    if TMA:  # (not yet run on a GPU) W_g and x tiles through tensor descriptors: rows past the edge read as zeros
+        if HOST_DESC:  # made on the host, kernel parameters
+            w_desc = w_td
+            x_desc = x_td
+        else:  # made by each program, in global scratch
+            w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
+            x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
     if SS_INLOOP:
         # One step ahead, so that the load's latency hides behind a step of the matmul.
         xs_next = tl.load(x_ptrs, mask=(offs_k < k_hi)[None, :], other=0.0, cache_modifier=".cg")
@@ -112,13 +143,24 @@ def _gemv_kernel(
             xs = xs_next
             ahead = offs_k + (k - k_lo + BLOCK_K)
             xs_next = tl.load(x_ptrs + BLOCK_K, mask=(ahead < k_hi)[None, :], other=0.0, cache_modifier=".cg")
-        if EVEN_K:
+        if TMA:
+            # Each split's K range is whole steps but the last one's, which TMA ends with zeros past K.
+            w = w_desc.load([pid_n * BLOCK_N, k])
+            x = x_desc.load([pid_m * BLOCK_M, k])
+        elif EVEN_K:
             w = tl.load(w_ptrs)
             x = tl.load(x_ptrs)
         else:
             k_mask = (offs_k < k_hi - (k - k_lo))[None, :]
             w = tl.load(w_ptrs, mask=k_mask, other=0.0)
             x = tl.load(x_ptrs, mask=k_mask, other=0.0)
+        if SS_DOT:
+            xdf = x.to(tl.float32)
+            ss += tl.sum(xdf * xdf, axis=1)
+            # x + 0.0 (not folded: -0.0 becomes +0.0, no product changes) is a register tensor, which the wgmma
+            # reads from a shared copy of its own, waited for in the same step; the pipelined x buffers are then
+            # read only by the synchronous load above (compiled for sm_90 by triton 3.6 and 3.9).
+            x = x + 0.0
         acc = tl.dot(w, tl.trans(x), acc, input_precision="tf32")
         if SS_INLOOP:
             xsf = xs.to(tl.float32)
@@ -233,6 +275,166 @@ def _tile_kernel(
             tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
 
 
+@triton.jit
+def _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    # acc[m, n] = Σ_k x[m, k]·W_g[n, k], ss[m] = Σ_k x[m, k]²; y[m, n] = acc[m, n]·rstd[m] (+ bias[n]).
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rstd = tl.rsqrt(ss / K + eps)
+    acc = acc * rstd[:, None]
+    if HAS_BIAS:
+        bias = tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0)
+        acc = acc + bias.to(tl.float32)[None, :]
+    y_ptrs = y_ptr + offs_m[:, None] * sym + offs_n[None, :]
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _tile_ss_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_AHEAD: tl.constexpr,
+    TMA: tl.constexpr, WARP_SPEC: tl.constexpr, x_td=None, w_td=None, HOST_DESC: tl.constexpr = False,
+):  # fmt: skip
+    # The tile kernel without the pre-pass: reads a BLOCK_M×(K range) strip of x and a BLOCK_N×(K range) strip of
+    # W_g, writes one BLOCK_M×BLOCK_N tile of y (or, split, an fp32 partial and partial sums of squares that the
+    # last program of the tile sums). The sum of squares of each row of x comes from the x tiles this loop loads
+    # (SS_AHEAD False: the tile that feeds the dot; True: a load of its own one step ahead, as the gemv's "inloop",
+    # in case the pipeliner's race of the module docstring shows on the tile that feeds the dot); rstd is applied
+    # in the epilogue. TMA: x and W_g tiles through tensor descriptors (Hopper's TMA; rows and columns past the
+    # edge read as zeros), else through pointers (rows past the edge wrap around, K masked).
+    pid = tl.program_id(0)
+    tile = pid // SPLIT_K
+    pid_s = pid % SPLIT_K
+    num_pid_n = tl.cdiv(N, BLOCK_N)  # tiles in grouped order, as in the matmul kernel
+    pid_m, pid_n = tl.swizzle2d(tile // num_pid_n, tile % num_pid_n, tl.cdiv(M, BLOCK_M), num_pid_n, GROUP_M)
+    k_lo = pid_s * k_per_split
+    k_hi = tl.minimum(K, k_lo + k_per_split)
+
+    offs_am = ((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
+    offs_bn = ((pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N).to(tl.int64)
+    offs_k = k_lo + tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + offs_am[:, None] * sxm + offs_k[None, :]
+    w_ptrs = w_ptr + offs_k[:, None] + offs_bn[None, :] * swn  # a BLOCK_K×BLOCK_N view of W_gᵀ
+    if TMA:
+        if HOST_DESC:  # made on the host, kernel parameters
+            x_desc = x_td
+            w_desc = w_td
+        else:  # made by each program, in global scratch
+            x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
+            w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    if SS_AHEAD:
+        xs_next = tl.load(x_ptrs, mask=(offs_k < k_hi)[None, :], other=0.0, cache_modifier=".cg")
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for k in tl.range(k_lo, k_hi, BLOCK_K, warp_specialize=WARP_SPEC):
+        if SS_AHEAD:
+            xs = xs_next
+            ahead = offs_k + (k - k_lo + BLOCK_K)
+            xs_next = tl.load(x_ptrs + BLOCK_K, mask=(ahead < k_hi)[None, :], other=0.0, cache_modifier=".cg")
+        if TMA:
+            # The last split's last step reaches past K: TMA reads zeros there. Other splits end on a whole step.
+            x = x_desc.load([pid_m * BLOCK_M, k])
+            w = tl.trans(w_desc.load([pid_n * BLOCK_N, k]))
+        else:
+            if EVEN_K:
+                x = tl.load(x_ptrs)
+                w = tl.load(w_ptrs)
+            else:
+                k_ok = offs_k < k_hi - (k - k_lo)
+                x = tl.load(x_ptrs, mask=k_ok[None, :], other=0.0)
+                w = tl.load(w_ptrs, mask=k_ok[:, None], other=0.0)
+        if not SS_AHEAD:
+            # The race of the module docstring, and its cure: x + 0.0 (not folded away: it turns -0.0 into +0.0,
+            # which changes no product and no square) makes the dot take x from registers, so that x's shared
+            # buffer is free once loaded, as the pipeliner's buffer count assumes.
+            x = x + 0.0
+        acc = tl.dot(x, w, acc, input_precision="tf32")
+        if SS_AHEAD:
+            xsf = xs.to(tl.float32)
+        else:
+            xsf = x.to(tl.float32)
+        ss += tl.sum(xsf * xsf, axis=1)
+        x_ptrs += BLOCK_K
+        w_ptrs += BLOCK_K
+
+    if SPLIT_K == 1:
+        _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS, BLOCK_M, BLOCK_N)
+    else:
+        r_m = tl.arange(0, BLOCK_M)
+        r_n = tl.arange(0, BLOCK_N)
+        part = tile * SPLIT_K + pid_s
+        tl.store(ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :], acc)
+        tl.store(ss_ptr + part * BLOCK_M + r_m, ss)
+        # Every thread's partial is stored before the (one-thread, acq_rel) counter bump publishes it.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(count_ptr + tile, 1)
+        if arrived == SPLIT_K - 1:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
+            for s in range(0, SPLIT_K):
+                part = tile * SPLIT_K + s
+                p_ptrs = ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :]
+                acc += tl.load(p_ptrs, cache_modifier=".cg")
+                ss += tl.load(ss_ptr + part * BLOCK_M + r_m, cache_modifier=".cg")
+            _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS, BLOCK_M,
+                                BLOCK_N)  # fmt: skip
+            tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
+
+
+# Device-side tensor descriptors (tl.make_tensor_descriptor) need global scratch, which triton asks of the
+# allocator set by triton.set_allocator at each launch (128 bytes a descriptor a program). Set on the first TMA
+# launch of this process (triton keeps it in a ContextVar: the thread that launches is the one that set it).
+_ALLOCATOR_SET = False
+
+
+def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    return torch.empty((size,), dtype=torch.int8, device="cpu" if interpreting() else "cuda")
+
+
+def _use_tensor_descriptors() -> None:
+    global _ALLOCATOR_SET
+    if not _ALLOCATOR_SET:
+        triton.set_allocator(_scratch)
+        _ALLOCATOR_SET = True
+
+
+def _check_options(cfg: RMSNormLinearConfig, x: torch.Tensor, w: torch.Tensor) -> None:
+    """ValueError for a config whose options do not go together, or that asks TMA of rows it cannot read."""
+    if cfg.kind == "gemv" and cfg.ss not in ("loop", "inloop", "dot"):
+        raise ValueError(f"unknown rmsnorm_linear gemv ss {cfg.ss!r} (loop, inloop or dot)")
+    if cfg.kind == "gemv" and (cfg.rstd != "prepass" or cfg.warp_spec):
+        raise ValueError(f"rmsnorm_linear: rstd={cfg.rstd!r} and warp_spec are options of the tile kernel "
+                         f"without the pre-pass (rstd 'tile' or 'ahead'), not of the gemv {cfg}")
+    if cfg.kind == "tile" and cfg.rstd == "prepass" and (cfg.tma or cfg.warp_spec):
+        raise ValueError(f"rmsnorm_linear: tma and warp_spec are options of the tile kernel without the "
+                         f"pre-pass (rstd 'tile' or 'ahead'), not of the pre-pass one {cfg}")
+    if cfg.host_desc and not cfg.tma:
+        raise ValueError(f"rmsnorm_linear: host_desc is an option of tma, not of {cfg}")
+    if cfg.tma and not (tma_ok(x) and tma_ok(w)):
+        raise ValueError("rmsnorm_linear tma: x and W need 16-byte aligned bases and rows "
+                         f"(K = {x.shape[1]} of {dtype_name(x.dtype)})")
+
+
+def _descriptors(cfg: RMSNormLinearConfig, x: torch.Tensor, w: torch.Tensor, block_n: int) -> dict:
+    """The kernel arguments of host-made tensor descriptors (``host_desc``): x's and W_g's, of the config's tiles."""
+    if not (cfg.tma and cfg.host_desc):
+        return {}
+    from triton.tools.tensor_descriptor import TensorDescriptor  # type: ignore[import-untyped]
+
+    return {"x_td": TensorDescriptor.from_tensor(x, [cfg.block_m, cfg.block_k]),
+            "w_td": TensorDescriptor.from_tensor(w, [block_n, cfg.block_k]), "HOST_DESC": True}
+
+
+def tma_ok(t: torch.Tensor) -> bool:
+    """Whether a 2-D tensor can be read through a tensor descriptor: contiguous rows, its base and row stride a
+    multiple of 16 bytes (TMA's alignment)."""
+    size = t.element_size()
+    return t.stride(1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * size) % 16 == 0
+
+
 class RMSNormLinear(Kernel):
     shape_format = "MxKxN"
     dtypes = ("bf16", "fp16", "fp32")
@@ -287,7 +489,8 @@ class RMSNormLinear(Kernel):
         x = randn(m, k).to(t)
         w = (randn(n, k) / k**0.5).to(t)  # y of order 1
         g = (1.0 + 0.5 * randn(k)).to(t)  # a gain that is far from 1, so that forgetting it fails the check
-        inputs = {"x": x, "w": w, "g": g, "w_g": prepare_weight(w, g)}
+        # W_g (what the kernel reads) and the normalized x (what the "cublas" baseline reads): untimed preparation.
+        inputs = {"x": x, "w": w, "g": g, "w_g": prepare_weight(w, g), "x_normed": self._normed(x, g)}
         if self.with_bias:
             inputs["bias"] = randn(n).to(t)
         return inputs
@@ -318,6 +521,9 @@ class RMSNormLinear(Kernel):
         split_k = triton.cdiv(k, k_per_split)
         even_k = k % cfg.block_k == 0
         meta = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        _check_options(cfg, x, w)
+        if cfg.tma and not cfg.host_desc:
+            _use_tensor_descriptors()
         self._start_run()
         if cfg.kind == "gemv":
             tiles_n, tiles_m = triton.cdiv(n, cfg.block_n), triton.cdiv(m, cfg.block_m)
@@ -329,12 +535,15 @@ class RMSNormLinear(Kernel):
                 x, w, bias_arg, out, ws, ss, counts, m, n, k, k_per_split, x.stride(0), w.stride(0),
                 out.stride(0), self.eps, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                 BLOCK_KSS=block_kss, SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, SS_INLOOP=cfg.ss == "inloop",
-                **meta,
+                SS_DOT=cfg.ss == "dot", TMA=cfg.tma, **_descriptors(cfg, x, w, cfg.block_n), **meta,
             )  # fmt: skip
             self._record(_gemv_kernel, grid, cfg, handle, split_k=split_k)
             return
         if cfg.kind != "tile":
             raise ValueError(f"unknown rmsnorm_linear kind {cfg.kind!r}")
+        if cfg.rstd != "prepass":
+            self._run_tile_ss(x, w, bias_arg, out, cfg, m, n, k, k_per_split, split_k, has_bias, even_k, meta)
+            return
         rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
         pre_grid = (triton.cdiv(m, _RSTD_ROWS),)
         handle = _rstd_kernel[pre_grid](x, rstd, m, k, x.stride(0), self.eps, **_RSTD_SETTINGS)
@@ -348,6 +557,21 @@ class RMSNormLinear(Kernel):
             SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, **meta,
         )  # fmt: skip
         self._record(_tile_kernel, grid, cfg, handle, split_k=split_k)
+
+    def _run_tile_ss(self, x, w, bias_arg, out, cfg, m, n, k, k_per_split, split_k, has_bias, even_k, meta):
+        """The tile kernel with the sum of squares from the K loop's own x tiles (no pre-pass)."""
+        if cfg.rstd not in ("tile", "ahead"):
+            raise ValueError(f"unknown rmsnorm_linear rstd {cfg.rstd!r} (prepass, tile or ahead)")
+        tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+        ws, ss, counts = self._workspace(x.device, split_k, tiles, cfg.block_m * cfg.block_n, cfg.block_m)
+        grid = (tiles * split_k,)
+        handle = _tile_ss_kernel[grid](
+            x, w, bias_arg, out, ws, ss, counts, m, n, k, k_per_split, x.stride(0), w.stride(0), out.stride(0),
+            self.eps, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
+            SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, SS_AHEAD=cfg.rstd == "ahead", TMA=cfg.tma,
+            WARP_SPEC=cfg.warp_spec, **_descriptors(cfg, x, w, cfg.block_n), **meta,
+        )  # fmt: skip
+        self._record(_tile_ss_kernel, grid, cfg, handle, split_k=split_k)
 
     def _workspace(self, device, split_k: int, tiles: int, tile_elems: int, ss_elems: int):
         """fp32 partials and per-tile counters for split K (one-element dummies when not split)."""
@@ -375,17 +599,31 @@ class RMSNormLinear(Kernel):
             y = y + inputs["bias"].to(torch.float32)
         return y
 
-    def eager(self, inputs: Inputs) -> torch.Tensor:
-        # Hugging Face's LlamaRMSNorm followed by F.linear: what a torch user runs.
-        x = inputs["x"]
+    def _normed(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        """Hugging Face's LlamaRMSNorm: g · (x / sqrt(mean(x²) + eps)), the scaling in fp32, rounded to x's dtype
+        before the gain is applied in it."""
         xf = x.to(torch.float32)
         h = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return torch.nn.functional.linear(inputs["g"] * h.to(x.dtype), inputs["w"], inputs.get("bias"))
+        return g * h.to(x.dtype)
+
+    def eager(self, inputs: Inputs) -> torch.Tensor:
+        # Hugging Face's LlamaRMSNorm followed by F.linear: what a torch user runs.
+        return torch.nn.functional.linear(self._normed(inputs["x"], inputs["g"]), inputs["w"], inputs.get("bias"))
+
+    def extra_baselines(self) -> dict[str, Callable[[Inputs], torch.Tensor]]:
+        """"cublas": F.linear alone on the already-normalized x (``make_inputs``' "x_normed", the tensor the eager
+        code hands to F.linear), on a GPU cuBLAS's matmul: the time fusion must reach, the norm costing nothing."""
+        return {"cublas": linear_alone}
 
     def tolerance(self, dtype: str) -> float:
         # 16-bit: W_g = W·g rounded once more and the output's rounding: bf16's 1e-2 is 2.6 u (u = 2**-8), fp16's
         # 3e-3 is 6 u (u = 2**-11; it was 1e-2, 20 u); fp32 goes through tf32.
         return {"fp32": 3e-3, "fp16": 3e-3, "bf16": 1e-2}[dtype]
+
+
+def linear_alone(inputs: Inputs) -> torch.Tensor:
+    """F.linear(x_normed, W) (+ bias): the second half of the eager code, alone (cuBLAS on a GPU)."""
+    return torch.nn.functional.linear(inputs["x_normed"], inputs["w"], inputs.get("bias"))
 
 
 KERNEL = RMSNormLinear()

@@ -27,8 +27,20 @@ class RMSNormLinearConfig:
     split_k: int = 1  # programs that share one output tile, each over a K range
     # gemv only: the sum of squares of x from a loop of its own before the matmul loop ("loop"), or from a load of
     # its own one step ahead inside it ("inloop": hides the separate loop's L2 latency). _GEMV_INLOOP_MIN_M picks.
+    # "dot": from the x tile that feeds the dot, which reads a copy of its own (a candidate, not yet run on a GPU).
     ss: str = "loop"
     group_m: int = 8  # tile: tile rows per group, for L2 reuse
+    # tile only: where rstd comes from. "prepass": a small kernel before the matmul reads x once more (measured on
+    # the H200, the default); "tile": the sum of squares of the x tiles the K loop loads for the dot (which takes
+    # them from registers, against the pipeliner's race: rmsnorm_linear's docstring), rstd in the epilogue, no
+    # pre-pass; "ahead": the same from a load of its own one step ahead (the gemv's "inloop").
+    # Neither of the last two has been run on a GPU yet (issue 16).
+    rstd: str = "prepass"
+    tma: bool = False  # gemv, or tile with rstd "tile"/"ahead": x and W_g tiles through tensor descriptors (TMA)
+    warp_spec: bool = False  # with tma: the K loop warp-specialized (tl.range(..., warp_specialize=True))
+    # With tma: the descriptors made on the host (triton.tools.tensor_descriptor, kernel parameters) instead of by
+    # each program (tl.make_tensor_descriptor into global scratch, a few instructions and a fence a program).
+    host_desc: bool = False
 
 
 def _next_pow2(n: int) -> int:
@@ -121,9 +133,47 @@ def config_for(shape: tuple[int, ...], dtype: str) -> RMSNormLinearConfig:
         return _tile_config(m, k, n, _TILE_SMALL)
     return _tile_config(m, k, n, _TILE_BIG, split_k=1)
 
+# The tile kernel without the pre-pass (rstd "tile"/"ahead") reads through tensor descriptors (TMA) from compute
+# capability 9.0 (Hopper) on. Triton's warp specialization of its K loop (tl.range(..., warp_specialize=True))
+# changes nothing on sm_90: compiled for sm_90 with triton 3.6 and 3.9 on this project's CPU machine (2026-12-03;
+# bf16, 128×256×64 tiles, 8 warps, 3 stages), the PTX with and without it was the same byte for byte; so it is
+# offered from compute capability 10.0 (Blackwell) on. The tuned GPU (no spec given) is an H200: 9.0.
+_TMA_MIN_CC = 9.0
+_WARP_SPEC_MIN_CC = 10.0
+_TUNED_CC = 9.0
+# TMA reads rows whose stride is a multiple of 16 bytes.
+_TMA_ALIGN_BYTES = 16
+
+
+def _compute_capability(gpu: GPU | None) -> float:
+    if gpu is None:
+        return _TUNED_CC
+    return float(gpu.compute_capability) if gpu.compute_capability else 0.0
+
+
+def _without_prepass(chosen: RMSNormLinearConfig, k: int, dtype: str, gpu: GPU | None) -> list[RMSNormLinearConfig]:
+    """The chosen tile config with rstd from the K loop's own x tiles (issue 16; not yet run on a GPU): through
+    pointers, and where the GPU and K allow, through tensor descriptors, with rstd from the dot's tile and from
+    a load of its own one step ahead."""
+    out = [replace(chosen, rstd="tile")]
+    if _tma_fits(k, dtype, gpu):
+        tma = replace(chosen, rstd="tile", tma=True)
+        out += [tma, replace(tma, host_desc=True), replace(tma, rstd="ahead")]
+        if _compute_capability(gpu) >= _WARP_SPEC_MIN_CC:
+            out.append(replace(tma, warp_spec=True))
+    return out
+
+
+def _tma_fits(k: int, dtype: str, gpu: GPU | None) -> bool:
+    """Whether the GPU has TMA and K's rows (contiguous x and W) are a multiple of its 16 bytes."""
+    size = 4 if dtype == "fp32" else 2
+    return _compute_capability(gpu) >= _TMA_MIN_CC and (k * size) % _TMA_ALIGN_BYTES == 0
+
+
 def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> list[RMSNormLinearConfig]:
     """The chosen config and its nearest rivals whose shared memory fits one program on ``gpu`` (default: the GPU
-    the configs were tuned on); the wider sweeps are in docs/kernels-tuning.md."""
+    the configs were tuned on); the wider sweeps are in docs/kernels-tuning.md. For prefill, the tile kernel
+    without the pre-pass (``_without_prepass``) too."""
     m, k, n = shape
     chosen = config_for(shape, dtype)
     out = [chosen]
@@ -132,12 +182,21 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
             out.append(replace(chosen, split_k=split_k))
         out.append(replace(chosen, num_stages=6))
         out.append(replace(chosen, ss="loop" if chosen.ss == "inloop" else "inloop"))
+        out.append(replace(chosen, ss="dot"))  # issue 16: run 1's fast variant, without its race
+        if _tma_fits(k, dtype, gpu):  # issue 16: W (and x) through TMA, with either sum of squares
+            dot_tma = replace(chosen, ss="dot", tma=True)
+            out += [replace(chosen, tma=True), dot_tma, replace(dot_tma, host_desc=True)]
     elif m <= _SMALL_TILE_MAX_M:
         out += [
             replace(chosen, split_k=1),
             replace(chosen, split_k=2),
             _tile_config(m, k, n, _TILE_MID, split_k=1),
+            *_without_prepass(chosen, k, dtype, gpu),
         ]
     else:
-        out += [replace(chosen, num_stages=4), replace(chosen, group_m=16)]
+        fused = _without_prepass(chosen, k, dtype, gpu)
+        # Compiled for sm_90 (triton 3.6 and 3.9, bf16, 3 stages), the kernel without the pre-pass took 128 KiB of
+        # shared memory where the pre-pass one took 144: a 4th stage (192 KiB by _smem_estimate) fits the H200.
+        four = [replace(c, num_stages=4) for c in fused if c.tma and c.rstd == "tile"]
+        out += [replace(chosen, num_stages=4), replace(chosen, group_m=16), *fused, *four]
     return [c for c in dict.fromkeys(out) if _smem_estimate(c, dtype) <= smem_per_block_bytes(gpu)]

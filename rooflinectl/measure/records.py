@@ -33,11 +33,13 @@ SCHEMA_VERSION = 2
 # file stays standard JSON and loads back to the same float.
 _CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
-# torch eager and torch.compile of the kernel's eager code; for the attention kernels, torch's SDPA with each of its
-# fused backends forced (torch.nn.attention.sdpa_kernel): FlashAttention-2, cuDNN, memory-efficient.
-BaselineName = Literal["torch", "compile", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
-BASELINE_LABELS: dict[str, str] = {"torch": "torch eager", "compile": "torch.compile", "sdpa_flash": "SDPA flash",
-                                   "sdpa_cudnn": "SDPA cuDNN", "sdpa_efficient": "SDPA efficient"}
+# torch eager and torch.compile of the kernel's eager code; for rmsnorm_linear, F.linear alone on the normalized x
+# (cuBLAS: the speed its fusion must reach); for the attention kernels, torch's SDPA with each of its fused backends
+# forced (torch.nn.attention.sdpa_kernel): FlashAttention-2, cuDNN, memory-efficient.
+BaselineName = Literal["torch", "compile", "cublas", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
+BASELINE_LABELS: dict[str, str] = {"torch": "torch eager", "compile": "torch.compile", "cublas": "F.linear alone (cuBLAS)",
+                                   "sdpa_flash": "SDPA flash", "sdpa_cudnn": "SDPA cuDNN",
+                                   "sdpa_efficient": "SDPA efficient"}
 Timer = Literal["events", "cuda_graph"]
 Status = Literal["passed", "failed", "error", "checked"]
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..specs.hardware import GPU
     from .harness import Plan, Reporter
 
-BASELINE_CHOICES = ("torch", "compile", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "all", "none")
+BASELINE_CHOICES = ("torch", "compile", "cublas", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "all", "none")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ class MeasureRequest:
 
 def baselines_for(choice: str, offered: tuple[str, ...] = ()) -> tuple[BaselineName, ...]:
     """The baselines --baseline asks for: ``all`` is torch eager, torch.compile and the kernel's further ones
-    (``offered``: SDPA's backends for the attention kernels); one the kernel does not offer is a UserError."""
+    (``offered``: F.linear alone for rmsnorm_linear, SDPA's backends for the attention kernels); one the kernel
+    does not offer is a UserError."""
     if choice not in BASELINE_CHOICES:
         raise UserError(f"--baseline '{choice}' is not one of {', '.join(BASELINE_CHOICES)}")
     if choice == "all":

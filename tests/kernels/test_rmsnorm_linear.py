@@ -46,8 +46,14 @@ def test_rmsnorm_linear(shape, cfg, with_bias, dtype):
     k = RMSNormLinear(with_bias=with_bias)
     inputs = k.make_inputs(shape, dtype, "cpu", _gen(6))
     cfg = cfg or k.config_for(shape, dtype)
-    variants = [replace(cfg, ss="loop"), replace(cfg, ss="inloop")] if cfg.kind == "gemv" else [cfg]
-    for c in variants:  # the sum of squares from its own loop, and from its own load inside the matmul loop
+    # The gemv's sum of squares from its own loop, from its own load inside the matmul loop, from the dot's x tile;
+    # its tiles through pointers, and through tensor descriptors where the rows are a multiple of 16 bytes.
+    # (host_desc: the descriptors made on the host rather than by each program.)
+    tma = [False, True] if shape[1] * inputs["x"].element_size() % 16 == 0 else [False]
+    variants = [replace(cfg, ss=ss, tma=t) for ss in ("loop", "inloop", "dot") for t in tma] \
+        + ([replace(cfg, ss="dot", tma=True, host_desc=True)] if True in tma else []) \
+        if cfg.kind == "gemv" else [cfg]
+    for c in variants:
         _check(k, inputs, dtype, c)
         _check(k, inputs, dtype, c)  # again: the split-K counters were reset by the last program
         if c.split_k > 1:

@@ -14,7 +14,7 @@ def test_baseline_choices():
     assert baselines_for("all") == ("torch", "compile")
     assert baselines_for("none") == ()
     assert baselines_for("compile") == ("compile",)
-    with pytest.raises(UserError, match="--baseline 'eager' is not one of torch, compile, sdpa_flash, sdpa_cudnn, "
+    with pytest.raises(UserError, match="--baseline 'eager' is not one of torch, compile, cublas, sdpa_flash, sdpa_cudnn, "
                                         "sdpa_efficient, all, none"):
         baselines_for("eager")
     # An attention kernel offers SDPA's three fused backends: all of them under 'all', each by its name.

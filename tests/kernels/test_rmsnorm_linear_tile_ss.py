@@ -1,0 +1,268 @@
+"""rmsnorm_linear's tile kernel without the pre-pass (``rstd="tile"``/``"ahead"``, issue 16): the sum of squares of
+each row from the x tiles the K loop loads, rstd in the epilogue; through pointers or tensor descriptors (TMA).
+
+Under the interpreter (tests/kernels/conftest.py sets TRITON_INTERPRET): odd M, K, N (not multiples of the blocks),
+a K range that ends inside a step, split K with a partial last split, bias and none, fp32 and fp16 (the
+interpreter's bf16 tl.dot is wrong: triton-lang/triton#11584), every output poisoned with NaN first. The
+interpreter runs tensor descriptors (triton 3.9: rows and columns past the edge read as zeros, a row stride that
+is not a multiple of 16 bytes refused), so both paths are checked. A subprocess compiles each variant for sm_90 with
+the installed triton (no GPU needed) and reads, in what the compiler made, that the pipeliner's race of
+rmsnorm_linear's docstring cannot happen. What only a GPU can tell (that it indeed does not, the speed) is
+benchmarks/rmsnorm_linear_gpu.py's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+from kernel_checks import DTYPES
+from kernel_checks import check as _check
+from kernel_checks import gen as _gen
+
+from rooflinectl.kernels.base import relative_error
+from rooflinectl.kernels.registry import get_kernel
+from rooflinectl.kernels.rmsnorm_linear import EPS, RMSNormLinear, RMSNormLinearConfig
+from rooflinectl.specs.hardware import load_gpu
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:invalid value encountered:RuntimeWarning", "ignore:divide by zero encountered:RuntimeWarning"
+)
+
+C = RMSNormLinearConfig
+# (rstd, tma, host_desc): through pointers, through descriptors made by each program, made on the host.
+VARIANTS = [("tile", False, False), ("ahead", False, False), ("tile", True, False), ("ahead", True, False),
+            ("tile", True, True)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize(
+    "shape, cfg",
+    [
+        # M = 70 over 64-row tiles, N = 33 over 32-column ones, K = 200: three steps of 64 and a partial fourth.
+        ((70, 200, 33), C("tile", 64, 32, 64, 4, 4)),
+        # Split K: K = 1000 in 4 splits of 256 (4 steps each), the last one 232 (a partial step at K's end).
+        ((70, 1000, 20), C("tile", 64, 32, 64, 4, 4, split_k=4)),
+        # Split 2 over whole steps (EVEN_K), 130 rows in groups of 2 tile rows.
+        ((130, 256, 40), C("tile", 64, 32, 64, 4, 4, split_k=2, group_m=2)),
+        # One row (M = 1 through the tile kernel), 16-row tiles.
+        ((1, 136, 24), C("tile", 16, 32, 32, 4, 2)),
+    ],
+)
+def test_tile_without_prepass_matches_the_reference(shape, cfg, with_bias, dtype):
+    k = RMSNormLinear(with_bias=with_bias)
+    inputs = k.make_inputs(shape, dtype, "cpu", _gen(21))
+    for rstd, tma, host in VARIANTS:
+        c = replace(cfg, rstd=rstd, tma=tma, host_desc=host)
+        _check(k, inputs, dtype, c)
+        (launch,) = k.last_launches()  # one launch: no pre-pass
+        assert launch.function == "_tile_ss_kernel" and launch.config["rstd"] == rstd
+        if c.split_k > 1:
+            _check(k, inputs, dtype, c)  # again: the last program of each tile reset its counter
+            assert int(k._counters["cpu"].abs().sum()) == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pointer_path_takes_a_row_stride_tma_cannot(dtype):
+    # K = 301: 602 or 1,204 bytes a row, not a multiple of 16: the pointers run it, the descriptors refuse it.
+    k = RMSNormLinear(with_bias=True)
+    inputs = k.make_inputs((37, 301, 45), dtype, "cpu", _gen(22))
+    cfg = C("tile", 32, 32, 64, 4, 3, split_k=2)
+    for rstd in ("tile", "ahead"):
+        _check(k, inputs, dtype, replace(cfg, rstd=rstd))
+    out = k.make_output(inputs)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        k.run(inputs, out, replace(cfg, rstd="tile", tma=True))
+
+
+def _float64_reference(inputs, eps: float) -> torch.Tensor:
+    x = inputs["x"].double()
+    h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * inputs["g"].double()
+    return h @ inputs["w"].double().t()
+
+
+@pytest.mark.parametrize("rstd, tma, host", VARIANTS)
+def test_matches_a_float64_reference_to_fp32s_precision(rstd, tma, host):
+    # As tests/kernels/test_tolerances.py checks the measured kernels: the interpreter's fp32 (no tf32) sums K = 304
+    # products with an error near √K·u = 1.0e-6 (u = 6.0e-8); x scaled by 0.1 makes mean(x²) ≈ 1e-2, so that eps
+    # (1e-6) moved 1000× shifts rstd by (1 + 0.1)^-½, 4.7%, and is caught. K = 304: 1,216 bytes a row, TMA's 16.
+    k = RMSNormLinear()
+    inputs = k.make_inputs((5, 304, 33), "fp32", "cpu", _gen(11))
+    inputs["x"] = inputs["x"] * 0.1
+    out = k.make_output(inputs)
+    out.fill_(float("nan"))
+    k.run(inputs, out, C("tile", 16, 32, 64, 4, 2, split_k=2, rstd=rstd, tma=tma, host_desc=host))
+    err = relative_error(out, _float64_reference(inputs, EPS))
+    assert err <= 1e-6, f"{rstd} tma={tma}: {err:.2e}"
+    assert relative_error(out, _float64_reference(inputs, EPS * 1000)) > 1e-4
+
+
+def test_gemv_with_the_sum_of_squares_from_the_dots_tile_matches_a_float64_reference():
+    # ss="dot": as above, K = 300 in 2 splits (the second ends inside a step), M = 1.
+    k = RMSNormLinear()
+    inputs = k.make_inputs((1, 300, 33), "fp32", "cpu", _gen(13))
+    inputs["x"] = inputs["x"] * 0.1
+    out = k.make_output(inputs)
+    out.fill_(float("nan"))
+    k.run(inputs, out, C("gemv", 16, 64, 128, 4, 4, split_k=2, ss="dot"))
+    assert relative_error(out, _float64_reference(inputs, EPS)) <= 1e-6
+    assert relative_error(out, _float64_reference(inputs, EPS * 1000)) > 1e-4
+
+
+def test_options_of_the_other_kernels_are_refused():
+    k = get_kernel("rmsnorm_linear")
+    inputs = k.make_inputs((3, 64, 24), "fp32", "cpu", _gen(23))
+    out = k.make_output(inputs)
+    for cfg in (C("gemv", 16, 64, 64, 4, 4, rstd="tile"), C("tile", 16, 32, 32, 4, 2, tma=True),
+                C("tile", 16, 32, 32, 4, 2, warp_spec=True)):
+        with pytest.raises(ValueError, match="options of the tile kernel without the pre-pass"):
+            k.run(inputs, out, cfg)
+    with pytest.raises(ValueError, match="host_desc is an option of tma"):
+        k.run(inputs, out, C("gemv", 16, 64, 64, 4, 4, host_desc=True))
+    with pytest.raises(ValueError, match="unknown rmsnorm_linear rstd 'rows'"):
+        k.run(inputs, out, C("tile", 16, 32, 32, 4, 2, rstd="rows"))
+    with pytest.raises(ValueError, match="unknown rmsnorm_linear gemv ss 'tile'"):
+        k.run(inputs, out, C("gemv", 16, 64, 64, 4, 4, ss="tile"))
+
+
+# The prefill shapes of issue 16 (M ≥ 128), and decode ones.
+PREFILL = [(128, 4096, 14336), (512, 8192, 8192), (2048, 4096, 14336), (8192, 4096, 4096), (16384, 8192, 8192)]
+
+
+@pytest.mark.parametrize("shape", PREFILL)
+def test_candidates_offer_it_for_prefill_but_config_for_keeps_the_prepass(shape):
+    k = get_kernel("rmsnorm_linear")
+    chosen = k.config_for(shape, "bf16")
+    assert chosen.kind == "tile" and chosen.rstd == "prepass" and not chosen.tma  # measured: the default
+    offered = k.candidates(shape, "bf16")
+    assert offered[0] == chosen
+    assert {(c.rstd, c.tma, c.host_desc) for c in offered if c.rstd != "prepass"} == set(VARIANTS) - {
+        ("ahead", False, False)}
+    assert not any(c.warp_spec for c in offered)  # a no-op on sm_90 (rmsnorm_linear_configs._WARP_SPEC_MIN_CC)
+    # Every one of them is the chosen tiling with rstd from the loop (and, big tiles with TMA, a 4th stage).
+    for c in offered:
+        if c.rstd != "prepass":
+            assert replace(c, rstd="prepass", tma=False, host_desc=False, num_stages=chosen.num_stages) == chosen
+
+
+def test_tma_and_warp_specialization_go_by_the_gpu_and_the_row_stride():
+    k = get_kernel("rmsnorm_linear")
+    shape = (2048, 4096, 14336)
+    # An A100 (compute capability 8.0) has no TMA: the pointer path only.
+    assert {(c.rstd, c.tma) for c in k.candidates(shape, "bf16", load_gpu("a100")) if c.rstd != "prepass"} == {
+        ("tile", False)}
+    # A B200 (10.0): warp specialization too.
+    assert any(c.warp_spec and c.tma for c in k.candidates(shape, "bf16", load_gpu("b200")))
+    # K = 4095 in bf16: 8,190 bytes a row, not a multiple of 16: no TMA.
+    assert not any(c.tma for c in k.candidates((2048, 4095, 14336), "bf16"))
+    # Decode keeps the gemv and its own candidates, TMA among them on Hopper, not on an A100.
+    decode = k.candidates((8, 4096, 14336), "bf16")
+    assert all(c.kind == "gemv" and c.rstd == "prepass" for c in decode)
+    assert {(c.ss, c.tma, c.host_desc) for c in decode if c.tma} == {("inloop", True, False), ("dot", True, False),
+                                                                       ("dot", True, True)}
+    assert not any(c.tma for c in k.candidates((8, 4096, 14336), "bf16", load_gpu("a100")))
+
+
+def test_each_variant_compiles_for_sm90_with_the_installed_triton_without_the_race():  # and the gemv's
+    """In a fresh interpreter without TRITON_INTERPRET (as tests/measure/test_harness.py compiles for Hopper): the
+    pointer path pipelines its loads through cp.async, the TMA path reads through cp.async.bulk.tensor, both feed
+    wgmma. And the race of rmsnorm_linear's docstring is absent: where the pipeliner gives x fewer shared buffers
+    than stages (x read by a synchronous load for the sum of squares), the wgmma takes x from registers, never
+    from those buffers; where it reads x from shared memory, x has a buffer a stage. (The pattern the measured
+    kernels avoid, the x tile's shared buffer feeding both, fails this: 2 buffers at 3 stages, read by the wgmma.)
+    Skipped where this triton build has no ptxas."""
+    pytest.importorskip("triton")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env)
+    if proc.returncode == 3:
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+_COMPILE = r"""
+import re, sys, warnings
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from rooflinectl.kernels.rmsnorm_linear import _tile_ss_kernel
+
+sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "ss_ptr": "*fp32",
+       "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "k_per_split": "i32", "sxm": "i32", "swn": "i32",
+       "sym": "i32", "eps": "fp32"}
+base = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1, "HAS_BIAS": True, "EVEN_K": True,
+        "WARP_SPEC": False}
+names = _tile_ss_kernel.arg_names
+# What the launcher tells the compiler for 16-byte aligned pointers and strides (as on the GPU at K = 4096).
+aligned = [k for k, v in sig.items() if v.startswith("*") or k in ("N", "K", "k_per_split", "sxm", "swn", "sym")]
+attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}
+STAGES = 3
+
+
+def descriptors(host, x_block, w_block):
+    # The signature and constants of the kernels' x_td, w_td: host-made descriptors of these blocks, or None.
+    if host:
+        return {"x_td": f"tensordesc<bf16{x_block}>", "w_td": f"tensordesc<bf16{w_block}>"}, {"HOST_DESC": True}
+    return {}, {"x_td": None, "w_td": None, "HOST_DESC": False}
+
+
+for ahead, tma, host in ((False, False, False), (True, False, False), (False, True, False), (True, True, False),
+                         (False, True, True)):
+    dsig, dconsts = descriptors(host, [128, 64], [256, 64])
+    consts = {**base, "SS_AHEAD": ahead, "TMA": tma, **dconsts}
+    src = ASTSource(fn=_tile_ss_kernel, signature={**sig, **dsig, **{k: "constexpr" for k in consts}},
+                    constexprs=consts, attrs=attrs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                                      options={"num_warps": 8, "num_stages": STAGES})
+        except Exception as err:
+            if "ptxas" in str(err).lower():
+                print(f"cannot compile for sm_90 here: {err}")
+                sys.exit(3)
+            raise
+    ptx, ir = compiled.asm["ptx"], compiled.asm["ttgir"]
+    assert "wgmma" in ptx, (ahead, tma)
+    if tma:  # descriptors made by each program (tensormap.replace in global scratch), or passed in
+        assert "cp.async.bulk.tensor" in ptx and ("tensormap.replace" in ptx) != host, (ahead, tma, host)
+    else:
+        assert "cp.async.cg" in ptx or "cp.async.ca" in ptx, (ahead, tma)
+    # x's shared buffers (128×64 bf16), and where the wgmma takes its A operand (x) from.
+    (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x128x64xbf16", ir)]
+    a_from = set(re.findall(r"ttng.warp_group_dot [^\n]*?\} : (tensor|!ttg.memdesc)", ir))
+    assert a_from in ({"tensor"}, {"!ttg.memdesc"}), (ahead, tma, a_from)
+    if a_from == {"!ttg.memdesc"}:
+        assert x_buffers >= STAGES, (ahead, tma, x_buffers)
+    assert a_from == ({"!ttg.memdesc"} if ahead else {"tensor"}), (ahead, tma, a_from)
+
+# The gemv (x is the wgmma's B operand, 16×128 tiles, 4 stages): with ss "dot" the wgmma reads an immutable copy of
+# x (the register tensor x + 0.0 stored for it), never the pipelined x buffers, of which there are then fewer than
+# stages; with "loop" and "inloop" x feeds only the dot and has a buffer a stage.
+from rooflinectl.kernels.rmsnorm_linear import _gemv_kernel
+
+gnames = _gemv_kernel.arg_names
+gattrs = {(gnames.index(k),): [["tt.divisibility", 16]] for k in aligned}
+for ss, tma, host in [(ss, tma, False) for ss in ("loop", "inloop", "dot") for tma in (False, True)] + [
+        ("dot", True, True)]:
+    dsig, dconsts = descriptors(host, [16, 128], [64, 128])
+    consts = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "BLOCK_KSS": 256, "SPLIT_K": 1, "HAS_BIAS": True,
+              "EVEN_K": True, "SS_INLOOP": ss == "inloop", "SS_DOT": ss == "dot", "TMA": tma, **dconsts}
+    src = ASTSource(fn=_gemv_kernel, signature={**sig, **dsig, **{k: "constexpr" for k in consts}},
+                    constexprs=consts, attrs=gattrs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 4})
+    ir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
+    assert ("cp.async.bulk.tensor" in ptx) == tma and ("tensormap.replace" in ptx) == (tma and not host), (ss, tma)
+    (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x16x128xbf16", ir)]
+    (b_operand,) = re.findall(r"ttng.warp_group_dot [^\n]*?\} : [^*]+\* (!ttg.memdesc<[^>]*>)", ir)
+    if ss == "dot":
+        assert "mutable" not in b_operand and x_buffers < 4, (ss, tma, b_operand, x_buffers)
+    else:
+        assert "mutable" in b_operand and x_buffers == 4, (ss, tma, b_operand, x_buffers)
+"""
