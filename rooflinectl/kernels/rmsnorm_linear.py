@@ -17,9 +17,9 @@ Two kernels, chosen by shape (the table of configurations, with the measurements
   BLOCK_N rows of W and one K range, so that W is read exactly once. The sum of squares of x over the same K
   range comes from a loop of its own before the matmul loop (``ss="loop"``, faster at M = 1) or from a load of its
   own one step ahead inside it (``ss="inloop"``, which hides that loop's L2 latency: faster from M = 8 on, by
-  the H200 measurements at ``_GEMV_INLOOP_MIN_M``); or, a candidate not yet run on a GPU (issue 16), from the x
-  tile that feeds the dot, made safe from the race below (``ss="dot"``). Candidates also read W_g and x through
-  tensor descriptors (``tma=True``, issue 16, not yet run on a GPU).
+  the H200 measurements at ``_GEMV_INLOOP_MIN_M``); or, a candidate checked but not yet timed on a GPU (issue
+  16), from the x tile that feeds the dot, made safe from the race below (``ss="dot"``). Candidates also read W_g
+  and x through tensor descriptors (``tma=True``, issue 16, checked but not yet timed).
 - ``tile`` (prefill): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in GROUP_M groups, with the row scaling
   (and bias) in the epilogue; a small pre-pass kernel computes rstd (it reads x once more, M·K elements, and writes
   M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth).
@@ -34,11 +34,16 @@ asynchronously; step i's copy of the x tile for step i + stages − 1 then lands
 still in flight (wgmma.wait_group 1), is reading. The same in the gemv, where x is the wgmma's B operand (run 1's
 fast variant of docs/kernels-tuning.md): 3 buffers of 16×128 at 4 stages, read with wgmma.wait_group 1.
 
+On the H200 (triton 3.6, torch 2.11, 2026-12-03 18:12 UTC, ``benchmarks/rmsnorm_linear_gpu.py OUT --groups ""``,
+docs/results/h200-2026-12-03-rmsnorm-linear/checks/) every candidate below passed its bf16 and fp16 checks on odd
+shapes, each run twice per seed with bit-identical results (62 checks): the ``x + 0.0`` forms gave no wrong rows
+there. Not yet timed.
+
 A third kernel, ``_tile_ss_kernel`` (issue 16; checked in the interpreter and compiled for sm_90 with triton 3.6
-and 3.9, NOT yet run on a GPU, so ``config_for`` never picks it; ``candidates`` offers it for prefill), is the
-tile kernel without the pre-pass: the sum of squares of each row comes from the x tiles its K loop loads, rstd
-applied in the epilogue. ``rstd="tile"``: from the tile that feeds the dot, which the dot then takes from
-registers (``x + 0.0`` before it, which no compiler pass folds: the wgmma's A operand is then the registers a
+and 3.9, checked on an H200 but NOT yet timed, so ``config_for`` never picks it; ``candidates`` offers it for
+prefill), is the tile kernel without the pre-pass: the sum of squares of each row comes from the x tiles its K
+loop loads, rstd applied in the epilogue. ``rstd="tile"``: from the tile that feeds the dot, which the dot then
+takes from registers (``x + 0.0`` before it, which no compiler pass folds: the wgmma's A operand is then the registers a
 synchronous load filled, and x's buffer is free once they are, so stages − 1 buffers are right; compiled for
 sm_90 by 3.6 and 3.9, a bar.sync separates those loads from the next copy into the buffer). ``rstd="ahead"``:
 from a load of its own one step ahead (the gemv's "inloop"; x then feeds only the dot and keeps its stages
@@ -112,7 +117,7 @@ def _gemv_kernel(
     k_hi = tl.minimum(K, k_lo + k_per_split)
 
     # Sum of squares of this K range of x: from a load of its own in the matmul loop (SS_INLOOP: an L2 read of a
-    # few KB a step, no extra latency), or in a loop of its own before it; or (SS_DOT, not yet run on a GPU) from
+    # few KB a step, no extra latency), or in a loop of its own before it; or (SS_DOT, checked, not yet timed) from
     # the x tile that feeds the dot, which then takes a copy of it (x + 0.0: see the module docstring's race).
     ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
     if not SS_INLOOP and not SS_DOT:
@@ -127,7 +132,7 @@ def _gemv_kernel(
     offs_k = k_lo + tl.arange(0, BLOCK_K)
     w_ptrs = w_ptr + n_safe[:, None] * swn + offs_k[None, :]
     x_ptrs = x_ptr + m_safe[:, None] * sxm + offs_k[None, :]
-    if TMA:  # (not yet run on a GPU) W_g and x tiles through tensor descriptors: rows past the edge read as zeros
+    if TMA:  # (checked, not yet timed) W_g and x tiles through tensor descriptors: rows past the edge read as zeros
         if HOST_DESC:  # made on the host, kernel parameters
             w_desc = w_td
             x_desc = x_td

@@ -27,7 +27,8 @@ class RMSNormLinearConfig:
     split_k: int = 1  # programs that share one output tile, each over a K range
     # gemv only: the sum of squares of x from a loop of its own before the matmul loop ("loop"), or from a load of
     # its own one step ahead inside it ("inloop": hides the separate loop's L2 latency). _GEMV_INLOOP_MIN_M picks.
-    # "dot": from the x tile that feeds the dot, which reads a copy of its own (a candidate, not yet run on a GPU).
+    # "dot": from the x tile that feeds the dot, which reads a copy of its own (a candidate, checked on the H200,
+    # not yet timed).
     ss: str = "loop"
     group_m: int = 8  # tile: tile rows per group, for L2 reuse
     # tile only: where rstd comes from. "prepass": a small kernel before the matmul reads x once more (measured on
@@ -152,9 +153,9 @@ def _compute_capability(gpu: GPU | None) -> float:
 
 
 def _without_prepass(chosen: RMSNormLinearConfig, k: int, dtype: str, gpu: GPU | None) -> list[RMSNormLinearConfig]:
-    """The chosen tile config with rstd from the K loop's own x tiles (issue 16; not yet run on a GPU): through
-    pointers, and where the GPU and K allow, through tensor descriptors, with rstd from the dot's tile and from
-    a load of its own one step ahead."""
+    """The chosen tile config with rstd from the K loop's own x tiles (issue 16; checked on the H200, not yet
+    timed): through pointers, and where the GPU and K allow, through tensor descriptors, with rstd from the dot's
+    tile and from a load of its own one step ahead."""
     out = [replace(chosen, rstd="tile")]
     if _tma_fits(k, dtype, gpu):
         tma = replace(chosen, rstd="tile", tma=True)
