@@ -73,9 +73,10 @@ def measure(
                                          "list. Default: the kernel's default shapes (small ones with --interpret)."),
     dtype: str = typer.Option(None, "--dtype", help="Data type: fp32, fp16, bf16 (default: the kernel's)."),
     baseline: str = typer.Option("torch", "--baseline", help="Also time torch eager (torch), torch.compile "
-                                                             "(compile), SDPA with one backend forced for the "
-                                                             "attention kernels (sdpa_flash, sdpa_cudnn, "
-                                                             "sdpa_efficient), all or none."),
+                                                             "(compile), F.linear alone on the normalized x for "
+                                                             "rmsnorm_linear (cublas), SDPA with one backend "
+                                                             "forced for the attention kernels (sdpa_flash, "
+                                                             "sdpa_cudnn, sdpa_efficient), all or none."),
     gpu: str = typer.Option(None, "--gpu", "-g", help="Spec to compare against (default: the one matching the "
                                                        "device's name)."),
     save: Path = typer.Option(None, "--save", help="Write the record as JSON (what 'plot --measured' reads)."),
