@@ -213,11 +213,11 @@ def _rstd_kernel(x_ptr, rstd_ptr, M, K, sxm, eps, BLOCK_K: tl.constexpr, ROWS: t
 
 
 @triton.jit
-def _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+def _tile_scale_store(acc, rstd, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    # y[m, n] = acc[m, n]·rstd[m] (+ bias[n]), acc[m, n] = Σ_k x[m, k]·W_g[n, k]: both tile kernels' epilogue.
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rstd = tl.load(rstd_ptr + offs_m, mask=offs_m < M, other=0.0)
     acc = acc * rstd[:, None]
     if HAS_BIAS:
         bias = tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0)
@@ -225,6 +225,15 @@ def _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIA
     y_ptrs = y_ptr + offs_m[:, None] * sym + offs_n[None, :]
     mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+    # rstd from the pre-pass kernel's M floats.
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    rstd = tl.load(rstd_ptr + offs_m, mask=offs_m < M, other=0.0)
+    _tile_scale_store(acc, rstd, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
@@ -283,17 +292,9 @@ def _tile_kernel(
 @triton.jit
 def _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
-    # acc[m, n] = Σ_k x[m, k]·W_g[n, k], ss[m] = Σ_k x[m, k]²; y[m, n] = acc[m, n]·rstd[m] (+ bias[n]).
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # rstd from the K loop's own sums of squares, ss[m] = Σ_k x[m, k]².
     rstd = tl.rsqrt(ss / K + eps)
-    acc = acc * rstd[:, None]
-    if HAS_BIAS:
-        bias = tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0)
-        acc = acc + bias.to(tl.float32)[None, :]
-    y_ptrs = y_ptr + offs_m[:, None] * sym + offs_n[None, :]
-    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+    _tile_scale_store(acc, rstd, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
