@@ -147,7 +147,8 @@ def _heads_step(group: int, splits: int, d: int) -> int:
 #   64; at batch 16 (128 pairs) one program an SM stays (16 × 4,096: 2 splits 67.67 µs, 3 splits 72.7-75.7 in run 4);
 # - a single split reads its sequence in blocks of 128: 64 × 4,096 took 244.9 µs, against 289.0 with blocks of 64;
 #   with several splits blocks of 64 were faster (16 × 1,024: 21.96 against 26.87; 16 × 16,384: 244.7 against 248.8).
-_LONG_SPLIT = 512
+_LONG_SPLIT = 512  # between the measured 241 positions a split (1 × 4,096: one program an SM faster) and 964
+# (1 × 16,384: two faster); lengths in between were not measured
 _MIN_SPLIT = 64
 _BLOCK_N = 64
 _BLOCK_N_ONE_SPLIT = 128
