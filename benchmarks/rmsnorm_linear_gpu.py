@@ -71,10 +71,11 @@ DECODE_KN = [(4096, 4096), (4096, 6144), (4096, 14336), (4096, 28672), (5120, 13
 DECODE_M = (1, 8, 16, 32, 64)
 PREFILL_KN = [(4096, 4096), (4096, 14336), (8192, 8192)]
 PREFILL_M = (128, 512, 2048, 8192, 16384)
-# Odd shapes for the checks: gemv at M = 1 (the separate sum-of-squares loop, K split 4) and M = 33 (in-loop, 64-row
-# x tiles, split 8), N odd; the small tile (M = 200, split 8, K = 4104: not a multiple of the K step, the last split
-# ending inside one, still 16-byte rows for TMA); the big tile with M and N odd.
-CHECKS = [(1, 4096, 4097), (33, 4096, 1000), (200, 4104, 1000), (2049, 4096, 3000)]
+# Odd shapes for the checks: gemv at M = 1 (K split 4) and M = 33 (64-row x tiles, split 8), N odd; the small tile
+# (M = 200, split 8, K = 4104: not a multiple of the K step, the last split ending inside one, still 16-byte rows
+# for TMA); the big tile with M odd, y's rows fit for TMA (N = 3000) and not (N = 1001: the persistent kernel
+# stores through pointers).
+CHECKS = [(1, 4096, 4097), (33, 4096, 1000), (200, 4104, 1000), (2049, 4096, 3000), (300, 4096, 1001)]
 
 DRY_TABLE = [(1, 64, 40), (3, 100, 33)]
 DRY_DECODE_KN = [(64, 40)]
@@ -144,7 +145,9 @@ def cfg_text(cfg) -> str:
     if d["kind"] == "gemv":
         keep.append(f"ss={d['ss']}{tma}")
     else:
-        keep.append(f"g{d['group_m']} rstd={d['rstd']}{tma}" + (" ws" if d["warp_spec"] else ""))
+        keep.append(f"g{d['group_m']} rstd={d['rstd']}{tma}" + (" ws" if d["warp_spec"] else "")
+                    + (" persistent" if d.get("persistent") else "") + (" flat" if d.get("flatten") else "")
+                    + (" sub" if d.get("subtile") else ""))
     return " ".join(keep)
 
 
@@ -174,6 +177,7 @@ class Flow:
             self.main = self.events = cpu_bench
         self.spec = None
         self.all_candidates = False
+        self.wide = False  # --wide: every group times every candidate
         self.liger = liger_baseline(self.kernel)
 
     def fresh(self, shape, dtype, seed):
@@ -235,7 +239,7 @@ class Flow:
         """(name, kind, what to run) per method timed for ``shape`` in ``group``."""
         k = self.kernel
         chosen = k.config_for(shape, dtype)
-        if group == "table":
+        if group == "table" or self.wide:
             configs = self.candidates(shape, dtype)
         elif group == "prefill":
             tma = [c for c in self.candidates(shape, dtype) if c.tma and c.rstd == "tile"]
@@ -470,6 +474,8 @@ def main(argv=None) -> int:
     p.add_argument("--groups", default="table,prefill,decode", help="comma list of table, prefill, decode")
     p.add_argument("--skip-checks", action="store_true", help="go straight to the timings")
     p.add_argument("--all-candidates", action="store_true", help="the gemv's split-K sweep too")
+    p.add_argument("--wide", action="store_true",
+                   help="time every candidate in the prefill and decode groups too (a tuning run)")
     p.add_argument("--deadline-s", type=float, default=330.0, help="start no shape after this many seconds")
     p.add_argument("--precompile", type=int, default=None, metavar="N",
                    help="compile what the run needs in N processes first (0: as it goes; default 12, --dry 0)")
@@ -496,6 +502,7 @@ def main(argv=None) -> int:
     run.log("environment:", json.dumps(run.record["env"]))
     flow = Flow(run, device)
     flow.all_candidates = args.all_candidates
+    flow.wide = args.wide
     timed_dtype = "fp16" if args.dry else "bf16"
     if device == "cuda":
         from rooflinectl.measure.ceilings import probe_copy_bandwidth, warm_up_clocks

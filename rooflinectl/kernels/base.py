@@ -81,6 +81,7 @@ def smem_per_block_bytes(gpu: GPU | None = None) -> int:
 # The SM count the tuning constants were measured with (H100 SXM and H200: 132). Used where no CUDA device is
 # visible, as under Triton's interpreter, so that the interpreter takes the same code paths as an H200 would.
 TUNED_SM_COUNT = 132
+TUNED_CC = 9.0  # the H200's compute capability
 
 
 def interpreting() -> bool:
@@ -98,6 +99,17 @@ def sm_count() -> int:
     if interpreting() or not torch.cuda.is_available():
         return TUNED_SM_COUNT
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
+def compute_capability() -> float:
+    """The current CUDA device's compute capability (9.0 for an H200), or TUNED_CC without one (the interpreter
+    runs what the tuned GPU runs, tensor descriptors included)."""
+    import torch
+
+    if interpreting() or not torch.cuda.is_available():
+        return TUNED_CC
+    major, minor = torch.cuda.get_device_capability(torch.cuda.current_device())
+    return major + minor / 10
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:

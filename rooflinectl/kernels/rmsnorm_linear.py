@@ -72,6 +72,7 @@ from ..units import dtype_bytes
 from . import rmsnorm_linear_configs as configs
 from .base import Inputs, Kernel, dot_dtype, dtype_name, interpreting, torch_dtype
 from .rmsnorm_linear_configs import _RSTD_ROWS, _RSTD_SETTINGS, RMSNormLinearConfig
+from .rmsnorm_linear_persistent import _tile_persistent_kernel, launch_persistent
 
 __all__ = ["EPS", "KERNEL", "RMSNormLinear", "RMSNormLinearConfig", "prepare_weight"]
 
@@ -414,9 +415,14 @@ def _check_options(cfg: RMSNormLinearConfig, x: torch.Tensor, w: torch.Tensor) -
     if cfg.kind == "gemv" and (cfg.rstd != "prepass" or cfg.warp_spec):
         raise ValueError(f"rmsnorm_linear: rstd={cfg.rstd!r} and warp_spec are options of the tile kernel "
                          f"without the pre-pass (rstd 'tile' or 'ahead'), not of the gemv {cfg}")
-    if cfg.kind == "tile" and cfg.rstd == "prepass" and (cfg.tma or cfg.warp_spec):
+    if cfg.kind == "tile" and cfg.rstd == "prepass" and (cfg.tma or cfg.warp_spec) and not cfg.persistent:
         raise ValueError(f"rmsnorm_linear: tma and warp_spec are options of the tile kernel without the "
                          f"pre-pass (rstd 'tile' or 'ahead'), not of the pre-pass one {cfg}")
+    if (cfg.persistent or cfg.flatten or cfg.subtile) and not (
+            cfg.kind == "tile" and cfg.rstd == "prepass" and cfg.persistent and cfg.tma and cfg.host_desc
+            and cfg.split_k == 1 and not cfg.warp_spec):
+        raise ValueError(f"rmsnorm_linear: persistent (with flatten, subtile) is the pre-pass tile kernel read "
+                         f"through host-made descriptors (tma, host_desc), unsplit: not {cfg}")
     if cfg.host_desc and not cfg.tma:
         raise ValueError(f"rmsnorm_linear: host_desc is an option of tma, not of {cfg}")
     if cfg.tma and not (tma_ok(x) and tma_ok(w)):
@@ -432,6 +438,14 @@ def _descriptors(cfg: RMSNormLinearConfig, x: torch.Tensor, w: torch.Tensor, blo
 
     return {"x_td": TensorDescriptor.from_tensor(x, [cfg.block_m, cfg.block_k]),
             "w_td": TensorDescriptor.from_tensor(w, [block_n, cfg.block_k]), "HOST_DESC": True}
+
+
+def _fitted(cfg: RMSNormLinearConfig, x: torch.Tensor, w: torch.Tensor) -> RMSNormLinearConfig:
+    """The picked config, through pointers where x or W cannot be read through tensor descriptors (a view whose
+    base or rows are not 16-byte aligned: ``config_for`` sees only the shape)."""
+    if cfg.tma and not (tma_ok(x) and tma_ok(w)):
+        return replace(cfg, tma=False, host_desc=False, persistent=False, flatten=False, subtile=False)
+    return cfg
 
 
 def tma_ok(t: torch.Tensor) -> bool:
@@ -519,7 +533,7 @@ class RMSNormLinear(Kernel):
         n = w.shape[0]
         if x.stride(1) != 1 or w.stride(1) != 1 or out.stride(1) != 1:
             raise ValueError("rmsnorm_linear needs x, W and y with contiguous rows")
-        cfg = config or self.config_for((m, k, n), dtype_name(x.dtype))
+        cfg = config or _fitted(self.config_for((m, k, n), dtype_name(x.dtype)), x, w)
         has_bias = bias is not None
         bias_arg = bias if has_bias else out  # never read when HAS_BIAS is False
         # Each split's K range is a whole number of K steps, so EVEN_K (no masks) holds when K is one too.
@@ -554,6 +568,10 @@ class RMSNormLinear(Kernel):
         pre_grid = (triton.cdiv(m, _RSTD_ROWS),)
         handle = _rstd_kernel[pre_grid](x, rstd, m, k, x.stride(0), self.eps, **_RSTD_SETTINGS)
         self._record(_rstd_kernel, pre_grid, _RSTD_SETTINGS, handle)
+        if cfg.persistent:
+            grid, handle = launch_persistent(cfg, x, w, rstd, bias_arg, out, has_bias, tma_ok(out), meta)
+            self._record(_tile_persistent_kernel, grid, cfg, handle)
+            return
         tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
         ws, _, counts = self._workspace(x.device, split_k, tiles, cfg.block_m * cfg.block_n, 0)
         grid = (tiles * split_k,)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..specs.hardware import GPU
-from .base import sm_count, smem_per_block_bytes
+from .base import compute_capability, sm_count, smem_per_block_bytes
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -25,10 +25,9 @@ class RMSNormLinearConfig:
     num_warps: int
     num_stages: int
     split_k: int = 1  # programs that share one output tile, each over a K range
-    # gemv only: the sum of squares of x from a loop of its own before the matmul loop ("loop"), or from a load of
-    # its own one step ahead inside it ("inloop": hides the separate loop's L2 latency). _GEMV_INLOOP_MIN_M picks.
-    # "dot": from the x tile that feeds the dot, which reads a copy of its own (a candidate, checked on the H200,
-    # not yet timed).
+    # gemv only: the sum of squares of x from a loop of its own before the matmul loop ("loop"), from a load of its
+    # own one step ahead inside it ("inloop": hides the separate loop's L2 latency), or from the x tile that feeds
+    # the dot, which reads a copy of its own ("dot": _GEMV_SS, measured fastest).
     ss: str = "loop"
     group_m: int = 8  # tile: tile rows per group, for L2 reuse
     # tile only: where rstd comes from. "prepass": a small kernel before the matmul reads x once more (measured on
@@ -42,6 +41,13 @@ class RMSNormLinearConfig:
     # With tma: the descriptors made on the host (triton.tools.tensor_descriptor, kernel parameters) instead of by
     # each program (tl.make_tensor_descriptor into global scratch, a few instructions and a fence a program).
     host_desc: bool = False
+    # tile with rstd "prepass" (issue 16, a candidate until timed): rmsnorm_linear_persistent's kernel, one program
+    # an SM walking its tiles, x and W_g through host-made descriptors (so with tma and host_desc); flatten: its
+    # two loops pipelined as one (the next tile's loads under this one's epilogue); subtile: y stored through a
+    # descriptor in two halves of block_n/2 columns.
+    persistent: bool = False
+    flatten: bool = False
+    subtile: bool = False
 
 
 def _next_pow2(n: int) -> int:
@@ -79,6 +85,9 @@ _SMALL_TILE_MAX_M = 256
 _TILE_BIG = RMSNormLinearConfig("tile", 128, 256, 64, num_warps=8, num_stages=3)
 _TILE_MID = RMSNormLinearConfig("tile", 128, 128, 64, num_warps=8, num_stages=4)
 _TILE_SMALL = RMSNormLinearConfig("tile", 64, 128, 64, num_warps=4, num_stages=4)
+# A candidate at M ≤ 256 (issue 16, not yet timed): twice the tiles of 128×128 along N, for the SMs that 112
+# tiles of 128×128 leave idle at 128×4096×14336 (run 5: 43.2 µs against cuBLAS's 35.8).
+_TILE_NARROW = RMSNormLinearConfig("tile", 128, 64, 64, num_warps=4, num_stages=4)
 
 def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
     """The software pipeline's shared memory: stages × (x tile + W tile)."""
@@ -93,20 +102,27 @@ def _split_for(tiles: int, k: int, block_k: int) -> int:
     return max(1, min(most, round(_PROGRAMS_PER_SM * sm_count() / tiles)))
 
 
-# From this many rows of x up, the gemv takes its sum of squares inside the matmul loop ("inloop"). Measured on
-# an H200 (bf16, CUDA-graph replay, rows checked against the reference; docs/kernels-tuning.md, run 4): inloop
-# 31.5 against 39.1 µs at 8×4096×14336, 33.3 against 60.2 at 32×4096×14336, 36.9 against 45.8 at 8×8192×8192,
-# 39.0 against 56.1 at 32×8192×8192; but at M = 1 the separate loop stays ahead: 14.3 against 15.6 µs at
-# 1×4096×4096, 42.8 against 53.5 at 1×4096×14336. M = 2..7 was not timed.
-_GEMV_INLOOP_MIN_M = 8
+# The gemv's sum of squares from the x tile that feeds the dot ("dot"), x and W_g through host-made tensor
+# descriptors where TMA fits (else through pointers). Measured on an H200 (bf16, graph replay over rotated inputs,
+# each checked first; triton 3.6, 2026-12-03 19:07 UTC, benchmarks/rmsnorm_linear_gpu.py, docs/kernels-tuning.md
+# run 5), µs, dot + host descriptors / dot through pointers / dot + descriptors made by each program / the pick
+# before (the separate loop below M = 8, "inloop" from 8: run 4's):
+#   1×4096×4096 12.6 / 13.3 / 14.8 / 14.4;  1×4096×14336 30.4 / 36.7 / 33.2 / 42.7;  1×8192×8192 36.3 / 39.0 /
+#   38.4 / 45.8;  1×5120×13824 36.4 / 43.4 / 39.1 / 50.7;  8×4096×14336 30.8 / 30.7 / 33.1 / 31.2;
+#   32×4096×14336 31.8 / 32.4 / 34.0 / 33.0;  64×4096×4096 20.9 / 22.7 / 24.1 / 23.2.
+_GEMV_SS = "dot"
+# From this many rows of x (block_m), candidates with less shared memory a program (see candidates).
+_GEMV_WIDE_X_M = 64
+_GEMV_TMA = True
 
 
-def _gemv_config(m: int, k: int, n: int, dtype: str, **kw) -> RMSNormLinearConfig:
+def _gemv_config(m: int, k: int, n: int, dtype: str, gpu: GPU | None = None, **kw) -> RMSNormLinearConfig:
     block_m = max(16, _next_pow2(m))
     block_k = _GEMV_BLOCK_K if dtype != "fp32" else _GEMV_BLOCK_K // 2
+    tma = _GEMV_TMA and _tma_fits(k, dtype, gpu)
     base = RMSNormLinearConfig(
         "gemv", block_m, _GEMV_BLOCK_N, block_k, num_warps=_GEMV_WARPS, num_stages=_GEMV_STAGES,
-        ss="inloop" if m >= _GEMV_INLOOP_MIN_M else "loop",
+        ss=_GEMV_SS, tma=tma, host_desc=tma,
     )
     cfg = replace(base, **kw)
     if "split_k" not in kw:
@@ -123,11 +139,12 @@ def _tile_config(m: int, k: int, n: int, base: RMSNormLinearConfig, **kw) -> RMS
     return cfg
 
 
-def config_for(shape: tuple[int, ...], dtype: str) -> RMSNormLinearConfig:
-    """The configuration ``RMSNormLinear.run`` launches for this shape and data type."""
+def config_for(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> RMSNormLinearConfig:
+    """The configuration ``RMSNormLinear.run`` launches for this shape and data type (on ``gpu``; default: the
+    GPU the table was tuned on)."""
     m, k, n = shape
     if m <= _GEMV_MAX_M:
-        return _gemv_config(m, k, n, dtype)
+        return _gemv_config(m, k, n, dtype, gpu)
     if dtype == "fp32":
         return _tile_config(m, k, n, replace(_TILE_MID, block_k=32, num_stages=3))
     if m <= _SMALL_TILE_MAX_M:
@@ -138,17 +155,18 @@ def config_for(shape: tuple[int, ...], dtype: str) -> RMSNormLinearConfig:
 # capability 9.0 (Hopper) on. Triton's warp specialization of its K loop (tl.range(..., warp_specialize=True))
 # changes nothing on sm_90: compiled for sm_90 with triton 3.6 and 3.9 on this project's CPU machine (2026-12-03;
 # bf16, 128×256×64 tiles, 8 warps, 3 stages), the PTX with and without it was the same byte for byte; so it is
-# offered from compute capability 10.0 (Blackwell) on. The tuned GPU (no spec given) is an H200: 9.0.
+# offered from compute capability 10.0 (Blackwell) on. Without a spec, the current device's (base.compute_capability: the tuned
+# H200's 9.0 without a device).
 _TMA_MIN_CC = 9.0
 _WARP_SPEC_MIN_CC = 10.0
-_TUNED_CC = 9.0
 # TMA reads rows whose stride is a multiple of 16 bytes.
 _TMA_ALIGN_BYTES = 16
 
 
 def _compute_capability(gpu: GPU | None) -> float:
+    """The spec's compute capability; without one, the current device's (the tuned GPU's without a device)."""
     if gpu is None:
-        return _TUNED_CC
+        return compute_capability()
     return float(gpu.compute_capability) if gpu.compute_capability else 0.0
 
 
@@ -165,6 +183,19 @@ def _without_prepass(chosen: RMSNormLinearConfig, k: int, dtype: str, gpu: GPU |
     return out
 
 
+def _persistent(chosen: RMSNormLinearConfig, k: int, dtype: str, gpu: GPU | None) -> list[RMSNormLinearConfig]:
+    """The pre-pass tile kernel made persistent (rmsnorm_linear_persistent; issue 16, not yet timed): one program
+    an SM, x and W_g through host-made descriptors; its loops pipelined apart or as one (flatten), y stored whole
+    or in two halves (subtile). Compiled for sm_90 by triton 3.9 at 128×256×64, 8 warps, shared memory: 3 stages
+    147 KB, flattened 180 KB (213 KB storing y whole), 4 stages flattened in halves 229 KB of the H200's 232."""
+    if not _tma_fits(k, dtype, gpu):
+        return []
+    p = replace(chosen, persistent=True, tma=True, host_desc=True, split_k=1)
+    flat = replace(p, flatten=True)
+    return [p, flat, replace(flat, subtile=True), replace(flat, subtile=True, num_stages=4),
+            replace(p, subtile=True, num_stages=4)]
+
+
 def _tma_fits(k: int, dtype: str, gpu: GPU | None) -> bool:
     """Whether the GPU has TMA and K's rows (contiguous x and W) are a multiple of its 16 bytes."""
     size = 4 if dtype == "fp32" else 2
@@ -176,22 +207,29 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
     the configs were tuned on); the wider sweeps are in docs/kernels-tuning.md. For prefill, the tile kernel
     without the pre-pass (``_without_prepass``) too."""
     m, k, n = shape
-    chosen = config_for(shape, dtype)
+    chosen = config_for(shape, dtype, gpu)
     out = [chosen]
     if chosen.kind == "gemv":
         for split_k in (1, 2, 3, 4):
             out.append(replace(chosen, split_k=split_k))
         out.append(replace(chosen, num_stages=6))
-        out.append(replace(chosen, ss="loop" if chosen.ss == "inloop" else "inloop"))
-        out.append(replace(chosen, ss="dot"))  # issue 16: run 1's fast variant, without its race
-        if _tma_fits(k, dtype, gpu):  # issue 16: W (and x) through TMA, with either sum of squares
-            dot_tma = replace(chosen, ss="dot", tma=True)
-            out += [replace(chosen, tma=True), dot_tma, replace(dot_tma, host_desc=True)]
+        # Through pointers, each sum of squares (run 4's picks were "loop" below M = 8, "inloop" from 8).
+        pointers = replace(chosen, tma=False, host_desc=False)
+        out += [replace(pointers, ss=ss) for ss in ("dot", "loop", "inloop")]
+        if chosen.tma:  # the descriptors made by each program
+            out.append(replace(chosen, host_desc=False))
+        if chosen.block_m >= _GEMV_WIDE_X_M:
+            # 64 rows of x: 4 stages of 64×128 W and x tiles take 128 KiB of shared memory, one program an SM
+            # (run 5: M = 64 1.7-2.3× cuBLAS). Three stages (two an SM); a K step of 64 (three an SM); or 128
+            # rows of W in 8 warps (x read half as often as W).
+            out += [replace(chosen, num_stages=3), replace(chosen, block_k=chosen.block_k // 2),
+                    _gemv_config(m, k, n, dtype, gpu, block_n=2 * _GEMV_BLOCK_N, num_warps=8, num_stages=3)]
     elif m <= _SMALL_TILE_MAX_M:
         out += [
             replace(chosen, split_k=1),
             replace(chosen, split_k=2),
             _tile_config(m, k, n, _TILE_MID, split_k=1),
+            _tile_config(m, k, n, _TILE_NARROW),
             *_without_prepass(chosen, k, dtype, gpu),
         ]
     else:
@@ -199,5 +237,6 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
         # Compiled for sm_90 (triton 3.6 and 3.9, bf16, 3 stages), the kernel without the pre-pass took 128 KiB of
         # shared memory where the pre-pass one took 144: a 4th stage (192 KiB by _smem_estimate) fits the H200.
         four = [replace(c, num_stages=4) for c in fused if c.tma and c.rstd == "tile"]
-        out += [replace(chosen, num_stages=4), replace(chosen, group_m=16), *fused, *four]
+        out += [replace(chosen, num_stages=4), replace(chosen, group_m=16), *fused, *four,
+                *_persistent(chosen, k, dtype, gpu)]
     return [c for c in dict.fromkeys(out) if _smem_estimate(c, dtype) <= smem_per_block_bytes(gpu)]
