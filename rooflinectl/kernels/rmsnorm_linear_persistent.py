@@ -73,7 +73,7 @@ def _tile_persistent_kernel(
             tl.store(y_ptrs, out, mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
 
 
-def launch_persistent(cfg, x: torch.Tensor, w: torch.Tensor, rstd: torch.Tensor, bias_arg: torch.Tensor,
+def launch_persistent(cfg, x: torch.Tensor, w: torch.Tensor, rstd: torch.Tensor, bias_arg: torch.Tensor | None,
                       out: torch.Tensor, has_bias: bool, y_tma: bool, meta: dict):  # fmt: skip
     """Launch ``_tile_persistent_kernel`` for ``cfg`` (a tile config with ``persistent``); returns (grid, handle)
     for the caller's record. ``y_tma``: y's base and rows fit a tensor descriptor."""
