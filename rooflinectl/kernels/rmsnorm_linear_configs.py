@@ -88,6 +88,13 @@ _TILE_SMALL = RMSNormLinearConfig("tile", 64, 128, 64, num_warps=4, num_stages=4
 # A candidate at M ≤ 256 (issue 16, not yet timed): twice the tiles of 128×128 along N, for the SMs that 112
 # tiles of 128×128 leave idle at 128×4096×14336 (run 5: 43.2 µs against cuBLAS's 35.8).
 _TILE_NARROW = RMSNormLinearConfig("tile", 128, 64, 64, num_warps=4, num_stages=4)
+# Beyond _SMALL_TILE_MAX_M, where TMA fits: the big tile in the persistent kernel, loops flattened, y stored in
+# halves, 3 stages. Measured on an H200 (bf16, graph replay, checked first; triton 3.6, 2026-12-03 19:19 UTC,
+# docs/kernels-tuning.md run 6), µs, this / the best persistent variant / the non-persistent pointer kernel (the
+# pick before) / cuBLAS alone: 2048×4096×14336 364.3 / 364.3 / 422.2 / 366.1; 8192×4096×4096 436.4 / 435.9 /
+# 512.5 / 406.1; 16384×4096×4096 857.9 / 840.7 / 990.7 / 844.0; 8192×4096×14336 1461.8 / 1456.1 / 1690.8 /
+# 1404.3; 2048×8192×8192 414.6 / 414.1 / 471.2 / 399.5; 8192×8192×8192 1682.8 / 1667.7 / 1891.1 / 1620.9.
+_PREFILL_PERSISTENT = True
 
 def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
     """The software pipeline's shared memory: stages × (x tile + W tile)."""
@@ -95,11 +102,13 @@ def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
     return cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * size
 
 
-def _split_for(tiles: int, k: int, block_k: int) -> int:
-    """Split K so that tiles × split reaches _PROGRAMS_PER_SM programs on every SM, keeping _MIN_STEPS_PER_SPLIT
-    steps a split."""
+def _split_for(tiles: int, k: int, block_k: int, per_sm: int = _PROGRAMS_PER_SM) -> int:
+    """Split K so that tiles × split comes nearest ``per_sm`` programs on every SM without passing it (a second,
+    partial wave costs a whole one), keeping _MIN_STEPS_PER_SPLIT steps a split. Measured on an H200 (run 5), the
+    gemv at 1×4096×6144 (96 tiles): split 2 16.7 µs, 3 21.5; at 1×8192×10240 (160 tiles): split 1 44.0, 2 52.5
+    (rounding to the nearest had picked 3 and 2)."""
     most = max(1, k // (block_k * _MIN_STEPS_PER_SPLIT))
-    return max(1, min(most, round(_PROGRAMS_PER_SM * sm_count() / tiles)))
+    return max(1, min(most, per_sm * sm_count() // tiles))
 
 
 # The gemv's sum of squares from the x tile that feeds the dot ("dot"), x and W_g through host-made tensor
@@ -111,8 +120,11 @@ def _split_for(tiles: int, k: int, block_k: int) -> int:
 #   38.4 / 45.8;  1×5120×13824 36.4 / 43.4 / 39.1 / 50.7;  8×4096×14336 30.8 / 30.7 / 33.1 / 31.2;
 #   32×4096×14336 31.8 / 32.4 / 34.0 / 33.0;  64×4096×4096 20.9 / 22.7 / 24.1 / 23.2.
 _GEMV_SS = "dot"
-# From this many rows of x (block_m), candidates with less shared memory a program (see candidates).
+# From this many rows of x (block_m), 3 stages: 4 stages of 64×128 W and x tiles take 128 KiB of shared memory, one
+# program an SM; 3 take 96, two an SM. Measured on an H200 (run 6), µs, 3 stages / 4: 64×4096×4096 15.7 / 20.9,
+# 64×4096×14336 40.9 / 51.4, 64×5120×13824 50.2 / 62.6, 64×8192×8192 44.9 / 56.6, 64×8192×57344 333.5 / 346.1.
 _GEMV_WIDE_X_M = 64
+_GEMV_WIDE_X_STAGES = 3
 _GEMV_TMA = True
 
 
@@ -120,9 +132,10 @@ def _gemv_config(m: int, k: int, n: int, dtype: str, gpu: GPU | None = None, **k
     block_m = max(16, _next_pow2(m))
     block_k = _GEMV_BLOCK_K if dtype != "fp32" else _GEMV_BLOCK_K // 2
     tma = _GEMV_TMA and _tma_fits(k, dtype, gpu)
+    stages = _GEMV_STAGES if block_m < _GEMV_WIDE_X_M else _GEMV_WIDE_X_STAGES
     base = RMSNormLinearConfig(
-        "gemv", block_m, _GEMV_BLOCK_N, block_k, num_warps=_GEMV_WARPS, num_stages=_GEMV_STAGES,
-        ss=_GEMV_SS, tma=tma, host_desc=tma,
+        "gemv", block_m, _GEMV_BLOCK_N, block_k, num_warps=_GEMV_WARPS, num_stages=stages, ss=_GEMV_SS, tma=tma,
+        host_desc=tma,
     )
     cfg = replace(base, **kw)
     if "split_k" not in kw:
@@ -149,6 +162,8 @@ def config_for(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> RM
         return _tile_config(m, k, n, replace(_TILE_MID, block_k=32, num_stages=3))
     if m <= _SMALL_TILE_MAX_M:
         return _tile_config(m, k, n, _TILE_SMALL)
+    if _PREFILL_PERSISTENT and _tma_fits(k, dtype, gpu):
+        return _persistent(_TILE_BIG, dtype)
     return _tile_config(m, k, n, _TILE_BIG, split_k=1)
 
 # The tile kernel without the pre-pass (rstd "tile"/"ahead") reads through tensor descriptors (TMA) from compute
@@ -170,30 +185,10 @@ def _compute_capability(gpu: GPU | None) -> float:
     return float(gpu.compute_capability) if gpu.compute_capability else 0.0
 
 
-def _without_prepass(chosen: RMSNormLinearConfig, k: int, dtype: str, gpu: GPU | None) -> list[RMSNormLinearConfig]:
-    """The chosen tile config with rstd from the K loop's own x tiles (issue 16; checked on the H200, not yet
-    timed): through pointers, and where the GPU and K allow, through tensor descriptors, with rstd from the dot's
-    tile and from a load of its own one step ahead."""
-    out = [replace(chosen, rstd="tile")]
-    if _tma_fits(k, dtype, gpu):
-        tma = replace(chosen, rstd="tile", tma=True)
-        out += [tma, replace(tma, host_desc=True), replace(tma, rstd="ahead")]
-        if _compute_capability(gpu) >= _WARP_SPEC_MIN_CC:
-            out.append(replace(tma, warp_spec=True))
-    return out
-
-
-def _persistent(chosen: RMSNormLinearConfig, k: int, dtype: str, gpu: GPU | None) -> list[RMSNormLinearConfig]:
-    """The pre-pass tile kernel made persistent (rmsnorm_linear_persistent; issue 16, not yet timed): one program
-    an SM, x and W_g through host-made descriptors; its loops pipelined apart or as one (flatten), y stored whole
-    or in two halves (subtile). Compiled for sm_90 by triton 3.9 at 128×256×64, 8 warps, shared memory: 3 stages
-    147 KB, flattened 180 KB (213 KB storing y whole), 4 stages flattened in halves 229 KB of the H200's 232."""
-    if not _tma_fits(k, dtype, gpu):
-        return []
-    p = replace(chosen, persistent=True, tma=True, host_desc=True, split_k=1)
-    flat = replace(p, flatten=True)
-    return [p, flat, replace(flat, subtile=True), replace(flat, subtile=True, num_stages=4),
-            replace(p, subtile=True, num_stages=4)]
+def _persistent(base: RMSNormLinearConfig, dtype: str) -> RMSNormLinearConfig:
+    """``base``'s tiles in the persistent pre-pass kernel (rmsnorm_linear_persistent): x and W_g through host-made
+    descriptors, the loops flattened, y stored in halves."""
+    return replace(base, persistent=True, tma=True, host_desc=True, flatten=True, subtile=True, split_k=1)
 
 
 def _tma_fits(k: int, dtype: str, gpu: GPU | None) -> bool:
@@ -204,39 +199,40 @@ def _tma_fits(k: int, dtype: str, gpu: GPU | None) -> bool:
 
 def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> list[RMSNormLinearConfig]:
     """The chosen config and its nearest rivals whose shared memory fits one program on ``gpu`` (default: the GPU
-    the configs were tuned on); the wider sweeps are in docs/kernels-tuning.md. For prefill, the tile kernel
-    without the pre-pass (``_without_prepass``) too."""
+    the configs were tuned on); the wider sweeps, and the rivals dropped once measured slower, are in
+    docs/kernels-tuning.md (run 5: the gemv's "loop"/"inloop" sums of squares through pointers and its
+    descriptors made by each program; the tile kernel without the pre-pass at M > 256, and the non-persistent
+    tile kernel's 4 stages and groups of 16)."""
     m, k, n = shape
     chosen = config_for(shape, dtype, gpu)
     out = [chosen]
     if chosen.kind == "gemv":
         for split_k in (1, 2, 3, 4):
             out.append(replace(chosen, split_k=split_k))
-        out.append(replace(chosen, num_stages=6))
-        # Through pointers, each sum of squares (run 4's picks were "loop" below M = 8, "inloop" from 8).
-        pointers = replace(chosen, tma=False, host_desc=False)
-        out += [replace(pointers, ss=ss) for ss in ("dot", "loop", "inloop")]
-        if chosen.tma:  # the descriptors made by each program
-            out.append(replace(chosen, host_desc=False))
+        out.append(replace(chosen, tma=False, host_desc=False))  # the path where TMA does not fit
         if chosen.block_m >= _GEMV_WIDE_X_M:
-            # 64 rows of x: 4 stages of 64×128 W and x tiles take 128 KiB of shared memory, one program an SM
-            # (run 5: M = 64 1.7-2.3× cuBLAS). Three stages (two an SM); a K step of 64 (three an SM); or 128
-            # rows of W in 8 warps (x read half as often as W).
-            out += [replace(chosen, num_stages=3), replace(chosen, block_k=chosen.block_k // 2),
-                    _gemv_config(m, k, n, dtype, gpu, block_n=2 * _GEMV_BLOCK_N, num_warps=8, num_stages=3)]
+            # 64 rows of x: 4 stages (two an SM) or a K step of 64 (three an SM); 128 rows of W in 8 warps (x read
+            # half as often as W; one program an SM), K split for one or for two programs an SM.
+            wide = _gemv_config(m, k, n, dtype, gpu, block_n=2 * _GEMV_BLOCK_N, num_warps=8, num_stages=3)
+            tiles = _cdiv(n, wide.block_n)
+            out += [replace(chosen, num_stages=4), replace(chosen, block_k=chosen.block_k // 2, num_stages=4),
+                    replace(wide, split_k=_split_for(tiles, k, wide.block_k, per_sm=1)), wide]
     elif m <= _SMALL_TILE_MAX_M:
         out += [
             replace(chosen, split_k=1),
             replace(chosen, split_k=2),
             _tile_config(m, k, n, _TILE_MID, split_k=1),
             _tile_config(m, k, n, _TILE_NARROW),
-            *_without_prepass(chosen, k, dtype, gpu),
         ]
+        if _tma_fits(k, dtype, gpu):
+            # Without the pre-pass, through host-made descriptors (run 5: 21.2 µs against 25.4 at 128×4096×4096);
+            # persistent 128×128 tiles.
+            out += [replace(chosen, rstd="tile", tma=True, host_desc=True),
+                    _persistent(_TILE_MID, dtype)]
     else:
-        fused = _without_prepass(chosen, k, dtype, gpu)
-        # Compiled for sm_90 (triton 3.6 and 3.9, bf16, 3 stages), the kernel without the pre-pass took 128 KiB of
-        # shared memory where the pre-pass one took 144: a 4th stage (192 KiB by _smem_estimate) fits the H200.
-        four = [replace(c, num_stages=4) for c in fused if c.tma and c.rstd == "tile"]
-        out += [replace(chosen, num_stages=4), replace(chosen, group_m=16), *fused, *four,
-                *_persistent(chosen, k, dtype, gpu)]
+        out += [replace(chosen, num_stages=4), replace(chosen, subtile=False)]
+        if chosen.persistent:
+            # Through pointers (where TMA does not fit), and persistent 128×128 tiles (more tiles where M·N is
+            # small: 512×4096×4096 is 64 tiles of 128×256 on 132 SMs).
+            out += [_tile_config(m, k, n, _TILE_BIG, split_k=1), _persistent(replace(_TILE_MID, num_stages=4), dtype)]
     return [c for c in dict.fromkeys(out) if _smem_estimate(c, dtype) <= smem_per_block_bytes(gpu)]
