@@ -95,6 +95,10 @@ _TILE_NARROW = RMSNormLinearConfig("tile", 128, 64, 64, num_warps=4, num_stages=
 # 512.5 / 406.1; 16384×4096×4096 857.9 / 840.7 / 990.7 / 844.0; 8192×4096×14336 1461.8 / 1456.1 / 1690.8 /
 # 1404.3; 2048×8192×8192 414.6 / 414.1 / 471.2 / 399.5; 8192×8192×8192 1682.8 / 1667.7 / 1891.1 / 1620.9.
 _PREFILL_PERSISTENT = True
+# Where the big tiles would leave more than half the SMs idle, 128×128 tiles, 4 stages. Measured (run 7), µs,
+# 128×128 / 128×256: 512×4096×4096 (64 big tiles) 33.5 / 48.1; 512×8192×8192 (128) 115.5 / 108.0; 512×4096×14336
+# (224) 113.7 / 102.6.
+_TILE_MID_PERSISTENT = replace(_TILE_MID, num_stages=4)
 
 def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
     """The software pipeline's shared memory: stages × (x tile + W tile)."""
@@ -120,11 +124,16 @@ def _split_for(tiles: int, k: int, block_k: int, per_sm: int = _PROGRAMS_PER_SM)
 #   38.4 / 45.8;  1×5120×13824 36.4 / 43.4 / 39.1 / 50.7;  8×4096×14336 30.8 / 30.7 / 33.1 / 31.2;
 #   32×4096×14336 31.8 / 32.4 / 34.0 / 33.0;  64×4096×4096 20.9 / 22.7 / 24.1 / 23.2.
 _GEMV_SS = "dot"
-# From this many rows of x (block_m), 3 stages: 4 stages of 64×128 W and x tiles take 128 KiB of shared memory, one
-# program an SM; 3 take 96, two an SM. Measured on an H200 (run 6), µs, 3 stages / 4: 64×4096×4096 15.7 / 20.9,
-# 64×4096×14336 40.9 / 51.4, 64×5120×13824 50.2 / 62.6, 64×8192×8192 44.9 / 56.6, 64×8192×57344 333.5 / 346.1.
+# From this many rows of x (block_m): 128 rows of W a program in 8 warps (two wgmmas of 64 rows), so that x is read
+# half as often for the W it meets, 3 stages (144 KiB of shared memory: one program an SM, so K is split for one).
+# The 64-row tile (4 warps) had 4 stages, 128 KiB, also one an SM. Measured on an H200 (bf16, graph replay, checked
+# first; triton 3.6, 2026-12-03 19:29 UTC, docs/kernels-tuning.md run 7), µs, this / 64 rows, 3 stages / 64 rows,
+# 4 stages / cuBLAS alone: 64×4096×4096 17.0 / 15.7 / 20.8 / 11.7; 64×4096×6144 22.8 / 24.0 / 31.7 / 16.0;
+# 64×4096×14336 36.6 / 39.9 / 50.8 / 33.1; 64×4096×28672 71.5 / 82.6 / 100.6 / 63.2; 64×5120×13824 44.4 / 52.2 /
+# 63.4 / 37.2; 64×8192×8192 42.6 / 46.7 / 57.6 / 37.1; 64×8192×10240 59.9 / 76.5 / 98.3 / 42.4 (split 3, for two
+# an SM: 56.6); 64×8192×57344 282.7 / 332.5 / 357.7 / 234.8.
 _GEMV_WIDE_X_M = 64
-_GEMV_WIDE_X_STAGES = 3
+_GEMV_WIDE_X = {"block_n": 2 * _GEMV_BLOCK_N, "num_warps": 8, "num_stages": 3}
 _GEMV_TMA = True
 
 
@@ -132,15 +141,17 @@ def _gemv_config(m: int, k: int, n: int, dtype: str, gpu: GPU | None = None, **k
     block_m = max(16, _next_pow2(m))
     block_k = _GEMV_BLOCK_K if dtype != "fp32" else _GEMV_BLOCK_K // 2
     tma = _GEMV_TMA and _tma_fits(k, dtype, gpu)
-    stages = _GEMV_STAGES if block_m < _GEMV_WIDE_X_M else _GEMV_WIDE_X_STAGES
     base = RMSNormLinearConfig(
-        "gemv", block_m, _GEMV_BLOCK_N, block_k, num_warps=_GEMV_WARPS, num_stages=stages, ss=_GEMV_SS, tma=tma,
-        host_desc=tma,
+        "gemv", block_m, _GEMV_BLOCK_N, block_k, num_warps=_GEMV_WARPS, num_stages=_GEMV_STAGES, ss=_GEMV_SS,
+        tma=tma, host_desc=tma,
     )
+    if block_m >= _GEMV_WIDE_X_M:
+        base = replace(base, **_GEMV_WIDE_X)
     cfg = replace(base, **kw)
     if "split_k" not in kw:
         tiles = _cdiv(n, cfg.block_n) * _cdiv(m, cfg.block_m)
-        cfg = replace(cfg, split_k=_split_for(tiles, k, cfg.block_k))
+        per_sm = _PROGRAMS_PER_SM if _smem_estimate(cfg, dtype) * 2 <= smem_per_block_bytes() else 1
+        cfg = replace(cfg, split_k=_split_for(tiles, k, cfg.block_k, per_sm))
     return cfg
 
 
@@ -163,6 +174,8 @@ def config_for(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> RM
     if m <= _SMALL_TILE_MAX_M:
         return _tile_config(m, k, n, _TILE_SMALL)
     if _PREFILL_PERSISTENT and _tma_fits(k, dtype, gpu):
+        if _cdiv(m, _TILE_BIG.block_m) * _cdiv(n, _TILE_BIG.block_n) * 2 < sm_count():
+            return _persistent(_TILE_MID_PERSISTENT, dtype)
         return _persistent(_TILE_BIG, dtype)
     return _tile_config(m, k, n, _TILE_BIG, split_k=1)
 
@@ -211,12 +224,9 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
             out.append(replace(chosen, split_k=split_k))
         out.append(replace(chosen, tma=False, host_desc=False))  # the path where TMA does not fit
         if chosen.block_m >= _GEMV_WIDE_X_M:
-            # 64 rows of x: 4 stages (two an SM) or a K step of 64 (three an SM); 128 rows of W in 8 warps (x read
-            # half as often as W; one program an SM), K split for one or for two programs an SM.
-            wide = _gemv_config(m, k, n, dtype, gpu, block_n=2 * _GEMV_BLOCK_N, num_warps=8, num_stages=3)
-            tiles = _cdiv(n, wide.block_n)
-            out += [replace(chosen, num_stages=4), replace(chosen, block_k=chosen.block_k // 2, num_stages=4),
-                    replace(wide, split_k=_split_for(tiles, k, wide.block_k, per_sm=1)), wide]
+            # 64 rows of x: K split for two programs an SM; 64 rows of W in 4 warps, 3 stages (two an SM).
+            narrow = _gemv_config(m, k, n, dtype, gpu, block_n=_GEMV_BLOCK_N, num_warps=_GEMV_WARPS, num_stages=3)
+            out += [replace(chosen, split_k=_split_for(_cdiv(n, chosen.block_n), k, chosen.block_k)), narrow]
     elif m <= _SMALL_TILE_MAX_M:
         out += [
             replace(chosen, split_k=1),
@@ -234,5 +244,6 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
         if chosen.persistent:
             # Through pointers (where TMA does not fit), and persistent 128×128 tiles (more tiles where M·N is
             # small: 512×4096×4096 is 64 tiles of 128×256 on 132 SMs).
-            out += [_tile_config(m, k, n, _TILE_BIG, split_k=1), _persistent(replace(_TILE_MID, num_stages=4), dtype)]
+            out += [_tile_config(m, k, n, _TILE_BIG, split_k=1), _persistent(_TILE_MID_PERSISTENT, dtype),
+                    _persistent(_TILE_BIG, dtype)]
     return [c for c in dict.fromkeys(out) if _smem_estimate(c, dtype) <= smem_per_block_bytes(gpu)]
