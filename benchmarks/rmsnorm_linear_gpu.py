@@ -244,8 +244,8 @@ class Flow:
         elif group == "prefill":
             tma = [c for c in self.candidates(shape, dtype) if c.tma and c.rstd == "tile"]
             configs = [chosen, *tma[:1]]
-        else:  # decode: the chosen gemv and its twin with the sum of squares from the dot's x tile (ss "dot")
-            configs = [chosen, replace(chosen, ss="dot")]
+        else:  # decode: the chosen gemv and its twin through pointers (where TMA does not fit)
+            configs = list(dict.fromkeys([chosen, replace(chosen, tma=False, host_desc=False)]))
         out: list[tuple[str, str, object]] = [
             ("ours" if c == chosen else f"candidate {i}", "kernel", c) for i, c in enumerate(configs)]
         fns = k.baselines()
