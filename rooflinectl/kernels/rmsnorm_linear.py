@@ -9,48 +9,50 @@ g is folded into W once, at load time, as a serving engine does (``prepare_weigh
 the inputs as "w_g", and it is not timed). Measured on an H200 against scaling the x tiles by g in the K loop,
 the fold was faster everywhere: 32.9 against 36.7 µs at 1×4096×4096, 543 against 700 µs at 8192×4096×4096.
 
-Two kernels, chosen by shape (the table of configurations, with the measurements behind each, is in
-``rmsnorm_linear_configs.py``):
+Three kernels, chosen by shape (the table of configurations, with the H200 measurements behind each, is in
+``rmsnorm_linear_configs.py``; the runs are in docs/kernels-tuning.md, the final table in docs/performance.md):
 
 - ``gemv`` (decode, M up to 64): bandwidth-bound on W. The roles are swapped (yᵀ = W_g·xᵀ) so that a W tile of
-  BLOCK_N = 64 rows is the wide operand of Hopper's wgmma and the few rows of x the narrow one; each program owns
-  BLOCK_N rows of W and one K range, so that W is read exactly once. The sum of squares of x over the same K
-  range comes from a loop of its own before the matmul loop (``ss="loop"``, faster at M = 1) or from a load of its
-  own one step ahead inside it (``ss="inloop"``, which hides that loop's L2 latency: faster from M = 8 on, by
-  the H200 measurements at ``_GEMV_INLOOP_MIN_M``); or, a candidate checked but not yet timed on a GPU (issue
-  16), from the x tile that feeds the dot, made safe from the race below (``ss="dot"``). Candidates also read W_g
-  and x through tensor descriptors (``tma=True``, issue 16, checked but not yet timed).
+  BLOCK_N = 64 rows (128 in 8 warps where x has 64 rows) is the wide operand of Hopper's wgmma and the few rows
+  of x the narrow one; each program owns BLOCK_N rows of W and one K range, so that W is read exactly once. The
+  sum of squares of x over the same K range comes from the x tile that feeds the dot (``ss="dot"``, made safe
+  from the race below; the pick), from a loop of its own before the matmul loop (``ss="loop"``) or from a load of
+  its own one step ahead inside it (``ss="inloop"``). W_g and x come through tensor descriptors made on the host
+  (``tma=True, host_desc=True``; the pick where the rows allow it), made by each program, or through pointers.
 - ``tile`` (prefill): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in GROUP_M groups, with the row scaling
   (and bias) in the epilogue; a small pre-pass kernel computes rstd (it reads x once more, M·K elements, and writes
-  M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth).
+  M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth). Up to M = 256 it is the
+  pick (64×128 tiles, K split where the tiles are fewer than the SMs), and wherever TMA does not fit.
+- ``_tile_persistent_kernel`` (prefill beyond M = 256 where TMA fits; ``rmsnorm_linear_persistent.py``): the same
+  matmul and pre-pass, one program an SM walking its tiles, loads and stores through host-made descriptors, its
+  two loops pipelined as one. Measured on the H200 within 0.99-1.07× of cuBLAS's F.linear alone from M = 2,048.
 
-Why the sum of squares is never taken from the x tile that feeds the matmul in the measured kernels: with triton
-3.6 on an H200 that gave wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software
-pipeliner racing on a load with both a dot and a reduction as users (triton-lang/triton#6647 reports the same
-pattern). What races, as read (not measured) in the TTGIR and PTX that triton 3.6 and 3.9 compile for sm_90 on
-a CPU (issue 16): the pipeliner gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at
-4 stages), as for a tile that only a synchronous local_load reads, yet the wgmma still reads x from that buffer
-asynchronously; step i's copy of the x tile for step i + stages − 1 then lands in the buffer that step i's wgmma,
-still in flight (wgmma.wait_group 1), is reading. The same in the gemv, where x is the wgmma's B operand (run 1's
-fast variant of docs/kernels-tuning.md): 3 buffers of 16×128 at 4 stages, read with wgmma.wait_group 1.
+Why the sum of squares was first kept off the x tile that feeds the matmul: with triton 3.6 on an H200 that gave
+wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software pipeliner racing on a load
+with both a dot and a reduction as users (triton-lang/triton#6647 reports the same pattern). What races, as read
+(not measured) in the TTGIR and PTX that triton 3.6 and 3.9 compile for sm_90 on a CPU (issue 16): the pipeliner
+gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at 4 stages), as for a tile that
+only a synchronous local_load reads, yet the wgmma still reads x from that buffer asynchronously; step i's copy of
+the x tile for step i + stages − 1 then lands in the buffer that step i's wgmma, still in flight
+(wgmma.wait_group 1), is reading. The same in the gemv, where x is the wgmma's B operand (run 1's fast variant of
+docs/kernels-tuning.md): 3 buffers of 16×128 at 4 stages, read with wgmma.wait_group 1. The cure, ``x + 0.0``
+before the dot (below), makes the wgmma read a copy of its own. On the H200 (triton 3.6, torch 2.11,
+2026-12-03, ``benchmarks/rmsnorm_linear_gpu.py``, docs/results/h200-2026-12-03-rmsnorm-linear/) every candidate
+passed its bf16 and fp16 checks on odd shapes, each run twice per seed with bit-identical results (62 checks at
+18:12 and at 19:29 UTC, 118 at 19:19): the ``x + 0.0`` forms gave no wrong rows there.
 
-On the H200 (triton 3.6, torch 2.11, 2026-12-03 18:12 UTC, ``benchmarks/rmsnorm_linear_gpu.py OUT --groups ""``,
-docs/results/h200-2026-12-03-rmsnorm-linear/checks/) every candidate below passed its bf16 and fp16 checks on odd
-shapes, each run twice per seed with bit-identical results (62 checks): the ``x + 0.0`` forms gave no wrong rows
-there. Not yet timed.
-
-A third kernel, ``_tile_ss_kernel`` (issue 16; checked in the interpreter and compiled for sm_90 with triton 3.6
-and 3.9, checked on an H200 but NOT yet timed, so ``config_for`` never picks it; ``candidates`` offers it for
-prefill), is the tile kernel without the pre-pass: the sum of squares of each row comes from the x tiles its K
-loop loads, rstd applied in the epilogue. ``rstd="tile"``: from the tile that feeds the dot, which the dot then
-takes from registers (``x + 0.0`` before it, which no compiler pass folds: the wgmma's A operand is then the registers a
-synchronous load filled, and x's buffer is free once they are, so stages − 1 buffers are right; compiled for
-sm_90 by 3.6 and 3.9, a bar.sync separates those loads from the next copy into the buffer). ``rstd="ahead"``:
-from a load of its own one step ahead (the gemv's "inloop"; x then feeds only the dot and keeps its stages
-buffers), should the GPU show the first one wrong or slow. With ``tma=True`` the x and W_g tiles come through
-device-side tensor descriptors (``tl.make_tensor_descriptor``, Hopper's TMA; the allocator set once, at the first
-such launch; ``host_desc=True``: made on the host, triton.tools.tensor_descriptor, and passed as kernel
-parameters, which spares each program the making), else through pointers as above.
+A fourth, ``_tile_ss_kernel``, is the tile kernel without the pre-pass: the sum of squares of each row comes from
+the x tiles its K loop loads, rstd applied in the epilogue. ``rstd="tile"``: from the tile that feeds the dot,
+which the dot then takes from registers (``x + 0.0`` before it, which no compiler pass folds: the wgmma's A
+operand is then the registers a synchronous load filled, and x's buffer is free once they are, so stages − 1
+buffers are right; compiled for sm_90 by 3.6 and 3.9, a bar.sync separates those loads from the next copy into
+the buffer). ``rstd="ahead"``: from a load of its own one step ahead (the gemv's "inloop"; x then feeds only the
+dot and keeps its stages buffers). With ``tma=True`` the x and W_g tiles come through device-side tensor
+descriptors (``tl.make_tensor_descriptor``, Hopper's TMA; the allocator set once, at the first such launch;
+``host_desc=True``: made on the host, triton.tools.tensor_descriptor, and passed as kernel parameters, which spares
+each program the making), else through pointers as above. Timed on the H200 (runs 5-7): 1.15-1.5× slower than the
+pre-pass kernels from M = 512 (the squares in the K loop cost more than a second read of x), faster at one of
+three shapes at M = 128; so ``config_for`` never picks it and ``candidates`` offers it up to M = 256.
 
 The kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each
 writes its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace,
@@ -118,8 +120,8 @@ def _gemv_kernel(
     k_hi = tl.minimum(K, k_lo + k_per_split)
 
     # Sum of squares of this K range of x: from a load of its own in the matmul loop (SS_INLOOP: an L2 read of a
-    # few KB a step, no extra latency), or in a loop of its own before it; or (SS_DOT, checked, not yet timed) from
-    # the x tile that feeds the dot, which then takes a copy of it (x + 0.0: see the module docstring's race).
+    # few KB a step, no extra latency), or in a loop of its own before it; or (SS_DOT, the pick) from the x tile
+    # that feeds the dot, which then takes a copy of it (x + 0.0: see the module docstring's race).
     ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
     if not SS_INLOOP and not SS_DOT:
         for k in range(k_lo, k_hi, BLOCK_KSS):
@@ -133,7 +135,7 @@ def _gemv_kernel(
     offs_k = k_lo + tl.arange(0, BLOCK_K)
     w_ptrs = w_ptr + n_safe[:, None] * swn + offs_k[None, :]
     x_ptrs = x_ptr + m_safe[:, None] * sxm + offs_k[None, :]
-    if TMA:  # (checked, not yet timed) W_g and x tiles through tensor descriptors: rows past the edge read as zeros
+    if TMA:  # W_g and x tiles through tensor descriptors: rows past the edge read as zeros
         if HOST_DESC:  # made on the host, kernel parameters
             w_desc = w_td
             x_desc = x_td

@@ -33,18 +33,18 @@ class RMSNormLinearConfig:
     # tile only: where rstd comes from. "prepass": a small kernel before the matmul reads x once more (measured on
     # the H200, the default); "tile": the sum of squares of the x tiles the K loop loads for the dot (which takes
     # them from registers, against the pipeliner's race: rmsnorm_linear's docstring), rstd in the epilogue, no
-    # pre-pass; "ahead": the same from a load of its own one step ahead (the gemv's "inloop").
-    # Neither of the last two has been run on a GPU yet (issue 16).
+    # pre-pass; "ahead": the same from a load of its own one step ahead (the gemv's "inloop"). Both measured
+    # slower than the pre-pass at M ≥ 512 (runs 5-6).
     rstd: str = "prepass"
     tma: bool = False  # gemv, or tile with rstd "tile"/"ahead": x and W_g tiles through tensor descriptors (TMA)
     warp_spec: bool = False  # with tma: the K loop warp-specialized (tl.range(..., warp_specialize=True))
     # With tma: the descriptors made on the host (triton.tools.tensor_descriptor, kernel parameters) instead of by
     # each program (tl.make_tensor_descriptor into global scratch, a few instructions and a fence a program).
     host_desc: bool = False
-    # tile with rstd "prepass" (issue 16, a candidate until timed): rmsnorm_linear_persistent's kernel, one program
-    # an SM walking its tiles, x and W_g through host-made descriptors (so with tma and host_desc); flatten: its
-    # two loops pipelined as one (the next tile's loads under this one's epilogue); subtile: y stored through a
-    # descriptor in two halves of block_n/2 columns.
+    # tile with rstd "prepass" (the pick beyond M = 256 where TMA fits): rmsnorm_linear_persistent's kernel, one
+    # program an SM walking its tiles, x and W_g through host-made descriptors (so with tma and host_desc);
+    # flatten: its two loops pipelined as one (the next tile's loads under this one's epilogue); subtile: y stored
+    # through a descriptor in two halves of block_n/2 columns.
     persistent: bool = False
     flatten: bool = False
     subtile: bool = False
@@ -85,8 +85,8 @@ _SMALL_TILE_MAX_M = 256
 _TILE_BIG = RMSNormLinearConfig("tile", 128, 256, 64, num_warps=8, num_stages=3)
 _TILE_MID = RMSNormLinearConfig("tile", 128, 128, 64, num_warps=8, num_stages=4)
 _TILE_SMALL = RMSNormLinearConfig("tile", 64, 128, 64, num_warps=4, num_stages=4)
-# A candidate at M ≤ 256 (issue 16, not yet timed): twice the tiles of 128×128 along N, for the SMs that 112
-# tiles of 128×128 leave idle at 128×4096×14336 (run 5: 43.2 µs against cuBLAS's 35.8).
+# A candidate at M ≤ 256: twice the tiles of 128×128 along N, for the SMs that 112 tiles of 128×128 leave idle at
+# 128×4096×14336. Measured (run 7): 44.4 µs against 43.9 for the pick and 42.7 for persistent 128×128 tiles.
 _TILE_NARROW = RMSNormLinearConfig("tile", 128, 64, 64, num_warps=4, num_stages=4)
 # Beyond _SMALL_TILE_MAX_M, where TMA fits: the big tile in the persistent kernel, loops flattened, y stored in
 # halves, 3 stages. Measured on an H200 (bf16, graph replay, checked first; triton 3.6, 2026-12-03 19:19 UTC,
@@ -108,7 +108,7 @@ def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
 
 def _split_for(tiles: int, k: int, block_k: int, per_sm: int = _PROGRAMS_PER_SM) -> int:
     """Split K so that tiles × split comes nearest ``per_sm`` programs on every SM without passing it (a second,
-    partial wave costs a whole one), keeping _MIN_STEPS_PER_SPLIT steps a split. Measured on an H200 (run 5), the
+    partial wave costs a whole one), keeping _MIN_STEPS_PER_SPLIT steps a split. Measured on an H200 (run 6), the
     gemv at 1×4096×6144 (96 tiles): split 2 16.7 µs, 3 21.5; at 1×8192×10240 (160 tiles): split 1 44.0, 2 52.5
     (rounding to the nearest had picked 3 and 2)."""
     most = max(1, k // (block_k * _MIN_STEPS_PER_SPLIT))
@@ -133,7 +133,9 @@ _GEMV_SS = "dot"
 # 63.4 / 37.2; 64×8192×8192 42.6 / 46.7 / 57.6 / 37.1; 64×8192×10240 59.9 / 76.5 / 98.3 / 42.4 (split 3, for two
 # an SM: 56.6); 64×8192×57344 282.7 / 332.5 / 357.7 / 234.8.
 _GEMV_WIDE_X_M = 64
-_GEMV_WIDE_X = {"block_n": 2 * _GEMV_BLOCK_N, "num_warps": 8, "num_stages": 3}
+_GEMV_WIDE_X_BLOCK_N = 2 * _GEMV_BLOCK_N
+_GEMV_WIDE_X_WARPS = 8
+_GEMV_WIDE_X_STAGES = 3
 _GEMV_TMA = True
 
 
@@ -146,7 +148,8 @@ def _gemv_config(m: int, k: int, n: int, dtype: str, gpu: GPU | None = None, **k
         tma=tma, host_desc=tma,
     )
     if block_m >= _GEMV_WIDE_X_M:
-        base = replace(base, **_GEMV_WIDE_X)
+        base = replace(base, block_n=_GEMV_WIDE_X_BLOCK_N, num_warps=_GEMV_WIDE_X_WARPS,
+                       num_stages=_GEMV_WIDE_X_STAGES)
     cfg = replace(base, **kw)
     if "split_k" not in kw:
         tiles = _cdiv(n, cfg.block_n) * _cdiv(m, cfg.block_m)
@@ -179,12 +182,12 @@ def config_for(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> RM
         return _persistent(_TILE_BIG, dtype)
     return _tile_config(m, k, n, _TILE_BIG, split_k=1)
 
-# The tile kernel without the pre-pass (rstd "tile"/"ahead") reads through tensor descriptors (TMA) from compute
+# Tensor descriptors (TMA: the gemv, the persistent kernel, the tile kernel without the pre-pass) from compute
 # capability 9.0 (Hopper) on. Triton's warp specialization of its K loop (tl.range(..., warp_specialize=True))
 # changes nothing on sm_90: compiled for sm_90 with triton 3.6 and 3.9 on this project's CPU machine (2026-12-03;
 # bf16, 128×256×64 tiles, 8 warps, 3 stages), the PTX with and without it was the same byte for byte; so it is
-# offered from compute capability 10.0 (Blackwell) on. Without a spec, the current device's (base.compute_capability: the tuned
-# H200's 9.0 without a device).
+# offered from compute capability 10.0 (Blackwell) on. Without a spec, the current device's compute capability
+# (base.compute_capability: the tuned H200's 9.0 without a device).
 _TMA_MIN_CC = 9.0
 _WARP_SPEC_MIN_CC = 10.0
 # TMA reads rows whose stride is a multiple of 16 bytes.
@@ -237,8 +240,10 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
         if _tma_fits(k, dtype, gpu):
             # Without the pre-pass, through host-made descriptors (run 5: 21.2 µs against 25.4 at 128×4096×4096);
             # persistent 128×128 tiles.
-            out += [replace(chosen, rstd="tile", tma=True, host_desc=True),
-                    _persistent(_TILE_MID, dtype)]
+            no_prepass = replace(chosen, rstd="tile", tma=True, host_desc=True)
+            out += [no_prepass, _persistent(_TILE_MID, dtype)]
+            if _compute_capability(gpu) >= _WARP_SPEC_MIN_CC:
+                out.append(replace(no_prepass, warp_spec=True))
     else:
         out += [replace(chosen, num_stages=4), replace(chosen, subtile=False)]
         if chosen.persistent:
