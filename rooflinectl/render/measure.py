@@ -94,7 +94,9 @@ def baselines_table(run: MeasurementFile) -> Table:
     """Per shape and baseline: its time, rate and error, and the kernel's speedup over it."""
     t = _table("Baselines: the same op by torch (×: baseline time / kernel time)")
     t.add_column("shape", no_wrap=True)
-    t.add_column("baseline")
+    # Not wrapped, like the rest: in an 80-column terminal rich squeezed this, the one column that could wrap, to
+    # nothing, and the rows lost the name of their baseline; now every column gives up its share.
+    t.add_column("baseline", no_wrap=True)
     for col in ("time", "p20–p80", "timer", "GB/s", "TFLOP/s", "rel. err", "kernel ×"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in run.records:
