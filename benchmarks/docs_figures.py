@@ -25,6 +25,7 @@ RESULTS = ROOT / "docs" / "results"
 MORNING = RESULTS / "h200-2026-12-02"
 SOFTMAX = RESULTS / "h200-2026-12-02-softmax"
 CLI_SPEED = RESULTS / "cli-speed-2026-12-03.txt"
+RMS16 = RESULTS / "h200-2026-12-03-rmsnorm-linear"  # issue 16: `measure` and benchmarks/rmsnorm_linear_gpu.py
 
 # Issue 4's and issue 5's targets, as the issues state them: softmax at least this share of the copy ceiling.
 SOFTMAX_TARGET_PCT = {1024: 85, 2048: 85, 4096: 85, 8192: 85, 16384: 85, 65536: 70, 262144: 70}
@@ -278,12 +279,52 @@ def tuning_softmax_table() -> str:
 # --- README.md ------------------------------------------------------------------------------------------------
 
 
+# --- docs/performance.md, issue 16 ------------------------------------------------------------------------------
+
+
+def rmsnorm16_table() -> str:
+    """Issue 16's 11 shapes as `measure --baseline all` timed them: ours against eager, compile and cuBLAS alone."""
+    run, by_shape = records(RMS16 / "measure-rmsnorm_linear.json")
+    lines = ["| M × K × N | ours µs | eager µs | compile µs | cuBLAS alone µs | ours/compile | ours/cuBLAS | "
+             "of copy |", "|---|---|---|---|---|---|---|---|"]
+    for r in by_shape.values():
+        eager, compiled, cublas = baseline(r, "torch"), baseline(r, "compile"), baseline(r, "cublas")
+        assert eager and compiled and cublas and r.time_s, r.shape_text
+        share = f"{r.measured_roof_pct:.0f}%" if r.shape[0] <= 64 and r.measured_roof_pct is not None else "—"
+        lines.append(f"| {' × '.join(map(str, r.shape))} | {us(r.time_s)} | {us(eager)} | {us(compiled)} | "
+                     f"{us(cublas)} | {r.time_s / compiled:.2f} | {r.time_s / cublas:.2f} | {share} |")
+    lines += ["", f"Record: [{rel(RMS16 / 'measure-rmsnorm_linear.json')}]"
+                  f"({rel(RMS16 / 'measure-rmsnorm_linear.json')}) ({run.gpu.name}, torch {run.torch_version}, "
+                  f"triton {run.triton_version}); \"of copy\": decode rows against the copy ceiling measured in the "
+                  f"same run."]
+    return "\n".join(lines)
+
+
+def _bench_report():
+    """benchmarks/rmsnorm_linear_gpu.py's report function (this script is also loaded by path, from the tests)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rmsnorm_linear_gpu", ROOT / "benchmarks" / "rmsnorm_linear_gpu.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.report
+
+
+def rmsnorm16_grid() -> str:
+    """The last run of benchmarks/rmsnorm_linear_gpu.py (run 16d): every shape of issue 16's grids."""
+    import json
+
+    record = json.loads((RMS16 / "run16d" / "rmsnorm_linear_gpu.json").read_text())
+    return _bench_report()(record)
+
+
 def readme_kernels() -> str:
     _, sm = records(SOFTMAX / "softmax-bf16.json")
     _, sm32 = records(SOFTMAX / "softmax-fp32.json")
     _, copy = records(MORNING / "copy-bf16.json")
     _, mm = records(MORNING / "matmul-bf16.json")
-    _, rl = records(MORNING / "rmsnorm-decode-inloop.json")
+    _, rl = records(RMS16 / "measure-rmsnorm_linear.json")
     lines = ["| kernel | shape, bf16 | time | achieved | against |", "|---|---|---|---|---|"]
     for shape in ("4096x4096", "4096x8192", "4096x262144"):
         r = sm[shape]
@@ -298,13 +339,14 @@ def readme_kernels() -> str:
     assert c.shape == [2**28] and m.shape == [8192] * 3, "the labels below name these shapes"
     r = rl["8x4096x14336"]
     ct, mt, re_, rc = baseline(c, "torch"), baseline(m, "torch"), baseline(r, "torch"), baseline(r, "compile")
-    assert ct and mt and re_ and rc
+    rb = baseline(r, "cublas")
+    assert ct and mt and re_ and rc and rb
     lines += [
         f"| `copy` | 2²⁸ elements | {us(c.time_s)} µs | {num(c.achieved_gbps)} GB/s | {ct / c.time_s:.2f}× torch `copy_` |",
         f"| `matmul` | 8192³ | {num(m.time_s * 1e3)} ms | {num(m.achieved_tflops)} TFLOP/s | {mt / m.time_s:.2f}× torch "
         f"matmul |",
         f"| `rmsnorm_linear` | 8 × 4096 × 14336 | {us(r.time_s)} µs | {num(r.achieved_gbps)} GB/s | {re_ / r.time_s:.2f}× "
-        f"eager, {rc / r.time_s:.2f}× torch.compile |",
+        f"eager, {rc / r.time_s:.2f}× torch.compile, {rb / r.time_s:.2f}× cuBLAS's `F.linear` alone |",
     ]
     return "\n".join(lines)
 
@@ -313,7 +355,8 @@ BLOCKS: dict[str, list[tuple[str, Callable[[], str]]]] = {
     "docs/performance.md": [("softmax", softmax_table), ("softmax-before", softmax_before),
                             ("morning-checks", morning_checks),
                             ("copy-matmul", copy_matmul), ("rmsnorm", rmsnorm_table),
-                            ("rmsnorm-summary", rmsnorm_summary), ("cli", cli_table)],
+                            ("rmsnorm-summary", rmsnorm_summary), ("rmsnorm16", rmsnorm16_table),
+                            ("rmsnorm16-grid", rmsnorm16_grid), ("cli", cli_table)],
     "README.md": [("kernels", readme_kernels)],
     "docs/kernels-tuning.md": [("softmax-configs", tuning_softmax_table)],
 }

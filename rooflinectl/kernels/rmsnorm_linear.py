@@ -25,7 +25,8 @@ Three kernels, chosen by shape (the table of configurations, with the H200 measu
   pick (64×128 tiles, K split where the tiles are fewer than the SMs), and wherever TMA does not fit.
 - ``_tile_persistent_kernel`` (prefill beyond M = 256 where TMA fits; ``rmsnorm_linear_persistent.py``): the same
   matmul and pre-pass, one program an SM walking its tiles, loads and stores through host-made descriptors, its
-  two loops pipelined as one. Measured on the H200 within 0.99-1.07× of cuBLAS's F.linear alone from M = 2,048.
+  two loops pipelined as one. Measured on the H200 within 1.00-1.06× of cuBLAS's F.linear alone from M = 2,048
+  (run 16d).
 
 Why the sum of squares was first kept off the x tile that feeds the matmul: with triton 3.6 on an H200 that gave
 wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software pipeliner racing on a load
@@ -50,7 +51,7 @@ the buffer). ``rstd="ahead"``: from a load of its own one step ahead (the gemv's
 dot and keeps its stages buffers). With ``tma=True`` the x and W_g tiles come through device-side tensor
 descriptors (``tl.make_tensor_descriptor``, Hopper's TMA; the allocator set once, at the first such launch;
 ``host_desc=True``: made on the host, triton.tools.tensor_descriptor, and passed as kernel parameters, which spares
-each program the making), else through pointers as above. Timed on the H200 (runs 5-7): 1.15-1.5× slower than the
+each program the making), else through pointers as above. Timed on the H200 (runs 16a-16c): 1.15-1.5× slower than the
 pre-pass kernels from M = 512 (the squares in the K loop cost more than a second read of x), faster at one of
 three shapes at M = 128; so ``config_for`` never picks it and ``candidates`` offers it up to M = 256.
 

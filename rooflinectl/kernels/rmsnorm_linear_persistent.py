@@ -9,8 +9,9 @@ the two loops as one, so that the first K steps of a program's next tile are loa
 epilogue); the epilogue stores through a descriptor of y too where y's rows allow it (``Y_TMA``), in two halves
 of BLOCK_N/2 columns where ``SUBTILE`` (half the registers and shared memory for the store).
 
-``rmsnorm_linear_configs.config_for`` picks it beyond M = 256 where TMA fits: on the H200 (runs 6-8 of
-docs/kernels-tuning.md) it took the pre-pass kernels from 1.15-1.29× of cuBLAS's F.linear alone to 0.99-1.07×.
+``rmsnorm_linear_configs.config_for`` picks it beyond M = 256 where TMA fits: on the H200 (runs 16b-16d of
+docs/kernels-tuning.md) it took prefill from M = 2,048 from 1.16-1.29× of cuBLAS's F.linear alone (the
+pointer kernel, run 16a) to 1.00-1.06× (run 16d).
 """
 
 from __future__ import annotations

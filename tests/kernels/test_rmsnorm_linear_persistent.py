@@ -93,7 +93,7 @@ def test_offered_for_big_tiles_where_tma_fits():
     k = get_kernel("rmsnorm_linear")
     shape = (2048, 4096, 14336)
     offered = [c for c in k.candidates(shape, "bf16") if c.persistent]
-    # The pick (3 stages, flattened, y in halves; run 6), its 4-stage and whole-y twins, 128×128 tiles.
+    # The pick (3 stages, flattened, y in halves; run 16b), its 4-stage and whole-y twins, 128×128 tiles.
     assert offered[0] == k.config_for(shape, "bf16")
     assert {(c.block_n, c.flatten, c.subtile, c.num_stages) for c in offered} == {
         (256, True, True, 3), (256, True, True, 4), (256, True, False, 3), (128, True, True, 4)}

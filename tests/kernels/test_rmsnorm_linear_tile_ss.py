@@ -137,7 +137,7 @@ PREFILL = [(128, 4096, 14336), (256, 8192, 8192), (512, 8192, 8192), (2048, 4096
 
 @pytest.mark.parametrize("shape", PREFILL)
 def test_the_kernel_without_the_prepass_is_offered_where_it_won_once_and_never_picked(shape):
-    # Measured on the H200 (docs/kernels-tuning.md runs 5-7): without the pre-pass 1.15-1.5× slower than with it
+    # Measured on the H200 (docs/kernels-tuning.md runs 16a-16c): without the pre-pass 1.15-1.5× slower than with it
     # at M ≥ 512; up to M = 256 faster at one shape of three (128×4096×4096). So it is offered only up to 256,
     # through host-made descriptors, and config_for keeps the pre-pass everywhere.
     k = get_kernel("rmsnorm_linear")
@@ -148,7 +148,7 @@ def test_the_kernel_without_the_prepass_is_offered_where_it_won_once_and_never_p
     without = {(c.rstd, c.tma, c.host_desc) for c in offered if c.rstd != "prepass"}
     assert without == ({("tile", True, True)} if shape[0] <= 256 else set())
     assert not any(c.warp_spec for c in offered)  # a no-op on sm_90 (rmsnorm_linear_configs._WARP_SPEC_MIN_CC)
-    # The persistent kernel is the pick beyond M = 256 (run 6), not up to it.
+    # The persistent kernel is the pick beyond M = 256 (run 16b), not up to it.
     assert chosen.persistent == (shape[0] > 256)
 
 
