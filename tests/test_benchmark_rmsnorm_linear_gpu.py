@@ -45,13 +45,16 @@ def test_dry_runs_the_whole_flow_on_the_cpu(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads((tmp_path / "rmsnorm_linear_gpu.json").read_text())
     assert (tmp_path / "rmsnorm_linear_gpu.log").read_text().strip()
-    # Checks: every candidate of each check shape, in fp16 and fp32, the tile kernel without the pre-pass among
-    # them (plain and through TMA), each passed and repeatable.
+    # Checks: every candidate of each check shape, in fp16 and fp32, each passed and repeatable: the gemv through
+    # descriptors and pointers, the pre-pass tile kernel through pointers and persistent, and (M = 70 ≤ 256) the
+    # tile kernel without the pre-pass through host-made descriptors.
     checks = record["checks"]
     assert checks and all(c["passed"] and c["repeatable"] for c in checks)
     assert {c["dtype"] for c in checks} == {"fp16", "fp32"}
-    assert {(c["config"]["rstd"], c["config"]["tma"]) for c in checks} >= {
-        ("prepass", False), ("tile", False), ("tile", True), ("ahead", True)}
+    kinds = {(c["config"]["kind"], c["config"]["rstd"], c["config"]["tma"], c["config"]["persistent"])
+             for c in checks}
+    assert kinds >= {("gemv", "prepass", True, False), ("gemv", "prepass", False, False),
+                     ("tile", "prepass", False, False), ("tile", "prepass", True, True), ("tile", "tile", True, False)}
     # Timings: every group's shapes, in the run's order, nothing skipped.
     s = _script()
     groups = s.shapes_of(dry=True)
@@ -69,7 +72,7 @@ def test_dry_runs_the_whole_flow_on_the_cpu(tmp_path):
             assert m.get("error") is None, m
             assert m["rel_error"] <= 3e-3 and m["time_s"] > 0  # fp16's tolerance
     prefill = [e for e in record["shapes"] if e["group"] == "prefill"]
-    assert any(m["config"]["tma"] for e in prefill for m in e["methods"] if m["kind"] == "kernel")
+    assert any(m["config"]["persistent"] for e in prefill for m in e["methods"] if m["kind"] == "kernel")
     # The report printed at the end: its header and one row per shape.
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert len(rows) == len(record["shapes"])

@@ -94,11 +94,11 @@ _TILE_NARROW = RMSNormLinearConfig("tile", 128, 64, 64, num_warps=4, num_stages=
 # pick before) / cuBLAS alone: 2048×4096×14336 364.3 / 364.3 / 422.2 / 366.1; 8192×4096×4096 436.4 / 435.9 /
 # 512.5 / 406.1; 16384×4096×4096 857.9 / 840.7 / 990.7 / 844.0; 8192×4096×14336 1461.8 / 1456.1 / 1690.8 /
 # 1404.3; 2048×8192×8192 414.6 / 414.1 / 471.2 / 399.5; 8192×8192×8192 1682.8 / 1667.7 / 1891.1 / 1620.9.
-_PREFILL_PERSISTENT = True
+_TILE_BIG_PERSISTENT = replace(_TILE_BIG, persistent=True, tma=True, host_desc=True, flatten=True, subtile=True)
 # Where the big tiles would leave more than half the SMs idle, 128×128 tiles, 4 stages. Measured (run 16c), µs,
 # 128×128 / 128×256: 512×4096×4096 (64 big tiles) 33.5 / 48.1; 512×8192×8192 (128) 115.5 / 108.0; 512×4096×14336
 # (224) 113.7 / 102.6.
-_TILE_MID_PERSISTENT = replace(_TILE_MID, num_stages=4)
+_TILE_MID_PERSISTENT = replace(_TILE_BIG_PERSISTENT, block_n=128, num_stages=4)
 
 def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
     """The software pipeline's shared memory: stages × (x tile + W tile)."""
@@ -116,7 +116,7 @@ def _split_for(tiles: int, k: int, block_k: int, per_sm: int = _PROGRAMS_PER_SM)
 
 
 # The gemv's sum of squares from the x tile that feeds the dot ("dot"), x and W_g through host-made tensor
-# descriptors where TMA fits (else through pointers). Measured on an H200 (bf16, graph replay over rotated inputs,
+# descriptors where TMA fits (_tma_fits; else through pointers). Measured on an H200 (bf16, graph replay over rotated inputs,
 # each checked first; triton 3.6, 2026-12-03 19:07 UTC, benchmarks/rmsnorm_linear_gpu.py, docs/kernels-tuning.md
 # run 16a), µs, dot + host descriptors / dot through pointers / dot + descriptors made by each program / the pick
 # before (the separate loop below M = 8, "inloop" from 8: run 4's):
@@ -136,13 +136,12 @@ _GEMV_WIDE_X_M = 64
 _GEMV_WIDE_X_BLOCK_N = 2 * _GEMV_BLOCK_N
 _GEMV_WIDE_X_WARPS = 8
 _GEMV_WIDE_X_STAGES = 3
-_GEMV_TMA = True
 
 
 def _gemv_config(m: int, k: int, n: int, dtype: str, gpu: GPU | None = None, **kw) -> RMSNormLinearConfig:
     block_m = max(16, _next_pow2(m))
     block_k = _GEMV_BLOCK_K if dtype != "fp32" else _GEMV_BLOCK_K // 2
-    tma = _GEMV_TMA and _tma_fits(k, dtype, gpu)
+    tma = _tma_fits(k, dtype, gpu)  # with descriptors made on the host: _GEMV_SS's measurements
     base = RMSNormLinearConfig(
         "gemv", block_m, _GEMV_BLOCK_N, block_k, num_warps=_GEMV_WARPS, num_stages=_GEMV_STAGES, ss=_GEMV_SS,
         tma=tma, host_desc=tma,
@@ -153,7 +152,7 @@ def _gemv_config(m: int, k: int, n: int, dtype: str, gpu: GPU | None = None, **k
     cfg = replace(base, **kw)
     if "split_k" not in kw:
         tiles = _cdiv(n, cfg.block_n) * _cdiv(m, cfg.block_m)
-        per_sm = _PROGRAMS_PER_SM if _smem_estimate(cfg, dtype) * 2 <= smem_per_block_bytes() else 1
+        per_sm = _PROGRAMS_PER_SM if _smem_estimate(cfg, dtype) * 2 <= smem_per_block_bytes(gpu) else 1
         cfg = replace(cfg, split_k=_split_for(tiles, k, cfg.block_k, per_sm))
     return cfg
 
@@ -176,10 +175,10 @@ def config_for(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> RM
         return _tile_config(m, k, n, replace(_TILE_MID, block_k=32, num_stages=3))
     if m <= _SMALL_TILE_MAX_M:
         return _tile_config(m, k, n, _TILE_SMALL)
-    if _PREFILL_PERSISTENT and _tma_fits(k, dtype, gpu):
+    if _tma_fits(k, dtype, gpu):
         if _cdiv(m, _TILE_BIG.block_m) * _cdiv(n, _TILE_BIG.block_n) * 2 < sm_count():
-            return _persistent(_TILE_MID_PERSISTENT, dtype)
-        return _persistent(_TILE_BIG, dtype)
+            return _TILE_MID_PERSISTENT
+        return _TILE_BIG_PERSISTENT
     return _tile_config(m, k, n, _TILE_BIG, split_k=1)
 
 # Tensor descriptors (TMA: the gemv, the persistent kernel, the tile kernel without the pre-pass) from compute
@@ -199,12 +198,6 @@ def _compute_capability(gpu: GPU | None) -> float:
     if gpu is None:
         return compute_capability()
     return float(gpu.compute_capability) if gpu.compute_capability else 0.0
-
-
-def _persistent(base: RMSNormLinearConfig, dtype: str) -> RMSNormLinearConfig:
-    """``base``'s tiles in the persistent pre-pass kernel (rmsnorm_linear_persistent): x and W_g through host-made
-    descriptors, the loops flattened, y stored in halves."""
-    return replace(base, persistent=True, tma=True, host_desc=True, flatten=True, subtile=True, split_k=1)
 
 
 def _tma_fits(k: int, dtype: str, gpu: GPU | None) -> bool:
@@ -241,7 +234,7 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
             # Without the pre-pass, through host-made descriptors (run 16b: 21.2 µs against 25.4 at 128×4096×4096);
             # persistent 128×128 tiles.
             no_prepass = replace(chosen, rstd="tile", tma=True, host_desc=True)
-            out += [no_prepass, _persistent(_TILE_MID, dtype)]
+            out += [no_prepass, _TILE_MID_PERSISTENT]
             if _compute_capability(gpu) >= _WARP_SPEC_MIN_CC:
                 out.append(replace(no_prepass, warp_spec=True))
     else:
@@ -249,6 +242,5 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
         if chosen.persistent:
             # Through pointers (where TMA does not fit), and persistent 128×128 tiles (more tiles where M·N is
             # small: 512×4096×4096 is 64 tiles of 128×256 on 132 SMs).
-            out += [_tile_config(m, k, n, _TILE_BIG, split_k=1), _persistent(_TILE_MID_PERSISTENT, dtype),
-                    _persistent(_TILE_BIG, dtype)]
+            out += [_tile_config(m, k, n, _TILE_BIG, split_k=1), _TILE_MID_PERSISTENT, _TILE_BIG_PERSISTENT]
     return [c for c in dict.fromkeys(out) if _smem_estimate(c, dtype) <= smem_per_block_bytes(gpu)]
