@@ -12,7 +12,7 @@
    random inputs from two seeds, each run twice into NaN-poisoned outputs: the relative error against the
    float32 reference within the kernel's tolerance, and the second run bit-equal to the first (a race such as
    the pipeliner's of rmsnorm_linear's docstring shows as a difference).
-2. Timing, bf16, per shape: fresh input sets rotated so that together they hold 4 L2s of what one call moves (the
+2. Timing, bf16 (--dtype fp16 for issue 16's "fp16 the same"), per shape: fresh input sets rotated so that together they hold 4 L2s of what one call moves (the
    kernel's count: x + W + g + y), each method checked on the first set first (an output that fails the kernel's
    tolerance is not timed), then timed by rooflinectl's own timer (``rooflinectl.measure.bench``: CUDA-graph
    replays of the rotated calls, ``do_bench_cudagraph``; CUDA events where a capture fails, and the figure says
@@ -474,6 +474,8 @@ def main(argv=None) -> int:
     p.add_argument("--groups", default="table,prefill,decode", help="comma list of table, prefill, decode")
     p.add_argument("--skip-checks", action="store_true", help="go straight to the timings")
     p.add_argument("--all-candidates", action="store_true", help="the gemv's split-K sweep too")
+    p.add_argument("--dtype", choices=("bf16", "fp16"), default=None,
+                   help="the timed data type (default bf16; --dry: fp16, and only fp16)")
     p.add_argument("--wide", action="store_true",
                    help="time every candidate in the prefill and decode groups too (a tuning run)")
     p.add_argument("--deadline-s", type=float, default=330.0, help="start no shape after this many seconds")
@@ -489,6 +491,8 @@ def main(argv=None) -> int:
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
     if bad := [g for g in groups if g not in ("table", "decode", "prefill")]:
         p.error(f"--groups: unknown {', '.join(bad)} (table, decode, prefill)")
+    if args.dry and args.dtype not in (None, "fp16"):
+        p.error("--dry times fp16 only (the interpreter's bf16 tl.dot is wrong)")
     if args.dry:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported, which the flow does
         import warnings
@@ -503,7 +507,8 @@ def main(argv=None) -> int:
     flow = Flow(run, device)
     flow.all_candidates = args.all_candidates
     flow.wide = args.wide
-    timed_dtype = "fp16" if args.dry else "bf16"
+    timed_dtype = "fp16" if args.dry else (args.dtype or "bf16")
+    run.record["env"]["timed_dtype"] = timed_dtype
     if device == "cuda":
         from rooflinectl.measure.ceilings import probe_copy_bandwidth, warm_up_clocks
         from rooflinectl.measure.device import detect_device_spec
@@ -601,7 +606,8 @@ def report(record: dict) -> str:
     env = record["env"]
     copy = env.get("copy_gbps")
     lines = [
-        f"{env.get('gpu', env.get('device'))}, torch {env.get('torch')}, triton {env.get('triton')}, "
+        f"{env.get('timed_dtype', 'bf16')} on {env.get('gpu', env.get('device'))}, torch {env.get('torch')}, "
+        f"triton {env.get('triton')}, "
         f"liger_kernel {env.get('liger_kernel')}, {env.get('date')}; timer {env.get('timer')} "
         f"(rep {env.get('rep_ms')} ms), copy ceiling {copy:,.0f} GB/s; `{env.get('command')}`"
         if copy else f"{env.get('device')}, {env.get('date')}; `{env.get('command')}`",
