@@ -312,12 +312,20 @@ def _bench_report():
     return module.report
 
 
-def rmsnorm16_grid() -> str:
-    """The last run of benchmarks/rmsnorm_linear_gpu.py (run 16d): every shape of issue 16's grids."""
+def _bench_table(run: str) -> str:
     import json
 
-    record = json.loads((RMS16 / "run16d" / "rmsnorm_linear_gpu.json").read_text())
-    return _bench_report()(record)
+    return _bench_report()(json.loads((RMS16 / run / "rmsnorm_linear_gpu.json").read_text()))
+
+
+def rmsnorm16_grid() -> str:
+    """The last bf16 run of benchmarks/rmsnorm_linear_gpu.py (run 16d): every shape of issue 16's grids."""
+    return _bench_table("run16d")
+
+
+def rmsnorm16_fp16() -> str:
+    """The same in fp16 (run 16e): issue 16's "fp16 the same"."""
+    return _bench_table("run16e-fp16")
 
 
 def readme_kernels() -> str:
@@ -357,7 +365,8 @@ BLOCKS: dict[str, list[tuple[str, Callable[[], str]]]] = {
                             ("morning-checks", morning_checks),
                             ("copy-matmul", copy_matmul), ("rmsnorm", rmsnorm_table),
                             ("rmsnorm-summary", rmsnorm_summary), ("rmsnorm16", rmsnorm16_table),
-                            ("rmsnorm16-grid", rmsnorm16_grid), ("cli", cli_table)],
+                            ("rmsnorm16-grid", rmsnorm16_grid), ("rmsnorm16-fp16", rmsnorm16_fp16),
+                            ("cli", cli_table)],
     "README.md": [("kernels", readme_kernels)],
     "docs/kernels-tuning.md": [("softmax-configs", tuning_softmax_table)],
 }
