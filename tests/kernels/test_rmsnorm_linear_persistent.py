@@ -9,14 +9,11 @@ triton. Speed is benchmarks/rmsnorm_linear_gpu.py's.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
 import torch
-from kernel_checks import DTYPES
+from kernel_checks import DTYPES, compile_for_hopper
 from kernel_checks import gen as _gen
 
 import rooflinectl.kernels.rmsnorm_linear_persistent as persistent
@@ -143,9 +140,4 @@ for flatten, y_tma, subtile in ((False, False, False), (True, False, False), (Tr
 def test_compiles_for_sm90_with_the_installed_triton():
     """Without TRITON_INTERPRET, in a fresh interpreter: wgmma fed through TMA with host-made descriptors, y
     stored through TMA only where asked, within an H200's shared memory. Skipped where triton has no ptxas."""
-    pytest.importorskip("triton")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env)
-    if proc.returncode == 3:
-        pytest.skip(proc.stdout.strip())
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    compile_for_hopper(_COMPILE)

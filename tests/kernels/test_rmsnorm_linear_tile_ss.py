@@ -13,14 +13,11 @@ benchmarks/rmsnorm_linear_gpu.py's.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
 import torch
-from kernel_checks import DTYPES
+from kernel_checks import DTYPES, compile_for_hopper
 from kernel_checks import check as _check
 from kernel_checks import gen as _gen
 
@@ -195,12 +192,7 @@ def test_each_variant_compiles_for_sm90_with_the_installed_triton_without_the_ra
     from those buffers; where it reads x from shared memory, x has a buffer a stage. (The pattern the measured
     kernels avoid, the x tile's shared buffer feeding both, fails this: 2 buffers at 3 stages, read by the wgmma.)
     Skipped where this triton build has no ptxas."""
-    pytest.importorskip("triton")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE], capture_output=True, text=True, env=env)
-    if proc.returncode == 3:
-        pytest.skip(proc.stdout.strip())
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    compile_for_hopper(_COMPILE)
 
 
 _COMPILE = r"""

@@ -4,11 +4,9 @@ a fake clock, against numbers derived by hand; the launch anatomy of a kernel co
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 
 import pytest
+from kernel_checks import compile_for_hopper
 from measure_fakes import H100, FakeClock, FakeSoftmax, run_fake
 
 from rooflinectl.engine.op import matmul_op, softmax_op
@@ -166,12 +164,7 @@ def test_anatomy_of_a_kernel_compiled_for_hopper_on_the_cpu():
 
     Runs in a fresh interpreter without TRITON_INTERPRET: tests/kernels/conftest.py turns the interpreter on for the
     whole process, and an interpreted kernel cannot be compiled for a GPU target."""
-    pytest.importorskip("triton")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _HOPPER_ANATOMY], capture_output=True, text=True, env=env)
-    if proc.returncode == 3:
-        pytest.skip(proc.stdout.strip())
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    compile_for_hopper(_HOPPER_ANATOMY)
 
 
 _HOPPER_ANATOMY = """
