@@ -1,64 +1,66 @@
 """rmsnorm_linear: y = (x / sqrt(mean(x²) + eps) · g) · Wᵀ (+ bias), fused, for x M×K, W N×K, g K, bias N.
 
-Reads x (M·K), W (N·K) and g (K) once and writes y (M·N); 2·M·N·K FLOPs of matmul plus 4 per x element of
-RMSNorm (op.rmsnorm_linear_op). The normalized activations never reach HBM: RMSNorm scales each row of x by one
-number, so y[m, :] = rstd[m] · x[m, :] · W_gᵀ with W_g = W·diag(g) and rstd[m] = 1/sqrt(mean(x[m]²) + eps). The
-kernels run the matmul of the raw x with W_g and scale each row of the accumulator by rstd[m] in the epilogue.
+Reads x (M·K), W (N·K) and g (K) once and writes y (M·N); 2·M·N·K FLOPs of matmul plus 4 per x element of RMSNorm
+(op.rmsnorm_linear_op). The normalized activations never reach HBM: RMSNorm scales each row of x by one number, so
+y[m, :] = rstd[m] · x[m, :] · W_gᵀ with W_g = W·diag(g) and rstd[m] = 1/sqrt(mean(x[m]²) + eps). The kernels run the
+matmul of the raw x with W_g and scale each row of the accumulator by rstd[m] in the epilogue.
 
-g is folded into W once, at load time, as a serving engine does (``prepare_weight``; ``make_inputs`` puts W_g in
-the inputs as "w_g", and it is not timed). Measured on an H200 against scaling the x tiles by g in the K loop,
-the fold was faster everywhere: 32.9 against 36.7 µs at 1×4096×4096, 543 against 700 µs at 8192×4096×4096.
+g is folded into W once, at load time, as a serving engine does (``prepare_weight``; ``make_inputs`` puts W_g in the
+inputs as "w_g", and it is not timed). Measured on an H200 against scaling the x tiles by g in the K loop, the fold
+was faster everywhere: 32.9 against 36.7 µs at 1×4096×4096, 543 against 700 µs at 8192×4096×4096.
 
 Three kernels, chosen by shape (the table of configurations, with the H200 measurements behind each, is in
 ``rmsnorm_linear_configs.py``; the runs are in docs/kernels-tuning.md, the final table in docs/performance.md):
 
-- ``gemv`` (decode, M up to 64): bandwidth-bound on W. The roles are swapped (yᵀ = W_g·xᵀ) so that a W tile of
-  BLOCK_N = 64 rows (128 in 8 warps where x has 64 rows) is the wide operand of Hopper's wgmma and the few rows
-  of x the narrow one; each program owns BLOCK_N rows of W and one K range, so that W is read exactly once. The
-  sum of squares of x over the same K range comes from the x tile that feeds the dot (``ss="dot"``, made safe
-  from the race below; the pick), from a loop of its own before the matmul loop (``ss="loop"``) or from a load of
-  its own one step ahead inside it (``ss="inloop"``). W_g and x come through tensor descriptors made on the host
-  (``tma=True, host_desc=True``; the pick where the rows allow it), made by each program, or through pointers.
-- ``tile`` (prefill): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in GROUP_M groups, with the row scaling
-  (and bias) in the epilogue; a small pre-pass kernel computes rstd (it reads x once more, M·K elements, and writes
-  M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes at copy bandwidth). Up to M = 256 it is the
-  pick (64×128 tiles, K split where the tiles are fewer than the SMs), and wherever TMA does not fit.
+- ``gemv`` (decode, M up to 64; ``rmsnorm_linear_gemv.py``): bandwidth-bound on W. The roles are swapped (yᵀ =
+  W_g·xᵀ) so that a W tile of BLOCK_N = 64 rows (128 in 8 warps where x has 64 rows) is the wide operand of Hopper's
+  wgmma and the few rows of x the narrow one; each program owns BLOCK_N rows of W and one K range, so that W is read
+  exactly once. The sum of squares of x over the same K range comes from the x tile that feeds the dot
+  (``ss="dot"``, made safe from the race below; the pick), from a loop of its own before the matmul loop
+  (``ss="loop"``) or from a load of its own one step ahead inside it (``ss="inloop"``). W_g and x come through
+  tensor descriptors made on the host (``tma=True, host_desc=True``; the pick where the rows allow it), made by each
+  program, or through pointers.
+- ``tile`` (prefill; ``rmsnorm_linear_tile.py``, with the pre-pass): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N
+  tiles in GROUP_M groups, with the row scaling (and bias) in the epilogue; a small pre-pass kernel computes rstd
+  (it reads x once more, M·K elements, and writes M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes
+  at copy bandwidth). Up to M = 256 it is the pick (64×128 tiles, K split where the tiles are fewer than the SMs),
+  and wherever TMA does not fit.
 - ``_tile_persistent_kernel`` (prefill beyond M = 256 where TMA fits; ``rmsnorm_linear_persistent.py``): the same
-  matmul and pre-pass, one program an SM walking its tiles, loads and stores through host-made descriptors, its
-  two loops pipelined as one. Measured on the H200 within 1.00-1.06× of cuBLAS's F.linear alone from M = 2,048
-  (run 16d).
+  matmul and pre-pass, one program an SM walking its tiles, loads and stores through host-made descriptors, its two
+  loops pipelined as one. Measured on the H200 within 1.00-1.06× of cuBLAS's F.linear alone from M = 2,048 (run
+  16d).
 
 Why the sum of squares was first kept off the x tile that feeds the matmul: with triton 3.6 on an H200 that gave
 wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software pipeliner racing on a load
 with both a dot and a reduction as users (triton-lang/triton#6647 reports the same pattern). What races, as read
 (not measured) in the TTGIR and PTX that triton 3.6 and 3.9 compile for sm_90 on a CPU (issue 16): the pipeliner
-gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at 4 stages), as for a tile that
-only a synchronous local_load reads, yet the wgmma still reads x from that buffer asynchronously; step i's copy of
-the x tile for step i + stages − 1 then lands in the buffer that step i's wgmma, still in flight
-(wgmma.wait_group 1), is reading. The same in the gemv, where x is the wgmma's B operand (run 1's fast variant of
-docs/kernels-tuning.md): 3 buffers of 16×128 at 4 stages, read with wgmma.wait_group 1. The cure, ``x + 0.0``
-before the dot (below), makes the wgmma read a copy of its own. On the H200 (triton 3.6, torch 2.11,
-2026-12-03, ``benchmarks/rmsnorm_linear_gpu.py``, docs/results/h200-2026-12-03-rmsnorm-linear/) every candidate
-passed its bf16 and fp16 checks on odd shapes, each run twice per seed with bit-identical results (62 checks at
-18:12 and at 19:29 UTC, 118 at 19:19): the ``x + 0.0`` forms gave no wrong rows there.
+gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at 4 stages), as for a tile that only
+a synchronous local_load reads, yet the wgmma still reads x from that buffer asynchronously; step i's copy of the x
+tile for step i + stages − 1 then lands in the buffer that step i's wgmma, still in flight (wgmma.wait_group 1), is
+reading. The same in the gemv, where x is the wgmma's B operand (run 1's fast variant of docs/kernels-tuning.md): 3
+buffers of 16×128 at 4 stages, read with wgmma.wait_group 1. The cure, ``x + 0.0`` before the dot, makes the wgmma
+read a copy of its own. On the H200 (triton 3.6, torch 2.11, 2026-12-03, ``benchmarks/rmsnorm_linear_gpu.py``,
+docs/results/h200-2026-12-03-rmsnorm-linear/) every candidate passed its bf16 and fp16 checks on odd shapes, each
+run twice per seed with bit-identical results (62 checks at 18:12 and at 19:29 UTC, 118 at 19:19): the ``x + 0.0``
+forms gave no wrong rows there.
 
-A fourth, ``_tile_ss_kernel``, is the tile kernel without the pre-pass: the sum of squares of each row comes from
-the x tiles its K loop loads, rstd applied in the epilogue. ``rstd="tile"``: from the tile that feeds the dot,
-which the dot then takes from registers (``x + 0.0`` before it, which no compiler pass folds: the wgmma's A
-operand is then the registers a synchronous load filled, and x's buffer is free once they are, so stages − 1
-buffers are right; compiled for sm_90 by 3.6 and 3.9, a bar.sync separates those loads from the next copy into
-the buffer). ``rstd="ahead"``: from a load of its own one step ahead (the gemv's "inloop"; x then feeds only the
-dot and keeps its stages buffers). With ``tma=True`` the x and W_g tiles come through device-side tensor
+A fourth, ``_tile_ss_kernel`` (``rmsnorm_linear_tile.py``), is the tile kernel without the pre-pass: the sum of
+squares of each row comes from the x tiles its K loop loads, rstd applied in the epilogue. ``rstd="tile"``: from the
+tile that feeds the dot, which the dot then takes from registers (``x + 0.0`` before it, which no compiler pass
+folds: the wgmma's A operand is then the registers a synchronous load filled, and x's buffer is free once they are,
+so stages − 1 buffers are right; compiled for sm_90 by 3.6 and 3.9, a bar.sync separates those loads from the next
+copy into the buffer). ``rstd="ahead"``: from a load of its own one step ahead (the gemv's "inloop"; x then feeds
+only the dot and keeps its stages buffers). With ``tma=True`` the x and W_g tiles come through device-side tensor
 descriptors (``tl.make_tensor_descriptor``, Hopper's TMA; the allocator set once, at the first such launch;
 ``host_desc=True``: made on the host, triton.tools.tensor_descriptor, and passed as kernel parameters, which spares
-each program the making), else through pointers as above. Timed on the H200 (runs 16a-16c): 1.15-1.5× slower than the
-pre-pass kernels from M = 512 (the squares in the K loop cost more than a second read of x), faster at one of
+each program the making), else through pointers as above. Timed on the H200 (runs 16a-16c): 1.15-1.5× slower than
+the pre-pass kernels from M = 512 (the squares in the K loop cost more than a second read of x), faster at one of
 three shapes at M = 128; so ``config_for`` never picks it and ``candidates`` offers it up to M = 256.
 
-The kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each
-writes its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace,
-bumps a per-tile counter, and the program that arrives last sums the partials, runs the epilogue and resets the
-counter to 0.
+The kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each writes
+its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace, bumps a
+per-tile counter, and the program that arrives last sums the partials, runs the epilogue and resets the counter to
+0.
 """
 
 from __future__ import annotations
@@ -68,14 +70,15 @@ from dataclasses import replace
 
 import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
-import triton.language as tl  # type: ignore[import-untyped]
 
 from ..engine.op import Op, matmul_op, rmsnorm_linear_op, rmsnorm_op
 from ..units import dtype_bytes
 from . import rmsnorm_linear_configs as configs
 from .base import Inputs, Kernel, dot_dtype, dtype_name, interpreting, torch_dtype
 from .rmsnorm_linear_configs import _RSTD_ROWS, _RSTD_SETTINGS, RMSNormLinearConfig
+from .rmsnorm_linear_gemv import _gemv_kernel
 from .rmsnorm_linear_persistent import _tile_persistent_kernel, launch_persistent
+from .rmsnorm_linear_tile import _rstd_kernel, _tile_kernel, _tile_ss_kernel
 
 __all__ = ["EPS", "KERNEL", "RMSNormLinear", "RMSNormLinearConfig", "prepare_weight"]
 
@@ -85,313 +88,6 @@ EPS = 1e-6
 def prepare_weight(w: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """W_g = W·diag(g), rounded to W's dtype: the one-time transform a serving engine does when it loads W."""
     return (w.to(torch.float32) * g.to(torch.float32)[None, :]).to(w.dtype)
-
-
-@triton.jit
-def _gemv_epilogue(acc, ss, b_ptr, y_ptr, offs_n, offs_m, M, N, K, sym, eps, HAS_BIAS: tl.constexpr):
-    # acc[n, m] = Σ_k W_g[n, k]·x[m, k]; y[m, n] = acc[n, m]·rstd[m] (+ bias[n]).
-    rstd = tl.rsqrt(ss / K + eps)
-    acc = acc * rstd[None, :]
-    if HAS_BIAS:
-        bias = tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0)
-        acc = acc + bias.to(tl.float32)[:, None]
-    y_ptrs = y_ptr + offs_m.to(tl.int64)[None, :] * sym + offs_n[:, None]
-    mask = (offs_n < N)[:, None] & (offs_m < M)[None, :]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _gemv_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_KSS: tl.constexpr,
-    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_INLOOP: tl.constexpr,
-    SS_DOT: tl.constexpr = False, TMA: tl.constexpr = False, x_td=None, w_td=None, HOST_DESC: tl.constexpr = False,
-):  # fmt: skip
-    # Reads BLOCK_N rows of W_g and BLOCK_M rows of x over one K range; writes y[BLOCK_M rows, BLOCK_N columns]
-    # (or, split, an fp32 partial that the last program of the tile sums).
-    pid_n = tl.program_id(0)
-    pid_s = tl.program_id(1)
-    pid_m = tl.program_id(2)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    # Rows past the edge wrap around so that the loads need no mask (the store masks them).
-    n_safe = (offs_n % N).to(tl.int64)
-    m_safe = (offs_m % M).to(tl.int64)
-    k_lo = pid_s * k_per_split
-    k_hi = tl.minimum(K, k_lo + k_per_split)
-
-    # Sum of squares of this K range of x: from a load of its own in the matmul loop (SS_INLOOP: an L2 read of a
-    # few KB a step, no extra latency), or in a loop of its own before it; or (SS_DOT, the pick) from the x tile
-    # that feeds the dot, which then takes a copy of it (x + 0.0: see the module docstring's race).
-    ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    if not SS_INLOOP and not SS_DOT:
-        for k in range(k_lo, k_hi, BLOCK_KSS):
-            cols = k + tl.arange(0, BLOCK_KSS)
-            xs = tl.load(
-                x_ptr + m_safe[:, None] * sxm + cols[None, :], mask=(cols < k_hi)[None, :], other=0.0
-            )
-            xs = xs.to(tl.float32)
-            ss += tl.sum(xs * xs, axis=1)
-
-    offs_k = k_lo + tl.arange(0, BLOCK_K)
-    w_ptrs = w_ptr + n_safe[:, None] * swn + offs_k[None, :]
-    x_ptrs = x_ptr + m_safe[:, None] * sxm + offs_k[None, :]
-    if TMA:  # W_g and x tiles through tensor descriptors: rows past the edge read as zeros
-        if HOST_DESC:  # made on the host, kernel parameters
-            w_desc = w_td
-            x_desc = x_td
-        else:  # made by each program, in global scratch
-            w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
-            x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
-    if SS_INLOOP:
-        # One step ahead, so that the load's latency hides behind a step of the matmul.
-        xs_next = tl.load(x_ptrs, mask=(offs_k < k_hi)[None, :], other=0.0, cache_modifier=".cg")
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for k in range(k_lo, k_hi, BLOCK_K):
-        if SS_INLOOP:
-            xs = xs_next
-            ahead = offs_k + (k - k_lo + BLOCK_K)
-            xs_next = tl.load(x_ptrs + BLOCK_K, mask=(ahead < k_hi)[None, :], other=0.0, cache_modifier=".cg")
-        if TMA:
-            # Each split's K range is whole steps but the last one's, which TMA ends with zeros past K.
-            w = w_desc.load([pid_n * BLOCK_N, k])
-            x = x_desc.load([pid_m * BLOCK_M, k])
-        elif EVEN_K:
-            w = tl.load(w_ptrs)
-            x = tl.load(x_ptrs)
-        else:
-            k_mask = (offs_k < k_hi - (k - k_lo))[None, :]
-            w = tl.load(w_ptrs, mask=k_mask, other=0.0)
-            x = tl.load(x_ptrs, mask=k_mask, other=0.0)
-        if SS_DOT:
-            xdf = x.to(tl.float32)
-            ss += tl.sum(xdf * xdf, axis=1)
-            # x + 0.0 (not folded: -0.0 becomes +0.0, no product changes) is a register tensor, which the wgmma
-            # reads from a shared copy of its own, waited for in the same step; the pipelined x buffers are then
-            # read only by the synchronous load above (compiled for sm_90 by triton 3.6 and 3.9).
-            x = x + 0.0
-        acc = tl.dot(w, tl.trans(x), acc, input_precision="tf32")
-        if SS_INLOOP:
-            xsf = xs.to(tl.float32)
-            ss += tl.sum(xsf * xsf, axis=1)
-        w_ptrs += BLOCK_K
-        x_ptrs += BLOCK_K
-
-    if SPLIT_K == 1:
-        _gemv_epilogue(acc, ss, b_ptr, y_ptr, offs_n, offs_m, M, N, K, sym, eps, HAS_BIAS)
-    else:
-        tile = pid_m * tl.num_programs(0) + pid_n
-        r_n = tl.arange(0, BLOCK_N)
-        r_m = tl.arange(0, BLOCK_M)
-        part = tile * SPLIT_K + pid_s
-        tl.store(ws_ptr + part * (BLOCK_N * BLOCK_M) + r_n[:, None] * BLOCK_M + r_m[None, :], acc)
-        tl.store(ss_ptr + part * BLOCK_M + r_m, ss)
-        # Every thread's partial is stored before the (one-thread, acq_rel) counter bump publishes it.
-        tl.debug_barrier()
-        arrived = tl.atomic_add(count_ptr + tile, 1)
-        if arrived == SPLIT_K - 1:
-            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-            ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-            for s in range(0, SPLIT_K):
-                part = tile * SPLIT_K + s
-                p_ptrs = ws_ptr + part * (BLOCK_N * BLOCK_M) + r_n[:, None] * BLOCK_M + r_m[None, :]
-                acc += tl.load(p_ptrs, cache_modifier=".cg")
-                ss += tl.load(ss_ptr + part * BLOCK_M + r_m, cache_modifier=".cg")
-            _gemv_epilogue(acc, ss, b_ptr, y_ptr, offs_n, offs_m, M, N, K, sym, eps, HAS_BIAS)
-            tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
-
-
-@triton.jit
-def _rstd_kernel(x_ptr, rstd_ptr, M, K, sxm, eps, BLOCK_K: tl.constexpr, ROWS: tl.constexpr):
-    # Reads ROWS rows of x, writes ROWS floats: rstd = 1/sqrt(mean(x²) + eps).
-    rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
-    row_mask = rows < M
-    ss = tl.zeros((ROWS, BLOCK_K), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        cols = k * BLOCK_K + tl.arange(0, BLOCK_K)
-        mask = row_mask[:, None] & (cols < K)[None, :]
-        x = tl.load(x_ptr + rows[:, None] * sxm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        ss += x * x
-    rstd = tl.rsqrt(tl.sum(ss, axis=1) / K + eps)
-    tl.store(rstd_ptr + rows, rstd, mask=row_mask)
-
-
-@triton.jit
-def _tile_scale_store(acc, rstd, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS: tl.constexpr,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
-    # y[m, n] = acc[m, n]·rstd[m] (+ bias[n]), acc[m, n] = Σ_k x[m, k]·W_g[n, k]: both tile kernels' epilogue.
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = acc * rstd[:, None]
-    if HAS_BIAS:
-        bias = tl.load(b_ptr + offs_n, mask=offs_n < N, other=0.0)
-        acc = acc + bias.to(tl.float32)[None, :]
-    y_ptrs = y_ptr + offs_m[:, None] * sym + offs_n[None, :]
-    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
-    # rstd from the pre-pass kernel's M floats.
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-    rstd = tl.load(rstd_ptr + offs_m, mask=offs_m < M, other=0.0)
-    _tile_scale_store(acc, rstd, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
-
-
-@triton.jit
-def _tile_kernel(
-    x_ptr, w_ptr, rstd_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
-):  # fmt: skip
-    # Reads a BLOCK_M×(K range) strip of x and a BLOCK_N×(K range) strip of W_g, writes one BLOCK_M×BLOCK_N tile
-    # of y (or, split, an fp32 partial that the last program of the tile sums).
-    pid = tl.program_id(0)
-    tile = pid // SPLIT_K
-    pid_s = pid % SPLIT_K
-    num_pid_n = tl.cdiv(N, BLOCK_N)  # tiles in grouped order, as in the matmul kernel
-    pid_m, pid_n = tl.swizzle2d(tile // num_pid_n, tile % num_pid_n, tl.cdiv(M, BLOCK_M), num_pid_n, GROUP_M)
-    k_lo = pid_s * k_per_split
-    k_hi = tl.minimum(K, k_lo + k_per_split)
-
-    offs_am = ((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
-    offs_bn = ((pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N).to(tl.int64)
-    offs_k = k_lo + tl.arange(0, BLOCK_K)
-    x_ptrs = x_ptr + offs_am[:, None] * sxm + offs_k[None, :]
-    w_ptrs = w_ptr + offs_k[:, None] + offs_bn[None, :] * swn  # a BLOCK_K×BLOCK_N view of W_gᵀ
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(k_lo, k_hi, BLOCK_K):
-        if EVEN_K:
-            x = tl.load(x_ptrs)
-            w = tl.load(w_ptrs)
-        else:
-            k_ok = offs_k < k_hi - (k - k_lo)
-            x = tl.load(x_ptrs, mask=k_ok[None, :], other=0.0)
-            w = tl.load(w_ptrs, mask=k_ok[:, None], other=0.0)
-        acc = tl.dot(x, w, acc, input_precision="tf32")
-        x_ptrs += BLOCK_K
-        w_ptrs += BLOCK_K
-
-    if SPLIT_K == 1:
-        _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
-    else:
-        r_m = tl.arange(0, BLOCK_M)
-        r_n = tl.arange(0, BLOCK_N)
-        part = tile * SPLIT_K + pid_s
-        tl.store(ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :], acc)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(count_ptr + tile, 1)
-        if arrived == SPLIT_K - 1:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for s in range(0, SPLIT_K):
-                part = tile * SPLIT_K + s
-                p_ptrs = ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :]
-                acc += tl.load(p_ptrs, cache_modifier=".cg")
-            _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
-            tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
-
-
-@triton.jit
-def _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
-    # rstd from the K loop's own sums of squares, ss[m] = Σ_k x[m, k]².
-    rstd = tl.rsqrt(ss / K + eps)
-    _tile_scale_store(acc, rstd, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
-
-
-@triton.jit
-def _tile_ss_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, ss_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym, eps,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, SS_AHEAD: tl.constexpr,
-    TMA: tl.constexpr, WARP_SPEC: tl.constexpr, x_td=None, w_td=None, HOST_DESC: tl.constexpr = False,
-):  # fmt: skip
-    # The tile kernel without the pre-pass: reads a BLOCK_M×(K range) strip of x and a BLOCK_N×(K range) strip of
-    # W_g, writes one BLOCK_M×BLOCK_N tile of y (or, split, an fp32 partial and partial sums of squares that the
-    # last program of the tile sums). The sum of squares of each row of x comes from the x tiles this loop loads
-    # (SS_AHEAD False: the tile that feeds the dot; True: a load of its own one step ahead, as the gemv's "inloop",
-    # in case the pipeliner's race of the module docstring shows on the tile that feeds the dot); rstd is applied
-    # in the epilogue. TMA: x and W_g tiles through tensor descriptors (Hopper's TMA; rows and columns past the
-    # edge read as zeros), else through pointers (rows past the edge wrap around, K masked).
-    pid = tl.program_id(0)
-    tile = pid // SPLIT_K
-    pid_s = pid % SPLIT_K
-    num_pid_n = tl.cdiv(N, BLOCK_N)  # tiles in grouped order, as in the matmul kernel
-    pid_m, pid_n = tl.swizzle2d(tile // num_pid_n, tile % num_pid_n, tl.cdiv(M, BLOCK_M), num_pid_n, GROUP_M)
-    k_lo = pid_s * k_per_split
-    k_hi = tl.minimum(K, k_lo + k_per_split)
-
-    offs_am = ((pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
-    offs_bn = ((pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N).to(tl.int64)
-    offs_k = k_lo + tl.arange(0, BLOCK_K)
-    x_ptrs = x_ptr + offs_am[:, None] * sxm + offs_k[None, :]
-    w_ptrs = w_ptr + offs_k[:, None] + offs_bn[None, :] * swn  # a BLOCK_K×BLOCK_N view of W_gᵀ
-    if TMA:
-        if HOST_DESC:  # made on the host, kernel parameters
-            x_desc = x_td
-            w_desc = w_td
-        else:  # made by each program, in global scratch
-            x_desc = tl.make_tensor_descriptor(x_ptr, shape=[M, K], strides=[sxm, 1], block_shape=[BLOCK_M, BLOCK_K])
-            w_desc = tl.make_tensor_descriptor(w_ptr, shape=[N, K], strides=[swn, 1], block_shape=[BLOCK_N, BLOCK_K])
-    if SS_AHEAD:
-        xs_next = tl.load(x_ptrs, mask=(offs_k < k_hi)[None, :], other=0.0, cache_modifier=".cg")
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    for k in tl.range(k_lo, k_hi, BLOCK_K, warp_specialize=WARP_SPEC):
-        if SS_AHEAD:
-            xs = xs_next
-            ahead = offs_k + (k - k_lo + BLOCK_K)
-            xs_next = tl.load(x_ptrs + BLOCK_K, mask=(ahead < k_hi)[None, :], other=0.0, cache_modifier=".cg")
-        if TMA:
-            # The last split's last step reaches past K: TMA reads zeros there. Other splits end on a whole step.
-            x = x_desc.load([pid_m * BLOCK_M, k])
-            w = tl.trans(w_desc.load([pid_n * BLOCK_N, k]))
-        else:
-            if EVEN_K:
-                x = tl.load(x_ptrs)
-                w = tl.load(w_ptrs)
-            else:
-                k_ok = offs_k < k_hi - (k - k_lo)
-                x = tl.load(x_ptrs, mask=k_ok[None, :], other=0.0)
-                w = tl.load(w_ptrs, mask=k_ok[:, None], other=0.0)
-        if not SS_AHEAD:
-            # The race of the module docstring, and its cure: x + 0.0 (not folded away: it turns -0.0 into +0.0,
-            # which changes no product and no square) makes the dot take x from registers, so that x's shared
-            # buffer is free once loaded, as the pipeliner's buffer count assumes.
-            x = x + 0.0
-        acc = tl.dot(x, w, acc, input_precision="tf32")
-        if SS_AHEAD:
-            xsf = xs.to(tl.float32)
-        else:
-            xsf = x.to(tl.float32)
-        ss += tl.sum(xsf * xsf, axis=1)
-        x_ptrs += BLOCK_K
-        w_ptrs += BLOCK_K
-
-    if SPLIT_K == 1:
-        _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS, BLOCK_M, BLOCK_N)
-    else:
-        r_m = tl.arange(0, BLOCK_M)
-        r_n = tl.arange(0, BLOCK_N)
-        part = tile * SPLIT_K + pid_s
-        tl.store(ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :], acc)
-        tl.store(ss_ptr + part * BLOCK_M + r_m, ss)
-        # Every thread's partial is stored before the (one-thread, acq_rel) counter bump publishes it.
-        tl.debug_barrier()
-        arrived = tl.atomic_add(count_ptr + tile, 1)
-        if arrived == SPLIT_K - 1:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-            for s in range(0, SPLIT_K):
-                part = tile * SPLIT_K + s
-                p_ptrs = ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :]
-                acc += tl.load(p_ptrs, cache_modifier=".cg")
-                ss += tl.load(ss_ptr + part * BLOCK_M + r_m, cache_modifier=".cg")
-            _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS, BLOCK_M,
-                                BLOCK_N)  # fmt: skip
-            tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
 
 
 # Device-side tensor descriptors (tl.make_tensor_descriptor) need global scratch, which triton asks of the
