@@ -12,8 +12,8 @@
    random inputs from two seeds, each run twice into NaN-poisoned outputs: the relative error against the
    float32 reference within the kernel's tolerance, and the second run bit-equal to the first (a race such as
    the pipeliner's of rmsnorm_linear's docstring shows as a difference).
-2. Timing, bf16 (--dtype fp16 for issue 16's "fp16 the same"), per shape: fresh input sets rotated so that together they hold 4 L2s of what one call moves (the
-   kernel's count: x + W + g + y), each method checked on the first set first (an output that fails the kernel's
+2. Timing, bf16 (--dtype fp16: issue 16's "fp16 the same"), per shape: fresh input sets rotated so that together
+   they hold 4 L2s of what one call moves (the kernel's count: x + W + g + y), each method checked on the first set first (an output that fails the kernel's
    tolerance is not timed), then timed by rooflinectl's own timer (``rooflinectl.measure.bench``: CUDA-graph
    replays of the rotated calls, ``do_bench_cudagraph``; CUDA events where a capture fails, and the figure says
    so), the clocks warmed and the copy ceiling measured first (``rooflinectl.measure.ceilings``).
@@ -21,10 +21,12 @@
    - ``table``: issue 16's 11 shapes: every candidate, torch eager, torch.compile of the pair, F.linear alone
      (cuBLAS), and Liger's RMSNorm + F.linear where ``liger_kernel`` imports.
    - ``prefill``: M in {128, 512, 2048, 8192, 16384} at 4096×4096, 4096×14336 and 8192×8192 (11 beyond the
-     table): the chosen config and the TMA tile kernel without the pre-pass, torch.compile and cuBLAS (the
-     targets; fewer candidates than the table's: these are the long shapes).
+     table): the chosen config and its twin on the other path (through pointers where the pick reads through
+     descriptors, and the other way round), torch.compile and cuBLAS (the targets; fewer candidates than the
+     table's: these are the long shapes).
    - ``decode``: M in {1, 8, 16, 32, 64} at the 8 K×N of issue 16 (33 shapes beyond the table): the chosen config
-     and its twin with ``ss="dot"``, torch.compile and cuBLAS.
+     and its twin through pointers, torch.compile and cuBLAS.
+   --wide: every group times every candidate (a tuning run).
    Writes OUT_DIR/rmsnorm_linear_gpu.json (rewritten after each shape, so that a run cut short keeps what it
    measured) and OUT_DIR/rmsnorm_linear_gpu.log.
 
@@ -241,9 +243,9 @@ class Flow:
         chosen = k.config_for(shape, dtype)
         if group == "table" or self.wide:
             configs = self.candidates(shape, dtype)
-        elif group == "prefill":
-            tma = [c for c in self.candidates(shape, dtype) if c.tma and c.rstd == "tile"]
-            configs = [chosen, *tma[:1]]
+        elif group == "prefill":  # the chosen tile kernel and its twin on the other path (pointers, descriptors)
+            other = [c for c in self.candidates(shape, dtype) if c.tma != chosen.tma]
+            configs = [chosen, *other[:1]]
         else:  # decode: the chosen gemv and its twin through pointers (where TMA does not fit)
             configs = list(dict.fromkeys([chosen, replace(chosen, tma=False, host_desc=False)]))
         out: list[tuple[str, str, object]] = [
