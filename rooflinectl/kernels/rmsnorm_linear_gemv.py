@@ -10,6 +10,8 @@ from __future__ import annotations
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
+from .rmsnorm_linear_split import publish_partial, sum_partials
+
 
 @triton.jit
 def _gemv_epilogue(acc, ss, b_ptr, y_ptr, offs_n, offs_m, M, N, K, sym, eps, HAS_BIAS: tl.constexpr):
@@ -105,21 +107,7 @@ def _gemv_kernel(
         _gemv_epilogue(acc, ss, b_ptr, y_ptr, offs_n, offs_m, M, N, K, sym, eps, HAS_BIAS)
     else:
         tile = pid_m * tl.num_programs(0) + pid_n
-        r_n = tl.arange(0, BLOCK_N)
-        r_m = tl.arange(0, BLOCK_M)
-        part = tile * SPLIT_K + pid_s
-        tl.store(ws_ptr + part * (BLOCK_N * BLOCK_M) + r_n[:, None] * BLOCK_M + r_m[None, :], acc)
-        tl.store(ss_ptr + part * BLOCK_M + r_m, ss)
-        # Every thread's partial is stored before the (one-thread, acq_rel) counter bump publishes it.
-        tl.debug_barrier()
-        arrived = tl.atomic_add(count_ptr + tile, 1)
-        if arrived == SPLIT_K - 1:
-            acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-            ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-            for s in range(0, SPLIT_K):
-                part = tile * SPLIT_K + s
-                p_ptrs = ws_ptr + part * (BLOCK_N * BLOCK_M) + r_n[:, None] * BLOCK_M + r_m[None, :]
-                acc += tl.load(p_ptrs, cache_modifier=".cg")
-                ss += tl.load(ss_ptr + part * BLOCK_M + r_m, cache_modifier=".cg")
+        if publish_partial(ws_ptr, ss_ptr, count_ptr, tile, pid_s, acc, ss, SPLIT_K, BLOCK_N, BLOCK_M, BLOCK_M, True):
+            acc, ss = sum_partials(ws_ptr, ss_ptr, tile, SPLIT_K, BLOCK_N, BLOCK_M, BLOCK_M, True)
             _gemv_epilogue(acc, ss, b_ptr, y_ptr, offs_n, offs_m, M, N, K, sym, eps, HAS_BIAS)
             tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch

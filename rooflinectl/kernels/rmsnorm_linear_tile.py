@@ -10,6 +10,8 @@ from __future__ import annotations
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
+from .rmsnorm_linear_split import publish_partial, sum_partials
+
 
 @triton.jit
 def _rstd_kernel(x_ptr, rstd_ptr, M, K, sxm, eps, BLOCK_K: tl.constexpr, ROWS: tl.constexpr):
@@ -87,18 +89,9 @@ def _tile_kernel(
     if SPLIT_K == 1:
         _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
     else:
-        r_m = tl.arange(0, BLOCK_M)
-        r_n = tl.arange(0, BLOCK_N)
-        part = tile * SPLIT_K + pid_s
-        tl.store(ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :], acc)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(count_ptr + tile, 1)
-        if arrived == SPLIT_K - 1:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for s in range(0, SPLIT_K):
-                part = tile * SPLIT_K + s
-                p_ptrs = ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :]
-                acc += tl.load(p_ptrs, cache_modifier=".cg")
+        # (No sums of squares: ws_ptr stands in for their pointer, never read or written.)
+        if publish_partial(ws_ptr, ws_ptr, count_ptr, tile, pid_s, acc, 0.0, SPLIT_K, BLOCK_M, BLOCK_N, BLOCK_M, False):
+            acc, _ = sum_partials(ws_ptr, ws_ptr, tile, SPLIT_K, BLOCK_M, BLOCK_N, BLOCK_M, False)
             _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
             tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
 
@@ -183,22 +176,8 @@ def _tile_ss_kernel(
     if SPLIT_K == 1:
         _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS, BLOCK_M, BLOCK_N)
     else:
-        r_m = tl.arange(0, BLOCK_M)
-        r_n = tl.arange(0, BLOCK_N)
-        part = tile * SPLIT_K + pid_s
-        tl.store(ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :], acc)
-        tl.store(ss_ptr + part * BLOCK_M + r_m, ss)
-        # Every thread's partial is stored before the (one-thread, acq_rel) counter bump publishes it.
-        tl.debug_barrier()
-        arrived = tl.atomic_add(count_ptr + tile, 1)
-        if arrived == SPLIT_K - 1:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
-            for s in range(0, SPLIT_K):
-                part = tile * SPLIT_K + s
-                p_ptrs = ws_ptr + part * (BLOCK_M * BLOCK_N) + r_m[:, None] * BLOCK_N + r_n[None, :]
-                acc += tl.load(p_ptrs, cache_modifier=".cg")
-                ss += tl.load(ss_ptr + part * BLOCK_M + r_m, cache_modifier=".cg")
+        if publish_partial(ws_ptr, ss_ptr, count_ptr, tile, pid_s, acc, ss, SPLIT_K, BLOCK_M, BLOCK_N, BLOCK_M, True):
+            acc, ss = sum_partials(ws_ptr, ss_ptr, tile, SPLIT_K, BLOCK_M, BLOCK_N, BLOCK_M, True)
             _tile_rstd_epilogue(acc, ss, b_ptr, y_ptr, pid_m, pid_n, M, N, K, sym, eps, HAS_BIAS, BLOCK_M,
                                 BLOCK_N)  # fmt: skip
             tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
