@@ -378,7 +378,7 @@ def test_the_chart_title_names_the_op_model():
     ["plot", "pareto", "--prompt", "512", "--output", "16"],
 ])
 def test_the_serving_commands_take_the_op_model(args, tmp_path):
-    """compare and plot pareto run their steps through cli/serving.step_analyzer, so under the op model."""
+    """compare and plot pareto run their steps through api.step_analyzer, so under the op model."""
     extra = ["-o", str(tmp_path / "p.svg")] if args[0] == "plot" else []
     result = cli(*args, "--gpu", str(EXAMPLE), "--calibrated", "--json", *extra)
     assert result.exit_code == 0, result.output
