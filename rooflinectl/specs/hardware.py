@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Self
+from typing import Literal
 
 from pydantic import Field, NonNegativeInt, model_validator
+from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 
 from ..errors import UserError, closest
 from ..files import read_text, user_path

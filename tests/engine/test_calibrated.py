@@ -250,12 +250,12 @@ def test_an_op_model_needs_the_ceilings_it_was_fitted_under(tmp_path):
 
 
 def test_the_op_model_round_trips_through_the_calibrate_writer(tmp_path):
-    from rooflinectl.measure.calibrate import write_calibrated
+    from rooflinectl.specs.write import write_measured
 
     measured = load_gpu_file(CALIBRATED).measured
     assert measured is not None
     with_model = measured.model_copy(update={"op_model": fitted()})
-    written = write_calibrated(load_gpu("h200"), with_model, tmp_path / "my-h200.yaml")
+    written = write_measured(load_gpu("h200"), tmp_path / "my-h200.yaml", ceilings=measured, op_model=fitted())
     loaded = load_gpu_file(tmp_path / "my-h200.yaml")
     assert loaded == written
     assert loaded.measured == with_model
