@@ -7,6 +7,10 @@ vendors' "3.35 TB/s" and "80 GB" are (``specs.hardware``'s field names say which
 from __future__ import annotations
 
 import math
+import re
+from decimal import Decimal
+
+from .errors import UserError
 
 KIB = 2**10
 MIB = 2**20
@@ -111,3 +115,30 @@ def gib(n: float, places: int = 1) -> str:
     of parts adds up on the page: 131.4 + 0.7 + 8.0 = 140.1 GiB), whole with separators above (1,250 GiB)."""
     v = n / GIB
     return f"{v:,.{places}f} GiB" if round(v, places) < 1000 else f"{v:,.0f} GiB"
+
+
+# A size as options take it: a number (whole or with a fraction), then an optional unit. Units are binary, as the
+# GPU files' sizes are: K, KB and KiB all mean 1024 bytes (as CUDA's "48 KB of shared memory" does), M, MB and MiB
+# 1024², G, GB and GiB 1024³; B or no unit is bytes. Case does not matter, and spaces around and between are read.
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmg])(?:i?b)?|(b))?\s*$", re.IGNORECASE)
+_SIZE_UNIT = {"": 1, "k": KIB, "m": MIB, "g": GIB}
+# The longest size text read: 2^63 bytes is 19 digits, and a unit or a fraction adds a few characters. A longer
+# text is refused before it is converted (a 5,000-digit one would make the error message itself fail, past
+# Python's 4,300-digit limit on printing an integer).
+_SIZE_TEXT_MAX = 40
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """'49152', '512B', '48K', '48kb', '48KiB', '1.5KiB', '16 MiB', '1G' -> bytes (binary units), for the option
+    ``what`` names; a UserError naming it for anything else, or for a fraction that is not a whole number of bytes.
+    Whether the size fits is the caller's rule."""
+    if len(text) > _SIZE_TEXT_MAX:
+        raise UserError(f"{what} '{text[:_SIZE_TEXT_MAX]}…' is not a size: {len(text):,} characters, more than "
+                        f"any size needs")
+    m = _SIZE.match(text)
+    if not m:
+        raise UserError(f"{what} '{text}' is not a size (examples: 49152, 48K, 48KiB, 1.5KiB, 16MiB, 1GiB)")
+    value = Decimal(m.group(1)) * _SIZE_UNIT[(m.group(2) or "").lower()]
+    if value != value.to_integral_value():
+        raise UserError(f"{what} '{text}' is {value} bytes, not a whole number of bytes")
+    return int(value)

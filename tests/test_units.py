@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rooflinectl.errors import UserError
 from rooflinectl.units import (
     GIB,
     KIB,
@@ -16,6 +17,7 @@ from rooflinectl.units import (
     duration,
     gib,
     number,
+    parse_size,
     plural,
     rate,
     si,
@@ -99,3 +101,27 @@ def test_sizes_scale_with_their_prefix():
 def test_plural_and_count():
     assert plural(1, "block") == "1 block" and plural(2, "block") == "2 blocks" and count(32768) == "32,768"
     assert rate(0.02634) == "0.0263 tokens/s"
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    # what --smem read: K, KB and KiB alike, fractions that make whole bytes, B, no unit, spaces
+    ("48KiB", 49152), ("48K", 49152), ("48k", 49152), ("48kb", 49152), ("49152", 49152), ("1.5KiB", 1536),
+    ("512B", 512), ("0", 0), ("1M", MIB), (" 16 KiB ", 16 * KIB), (".5K", 512),
+    # what --comm-max read: G and GiB, and MiB with a space
+    ("64KiB", 64 * KIB), ("1GiB", GIB), ("1g", GIB), ("16 MiB", 16 * MIB), ("65536", 65536),
+    # what neither read before the grammar was one: GB, MB, and a fraction of MiB or GiB
+    ("2GB", 2 * GIB), ("3mb", 3 * MIB), ("1.5MiB", 3 * MIB // 2), ("0.25GiB", GIB // 4),
+])
+def test_parse_size_reads_one_grammar(text, size):
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("48XB", "not a size"), ("KiB", "not a size"), ("-1K", "not a size"), ("", "not a size"), ("1e3", "not a size"),
+    ("1TiB", "not a size"), ("48 K iB", "not a size"), ("1.3K", "not a whole number of bytes"),
+    ("0.5", "not a whole number of bytes"), ("9" * 41, "41 characters"),
+])
+def test_parse_size_refuses_naming_the_option(text, reason):
+    with pytest.raises(UserError, match=reason) as e:
+        parse_size(text, "--smem")
+    assert str(e.value).startswith("--smem '")

@@ -14,7 +14,6 @@ the link's one-direction bandwidth whatever n is.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import yaml
@@ -24,7 +23,8 @@ from ..files import write_atomic
 from ..specs.hardware import GPU
 from ..specs.load import SAFE_LOADER, validate
 from ..specs.measured import COLLECTIVES, Collective, CommPoint, Measured, MeasuredInterconnect, bus_factor
-from ..units import GIB, KIB, MIB, binary_size
+from ..units import GIB, KIB, binary_size
+from ..units import parse_size as parse_size_text
 from .calibrate import calibrated_id
 
 # nccl-tests' own range for a curve from latency to bandwidth: 4 KiB (where the fixed cost is nearly all of the
@@ -37,17 +37,11 @@ TIMED_ITERS = 20
 # Elements are fp32, nccl-tests' default type (-d float).
 ELEMENT_BYTES = 4
 
-_SIZE = re.compile(r"^\s*(\d+)\s*(b|kib|mib|gib|k|m|g)?\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB}
-
 
 def parse_size(text: str, option: str = "--comm-max") -> int:
-    """'64KiB', '1GiB', '65536' -> bytes (binary units: K, KiB = 1024); a UserError for anything else or for a size
-    outside MIN_BYTES..MAX_BYTES."""
-    m = _SIZE.match(text)
-    if not m:
-        raise UserError(f"{option} {text!r}: give a size such as 64KiB, 16MiB, 1GiB or a number of bytes")
-    size = int(m.group(1)) * _UNITS[(m.group(2) or "b").lower()]
+    """'64KiB', '1GiB', '65536' -> bytes (``units.parse_size``'s grammar); a UserError for anything else or for a
+    size outside MIN_BYTES..MAX_BYTES."""
+    size = parse_size_text(text, option)
     if not MIN_BYTES <= size <= MAX_BYTES:
         raise UserError(f"{option} {text}: give a size from {binary_size(MIN_BYTES)} to {binary_size(MAX_BYTES)}")
     return size
