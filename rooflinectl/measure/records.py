@@ -40,7 +40,8 @@ BaselineName = Literal["torch", "compile", "cublas", "sdpa_flash", "sdpa_cudnn",
 BASELINE_LABELS: dict[str, str] = {"torch": "torch eager", "compile": "torch.compile", "cublas": "F.linear alone (cuBLAS)",
                                    "sdpa_flash": "SDPA flash", "sdpa_cudnn": "SDPA cuDNN",
                                    "sdpa_efficient": "SDPA efficient"}
-Timer = Literal["events", "cuda_graph"]
+# How a kernel was timed (measure/bench.py): replays of a CUDA graph, or CUDA events around each run.
+Timer = Literal["cuda_graph", "events"]
 Status = Literal["passed", "failed", "error", "checked"]
 
 

@@ -8,7 +8,7 @@ is downloaded; :mod:`specs.hf_config` reads its keys).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     Field,
@@ -70,8 +70,8 @@ LatentRank = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576, the widest resi
 #   gelu_tanh        down(GELU_tanh(up(x))): the plain two-matrix MLP (GPT-2's gelu_new)
 #   clamped_swiglu   down((clamp(up, ±7) + 1) · g·σ(1.702·g)), g = min(gate, 7): gpt-oss's experts
 MlpKind = Literal["gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu"]
-MLP_KINDS: tuple[str, ...] = ("gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu")
-GATED_MLPS: tuple[str, ...] = ("gated_silu", "gated_gelu_tanh", "clamped_swiglu")
+MLP_KINDS: tuple[MlpKind, ...] = get_args(MlpKind)
+GATED_MLPS: tuple[MlpKind, ...] = ("gated_silu", "gated_gelu_tanh", "clamped_swiglu")
 # RMSNorm (a gain), or LayerNorm (a gain and a bias).
 NormKind = Literal["rmsnorm", "layernorm"]
 # A layer's attention: over every position, or over the last sliding_window positions.
