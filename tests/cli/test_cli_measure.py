@@ -14,12 +14,23 @@ import pytest
 import torch
 from measure_fakes import H200, MIB, FakeSoftmax, run_fake
 
-from helpers import cli
+from helpers import cli, option_help
 from rooflinectl.measure.records import DeviceInfo, MeasurementFile, RunCeilings, load
 from rooflinectl.render.measure import print_run
 from rooflinectl.specs.hardware import load_gpu
 
 GOLDEN = Path(__file__).parents[1] / "golden"
+
+
+def test_the_help_lists_every_timer_and_collective():
+    """The help texts name the choices their options take (written out, so that --help imports no pydantic model):
+    each timer and each collective, the collectives in COLLECTIVES' order."""
+    from rooflinectl.measure.bench import TIMERS
+    from rooflinectl.specs.measured import COLLECTIVES
+
+    timer = option_help("measure", "--timer")
+    assert all(re.search(rf"\b{t}\b", timer) for t in TIMERS), timer
+    assert ", ".join(COLLECTIVES) in option_help("calibrate", "--collectives")
 
 
 def assert_one_line_error(result, *fragments):
