@@ -13,7 +13,7 @@ import shlex
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, cast, get_args
 
 from ..errors import UserError
 from .records import BaselineName, MeasurementFile, Timer
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from ..specs.hardware import GPU
     from .harness import Plan, Reporter
 
-BASELINE_CHOICES = ("torch", "compile", "cublas", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "all", "none")
+# What --baseline takes: one baseline, or all the kernel offers, or none.
+BASELINE_CHOICES: tuple[str, ...] = (*get_args(BaselineName), "all", "none")
 
 
 @dataclass(frozen=True)

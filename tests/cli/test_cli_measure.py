@@ -22,14 +22,16 @@ from rooflinectl.specs.hardware import load_gpu
 GOLDEN = Path(__file__).parents[1] / "golden"
 
 
-def test_the_help_lists_every_timer_and_collective():
+def test_the_help_lists_every_timer_baseline_and_collective():
     """The help texts name the choices their options take (written out, so that --help imports no pydantic model):
-    each timer and each collective, the collectives in COLLECTIVES' order."""
+    each timer, each --baseline choice, and each collective, in COLLECTIVES' order."""
     from rooflinectl.measure.bench import TIMERS
+    from rooflinectl.measure.request import BASELINE_CHOICES
     from rooflinectl.specs.measured import COLLECTIVES
 
-    timer = option_help("measure", "--timer")
-    assert all(re.search(rf"\b{t}\b", timer) for t in TIMERS), timer
+    for flag, names in (("--timer", TIMERS), ("--baseline", BASELINE_CHOICES)):
+        text = option_help("measure", flag)
+        assert all(re.search(rf"\b{n}\b", text) for n in names), text
     assert ", ".join(COLLECTIVES) in option_help("calibrate", "--collectives")
 
 
