@@ -102,6 +102,15 @@ def duration(seconds: float, sep: str = " ") -> str:
     return f"{number(seconds * 1e9)}{sep}ns"
 
 
+_TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+def time_band(low: float, high: float, sep: str = " ") -> str:
+    """A spread of times, both ends in the unit of the upper one, three significant digits: 1.9–2.2 µs."""
+    scale, unit = next(((f, u) for f, u in _TIME_UNITS if high >= f), _TIME_UNITS[-1])
+    return f"{low / scale:.3g}–{high / scale:.3g}{sep}{unit}"
+
+
 def binary_size(n: float) -> str:
     """Binary units, as the GPU files give sizes: 80 GiB, 388 KiB, 1.22 TiB."""
     for factor, unit in ((TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):

@@ -21,6 +21,7 @@ from rooflinectl.units import (
     plural,
     rate,
     si,
+    time_band,
 )
 
 
@@ -96,6 +97,14 @@ def test_sizes_scale_with_their_prefix():
     assert decimal_bytes(71743.13e9) == "71.7 TB"
     assert binary_size(500000000015.0 * GIB) == "488,281,250 TiB"  # 5e11 GiB / 1,024
     assert gib(1250.2 * GIB) == "1,250 GiB" and gib(131.44 * GIB) == "131.4 GiB" and gib(80 * GIB, 0) == "80 GiB"
+
+
+@pytest.mark.parametrize(("low", "high", "text"), [(1.9e-6, 2.2e-6, "1.9–2.2 µs"), (800e-9, 1.2e-6, "0.8–1.2 µs"),
+                                                   (0.5, 2.0, "0.5–2 s"), (1e-10, 5e-10, "0.1–0.5 ns"),
+                                                   (1.234e-3, 1.5e-3, "1.23–1.5 ms")])
+def test_a_time_band_takes_the_unit_of_its_upper_end(low, high, text):
+    assert time_band(low, high) == text
+    assert time_band(low, high, sep="") == text.replace(" ", "")
 
 
 def test_plural_and_count():
