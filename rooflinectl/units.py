@@ -111,12 +111,16 @@ def time_band(low: float, high: float, sep: str = " ") -> str:
     return f"{low / scale:.3g}–{high / scale:.3g}{sep}{unit}"
 
 
-def binary_size(n: float) -> str:
-    """Binary units, as the GPU files give sizes: 80 GiB, 388 KiB, 1.22 TiB."""
+def binary_size(n: float, exact: bool = False) -> str:
+    """Binary units, as the GPU files give sizes: 80 GiB, 388 KiB, 1.22 TiB. ``exact``: a limit the reader acts
+    on, never rounded: in the largest unit that holds it with at most three decimals (44.5 KiB, 100.375 KiB),
+    else in bytes (5,000 B)."""
     for factor, unit in ((TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
-        if n >= factor:
+        if n >= factor and not exact:
             return f"{number(n / factor)} {unit}"
-    return f"{number(n)} B"
+        if n >= factor and n * 1000 % factor == 0:
+            return f"{n / factor:,.3f}".rstrip("0").rstrip(".") + f" {unit}"
+    return f"{count(n) if isinstance(n, int) else number(n)} B"
 
 
 def gib(n: float, places: int = 1) -> str:

@@ -99,6 +99,14 @@ def test_sizes_scale_with_their_prefix():
     assert gib(1250.2 * GIB) == "1,250 GiB" and gib(131.44 * GIB) == "131.4 GiB" and gib(80 * GIB, 0) == "80 GiB"
 
 
+@pytest.mark.parametrize(("n", "text"), [(45568, "44.5 KiB"), (40 * KIB, "40 KiB"), (102784, "100.375 KiB"),
+                                         (6656, "6.5 KiB"), (5000, "5,000 B"), (12345, "12,345 B"), (0, "0 B"),
+                                         (3 * MIB // 2, "1.5 MiB"), (1536 * KIB + 512, "1,536.5 KiB")])
+def test_an_exact_binary_size_is_never_rounded(n, text):
+    """A limit the reader acts on ("at most 44.5 KiB of shared memory") reads back as the same number of bytes."""
+    assert binary_size(n, exact=True) == text
+
+
 @pytest.mark.parametrize(("low", "high", "text"), [(1.9e-6, 2.2e-6, "1.9–2.2 µs"), (800e-9, 1.2e-6, "0.8–1.2 µs"),
                                                    (0.5, 2.0, "0.5–2 s"), (1e-10, 5e-10, "0.1–0.5 ns"),
                                                    (1.234e-3, 1.5e-3, "1.23–1.5 ms")])
