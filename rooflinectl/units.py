@@ -82,6 +82,11 @@ def si(x: float, unit: str = "", sep: str = " ") -> str:
     return f"{number(x)}{sep}{unit}".rstrip()
 
 
+def billions(n: float) -> str:
+    """A parameter count in billions, as model cards give it: 8.03 B, 70.6 B, 671 B, 0.494 B."""
+    return f"{number(n / 1e9)} B"
+
+
 def decimal_bytes(n: float) -> str:
     """HBM traffic in decimal units, as bandwidths are: 67.4 TB, 295 GB, 288 MB."""
     return si(n, "B")

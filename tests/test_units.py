@@ -10,6 +10,7 @@ from rooflinectl.units import (
     KIB,
     MIB,
     TIB,
+    billions,
     binary_size,
     count,
     decimal_bytes,
@@ -113,6 +114,11 @@ def test_an_exact_binary_size_is_never_rounded(n, text):
 def test_a_time_band_takes_the_unit_of_its_upper_end(low, high, text):
     assert time_band(low, high) == text
     assert time_band(low, high, sep="") == text.replace(" ", "")
+
+
+def test_billions():
+    assert [billions(n) for n in (8_030_261_248, 671_026_404_352, 493_000_000, 1_026_000_000_000)] == [
+        "8.03 B", "671 B", "0.493 B", "1,026 B"]
 
 
 def test_plural_and_count():
