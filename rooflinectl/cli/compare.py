@@ -65,7 +65,7 @@ def compare(
     degrees = tp or [1]
     choices, names = [], []
     for g in gpus:
-        reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
+        reserve = reserve_bytes(g.capacity_bytes, reserve_gib)
         for t in degrees:
             label = layout_label(g.id, t, ep, pp, several=len(degrees) > 1)
             choices.append(choose(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve, label, batch,

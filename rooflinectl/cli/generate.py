@@ -51,7 +51,7 @@ def generate(
     base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
     g = load_gpu(gpu)
     analyze_step = step_analyzer(g, calibrated, tp, ep, pp)
-    reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
+    reserve = reserve_bytes(g.capacity_bytes, reserve_gib)
     request = Request(prompt, output, batch)
     result = generate(base, request, analyze_step, reserve, gpus=tp * ep * pp)
     largest = largest_batch(base, prompt, output, analyze_step, reserve)
