@@ -21,7 +21,17 @@ WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4"
 WEIGHT_DTYPES: tuple[WeightDType, ...] = get_args(WeightDType)
 # The formats stored in groups along k whose size a workload gives (group_size): symmetric int4, and int4 with a
 # zero point per group (AWQ's default, GPTQ with sym false).
-GROUPED_WEIGHT_DTYPES: tuple[str, ...] = ("int4", "int4_zp")
+GROUPED_WEIGHT_DTYPES: tuple[WeightDType, ...] = ("int4", "int4_zp")
+
+
+def group_size_refusal(group_size: int | None, weight_dtype: str | None) -> str | None:
+    """The rule that only the grouped formats take a group size, stated once: what is wrong with ``group_size``
+    given beside ``weight_dtype`` (None: no format given), or None when the pair is fine."""
+    if group_size is None or weight_dtype in GROUPED_WEIGHT_DTYPES:
+        return None
+    besides = f", not {weight_dtype}" if weight_dtype else ""
+    return (f"group size {group_size}: only int4 weights take a group size (weight_dtype "
+            f"{' or '.join(GROUPED_WEIGHT_DTYPES)}{besides})")
 # The weight/activation pairs a kernel runs, and so the pairs modelled (engine/quant.kernel_name names them):
 # unquantized weights in the activations' type; fp8 or int8 weights beside activations of the same type (w8a8 on
 # the fp8 or int8 tensor cores) or widened to bf16/fp16 (w8a16); 4-bit weights widened to bf16/fp16 (w4a16:

@@ -19,7 +19,7 @@ from pydantic import (
 
 from ..errors import UserError, closest
 from ..files import user_path
-from .dtypes import GROUPED_WEIGHT_DTYPES, GroupSize, WeightDType
+from .dtypes import GroupSize, WeightDType, group_size_refusal
 from .hf_config import model_fields
 from .load import (
     Id,
@@ -251,9 +251,8 @@ class Model(Strict):
         if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:
             raise invalid(f"moe.first_dense_layers ({self.moe.first_dense_layers}) leaves none of the "
                            f"{self.num_layers} layers with experts: drop 'moe' for a dense model")
-        if self.group_size is not None and self.weight_dtype not in GROUPED_WEIGHT_DTYPES:
-            raise invalid(f"group_size {self.group_size}: only int4 weights take a group size (weight_dtype int4 or "
-                           f"int4_zp)")
+        if refusal := group_size_refusal(self.group_size, self.weight_dtype):
+            raise invalid(refusal)
         if self.layer_pattern is not None:
             if self.sliding_window is None:
                 raise invalid("layer_pattern names sliding layers, but the model gives no sliding_window")
