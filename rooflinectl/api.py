@@ -321,12 +321,13 @@ def _positive_ms(value: float | None, what: str) -> float | None:
 def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate: float | None = None,
           trace: str | None = None, prompt: int | str = 2048, output: int | str = 256, requests: int | None = None,
           seed: int = 0, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256, chunked_prefill: bool = True,
-          block_size: int = 16, reserve_gib: float | None = None, step_overhead_us: float = 0.0,
+          block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
           tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, **options: Any) -> ServeResult:
     """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
     default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
-    fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them.
+    fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
+    ``stack`` the serving stack's costs (an id of ``stacks/`` or a YAML path; its fusions unless ``fuse`` is given).
     ``requests``: by default max(200, 8 × concurrency), so that the p99 rests on at least two samples above it.
     ``progress`` is called with the count of finished requests."""
     from .engine.memory import reserve_bytes
@@ -337,6 +338,7 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     from .serving.scheduler import SchedulerConfig
     from .serving.simulate import Simulation, simulate
     from .serving.stepmodel import StepModel, kv_capacity
+    from .specs.stack import load_stack
 
     given = [name for name, v in (("--concurrency", concurrency), ("--rate", rate), ("--trace", trace))
              if v is not None]
@@ -345,8 +347,6 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     if ep > 1:
         raise UserError("--ep in analyze serve: expert parallelism's data-parallel attention is not simulated yet; "
                         "use --tp")
-    if not (step_overhead_us >= 0 and step_overhead_us < 1e7):
-        raise UserError(f"--step-overhead-us {step_overhead_us}: give 0 or more microseconds")
     slo_ttft, slo_tpot = _positive_ms(slo_ttft_ms, "--slo-ttft-ms"), _positive_ms(slo_tpot_ms, "--slo-tpot-ms")
     prompt_len = Lengths.parse(str(prompt), "--prompt")
     output_len = Lengths.parse(str(output), "--output")
@@ -363,11 +363,14 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     BlockPool.check_block_size(block_size)
     g = _gpu(gpu)
     layout = Layout(tp, ep, pp)
-    step_model = StepModel(base_workload(**options), g, calibrated, layout)
+    costs = load_stack(stack)
+    if options.get("fuse") is None:
+        options = {**options, "fuse": list(costs.fused)}
+    step_model = StepModel(base_workload(**options), g, calibrated, layout, costs)
     capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,
                                                                                           reserve_gib))
     pool = BlockPool(capacity.blocks, block_size)
-    run = simulate(load, step_model, pool, config, step_overhead_us / 1e6, progress)
+    run = simulate(load, step_model, pool, config, progress)
     texts = ("trace", "trace") if trace is not None else (prompt_len.text(), output_len.text())
-    return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, capacity,
-                                  step_overhead_us / 1e6, texts[0], texts[1], seed, slo_ttft, slo_tpot))
+    return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, capacity, costs,
+                                  texts[0], texts[1], seed, slo_ttft, slo_tpot))

@@ -34,8 +34,9 @@ def serve(
     chunked_prefill: bool = typer.Option(True, "--chunked-prefill/--no-chunked-prefill",
                                          help="Prefill prompts in chunks beside decodes (vLLM's default)."),
     block_size: int = typer.Option(16, "--block-size", help="Positions a KV block holds (vLLM's 16)."),
-    step_overhead_us: float = typer.Option(0.0, "--step-overhead-us", help="A fixed cost every step adds beyond "
-                                           "the roofline: the engine's CPU work and launches (default 0)."),
+    stack: str = typer.Option("roofline", "--stack", help="The serving stack's costs beyond the roofline: a fixed "
+                              "cost a step, a gap a kernel, the bandwidth and peak its kernels reach, its fusions "
+                              "(an id of stacks/, or a YAML path; default roofline, the floor)."),
     slo_ttft_ms: float = typer.Option(None, "--slo-ttft-ms", help="A TTFT target: goodput counts the requests "
                                       "that meet it."),
     slo_tpot_ms: float = typer.Option(None, "--slo-tpot-ms", help="A TPOT target for goodput."),
@@ -69,7 +70,7 @@ def serve(
         result = api.serve(gpu=gpu, concurrency=concurrency, rate=rate, trace=trace, prompt=prompt, output=output,
                            requests=requests, seed=seed, max_num_batched_tokens=max_num_batched_tokens,
                            max_num_seqs=max_num_seqs, chunked_prefill=chunked_prefill, block_size=block_size,
-                           reserve_gib=reserve_gib, step_overhead_us=step_overhead_us, slo_ttft_ms=slo_ttft_ms,
+                           reserve_gib=reserve_gib, stack=stack, slo_ttft_ms=slo_ttft_ms,
                            slo_tpot_ms=slo_tpot_ms, calibrated=calibrated, tp=tp, pp=pp, progress=tick,
                            model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                            act_dtype=act_dtype, group_size=group_size, attention=attention, fuse=fuse)

@@ -32,8 +32,8 @@ def serve_json(r: Simulation) -> dict[str, Any]:
         "load": {"kind": load.kind, "concurrency": load.concurrency or None, "rate": load.rate or None,
                  "requests": len(load.requests), "prompt": r.prompt_text, "output": r.output_text, "seed": r.seed},
         "scheduler": {"max_num_batched_tokens": r.config.max_num_batched_tokens,
-                      "max_num_seqs": r.config.max_num_seqs, "chunked_prefill": r.config.chunked_prefill,
-                      "step_overhead_s": r.step_overhead_s},
+                      "max_num_seqs": r.config.max_num_seqs, "chunked_prefill": r.config.chunked_prefill},
+        "stack": r.stack.model_dump(exclude={"notes", "name"}),
         "kv_cache": {"blocks": cap.blocks, "block_size": run.block_size, "block_bytes": cap.block_bytes,
                      "peak_blocks": run.kv_blocks_peak, "capacity_bytes": cap.capacity_bytes,
                      "weight_bytes": cap.weight_bytes, "activation_bytes": cap.activation_bytes,
@@ -96,7 +96,9 @@ def print_serve(out: Console, r: Simulation) -> None:
     if r.slos:
         lines.append(f"goodput: {number(r.goodput / run.duration_s)} requests/s meet the targets "
                      f"({r.goodput:,} of {len(run.served):,})")
-    if r.step_overhead_s:
-        lines.append(f"each step costs {duration(r.step_overhead_s)} beyond the roofline (the stack's fixed cost)")
+    st = r.stack
+    lines.append(f"stack {st.id}: {duration(st.step_overhead_us / 1e6)} a step, {duration(st.kernel_gap_us / 1e6)} a "
+                 f"kernel, {st.bandwidth_efficiency:.0%} of the bandwidth and {st.compute_efficiency:.0%} of the peak"
+                 + (" (the calibrated op model times the ops)" if r.calibrated else ""))
     for line in lines:
         out.print(line, highlight=False)

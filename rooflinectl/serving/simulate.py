@@ -1,7 +1,7 @@
 """The event loop of a simulated serving engine, and the metrics of a run.
 
 Time advances step by step: the requests that have arrived join the queue, the scheduler forms the step, the step
-model prices it (plus the stack's fixed cost per step), and at the step's end every request whose target was
+model prices it (with the serving stack's costs), and at the step's end every request whose target was
 reached emits a token. Definitions (aiperf's, which the published runs use):
 
   TTFT  first token time − arrival (waiting for admission included)
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ..engine.parallel import Layout
 from ..errors import UserError
 from ..specs.hardware import GPU
+from ..specs.stack import Stack
 from ..specs.workload import Seqs, Workload
 from .kvcache import BlockPool
 from .load import Load, Request
@@ -138,7 +139,7 @@ class Run:
 @dataclass(frozen=True)
 class Simulation:
     """A run and what it was run on: the GPU, the model's step options, the layout, the load, the scheduler, the
-    KV cache's capacity, the stack's cost per step, and the latency targets goodput counts against."""
+    KV cache's capacity, the serving stack, and the latency targets goodput counts against."""
 
     run: Run
     gpu: GPU
@@ -148,7 +149,7 @@ class Simulation:
     load: Load
     config: SchedulerConfig
     capacity: Capacity
-    step_overhead_s: float
+    stack: Stack
     prompt_text: str
     output_text: str
     seed: int
@@ -173,10 +174,10 @@ def merge(parts: Sequence[tuple[int, int]]) -> tuple[Seqs, ...]:
     return tuple(Seqs(c, new, cached) for (new, cached), c in counts.items())
 
 
-def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerConfig, step_overhead_s: float = 0.0,
+def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerConfig,
              progress: Callable[[int], None] | None = None) -> Run:
-    """Serve ``load`` on the engine ``model`` prices, with ``pool``'s KV cache and ``config``'s scheduler; every
-    step costs ``step_overhead_s`` more (the stack's fixed cost). ``progress`` is told each finished request."""
+    """Serve ``load`` on the engine ``model`` prices (its stack's costs included), with ``pool``'s KV cache and
+    ``config``'s scheduler. ``progress`` is told each finished request."""
     if not config.chunked_prefill:
         longest = max(r.prompt + r.output - 1 for r in load.requests)
         if longest > config.max_num_batched_tokens:
@@ -203,7 +204,7 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                 raise RuntimeError("the simulated engine stalled with requests left")
             t = arrivals[0][0]
             continue
-        dt = model.time(merge([(s.new, s.cached) for s in batch])) + step_overhead_s
+        dt = model.time(merge([(s.new, s.cached) for s in batch]))
         t += dt
         steps += 1
         tokens = sum(s.new for s in batch)

@@ -9,7 +9,8 @@ A step of groups G (``specs.workload.Seqs``) costs what ``engine.roofline.analyz
   that group alone (one sequence, cached by its new and cached tokens) and the sums are placed under the roofs
   (or timed by the calibrated op model) as the engine places them.
 So :meth:`StepModel.time` equals ``analyze(step).totals.time_s`` (to rounding; tests/serving checks it) at a small
-fraction of its cost.
+fraction of its cost. A serving stack (``specs.stack``) adds its costs: each op re-placed under the roofs scaled by
+its efficiencies (not under ``calibrated``, whose op model is measured), a gap per kernel, a fixed cost per step.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from ..engine.calibrated import timed_by_model
 from ..engine.op import Op
 from ..engine.parallel import Layout
 from ..engine.roofline import Analysis, analyze, place
-from ..specs.hardware import GPU
+from ..specs.hardware import GPU, Roofs
+from ..specs.stack import Stack
 from ..specs.workload import Seqs, Workload
 
 
@@ -36,17 +38,23 @@ class _Part:
 
 
 class StepModel:
-    """Step times of ``base``'s model and options on ``gpu`` under ``layout``; ``calibrated`` as in analyze."""
+    """Step times of ``base``'s model and options on ``gpu`` under ``layout``; ``calibrated`` as in analyze;
+    ``stack``'s costs beyond the roofline (None: none)."""
 
-    def __init__(self, base: Workload, gpu: GPU, calibrated: bool = False, layout: Layout = Layout()) -> None:
+    def __init__(self, base: Workload, gpu: GPU, calibrated: bool = False, layout: Layout = Layout(),
+                 stack: Stack | None = None) -> None:
         self.base = base
         self.gpu = gpu
         self.calibrated = calibrated
         self.layout = layout
-        self.roofs = gpu.roofs(calibrated)
+        self.stack = stack
         self.op_model = gpu.measured.op_model if calibrated and gpu.measured is not None else None
+        self.roofs = gpu.roofs(calibrated)
+        if stack is not None and not calibrated:
+            self.roofs = scaled(self.roofs, stack)
+        self.scaled = stack is not None and not calibrated and (stack.bandwidth_efficiency, stack.compute_efficiency) != (1, 1)
         self.mla = base.model.mla is not None
-        self._rest: dict[tuple[object, ...], float] = {}
+        self._rest: dict[tuple[object, ...], tuple[float, int]] = {}
         self._parts: dict[tuple[int, int], dict[str, _Part]] = {}
         self._ops: dict[str, Op] = {}  # each attention op's shape (name, kind, count, dtype, unit) by name
         self.analyses = 0  # full analyses made: what the caches save
@@ -56,14 +64,23 @@ class StepModel:
         self.analyses += 1
         return analyze(self.base.with_seqs(seqs), self.gpu, self.calibrated, self.layout)
 
-    def _rest_time(self, seqs: tuple[Seqs, ...]) -> float:
+    def _time(self, op: Op) -> float:
+        """One op's time, all its instances, under the model's roofs (and the op model where calibrated)."""
+        placed = place(op, self.roofs)
+        if self.op_model is not None:
+            placed = timed_by_model(placed, self.op_model)
+        return placed.total_time_s
+
+    def _rest_time(self, seqs: tuple[Seqs, ...]) -> tuple[float, int]:
+        """(time, kernels) of the step's ops other than attention."""
         decode = sum(g.count for g in seqs if g.new == 1)
         prompts = tuple(g if self.mla else Seqs(g.count, g.new) for g in seqs if g.new > 1)
         key = (decode, tuple(sorted((g.count, g.new, g.cached) for g in prompts)))
         if key not in self._rest:
             folded = ((Seqs(decode, 1),) if decode else ()) + prompts
-            a = self.analyze(folded)
-            self._rest[key] = sum(p.total_time_s for p in a.placements if p.op.kind != "attention")
+            rest = [p for p in self.analyze(folded).placements if p.op.kind != "attention"]
+            time = sum(self._time(p.op) if self.scaled else p.total_time_s for p in rest)
+            self._rest[key] = (time, sum(p.op.count for p in rest))
         return self._rest[key]
 
     def _group_parts(self, new: int, cached: int) -> dict[str, _Part]:
@@ -79,8 +96,8 @@ class StepModel:
             self._parts[key] = parts
         return self._parts[key]
 
-    def time(self, seqs: tuple[Seqs, ...]) -> float:
-        """The step's predicted time, seconds."""
+    def roofline_time(self, seqs: tuple[Seqs, ...]) -> tuple[float, int]:
+        """(the step's ops' time, the kernels it launches): the engine's analysis under the model's roofs."""
         sums: dict[str, list[float]] = {}
         for g in seqs:
             for name, part in self._group_parts(g.new, g.cached).items():
@@ -89,14 +106,29 @@ class StepModel:
                 s[1] += g.count * (part.bytes - part.weight_bytes)
                 s[2] += g.count * part.kv_bytes
                 s[3] = max(s[3], part.weight_bytes)
-        attention = 0.0
+        time, kernels = self._rest_time(seqs)
         for name, (flops, moved, kv, weights) in sums.items():
             op = replace(self._ops[name], flops=flops, bytes=moved + weights, kv_bytes=kv, weight_bytes=weights)
-            placed = place(op, self.roofs)
-            if self.op_model is not None:
-                placed = timed_by_model(placed, self.op_model)
-            attention += placed.total_time_s
-        return self._rest_time(seqs) + attention
+            time += self._time(op)
+            kernels += op.count
+        return time, kernels
+
+    def time(self, seqs: tuple[Seqs, ...]) -> float:
+        """The step's predicted time, seconds: its ops', and the stack's gaps and fixed cost."""
+        ops, kernels = self.roofline_time(seqs)
+        if self.stack is None:
+            return ops
+        return ops + (kernels * self.stack.kernel_gap_us + self.stack.step_overhead_us) / 1e6
+
+
+def scaled(roofs: Roofs, stack: Stack) -> Roofs:
+    """``roofs`` with the bandwidth and every peak scaled by the stack's efficiencies."""
+    c = stack.compute_efficiency
+    return roofs.model_copy(update={
+        "bandwidth_gbps": roofs.bandwidth_gbps * stack.bandwidth_efficiency,
+        "tensor_tflops": {k: v * c for k, v in roofs.tensor_tflops.items()},
+        "vector_tflops": {k: v * c for k, v in roofs.vector_tflops.items()},
+    })
 
 
 @dataclass(frozen=True)

@@ -172,3 +172,24 @@ def test_a_bad_trace_names_its_line(tmp_path):
     csv = tmp_path / "t.csv"
     csv.write_text("arrival_s,prompt,output\n0,64,4\n0.1,16,2\n")
     assert cli("analyze", "serve", "--trace", str(csv), "--json").exit_code == 0
+
+
+def test_a_stack_adds_its_costs(tmp_path):
+    # A step of the stack costs its ops at half the bandwidth and peak, 2 µs a kernel and 100 µs a step. A decode
+    # step of one sequence: Llama 3 8B launches 15 ops × 32 layers + 3 once = 483 kernels (the engine's count).
+    from rooflinectl.specs.stack import load_stack
+
+    path = tmp_path / "slow.yaml"
+    path.write_text("id: slow\nname: a slow engine\nsource: this test\nstep_overhead_us: 100\nkernel_gap_us: 2\n"
+                    "bandwidth_efficiency: 0.5\ncompute_efficiency: 0.5\n")
+    stack = load_stack(str(path))
+    plain, slow = StepModel(base(), H100), StepModel(base(), H100, stack=stack)
+    step = (Seqs(1, 1, 999),)
+    a = analyze(plain.base.with_seqs(step), H100)
+    kernels = sum(p.op.count for p in a.placements)
+    assert kernels == 15 * 32 + 3
+    # Every op of a one-token decode is memory-bound, even at half the peak: its time doubles exactly.
+    assert all(p.bound == "memory" for p in a.placements)
+    assert slow.time(step) == pytest.approx(2 * a.totals.time_s + (kernels * 2 + 100) / 1e6, rel=1e-12)
+    assert plain.time(step) == pytest.approx(a.totals.time_s, rel=1e-12)
+    assert_one_line_error(cli("analyze", "serve", "--stack", "nope"), "unknown stack 'nope'")
