@@ -97,8 +97,13 @@ def print_serve(out: Console, r: Simulation) -> None:
         lines.append(f"goodput: {number(r.goodput / run.duration_s)} requests/s meet the targets "
                      f"({r.goodput:,} of {len(run.served):,})")
     st = r.stack
-    lines.append(f"stack {st.id}: {duration(st.step_overhead_us / 1e6)} a step, {duration(st.kernel_gap_us / 1e6)} a "
-                 f"kernel, {st.bandwidth_efficiency:.0%} of the bandwidth and {st.compute_efficiency:.0%} of the peak"
-                 + (" (the calibrated op model times the ops)" if r.calibrated else ""))
+    timed = "the calibrated op model times the ops" if r.calibrated else "the ops at the roofs' times"
+    if (st.step_overhead_us, st.kernel_gap_us, st.bandwidth_efficiency, st.compute_efficiency) == (0, 0, 1, 1):
+        lines.append(f"stack {st.id}: {timed}, no cost beyond them")
+    else:
+        lines.append(f"stack {st.id}: {duration(st.step_overhead_us / 1e6)} a step, "
+                     f"{duration(st.kernel_gap_us / 1e6)} a kernel"
+                     + (f", {timed}" if r.calibrated else f", {st.bandwidth_efficiency:.0%} of the bandwidth and "
+                        f"{st.compute_efficiency:.0%} of the peak"))
     for line in lines:
         out.print(line, highlight=False)
