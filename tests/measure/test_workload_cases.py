@@ -8,6 +8,7 @@ import pytest
 from rooflinectl.engine.transformer import step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.measure.workload.cases import Case, CountMismatch, TensorSpec, build_cases, check_count
+from rooflinectl.specs.model import load_model
 from rooflinectl.specs.workload import resolve_workload
 
 FAMILIES = {"linear", "norm_linear", "rmsnorm", "rope", "kv_write", "sdpa", "qk", "softmax", "pv", "act",
@@ -122,16 +123,18 @@ def test_tensor_spec_counts_what_the_rule_reads():
 
 
 @pytest.mark.parametrize("phase, overrides, fragment", [
-    ("decode", dict(model="mixtral-8x7b"), "a mixture of experts"),
-    ("decode", dict(model="qwen3-30b-a3b"), "a mixture of experts"),
-    ("decode", dict(model="deepseek-v2-lite"), "multi-head latent attention"),
+    ("decode", dict(model="mixtral-8x7b"), "no runner for a mixture of experts"),
+    ("decode", dict(model="qwen3-30b-a3b"), "no runner for Q/K norms"),
+    # MLA without its experts: the first variant named is the attention's.
+    ("decode", dict(model=load_model("deepseek-v2-lite").model_copy(update={"moe": None})),
+     "multi-head latent attention"),
     ("decode", dict(model="llama-3-8b", weight_dtype="int4"), "quantized"),
     ("decode", dict(model="llama-3-8b", dtype="fp8"), "--dtype fp8"),
     ("decode", dict(model="llama-3-8b", kv_dtype="fp8"), "KV cache"),
     ("decode", dict(model="llama-3-8b", fused=["gate_up", "act"]), "--fuse act"),
     ("prefill", dict(model="llama-3-8b", attention="naive"), "naive attention in a prefill"),
     ("prefill", dict(model="mistral-7b", seq_len=8192), "sliding window"),
-    ("decode", dict(model="gemma-3-27b"), "not supported"),
+    ("decode", dict(model="gemma-3-27b"), "no runner for the MLP (gated_gelu_tanh)"),
     ("attention", dict(model="llama-3-8b"), "the attention phase"),
 ])
 def test_what_cannot_be_run_faithfully_is_refused(phase, overrides, fragment):

@@ -98,6 +98,8 @@ def run_profile(req: ProfileRequest, gpu: str | None = None, default_gpu: str = 
     # the engine, which may refuse what transformers accepts (its validation names the field).
     config = hf.config_from_json(req.model) if req.module is None and req.model.endswith(".json") else None
     w = workload_of(req)
+    if config is not None:  # transformers builds the user's config as it is; its variants must be ones profile maps
+        hf.check_buildable(w.model, config.model_type)
     ops = step_ops(w)
     if req.module is not None:
         built = hf.user_module(req.module, req.device)
