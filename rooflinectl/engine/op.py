@@ -87,6 +87,20 @@ OpKind = Literal["linear", "attention", "norm", "elementwise", "gather", "copy",
                  "communication"]
 
 
+@dataclass(frozen=True)
+class Gemm:
+    """A matmul's sizes, y[m,n] = x[m,k]·W[k,n], 2·m·k·n FLOPs: ``m`` rows (the step's tokens; the LM head's
+    sequences; an expert op's (token, expert) pairs), ``k`` the reduction, ``n`` the outputs. ``experts``: the
+    distinct experts whose weights an expert op reads (an expectation under uniform routing), None for any other
+    matmul. ``bias``: a bias vector of n added in the epilogue."""
+
+    m: int
+    k: int
+    n: int
+    experts: float | None = None
+    bias: bool = False
+
+
 def matmul_unit(dtype: str) -> Unit:
     """Where a matmul of ``dtype`` runs: the tensor cores, except fp32, which PyTorch runs on the vector units by
     default (TF32 is opt-in: a kernel that uses it counts its matmul as ``tf32``)."""
@@ -130,6 +144,15 @@ class Op:
     collective: Collective | None = None
     # Which elementwise operation (``Elementwise``) an op of kind "elementwise" is; None for every other op.
     elementwise: Elementwise | None = None
+    # The shape the op works on, so that what runs it (measure, profile, explore) reads it here rather than from
+    # the name: a matmul's (linear, matmul, expert, router) sizes; the rows × width a norm or an elementwise op
+    # reads and writes (None where it is not one tensor's: RoPE's Q and K, the MoE combine).
+    gemm: Gemm | None = None
+    tensor: tuple[int, int] | None = None
+    # A fused op: the ops of the unfused step whose work it does, in order (attn_norm+qkv_proj: attn_norm, q_proj,
+    # k_proj, v_proj), each as the engine counts it alone; its FLOPs are theirs added up. Empty for an op that
+    # fuses nothing.
+    covers: tuple[Op, ...] = ()
 
     def __post_init__(self) -> None:
         if self.flops < 0 or self.bytes <= 0 or self.count < 1:
@@ -142,6 +165,17 @@ class Op:
 
     def times(self, count: int) -> Op:
         return replace(self, count=count)
+
+    @property
+    def parts(self) -> tuple[Op, ...]:
+        """The unfused ops this op does the work of: ``covers``, or the op itself where it fuses nothing."""
+        return self.covers or (self,)
+
+
+def covering(op: Op, *parts: Op) -> Op:
+    """``op``, one kernel doing the work of ``parts`` (ops of the unfused step, or fused ops, whose own parts
+    count), with ``covers`` saying so; its FLOPs are theirs, its bytes fewer by the round trips it saves."""
+    return replace(op, covers=tuple(c for part in parts for c in part.parts))
 
 
 def matmul_op(
@@ -180,6 +214,7 @@ def matmul_op(
         computes=f"2·{m}·{k}·{n} FLOPs of matmul" + (f" in {c_dtype}" if c_dtype != dtype else ""),
         weight_bytes=w_stored if b_is_weight else 0,
         weight_dtype=w_dtype if b_is_weight and w_dtype != dtype else None,
+        gemm=Gemm(m, k, n),
     )
 
 
@@ -198,6 +233,7 @@ def rmsnorm_op(name: str, rows: int, hidden: int, dtype: str) -> Op:
         writes=f"y {rows}×{hidden} {dtype}",
         computes=f"{RMSNORM_FLOPS_PER_ELEMENT} FLOPs per element (square, sum, scale by 1/rms, scale by gain)",
         weight_bytes=gain,
+        tensor=(rows, hidden),
     )
 
 
@@ -252,15 +288,17 @@ def gated_act_op(name: str, rows: int, width: int, dtype: str, mlp: str = "gated
         writes=f"{formula} {rows}×{width}",
         computes=f"{per} FLOPs per element ({formula}; op.py states each step)",
         elementwise="activation",
+        tensor=(rows, width),
     )
 
 
-def with_gated_act(gate_up: Op, rows: int, width: int, dtype: str, mlp: str = "gated_silu") -> Op:
+def with_gated_act(gate_up: Op, rows: int, width: int, dtype: str, mlp: str = "gated_silu",
+                   act: str = "act") -> Op:
     """A gated activation in the epilogue of a fused gate_up matmul: only the rows×width product is written, not
-    gate and up (rows×2·width)."""
+    gate and up (rows×2·width). It covers gate_up's parts and the op ``act`` (:func:`gated_act_op`)."""
     formula = MLP_ACT_FORMULA[mlp]
     return replace(
-        gate_up,
+        covering(gate_up, gate_up, gated_act_op(act, rows, width, dtype, mlp)),
         name=gate_up.name + "+act",
         flops=gate_up.flops + MLP_ACT_FLOPS_PER_ELEMENT[mlp] * rows * width,
         bytes=gate_up.bytes - rows * width * dtype_bytes(dtype),
@@ -322,6 +360,7 @@ def softmax_op(name: str, rows: int, cols: int, dtype: str) -> Op:
         reads=f"x {rows}×{cols} {dtype}",
         writes=f"y {rows}×{cols} {dtype}",
         computes=f"{SOFTMAX_FLOPS_PER_ELEMENT} FLOPs per element (max, subtract, exp, sum, divide)",
+        tensor=(rows, cols),
     )
 
 
@@ -384,6 +423,7 @@ def router_op(name: str, tokens: int, hidden: int, experts: int, top_k: int, dty
                  f"({TOPK_FLOPS_PER_ELEMENT_PER_PICK}·{top_k} FLOPs per logit) + softmax over {softmaxed} "
                  f"({SOFTMAX_FLOPS_PER_ELEMENT} FLOPs each), on chip",
         weight_bytes=w_bytes,
+        gemm=Gemm(tokens, hidden, experts),
     )
 
 
@@ -417,4 +457,5 @@ def expert_matmul_op(name: str, pairs: int, k: int, n: int, experts_read: float,
         + f" ({pairs} token-expert pairs)",
         weight_bytes=w_bytes,
         weight_dtype=w_dtype if w_dtype != dtype else None,
+        gemm=Gemm(pairs, k, n, experts=experts_read),
     )
