@@ -172,9 +172,11 @@ class MLA(Strict):
 
 # Variant fields every model's dump shows, at their default too (the other variants are left out where unused).
 SHOWN_AT_DEFAULT = ("mlp", "tie_embeddings", "max_position_embeddings", "sliding_window")
-# The attention variants a model with multi-head latent attention refuses: DeepSeek's attention has none of them.
-MLA_REFUSES = ("qk_norm", "qkv_bias", "o_bias", "attention_sinks", "post_norms", "norm", "sliding_window",
-               "layer_pattern", "rotary_dim", "attn_logit_softcapping")
+# The variants engine/mla.py models beside multi-head latent attention (its MLP's and the model's); any other (an
+# attention variant DeepSeek's attention does not have: Q/K norms, biases, sinks, windows, post norms, LayerNorm, a
+# new field) is refused with it.
+MLA_MODELS = ("mla", "moe", "mlp", "mlp_bias", "tie_embeddings", "scale_embeddings", "max_position_embeddings",
+              "final_logit_softcapping", "weight_dtype", "group_size", "quantized")
 
 
 class Model(Strict):
@@ -300,9 +302,9 @@ class Model(Strict):
         return self
 
     def _check_mla(self, mla: MLA) -> None:
-        """With MLA, head_dim and num_kv_heads have one meaning each (see ``mla``), and the attention variants
-        DeepSeek's attention does not have (Q/K norms, biases, sinks, windows, post norms, LayerNorm) are
-        refused."""
+        """With MLA, head_dim and num_kv_heads have one meaning each (see ``mla``), and every variant engine/mla.py
+        does not model beside it (not in ``MLA_MODELS``: the attention variants DeepSeek's attention does not have)
+        is refused."""
         if self.head_dim != mla.qk_head_dim:
             raise invalid(f"head_dim ({self.head_dim}) must be mla.qk_nope_head_dim + mla.qk_rope_head_dim "
                            f"({mla.qk_nope_head_dim} + {mla.qk_rope_head_dim} = {mla.qk_head_dim}): with MLA it is "
@@ -310,9 +312,8 @@ class Model(Strict):
         if self.num_kv_heads != self.num_heads:
             raise invalid(f"num_kv_heads ({self.num_kv_heads}) must be num_heads ({self.num_heads}) with MLA: every "
                            f"head expands its own K and V from the shared latent")
-        # DeepSeek's attention has none of these; engine/mla.py builds its block without them.
         for field in self.variants():
-            if field in MLA_REFUSES:
+            if field not in MLA_MODELS:
                 raise invalid(f"{field} is not modelled with MLA (DeepSeek's attention has no such variant)")
 
     def max_length(self) -> tuple[int, str] | None:
