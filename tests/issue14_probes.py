@@ -87,15 +87,15 @@ def fitted():
 
 def write_example() -> None:
     """The example file: the H200 spec with CALIBRATED's measured section and the fitted op model, through
-    ``measure.calibrate.write_calibrated`` (the writer ``calibrate -o`` uses)."""
-    from rooflinectl.measure.calibrate import write_calibrated
+    ``specs.write.write_measured`` (the writer ``calibrate -o`` uses)."""
     from rooflinectl.specs.hardware import load_gpu, load_gpu_file
+    from rooflinectl.specs.write import write_measured
 
     measured = load_gpu_file(CALIBRATED).measured
     assert measured is not None
     EXAMPLE.parent.mkdir(parents=True, exist_ok=True)
     os.chdir(ROOT)  # the header's "use them with" names the file as the docs do, from the repository's root
-    write_calibrated(load_gpu("h200"), measured.model_copy(update={"op_model": fitted()}), EXAMPLE.relative_to(ROOT))
+    write_measured(load_gpu("h200"), EXAMPLE.relative_to(ROOT), ceilings=measured, op_model=fitted())
     note = ("# The ceilings are a real calibrate run's (docs/results/h200-2026-12-02/calibrated.yaml); the op_model\n"
             "# is fitted by engine.calibrated.fit from issue 14's H200 measurements, assembled by hand\n"
             "# (tests/issue14_probes.py), not measured by a calibrate run.\n")

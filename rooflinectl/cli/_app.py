@@ -102,16 +102,6 @@ def print_json(data) -> None:
     sys.stdout.write(text + "\n")
 
 
-def split_list(value: str | None, what: str) -> list[str] | None:
-    """'a,b' -> ['a', 'b']; None stays None (not given)."""
-    if value is None:
-        return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items and value.strip():
-        raise UserError(f"{what}: empty list")
-    return items
-
-
 # The most values one comma-separated list may give. A sweep draws every op at every value: 64 sizes are 64
 # markers per op, more than a chart shows apart, and the 399 sizes issue 18 tried took 88 s to draw (64 take about
 # as long as a chart of a few measured records). Refused above it, in one line, before any work.

@@ -5,14 +5,14 @@ from __future__ import annotations
 import typer
 
 from . import options as opt
-from ._app import DEFAULT_GPU, app, command, console, one_format, print_json
-from .options import workload_overrides
+from ._app import DEFAULT_GPU, app, command, one_format
 from .routing import routed
 
 
-@command(app, cls=routed(generate=".generate:generate_app"))
+@command(app, cls=routed(generate=".generate:generate_app", step=".step:step_app"))
 def analyze(
-    workload: str = typer.Argument("decode", help="A phase (decode, prefill, attention) or a workload YAML file."),
+    workload: str = typer.Argument("decode", help="A phase (decode, prefill, attention) or a workload YAML file; "
+                                   "'analyze step' takes groups of sequences."),
     gpu: opt.Gpu = DEFAULT_GPU,
     model: opt.Model = None,
     batch: opt.Batch = None,
@@ -48,22 +48,11 @@ def analyze(
     """
     one_format(json, csv)
     # The library is imported here, not at the top: `rooflinectl --help` needs none of it.
-    from ..engine.parallel import Layout
-    from ..engine.roofline import analyze as analyze_workload
-    from ..render.analysis import analysis_json, print_analysis
-    from ..specs.hardware import load_gpu
-    from ..specs.workload import resolve_workload
+    from .. import api
+    from .step import print_step
 
-    w = resolve_workload(
-        workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse,
-                                       experts_touched, weight_dtype, act_dtype, group_size)
-    )
-    result = analyze_workload(w, load_gpu(gpu), calibrated=calibrated, layout=Layout(tp, ep, pp))
-    if json:
-        print_json(analysis_json(result))
-    elif csv:
-        from ..render.csvout import analysis_csv
-
-        print(analysis_csv(result), end="")
-    else:
-        print_analysis(console(), result)
+    result = api.analyze(workload, gpu=gpu, batch=batch, context=context, seq_len=seq_len, calibrated=calibrated,
+                         tp=tp, ep=ep, pp=pp, model=model, dtype=dtype, kv_dtype=kv_dtype,
+                         weight_dtype=weight_dtype, act_dtype=act_dtype, group_size=group_size,
+                         attention=attention, causal=causal, fuse=fuse, experts_touched=experts_touched)
+    print_step(result, json, csv)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from ..errors import UserError
 from . import options as opt
 from ._app import DEFAULT_GPU, app, command, console, one_format, print_json
-from .serving import base_workload, layout_label, step_analyzer
 
 
 @command(app)
@@ -44,40 +42,22 @@ def compare(
     Tensor parallelism, a row per GPU and degree: rooflinectl compare --gpu h100 --gpu h200 --model llama-3-70b
     --tp 4 --tp 8
     """
-    from ..engine.generate import choose
-    from ..engine.memory import reserve_bytes
-    from ..engine.parallel import Layout
-    from ..render.compare import (
-        COMPARE_FIELDS,
-        compare_json,
-        compare_notes,
-        compare_rows,
-        compare_table,
-        to_csv,
-    )
-    from ..specs.hardware import load_gpu
+    from .. import api
+    from ..render.compare import COMPARE_FIELDS, compare_notes, compare_rows, compare_table, to_csv
 
     one_format(json, csv)
-    if tpot_ms is not None and not tpot_ms > 0:
-        raise UserError(f"--tpot-ms {tpot_ms}: give a positive number of milliseconds")
-    base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
-    gpus = [load_gpu(name) for name in (gpu or [DEFAULT_GPU])]
-    degrees = tp or [1]
-    choices, names = [], []
-    for g in gpus:
-        reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
-        for t in degrees:
-            label = layout_label(g.id, t, ep, pp, several=len(degrees) > 1)
-            choices.append(choose(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve, label, batch,
-                                  None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
-            names.append(g.name)
+    result = api.compare(gpus=gpu or [DEFAULT_GPU], prompt=prompt, output=output, batch=batch, tpot_ms=tpot_ms,
+                         reserve_gib=reserve_gib, calibrated=calibrated, tp=tp or [1], ep=ep, pp=pp, model=model,
+                         dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype, act_dtype=act_dtype,
+                         group_size=group_size, attention=attention, fuse=fuse)
+    choices, names = list(result.choices), list(result.names)
     if json:
-        print_json(compare_json(choices, names, prompt, output))
+        print_json(result.to_dict())
     elif csv:
         print(to_csv(compare_rows(choices, names), COMPARE_FIELDS), end="")
     else:
         rule = choices[0].rule
-        title = f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.dtype}; batch: {rule}"
+        title = f"{result.model_id}, prompt {prompt:,}, output {output:,}, {result.dtype}; batch: {rule}"
         out = console()
         out.print(compare_table(choices, names, title))
         notes = compare_notes(choices)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from ..errors import UserError
 from . import options as opt
 from ._app import DEFAULT_GPU, command, console, one_format, print_json
-from .serving import base_workload, step_analyzer
 
 # Its own app: `analyze` hands it `analyze generate …` (cli.routing), and it is not a top-level command.
 generate_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -43,30 +41,19 @@ def generate(
     Tensor parallelism: rooflinectl analyze generate --gpu h100 --model llama-3-70b --tp 4 --batch 32
     """
     one_format(json, csv)
-    from ..engine.generate import Request, generate, largest_batch
-    from ..engine.memory import reserve_bytes
-    from ..render.generate import memory_sum, print_generation
-    from ..specs.hardware import load_gpu
+    from .. import api
 
-    base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
-    g = load_gpu(gpu)
-    analyze_step = step_analyzer(g, calibrated, tp, ep, pp)
-    reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
-    request = Request(prompt, output, batch)
-    result = generate(base, request, analyze_step, reserve, gpus=tp * ep * pp)
-    largest = largest_batch(base, prompt, output, analyze_step, reserve)
-    if not result.memory.fits:
-        where = g.id if tp * ep * pp == 1 else f"{g.id} at --tp {tp} --ep {ep} --pp {pp} (per GPU)"
-        raise UserError(f"batch {batch:,} does not fit on {where}: "
-                        f"{memory_sum(result.memory, batch, request.longest_context)}; largest batch that fits: "
-                        f"{largest:,} (--reserve-gib sets the reserve)")
+    result = api.generate(gpu=gpu, prompt=prompt, output=output, batch=batch, reserve_gib=reserve_gib,
+                          calibrated=calibrated, tp=tp, ep=ep, pp=pp, model=model, dtype=dtype, kv_dtype=kv_dtype,
+                          weight_dtype=weight_dtype, act_dtype=act_dtype, group_size=group_size,
+                          attention=attention, fuse=fuse)
     if json:
-        from ..render.generate import generation_json
-
-        print_json(generation_json(result, largest))
+        print_json(result.to_dict())
     elif csv:
         from ..render.csvout import generation_csv
 
-        print(generation_csv(result), end="")
+        print(generation_csv(result.generation), end="")
     else:
-        print_generation(console(), result, largest)
+        from ..render.generate import print_generation
+
+        print_generation(console(), result.generation, result.largest_batch)

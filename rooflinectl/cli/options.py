@@ -10,8 +10,6 @@ from typing import Annotated
 
 import typer
 
-from ._app import split_list
-
 # --- the GPU ---------------------------------------------------------------------------------------------------
 
 Gpu = Annotated[str, typer.Option("--gpu", "-g", help="GPU id, alias or YAML path (see 'hardware list').")]
@@ -112,21 +110,13 @@ def workload_overrides(
     act_dtype: str | None = None,
     group_size: int | None = None,
 ) -> dict:
-    """The workload options as ``resolve_workload``'s keyword overrides (None: not given, the scenario's).
-    ``experts_touched`` is analyze's alone: a sweep of batch or length (plot, explore) changes the tokens of the
-    step, and with them the experts that can be touched, so there the uniform expectation is the count."""
-    return dict(
-        model=model,
-        batch=batch,
-        seq_len=seq_len,
-        context=context,
-        dtype=dtype,
-        kv_dtype=kv_dtype,
-        attention=attention,
-        causal=causal,
-        fused=split_list(fuse, "--fuse") if fuse is not None else None,
-        experts_touched=experts_touched,
-        weight_dtype=weight_dtype,
-        act_dtype=act_dtype,
-        group_size=group_size,
-    )
+    """The workload options as ``resolve_workload``'s keyword overrides (None: not given, the scenario's), by
+    the API's one rule (``api.step_options``). ``experts_touched`` is analyze's alone: a sweep of batch or length
+    (plot, explore) changes the tokens of the step, and with them the experts that can be touched, so there the
+    uniform expectation is the count."""
+    from ..api import step_options
+
+    return dict(batch=batch, seq_len=seq_len, context=context,
+                **step_options(model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                               act_dtype=act_dtype, group_size=group_size, attention=attention, causal=causal,
+                               fuse=fuse, experts_touched=experts_touched))

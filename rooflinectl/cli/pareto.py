@@ -9,7 +9,6 @@ import typer
 from ..errors import UserError
 from . import options as opt
 from ._app import DEFAULT_GPU, command, one_format, print_json
-from .serving import base_workload, layout_label, step_analyzer
 
 # Its own app: `plot` hands it `plot pareto …` (cli.routing).
 pareto_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -49,6 +48,7 @@ def pareto(
     Tensor parallelism, a curve per GPU and degree: rooflinectl plot pareto --gpu h100 --gpu h200 --model llama-3-70b
     --tp 4 --tp 8
     """
+    from ..api import base_workload, layout_label, step_analyzer
     from ..engine.generate import latency_throughput_curve
     from ..engine.memory import reserve_bytes
     from ..engine.parallel import Layout
@@ -61,11 +61,12 @@ def pareto(
     degrees = tp or [1]
     if len(names) * len(degrees) > MAX_GPUS:
         raise UserError(f"--gpu and --tp: {len(names) * len(degrees)} curves; one chart draws at most {MAX_GPUS}")
-    base = base_workload(model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, fuse)
+    base = base_workload(model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                         act_dtype=act_dtype, group_size=group_size, attention=attention, fuse=fuse)
     curves = []
     for name in names:
         g = load_gpu(name)
-        reserve = reserve_bytes(g.memory.hbm_capacity_gib * 2**30, reserve_gib)
+        reserve = reserve_bytes(g.capacity_bytes, reserve_gib)
         for t in degrees:
             label = layout_label(g.id, t, ep, pp, several=len(degrees) > 1)
             curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve,

@@ -23,13 +23,18 @@ kinds shows each with its own count.
 - Logit soft-capping (Gemma 2's attn_logit_softcapping): cap·tanh(score/cap) on every score computed,
   SOFTCAP_FLOPS_PER_ELEMENT each, on chip in flash and inside the softmax kernel in naive (it reads the scores
   anyway).
+- A step of several groups of sequences (a mixed step: decodes beside a prefill chunk) runs each attention op as
+  one kernel over all of them, as a serving engine's variable-length kernel does: its FLOPs, activations and KV
+  reads are the sum of each group's by the rules above (T, Lk the group's own), and what it reads once per
+  kernel (the sink logits) is read once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from ..specs.workload import Workload
+from ..specs.workload import Seqs, Workload, seqs_text
 from ..units import dtype_bytes
 from .op import SOFTCAP_FLOPS_PER_ELEMENT, Op, flash_attention_op, score_matmul_op, softmax_op
 
@@ -44,10 +49,10 @@ def window_of(w: Workload, sliding: bool) -> int | None:
     return w.model.sliding_window if sliding else None
 
 
-def positions_read(w: Workload, window: int | None) -> int:
-    """KV positions per sequence the step's T queries read: Lk, or min(Lk, W + T − 1) through a window W."""
-    lk = w.kv_len
-    return lk if window is None else min(lk, window + w.tokens_per_seq - 1)
+def positions_read(g: Seqs, window: int | None) -> int:
+    """KV positions per sequence a group's T queries read: Lk, or min(Lk, W + T − 1) through a window W."""
+    lk = g.positions
+    return lk if window is None else min(lk, window + g.new - 1)
 
 
 def _causal_prefix(n: int, window: int) -> int:
@@ -57,32 +62,71 @@ def _causal_prefix(n: int, window: int) -> int:
     return window * (window + 1) // 2 + (n - window) * window
 
 
-def scores_computed(w: Workload, causal_skip: bool, window: int | None = None) -> int:
-    """Attention scores per (sequence, head). Without ``causal_skip`` (naive) or without a causal mask: T × the
-    positions read. Causal with skip (flash): the unmasked ones, F(Lk) − F(Lk − T) (module docstring), which
-    is T·(Lk − T) + T·(T + 1)/2 without a window."""
-    t, lk = w.tokens_per_seq, w.kv_len
-    if not (causal_skip and w.causal):
-        return t * positions_read(w, window)
+def group_scores(g: Seqs, causal: bool, causal_skip: bool, window: int | None = None) -> int:
+    """Attention scores per (sequence, head) of one group. Without ``causal_skip`` (naive) or without a causal
+    mask: T × the positions read. Causal with skip (flash): the unmasked ones, F(Lk) − F(Lk − T) (module
+    docstring), which is T·(Lk − T) + T·(T + 1)/2 without a window."""
+    t, lk = g.new, g.positions
+    if not (causal_skip and causal):
+        return t * positions_read(g, window)
     if window is None:
         return t * (lk - t) + t * (t + 1) // 2
     return _causal_prefix(lk, window) - _causal_prefix(lk - t, window)
 
 
+def scores_computed(w: Workload, causal_skip: bool, window: int | None = None) -> int:
+    """Attention scores per (sequence, head) of a preset step's one group (:func:`group_scores`)."""
+    return group_scores(w.uniform, w.causal, causal_skip, window)
+
+
+def positions_held(positions: int, window: int | None) -> int:
+    """KV positions one sequence of ``positions`` holds in a layer: all of them, or min(positions, W) in a
+    sliding layer. The assumption: positions that left the window are not kept (a ring buffer of W slots, or
+    vLLM's hybrid KV cache manager freeing the blocks wholly outside the window; block granularity, at most one
+    block per layer, is left out)."""
+    return positions if window is None else min(positions, window)
+
+
 def kv_positions_held(w: Workload, window: int | None) -> int:
-    """KV positions one sequence's cache holds in a layer: kv_len, or min(kv_len, W) in a sliding layer. The
-    assumption: positions that left the window are not kept (a ring buffer of W slots, or vLLM's hybrid KV
-    cache manager freeing the blocks wholly outside the window; block granularity, at most one block per layer,
-    is left out)."""
-    return w.kv_len if window is None else min(w.kv_len, window)
+    """KV positions one sequence of a preset step holds in a layer (:func:`positions_held` of its kv_len)."""
+    return positions_held(w.kv_len, window)
+
+
+def summed(ops: list[Op], reads: str, writes: str, computes: str) -> Op:
+    """One kernel over several groups' work (each group's op built alone, in the same order): FLOPs, bytes and
+    KV bytes add up; weights are read once by the kernel, so ``weight_bytes`` is one group's (the largest)."""
+    weights = max(op.weight_bytes for op in ops)
+    extra_weights = sum(op.weight_bytes for op in ops) - weights
+    return replace(ops[0], flops=sum(op.flops for op in ops), bytes=sum(op.bytes for op in ops) - extra_weights,
+                   kv_bytes=sum(op.kv_bytes for op in ops), weight_bytes=weights, reads=reads, writes=writes,
+                   computes=computes)
+
+
+def by_group(w: Workload, build: Callable[[Workload], list[Op]], what: str) -> list[Op]:
+    """``build``'s attention ops for a step of several groups: each op of each group built alone (the rules of a
+    preset step), then each op summed over the groups into one kernel (:func:`summed`); a step of one group is
+    built as it is."""
+    if len(w.seqs) == 1:
+        return build(w)
+    parts = [build(w.with_seqs((g,))) for g in w.seqs]
+    groups = f"{len(w.seqs)} groups ({seqs_text(w.seqs)})"
+    return [summed([p[i] for p in parts], reads=f"{what} of each of {groups}", writes="its output for each group",
+                   computes=f"one kernel over {groups}, each group's work counted as a step of its own")
+            for i in range(len(parts[0]))]
 
 
 def attention_ops(w: Workload, window: int | None = None) -> list[Op]:
     """The attention core of one layer: qk, softmax, pv (naive) or one fused attention kernel (flash); through
-    ``window`` (a sliding layer) each named with ``_local``."""
+    ``window`` (a sliding layer) each named with ``_local``. A mixed step: one kernel each over all its groups."""
+    return by_group(w, lambda one: _group_attention_ops(one, window), "the inputs")
+
+
+def _group_attention_ops(w: Workload, window: int | None) -> list[Op]:
+    """:func:`attention_ops` of a step of one group."""
     m = w.model
-    b, t, d = w.batch, w.tokens_per_seq, m.head_dim
-    lk = positions_read(w, window)
+    g = w.uniform
+    b, t, d = g.count, g.new, m.head_dim
+    lk = positions_read(g, window)
     suffix = "" if window is None else "_local"
     where = f"{lk} positions" + ("" if window is None else f" (window {window})")
     a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)

@@ -19,12 +19,14 @@ def quantized(w: Workload, expert: bool) -> bool:
     return w.quantized and (expert or w.model.quantized == "linear")
 
 
-def linear(w: Workload, name: str, k: int, n: int) -> Op:
-    """A linear layer of the block, its k×n weights in the workload's weight format (engine.quant: scales
-    counted), its input read and output written in ``dtype``, multiplied in ``matmul_dtype``."""
+def linear(w: Workload, name: str, k: int, n: int, rows: int | None = None) -> Op:
+    """A linear layer of the block over ``rows`` (default the step's N tokens), its k×n weights in the
+    workload's weight format (engine.quant: scales counted), its input read and output written in ``dtype``,
+    multiplied in ``matmul_dtype``."""
+    m = w.tokens if rows is None else rows
     if not quantized(w, expert=False):
-        return matmul_op(name, w.tokens, k, n, w.dtype)
-    return matmul_op(name, w.tokens, k, n, w.dtype, weight_dtype=w.weights, w_bytes=linear_weight_bytes(w, k, n),
+        return matmul_op(name, m, k, n, w.dtype)
+    return matmul_op(name, m, k, n, w.dtype, weight_dtype=w.weights, w_bytes=linear_weight_bytes(w, k, n),
                      compute_dtype=w.matmul_dtype)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..units import decimal_bytes, dtype_bytes, duration, gib, number
+from ..units import decimal_bytes, dtype_bytes, duration, gib, number, plural
 from .moe import experts_touched, tokens_to_touch
 from .roofline import Analysis, Placement, batch_at_ridge
 
@@ -136,6 +136,21 @@ def verdict(a: Analysis) -> list[str]:
                 f"{duration(t.time_s)}."
             )
             lines += moe_lines(a)
+    elif w.phase == "mixed":
+        intensity, _ = linear_summary(a)
+        side, bound = side_of_ridge(intensity, ridge)
+        decoding = sum(g.count for g in w.seqs if g.new == 1)
+        attention = sum(p.share for p in a.placements if p.op.kind == "attention")
+        lines.append(
+            f"A mixed step: {plural(decoding, 'sequence')} decode and {plural(w.tokens - decoding, 'prompt token')} "
+            f"are computed beside them, {w.tokens:,} tokens through each weight read: the linear layers sit at "
+            f"intensity {number(intensity)} FLOP/byte, {side} {where}: {bound}."
+        )
+        lines.append(
+            f"Memory-bound ops take {memory_share:.0%} of the step and attention {attention:.0%}; it reads "
+            f"{_gb(t.weight_bytes)} of weights and {_gb(t.kv_cache_bytes)} of KV cache, each group its own."
+        )
+        lines += moe_lines(a)
     else:
         lines.append(
             f"The attention core of {w.model.num_layers} layers at seq_len {w.tokens_per_seq:,}: "
@@ -151,8 +166,9 @@ def verdict(a: Analysis) -> list[str]:
             f"{duration(a.flash.totals.time_s)} instead of {duration(t.time_s)}."
         )
     fit = "fits" if t.fits else "does NOT fit"
+    length = "this mix's mean KV per sequence" if w.phase == "mixed" else "this length"
     lines.append(
         f"Weights and KV cache take {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)}: {fit}; "
-        f"the largest batch that fits at this length is {t.max_batch:,} (activations not counted)."
+        f"the largest batch that fits at {length} is {t.max_batch:,} (activations not counted)."
     )
     return lines

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..specs.dtypes import DEFAULT_GROUP_SIZE, DType, WeightDType
 from ..specs.model import Model
-from ..specs.workload import Workload
+from ..specs.workload import Seqs, Workload
 from .transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 
 # Weight formats with no scales, in which the whole step may run (dtype = weight format).
@@ -22,7 +22,7 @@ def one_token_step(model: Model, *, dtype: DType = "bf16", kv_dtype: DType = "bf
                    positions: int = 1) -> Workload:
     """A decode step of one sequence at ``positions`` positions (its own the last; 1 by default): the smallest
     workload the engine counts."""
-    return Workload(phase="decode", model=model, batch=1, tokens_per_seq=1, kv_len=positions, dtype=dtype,
+    return Workload(phase="decode", model=model, seqs=(Seqs(count=1, new=1, cached=positions - 1),), dtype=dtype,
                     kv_dtype=kv_dtype, attention="flash", causal=True, weight_dtype=weight_dtype,
                     group_size=DEFAULT_GROUP_SIZE if group_size is None else group_size)
 

@@ -49,10 +49,12 @@ Rules beyond engine.transformer's, stated once here:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..specs.model import MLA, Model
 from ..specs.workload import Workload
 from ..units import dtype_bytes
-from .attention import scores_computed
+from .attention import by_group, scores_computed
 from .block import linear, projection, residual, with_residual
 from .op import (
     ROPE_FLOPS_PER_ELEMENT,
@@ -224,8 +226,23 @@ def mla_attention_ops(w: Workload) -> list[Op]:
     return _absorbed_core(w) if w.phase == "decode" else _expanded_core(w)
 
 
+def _forms(w: Workload) -> tuple[Workload | None, Workload | None]:
+    """The step's groups split by the form that runs them: (decode tokens, absorbed; the rest, expanded), each
+    None where the step has none, as vLLM's and SGLang's MLA backends split a mixed batch."""
+    decode = tuple(g for g in w.seqs if g.new == 1)
+    rest = tuple(g for g in w.seqs if g.new > 1)
+    if not rest:
+        return w, None
+    if not decode:
+        return None, w
+    return w.with_seqs(decode), w.with_seqs(rest)
+
+
 def mla_attention_block(w: Workload) -> list[Op]:
-    """The attention half of an MLA block, attn_norm … attn_residual, in execution order (count 1)."""
+    """The attention half of an MLA block, attn_norm … attn_residual, in execution order (count 1). A mixed step
+    runs its decode tokens in the absorbed form and its prompt tokens in the expanded one; a prompt chunk after
+    cached positions expands the latent of all of them (kv_b_proj over cached + new positions, as vLLM's
+    chunked prefill up-projects the cached context)."""
     m, mla = w.model, _mla(w)
     fused = set(w.fused)
     norm_in = "norm_linear" in fused
@@ -233,13 +250,19 @@ def mla_attention_block(w: Workload) -> list[Op]:
     ops: list[Op] = [] if norm_in else [rmsnorm_op("attn_norm", w.tokens, m.hidden_size, w.dtype)]
     ops += _projections(w, norm_in)
     ops += _rope_and_cache(w)
-    if w.phase == "decode":
-        ops.append(_per_head_matmul(w, "q_absorb", mla.qk_nope_head_dim, r, "W_UK"))
-        ops += _absorbed_core(w)
-        ops.append(_per_head_matmul(w, "v_up", r, mla.v_head_dim, "W_UV"))
-    else:
-        ops.append(linear(w, "kv_b_proj", r, heads * (mla.qk_nope_head_dim + mla.v_head_dim)))
-        ops += _expanded_core(w)
+    absorbed, expanded = _forms(w)
+    if absorbed is not None:
+        ops.append(_per_head_matmul(absorbed, "q_absorb", mla.qk_nope_head_dim, r, "W_UK"))
+        core = by_group(absorbed, _absorbed_core, "the inputs")
+        if expanded is not None:  # both forms' naive cores have a softmax: the absorbed one's is the latent's
+            core = [replace(op, name="latent_softmax") if op.name == "softmax" else op for op in core]
+        ops += core
+        ops.append(_per_head_matmul(absorbed, "v_up", r, mla.v_head_dim, "W_UV"))
+    if expanded is not None:
+        expand_rows = sum(g.count * g.positions for g in expanded.seqs)
+        ops.append(linear(expanded, "kv_b_proj", r, heads * (mla.qk_nope_head_dim + mla.v_head_dim),
+                          rows=expand_rows))
+        ops += by_group(expanded, _expanded_core, "the inputs")
     o_proj = linear(w, "o_proj", heads * mla.v_head_dim, m.hidden_size)
     if "residual" in fused:
         ops.append(with_residual(o_proj, w))
@@ -248,11 +271,11 @@ def mla_attention_block(w: Workload) -> list[Op]:
     return ops
 
 
-def mla_kv_cache_bytes_per_sequence(w: Workload) -> float:
-    """The latent cache of one sequence: L layers × (r + d_r) values × kv_len positions × kv bytes (DeepSeek-V3
-    in bf16: 61 × 576 × 2 = 70,272 bytes per token)."""
+def mla_kv_cache_bytes_per_sequence(w: Workload, positions: int) -> float:
+    """The latent cache of one sequence of ``positions``: L layers × (r + d_r) values × positions × kv bytes
+    (DeepSeek-V3 in bf16: 61 × 576 × 2 = 70,272 bytes per token)."""
     m = w.model
-    return m.num_layers * _mla(w).latent_dim * w.kv_len * dtype_bytes(w.kv_dtype)
+    return m.num_layers * _mla(w).latent_dim * positions * dtype_bytes(w.kv_dtype)
 
 
 def mla_linear_matrices(m: Model) -> list[tuple[int, int, int]]:

@@ -202,8 +202,13 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     placed = [replace(p, share=p.total_time_s / step_time) for p in placed]
 
     weights = weight_bytes_per_gpu(whole, workload, layout)
-    per_seq_kv = kv_bytes_per_sequence_per_gpu(workload, layout)
-    memory = weights + workload.batch * per_seq_kv
+    if len(workload.seqs) == 1:
+        per_seq_kv = kv_bytes_per_sequence_per_gpu(workload, layout)
+        held = workload.batch * per_seq_kv
+    else:  # each group's sequences at their own length; the largest batch below is at their mean
+        held = sum(g.count * kv_bytes_per_sequence_per_gpu(workload, layout, g.positions) for g in workload.seqs)
+        per_seq_kv = held / workload.batch
+    memory = weights + held
     capacity = gpu.memory.hbm_capacity_gib * GIB
     # The largest batch of the model copy: one GPU's, times the ep GPUs that share the sequences under EP alone.
     max_batch = max(0, math.floor((capacity - weights) / per_seq_kv)) * layout.batch_shards if capacity > weights else 0

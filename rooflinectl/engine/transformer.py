@@ -48,7 +48,7 @@ from dataclasses import replace
 
 from ..specs.workload import Workload
 from ..units import dtype_bytes
-from .attention import attention_ops, kv_positions_held, scores_computed, window_of
+from .attention import attention_ops, positions_held, scores_computed, window_of
 from .block import linear as _linear
 from .block import projection as _projection
 from .block import quantized as _quantized
@@ -75,9 +75,6 @@ from .quant import linear_weight_bytes, weight_matrix_bytes
 
 __all__ = ["attention_ops", "kv_cache_bytes_per_sequence", "layer_ops", "model_ops", "moe_layer_ops",
            "scores_computed", "step_ops", "weight_footprint_bytes"]
-
-
-
 
 
 def _with_bias(op: Op, w: Workload, n_out: int, rows: int | None = None, vectors: float = 1) -> Op:
@@ -352,7 +349,7 @@ def model_ops(w: Workload) -> tuple[list[Op], list[Op]]:
         # Gemma 2: cap·tanh(logit/cap) on each of the B×V logits, in the LM head's epilogue.
         lm_head = replace(lm_head, flops=lm_head.flops + SOFTCAP_FLOPS_PER_ELEMENT * w.batch * m.vocab_size,
                           computes=lm_head.computes + f", + soft cap ({SOFTCAP_FLOPS_PER_ELEMENT} FLOPs a logit)")
-    if w.phase == "prefill":
+    if w.phase in ("prefill", "mixed"):
         lm_head = replace(lm_head, computes=lm_head.computes + ", for the last token of each sequence only")
     return [embed], [final_norm, lm_head]
 
@@ -376,14 +373,16 @@ def step_ops(w: Workload) -> list[Op]:
     return [*before, *_merge_layers(blocks), *after]
 
 
-def kv_cache_bytes_per_sequence(w: Workload) -> float:
-    """KV cache held for one sequence: K and V of every layer and KV head, over kv_len positions in a full layer
-    and min(kv_len, W) in a sliding one (engine.attention.kv_positions_held states the assumption)."""
+def kv_cache_bytes_per_sequence(w: Workload, positions: int | None = None) -> float:
+    """KV cache held for one sequence of ``positions`` (default: a preset step's kv_len): K and V of every layer
+    and KV head, over all positions in a full layer and min(positions, W) in a sliding one
+    (engine.attention.positions_held states the assumption)."""
     m = w.model
+    lk = w.kv_len if positions is None else positions
     if m.mla is not None:  # the latent cache: r + d_r values a position and layer (engine/mla.py)
-        return mla_kv_cache_bytes_per_sequence(w)
-    full = kv_positions_held(w, None)
-    local = kv_positions_held(w, m.sliding_window) if m.sliding_window is not None else full
+        return mla_kv_cache_bytes_per_sequence(w, lk)
+    full = positions_held(lk, None)
+    local = positions_held(lk, m.sliding_window) if m.sliding_window is not None else full
     positions = (m.num_layers - m.sliding_layers) * full + m.sliding_layers * local
     return 2 * m.kv_dim * positions * dtype_bytes(w.kv_dtype)
 

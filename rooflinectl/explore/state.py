@@ -23,7 +23,7 @@ from ..specs.hardware import GPU
 from ..specs.load import validate
 from ..specs.model import Model
 from ..specs.workload import (
-    PHASES,
+    PRESETS,
     LengthField,
     Phase,
     Scenario,
@@ -98,7 +98,7 @@ def cycle(items: list, current, key=lambda x: x):
 
 
 def next_phase(k: Knobs) -> Knobs:
-    return replace(k, phase=cycle(list(PHASES), k.phase))
+    return replace(k, phase=cycle(list(PRESETS), k.phase))
 
 
 def scale_batch(k: Knobs, factor: float) -> Knobs:

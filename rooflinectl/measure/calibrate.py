@@ -1,27 +1,24 @@
 """``rooflinectl calibrate``: the ceilings ``measure.ceilings`` probes, and the op model where asked, written into a
-hardware YAML whose ``measured`` section ``analyze --calibrated`` and ``plot`` use as roofs; and the measured
-ceilings beside the spec's figures. The YAML writer is pure and tested on the CPU.
+hardware YAML whose ``measured`` section ``analyze --calibrated`` and ``plot`` use as roofs (by
+``specs.write.write_measured``, which keeps the collectives ``calibrate --comm`` wrote); and the measured ceilings
+beside the spec's figures.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from ..errors import UserError
-from ..files import write_atomic
 from ..specs.hardware import GPU
-from ..specs.load import SAFE_LOADER, validate
 from ..specs.measured import Measured, OpModel
+from ..specs.write import write_measured
 from . import ceilings as probes
 from .bench import Bench
 from .records import RunCeilings, Timer
 
-# --- the calibrated hardware file ----------------------------------------------------------------------------
+# --- the measured section -----------------------------------------------------------------------------------
 
 
 def measured_section(ceilings: RunCeilings, *, device_name: str, date: str, command: str, torch_version: str,
@@ -41,42 +38,6 @@ def measured_section(ceilings: RunCeilings, *, device_name: str, date: str, comm
         timer=ceilings.timer,
         tensor_tflops_check={k: round(v, 1) for k, v in ceilings.tensor_tflops_check.items()},
     ))
-
-
-def calibrated_id(spec: GPU, out: Path) -> str:
-    """The calibrated file's id: its file name (``my-h200.yaml`` -> ``my-h200``), so that it never collides with the
-    spec it came from in ``hardware list``; the spec's own id when the name is the same or not a valid id."""
-    stem = re.sub(r"[^a-z0-9._-]+", "-", out.stem.lower()).strip("-._")
-    return stem if re.fullmatch(r"[a-z0-9][a-z0-9._-]*", stem or "") else spec.id
-
-
-def calibrated_yaml(spec: GPU, measured: Measured, out: Path) -> str:
-    """The spec's content with ``measured`` replaced, as YAML text. A new id (see ``calibrated_id``) drops the
-    spec's aliases, so that ``--gpu h200`` still means the bundled spec; the same id keeps them, so that a file in a
-    folder of ROOFLINECTL_HARDWARE_PATH shadows the bundled one entirely."""
-    new_id = calibrated_id(spec, out)
-    data = spec.model_dump(mode="json", exclude_none=True)
-    data["id"] = new_id
-    if new_id != spec.id:
-        data["aliases"] = []
-        origin = f"Calibrated from the spec '{spec.id}' by rooflinectl calibrate on {measured.date}."
-        data["notes"] = f"{origin} {spec.notes}" if spec.notes else origin
-    data["measured"] = measured.model_dump(mode="json", exclude_none=True)
-    header = (
-        f"# {spec.name}: the spec sheet's numbers, and under 'measured' the ceilings that\n"
-        f"# `{measured.command}` measured on a {measured.device_name} ({measured.date}).\n"
-        f"# Use them as roofs with: rooflinectl analyze --calibrated --gpu {out}\n"
-    )
-    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
-
-
-def write_calibrated(spec: GPU, measured: Measured, out: Path) -> GPU:
-    """Validate the calibrated hardware file's text by the rules of every spec (so a file that would not load is
-    never written), then write it atomically; returns the validated GPU."""
-    text = calibrated_yaml(spec, measured, out)
-    gpu = validate(GPU, yaml.load(text, Loader=SAFE_LOADER), str(out))  # the same rules as load_gpu_file's
-    write_atomic(out, text, "-o")  # a unique temporary file, then os.replace: never OUT.tmp, never half a file
-    return gpu
 
 
 # --- calibrate: the run, and the measured ceilings beside the spec's ----------------------------------------
@@ -162,9 +123,9 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     measured = measured_section(run_ceilings, device_name=info.name, date=now(), command=command,
                                 torch_version=torch_version, triton_version=triton_version, driver=info.driver)
     notes = list(run_ceilings.notes)
+    model = None
     if op_model is not None:
         model, skipped = op_model(spec, measured, step)
-        measured = measured.model_copy(update={"op_model": model})
         notes += [f"op model: probe left out: {why}" for why in skipped]
-    written = write_calibrated(spec, measured, output)
-    return Calibration(spec, written, measured, notes, output)
+    written = write_measured(spec, output, ceilings=measured, op_model=model)
+    return Calibration(spec, written, measured.model_copy(update={"op_model": model}), notes, output)

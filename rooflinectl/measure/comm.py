@@ -1,9 +1,9 @@
-"""``rooflinectl calibrate --comm``: the collectives' curves, the arithmetic and the hardware file that carries them.
+"""``rooflinectl calibrate --comm``: the collectives' curves and their arithmetic.
 
 Pure (no torch): the options checked (:func:`parse_size`, :func:`message_sizes`, :func:`parse_collectives`), one
-timed size turned into algbw and busbw (:func:`comm_point`), and the hardware YAML written with its
-``measured.interconnect`` (:func:`write_comm`). The timing itself, one process a GPU through torch.distributed,
-is ``measure/comm_run.py``.
+timed size turned into algbw and busbw (:func:`comm_point`). The timing itself, one process a GPU through
+torch.distributed, is ``measure/comm_run.py``; the hardware YAML with its ``measured.interconnect`` is written by
+``specs.write.write_measured``, which keeps the ceilings ``calibrate`` wrote.
 
 The bandwidths are nccl-tests' (NVIDIA/nccl-tests, doc/PERFORMANCE.md): algbw = S / t, S the collective's size
 (an all-reduce's buffer; an all-gather's output and a reduce-scatter's input, all n ranks' parts together; an
@@ -15,17 +15,11 @@ the link's one-direction bandwidth whatever n is.
 from __future__ import annotations
 
 import re
-from pathlib import Path
-
-import yaml
 
 from ..errors import UserError, closest
-from ..files import write_atomic
 from ..specs.hardware import GPU
-from ..specs.load import SAFE_LOADER, validate
 from ..specs.measured import COLLECTIVES, Collective, CommPoint, Measured, MeasuredInterconnect, bus_factor
 from ..units import GIB, KIB, MIB, binary_size
-from .calibrate import calibrated_id
 
 # nccl-tests' own range for a curve from latency to bandwidth: 4 KiB (where the fixed cost is nearly all of the
 # time on NVLink) to 1 GiB (where it is under 1%: 1 GiB at 450 GB/s is 2.4 ms against about 10-20 µs of latency).
@@ -106,35 +100,6 @@ def comm_point(collective: Collective, size_bytes: int, time_s: float, n: int) -
     algbw = size_bytes / time_s / 1e9
     return CommPoint(bytes=size_bytes, time_s=_sig(time_s), algbw_gbps=_sig(algbw),
                      busbw_gbps=_sig(algbw * bus_factor(collective, n)))
-
-
-def comm_yaml(spec: GPU, comm: MeasuredInterconnect, out: Path) -> str:
-    """The spec's content with ``measured.interconnect`` put in (its one-GPU ceilings, where it has them, kept: a
-    file ``calibrate`` wrote, passed as --gpu, gains the collectives), as YAML text; the id as ``calibrate``'s."""
-    new_id = calibrated_id(spec, out)
-    data = spec.model_dump(mode="json", exclude_none=True)
-    data["id"] = new_id
-    if new_id != spec.id:
-        data["aliases"] = []
-        origin = f"Calibrated from the spec '{spec.id}' by rooflinectl calibrate --comm on {comm.date}."
-        data["notes"] = f"{origin} {spec.notes}" if spec.notes else origin
-    kept = spec.measured.model_dump(mode="json", exclude_none=True) if spec.measured else {}
-    data["measured"] = {**kept, "interconnect": comm.model_dump(mode="json", exclude_none=True)}
-    header = (
-        f"# {spec.name}: the spec sheet's numbers, and under 'measured.interconnect' the collectives that\n"
-        f"# `{comm.command}` measured on {comm.gpu_count} × {comm.device_name} ({comm.backend}, {comm.date}).\n"
-        f"# Time collectives with them: rooflinectl analyze --calibrated --tp N --gpu {out}\n"
-    )
-    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
-
-
-def write_comm(spec: GPU, comm: MeasuredInterconnect, out: Path) -> GPU:
-    """Validate the file's text by the rules of every spec (a file that would not load is never written), then
-    write it atomically (files.write_atomic); returns the validated GPU."""
-    text = comm_yaml(spec, comm, out)
-    gpu = validate(GPU, yaml.load(text, Loader=SAFE_LOADER), str(out))
-    write_atomic(out, text, "-o")
-    return gpu
 
 
 def measured_of(gpu: GPU) -> MeasuredInterconnect:

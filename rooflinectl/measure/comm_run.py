@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import UserError
 from ..specs.hardware import GPU
 from ..specs.measured import Collective, MeasuredInterconnect
+from ..specs.write import write_measured
 from .comm import (
     TIMED_ITERS,
     WARMUP_ITERS,
@@ -36,7 +37,6 @@ from .comm import (
     elements_per_rank,
     message_sizes,
     run_bytes,
-    write_comm,
 )
 
 _TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -173,7 +173,7 @@ def _measure(request: CommRequest, rank: int, n: int, local_rank: int) -> CommCa
     comm = MeasuredInterconnect(device_name=name, gpu_count=n, backend="nccl" if cuda else "gloo", date=now(),
                                 command=request.command, torch_version=str(torch.__version__),
                                 nccl_version=nccl, collectives=curves)
-    written = write_comm(spec, comm, request.output)
+    written = write_measured(spec, request.output, interconnect=comm)
     return CommCalibration(spec, written, comm, request.output)
 
 

@@ -35,8 +35,9 @@ def analysis_json(a: Analysis) -> dict:
             "phase": w.phase,
             "model": w.model.id,
             "batch": w.batch,
-            "seq_len": w.tokens_per_seq,
-            "context": w.kv_len,
+            # A preset step's one length each; a mixed step's groups instead.
+            **({"seqs": [g.model_dump() for g in w.seqs]} if w.phase == "mixed"
+               else {"seq_len": w.tokens_per_seq, "context": w.kv_len}),
             "dtype": w.dtype,
             "kv_dtype": w.kv_dtype,
             # Quantized linear layers only: their weight format and the type their tensor cores multiply in (and
@@ -196,6 +197,8 @@ def totals_lines(a: Analysis) -> list[str]:
         rate = f"{rate_text(t.tokens_per_s)} ({plural(batch, 'sequence')})"
     elif w.phase == "prefill":
         rate = f"time to first token {duration(t.time_s)}, {rate_text(t.tokens_per_s, 'prompt tokens/s')}"
+    elif w.phase == "mixed":
+        rate = f"{rate_text(t.tokens_per_s)} ({plural(batch, 'sequence')}, {(a.whole or w).tokens:,} new tokens)"
     else:
         rate = f"{rate_text(t.tokens_per_s, 'prompt tokens/s')} through attention alone"
     kernel = f" ({a.kernel})" if w.quantized else ""

@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Self
+from typing import Literal
 
 from pydantic import Field, NonNegativeInt, model_validator
+from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 
 from ..errors import UserError, closest
 from ..files import read_text, user_path
-from ..units import KIB
+from ..units import GIB, KIB
 from .dtypes import TensorDType, VectorDType
 from .load import Count, Peak, Rate, Size, Strict, looks_like_path, read_yaml, search_dirs, validate
 from .measured import COLLECTIVES, Ceilings, Collective, Measured
@@ -176,6 +177,11 @@ class GPU(Strict):
             raise ValueError("limits.max_smem_per_block_kib plus reserved_smem_per_block_bytes exceeds "
                              "memory.smem_per_sm_kib: a block cannot have more shared memory than its SM")
         return self
+
+    @property
+    def capacity_bytes(self) -> float:
+        """HBM capacity in bytes (the spec gives GiB)."""
+        return self.memory.hbm_capacity_gib * GIB
 
     def roofs(self, calibrated: bool = False) -> Roofs:
         """The roofs an operation is placed under: the spec sheet's, or those with the measured ceilings put in

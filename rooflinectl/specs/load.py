@@ -261,3 +261,13 @@ def leave_out_unused(data: dict[str, Any], unused: dict[str, Any]) -> dict[str, 
 def invalid(message: str | None) -> PydanticCustomError:
     """A validation error whose message is ``message`` alone (a ValueError's reads 'Value error, …')."""
     return PydanticCustomError("invalid", message or "invalid")
+
+
+def split_list(value: str | None, what: str) -> list[str] | None:
+    """'a,b' -> ['a', 'b'] (a command line's comma-separated list); None stays None (not given)."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items and value.strip():
+        raise UserError(f"{what}: empty list")
+    return items

@@ -5,9 +5,10 @@ collectives ``calibrate --comm`` measured, and the calibrated op model (engine/c
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
+from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 
 from .dtypes import TensorDType, VectorDType
 from .load import Count, Peak, Rate, Strict

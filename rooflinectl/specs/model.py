@@ -8,7 +8,7 @@ is downloaded; :mod:`specs.hf_config` reads its keys).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -16,6 +16,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 
 from ..errors import UserError, closest
 from ..files import user_path

@@ -8,18 +8,21 @@ Command-line options override any scenario field through :func:`resolve_workload
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    BaseModel,
     Field,
     SerializerFunctionWrapHandler,
+    ValidationError,
     ValidatorFunctionWrapHandler,
     field_validator,
     model_serializer,
     model_validator,
 )
+from typing_extensions import Self
 
-from ..errors import UserError, closest
+from ..errors import UserError, closest, format_validation_error
 from ..files import user_path
 from .dtypes import (
     DEFAULT_GROUP_SIZE,
@@ -34,8 +37,12 @@ from .dtypes import (
 from .load import Strict, Text, invalid, leave_out_unused, looks_like_path, read_yaml, search_dirs, validate
 from .model import GATED_MLPS, WORKLOADS_PATH_ENV, Batch, Experts, Model, Positions, load_model, model_catalog
 
-Phase = Literal["decode", "prefill", "attention"]
-PHASES: tuple[str, ...] = ("decode", "prefill", "attention")
+# decode, prefill and attention are the presets of a step; a mixed step is any other set of sequence groups (a
+# continuous-batching step: decodes beside a prefill chunk). A scenario file gives a preset by its phase and
+# sizes, a mixed step by its groups (``seqs``).
+Phase = Literal["decode", "prefill", "attention", "mixed"]
+PHASES: tuple[str, ...] = get_args(Phase)
+PRESETS: tuple[Phase, ...] = ("decode", "prefill", "attention")  # the bundled scenarios' phases
 AttentionImpl = Literal["naive", "flash"]
 # Fusions the engine knows. Each removes an HBM round trip (see engine/transformer.py for the exact byte changes):
 #   qkv          one matmul for Q, K and V: x is read once instead of three times
@@ -44,14 +51,14 @@ AttentionImpl = Literal["naive", "flash"]
 #   act          SiLU(gate)·up in the epilogue of gate_up: gate and up never reach HBM (needs gate_up)
 #   residual     the residual add in the epilogue of o_proj and down_proj
 Fusion = Literal["qkv", "gate_up", "norm_linear", "act", "residual"]
-FUSIONS: tuple[str, ...] = ("qkv", "gate_up", "norm_linear", "act", "residual")
+FUSIONS: tuple[str, ...] = get_args(Fusion)
 
 # --- the sizes of a step: THE one statement of which phase has which ------------------------------------------
 #   batch     sequences in the step, every phase
 #   context   KV positions one decode step attends to (decode only; a decode step processes one token)
 #   seq_len   prompt tokens per sequence (prefill and attention, which attend to their own prompt)
 SizeField = Literal["batch", "context", "seq_len"]
-SIZE_FIELDS: tuple[SizeField, ...] = ("batch", "context", "seq_len")
+SIZE_FIELDS: tuple[SizeField, ...] = get_args(SizeField)
 LengthField = Literal["context", "seq_len"]
 
 
@@ -64,12 +71,81 @@ def size_problem(phase: str, field: str) -> str | None:
     """Why ``phase`` has no size ``field`` (a sentence), or None when it has it."""
     if field not in SIZE_FIELDS:
         return f"'{field}' is not a size: choose one of {', '.join(SIZE_FIELDS)}"
+    if phase == "mixed":
+        return f"a mixed step has no single {field}: each group of sequences has its own (--seqs)"
     if field == "context" and phase != "decode":
         return f"a {phase} step attends to its own prompt: its length is seq_len, not context"
     if field == "seq_len" and phase == "decode":
         return "decode processes one token per sequence: its length is context (the KV positions it attends to), " \
                "not seq_len"
     return None
+
+# Tokens already in a sequence's KV cache before the step: 0 (a prompt's first chunk) up to a position limit.
+Cached = Annotated[int, Field(ge=0, le=2**30)]
+# Groups of sequences in one step: a continuous-batching step has a handful (one per distinct length at most).
+MAX_GROUPS = 4096
+
+
+class Seqs(Strict):
+    """``count`` sequences that each compute ``new`` tokens in this step after ``cached`` tokens already in their
+    KV cache: the unit a step is made of.
+
+    A decode token is ``1`` new after ``context − 1`` cached (it writes its own K and V, then attends to all
+    ``context`` positions); a prompt prefilled at once is ``seq_len`` new after 0; a chunk of T prompt tokens
+    after P already prefilled is T new after P, and its query i attends causally to P + i positions.
+    """
+
+    count: Batch
+    new: Positions
+    cached: Cached = 0
+
+    def __init__(self, count: int, new: int, cached: int = 0) -> None:
+        """``Seqs(16, 1, 4095)`` or by keyword; out-of-range sizes are a UserError naming the field."""
+        try:
+            BaseModel.__init__(self, count=count, new=new, cached=cached)
+        except ValidationError as err:
+            raise UserError(format_validation_error("Seqs", err)) from None
+
+    @property
+    def positions(self) -> int:
+        """KV positions each sequence holds at the end of the step (and its last token attends to)."""
+        return self.cached + self.new
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the group computes in the step, all its sequences together."""
+        return self.count * self.new
+
+    def text(self) -> str:
+        """The command-line form, ``COUNTxNEW@CACHED`` (``@0`` left out)."""
+        return f"{self.count}x{self.new}" + (f"@{self.cached}" if self.cached else "")
+
+    @classmethod
+    def parse(cls, text: str) -> Seqs:
+        """``COUNTxNEW[@CACHED]`` (``16x1@4095``: 16 decode tokens after 4,095 cached; ``1x512@1024``: a 512-token
+        prefill chunk after 1,024): a UserError naming the form for anything else."""
+        form = "COUNTxNEW[@CACHED], e.g. 16x1@4095 (16 sequences decoding after 4,095 cached tokens)"
+        head, at, cached = text.strip().partition("@")
+        count, x, new = head.partition("x")
+        parts = (count, new, cached if at else "0")
+        if not x or not all(p.strip().isdigit() for p in parts):
+            raise UserError(f"--seqs '{text}': expected {form}")
+        return validate(Seqs, {"count": int(count), "new": int(new), "cached": int(parts[2])}, f"--seqs '{text}'")
+
+
+def preset_phase(seqs: tuple[Seqs, ...]) -> Phase:
+    """The phase a step of these groups is: one group of single tokens is a decode step, one group of whole
+    prompts (nothing cached) a prefill step, anything else a mixed step."""
+    if len(seqs) == 1 and seqs[0].new == 1:
+        return "decode"
+    if len(seqs) == 1 and seqs[0].cached == 0:
+        return "prefill"
+    return "mixed"
+
+
+def seqs_text(seqs: tuple[Seqs, ...]) -> str:
+    """The groups in words, ``16×1 after 4,095 + 1×512 after 1,024`` (``after 0`` left out)."""
+    return " + ".join(f"{g.count:,}×{g.new:,}" + (f" after {g.cached:,}" if g.cached else "") for g in seqs)
 
 
 class Scenario(Strict):
@@ -81,6 +157,7 @@ class Scenario(Strict):
     batch: Batch = 1
     seq_len: Positions | None = None  # prompt tokens per sequence (prefill, attention)
     context: Positions | None = None  # KV positions one decode step attends to
+    seqs: list[Seqs] | None = None  # a mixed step's groups (phase mixed only)
     dtype: DType = "bf16"  # weights and activations, unless weight_dtype or act_dtype says otherwise
     kv_dtype: DType | None = None  # defaults to dtype
     # The linear layers' weight format, and their activations as the tensor cores take them, where they differ
@@ -99,7 +176,7 @@ class Scenario(Strict):
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         return leave_out_unused(data, {"experts_touched": None, "weight_dtype": None, "act_dtype": None,
-                                        "group_size": None})
+                                        "group_size": None, "seqs": None})
 
     @field_validator("model", mode="wrap")
     @classmethod
@@ -121,6 +198,17 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _phase_sizes(self) -> Self:
+        if self.phase == "mixed":
+            if not self.seqs:
+                raise invalid("a mixed scenario needs 'seqs' (its groups: count, new tokens, cached tokens)")
+            if self.seq_len is not None or self.context is not None or self.batch != 1:
+                raise invalid("a mixed scenario's sizes are its groups ('seqs'), not batch, seq_len or context")
+            if len(self.seqs) > MAX_GROUPS:
+                raise invalid(f"{len(self.seqs):,} groups of sequences: at most {MAX_GROUPS:,}")
+            return self
+        if self.seqs is not None:
+            raise invalid(f"'seqs' gives a mixed step's groups; a {self.phase} scenario's sizes are batch and "
+                          f"{length_field(self.phase)}")
         if self.phase == "decode":
             if self.context is None:
                 raise invalid("a decode scenario needs 'context' (the KV length each new token attends to)")
@@ -146,13 +234,17 @@ class Scenario(Strict):
 
 
 class Workload(Strict):
-    """A scenario with its model resolved: what the engine takes."""
+    """A scenario with its model resolved: what the engine takes. Its step is ``seqs``, groups of sequences
+    (:class:`Seqs`); decode, prefill and attention are one group each.
+
+    A uniform step (one group) may also be built from ``batch``, ``tokens_per_seq`` (tokens each sequence
+    computes) and ``kv_len`` (the positions its last token attends to), the sizes the presets are stated in; each
+    given replaces that size of the one group (``{**dict(w), "batch": 8}`` is ``w`` at batch 8).
+    """
 
     phase: Phase
     model: Model
-    batch: Batch
-    tokens_per_seq: Positions  # tokens each sequence processes in this step: 1 for decode
-    kv_len: Positions  # KV positions attended (decode: context; prefill: the prompt)
+    seqs: tuple[Seqs, ...] = Field(min_length=1, max_length=MAX_GROUPS)
     dtype: DType  # activations between kernels, and the unquantized weights (embedding, LM head, norms, router)
     kv_dtype: DType
     attention: AttentionImpl
@@ -163,10 +255,42 @@ class Workload(Strict):
     act_dtype: ActDType | None = None  # the linear layers' inputs as the tensor cores take them; None: dtype
     group_size: GroupSize = DEFAULT_GROUP_SIZE  # int4's group along k
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return leave_out_unused(data, {"weight_dtype": None, "act_dtype": None})
+    @model_validator(mode="before")
+    @classmethod
+    def _uniform_sizes(cls, data: Any) -> Any:
+        """``batch``, ``tokens_per_seq`` and ``kv_len`` to the one group they describe, each size not given
+        taken from the one group already there."""
+        sizes = ("batch", "tokens_per_seq", "kv_len")
+        if not isinstance(data, dict) or not any(k in data for k in sizes):
+            return data
+        data = dict(data)
+        given = {k: data.pop(k) for k in sizes if k in data}
+        groups = data.pop("seqs", None)
+        if groups is not None:
+            if len(groups) != 1:
+                raise invalid("batch, tokens_per_seq and kv_len size a step of one group; this one has "
+                              f"{len(groups)} (give its seqs)")
+            one = groups[0] if isinstance(groups[0], Seqs) else Seqs.model_validate(groups[0])
+            given = {"batch": one.count, "tokens_per_seq": one.new, "kv_len": one.positions, **given}
+        missing = [k for k in sizes if k not in given]
+        if missing:
+            raise invalid(f"a step of one group needs {', '.join(missing)}")
+        batch, new, positions = (given[k] for k in sizes)
+        cached = positions - new if isinstance(positions, int) and isinstance(new, int) else positions
+        data["seqs"] = ({"count": batch, "new": new, "cached": cached},)
+        return data
+
+    @model_validator(mode="after")
+    def _preset_groups(self) -> Self:
+        """Decode is one group of single new tokens, prefill and attention one group of whole prompts, and a
+        mixed step any groups: a phase that does not match its groups would be counted by the wrong rules."""
+        one = self.seqs[0] if len(self.seqs) == 1 else None
+        if self.phase == "decode" and (one is None or one.new != 1):
+            raise invalid(f"a decode step is one group of single new tokens, not {seqs_text(self.seqs)}")
+        if self.phase in ("prefill", "attention") and (one is None or one.cached != 0):
+            raise invalid(f"a {self.phase} step is one group of whole prompts (nothing cached), not "
+                          f"{seqs_text(self.seqs)}")
+        return self
 
     @property
     def weights(self) -> WeightDType:
@@ -241,18 +365,51 @@ class Workload(Strict):
         A UserError (not a ValueError) so that the message is the whole line, with no field path in front.
         """
         limit = self.model.max_length()
-        if limit is not None and self.kv_len > limit[0]:
+        longest = max(g.positions for g in self.seqs)
+        if limit is not None and longest > limit[0]:
             most, field = limit
-            name = length_field(self.phase)
-            what = (f"{name} {self.kv_len:,} (the KV positions the new token attends to, itself included)"
-                    if self.phase == "decode" else f"{name} {self.kv_len:,}")
+            if self.phase == "mixed":
+                what = f"a group of {longest:,} positions (cached + new)"
+            else:
+                name = length_field(self.phase)
+                what = (f"{name} {longest:,} (the KV positions the new token attends to, itself included)"
+                        if self.phase == "decode" else f"{name} {longest:,}")
             raise UserError(f"{what} exceeds model {self.model.id}'s {field} of {most:,}")
         return self
 
     @property
+    def batch(self) -> int:
+        """Sequences in the step, all groups together."""
+        return sum(g.count for g in self.seqs)
+
+    @property
     def tokens(self) -> int:
         """Tokens processed by the step, all sequences together."""
-        return self.batch * self.tokens_per_seq
+        return sum(g.tokens for g in self.seqs)
+
+    @property
+    def uniform(self) -> Seqs:
+        """The one group of a preset step; a mixed step has several, and asking for one is a bug in the caller
+        (a ValueError: code that sizes a step by one batch and one length must go group by group)."""
+        if len(self.seqs) != 1:
+            raise ValueError(f"a mixed step ({seqs_text(self.seqs)}) has no single batch and length")
+        return self.seqs[0]
+
+    @property
+    def tokens_per_seq(self) -> int:
+        """Tokens each sequence computes in a preset step: 1 for decode, the prompt for prefill."""
+        return self.uniform.new
+
+    @property
+    def kv_len(self) -> int:
+        """KV positions a preset step's last token attends to: decode's context, prefill's prompt."""
+        return self.uniform.positions
+
+    def with_seqs(self, seqs: tuple[Seqs, ...]) -> Workload:
+        """This step's model and options over other groups of sequences (its phase the one they make). A stated
+        ``experts_touched`` is the whole step's and is left out."""
+        phase = "attention" if self.phase == "attention" else preset_phase(seqs)
+        return validate(Workload, {**dict(self), "phase": phase, "seqs": seqs, "experts_touched": None}, "seqs")
 
     @property
     def length(self) -> int:
@@ -283,14 +440,21 @@ class Workload(Strict):
             update = {"tokens_per_seq": value, "kv_len": value}
         return validate(Workload, {**dict(self), **update}, field)
 
+    def types_label(self) -> str:
+        """The step's data types in words: ``bf16``, or ``int4 g128 weights, bf16 activations`` where the linear
+        layers' weights or inputs differ from ``dtype``."""
+        if not self.quantized:
+            return self.dtype
+        group = f" g{self.group_size}" if self.weights in GROUPED_WEIGHT_DTYPES else ""
+        return f"{self.weights}{group} weights, {self.matmul_dtype} activations"
+
     def label(self) -> str:
-        size = f"{length_field(self.phase)} {self.length}"
         touched = f", {self.experts_touched} experts touched" if self.experts_touched is not None else ""
-        types: str = self.dtype
-        if self.quantized:
-            group = f" g{self.group_size}" if self.weights in GROUPED_WEIGHT_DTYPES else ""
-            types = f"{self.weights}{group} weights, {self.matmul_dtype} activations"
-        return (f"{self.model.id} {self.phase}, batch {self.batch}, {size}, {types}, {self.attention} attention"
+        if self.phase == "mixed":
+            sizes = f"{self.batch:,} sequences ({seqs_text(self.seqs)})"
+        else:
+            sizes = f"batch {self.batch}, {length_field(self.phase)} {self.length}"
+        return (f"{self.model.id} {self.phase}, {sizes}, {self.types_label()}, {self.attention} attention"
                 f"{touched}")
 
 
@@ -318,7 +482,7 @@ def load_scenario(name: str) -> Scenario:
         if name.lower() not in catalog:
             raise UserError(
                 f"unknown workload '{name}'{closest(name, catalog)}; give a phase "
-                f"({', '.join(PHASES)}) or a workload YAML file"
+                f"({', '.join(PRESETS)}) or a workload YAML file"
             )
         path = catalog[name.lower()]
     scenario = validate(Scenario, read_yaml(path), str(path))
@@ -333,14 +497,22 @@ def resolve_workload(name: str, **overrides: Any) -> Workload:
     """Load scenario ``name``, apply the overrides that are not None, and resolve its model.
 
     Overrides are Scenario fields (``model``, ``batch``, ``seq_len``, ``context``, ``dtype``, ``kv_dtype``,
-    ``weight_dtype``, ``act_dtype``, ``group_size``, ``attention``, ``causal``, ``fused``, ``experts_touched``). Sizes are checked here, so a negative ``--batch``
-    is a UserError.
+    ``weight_dtype``, ``act_dtype``, ``group_size``, ``attention``, ``causal``, ``fused``, ``experts_touched``;
+    ``phase`` ``mixed`` with ``seqs``, as :func:`step_scenario` gives them). Sizes are checked here, so a
+    negative ``--batch`` is a UserError.
     """
     scenario = load_scenario(name)
     given = {k: v for k, v in overrides.items() if v is not None}
     if given:
         data = scenario.model_dump(exclude_none=True)
         data.update(given)
+        if given.get("phase") == "mixed":  # a step of groups (step_scenario): the groups are its only sizes
+            for key in ("batch", "seq_len", "context"):
+                data.pop(key, None)
+        elif scenario.phase == "mixed":
+            sized = [f"--{k.replace('_', '-')}" for k in ("batch", "seq_len", "context") if k in given]
+            if sized:
+                raise UserError(f"{', '.join(sized)}: a mixed step is sized by its groups (--seqs)")
         # The rule is size_problem's; the words name the command-line options that were given.
         if "context" in given and size_problem(scenario.phase, "context"):
             raise UserError(f"--context applies to decode; {scenario.phase} attends to its --seq-len")
@@ -359,6 +531,12 @@ def resolve_workload(name: str, **overrides: Any) -> Workload:
     return workload_from_scenario(scenario)
 
 
+def resolve_step(seqs: tuple[Seqs, ...], **overrides: Any) -> Workload:
+    """A step of these groups (:func:`step_scenario`) with the options of :func:`resolve_workload`."""
+    name, sizes = step_scenario(seqs)
+    return resolve_workload(name, **sizes, **overrides)
+
+
 def workload_from_scenario(scenario: Scenario) -> Workload:
     model = scenario.model if isinstance(scenario.model, Model) else load_model(scenario.model)
     # Precedence for the linear layers' weights: the scenario's (or command line's) weight_dtype, then the
@@ -369,16 +547,10 @@ def workload_from_scenario(scenario: Scenario) -> Workload:
         raise UserError(f"group size {scenario.group_size}: only int4 weights take a group size "
                         f"(--weight-dtype int4 or int4_zp)")
     group = scenario.group_size or (model.group_size if scenario.weight_dtype is None else None)
-    decode = scenario.phase == "decode"
-    # Scenario's validator guarantees the phase's length: context for decode, seq_len otherwise.
-    length = scenario.context if decode else scenario.seq_len
-    assert length is not None
     return Workload(
         phase=scenario.phase,
         model=model,
-        batch=scenario.batch,
-        tokens_per_seq=1 if decode else length,
-        kv_len=length,
+        seqs=scenario_seqs(scenario),
         # Precedence: weight_dtype, then dtype, for the linear layers' weights; act_dtype, then dtype, for their
         # inputs; a field equal to dtype is dtype's (stored as None, so that it reads as the unquantized step).
         dtype=scenario.dtype,
@@ -393,18 +565,46 @@ def workload_from_scenario(scenario: Scenario) -> Workload:
     )
 
 
+def scenario_seqs(scenario: Scenario) -> tuple[Seqs, ...]:
+    """A scenario's groups: a mixed one's ``seqs``; a preset's one group of ``batch`` sequences, each 1 new
+    token after ``context − 1`` cached (decode) or ``seq_len`` new after none (prefill, attention)."""
+    if scenario.phase == "mixed":
+        assert scenario.seqs is not None  # Scenario's validator
+        return tuple(scenario.seqs)
+    # Scenario's validator guarantees the phase's length: context for decode, seq_len otherwise.
+    if scenario.phase == "decode":
+        assert scenario.context is not None
+        return (Seqs(count=scenario.batch, new=1, cached=scenario.context - 1),)
+    assert scenario.seq_len is not None
+    return (Seqs(count=scenario.batch, new=scenario.seq_len),)
+
+
+def step_scenario(seqs: tuple[Seqs, ...]) -> tuple[str, dict[str, Any]]:
+    """The scenario that states a step of these groups, and the sizes to give it (:func:`resolve_workload`'s
+    name and overrides): a preset where the groups make one (``16x1@4095`` is the decode scenario at batch 16,
+    context 4,096), else a mixed step on the decode scenario's model and options."""
+    phase = preset_phase(seqs)
+    (one, *_) = seqs
+    if phase == "decode":
+        return "decode", {"batch": one.count, "context": one.positions}
+    if phase == "prefill":
+        return "prefill", {"batch": one.count, "seq_len": one.new}
+    return "decode", {"phase": "mixed", "seqs": list(seqs)}
+
+
 def scenario_from_workload(w: Workload) -> Scenario:
     """The scenario that reproduces ``w`` (for saving a view as YAML). A model that is not in the catalog (from
     a config.json or a YAML path) is written inline, so that the saved file stands on its own."""
-    decode = w.phase == "decode"
+    decode, mixed = w.phase == "decode", w.phase == "mixed"
     catalog = model_catalog()
     bundled = w.model.id.lower() in catalog and load_model(w.model.id) == w.model
     return Scenario(
         phase=w.phase,
         model=w.model.id if bundled else w.model,
-        batch=w.batch,
-        seq_len=None if decode else w.tokens_per_seq,
+        batch=1 if mixed else w.batch,
+        seq_len=None if decode or mixed else w.tokens_per_seq,
         context=w.kv_len if decode else None,
+        seqs=list(w.seqs) if mixed else None,
         dtype=w.dtype,
         kv_dtype=w.kv_dtype,
         # A model that carries its own weight format is overridden explicitly where the step's differs (None

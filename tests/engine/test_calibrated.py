@@ -250,12 +250,12 @@ def test_an_op_model_needs_the_ceilings_it_was_fitted_under(tmp_path):
 
 
 def test_the_op_model_round_trips_through_the_calibrate_writer(tmp_path):
-    from rooflinectl.measure.calibrate import write_calibrated
+    from rooflinectl.specs.write import write_measured
 
     measured = load_gpu_file(CALIBRATED).measured
     assert measured is not None
     with_model = measured.model_copy(update={"op_model": fitted()})
-    written = write_calibrated(load_gpu("h200"), with_model, tmp_path / "my-h200.yaml")
+    written = write_measured(load_gpu("h200"), tmp_path / "my-h200.yaml", ceilings=measured, op_model=fitted())
     loaded = load_gpu_file(tmp_path / "my-h200.yaml")
     assert loaded == written
     assert loaded.measured == with_model
@@ -378,7 +378,7 @@ def test_the_chart_title_names_the_op_model():
     ["plot", "pareto", "--prompt", "512", "--output", "16"],
 ])
 def test_the_serving_commands_take_the_op_model(args, tmp_path):
-    """compare and plot pareto run their steps through cli/serving.step_analyzer, so under the op model."""
+    """compare and plot pareto run their steps through api.step_analyzer, so under the op model."""
     extra = ["-o", str(tmp_path / "p.svg")] if args[0] == "plot" else []
     result = cli(*args, "--gpu", str(EXAMPLE), "--calibrated", "--json", *extra)
     assert result.exit_code == 0, result.output

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rooflinectl.engine.attention import positions_read, scores_computed
+from rooflinectl.engine.attention import group_scores, positions_read, scores_computed
 from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence, step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import Model, load_model
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.workload import Seqs, resolve_workload
 
 
 def ops_of(w):
@@ -30,19 +30,18 @@ def test_prefill_scores_through_a_window_by_hand():
     assert scores_computed(w, causal_skip=False, window=4) == 100
     # Decode at context 10 through W = 4: the new token sees 4 positions, F(10) − F(9) = 34 − 30.
     d = resolve_workload("decode", model="mistral-7b", context=10)
-    assert scores_computed(d, causal_skip=True, window=4) == 4 == positions_read(d, 4)
+    assert scores_computed(d, causal_skip=True, window=4) == 4 == positions_read(d.uniform, 4)
 
 
 @given(t=st.integers(1, 40), extra=st.integers(0, 40), window=st.integers(1, 50))
 def test_the_closed_form_is_the_sum_over_queries(t, extra, window):
     # T new tokens at the end of Lk = T + extra positions: query at 1-based position j sees min(j, W) keys.
     lk = t + extra
-    w = resolve_workload("prefill", model="mistral-7b", seq_len=lk)
-    w = w.model_copy(update={"tokens_per_seq": t})
+    g = Seqs(count=1, new=t, cached=extra)
     brute = sum(min(j, window) for j in range(lk - t + 1, lk + 1))
-    assert scores_computed(w, causal_skip=True, window=window) == brute
+    assert group_scores(g, causal=True, causal_skip=True, window=window) == brute
     # The keys the T queries read together: positions lk − t − W + 2 … lk, at most lk.
-    assert positions_read(w, window) == min(lk, window + t - 1)
+    assert positions_read(g, window) == min(lk, window + t - 1)
 
 
 def test_mistral_decode_reads_its_window_only():

@@ -10,15 +10,11 @@ from measure_fakes import H200
 
 from helpers import cli
 from rooflinectl.engine.op import matmul_op, softmax_op
-from rooflinectl.measure.calibrate import (
-    calibrated_yaml,
-    calibration_rows,
-    measured_section,
-    write_calibrated,
-)
+from rooflinectl.measure.calibrate import calibration_rows, measured_section
 from rooflinectl.measure.ceilings import ceiling_dtypes
 from rooflinectl.measure.records import RunCeilings
 from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.write import write_measured
 
 
 def test_ceiling_dtypes_are_those_of_tensor_ops():
@@ -38,7 +34,7 @@ def fake_measured():
 
 def test_calibrated_yaml_loads_and_analyze_uses_it(tmp_path):
     out = tmp_path / "my-h200.yaml"
-    gpu = write_calibrated(H200, fake_measured(), out)
+    gpu = write_measured(H200, out, ceilings=fake_measured())
     loaded = load_gpu(str(out))
     assert loaded == gpu
     assert loaded.id == "my-h200" and loaded.aliases == []  # never shadows the bundled h200 by accident
@@ -62,9 +58,8 @@ def test_calibrated_yaml_loads_and_analyze_uses_it(tmp_path):
 
 
 def test_calibrated_file_named_like_the_spec_keeps_its_aliases(tmp_path):
-    text = calibrated_yaml(H200, fake_measured(), tmp_path / "h200.yaml")
     out = tmp_path / "h200.yaml"
-    out.write_text(text)
+    write_measured(H200, out, ceilings=fake_measured())
     gpu = load_gpu(str(out))
     assert gpu.id == "h200" and gpu.aliases == H200.aliases and gpu.measured is not None
 

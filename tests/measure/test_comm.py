@@ -1,6 +1,7 @@
 """calibrate --comm: nccl-tests' bus-bandwidth arithmetic by hand, the options' checks, the hardware file's round
-trip and its strict refusals, and the engine timing collectives with a measured interconnect (--calibrated).
-The gloo runs on the CPU are in test_comm_gloo.py."""
+trip (with calibrate's ceilings kept, and kept by it, in either order) and its strict refusals, and the engine
+timing collectives with a measured interconnect (--calibrated). The gloo runs on the CPU are in
+test_comm_gloo.py."""
 
 from __future__ import annotations
 
@@ -22,13 +23,13 @@ from rooflinectl.measure.comm import (
     parse_collectives,
     parse_size,
     run_bytes,
-    write_comm,
 )
 from rooflinectl.measure.comm_run import command_line
 from rooflinectl.specs.hardware import load_gpu, load_gpu_file
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.measured import MeasuredInterconnect, bus_factor
+from rooflinectl.specs.measured import MeasuredInterconnect, OpCurve, OpModel, OpPoint, bus_factor
 from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.write import write_measured
 
 GIB = 2**30
 
@@ -122,7 +123,7 @@ def _comm(n: int = 8, **over) -> MeasuredInterconnect:
 
 def test_yaml_round_trip(tmp_path):
     out = tmp_path / "my-8xh200.yaml"
-    written = write_comm(H200, _comm(), out)
+    written = write_measured(H200, out, interconnect=_comm())
     loaded = load_gpu_file(out)
     assert loaded == written
     assert loaded.id == "my-8xh200" and loaded.aliases == []
@@ -135,19 +136,75 @@ def test_yaml_round_trip(tmp_path):
                                       "'measured.interconnect'")
 
 
+def _op_model() -> OpModel:
+    # calibrate's op model, one probe: what write_measured keeps or drops with the ceilings it was fitted under.
+    point = OpPoint(label="linear 1x4096x4096 bf16", roof_s=7.9e-6, measured_s=9.1e-6)
+    return OpModel(launch_floor_s=1.8e-6, grid="one probe", timer="cuda_graph",
+                   curves=[OpCurve(op_class="gemm", bound="memory", points=[point])])
+
+
+def _both_kept(out, written) -> None:
+    from test_ceilings import fake_measured
+
+    assert load_gpu_file(out) == written
+    assert written.id == "my-h200" and written.aliases == []
+    assert written.measured.interconnect == _comm()
+    ceilings = written.measured.model_dump(exclude={"interconnect", "op_model"})
+    assert ceilings == fake_measured().model_dump(exclude={"interconnect", "op_model"})
+    assert written.notes.count("Calibrated from the spec 'h200'") == 1  # the second write starts from the first
+    text = out.read_text()
+    assert "under 'measured' the ceilings that\n# `rooflinectl calibrate -o my-h200.yaml --gpu h200` measured" in text
+    assert "and under 'measured.interconnect' the collectives that\n# `torchrun" in text
+
+
 def test_comm_keeps_the_ceilings_calibrate_wrote(tmp_path):
     from test_ceilings import fake_measured
 
-    from rooflinectl.measure.calibrate import write_calibrated
+    out = tmp_path / "my-h200.yaml"
+    first = write_measured(H200, out, ceilings=fake_measured(), op_model=_op_model())
+    both = write_measured(first, out, interconnect=_comm())  # calibrate --comm -o my-h200.yaml --gpu my-h200.yaml
+    _both_kept(out, both)
+    assert both.measured.op_model == _op_model()  # fitted under the ceilings kept, so kept with them
 
-    first = write_calibrated(H200, fake_measured(), tmp_path / "my-h200.yaml")
-    both = write_comm(first, _comm(), tmp_path / "my-h200.yaml")
-    assert both.measured.copy_bandwidth_gbps == 4251.4 and both.measured.interconnect == _comm()
+
+def test_calibrate_keeps_the_collectives_comm_wrote(tmp_path):
+    from test_ceilings import fake_measured
+
+    out = tmp_path / "my-h200.yaml"
+    first = write_measured(H200, out, interconnect=_comm())
+    both = write_measured(first, out, ceilings=fake_measured(), op_model=_op_model())
+    _both_kept(out, both)
+    assert both.measured.op_model == _op_model()
+
+
+def test_new_ceilings_drop_the_op_model_fitted_under_the_old(tmp_path):
+    from test_ceilings import fake_measured
+
+    out = tmp_path / "my-h200.yaml"
+    first = write_measured(H200, out, ceilings=fake_measured(), op_model=_op_model())
+    first = write_measured(first, out, interconnect=_comm())
+    again = write_measured(first, out, ceilings=fake_measured())  # calibrate without the op model
+    assert again.measured.op_model is None and again.measured.interconnect == _comm()
+    assert load_gpu_file(out) == again
+
+
+def test_write_measured_refuses_parts_that_do_not_go_together(tmp_path):
+    from test_ceilings import fake_measured
+
+    out = tmp_path / "my-h200.yaml"
+    with pytest.raises(ValueError, match="give the ceilings, the collectives or both"):
+        write_measured(H200, out)
+    with pytest.raises(ValueError, match="comes with the ceilings"):
+        write_measured(H200, out, op_model=_op_model(), interconnect=_comm())
+    with_model = fake_measured().model_copy(update={"op_model": _op_model()})
+    with pytest.raises(ValueError, match="as op_model="):
+        write_measured(H200, out, ceilings=with_model)
+    assert not out.exists()
 
 
 def _file_with(tmp_path, change) -> str:
     out = tmp_path / "my-8xh200.yaml"
-    write_comm(H200, _comm(), out)
+    write_measured(H200, out, interconnect=_comm())
     data = yaml.safe_load(out.read_text())
     change(data["measured"])
     out.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -179,7 +236,7 @@ def test_strict_refusal_of_bad_fields(tmp_path, change, fragment):
 
 def test_hardware_show_prints_the_measured_beside_the_datasheet(tmp_path):
     out = tmp_path / "my-8xh200.yaml"
-    write_comm(H200, _comm(), out)
+    write_measured(H200, out, interconnect=_comm())
     text = cli("hardware", "show", str(out)).stdout
     assert "Measured interconnect (8 × NVIDIA H200, nccl" in text
     assert "376 GB/s at 1 GiB" in text and "20 µs at 4 KiB" in text and "450 GB/s + 10 µs" in text
@@ -190,7 +247,7 @@ def test_hardware_show_prints_the_measured_beside_the_datasheet(tmp_path):
 
 def test_engine_times_collectives_with_the_measured_interconnect(tmp_path):
     out = tmp_path / "my-8xh200.yaml"
-    gpu = write_comm(H200, _comm(), out)
+    gpu = write_measured(H200, out, interconnect=_comm())
     w = resolve_workload("decode", model="llama-3-70b", batch=32, context=4096)
     spec = analyze(w, gpu, layout=Layout(8))
     cal = analyze(w, gpu, calibrated=True, layout=Layout(8))
@@ -209,7 +266,7 @@ def test_engine_times_collectives_with_the_measured_interconnect(tmp_path):
 
 def test_unmeasured_collectives_keep_the_datasheet(tmp_path):
     # A point-to-point send (PP) and an all-to-all (EP) were not measured here: the datasheet's figures time them.
-    gpu = write_comm(H200, _comm(), tmp_path / "my-8xh200.yaml")
+    gpu = write_measured(H200, tmp_path / "my-8xh200.yaml", interconnect=_comm())
     w = resolve_workload("decode", model="llama-3-70b", batch=32, context=4096)
     a = analyze(w, gpu, calibrated=True, layout=Layout(tp=2, pp=2))
     x = 32 * 8192 * 2  # N×H in bf16
@@ -222,7 +279,7 @@ def test_unmeasured_collectives_keep_the_datasheet(tmp_path):
 
 def test_analyze_calibrated_json_names_the_measured_collectives(tmp_path):
     out = tmp_path / "my-8xh200.yaml"
-    write_comm(H200, _comm(), out)
+    write_measured(H200, out, interconnect=_comm())
     args = ("analyze", "decode", "--model", "llama-3-70b", "--tp", "8", "--gpu", str(out), "--json")
     cal = json.loads(cli(*args, "--calibrated").stdout)
     assert cal["parallel"]["measured_collectives"] == {"all_reduce": {"busbw_gbps": 375.81, "latency_us": 20.0},

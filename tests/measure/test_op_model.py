@@ -9,11 +9,11 @@ from test_ceilings import fake_measured
 
 from rooflinectl.engine.calibrated import op_class
 from rooflinectl.engine.placement import place
-from rooflinectl.measure.calibrate import write_calibrated
 from rooflinectl.measure.harness import Reporter
 from rooflinectl.measure.op_model import fit_probes, grid_text
 from rooflinectl.measure.workload.probes import KIB, ProbeGrid, probe_samples
 from rooflinectl.specs.hardware import load_gpu_file
+from rooflinectl.specs.write import write_measured
 
 GRID = ProbeGrid(gemm_m=(1, 64), gemm_kn=((256, 128),), decode_batch=(2,), decode_positions=(64,),
                  prefill_tokens=(16,), prefill_batch=(1,), memory_bytes=(16 * KIB, 64 * KIB), vocab=64)
@@ -33,7 +33,7 @@ def test_probes_fitted_under_the_runs_ceilings_and_read_back_by_analyze(tmp_path
     # sizes) merge into one point.
     assert sum(len(c.points) for c in model.curves) == len({(op_class(s.op), place(s.op, roofs).roofline_time_s)
                                                             for s in samples}) < len(samples)
-    gpu = write_calibrated(H200, measured.model_copy(update={"op_model": model}), tmp_path / "my-h200.yaml")
+    gpu = write_measured(H200, tmp_path / "my-h200.yaml", ceilings=measured, op_model=model)
     again = load_gpu_file(tmp_path / "my-h200.yaml")
     assert again.measured.op_model == gpu.measured.op_model == model
     # Every point lies on 3·t_roof + 2 µs, so a probe's own op reads back its own time exactly.

@@ -65,7 +65,7 @@ def communication_ops(w: Workload, layout: Layout) -> list[Op]:
     if layout.dp_attention:
         assert m.moe is not None
         e, k = layout.ep, m.moe.experts_per_token
-        n = sequences_per_gpu(w.batch, e) * w.tokens_per_seq  # this GPU's tokens
+        n = sum(sequences_per_gpu(g.count, e) * g.new for g in w.seqs)  # this GPU's tokens
         pairs = n * k * m.hidden_size * a  # its tokens' k copies of H, in the activations' type
         sent = integral(pairs * (e - 1) / e) if (pairs * (e - 1)) % e else integral(pairs * (e - 1) // e)
         return [_collective(name, f"{n} tokens × top-{k} copies of {m.hidden_size}", "all_to_all", pairs, sent, e,

@@ -83,7 +83,7 @@ def check_experts(model: Model, e: int) -> None:
 
 
 def sequences_per_gpu(batch: int, e: int) -> int:
-    """⌈B/e⌉: the sequences the busiest GPU serves under data-parallel attention."""
+    """⌈B/e⌉: the sequences the busiest GPU serves under data-parallel attention (a mixed step: of each group)."""
     return -(-batch // e)
 
 
@@ -95,8 +95,8 @@ def per_gpu_workload(w: Workload, layout: Layout) -> Workload:
     if layout.dp_attention:
         check_experts(w.model, layout.ep)
         # A stated experts_touched is the whole step's; the per-GPU share is set on the expert ops instead.
-        return validate(Workload, {**dict(w), "batch": sequences_per_gpu(w.batch, layout.ep),
-                                   "experts_touched": None}, f"{w.label()} per GPU")
+        seqs = tuple(g.model_copy(update={"count": sequences_per_gpu(g.count, layout.ep)}) for g in w.seqs)
+        return validate(Workload, {**dict(w), "seqs": seqs, "experts_touched": None}, f"{w.label()} per GPU")
     check_experts(w.model, layout.ep)
     model = per_gpu_model(w.model, layout.tp, whole_experts=layout.ep > 1)
     return validate(Workload, {**dict(w), "model": model}, f"{w.label()} per GPU")
@@ -198,11 +198,12 @@ def stage_workload(per_gpu: Workload, p: int) -> Workload:
     return validate(Workload, {**dict(per_gpu), "model": stage}, f"{per_gpu.label()} per stage")
 
 
-def kv_bytes_per_sequence_per_gpu(per_gpu: Workload, layout: Layout) -> float:
-    """One sequence's KV cache on one GPU: of its stage's layers under PP."""
+def kv_bytes_per_sequence_per_gpu(per_gpu: Workload, layout: Layout, positions: int | None = None) -> float:
+    """One sequence's KV cache on one GPU, at ``positions`` (default: a preset step's kv_len): of its stage's
+    layers under PP."""
     if layout.pp > 1:
         per_gpu = stage_workload(per_gpu, layout.pp)
-    return kv_cache_bytes_per_sequence(per_gpu)
+    return kv_cache_bytes_per_sequence(per_gpu, positions)
 
 
 def weight_bytes_per_gpu(whole: Workload, per_gpu: Workload, layout: Layout) -> float:

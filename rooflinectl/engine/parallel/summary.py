@@ -37,7 +37,7 @@ def notes(w: Workload, layout: Layout, measured: Sequence[str] = ()) -> list[str
         assert m.moe is not None
         e = layout.ep
         return [f"EP {e} (DeepSeek's layout): {m.moe.num_experts // e} of {m.moe.num_experts} experts a GPU; "
-                f"attention data-parallel, {sequences_per_gpu(w.batch, e)} of {w.batch} sequences a GPU; "
+                f"attention data-parallel, {sum(sequences_per_gpu(g.count, e) for g in w.seqs)} of {w.batch} sequences a GPU; "
                 f"tokens/s per GPU over {e} GPUs",
                 _timed_with("all-to-all dispatch and combine under uniform routing; collectives modelled, not measured",
                             measured)]

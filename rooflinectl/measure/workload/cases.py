@@ -177,7 +177,7 @@ def _attention_case(w: Workload, op: Op, base: str) -> Case:
     a = w.dtype
     b, t, d, h, g = w.batch, w.tokens_per_seq, m.head_dim, m.num_heads, m.num_kv_heads
     r = h // g
-    lk = positions_read(w, window_of(w, base.endswith("_local")))
+    lk = positions_read(w.uniform, window_of(w, base.endswith("_local")))
     core = base.removesuffix("_local")
     if core == "attention":
         causal = w.causal and t > 1

@@ -1,0 +1,284 @@
+"""The Python API: what the commands compute, for notebooks and scripts (``import rooflinectl as rl``).
+
+Each function takes the command's options as keywords and returns a typed result whose ``to_dict()`` is exactly
+the command's ``--json`` (the commands print it from the same call) and whose ``to_pandas()`` is its table, where
+pandas is installed. Bad input raises :class:`rooflinectl.errors.UserError` with the command's one-line message.
+
+    import rooflinectl as rl
+    r = rl.analyze("decode", gpu="h100", model="llama-3-8b", batch=64, context=4096)
+    r.totals.time_s, r.to_dict()["ops"][0]["name"]
+    rl.analyze_step(gpu="h100", seqs=[rl.Seqs(16, 1, 4095), rl.Seqs(1, 512, 1024)])
+
+Nothing heavy is imported here: each function imports what it uses when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .specs.workload import Seqs
+
+if TYPE_CHECKING:
+    from .engine.generate import Choice, Generation, StepAnalyzer
+    from .engine.roofline import Analysis, Placement, Totals
+    from .specs.hardware import GPU
+    from .specs.model import Model
+    from .specs.workload import Workload
+
+__all__ = ["DEFAULT_GPU", "CompareResult", "GenerateResult", "Seqs", "StepResult", "analyze", "analyze_step",
+           "compare", "generate", "gpu", "model"]
+
+# The GPU a command or a function uses when none is given.
+DEFAULT_GPU = "h100-sxm"
+
+
+def _frame(rows: list[dict[str, Any]]) -> Any:
+    """``rows`` as a pandas DataFrame; pandas is optional, and its absence is said in one line."""
+    try:
+        import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+    except ImportError:
+        from .errors import UserError
+
+        raise UserError("to_pandas needs pandas: pip install pandas") from None
+    return pd.DataFrame(rows)
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as one level, keys joined by dots; lists are kept as values."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step placed on a GPU's roofline (``analyze``, ``analyze step``): the engine's :class:`Analysis`."""
+
+    analysis: Analysis
+
+    @property
+    def totals(self) -> Totals:
+        return self.analysis.totals
+
+    @property
+    def placements(self) -> tuple[Placement, ...]:
+        return self.analysis.placements
+
+    @property
+    def workload(self) -> Workload:
+        return self.analysis.workload
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's ``--json``."""
+        from .render.analysis import analysis_json
+
+        return analysis_json(self.analysis)
+
+    def to_pandas(self) -> Any:
+        """One row an op, the columns of ``to_dict()["ops"]``."""
+        return _frame(self.to_dict()["ops"])
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """A batch of requests served end to end (``analyze generate``), and the largest batch that fits."""
+
+    generation: Generation
+    largest_batch: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's ``--json``."""
+        from .render.generate import generation_json
+
+        return generation_json(self.generation, self.largest_batch)
+
+    def to_pandas(self) -> Any:
+        """One row: ``to_dict()`` flattened, its nested keys joined by dots (``latency.ttft_s``)."""
+        return _frame([_flat(self.to_dict())])
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """One request on several GPUs (``compare``): a row a GPU and layout."""
+
+    choices: tuple[Choice, ...]
+    names: tuple[str, ...]  # each row's GPU name
+    prompt: int
+    output: int
+    model_id: str
+    dtype: str  # the step's activations' type
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's ``--json``."""
+        from .render.compare import compare_json
+
+        return compare_json(list(self.choices), list(self.names), self.prompt, self.output)
+
+    def to_pandas(self) -> Any:
+        """One row a GPU and layout, the command's CSV columns."""
+        from .render.compare import compare_rows
+
+        return _frame(compare_rows(list(self.choices), list(self.names)))
+
+
+def gpu(id_or_path: str) -> GPU:
+    """A GPU spec by id, alias or YAML path (``rooflinectl hardware list``)."""
+    from .specs.hardware import load_gpu
+
+    return load_gpu(id_or_path)
+
+
+def model(id_or_path: str) -> Model:
+    """A model by id, model YAML or a local Hugging Face config.json (``rooflinectl workloads list``)."""
+    from .specs.model import load_model
+
+    return load_model(id_or_path)
+
+
+def _gpu(spec: str | GPU) -> GPU:
+    return gpu(spec) if isinstance(spec, str) else spec
+
+
+def _fusions(fuse: str | Sequence[str] | None) -> list[str] | None:
+    """``fuse`` as the scenario's list: a comma-separated string as the command line gives it, or a list."""
+    if fuse is None or not isinstance(fuse, str):
+        return None if fuse is None else list(fuse)
+    from .specs.load import split_list
+
+    return split_list(fuse, "--fuse")
+
+
+def step_options(*, model: str | Model | None = None, dtype: str | None = None, kv_dtype: str | None = None,
+                 weight_dtype: str | None = None, act_dtype: str | None = None, group_size: int | None = None,
+                 attention: str | None = None, causal: bool | None = None,
+                 fuse: str | Sequence[str] | None = None, experts_touched: int | None = None) -> dict[str, Any]:
+    """The options every step shares, as :func:`specs.workload.resolve_workload`'s overrides (None: the
+    scenario's)."""
+    return dict(model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype, act_dtype=act_dtype,
+                group_size=group_size, attention=attention, causal=causal, fused=_fusions(fuse),
+                experts_touched=experts_touched)
+
+
+def _place(w: Workload, gpu_spec: str | GPU, calibrated: bool, tp: int, ep: int, pp: int) -> StepResult:
+    from .engine.parallel import Layout
+    from .engine.roofline import analyze as place_step
+
+    return StepResult(place_step(w, _gpu(gpu_spec), calibrated=calibrated, layout=Layout(tp, ep, pp)))
+
+
+def analyze(workload: str = "decode", *, gpu: str | GPU = DEFAULT_GPU, batch: int | None = None,
+            context: int | None = None, seq_len: int | None = None, calibrated: bool = False, tp: int = 1,
+            ep: int = 1, pp: int = 1, **options: Any) -> StepResult:
+    """Every op of one step on ``gpu``'s roofline: ``workload`` a phase (decode, prefill, attention) or a
+    workload YAML; ``options`` those of :func:`step_options` (model, dtypes, attention, fuse …)."""
+    from .specs.workload import resolve_workload
+
+    w = resolve_workload(workload, batch=batch, context=context, seq_len=seq_len, **step_options(**options))
+    return _place(w, gpu, calibrated, tp, ep, pp)
+
+
+def analyze_step(*, seqs: Sequence[Seqs | str], gpu: str | GPU = DEFAULT_GPU, calibrated: bool = False,
+                 tp: int = 1, ep: int = 1, pp: int = 1, **options: Any) -> StepResult:
+    """A step made of groups of sequences (``Seqs(count, new, cached)`` or ``"16x1@4095"``): a decode or prefill
+    step where the groups make one (the same numbers as :func:`analyze`), else a mixed step."""
+    from .errors import UserError
+    from .specs.workload import resolve_step
+
+    groups = tuple(Seqs.parse(g) if isinstance(g, str) else g for g in seqs)
+    if not groups:
+        raise UserError("a step needs at least one group of sequences (--seqs COUNTxNEW[@CACHED])")
+    w = resolve_step(groups, **step_options(**options))
+    return _place(w, gpu, calibrated, tp, ep, pp)
+
+
+def base_workload(**options: Any) -> Workload:
+    """The serving commands' model and step options (:func:`step_options`) as a one-token prefill: a request's
+    steps are this with their own sizes (``engine.generate.step_workload``)."""
+    from .specs.workload import resolve_workload
+
+    return resolve_workload("prefill", batch=1, seq_len=1, **step_options(**options))
+
+
+def step_analyzer(g: GPU, calibrated: bool, tp: int = 1, ep: int = 1, pp: int = 1) -> StepAnalyzer:
+    """Each step of a request placed under ``g``'s roofs, on one GPU of the layout (engine.parallel)."""
+    from .engine.parallel import Layout, check_interconnect
+    from .engine.roofline import analyze as place_step
+
+    layout = Layout(tp, ep, pp)
+    check_interconnect(g, layout)
+
+    def analyze_one(w: Workload) -> Analysis:
+        return place_step(w, g, calibrated, layout)
+
+    return analyze_one
+
+
+def layout_label(gpu_id: str, tp: int, ep: int, pp: int, several: bool) -> str:
+    """A row's (a curve's) name: the GPU, and its degrees where they are not 1 or where several TP degrees are
+    compared ("h100-sxm TP4", "h200 EP8", "h100-sxm TP4 PP2")."""
+    parts = [gpu_id]
+    if tp > 1 or several:
+        parts.append(f"TP{tp}")
+    if ep > 1:
+        parts.append(f"EP{ep}")
+    if pp > 1:
+        parts.append(f"PP{pp}")
+    return " ".join(parts)
+
+
+def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = 2048, output: int = 256, batch: int = 1,
+             reserve_gib: float | None = None, calibrated: bool = False, tp: int = 1, ep: int = 1, pp: int = 1,
+             **options: Any) -> GenerateResult:
+    """``batch`` requests of ``prompt`` tokens and ``output`` new tokens, prefilled together then decoded: TTFT,
+    TPOT, latency, tokens/s and memory. A batch that does not fit is a UserError naming the largest that does."""
+    from .engine.generate import Request, largest_batch
+    from .engine.generate import generate as serve
+    from .engine.memory import reserve_bytes
+    from .errors import UserError
+    from .render.generate import memory_sum
+
+    base = base_workload(**options)
+    g = _gpu(gpu)
+    analyze_one = step_analyzer(g, calibrated, tp, ep, pp)
+    reserve = reserve_bytes(g.capacity_bytes, reserve_gib)
+    request = Request(prompt, output, batch)
+    result = serve(base, request, analyze_one, reserve, gpus=tp * ep * pp)
+    largest = largest_batch(base, prompt, output, analyze_one, reserve)
+    if not result.memory.fits:
+        where = g.id if tp * ep * pp == 1 else f"{g.id} at --tp {tp} --ep {ep} --pp {pp} (per GPU)"
+        raise UserError(f"batch {batch:,} does not fit on {where}: "
+                        f"{memory_sum(result.memory, batch, request.longest_context)}; largest batch that fits: "
+                        f"{largest:,} (--reserve-gib sets the reserve)")
+    return GenerateResult(result, largest)
+
+
+def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
+            batch: int | None = None, tpot_ms: float | None = None, reserve_gib: float | None = None,
+            calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1, pp: int = 1,
+            **options: Any) -> CompareResult:
+    """One request on each GPU of ``gpus`` (and each TP degree of ``tp``): at ``batch``, at the largest batch
+    whose mean TPOT is at most ``tpot_ms``, or at the largest batch that fits."""
+    from .engine.generate import choose
+    from .engine.memory import reserve_bytes
+    from .engine.parallel import Layout
+    from .errors import UserError
+
+    if tpot_ms is not None and not tpot_ms > 0:
+        raise UserError(f"--tpot-ms {tpot_ms}: give a positive number of milliseconds")
+    base = base_workload(**options)
+    specs = [_gpu(g) for g in gpus]
+    choices, names = [], []
+    for g in specs:
+        reserve = reserve_bytes(g.capacity_bytes, reserve_gib)
+        for t in tp:
+            label = layout_label(g.id, t, ep, pp, several=len(tp) > 1)
+            choices.append(choose(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve, label, batch,
+                                  None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
+            names.append(g.name)
+    return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.dtype)
