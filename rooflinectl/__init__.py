@@ -11,6 +11,7 @@ if TYPE_CHECKING:
         CompareResult,
         GenerateResult,
         Seqs,
+        ServeResult,
         StepResult,
         analyze,
         analyze_step,
@@ -18,11 +19,12 @@ if TYPE_CHECKING:
         generate,
         gpu,
         model,
+        serve,
     )
     from .errors import UserError
 
-__all__ = ["CompareResult", "GenerateResult", "Seqs", "StepResult", "UserError", "analyze", "analyze_step",
-           "compare", "generate", "gpu", "model"]
+__all__ = ["CompareResult", "GenerateResult", "Seqs", "ServeResult", "StepResult", "UserError", "analyze",
+           "analyze_step", "compare", "generate", "gpu", "model", "serve"]
 
 
 def __getattr__(name: str) -> Any:

@@ -23,12 +23,13 @@ from .specs.workload import Seqs
 if TYPE_CHECKING:
     from .engine.generate import Choice, Generation, StepAnalyzer
     from .engine.roofline import Analysis, Placement, Totals
+    from .serving.simulate import Run, Simulation
     from .specs.hardware import GPU
     from .specs.model import Model
     from .specs.workload import Workload
 
-__all__ = ["DEFAULT_GPU", "CompareResult", "GenerateResult", "Seqs", "StepResult", "analyze", "analyze_step",
-           "compare", "generate", "gpu", "model"]
+__all__ = ["DEFAULT_GPU", "CompareResult", "GenerateResult", "Seqs", "ServeResult", "StepResult", "analyze",
+           "analyze_step", "compare", "generate", "gpu", "model", "serve"]
 
 # The GPU a command or a function uses when none is given.
 DEFAULT_GPU = "h100-sxm"
@@ -282,3 +283,91 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
                                   None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
             names.append(g.name)
     return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.dtype)
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """A simulated serving run (``analyze serve``): the :class:`serving.simulate.Simulation`."""
+
+    simulation: Simulation
+
+    @property
+    def run(self) -> Run:
+        return self.simulation.run
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's ``--json``."""
+        from .render.serve import serve_json
+
+        return serve_json(self.simulation)
+
+    def to_pandas(self) -> Any:
+        """One row a request: arrival, lengths, TTFT, TPOT, E2E, preemptions (seconds)."""
+        return _frame([{"id": s.request.id, "arrival_s": s.request.arrival_s, "prompt": s.request.prompt,
+                        "output": s.request.output, "ttft_s": s.ttft_s, "tpot_s": s.tpot_s, "e2e_s": s.e2e_s,
+                        "preemptions": s.preemptions} for s in self.run.served])
+
+
+def _positive_ms(value: float | None, what: str) -> float | None:
+    from .errors import UserError
+
+    if value is None:
+        return None
+    if not value > 0 or value != value or value == float("inf"):
+        raise UserError(f"{what} {value}: give a positive number of milliseconds")
+    return value / 1e3
+
+
+def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate: float | None = None,
+          trace: str | None = None, prompt: int | str = 2048, output: int | str = 256, requests: int | None = None,
+          seed: int = 0, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256, chunked_prefill: bool = True,
+          block_size: int = 16, reserve_gib: float | None = None, step_overhead_us: float = 0.0,
+          slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
+          tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, **options: Any) -> ServeResult:
+    """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
+    default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
+    fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them.
+    ``requests``: by default max(200, 8 × concurrency), so that the p99 rests on at least two samples above it.
+    ``progress`` is called with the count of finished requests."""
+    from .engine.memory import reserve_bytes
+    from .engine.parallel import Layout
+    from .errors import UserError
+    from .serving.kvcache import BlockPool
+    from .serving.load import Lengths, closed_loop, open_loop, read_trace
+    from .serving.scheduler import SchedulerConfig
+    from .serving.simulate import Simulation, simulate
+    from .serving.stepmodel import StepModel, kv_capacity
+
+    given = [name for name, v in (("--concurrency", concurrency), ("--rate", rate), ("--trace", trace))
+             if v is not None]
+    if len(given) > 1:
+        raise UserError(f"{' and '.join(given)}: give one load (a closed loop, an open loop or a trace)")
+    if ep > 1:
+        raise UserError("--ep in analyze serve: expert parallelism's data-parallel attention is not simulated yet; "
+                        "use --tp")
+    if not (step_overhead_us >= 0 and step_overhead_us < 1e7):
+        raise UserError(f"--step-overhead-us {step_overhead_us}: give 0 or more microseconds")
+    slo_ttft, slo_tpot = _positive_ms(slo_ttft_ms, "--slo-ttft-ms"), _positive_ms(slo_tpot_ms, "--slo-tpot-ms")
+    prompt_len = Lengths.parse(str(prompt), "--prompt")
+    output_len = Lengths.parse(str(output), "--output")
+    if trace is not None:
+        if requests is not None:
+            raise UserError("--requests with --trace: the trace's requests are the run's")
+        load = read_trace(trace)
+    elif rate is not None:
+        load = open_loop(rate, 200 if requests is None else requests, prompt_len, output_len, seed)
+    else:
+        c = 1 if concurrency is None else concurrency
+        load = closed_loop(c, max(200, 8 * c) if requests is None else requests, prompt_len, output_len, seed)
+    config = SchedulerConfig(max_num_batched_tokens, max_num_seqs, chunked_prefill)
+    BlockPool.check_block_size(block_size)
+    g = _gpu(gpu)
+    layout = Layout(tp, ep, pp)
+    step_model = StepModel(base_workload(**options), g, calibrated, layout)
+    capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,
+                                                                                          reserve_gib))
+    pool = BlockPool(capacity.blocks, block_size)
+    run = simulate(load, step_model, pool, config, step_overhead_us / 1e6, progress)
+    texts = ("trace", "trace") if trace is not None else (prompt_len.text(), output_len.text())
+    return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, capacity,
+                                  step_overhead_us / 1e6, texts[0], texts[1], seed, slo_ttft, slo_tpot))

@@ -7,6 +7,10 @@ vendors' "3.35 TB/s" and "80 GB" are (``specs.hardware``'s field names say which
 from __future__ import annotations
 
 import math
+import re
+from decimal import Decimal
+
+from .errors import UserError
 
 KIB = 2**10
 MIB = 2**20
@@ -78,6 +82,11 @@ def si(x: float, unit: str = "", sep: str = " ") -> str:
     return f"{number(x)}{sep}{unit}".rstrip()
 
 
+def billions(n: float) -> str:
+    """A parameter count in billions, as model cards give it: 8.03 B, 70.6 B, 671 B, 0.494 B."""
+    return f"{number(n / 1e9)} B"
+
+
 def decimal_bytes(n: float) -> str:
     """HBM traffic in decimal units, as bandwidths are: 67.4 TB, 295 GB, 288 MB."""
     return si(n, "B")
@@ -98,12 +107,25 @@ def duration(seconds: float, sep: str = " ") -> str:
     return f"{number(seconds * 1e9)}{sep}ns"
 
 
-def binary_size(n: float) -> str:
-    """Binary units, as the GPU files give sizes: 80 GiB, 388 KiB, 1.22 TiB."""
+_TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+
+
+def time_band(low: float, high: float, sep: str = " ") -> str:
+    """A spread of times, both ends in the unit of the upper one, three significant digits: 1.9–2.2 µs."""
+    scale, unit = next(((f, u) for f, u in _TIME_UNITS if high >= f), _TIME_UNITS[-1])
+    return f"{low / scale:.3g}–{high / scale:.3g}{sep}{unit}"
+
+
+def binary_size(n: float, exact: bool = False) -> str:
+    """Binary units, as the GPU files give sizes: 80 GiB, 388 KiB, 1.22 TiB. ``exact``: a limit the reader acts
+    on, never rounded: in the largest unit that holds it with at most three decimals (44.5 KiB, 100.375 KiB),
+    else in bytes (5,000 B)."""
     for factor, unit in ((TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
-        if n >= factor:
+        if n >= factor and not exact:
             return f"{number(n / factor)} {unit}"
-    return f"{number(n)} B"
+        if n >= factor and n * 1000 % factor == 0:
+            return f"{n / factor:,.3f}".rstrip("0").rstrip(".") + f" {unit}"
+    return f"{count(n) if isinstance(n, int) else number(n)} B"
 
 
 def gib(n: float, places: int = 1) -> str:
@@ -111,3 +133,30 @@ def gib(n: float, places: int = 1) -> str:
     of parts adds up on the page: 131.4 + 0.7 + 8.0 = 140.1 GiB), whole with separators above (1,250 GiB)."""
     v = n / GIB
     return f"{v:,.{places}f} GiB" if round(v, places) < 1000 else f"{v:,.0f} GiB"
+
+
+# A size as options take it: a number (whole or with a fraction), then an optional unit. Units are binary, as the
+# GPU files' sizes are: K, KB and KiB all mean 1024 bytes (as CUDA's "48 KB of shared memory" does), M, MB and MiB
+# 1024², G, GB and GiB 1024³; B or no unit is bytes. Case does not matter, and spaces around and between are read.
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmg])(?:i?b)?|(b))?\s*$", re.IGNORECASE)
+_SIZE_UNIT = {"": 1, "k": KIB, "m": MIB, "g": GIB}
+# The longest size text read: 2^63 bytes is 19 digits, and a unit or a fraction adds a few characters. A longer
+# text is refused before it is converted (a 5,000-digit one would make the error message itself fail, past
+# Python's 4,300-digit limit on printing an integer).
+_SIZE_TEXT_MAX = 40
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """'49152', '512B', '48K', '48kb', '48KiB', '1.5KiB', '16 MiB', '1G' -> bytes (binary units), for the option
+    ``what`` names; a UserError naming it for anything else, or for a fraction that is not a whole number of bytes.
+    Whether the size fits is the caller's rule."""
+    if len(text) > _SIZE_TEXT_MAX:
+        raise UserError(f"{what} '{text[:_SIZE_TEXT_MAX]}…' is not a size: {len(text):,} characters, more than "
+                        f"any size needs")
+    m = _SIZE.match(text)
+    if not m:
+        raise UserError(f"{what} '{text}' is not a size (examples: 49152, 48K, 48KiB, 1.5KiB, 16MiB, 1GiB)")
+    value = Decimal(m.group(1)) * _SIZE_UNIT[(m.group(2) or "").lower()]
+    if value != value.to_integral_value():
+        raise UserError(f"{what} '{text}' is {value} bytes, not a whole number of bytes")
+    return int(value)

@@ -37,3 +37,13 @@ def command_paths(group, prefix=()):
             yield from command_paths(cmd, (*prefix, name))
         else:
             yield " ".join((*prefix, name))
+
+
+def option_help(command: str, flag: str) -> str:
+    """The help text of ``flag`` of the command at ``command`` ('measure', 'hardware show'), as written."""
+    import typer
+
+    cmd = typer.main.get_command(app)
+    for name in command.split():
+        cmd = cmd.commands[name]  # type: ignore[attr-defined]
+    return next(p.help for p in cmd.params if flag in p.opts)

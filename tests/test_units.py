@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from rooflinectl.errors import UserError
 from rooflinectl.units import (
     GIB,
     KIB,
     MIB,
     TIB,
+    billions,
     binary_size,
     count,
     decimal_bytes,
@@ -16,9 +18,11 @@ from rooflinectl.units import (
     duration,
     gib,
     number,
+    parse_size,
     plural,
     rate,
     si,
+    time_band,
 )
 
 
@@ -96,6 +100,51 @@ def test_sizes_scale_with_their_prefix():
     assert gib(1250.2 * GIB) == "1,250 GiB" and gib(131.44 * GIB) == "131.4 GiB" and gib(80 * GIB, 0) == "80 GiB"
 
 
+@pytest.mark.parametrize(("n", "text"), [(45568, "44.5 KiB"), (40 * KIB, "40 KiB"), (102784, "100.375 KiB"),
+                                         (6656, "6.5 KiB"), (5000, "5,000 B"), (12345, "12,345 B"), (0, "0 B"),
+                                         (3 * MIB // 2, "1.5 MiB"), (1536 * KIB + 512, "1,536.5 KiB")])
+def test_an_exact_binary_size_is_never_rounded(n, text):
+    """A limit the reader acts on ("at most 44.5 KiB of shared memory") reads back as the same number of bytes."""
+    assert binary_size(n, exact=True) == text
+
+
+@pytest.mark.parametrize(("low", "high", "text"), [(1.9e-6, 2.2e-6, "1.9–2.2 µs"), (800e-9, 1.2e-6, "0.8–1.2 µs"),
+                                                   (0.5, 2.0, "0.5–2 s"), (1e-10, 5e-10, "0.1–0.5 ns"),
+                                                   (1.234e-3, 1.5e-3, "1.23–1.5 ms")])
+def test_a_time_band_takes_the_unit_of_its_upper_end(low, high, text):
+    assert time_band(low, high) == text
+    assert time_band(low, high, sep="") == text.replace(" ", "")
+
+
+def test_billions():
+    assert [billions(n) for n in (8_030_261_248, 671_026_404_352, 493_000_000, 1_026_000_000_000)] == [
+        "8.03 B", "671 B", "0.493 B", "1,026 B"]
+
+
 def test_plural_and_count():
     assert plural(1, "block") == "1 block" and plural(2, "block") == "2 blocks" and count(32768) == "32,768"
     assert rate(0.02634) == "0.0263 tokens/s"
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    # what --smem read: K, KB and KiB alike, fractions that make whole bytes, B, no unit, spaces
+    ("48KiB", 49152), ("48K", 49152), ("48k", 49152), ("48kb", 49152), ("49152", 49152), ("1.5KiB", 1536),
+    ("512B", 512), ("0", 0), ("1M", MIB), (" 16 KiB ", 16 * KIB), (".5K", 512),
+    # what --comm-max read: G and GiB, and MiB with a space
+    ("64KiB", 64 * KIB), ("1GiB", GIB), ("1g", GIB), ("16 MiB", 16 * MIB), ("65536", 65536),
+    # what neither read before the grammar was one: GB, MB, and a fraction of MiB or GiB
+    ("2GB", 2 * GIB), ("3mb", 3 * MIB), ("1.5MiB", 3 * MIB // 2), ("0.25GiB", GIB // 4),
+])
+def test_parse_size_reads_one_grammar(text, size):
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("48XB", "not a size"), ("KiB", "not a size"), ("-1K", "not a size"), ("", "not a size"), ("1e3", "not a size"),
+    ("1TiB", "not a size"), ("48 K iB", "not a size"), ("1.3K", "not a whole number of bytes"),
+    ("0.5", "not a whole number of bytes"), ("9" * 41, "41 characters"),
+])
+def test_parse_size_refuses_naming_the_option(text, reason):
+    with pytest.raises(UserError, match=reason) as e:
+        parse_size(text, "--smem")
+    assert str(e.value).startswith("--smem '")

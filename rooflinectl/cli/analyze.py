@@ -9,7 +9,7 @@ from ._app import DEFAULT_GPU, app, command, one_format
 from .routing import routed
 
 
-@command(app, cls=routed(generate=".generate:generate_app", step=".step:step_app"))
+@command(app, cls=routed(generate=".generate:generate_app", step=".step:step_app", serve=".serve:serve_app"))
 def analyze(
     workload: str = typer.Argument("decode", help="A phase (decode, prefill, attention) or a workload YAML file; "
                                    "'analyze step' takes groups of sequences."),

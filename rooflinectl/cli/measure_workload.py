@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +11,7 @@ from typing import Annotated
 import typer
 
 from ..errors import UserError
+from ..shell import command_line
 from ._app import console
 from .options import workload_overrides
 
@@ -44,8 +44,7 @@ def measure_workload(workload: str, model: str | None, batch: int | None, seq_le
     given = [("--workload", workload), ("--model", model), ("--batch", batch), ("--seq-len", seq_len),
              ("--context", context), ("--dtype", dtype), ("--attention", attention), ("--fuse", fuse),
              ("--gpu", gpu), ("--device", device if device != "cuda" else None), ("--seed", seed)]
-    command = " ".join(["rooflinectl measure", *(f"{flag} {shlex.quote(str(v))}" for flag, v in given
-                                                  if v is not None)])
+    command = command_line(["measure"], given)
     request = WorkloadRequest(workload=w, device=device, gpu=gpu, seed=seed, command=command)
     with reporter_for(json) as reporter:  # type: ignore[operator]
         # The calibrated column: the --gpu file's op model (calibrate -o FILE), where it has one.

@@ -1,7 +1,8 @@
 """The options the commands share, each written once as a typer ``Annotated`` alias: a command declares
 ``model: opt.Model = None`` and its default, and the flag, its short name and its help read the same in every
-``--help``. What one command alone takes stays in that command's module. Only typer is imported here: the
-commands import the library inside their functions, and ``rooflinectl --help`` stays light.
+``--help``. What one command alone takes stays in that command's module. Only typer and the data types' names
+(``specs.dtypes``, which loads no pydantic) are imported here: the commands import the library inside their
+functions, and ``rooflinectl --help`` stays light. A help that lists choices reads them from their one source.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+
+from ..specs.dtypes import ACT_DTYPES, DEFAULT_GROUP_SIZE, DTYPES, GROUPED_WEIGHT_DTYPES, WEIGHT_DTYPES
 
 # --- the GPU ---------------------------------------------------------------------------------------------------
 
@@ -27,22 +30,25 @@ Batch = Annotated[int | None, typer.Option("--batch", "-b", help="Sequences in t
 SeqLen = Annotated[int | None, typer.Option("--seq-len", "-s", help="Prompt tokens per sequence (prefill, attention).")]
 Context = Annotated[int | None, typer.Option("--context", "-c", help="KV positions a decode step attends to.")]
 Dtype = Annotated[str | None, typer.Option(
-    "--dtype", help="Weights and activations: fp32, bf16, fp16, fp8, int8 (an explicit --weight-dtype or "
-    "--act-dtype overrides it for its own part).",
+    "--dtype", help=f"Weights and activations: {', '.join(DTYPES)} (an explicit --weight-dtype or --act-dtype "
+    "overrides it for its own part).",
 )]
 WeightDtype = Annotated[str | None, typer.Option(
-    "--weight-dtype", help="The linear layers' weights: bf16, fp16, fp8, fp8_block, int8, int4, int4_zp (int4 "
-    "with AWQ's zero points), mxfp4, nvfp4, scales counted (default: --dtype; embedding, LM head, norms and router "
-    "stay in the activations' type).",
+    "--weight-dtype", help=f"The linear layers' weights: {', '.join(WEIGHT_DTYPES)}, scales counted (int4_zp: "
+    "int4 with AWQ's zero points) (default: --dtype; embedding, LM head, norms and router stay in the activations' "
+    "type).",
 )]
 ActDtype = Annotated[str | None, typer.Option(
-    "--act-dtype", help="Activations, and the matmuls' tensor cores: bf16, fp16, fp8 or int8 (w8a8), fp4 "
-    "(with mxfp4 or nvfp4 weights) (default: --dtype).",
+    "--act-dtype", help=f"Activations, and the matmuls' tensor cores: {', '.join(ACT_DTYPES)} (fp8 or int8: w8a8; "
+    "fp4: with mxfp4 or nvfp4 weights) (default: --dtype).",
 )]
-GroupSize = Annotated[
-    int | None, typer.Option("--group-size", help="int4 and int4_zp weights: weights per fp16 scale (default 128).")
-]
-KvDtype = Annotated[str | None, typer.Option("--kv-dtype", help="KV cache data type (default: --dtype).")]
+GroupSize = Annotated[int | None, typer.Option(
+    "--group-size", help=f"{' and '.join(GROUPED_WEIGHT_DTYPES)} weights: weights per fp16 scale (default "
+    f"{DEFAULT_GROUP_SIZE}).",
+)]
+KvDtype = Annotated[str | None, typer.Option(
+    "--kv-dtype", help=f"KV cache data type: {', '.join(DTYPES)} (default: --dtype).",
+)]
 Attention = Annotated[str | None, typer.Option("--attention", help="naive (scores through HBM) or flash (on chip).")]
 Causal = Annotated[bool | None, typer.Option("--causal/--no-causal", help="Causal mask (flash skips masked scores).")]
 Fuse = Annotated[str | None, typer.Option(

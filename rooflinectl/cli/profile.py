@@ -3,27 +3,22 @@ engine's prediction (issue 15)."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import typer
 
+from ..shell import command_line
 from ._app import DEFAULT_GPU, app, command, console, print_json
 
 
 def _command_line(model: str, phase: str, batch: int, length: int, attn: str, cuda_graph: bool | None,
                   device: str, gpu: str | None, module: str | None) -> str:
     """The command that reproduces the run (the record's ``command``)."""
-    args = ["rooflinectl", "profile", "--model", model, "--phase", phase, "--batch", str(batch),
-            "--context" if phase == "decode" else "--seq-len", str(length), "--attn-implementation", attn,
-            "--device", device]
-    if cuda_graph is not None:
-        args.append("--cuda-graph" if cuda_graph else "--no-cuda-graph")
-    if gpu is not None:
-        args += ["--gpu", gpu]
-    if module is not None:
-        args += ["--module", module]
-    return shlex.join(args)
+    return command_line(["profile"], [
+        ("--model", model), ("--phase", phase), ("--batch", batch),
+        ("--context" if phase == "decode" else "--seq-len", length), ("--attn-implementation", attn),
+        ("--device", device), ("--cuda-graph", cuda_graph is True), ("--no-cuda-graph", cuda_graph is False),
+        ("--gpu", gpu), ("--module", module)])
 
 
 @command(app)

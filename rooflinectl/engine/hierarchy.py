@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..specs.hardware import GPU, Sourced
-from ..units import GIB, KIB, MIB
+from ..units import KIB, MIB
 from .op import Unit
 
 REGISTER_BYTES = 4  # a register is 32 bits
@@ -128,7 +128,7 @@ def hierarchy(gpu: GPU) -> Hierarchy:
                            size_note=_note(m, size_field), notes=notes)
 
     # Sizes in whole bytes: --json prints them as integers (the GPU file's 178.4 GiB is not a whole number).
-    hbm = round(m.hbm_capacity_gib * GIB)
+    hbm = round(gpu.capacity_bytes)
     l2 = round(m.l2_size_mib * MIB)
     smem = round(m.smem_per_sm_kib * KIB)
     regs = round(m.register_file_per_sm_kib * KIB)

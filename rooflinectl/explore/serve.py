@@ -7,11 +7,11 @@ options) and hands it to ``textual_serve.server.Server``. textual-serve is an op
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Sequence
 
 from ..errors import UserError
+from ..shell import command_line
 
 # The serving options and whether each takes a value: they are dropped from the command each tab runs.
 SERVE_OPTIONS = {"--serve": False, "--host": True, "--port": True}
@@ -32,7 +32,7 @@ def tab_command(args: Sequence[str]) -> str:
             skip = SERVE_OPTIONS[name] and not eq
             continue
         kept.append(arg)
-    return shlex.join([sys.executable, "-m", "rooflinectl", "explore", *kept])
+    return command_line(["explore", *kept], program=(sys.executable, "-m", "rooflinectl"))
 
 
 def check_port(port: int) -> None:

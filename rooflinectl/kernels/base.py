@@ -42,12 +42,16 @@ if TYPE_CHECKING:
 
 Inputs = dict[str, "torch.Tensor"]
 
-# The data types kernels take, by rooflinectl's name (units.DTYPE_BYTES keys) and torch's attribute name.
-TORCH_DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+# The one map from rooflinectl's data type names (units.DTYPE_BYTES keys) to torch's attribute names, for the
+# kernels, the workload runner, the profile and the ceiling probes. tf32 is stored as fp32 (only the tensor cores
+# read 19 of its bits); fp8 is torch's e4m3 (the format the fp8 tensor cores' matmuls take); int64 is the index
+# type of a gather's token ids. The first name of a torch type is the one dtype_name gives back.
+TORCH_DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "tf32": "float32",
+                     "fp8": "float8_e4m3fn", "int64": "int64"}
 
 
-def torch_dtype(name: str):
-    """torch's dtype for a rooflinectl dtype name ("bf16" -> torch.bfloat16)."""
+def torch_dtype(name: str) -> Any:
+    """torch's dtype for a rooflinectl dtype name ("bf16" -> torch.bfloat16); KeyError for a name torch lacks."""
     import torch
 
     return getattr(torch, TORCH_DTYPE_NAMES[name])

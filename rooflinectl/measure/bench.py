@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 from ..errors import UserError
 from .records import Timer, Timing
@@ -35,7 +35,7 @@ WARMUP_MS = 25
 REP_MS = 100
 QUANTILES = (0.5, 0.2, 0.8)  # median and the 20-80% band, from the same timed runs
 DEFAULT_TIMER: Timer = "cuda_graph"
-TIMERS: tuple[Timer, ...] = ("cuda_graph", "events")
+TIMERS: tuple[Timer, ...] = get_args(Timer)
 
 
 class CaptureError(RuntimeError):

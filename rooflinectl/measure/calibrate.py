@@ -104,9 +104,8 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     ``measure.op_model.calibrate_op_model``), time the op model's probes and fit them under those ceilings; write
     them into ``output``: the spec (``gpu``, or the one
     matching the device's name) with its ``measured`` section."""
-    import shlex
-
     from ..files import check_writable
+    from ..shell import command_line
     from . import bench as timing
     from .device import device_info, now, require_cuda, require_gpu_stack, resolve_spec
 
@@ -116,7 +115,7 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     spec = resolve_spec(gpu, "cuda")
     assert spec is not None  # resolve_spec finds one for a CUDA device, or raises
     info = device_info(spec, "cuda")
-    command = shlex.join(["rooflinectl", "calibrate", "-o", str(output), "--gpu", spec.id])
+    command = command_line(["calibrate"], [("-o", output), ("--gpu", spec.id)])
     run_ceilings = probes.measure_ceilings(bench or timing.gpu_bench(timer), info.l2_bytes, probes.PROBE_DTYPES,
                                            on_step=step, timer=timer, events=bench or timing.gpu_bench("events"),
                                            check=bench or timing.gpu_bench(probes.other_timer(timer)))

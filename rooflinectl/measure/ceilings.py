@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..kernels.base import torch_dtype
 from ..specs.dtypes import TensorDType
 from .bench import Bench, time_figure
 from .records import RunCeilings, Timer
@@ -179,13 +180,13 @@ def matmul_fn(dtype: str, n: int = MATMUL_SIZE, device: str = "cuda") -> Callabl
 
     g = torch.Generator(device=device).manual_seed(0)
     if dtype in ("bf16", "fp16"):
-        t = torch.bfloat16 if dtype == "bf16" else torch.float16
+        t = torch_dtype(dtype)
         a = torch.randn(n, n, device=device, dtype=t, generator=g)
         b = torch.randn(n, n, device=device, dtype=t, generator=g)
         return lambda: torch.matmul(a, b)
     if dtype == "tf32":
-        a = torch.randn(n, n, device=device, dtype=torch.float32, generator=g)
-        b = torch.randn(n, n, device=device, dtype=torch.float32, generator=g)
+        a = torch.randn(n, n, device=device, dtype=torch_dtype("tf32"), generator=g)
+        b = torch.randn(n, n, device=device, dtype=torch_dtype("tf32"), generator=g)
 
         def tf32() -> object:
             with _tf32(True):  # inside the call: set when the graph is captured and when events time it
@@ -195,7 +196,7 @@ def matmul_fn(dtype: str, n: int = MATMUL_SIZE, device: str = "cuda") -> Callabl
     if dtype == "fp8":
         if not fp8_supported():
             raise ValueError("fp8 needs torch._scaled_mm and a device of compute capability 8.9 or higher")
-        f8 = torch.float8_e4m3fn
+        f8 = torch_dtype("fp8")
         a8 = torch.randn(n, n, device=device, generator=g).to(f8)
         # _scaled_mm takes B column-major: the transpose of a row-major n×n tensor.
         b8 = torch.randn(n, n, device=device, generator=g).to(f8).t()

@@ -14,12 +14,11 @@ the link's one-direction bandwidth whatever n is.
 
 from __future__ import annotations
 
-import re
-
 from ..errors import UserError, closest
 from ..specs.hardware import GPU
 from ..specs.measured import COLLECTIVES, Collective, CommPoint, Measured, MeasuredInterconnect, bus_factor
-from ..units import GIB, KIB, MIB, binary_size
+from ..units import GIB, KIB, binary_size
+from ..units import parse_size as parse_size_text
 
 # nccl-tests' own range for a curve from latency to bandwidth: 4 KiB (where the fixed cost is nearly all of the
 # time on NVLink) to 1 GiB (where it is under 1%: 1 GiB at 450 GB/s is 2.4 ms against about 10-20 µs of latency).
@@ -31,17 +30,11 @@ TIMED_ITERS = 20
 # Elements are fp32, nccl-tests' default type (-d float).
 ELEMENT_BYTES = 4
 
-_SIZE = re.compile(r"^\s*(\d+)\s*(b|kib|mib|gib|k|m|g)?\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB}
-
 
 def parse_size(text: str, option: str = "--comm-max") -> int:
-    """'64KiB', '1GiB', '65536' -> bytes (binary units: K, KiB = 1024); a UserError for anything else or for a size
-    outside MIN_BYTES..MAX_BYTES."""
-    m = _SIZE.match(text)
-    if not m:
-        raise UserError(f"{option} {text!r}: give a size such as 64KiB, 16MiB, 1GiB or a number of bytes")
-    size = int(m.group(1)) * _UNITS[(m.group(2) or "b").lower()]
+    """'64KiB', '1GiB', '65536' -> bytes (``units.parse_size``'s grammar); a UserError for anything else or for a
+    size outside MIN_BYTES..MAX_BYTES."""
+    size = parse_size_text(text, option)
     if not MIN_BYTES <= size <= MAX_BYTES:
         raise UserError(f"{option} {text}: give a size from {binary_size(MIN_BYTES)} to {binary_size(MAX_BYTES)}")
     return size

@@ -19,13 +19,13 @@ the collective is done when its last rank is). Rank 0 writes the file. Torch is 
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import shell
 from ..errors import UserError
 from ..specs.hardware import GPU
 from ..specs.measured import Collective, MeasuredInterconnect
@@ -211,14 +211,13 @@ def _spawned(rank: int, n: int, port: int, request: CommRequest) -> None:
 def command_line(output: Path, gpu: str | None, collectives: str | None, comm_max: str | None,
                  world_size: int | None) -> str:
     """The command that reproduces the run, as written into the file."""
-    args = ["calibrate", "--comm", "-o", str(output)]
-    args += ["--gpu", gpu] if gpu else []
-    args += ["--collectives", collectives] if collectives else []
-    args += ["--comm-max", comm_max] if comm_max else []
+    options = [("-o", output), ("--gpu", gpu or None), ("--collectives", collectives or None),
+               ("--comm-max", comm_max or None)]
     if world_size is not None:
-        return shlex.join(["rooflinectl", *args, "--world-size", str(world_size)])
+        return shell.command_line(["calibrate", "--comm"], [*options, ("--world-size", world_size)])
     nodes = os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "N"))
-    return shlex.join(["torchrun", "--nproc-per-node", nodes, "-m", "rooflinectl", *args])
+    return shell.command_line(["calibrate", "--comm"], options,
+                              program=("torchrun", "--nproc-per-node", nodes, "-m", "rooflinectl"))
 
 
 def calibrate_comm(request: CommRequest) -> CommCalibration | None:

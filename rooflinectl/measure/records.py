@@ -37,10 +37,12 @@ _CONFIG = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 # (cuBLAS: the speed its fusion must reach); for the attention kernels, torch's SDPA with each of its fused backends
 # forced (torch.nn.attention.sdpa_kernel): FlashAttention-2, cuDNN, memory-efficient.
 BaselineName = Literal["torch", "compile", "cublas", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"]
-BASELINE_LABELS: dict[str, str] = {"torch": "torch eager", "compile": "torch.compile", "cublas": "F.linear alone (cuBLAS)",
-                                   "sdpa_flash": "SDPA flash", "sdpa_cudnn": "SDPA cuDNN",
-                                   "sdpa_efficient": "SDPA efficient"}
-Timer = Literal["events", "cuda_graph"]
+# Each baseline's name as tables print it, one entry a BaselineName (a test checks that none is missing).
+BASELINE_LABELS: dict[BaselineName, str] = {"torch": "torch eager", "compile": "torch.compile",
+                                            "cublas": "F.linear alone (cuBLAS)", "sdpa_flash": "SDPA flash",
+                                            "sdpa_cudnn": "SDPA cuDNN", "sdpa_efficient": "SDPA efficient"}
+# How a kernel was timed (measure/bench.py): replays of a CUDA graph, or CUDA events around each run.
+Timer = Literal["cuda_graph", "events"]
 Status = Literal["passed", "failed", "error", "checked"]
 
 

@@ -9,13 +9,13 @@ imported only after --interpret has set TRITON_INTERPRET.
 from __future__ import annotations
 
 import secrets
-import shlex
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, cast, get_args
 
 from ..errors import UserError
+from ..shell import command_line
 from .records import BaselineName, MeasurementFile, Timer
 
 if TYPE_CHECKING:
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from ..specs.hardware import GPU
     from .harness import Plan, Reporter
 
-BASELINE_CHOICES = ("torch", "compile", "cublas", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "all", "none")
+# What --baseline takes: one baseline, or all the kernel offers, or none.
+BASELINE_CHOICES: tuple[str, ...] = (*get_args(BaselineName), "all", "none")
 
 
 @dataclass(frozen=True)
@@ -72,24 +73,12 @@ def timer_for(request: MeasureRequest) -> Timer:
 
 def reproducing_command(request: MeasureRequest, dtype: str, gpu: str | None, seed: int) -> str:
     """The command line that repeats this run, with the data type, seed and spec it resolved."""
-    args = ["rooflinectl", "measure", "--kernel", request.kernel]
-    for s in request.shapes:
-        args += ["--shape", s]
-    args += ["--dtype", dtype]
-    if not request.interpret:
-        args += ["--baseline", request.baseline]
-    if gpu:
-        args += ["--gpu", gpu]
-    args += ["--seed", str(seed)]
-    if request.interpret:
-        args.append("--interpret")
-    else:
-        args += ["--timer", timer_for(request)]
-    if request.save:
-        args += ["--save", str(request.save)]
-    if request.json:
-        args.append("--json")
-    return shlex.join(args)
+    interpret = request.interpret
+    return command_line(["measure"], [
+        ("--kernel", request.kernel), *(("--shape", s) for s in request.shapes), ("--dtype", dtype),
+        ("--baseline", None if interpret else request.baseline), ("--gpu", gpu or None), ("--seed", seed),
+        ("--interpret", interpret), ("--timer", None if interpret else timer_for(request)),
+        ("--save", request.save or None), ("--json", request.json)])
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..files import write_atomic
+from ..units import si
 from .chart import (
     BOUND_COLORS,
     GPU_COLORS,
@@ -182,7 +183,7 @@ def _draw_panel(fig: Any, ax: Any, panel: Panel, chart: Chart) -> None:
     ax.set_title(panel.title, fontsize=11, loc="left")
     for axis, unit in ((ax.xaxis, ""), (ax.yaxis, "FLOP/s")):
         axis.set_major_locator(LogLocator(base=10))
-        axis.set_major_formatter(FuncFormatter(lambda v, _, unit=unit: _tick(v, unit)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _, unit=unit: si(v, unit)))
         axis.set_minor_formatter(NullFormatter())
     ax.grid(True, which="major", color="#e6e6e6", linewidth=0.7)
     ax.set_axisbelow(True)
@@ -378,13 +379,6 @@ def _draw_legend(fig: Any, chart: Chart) -> Any:
         handles.append(h)
     return fig.legend(handles, [e.label for e in chart.legend], loc="upper left", fontsize=8, framealpha=0.92,
                       borderpad=0.6, handlelength=2.2)
-
-
-def _tick(v: float, unit: str) -> str:
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if v >= factor:
-            return f"{v / factor:g} {prefix}{unit}".strip()
-    return f"{v:g} {unit}".strip()
 
 
 def _area(share: float, panel: Panel) -> float:

@@ -35,7 +35,7 @@ def gpu_table(gpus: list[GPU]) -> Table:
             f"{g.memory.hbm_capacity_gib:g} GiB",
             f"{g.memory.hbm_bandwidth_gbps:,.0f}",
             number(roofs.tensor_tflops[dtype], 4) + ("" if dtype == "bf16" else " fp16"),
-            f"{roofs.ridge(dtype):.0f}",
+            number(roofs.ridge(dtype)),
         )
     return table
 

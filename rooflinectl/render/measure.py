@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.records import BASELINE_LABELS, MeasurementFile, ShapeRecord, Timing
-from ..units import duration, plural, si
+from ..units import duration, plural, si, time_band
 from .console import console
 
 if TYPE_CHECKING:
@@ -29,15 +29,6 @@ def _num(x: float | None, fmt: str = ",.0f") -> str:
 
 def _time(x: float | None) -> str:
     return "-" if x is None else duration(x, sep=" ")
-
-
-_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
-
-
-def _band(low: float, high: float) -> str:
-    """'1.90–2.20 µs': both ends in the unit of the upper one."""
-    scale, unit = next(((f, u) for f, u in _UNITS if high >= f), _UNITS[-1])
-    return f"{low / scale:.3g}–{high / scale:.3g} {unit}"
 
 
 # What a figure's timer is called in a table's "timer" column (records.Timer -> the word).
@@ -81,7 +72,7 @@ def results_table(run: MeasurementFile) -> Table:
     for r in run.records:
         row: list[str | Text] = [r.shape_text, _check_cell(r)]
         if timed:
-            row += [_time(r.time_s), _band(r.timing.p20_s, r.timing.p80_s) if r.timing else "-", _timer(r.timing),
+            row += [_time(r.time_s), time_band(r.timing.p20_s, r.timing.p80_s) if r.timing else "-", _timer(r.timing),
                     _num(r.achieved_gbps), _num(r.achieved_tflops, ",.1f"), _time(r.predicted_time_s),
                     _num(r.spec_roof_pct, ".0f"), _num(r.measured_roof_pct, ".0f")]
         else:
@@ -105,7 +96,7 @@ def baselines_table(run: MeasurementFile) -> Table:
                 t.add_row(r.shape_text, b.name, Text("error (below)", style="red"), "", "", "", "", "", "")
                 continue
             t.add_row(r.shape_text, BASELINE_LABELS[b.name], _time(b.time_s),
-                      _band(b.timing.p20_s, b.timing.p80_s) if b.timing else "-", _timer(b.timing),
+                      time_band(b.timing.p20_s, b.timing.p80_s) if b.timing else "-", _timer(b.timing),
                       _num(b.achieved_gbps),
                       _num(b.achieved_tflops, ",.1f"), _num(b.rel_error, ".1e"), _num(b.speedup, ".2f"))
     return t

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.workload.records import WorkloadOp, WorkloadRun
-from ..units import duration
+from ..units import duration, time_band
 from .console import console
 
 NONE = "—"
@@ -29,16 +29,7 @@ def _pct(x: float | None) -> str:
 def _band(o: WorkloadOp) -> str:
     if o.timing is None:
         return NONE
-    return _span(o.timing.p20_s, o.timing.p80_s)
-
-
-_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
-
-
-def _span(low: float, high: float) -> str:
-    """'1.9–2.2µs': both ends in the unit of the upper one."""
-    scale, unit = next(((f, u) for f, u in _UNITS if high >= f), _UNITS[-1])
-    return f"{low / scale:.3g}–{high / scale:.3g}{unit}"
+    return time_band(o.timing.p20_s, o.timing.p80_s, sep="")
 
 
 def _measured(o: WorkloadOp) -> str | Text:
@@ -74,7 +65,7 @@ def step_lines(run: WorkloadRun) -> list[str]:
               "shared_weights_and_caches": "one layer's weights and KV caches replayed"}[s.layers]
     lines = [f"step: Σ ops (each × its count) {_t(s.sum_ops_s)}; the whole step ({how}; {layers}) "
              f"{_t(s.timing.median_s if s.timing else None)}"
-             + (f" (p20–p80 {_span(s.timing.p20_s, s.timing.p80_s)})" if s.timing else "")]
+             + (f" (p20–p80 {time_band(s.timing.p20_s, s.timing.p80_s, sep='')})" if s.timing else "")]
     lines.append(f"step predicted: spec roofs {_t(s.predicted_spec_s)} ({_pct(s.error_spec_pct)}), calibrated "
                  f"{_t(s.predicted_calibrated_s)} ({_pct(s.error_calibrated_pct)})")
     if s.error:

@@ -16,7 +16,7 @@ from ..engine.footprint import (
 from ..specs.dtypes import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, DType
 from ..specs.model import Model
 from ..specs.workload import Scenario
-from ..units import binary_size
+from ..units import billions, binary_size
 
 
 def scenarios_table(scenarios: dict[str, Scenario]) -> Table:
@@ -52,8 +52,8 @@ def models_table(models: list[Model]) -> Table:
     for col in ("id", "params", "active", "hidden", "layers", "heads/kv", "mlp", "vocab"):
         m.add_column(col, no_wrap=True, justify="left" if col == "id" else "right")
     for model in models:
-        m.add_row(Text(model.id), f"{model.parameter_count() / 1e9:.2f} B",
-                  f"{model.active_parameter_count() / 1e9:.2f} B", str(model.hidden_size),
+        m.add_row(Text(model.id), billions(model.parameter_count()),
+                  billions(model.active_parameter_count()), str(model.hidden_size),
                   str(model.num_layers), f"{model.num_heads}/{model.num_kv_heads}", mlp_text(model),
                   str(model.vocab_size))
     return m

@@ -3,25 +3,35 @@ and activation types a kernel runs together (engine/quant.py states each format'
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
-from pydantic import Field
+from annotated_types import Gt, Le
 
+# Each Literal is the list; the tuple beside it is read from it (typing.get_args), for loops, checks and help text.
 DType = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
-DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "int8")
+DTYPES: tuple[DType, ...] = get_args(DType)
 # The linear layers' activations as their tensor cores take them: the workload's dtype, or a narrower type the
 # input is quantized to on chip (w8a8 in fp8 or int8, w4a4 in fp4 beside mxfp4/nvfp4 weights on Blackwell).
-ActDType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4"]
-ACT_DTYPES: tuple[str, ...] = (*DTYPES, "fp4")
+ActDType = Literal[DType, "fp4"]
+ACT_DTYPES: tuple[ActDType, ...] = get_args(ActDType)
 NARROW_ACT_DTYPES: tuple[str, ...] = ("fp8", "int8", "fp4")
 # Weight storage formats (engine/quant.py states each one's layout, scales and source).
 # fp8_block: fp8 with one scale per 128×128 block (DeepSeek-V3's checkpoint format).
 WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "int4_zp", "mxfp4", "nvfp4"]
-WEIGHT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "int4_zp", "mxfp4",
-                                  "nvfp4")
+WEIGHT_DTYPES: tuple[WeightDType, ...] = get_args(WeightDType)
 # The formats stored in groups along k whose size a workload gives (group_size): symmetric int4, and int4 with a
 # zero point per group (AWQ's default, GPTQ with sym false).
-GROUPED_WEIGHT_DTYPES: tuple[str, ...] = ("int4", "int4_zp")
+GROUPED_WEIGHT_DTYPES: tuple[WeightDType, ...] = ("int4", "int4_zp")
+
+
+def group_size_refusal(group_size: int | None, weight_dtype: str | None) -> str | None:
+    """The rule that only the grouped formats take a group size, stated once: what is wrong with ``group_size``
+    given beside ``weight_dtype`` (None: no format given), or None when the pair is fine."""
+    if group_size is None or weight_dtype in GROUPED_WEIGHT_DTYPES:
+        return None
+    besides = f", not {weight_dtype}" if weight_dtype else ""
+    return (f"group size {group_size}: only int4 weights take a group size (weight_dtype "
+            f"{' or '.join(GROUPED_WEIGHT_DTYPES)}{besides})")
 # The weight/activation pairs a kernel runs, and so the pairs modelled (engine/quant.kernel_name names them):
 # unquantized weights in the activations' type; fp8 or int8 weights beside activations of the same type (w8a8 on
 # the fp8 or int8 tensor cores) or widened to bf16/fp16 (w8a16); 4-bit weights widened to bf16/fp16 (w4a16:
@@ -35,7 +45,9 @@ WEIGHT_ACTIVATION_PAIRS: dict[str, tuple[str, ...]] = {
     "mxfp4": ("bf16", "fp16", "fp4"), "nvfp4": ("bf16", "fp16", "fp4"),
 }
 # int4's group along k: 128 is AWQ's and GPTQ's default; from 16 to a whole column (2**22, an MLP's widest).
-GroupSize = Annotated[int, Field(gt=0, le=2**22)]
+# (annotated_types' bounds, which pydantic reads as it reads Field(gt=..., le=...): this module imports no pydantic,
+# so that the CLI's help can list the types without loading it.)
+GroupSize = Annotated[int, Gt(0), Le(2**22)]
 DEFAULT_GROUP_SIZE = 128
 
 # The data types a GPU spec rates its units in: the tensor cores' (tf32 is fp32 inputs on the tensor cores; int8,

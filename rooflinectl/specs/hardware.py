@@ -180,7 +180,7 @@ class GPU(Strict):
 
     @property
     def capacity_bytes(self) -> float:
-        """HBM capacity in bytes (the spec gives GiB)."""
+        """HBM capacity in bytes (binary: the file's GiB × 2**30); not always whole (the H200 file's 139.8 GiB)."""
         return self.memory.hbm_capacity_gib * GIB
 
     def roofs(self, calibrated: bool = False) -> Roofs:

@@ -5,7 +5,7 @@ collectives ``calibrate --comm`` measured, and the calibrated op model (engine/c
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
@@ -28,7 +28,7 @@ class Ceilings(Strict):
 
 # The collectives ``rooflinectl calibrate --comm`` times (measure/comm.py), by nccl-tests' names.
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
-COLLECTIVES: tuple[Collective, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+COLLECTIVES: tuple[Collective, ...] = get_args(Collective)
 
 
 def bus_factor(collective: Collective, n: int) -> float:

@@ -8,7 +8,7 @@ is downloaded; :mod:`specs.hf_config` reads its keys).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     Field,
@@ -20,7 +20,7 @@ from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 
 from ..errors import UserError, closest
 from ..files import user_path
-from .dtypes import GROUPED_WEIGHT_DTYPES, GroupSize, WeightDType
+from .dtypes import GroupSize, WeightDType, group_size_refusal
 from .hf_config import model_fields
 from .load import (
     Id,
@@ -71,8 +71,8 @@ LatentRank = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576, the widest resi
 #   gelu_tanh        down(GELU_tanh(up(x))): the plain two-matrix MLP (GPT-2's gelu_new)
 #   clamped_swiglu   down((clamp(up, ±7) + 1) · g·σ(1.702·g)), g = min(gate, 7): gpt-oss's experts
 MlpKind = Literal["gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu"]
-MLP_KINDS: tuple[str, ...] = ("gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu")
-GATED_MLPS: tuple[str, ...] = ("gated_silu", "gated_gelu_tanh", "clamped_swiglu")
+MLP_KINDS: tuple[MlpKind, ...] = get_args(MlpKind)
+GATED_MLPS: tuple[MlpKind, ...] = ("gated_silu", "gated_gelu_tanh", "clamped_swiglu")
 # RMSNorm (a gain), or LayerNorm (a gain and a bias).
 NormKind = Literal["rmsnorm", "layernorm"]
 # A layer's attention: over every position, or over the last sliding_window positions.
@@ -282,9 +282,8 @@ class Model(Strict):
         if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:
             raise invalid(f"moe.first_dense_layers ({self.moe.first_dense_layers}) leaves none of the "
                            f"{self.num_layers} layers with experts: drop 'moe' for a dense model")
-        if self.group_size is not None and self.weight_dtype not in GROUPED_WEIGHT_DTYPES:
-            raise invalid(f"group_size {self.group_size}: only int4 weights take a group size (weight_dtype int4 or "
-                           f"int4_zp)")
+        if refusal := group_size_refusal(self.group_size, self.weight_dtype):
+            raise invalid(refusal)
         if self.layer_pattern is not None:
             if self.sliding_window is None:
                 raise invalid("layer_pattern names sliding layers, but the model gives no sliding_window")

@@ -14,12 +14,25 @@ import pytest
 import torch
 from measure_fakes import H200, MIB, FakeSoftmax, run_fake
 
-from helpers import cli
+from helpers import cli, option_help
 from rooflinectl.measure.records import DeviceInfo, MeasurementFile, RunCeilings, load
 from rooflinectl.render.measure import print_run
 from rooflinectl.specs.hardware import load_gpu
 
 GOLDEN = Path(__file__).parents[1] / "golden"
+
+
+def test_the_help_lists_every_timer_baseline_and_collective():
+    """The help texts name the choices their options take (written out, so that --help imports no pydantic model):
+    each timer, each --baseline choice, and each collective, in COLLECTIVES' order."""
+    from rooflinectl.measure.bench import TIMERS
+    from rooflinectl.measure.request import BASELINE_CHOICES
+    from rooflinectl.specs.measured import COLLECTIVES
+
+    for flag, names in (("--timer", TIMERS), ("--baseline", BASELINE_CHOICES)):
+        text = option_help("measure", flag)
+        assert all(re.search(rf"\b{n}\b", text) for n in names), text
+    assert ", ".join(COLLECTIVES) in option_help("calibrate", "--collectives")
 
 
 def assert_one_line_error(result, *fragments):

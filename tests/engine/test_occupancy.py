@@ -20,11 +20,11 @@ import pytest
 import yaml
 
 from helpers import cli
-from rooflinectl.cli.occupancy import parse_size
 from rooflinectl.engine.occupancy import launch_anatomy, occupancy
 from rooflinectl.engine.occupancy.limits import active_blocks
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import GPU, load_gpu
+from rooflinectl.units import parse_size
 
 ROOT = Path(__file__).parent.parent.parent
 DATA = Path(__file__).parent.parent / "data"

@@ -141,3 +141,20 @@ def test_a_kernel_takes_its_name_and_summary_from_the_registry():
         assert kernel.info is info and info_for_module(info.module) is info
     with pytest.raises(LookupError):
         info_for_module("rooflinectl.kernels.base")
+
+
+def test_one_map_from_our_dtype_names_to_torch():
+    """kernels.base.torch_dtype is the map the kernels, the workload runner, the profile and the ceiling probes
+    share: every name is a units dtype of the size torch stores it in (tf32 in fp32's 4 bytes), or the index type
+    of the workload's gathers; dtype_name goes back to the first name of a torch type."""
+    import torch
+
+    from rooflinectl.kernels.base import TORCH_DTYPE_NAMES, dtype_name, torch_dtype
+    from rooflinectl.measure.workload.cases import INDEX_DTYPE
+    from rooflinectl.units import DTYPE_BYTES
+
+    assert [torch_dtype(n) for n in ("bf16", "fp16", "fp32", "tf32", "fp8", INDEX_DTYPE)] == [
+        torch.bfloat16, torch.float16, torch.float32, torch.float32, torch.float8_e4m3fn, torch.int64]
+    for name in TORCH_DTYPE_NAMES:
+        assert name == INDEX_DTYPE or torch_dtype(name).itemsize == DTYPE_BYTES[name], name
+    assert [dtype_name(t) for t in (torch.float32, torch.bfloat16, torch.int64)] == ["fp32", "bf16", "int64"]

@@ -78,12 +78,12 @@ def test_sizes_split_over_ranks_as_nccl_tests_rounds_them():
 
 
 @pytest.mark.parametrize("text, size", [("4KiB", 4096), ("64k", 65536), ("1GiB", GIB), ("16 MiB", 16 * 2**20),
-                                        ("8192", 8192)])
+                                        ("8192", 8192), ("1.5MiB", 3 * 2**19), ("64kb", 65536)])
 def test_parse_size(text, size):
     assert parse_size(text) == size
 
 
-@pytest.mark.parametrize("text", ["2GiB", "1KiB", "4095", "abc", "-4KiB", "1.5MiB", ""])
+@pytest.mark.parametrize("text", ["2GiB", "1KiB", "4095", "abc", "-4KiB", "4097.5", ""])
 def test_parse_size_refuses(text):
     with pytest.raises(UserError, match="--comm-max"):
         parse_size(text)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from measure_fakes import H100, FakeClock, FakeSoftmax, run_fake
 
 from rooflinectl.errors import UserError
 from rooflinectl.measure.records import (
+    BASELINE_LABELS,
     SCHEMA_VERSION,
+    BaselineName,
     MeasurementFile,
     RunCeilings,
     ShapeRecord,
@@ -19,12 +22,19 @@ from rooflinectl.measure.records import (
     load,
     save,
 )
+from rooflinectl.measure.request import BASELINE_CHOICES
 
 # measure --kernel's committed records (a workload's or a profile's carry a "kind" and schema versions of their own).
 RESULTS_ALL = [p for p in sorted((Path(__file__).parents[2] / "docs" / "results").glob("*/*.json"))
                if "kind" not in json.loads(p.read_text())]
 # Those saved before schema 2 (docs/results/h200-2026-12-02*/); later ones are version 2.
 RESULTS = [p for p in RESULTS_ALL if json.loads(p.read_text()).get("schema_version") == 1]
+
+
+def test_every_baseline_has_a_label_and_a_choice():
+    """BaselineName is the list: each name has its label, in the same order, and is a --baseline choice."""
+    assert tuple(BASELINE_LABELS) == get_args(BaselineName)
+    assert BASELINE_CHOICES == (*get_args(BaselineName), "all", "none")
 
 
 def test_record_json_round_trip_and_plot_keys(tmp_path):

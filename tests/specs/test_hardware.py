@@ -248,6 +248,12 @@ def test_derivation_tells_derived_from_estimated_from_the_spec_sheet():
         assert load_gpu(gpu_id).memory.derivation(field) == "estimated"
 
 
+
+def test_capacity_bytes_is_the_files_gib_in_bytes():
+    """The file's GiB × 2**30: H100's 80 GiB is 85,899,345,920 B; H200's 139.8 GiB is not a whole number of GiB."""
+    assert load_gpu("h100").capacity_bytes == 80 * 2**30 == 85_899_345_920
+    assert load_gpu("h200").capacity_bytes == 139.8 * 2**30
+
 def test_the_largest_shared_memory_per_block_comes_from_the_spec():
     # The kernels' tile choice reads this instead of a Hopper constant (227 KiB, CUDA guide's table).
     assert load_gpu("h100").limits.max_smem_per_block_bytes == 227 * 1024

@@ -5,6 +5,7 @@ Figures derived by hand from the layouts engine/quant.py states."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,25 @@ def test_awq_int4_with_zero_points_g128_reads_its_bytes(tmp_path):
     q_proj = next(op for op in step_ops(w) if op.name == "q_proj")
     assert q_proj.weight_bytes == 8_716_288 and q_proj.bytes == 8_716_288 + 2 * 8_192
     assert q_proj.weight_dtype == "int4_zp"
+
+
+@pytest.mark.parametrize(("fmt", "refused"), [(None, True), ("fp8", True), ("mxfp4", True), ("int4", False),
+                                              ("int4_zp", False)])
+def test_only_int4_takes_a_group_size(fmt, refused):
+    """specs.dtypes.group_size_refusal is the rule and its message; a model file that breaks it names both."""
+    from rooflinectl.specs.dtypes import group_size_refusal
+    from rooflinectl.specs.load import validate
+    from rooflinectl.specs.model import Model
+
+    data = {"id": "m", "name": "M", "source": "test", "hidden_size": 4096, "num_layers": 32, "num_heads": 32,
+            "num_kv_heads": 8, "head_dim": 128, "intermediate_size": 14336, "vocab_size": 128256, "group_size": 64,
+            **({"weight_dtype": fmt} if fmt else {})}
+    assert group_size_refusal(None, fmt) is None
+    if not refused:
+        assert group_size_refusal(64, fmt) is None and validate(Model, data, "m.yaml").group_size == 64
+        return
+    message = group_size_refusal(64, fmt)
+    assert message == ("group size 64: only int4 weights take a group size (weight_dtype int4 or int4_zp"
+                       + (f", not {fmt})" if fmt else ")"))
+    with pytest.raises(UserError, match=f"m.yaml: .*{re.escape(message)}"):
+        validate(Model, data, "m.yaml")

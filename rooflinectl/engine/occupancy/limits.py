@@ -32,12 +32,12 @@ Occupancy = active warps / ``max_warps_per_sm``. Hopper's block-barrier limit (`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from ...specs.hardware import GPU
 
 Limit = Literal["warps", "registers", "shared memory", "blocks"]
-LIMITS: tuple[Limit, ...] = ("warps", "registers", "shared memory", "blocks")
+LIMITS: tuple[Limit, ...] = get_args(Limit)
 
 KIB = 1024
 # CUDA's largest grid: x up to 2^31 − 1 blocks, y and z up to 65,535 each (CUDA C++ Programming Guide, 'Technical

@@ -7,17 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...specs.hardware import GPU
-from ...units import plural
+from ...units import binary_size, plural
 from . import limits
 from .limits import KIB, Occupancy, Suggestion
 
 
 def _occ(gpu: GPU, blocks: int, threads: int) -> float:
     return blocks * -(-threads // gpu.limits.warp_size) / gpu.limits.max_warps_per_sm
-
-
-def _fmt_bytes(n: int) -> str:
-    return f"{n / KIB:g} KiB" if n % KIB == 0 or n >= 10 * KIB else f"{n:,} B"
 
 
 def _most_registers(gpu: GPU, threads: int, regs: int, target: int) -> int:
@@ -109,7 +105,7 @@ def with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
             per_block = int(gpu.memory.smem_per_sm_kib * KIB) // target
             new_smem = per_block // lim.smem_alloc_unit_bytes * lim.smem_alloc_unit_bytes
             new_smem -= lim.reserved_smem_per_block_bytes
-            parts.append(f"at most {_fmt_bytes(new_smem)} of shared memory per block")
+            parts.append(f"at most {binary_size(new_smem, exact=True)} of shared memory per block")
         if new_regs >= 1 and new_smem >= 0:
             blocks = limits.active_blocks(gpu, threads, new_regs, new_smem)
             if blocks > r.blocks_per_sm:

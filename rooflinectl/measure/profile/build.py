@@ -131,9 +131,9 @@ class Built:
 
 def torch_dtype(device: str) -> Any:
     """bf16 on a GPU, fp32 on the CPU (the CPU's matmuls in bf16 are slow and beside the point)."""
-    import torch
+    from ...kernels.base import torch_dtype as torch_dtype_of
 
-    return torch.bfloat16 if device == "cuda" else torch.float32
+    return torch_dtype_of(engine_dtype(device))
 
 
 def engine_dtype(device: str) -> str:

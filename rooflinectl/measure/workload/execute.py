@@ -13,8 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ...kernels.base import torch_dtype
 from . import runners
-from .cases import INDEX_DTYPE, Case, TensorSpec
+from .cases import Case, TensorSpec
 
 # Relative error allowed per data type. The reference is float32 math on the same (rounded) inputs, so what is left
 # is the kernel's own rounding: the output rounded once (bf16's unit roundoff 2⁻⁸ = 3.9e-3, fp16's 2⁻¹¹ = 4.9e-4)
@@ -35,12 +36,6 @@ def tolerance(case: Case) -> float:
 
         return float(KERNEL.tolerance(case.dtype))
     return TOLERANCE[case.dtype]
-
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, INDEX_DTYPE: torch.int64}[name]
 
 
 def _tensor(spec: TensorSpec, device: str, gen: Any) -> Any:

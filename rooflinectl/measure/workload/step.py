@@ -25,11 +25,12 @@ from typing import Any, Literal
 from ...engine.attention import kv_positions_held
 from ...engine.op import Op
 from ...errors import UserError
+from ...kernels.base import torch_dtype
 from ...specs.workload import Workload
 from ...units import dtype_bytes
 from . import runners
 from .cases import Case
-from .execute import materialize, torch_dtype
+from .execute import materialize
 
 # Share of the free device memory the step may take with distinct layers (the rest: torch's allocator, the CUDA
 # graph's pool, the per-op sets already freed but cached).

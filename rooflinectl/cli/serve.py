@@ -1,0 +1,105 @@
+"""``rooflinectl analyze serve``: a serving engine simulated step by step (continuous batching, chunked prefill, a
+paged KV cache) under a load."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import typer
+
+from . import options as opt
+from ._app import DEFAULT_GPU, command, console, one_format, print_json
+
+# Its own app: `analyze` hands it `analyze serve …` (cli.routing), and it is not a top-level command.
+serve_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@command(serve_app, "serve")
+def serve(
+    gpu: opt.Gpu = DEFAULT_GPU,
+    model: opt.Model = None,
+    concurrency: int = typer.Option(None, "--concurrency", help="Clients in a closed loop: each sends its next "
+                                    "request when its last one finishes (default 1)."),
+    rate: float = typer.Option(None, "--rate", help="Requests per second arriving as a Poisson process (open loop)."),
+    trace: str = typer.Option(None, "--trace", help="A trace file: JSON lines or CSV of arrival_s, prompt, output."),
+    prompt: str = typer.Option("2048", "--prompt", help="Prompt tokens: a number, uniform:A-B or normal:MEAN,SD."),
+    output: str = typer.Option("256", "--output", help="Output tokens: a number, uniform:A-B or normal:MEAN,SD."),
+    requests: int = typer.Option(None, "--requests", help="Requests in the run (default max(200, 8 × concurrency); "
+                                 "200 in an open loop)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the drawn lengths and arrivals."),
+    max_num_batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens",
+                                               help="Tokens one step may compute (vLLM's default 8,192)."),
+    max_num_seqs: int = typer.Option(256, "--max-num-seqs", help="Sequences one step may hold (vLLM's 256)."),
+    chunked_prefill: bool = typer.Option(True, "--chunked-prefill/--no-chunked-prefill",
+                                         help="Prefill prompts in chunks beside decodes (vLLM's default)."),
+    block_size: int = typer.Option(16, "--block-size", help="Positions a KV block holds (vLLM's 16)."),
+    step_overhead_us: float = typer.Option(0.0, "--step-overhead-us", help="A fixed cost every step adds beyond "
+                                           "the roofline: the engine's CPU work and launches (default 0)."),
+    slo_ttft_ms: float = typer.Option(None, "--slo-ttft-ms", help="A TTFT target: goodput counts the requests "
+                                      "that meet it."),
+    slo_tpot_ms: float = typer.Option(None, "--slo-tpot-ms", help="A TPOT target for goodput."),
+    dtype: opt.Dtype = None,
+    kv_dtype: opt.KvDtype = None,
+    weight_dtype: opt.WeightDtype = None,
+    act_dtype: opt.ActDtype = None,
+    group_size: opt.GroupSize = None,
+    attention: opt.Attention = None,
+    fuse: opt.Fuse = None,
+    reserve_gib: opt.Reserve = None,
+    calibrated: opt.Calibrated = False,
+    tp: opt.Tp = 1,
+    pp: opt.Pp = 1,
+    json: opt.Json = False,
+    csv: opt.Csv = False,
+) -> None:
+    """Simulate a serving engine step by step: requests arrive, a scheduler with a token budget batches decodes
+    with chunks of new prompts, a paged KV cache holds them (preempting by recompute when it is full), and each
+    step takes the roofline time of its ops. TTFT, TPOT, ITL and E2E (mean, p50, p90, p99), throughput, goodput.
+
+    Example: rooflinectl analyze serve --gpu h100 --model llama-3-8b --concurrency 32 --prompt 2048 --output 256
+
+    Open loop: rooflinectl analyze serve --gpu h200 --rate 4 --prompt uniform:512-4096 --output 256
+    """
+    one_format(json, csv)
+    from .. import api
+
+    bar = _progress(json or csv)
+    with bar as tick:
+        result = api.serve(gpu=gpu, concurrency=concurrency, rate=rate, trace=trace, prompt=prompt, output=output,
+                           requests=requests, seed=seed, max_num_batched_tokens=max_num_batched_tokens,
+                           max_num_seqs=max_num_seqs, chunked_prefill=chunked_prefill, block_size=block_size,
+                           reserve_gib=reserve_gib, step_overhead_us=step_overhead_us, slo_ttft_ms=slo_ttft_ms,
+                           slo_tpot_ms=slo_tpot_ms, calibrated=calibrated, tp=tp, pp=pp, progress=tick,
+                           model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
+                           act_dtype=act_dtype, group_size=group_size, attention=attention, fuse=fuse)
+    if json:
+        print_json(result.to_dict())
+    elif csv:
+        from ..render.csvout import to_csv
+        from ..render.serve import serve_rows
+
+        print(to_csv(serve_rows(result.simulation), ("metric", "mean", "p50", "p90", "p99")), end="")
+    else:
+        from ..render.serve import print_serve
+
+        print_serve(console(), result.simulation)
+
+
+def _progress(quiet: bool) -> Any:
+    """A context whose value is told each finished request: a rich progress bar on a terminal, silence
+    otherwise (--json, --csv, a pipe)."""
+    import contextlib
+    import sys
+
+    if quiet or not sys.stderr.isatty():
+        return contextlib.nullcontext(None)
+    from rich.progress import Progress
+
+    @contextlib.contextmanager
+    def bar() -> Iterator[Callable[[int], None]]:
+        with Progress(transient=True, console=None) as p:
+            task = p.add_task("simulating", total=None)
+            yield lambda done: p.update(task, completed=done)
+
+    return bar()

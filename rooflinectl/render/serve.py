@@ -1,0 +1,102 @@
+"""``analyze serve``: a simulated run as a table of latency percentiles and throughput, and as JSON."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from ..units import duration, gib, number, plural, si
+
+if TYPE_CHECKING:
+    from ..serving.simulate import Simulation, Stats
+
+METRICS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
+
+
+def _stats(s: Stats | None) -> dict[str, float] | None:
+    return None if s is None else {"mean": s.mean, "p50": s.p50, "p90": s.p90, "p99": s.p99}
+
+
+def serve_json(r: Simulation) -> dict[str, Any]:
+    """The one ``--json`` shape of ``analyze serve`` (docs/serving.md lists every key)."""
+    run, cap, w = r.run, r.capacity, r.base
+    load = r.load
+    return {
+        "hardware": {"id": r.gpu.id, "name": r.gpu.name, "roofs": r.gpu.roofs(r.calibrated).label},
+        "workload": {"model": w.model.id, "dtype": w.dtype, "kv_dtype": w.kv_dtype, "weight_dtype": w.weights,
+                     "act_dtype": w.matmul_dtype, "attention": w.attention, "fused": list(w.fused)},
+        "layout": {"tp": r.layout.tp, "ep": r.layout.ep, "pp": r.layout.pp, "gpus": r.layout.gpus},
+        "load": {"kind": load.kind, "concurrency": load.concurrency or None, "rate": load.rate or None,
+                 "requests": len(load.requests), "prompt": r.prompt_text, "output": r.output_text, "seed": r.seed},
+        "scheduler": {"max_num_batched_tokens": r.config.max_num_batched_tokens,
+                      "max_num_seqs": r.config.max_num_seqs, "chunked_prefill": r.config.chunked_prefill,
+                      "step_overhead_s": r.step_overhead_s},
+        "kv_cache": {"blocks": cap.blocks, "block_size": run.block_size, "block_bytes": cap.block_bytes,
+                     "peak_blocks": run.kv_blocks_peak, "capacity_bytes": cap.capacity_bytes,
+                     "weight_bytes": cap.weight_bytes, "activation_bytes": cap.activation_bytes,
+                     "reserve_bytes": cap.reserve_bytes},
+        "ttft_s": _stats(run.ttft),
+        "tpot_s": _stats(run.tpot),
+        "itl_s": _stats(run.itl),
+        "e2e_s": _stats(run.e2e),
+        "throughput": {
+            "duration_s": run.duration_s,
+            "requests_per_s": len(run.served) / run.duration_s,
+            "output_tokens_per_s": run.output_tokens / run.duration_s,
+            "output_tokens_per_s_per_gpu": run.output_tokens / run.duration_s / r.layout.gpus,
+            **({"goodput_requests_per_s": r.goodput / run.duration_s,
+                "slo_ttft_s": r.slo_ttft_s, "slo_tpot_s": r.slo_tpot_s} if r.slos else {}),
+        },
+        "steps": {"count": run.steps, "prefill_steps": run.prefill_steps,
+                  "prefill_time_share": run.prefill_time_s / run.duration_s,
+                  "max_tokens": run.max_tokens_in_step, "preemptions": run.preemptions},
+        "timeline": [{"time_s": p.time_s, "sequences": p.sequences, "tokens": p.tokens, "kv_blocks": p.kv_blocks}
+                     for p in run.timeline],
+    }
+
+
+def serve_rows(r: Simulation) -> list[dict[str, Any]]:
+    """One row a metric: its mean and percentiles, seconds (``--csv``, ``to_pandas``)."""
+    data = serve_json(r)
+    return [{"metric": key, **(data[key] or {})} for key, _ in METRICS]
+
+
+def print_serve(out: Console, r: Simulation) -> None:
+    run, cap = r.run, r.capacity
+    title = (f"{r.base.model.id} on {r.gpu.name}{'' if r.layout.single else f' ({r.layout.label()})'}: "
+             f"{r.load.text()}, {plural(len(r.load.requests), 'request')} of {r.prompt_text} prompt and "
+             f"{r.output_text} output tokens")
+    out.print(title, highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), show_edge=False)
+    for col in ("metric", "mean", "p50", "p90", "p99"):
+        table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+    for key, label in METRICS:
+        s = getattr(run, key.removesuffix("_s"))
+        if s is None:
+            table.add_row(label, "—", "—", "—", "—")
+        else:
+            table.add_row(label, duration(s.mean), duration(s.p50), duration(s.p90), duration(s.p99))
+    out.print(table)
+    gpus = r.layout.gpus
+    tokens_s = run.output_tokens / run.duration_s
+    lines = [
+        f"throughput: {number(len(run.served) / run.duration_s)} requests/s, {number(tokens_s)} output tokens/s"
+        + (f" ({number(tokens_s / gpus)} per GPU)" if gpus > 1 else "")
+        + f" over {duration(run.duration_s)}",
+        f"steps: {run.steps:,}; {run.prefill_time_s / run.duration_s:.0%} of the time in steps that carry prompt "
+        f"tokens; at most {run.max_tokens_in_step:,} tokens a step; {plural(run.preemptions, 'preemption')}",
+        f"KV cache: {cap.blocks:,} blocks of {run.block_size} positions ({si(cap.block_bytes, 'B')} each), at most "
+        f"{run.kv_blocks_peak:,} in use; beside weights {gib(cap.weight_bytes)}, activations "
+        f"{gib(cap.activation_bytes)} and a reserve of {gib(cap.reserve_bytes)} in {gib(cap.capacity_bytes, 0)}",
+        "TPOT is each request's (E2E − TTFT)/(output − 1), averaged over requests; ITL every gap between tokens.",
+    ]
+    if r.slos:
+        lines.append(f"goodput: {number(r.goodput / run.duration_s)} requests/s meet the targets "
+                     f"({r.goodput:,} of {len(run.served):,})")
+    if r.step_overhead_s:
+        lines.append(f"each step costs {duration(r.step_overhead_s)} beyond the roofline (the stack's fixed cost)")
+    for line in lines:
+        out.print(line, highlight=False)

@@ -1,0 +1,12 @@
+"""A serving engine simulated over many steps: requests arrive (a closed or an open loop, or a trace), a scheduler
+forms each step from groups of sequences (a token budget, chunked prefill, decode first, FCFS), a paged KV cache
+holds their positions (preemption by recompute when blocks run out), and each step's time comes from the engine's
+roofline (``engine.roofline.analyze`` of that step, cached per shape) plus the serving stack's own costs. Pure: no
+I/O, no torch, no sentences.
+
+  load.py       requests: lengths (fixed or drawn), arrivals (closed loop, Poisson, a trace)
+  kvcache.py    the paged KV cache: blocks per request, capacity from the memory model
+  scheduler.py  which sequences run in the next step, and how many new tokens each
+  stepmodel.py  a step's time from the engine, cached per shape
+  simulate.py   the event loop, and the metrics of a run (TTFT, TPOT, ITL, E2E percentiles, throughput)
+"""

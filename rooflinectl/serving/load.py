@@ -1,0 +1,174 @@
+"""The requests of a simulated run: their prompt and output lengths (fixed, or drawn from a distribution with a
+seed), and how they arrive: a closed loop of C clients (each sends its next request when its last one finishes,
+as aiperf and vLLM's benchmark_serving do), an open loop of Poisson arrivals at R requests/s, or a trace."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import UserError
+from ..files import read_text
+
+# The most requests one run simulates: a million output tokens of a thousand requests runs in seconds; ten
+# million requests would hold gigabytes of per-token times.
+MAX_REQUESTS = 1_000_000
+# The longest prompt or output one request may have (the engine's position limit, 2**30).
+MAX_TOKENS = 2**30
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request: it arrives at ``arrival_s`` (a closed loop's later requests: when a client's last finishes),
+    with ``prompt`` tokens, and asks for ``output`` new tokens (``ignore_eos``: exactly that many)."""
+
+    id: int
+    arrival_s: float
+    prompt: int
+    output: int
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """A length: ``fixed`` tokens, or drawn ``uniform`` over [a, b] or ``normal`` (mean a, SD b, rounded, at least
+    1) per request."""
+
+    kind: Literal["fixed", "uniform", "normal"]
+    a: float
+    b: float = 0
+
+    @classmethod
+    def parse(cls, text: str, what: str) -> Lengths:
+        """``512``, ``uniform:256-1024`` or ``normal:512,128``; anything else is a UserError naming ``what``."""
+        form = f"{what} '{text}': give tokens (512), uniform:A-B (uniform:256-1024) or normal:MEAN,SD (normal:512,128)"
+        kind, colon, rest = text.strip().partition(":")
+        try:
+            if not colon:
+                n = int(kind)
+                lengths = cls("fixed", n)
+                low = n
+            elif kind == "uniform":
+                lo, hi = (int(v) for v in rest.split("-"))
+                if lo > hi:
+                    raise UserError(f"{what} '{text}': the lower bound is above the upper")
+                lengths, low = cls("uniform", lo, hi), lo
+            elif kind == "normal":
+                mean, sd = (float(v) for v in rest.split(","))
+                if not (math.isfinite(mean) and math.isfinite(sd) and sd >= 0 and mean >= 1):
+                    raise UserError(f"{what} '{text}': the mean must be at least 1 and the SD not negative")
+                lengths, low = cls("normal", mean, sd), 1
+            else:
+                raise UserError(form)
+        except ValueError:
+            raise UserError(form) from None
+        if not 1 <= low or max(lengths.a, lengths.b) > MAX_TOKENS:
+            raise UserError(f"{what} '{text}': lengths are 1 to {MAX_TOKENS:,} tokens")
+        return lengths
+
+    def draw(self, rng: random.Random) -> int:
+        if self.kind == "fixed":
+            return int(self.a)
+        if self.kind == "uniform":
+            return rng.randint(int(self.a), int(self.b))
+        return max(1, min(MAX_TOKENS, round(rng.gauss(self.a, self.b))))
+
+    @property
+    def mean(self) -> float:
+        """The mean length (a normal's before rounding and clipping)."""
+        return (self.a + self.b) / 2 if self.kind == "uniform" else self.a
+
+    def text(self) -> str:
+        if self.kind == "fixed":
+            return f"{int(self.a):,}"
+        return f"uniform {int(self.a):,}-{int(self.b):,}" if self.kind == "uniform" else \
+            f"normal {self.a:g} ± {self.b:g}"
+
+
+@dataclass(frozen=True)
+class Load:
+    """How requests arrive: ``concurrency`` clients in a closed loop, Poisson arrivals at ``rate`` requests/s, or a
+    trace's own arrival times; ``requests`` holds every request with its lengths (a closed loop's arrival times
+    are those of its first ``concurrency`` requests, 0; the rest arrive when a client is free)."""
+
+    kind: Literal["concurrency", "rate", "trace"]
+    requests: tuple[Request, ...]
+    concurrency: int = 0
+    rate: float = 0.0
+
+    def text(self) -> str:
+        if self.kind == "concurrency":
+            return f"{self.concurrency:,} concurrent clients (closed loop)"
+        if self.kind == "rate":
+            return f"Poisson arrivals at {self.rate:g} requests/s (open loop)"
+        return "a trace's arrivals"
+
+
+def _count(requests: int) -> None:
+    if not 1 <= requests <= MAX_REQUESTS:
+        raise UserError(f"--requests {requests:,}: give 1 to {MAX_REQUESTS:,}")
+
+
+def closed_loop(concurrency: int, requests: int, prompt: Lengths, output: Lengths, seed: int = 0) -> Load:
+    """``requests`` requests from ``concurrency`` clients, the first ``concurrency`` at time 0."""
+    _count(requests)
+    if not 1 <= concurrency <= MAX_REQUESTS:
+        raise UserError(f"--concurrency {concurrency:,}: give 1 to {MAX_REQUESTS:,} clients")
+    rng = random.Random(seed)
+    return Load("concurrency", tuple(Request(i, 0.0, prompt.draw(rng), output.draw(rng)) for i in range(requests)),
+                concurrency=concurrency)
+
+
+def open_loop(rate: float, requests: int, prompt: Lengths, output: Lengths, seed: int = 0) -> Load:
+    """``requests`` Poisson arrivals at ``rate`` per second: exponential gaps of mean 1/rate, the first at 0."""
+    _count(requests)
+    if not (math.isfinite(rate) and 1e-6 <= rate <= 1e9):
+        raise UserError(f"--rate {rate}: give requests per second, 1e-6 to 1e9")
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for i in range(requests):
+        out.append(Request(i, t, prompt.draw(rng), output.draw(rng)))
+        t += rng.expovariate(rate)
+    return Load("rate", tuple(out), rate=rate)
+
+
+def read_trace(path: str) -> Load:
+    """A trace file: JSON lines ``{"arrival_s": 0.5, "prompt": 512, "output": 128}`` or a CSV with the header
+    ``arrival_s,prompt,output``; arrivals at or after 0, in any order (sorted here); a bad line is a UserError
+    naming the file and the line."""
+    text = read_text(Path(path))
+    rows: list[tuple[int, dict[str, object]]] = []
+    if path.endswith(".csv"):
+        reader = csv.DictReader(text.splitlines())
+        if reader.fieldnames is None or set(reader.fieldnames) != {"arrival_s", "prompt", "output"}:
+            raise UserError(f"{path}: a trace CSV has the header arrival_s,prompt,output")
+        rows = [(i + 2, dict(row)) for i, row in enumerate(reader)]
+    else:
+        for i, text_line in enumerate(text.splitlines()):
+            if text_line.strip():
+                try:
+                    row = json.loads(text_line)
+                except json.JSONDecodeError:
+                    raise UserError(f"{path}:{i + 1}: not a JSON object") from None
+                if not isinstance(row, dict):
+                    raise UserError(f"{path}:{i + 1}: not a JSON object")
+                rows.append((i + 1, row))
+    requests = []
+    for line, row in rows:
+        if set(row) != {"arrival_s", "prompt", "output"}:
+            raise UserError(f"{path}:{line}: a request has arrival_s, prompt and output, got {', '.join(map(str, row))}")
+        try:
+            arrival = float(str(row["arrival_s"]))
+            prompt, output = int(str(row["prompt"])), int(str(row["output"]))
+        except ValueError:
+            raise UserError(f"{path}:{line}: arrival_s is seconds, prompt and output whole tokens") from None
+        if not (math.isfinite(arrival) and arrival >= 0 and 1 <= prompt <= MAX_TOKENS and 1 <= output <= MAX_TOKENS):
+            raise UserError(f"{path}:{line}: arrival_s at or after 0, prompt and output 1 to {MAX_TOKENS:,} tokens")
+        requests.append((arrival, prompt, output))
+    _count(len(requests))
+    requests.sort(key=lambda r: r[0])
+    return Load("trace", tuple(Request(i, a, p, o) for i, (a, p, o) in enumerate(requests)))

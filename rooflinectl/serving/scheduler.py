@@ -1,0 +1,141 @@
+"""Which sequences run in the next step, and how many new tokens each: the scheduler a serving engine runs
+(vLLM V1's, in its default policy).
+
+Each step has a token budget (``max_num_batched_tokens``) and a sequence limit (``max_num_seqs``). A running
+request always has tokens to compute before its next token: 1 when it decodes, what is left of its prompt while
+it is prefilled in chunks. The decodes go first, then the prompts being prefilled, each in the order they were
+admitted, each taking min(what it has left, the budget left). Then waiting requests are admitted first come,
+first served while the budget, the sequence limit and the KV cache allow: with chunked prefill a prompt may start
+with a chunk of what is left of the budget; without it, only a whole prompt that fits the budget left starts.
+
+Every token scheduled needs a slot in its request's KV blocks (``kvcache.BlockPool``). A running request that
+cannot get one preempts the latest admitted running request (vLLM's recompute preemption): that one's blocks are
+freed, and it goes back to the front of the queue to prefill again its prompt and the tokens it had generated,
+then goes on generating; a request that would have to preempt itself waits instead.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..errors import UserError
+from .kvcache import BlockPool
+from .load import Request
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The scheduler's limits. Defaults: vLLM V1's for its API server on a data-centre GPU (``max_num_seqs``
+    256, ``max_num_batched_tokens`` 8,192, chunked prefill on: vllm/engine/arg_utils.py, 0.10)."""
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    chunked_prefill: bool = True
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_num_batched_tokens <= 2**24:
+            raise UserError(f"--max-num-batched-tokens {self.max_num_batched_tokens:,}: give 1 to {2**24:,}")
+        if not 1 <= self.max_num_seqs <= 2**20:
+            raise UserError(f"--max-num-seqs {self.max_num_seqs:,}: give 1 to {2**20:,}")
+
+
+@dataclass
+class Live:
+    """A request inside the engine: ``target`` positions to compute before its next token (its prompt; then one
+    more for each token it generates; after a preemption its prompt and the tokens it had generated),
+    ``computed`` of them in the KV cache, ``generated`` tokens so far."""
+
+    request: Request
+    target: int
+    computed: int = 0
+    generated: int = 0
+    first_token_s: float | None = None
+    token_times_s: list[float] = field(default_factory=list)
+    preemptions: int = 0
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """One request's part of a step: ``new`` tokens after ``cached`` positions already in its KV cache."""
+
+    live: Live
+    new: int
+    cached: int
+
+
+class Scheduler:
+    """The waiting queue, the running requests and the KV cache; :meth:`step` forms the next step."""
+
+    def __init__(self, config: SchedulerConfig, pool: BlockPool) -> None:
+        self.config = config
+        self.pool = pool
+        self.waiting: deque[Live] = deque()
+        self.running: list[Live] = []
+        self.preemptions = 0
+
+    def add(self, request: Request) -> None:
+        if request.prompt + request.output - 1 > self.pool.most_positions:
+            raise UserError(f"request {request.id}: {request.prompt:,} + {request.output:,} tokens need "
+                            f"{self.pool.blocks_for(request.prompt + request.output - 1):,} KV blocks; the cache "
+                            f"holds {self.pool.total:,}")
+        self.waiting.append(Live(request, target=request.prompt))
+
+    def _preempt_for(self, live: Live, preempted: set[int], scheduled: set[int]) -> bool:
+        """Free blocks for ``live``'s next token by preempting the latest admitted running requests, none already
+        scheduled in this step; False where none is left to preempt but ``live`` itself."""
+        while self.running and self.running[-1] is not live and self.running[-1].request.id not in scheduled:
+            victim = self.running.pop()
+            self.pool.free(victim.request.id)
+            victim.target = victim.request.prompt + victim.generated
+            victim.computed = 0
+            victim.preemptions += 1
+            self.preemptions += 1
+            preempted.add(victim.request.id)
+            self.waiting.appendleft(victim)
+            if self.pool.can_grow(live.request.id, live.computed + 1):
+                return True
+        return False
+
+    def step(self) -> list[Scheduled]:
+        """The next step's requests, each with its new tokens; empty where nothing can run."""
+        budget = self.config.max_num_batched_tokens
+        out: list[Scheduled] = []
+        preempted: set[int] = set()
+        scheduled: set[int] = set()
+        decodes = [live for live in self.running if live.target - live.computed == 1]
+        prompts = [live for live in self.running if live.target - live.computed > 1]
+        for live in decodes + prompts:
+            if budget == 0:
+                break
+            rid = live.request.id
+            if rid in preempted:
+                continue
+            new = min(live.target - live.computed, budget)
+            if not self.pool.can_grow(rid, live.computed + new):
+                room = self.pool.room(rid, live.computed)
+                if room == 0 and not self._preempt_for(live, preempted, scheduled):
+                    continue  # it waits, holding its blocks, for others to finish
+                new = min(new, self.pool.room(rid, live.computed))
+            self.pool.grow(rid, live.computed + new)
+            out.append(Scheduled(live, new, live.computed))
+            scheduled.add(rid)
+            budget -= new
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            live = self.waiting[0]
+            left = live.target - live.computed
+            if not self.config.chunked_prefill and left > budget:
+                break
+            new = min(left, budget)
+            if not self.pool.can_grow(live.request.id, new):
+                break
+            self.waiting.popleft()
+            self.running.append(live)
+            self.pool.grow(live.request.id, new)
+            out.append(Scheduled(live, new, 0))
+            budget -= new
+        return out
+
+    def finish(self, live: Live) -> None:
+        self.running.remove(live)
+        self.pool.free(live.request.id)

@@ -1,0 +1,251 @@
+"""The event loop of a simulated serving engine, and the metrics of a run.
+
+Time advances step by step: the requests that have arrived join the queue, the scheduler forms the step, the step
+model prices it (plus the stack's fixed cost per step), and at the step's end every request whose target was
+reached emits a token. Definitions (aiperf's, which the published runs use):
+
+  TTFT  first token time − arrival (waiting for admission included)
+  TPOT  per request (E2E − TTFT) / (output − 1); requests of one output token have none
+  ITL   the gaps between a request's successive tokens, every gap of every request
+  E2E   last token time − arrival
+
+Percentiles interpolate linearly between the sorted samples (numpy's default method).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..engine.parallel import Layout
+from ..errors import UserError
+from ..specs.hardware import GPU
+from ..specs.workload import Seqs, Workload
+from .kvcache import BlockPool
+from .load import Load, Request
+from .scheduler import Live, Scheduler, SchedulerConfig
+from .stepmodel import Capacity, StepModel
+
+# The most points of the run's timeline a result keeps (evenly spaced over its steps): enough for a chart.
+TIMELINE_POINTS = 500
+
+
+def percentile(sorted_samples: Sequence[float], q: float) -> float:
+    """The q-th percentile (0 ≤ q ≤ 100) of sorted samples, linear between the two nearest ranks."""
+    n = len(sorted_samples)
+    rank = (n - 1) * q / 100
+    lo = math.floor(rank)
+    hi = min(lo + 1, n - 1)
+    return sorted_samples[lo] + (sorted_samples[hi] - sorted_samples[lo]) * (rank - lo)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Mean and percentiles of one metric, seconds; ``count`` samples."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    count: int
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Stats | None:
+        if not samples:
+            return None
+        ordered = sorted(samples)
+        return cls(math.fsum(ordered) / len(ordered), percentile(ordered, 50), percentile(ordered, 90),
+                   percentile(ordered, 99), len(ordered))
+
+
+@dataclass(frozen=True)
+class Served:
+    """One request's times, seconds from the start of the run."""
+
+    request: Request
+    token_times_s: tuple[float, ...]
+    preemptions: int
+
+    @property
+    def ttft_s(self) -> float:
+        return self.token_times_s[0] - self.request.arrival_s
+
+    @property
+    def e2e_s(self) -> float:
+        return self.token_times_s[-1] - self.request.arrival_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        n = len(self.token_times_s)
+        return (self.e2e_s - self.ttft_s) / (n - 1) if n > 1 else None
+
+
+@dataclass(frozen=True)
+class Point:
+    """The engine after one step: its end time, the sequences and tokens it ran, the KV blocks in use."""
+
+    time_s: float
+    sequences: int
+    tokens: int
+    kv_blocks: int
+
+
+@dataclass(frozen=True)
+class Run:
+    """A simulated run: every request's times, the engine's steps, and what they add up to."""
+
+    served: tuple[Served, ...]
+    duration_s: float
+    steps: int
+    prefill_steps: int  # steps that carried prompt tokens
+    prefill_time_s: float  # their time
+    max_tokens_in_step: int
+    kv_blocks: int  # the cache's capacity
+    kv_blocks_peak: int
+    block_size: int
+    preemptions: int
+    timeline: tuple[Point, ...]
+
+    @property
+    def ttft(self) -> Stats | None:
+        return Stats.of([s.ttft_s for s in self.served])
+
+    @property
+    def tpot(self) -> Stats | None:
+        return Stats.of([t for s in self.served if (t := s.tpot_s) is not None])
+
+    @property
+    def itl(self) -> Stats | None:
+        return Stats.of([b - a for s in self.served for a, b in zip(s.token_times_s, s.token_times_s[1:])])
+
+    @property
+    def e2e(self) -> Stats | None:
+        return Stats.of([s.e2e_s for s in self.served])
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(len(s.token_times_s) for s in self.served)
+
+    def goodput(self, slo_ttft_s: float | None, slo_tpot_s: float | None) -> int:
+        """Requests that met both targets (a target not given is met)."""
+        return sum(1 for s in self.served
+                   if (slo_ttft_s is None or s.ttft_s <= slo_ttft_s)
+                   and (slo_tpot_s is None or (s.tpot_s or 0.0) <= slo_tpot_s))
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """A run and what it was run on: the GPU, the model's step options, the layout, the load, the scheduler, the
+    KV cache's capacity, the stack's cost per step, and the latency targets goodput counts against."""
+
+    run: Run
+    gpu: GPU
+    base: Workload
+    layout: Layout
+    calibrated: bool
+    load: Load
+    config: SchedulerConfig
+    capacity: Capacity
+    step_overhead_s: float
+    prompt_text: str
+    output_text: str
+    seed: int
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+
+    @property
+    def slos(self) -> bool:
+        return self.slo_ttft_s is not None or self.slo_tpot_s is not None
+
+    @property
+    def goodput(self) -> int:
+        """Requests that met the latency targets."""
+        return self.run.goodput(self.slo_ttft_s, self.slo_tpot_s)
+
+
+def merge(parts: Sequence[tuple[int, int]]) -> tuple[Seqs, ...]:
+    """(new, cached) of each scheduled sequence as groups: identical ones counted together."""
+    counts: dict[tuple[int, int], int] = {}
+    for key in parts:
+        counts[key] = counts.get(key, 0) + 1
+    return tuple(Seqs(c, new, cached) for (new, cached), c in counts.items())
+
+
+def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerConfig, step_overhead_s: float = 0.0,
+             progress: Callable[[int], None] | None = None) -> Run:
+    """Serve ``load`` on the engine ``model`` prices, with ``pool``'s KV cache and ``config``'s scheduler; every
+    step costs ``step_overhead_s`` more (the stack's fixed cost). ``progress`` is told each finished request."""
+    if not config.chunked_prefill:
+        longest = max(r.prompt + r.output - 1 for r in load.requests)
+        if longest > config.max_num_batched_tokens:
+            raise UserError(f"without chunked prefill a step must hold a whole prompt (and a preempted request's "
+                            f"tokens): {longest:,} tokens > --max-num-batched-tokens "
+                            f"{config.max_num_batched_tokens:,}")
+    scheduler = Scheduler(config, pool)
+    arrivals: list[tuple[float, int, Request]] = []  # (time, id, request), a heap
+    queue = iter(load.requests)
+    first = load.concurrency if load.kind == "concurrency" else len(load.requests)
+    for request in [next(queue) for _ in range(min(first, len(load.requests)))]:
+        heapq.heappush(arrivals, (request.arrival_s, request.id, request))
+    served: list[Served] = []
+    timeline: list[Point] = []
+    t = 0.0
+    steps = prefill_steps = most_tokens = 0
+    prefill_time = 0.0
+    while len(served) < len(load.requests):
+        while arrivals and arrivals[0][0] <= t:
+            scheduler.add(heapq.heappop(arrivals)[2])
+        batch = scheduler.step()
+        if not batch:
+            if not arrivals:  # nothing runs, nothing will arrive: a bug in the scheduler
+                raise RuntimeError("the simulated engine stalled with requests left")
+            t = arrivals[0][0]
+            continue
+        dt = model.time(merge([(s.new, s.cached) for s in batch])) + step_overhead_s
+        t += dt
+        steps += 1
+        tokens = sum(s.new for s in batch)
+        most_tokens = max(most_tokens, tokens)
+        if any(s.new > 1 or s.live.generated == 0 for s in batch):
+            prefill_steps += 1
+            prefill_time += dt
+        timeline.append(Point(t, len(batch), tokens, pool.used))
+        for s in batch:
+            live = s.live
+            live.computed += s.new
+            if live.computed == live.target:
+                _emit(live, t, scheduler, served, arrivals, queue, load, progress)
+    return Run(served=tuple(sorted(served, key=lambda s: s.request.id)), duration_s=t, steps=steps,
+               prefill_steps=prefill_steps, prefill_time_s=prefill_time, max_tokens_in_step=most_tokens,
+               kv_blocks=pool.total, kv_blocks_peak=pool.peak, block_size=pool.block_size,
+               preemptions=scheduler.preemptions, timeline=_thin(timeline))
+
+
+def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
+          arrivals: list[tuple[float, int, Request]], queue: object, load: Load,
+          progress: Callable[[int], None] | None) -> None:
+    """``live`` reached its target at ``t``: it emits a token; the last one finishes it (a closed loop's client
+    then sends its next request at ``t``)."""
+    live.generated += 1
+    live.token_times_s.append(t)
+    if live.generated < live.request.output:
+        live.target += 1
+        return
+    scheduler.finish(live)
+    served.append(Served(live.request, tuple(live.token_times_s), live.preemptions))
+    if progress is not None:
+        progress(len(served))
+    if load.kind == "concurrency":
+        following = next(queue, None)  # type: ignore[call-overload]
+        if following is not None:
+            heapq.heappush(arrivals, (t, following.id, Request(following.id, t, following.prompt, following.output)))
+
+
+def _thin(points: list[Point]) -> tuple[Point, ...]:
+    """At most TIMELINE_POINTS of the run's points, evenly spaced, the last kept."""
+    if len(points) <= TIMELINE_POINTS:
+        return tuple(points)
+    step = len(points) / TIMELINE_POINTS
+    return tuple(points[min(len(points) - 1, round(i * step))] for i in range(TIMELINE_POINTS - 1)) + (points[-1],)

@@ -1,0 +1,174 @@
+"""The serving simulation: its step times are the engine's, one request is the sum of its steps, the scheduler
+keeps its budget and the KV cache its capacity, Little's law holds, percentiles are numpy's, and bad loads get
+one line."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import rooflinectl as rl
+from helpers import assert_one_line_error, cli
+from rooflinectl.engine.parallel import Layout
+from rooflinectl.engine.roofline import analyze
+from rooflinectl.serving.kvcache import BlockPool
+from rooflinectl.serving.load import Lengths, closed_loop, open_loop
+from rooflinectl.serving.scheduler import SchedulerConfig
+from rooflinectl.serving.simulate import percentile, simulate
+from rooflinectl.serving.stepmodel import StepModel
+from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.workload import Seqs, resolve_workload
+
+H100 = load_gpu("h100")
+
+
+def base(model: str = "llama-3-8b", **options):
+    return resolve_workload("prefill", model=model, batch=1, seq_len=1, **options)
+
+
+@pytest.mark.parametrize(("model", "options", "layout"), [
+    ("llama-3-8b", {}, Layout()),
+    ("mixtral-8x7b", {"fused": ["qkv", "gate_up"]}, Layout(tp=2)),
+    ("deepseek-v3", {}, Layout(tp=8)),
+    ("gemma-3-27b", {}, Layout()),
+    ("gpt-oss-20b", {"attention": "naive"}, Layout()),
+    ("qwen2-7b", {"weight_dtype": "int4"}, Layout(pp=2)),
+])
+def test_the_step_model_is_the_engines_analysis(model, options, layout):
+    rng = random.Random(1)
+    m = StepModel(base(model, **options), H100, layout=layout)
+    for _ in range(12):
+        seqs = [Seqs(rng.randint(1, 4), 1, rng.randint(0, 3000)) for _ in range(rng.randint(0, 5))]
+        if not seqs or rng.random() < 0.6:
+            seqs.append(Seqs(1, rng.randint(2, 700), rng.choice([0, rng.randint(1, 2000)])))
+        step = tuple(seqs)
+        full = analyze(m.base.with_seqs(step), H100, layout=layout).totals.time_s
+        assert m.time(step) == pytest.approx(full, rel=1e-12)
+
+
+def test_one_request_is_the_sum_of_its_steps():
+    # Concurrency 1, one request of 300 prompt and 5 output tokens: a prefill step of 300, then 4 decode steps
+    # at 300, 301, 302, 303 cached positions, each timed by the engine alone.
+    m = StepModel(base(), H100)
+    load = closed_loop(1, 1, Lengths("fixed", 300), Lengths("fixed", 5))
+    run = simulate(load, m, BlockPool(1000, 16), SchedulerConfig())
+
+    def t(*groups):
+        return analyze(m.base.with_seqs(groups), H100).totals.time_s
+
+    prefill = t(Seqs(1, 300))
+    decodes = [t(Seqs(1, 1, 300 + k)) for k in range(4)]
+    (served,) = run.served
+    assert served.ttft_s == pytest.approx(prefill, rel=1e-12)
+    assert served.e2e_s == pytest.approx(prefill + sum(decodes), rel=1e-12)
+    assert served.tpot_s == pytest.approx(sum(decodes) / 4, rel=1e-12)
+    assert run.steps == 5
+
+
+def test_every_step_of_a_closed_loop_is_the_engines(monkeypatch):
+    m = StepModel(base(), H100)
+    seen = []
+    plain = StepModel.time
+
+    def spy(self, seqs):
+        got = plain(self, seqs)
+        seen.append((seqs, got))
+        return got
+
+    monkeypatch.setattr(StepModel, "time", spy)
+    simulate(closed_loop(4, 12, Lengths("fixed", 64), Lengths("fixed", 8)), m, BlockPool(500, 16), SchedulerConfig())
+    assert len(seen) > 20
+    for seqs, got in seen[::5]:
+        assert got == pytest.approx(analyze(m.base.with_seqs(seqs), H100).totals.time_s, rel=1e-12)
+
+
+def test_the_budget_holds_and_long_prompts_are_chunked():
+    m = StepModel(base(), H100)
+    load = closed_loop(8, 16, Lengths("fixed", 3000), Lengths("fixed", 4))
+    run = simulate(load, m, BlockPool(5000, 16), SchedulerConfig(max_num_batched_tokens=1024))
+    assert run.max_tokens_in_step == 1024
+    assert all(len(s.token_times_s) == 4 for s in run.served)
+    # Without chunked prefill a prompt longer than the budget cannot run: said in one line.
+    with pytest.raises(rl.UserError, match="chunked prefill"):
+        simulate(load, m, BlockPool(5000, 16), SchedulerConfig(max_num_batched_tokens=1024, chunked_prefill=False))
+
+
+def test_the_kv_cache_never_overflows_and_preempts_by_recompute():
+    # 8 clients of 200 + 100 tokens need up to 8 × ⌈299/16⌉ = 152 blocks; 60 force preemptions.
+    m = StepModel(base(), H100)
+    pool = BlockPool(60, 16)
+    run = simulate(closed_loop(8, 24, Lengths("fixed", 200), Lengths("fixed", 100)), m, pool, SchedulerConfig())
+    assert run.preemptions > 0
+    assert run.kv_blocks_peak <= 60 and pool.used == 0
+    assert all(len(s.token_times_s) == 100 for s in run.served)
+    assert sum(s.preemptions for s in run.served) == run.preemptions
+    # Token times never go backwards.
+    assert all(list(s.token_times_s) == sorted(s.token_times_s) for s in run.served)
+
+
+def test_littles_law_in_an_open_loop():
+    # Mean requests in the system (time-averaged) = arrival rate × mean time in the system.
+    m = StepModel(base(), H100)
+    rate = 20.0
+    run = simulate(open_loop(rate, 1500, Lengths("fixed", 256), Lengths("fixed", 32), seed=3), m,
+                   BlockPool(20000, 16), SchedulerConfig())
+    events = sorted([(s.request.arrival_s, 1) for s in run.served] + [(s.token_times_s[-1], -1) for s in run.served])
+    area, inside, last = 0.0, 0, 0.0
+    for t, d in events:
+        area += inside * (t - last)
+        inside, last = inside + d, t
+    in_system = area / last
+    assert in_system == pytest.approx(rate * run.e2e.mean, rel=0.1)
+
+
+def test_percentiles_are_numpys():
+    rng = random.Random(7)
+    for n in (1, 2, 5, 101, 1000):
+        xs = sorted(rng.random() for _ in range(n))
+        for q in (0, 50, 90, 99, 100):
+            assert percentile(xs, q) == pytest.approx(float(np.percentile(xs, q)), rel=1e-12)
+
+
+def test_serve_to_dict_is_the_json():
+    args = ["analyze", "serve", "--gpu", "h100", "--concurrency", "4", "--prompt", "uniform:100-400", "--output",
+            "16", "--requests", "20", "--slo-tpot-ms", "30"]
+    result = cli(*args, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data == rl.serve(gpu="h100", concurrency=4, prompt="uniform:100-400", output=16, requests=20,
+                            slo_tpot_ms=30).to_dict()
+    assert set(data["tpot_s"]) == {"mean", "p50", "p90", "p99"}
+    assert data["load"]["requests"] == 20
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--concurrency", "0"], "--concurrency 0"),
+    (["--rate", "-1"], "--rate -1"),
+    (["--rate", "2", "--concurrency", "3"], "give one load"),
+    (["--prompt", "lots"], "--prompt 'lots'"),
+    (["--output", "uniform:9-3"], "lower bound"),
+    (["--requests", "0"], "--requests 0"),
+    (["--max-num-batched-tokens", "0"], "--max-num-batched-tokens"),
+    (["--block-size", "0"], "--block-size"),
+    (["--slo-ttft-ms", "-5"], "--slo-ttft-ms"),
+    (["--trace", "missing.jsonl"], "no such file"),
+])
+def test_bad_loads_get_one_line(args, fragment):
+    assert_one_line_error(cli("analyze", "serve", *args), fragment)
+
+
+def test_a_bad_trace_names_its_line(tmp_path):
+    good = tmp_path / "t.jsonl"
+    good.write_text('{"arrival_s": 0.0, "prompt": 64, "output": 4}\n{"arrival_s": 0.5, "prompt": 32, "output": 2}\n')
+    data = json.loads(cli("analyze", "serve", "--trace", str(good), "--json").stdout)
+    assert data["load"] == {"kind": "trace", "concurrency": None, "rate": None, "requests": 2, "prompt": "trace",
+                            "output": "trace", "seed": 0}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"arrival_s": 0.0, "prompt": 64, "output": 4}\n{"arrival_s": 1, "prompt": 0, "output": 2}\n')
+    assert_one_line_error(cli("analyze", "serve", "--trace", str(bad)), "bad.jsonl:2")
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival_s,prompt,output\n0,64,4\n0.1,16,2\n")
+    assert cli("analyze", "serve", "--trace", str(csv), "--json").exit_code == 0
