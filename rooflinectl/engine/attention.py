@@ -36,7 +36,7 @@ from dataclasses import replace
 
 from ..specs.workload import Seqs, Workload, seqs_text
 from ..units import dtype_bytes
-from .op import SOFTCAP_FLOPS_PER_ELEMENT, Op, flash_attention_op, score_matmul_op, softmax_op
+from .op import SOFTCAP_FLOPS_PER_ELEMENT, AttentionShape, Op, flash_attention_op, score_matmul_op, softmax_op
 
 # A sink's work per softmax row (one query of one head): compare into the row max, subtract the max, exp, add
 # into the denominator. The sink adds no score to P and nothing to PV.
@@ -110,9 +110,12 @@ def by_group(w: Workload, build: Callable[[Workload], list[Op]], what: str) -> l
         return build(w)
     parts = [build(w.with_seqs((g,))) for g in w.seqs]
     groups = f"{len(w.seqs)} groups ({seqs_text(w.seqs)})"
-    return [summed([p[i] for p in parts], reads=f"{what} of each of {groups}", writes="its output for each group",
-                   computes=f"one kernel over {groups}, each group's work counted as a step of its own")
-            for i in range(len(parts[0]))]
+    ops = [summed([p[i] for p in parts], reads=f"{what} of each of {groups}", writes="its output for each group",
+                  computes=f"one kernel over {groups}, each group's work counted as a step of its own")
+           for i in range(len(parts[0]))]
+    # The kernel's shape is every group's; a softmax over groups of different lengths is no one rows × width.
+    return [replace(op, tensor=None, attention=replace(op.attention, groups=w.seqs) if op.attention else None)
+            for op in ops]
 
 
 def attention_ops(w: Workload, window: int | None = None) -> list[Op]:
@@ -137,6 +140,7 @@ def _group_attention_ops(w: Workload, window: int | None) -> list[Op]:
     sink_bytes = m.num_heads * a if m.attention_sinks else 0
     cap = SOFTCAP_FLOPS_PER_ELEMENT if m.attn_logit_softcapping is not None else 0
     extras = (", sinks" if m.attention_sinks else "") + (", soft-capped scores" if cap else "")
+    shape = AttentionShape(m.num_heads, m.num_kv_heads, d, d, window, w.causal, w.seqs, "flash")
     if w.attention == "flash":
         s = b * m.num_heads * scores_computed(w, causal_skip=True, window=window)
         flash = flash_attention_op(
@@ -144,13 +148,14 @@ def _group_attention_ops(w: Workload, window: int | None) -> list[Op]:
             reads=f"Q, K, V (K, V: {where} × {m.num_kv_heads} KV heads, {w.kv_dtype})"
                   + (f", {m.num_heads} sink logits" if m.attention_sinks else ""),
             writes=f"O {w.tokens}×{m.q_dim}",
-            computes=f"{s:,} scores on chip: QKᵀ, online softmax, PV; no score touches HBM{extras}")
+            computes=f"{s:,} scores on chip: QKᵀ, online softmax, PV; no score touches HBM{extras}",
+            attention=shape)
         # A soft cap on each score, the sinks on each row, and the sink logits read once.
         return [replace(flash, flops=flash.flops + cap * s + sink_flops, bytes=flash.bytes + sink_bytes,
                         weight_bytes=sink_bytes)]
     s = b * m.num_heads * scores_computed(w, causal_skip=False, window=window)
     score_bytes = s * a
-    softmax = softmax_op("softmax" + suffix, rows, lk, w.dtype)
+    softmax = softmax_op("softmax" + suffix, rows, lk, w.dtype, attention=replace(shape, part="softmax"))
     if sink_flops or cap:
         softmax = replace(softmax, flops=softmax.flops + sink_flops + cap * s, bytes=softmax.bytes + sink_bytes,
                           weight_bytes=sink_bytes, computes=softmax.computes + extras)
@@ -158,10 +163,11 @@ def _group_attention_ops(w: Workload, window: int | None) -> list[Op]:
         score_matmul_op("qk" + suffix, s, d, q_bytes, k_bytes, score_bytes, w.dtype,
                         reads=f"Q {w.tokens}×{m.q_dim}, K {where}×{m.kv_dim} per sequence",
                         writes=f"scores {b}×{m.num_heads}×{t}×{lk}",
-                        computes=f"2·d FLOPs per score, {s:,} scores (the full T×Lk, masked or not)"),
+                        computes=f"2·d FLOPs per score, {s:,} scores (the full T×Lk, masked or not)",
+                        attention=replace(shape, part="qk")),
         softmax,
         score_matmul_op("pv" + suffix, s, d, score_bytes, k_bytes, q_bytes, w.dtype,
                         reads=f"P {b}×{m.num_heads}×{t}×{lk}, V {where}×{m.kv_dim} per sequence",
                         writes=f"O {w.tokens}×{m.q_dim}",
-                        computes=f"2·d FLOPs per score, {s:,} scores"),
+                        computes=f"2·d FLOPs per score, {s:,} scores", attention=replace(shape, part="pv")),
     ]

@@ -4,11 +4,12 @@ own kernel or in an epilogue). Counting rules as in ``engine.transformer``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..specs.workload import Workload
 from ..units import dtype_bytes
-from .op import RESIDUAL_FLOPS_PER_ELEMENT, Op, matmul_op, rmsnorm_linear_op
+from .op import RESIDUAL_FLOPS_PER_ELEMENT, Op, covering, matmul_op, rmsnorm_linear_op
 from .quant import linear_weight_bytes
 
 
@@ -41,12 +42,29 @@ def projection(w: Workload, name: str, k: int, n: int, norm: bool) -> Op:
     return linear(w, name, k, n)
 
 
-def with_residual(op: Op, w: Workload) -> Op:
-    """Fold the residual add into an op's epilogue (a projection, moe_combine, or a post norm): read the
-    residual stream, add, write once."""
+def projections(parts: list[Op], norm: Op | None, one: str | None, build: Callable[[str, int, bool], Op]) -> list[Op]:
+    """The projections that read one input (Q, K, V; gate, up), ``parts`` as each is built alone: as they are,
+    or as one matmul named ``one`` over their widths (qkv, gate_up); with ``norm`` (norm_linear) that norm in
+    the prologue of each, named ``<norm>+<projection>``. ``build(name, n_out, with_norm)`` builds a projection;
+    each fused op covers the norm and the projections whose work it does (``Op.covers``)."""
+    groups = [(one, parts)] if one is not None else [(p.name, [p]) for p in parts]
+    prefix = "" if norm is None else norm.name + "+"
+    out = []
+    for name, group in groups:
+        if norm is None and len(group) == 1:
+            out.append(group[0])
+            continue
+        widths = sum(p.gemm.n for p in group if p.gemm is not None)
+        out.append(covering(build(prefix + name, widths, norm is not None), *([norm] if norm else []), *group))
+    return out
+
+
+def with_residual(op: Op, w: Workload, name: str) -> Op:
+    """Fold the residual add ``name`` (:func:`residual`) into an op's epilogue (a projection, moe_combine, or a
+    post norm): read the residual stream, add, write once."""
     extra = w.tokens * w.model.hidden_size
     return replace(
-        op,
+        covering(op, op, residual(name, w)),
         name=op.name + "+residual",
         flops=op.flops + RESIDUAL_FLOPS_PER_ELEMENT * extra,
         bytes=op.bytes + extra * dtype_bytes(w.dtype),
@@ -71,4 +89,5 @@ def residual(name: str, w: Workload) -> Op:
         writes=f"{w.tokens}×{w.model.hidden_size}",
         computes="1 add per element",
         elementwise="residual",
+        tensor=(w.tokens, w.model.hidden_size),
     )

@@ -55,9 +55,11 @@ from ..specs.model import MLA, Model
 from ..specs.workload import Workload
 from ..units import dtype_bytes
 from .attention import by_group, scores_computed
-from .block import linear, projection, residual, with_residual
+from .block import linear, projection, projections, residual, with_residual
 from .op import (
     ROPE_FLOPS_PER_ELEMENT,
+    AttentionShape,
+    Gemm,
     Op,
     flash_attention_op,
     kv_write_op,
@@ -91,30 +93,23 @@ def _per_head_matmul(w: Workload, name: str, k: int, n: int, weight: str) -> Op:
         writes=f"y {n_tok}×{h}×{n}",
         computes=f"2·{n_tok}·{h}·{k}·{n} FLOPs of matmul, one {k}×{n} matrix per head",
         weight_bytes=weights,
+        gemm=Gemm(n_tok, k, n, batch=h),
     )
 
 
-def _projections(w: Workload, norm_in: bool) -> list[Op]:
-    """The down and up projections of Q and the latent, with their norms (see the module's table)."""
+def _first_projections(w: Workload, norm: Op | None) -> list[Op]:
+    """The down and up projections of Q and the latent, with their norms (see the module's table); ``norm``
+    (norm_linear): attn_norm in the prologue of the first ones."""
     m, mla, n = w.model, _mla(w), w.tokens
     h, heads = m.hidden_size, m.num_heads
     q_out = heads * mla.qk_head_dim
-    prefix = "attn_norm+" if norm_in else ""
-    fused = "qkv" in w.fused
-    ops: list[Op] = []
+    q = ("q_a_proj", mla.q_lora_rank) if mla.q_lora_rank is not None else ("q_proj", q_out)
+    first = [projection(w, name, h, n_out, False) for name, n_out in (q, ("kv_a_proj_with_mqa", mla.latent_dim))]
+    ops = projections(first, norm, "qkv_a_proj" if "qkv" in w.fused else None,
+                      lambda name, n_out, with_norm: projection(w, name, h, n_out, with_norm))
     if mla.q_lora_rank is not None:
-        if fused:
-            ops.append(projection(w, prefix + "qkv_a_proj", h, mla.q_lora_rank + mla.latent_dim, norm_in))
-        else:
-            ops.append(projection(w, prefix + "q_a_proj", h, mla.q_lora_rank, norm_in))
-            ops.append(projection(w, prefix + "kv_a_proj_with_mqa", h, mla.latent_dim, norm_in))
         ops.append(rmsnorm_op("q_a_norm", n, mla.q_lora_rank, w.dtype))
         ops.append(linear(w, "q_b_proj", mla.q_lora_rank, q_out))
-    elif fused:
-        ops.append(projection(w, prefix + "qkv_a_proj", h, q_out + mla.latent_dim, norm_in))
-    else:
-        ops.append(projection(w, prefix + "q_proj", h, q_out, norm_in))
-        ops.append(projection(w, prefix + "kv_a_proj_with_mqa", h, mla.latent_dim, norm_in))
     ops.append(rmsnorm_op("kv_a_norm", n, mla.kv_lora_rank, w.dtype))
     return ops
 
@@ -159,6 +154,8 @@ def _absorbed_core(w: Workload) -> list[Op]:
     q_bytes = w.tokens * h * d_qk * a  # q_latent (r) and q_pe (d_r) of every head
     o_bytes = w.tokens * h * r * a  # each head's output in the latent space
     cache_bytes = b * lk * d_qk * kv  # [c_kv, k_pe] of Lk positions per sequence, once for all h heads
+    # Every head reads the one latent: h query heads over one KV head, values r wide.
+    shape = AttentionShape(h, 1, d_qk, r, None, w.causal, w.seqs, "flash")
     if w.attention == "flash":
         s = b * h * scores_computed(w, causal_skip=True)
         # The values are the cached latent itself: the flash kernel reads them with the keys.
@@ -168,7 +165,7 @@ def _absorbed_core(w: Workload) -> list[Op]:
                   f"sequence, read once for all {h} heads",
             writes=f"O {w.tokens}×{h}×{r} (latent)",
             computes=f"{s:,} scores on chip: QKᵀ over {d_qk}, online softmax, PV over {r}; values are the "
-                     f"cached latent itself")]
+                     f"cached latent itself", attention=shape)]
     s = b * h * scores_computed(w, causal_skip=False)
     score_bytes = s * a
     values = b * lk * r * kv  # pv reads the latent part of the cache again
@@ -176,12 +173,13 @@ def _absorbed_core(w: Workload) -> list[Op]:
         score_matmul_op("latent_qk", s, d_qk, q_bytes, cache_bytes, score_bytes, w.dtype,
                         reads=f"Q {w.tokens}×{h}×{d_qk}, the latent cache {lk}×{d_qk} per sequence",
                         writes=f"scores {b}×{h}×{t}×{lk}",
-                        computes=f"2·{d_qk} FLOPs per score, {s:,} scores (the full T×Lk, masked or not)"),
-        softmax_op("softmax", b * h * t, lk, w.dtype),
+                        computes=f"2·{d_qk} FLOPs per score, {s:,} scores (the full T×Lk, masked or not)",
+                        attention=replace(shape, part="qk")),
+        softmax_op("softmax", b * h * t, lk, w.dtype, attention=replace(shape, part="softmax")),
         score_matmul_op("latent_pv", s, r, score_bytes, values, o_bytes, w.dtype,
                         reads=f"P {b}×{h}×{t}×{lk}, the cached latent {lk}×{r} per sequence",
                         writes=f"O {w.tokens}×{h}×{r} (latent)",
-                        computes=f"2·{r} FLOPs per score, {s:,} scores"),
+                        computes=f"2·{r} FLOPs per score, {s:,} scores", attention=replace(shape, part="pv")),
     ]
 
 
@@ -197,25 +195,28 @@ def _expanded_core(w: Workload) -> list[Op]:
     k_bytes = b * lk * (h * mla.qk_nope_head_dim + mla.qk_rope_head_dim) * a  # K_nope per head, k_pe shared
     v_bytes = b * lk * h * d_v * a
     o_bytes = w.tokens * h * d_v * a
+    # Each head its own K_nope and V (the RoPE key shared), so h KV heads.
+    shape = AttentionShape(h, h, d_qk, d_v, None, w.causal, w.seqs, "flash")
     if w.attention == "flash":
         s = b * h * scores_computed(w, causal_skip=True)
         return [flash_attention_op(
             "attention", s, d_qk, d_v, q_bytes, k_bytes + v_bytes, o_bytes, w.dtype,
             reads=f"Q {w.tokens}×{h}×{d_qk}; K_nope, k_pe (shared) and V of {lk} positions per sequence",
             writes=f"O {w.tokens}×{h}×{d_v}",
-            computes=f"{s:,} scores on chip: QKᵀ over {d_qk}, online softmax, PV over {d_v}")]
+            computes=f"{s:,} scores on chip: QKᵀ over {d_qk}, online softmax, PV over {d_v}", attention=shape)]
     s = b * h * scores_computed(w, causal_skip=False)
     score_bytes = s * a
     return [
         score_matmul_op("qk", s, d_qk, q_bytes, k_bytes, score_bytes, w.dtype,
                         reads=f"Q {w.tokens}×{h}×{d_qk}, K_nope and the shared k_pe of {lk} positions per sequence",
                         writes=f"scores {b}×{h}×{t}×{lk}",
-                        computes=f"2·{d_qk} FLOPs per score, {s:,} scores (the full T×Lk, masked or not)"),
-        softmax_op("softmax", b * h * t, lk, w.dtype),
+                        computes=f"2·{d_qk} FLOPs per score, {s:,} scores (the full T×Lk, masked or not)",
+                        attention=replace(shape, part="qk")),
+        softmax_op("softmax", b * h * t, lk, w.dtype, attention=replace(shape, part="softmax")),
         score_matmul_op("pv", s, d_v, score_bytes, v_bytes, o_bytes, w.dtype,
                         reads=f"P {b}×{h}×{t}×{lk}, V {lk}×{h}×{d_v} per sequence",
                         writes=f"O {w.tokens}×{h}×{d_v}",
-                        computes=f"2·{d_v} FLOPs per score, {s:,} scores"),
+                        computes=f"2·{d_v} FLOPs per score, {s:,} scores", attention=replace(shape, part="pv")),
     ]
 
 
@@ -247,8 +248,9 @@ def mla_attention_block(w: Workload) -> list[Op]:
     fused = set(w.fused)
     norm_in = "norm_linear" in fused
     heads, r = m.num_heads, mla.kv_lora_rank
-    ops: list[Op] = [] if norm_in else [rmsnorm_op("attn_norm", w.tokens, m.hidden_size, w.dtype)]
-    ops += _projections(w, norm_in)
+    norm = rmsnorm_op("attn_norm", w.tokens, m.hidden_size, w.dtype)
+    ops: list[Op] = [] if norm_in else [norm]
+    ops += _first_projections(w, norm if norm_in else None)
     ops += _rope_and_cache(w)
     absorbed, expanded = _forms(w)
     if absorbed is not None:
@@ -265,7 +267,7 @@ def mla_attention_block(w: Workload) -> list[Op]:
         ops += by_group(expanded, _expanded_core, "the inputs")
     o_proj = linear(w, "o_proj", heads * mla.v_head_dim, m.hidden_size)
     if "residual" in fused:
-        ops.append(with_residual(o_proj, w))
+        ops.append(with_residual(o_proj, w, "attn_residual"))
     else:
         ops += [o_proj, residual("attn_residual", w)]
     return ops

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..specs.measured import Collective
+from ..specs.workload import Seqs
 from ..units import dtype_bytes
 
 # FLOPs per element of the elementwise work. Each is named once here; the kernels and the engine share them.
@@ -34,8 +35,9 @@ GELU_TANH_FLOPS_PER_ELEMENT = 9
 # gpt-oss's experts' clamped SwiGLU (transformers' GptOssExperts): g = min(gate, 7) 1, u = clamp(up, −7, 7) 2,
 # 1.702·g 1, sigmoid 4 (negate, exp, add, divide), g·σ 1, u + 1 1, the product 1.
 CLAMPED_SWIGLU_FLOPS_PER_ELEMENT = 11
-# Each norm kind's FLOPs per element (Model.norm).
+# Each norm kind's FLOPs per element (Model.norm), and its name in words.
 NORM_FLOPS_PER_ELEMENT = {"rmsnorm": RMSNORM_FLOPS_PER_ELEMENT, "layernorm": LAYERNORM_FLOPS_PER_ELEMENT}
+NORM_LABEL = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 # The MLP activation of each model.mlp kind, FLOPs per element of its output (the gated kinds: the act of gate,
 # then one multiply by up; clamped_swiglu's count has its product in it).
 MLP_ACT_FLOPS_PER_ELEMENT = {
@@ -87,6 +89,45 @@ OpKind = Literal["linear", "attention", "norm", "elementwise", "gather", "copy",
                  "communication"]
 
 
+@dataclass(frozen=True)
+class Gemm:
+    """A matmul's sizes, y[m,n] = x[m,k]·W[k,n], 2·m·k·n FLOPs: ``m`` rows (the step's tokens; the LM head's
+    sequences; an expert op's (token, expert) pairs), ``k`` the reduction, ``n`` the outputs. ``experts``: the
+    distinct experts whose weights an expert op reads (an expectation under uniform routing), None for any other
+    matmul. ``bias``: a bias vector of n added in the epilogue. ``batch``: independent products of these sizes,
+    each with its own W (MLA's absorbed matmuls, one per head)."""
+
+    m: int
+    k: int
+    n: int
+    experts: float | None = None
+    bias: bool = False
+    batch: int = 1
+
+
+# Which op of the attention core an attention op is: the one fused kernel (FlashAttention), or naive attention's
+# three (QKᵀ, the softmax over the scores, P·V).
+AttentionPart = Literal["flash", "qk", "softmax", "pv"]
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """What an attention op computes over: ``heads`` query heads sharing ``kv_heads`` K and V heads (GQA; MLA's
+    absorbed form: 1, the latent every head reads), queries and keys ``d_qk`` wide and values ``d_v``;
+    ``window`` the positions a sliding layer attends to (None: all of them); ``causal`` the mask; ``groups`` the
+    step's sequences, each ``count`` × ``new`` tokens after ``cached`` (one kernel runs them all); ``part``
+    which op of the core it is. The scores and positions follow from them (``engine.attention``)."""
+
+    heads: int
+    kv_heads: int
+    d_qk: int
+    d_v: int
+    window: int | None
+    causal: bool
+    groups: tuple[Seqs, ...]
+    part: AttentionPart
+
+
 def matmul_unit(dtype: str) -> Unit:
     """Where a matmul of ``dtype`` runs: the tensor cores, except fp32, which PyTorch runs on the vector units by
     default (TF32 is opt-in: a kernel that uses it counts its matmul as ``tf32``)."""
@@ -130,6 +171,17 @@ class Op:
     collective: Collective | None = None
     # Which elementwise operation (``Elementwise``) an op of kind "elementwise" is; None for every other op.
     elementwise: Elementwise | None = None
+    # The shape the op works on, so that what runs it (measure, profile, explore) reads it here rather than from
+    # the name: a matmul's (linear, matmul, expert, router) sizes; the rows × width a norm or an elementwise op
+    # reads and writes (None where it is not one tensor's: RoPE's Q and K, the MoE combine).
+    gemm: Gemm | None = None
+    tensor: tuple[int, int] | None = None
+    # An attention op's heads, head sizes, window, mask and groups of sequences (None for every other op).
+    attention: AttentionShape | None = None
+    # A fused op: the ops of the unfused step whose work it does, in order (attn_norm+qkv_proj: attn_norm, q_proj,
+    # k_proj, v_proj), each as the engine counts it alone; its FLOPs are theirs added up. Empty for an op that
+    # fuses nothing.
+    covers: tuple[Op, ...] = ()
 
     def __post_init__(self) -> None:
         if self.flops < 0 or self.bytes <= 0 or self.count < 1:
@@ -142,6 +194,17 @@ class Op:
 
     def times(self, count: int) -> Op:
         return replace(self, count=count)
+
+    @property
+    def parts(self) -> tuple[Op, ...]:
+        """The unfused ops this op does the work of: ``covers``, or the op itself where it fuses nothing."""
+        return self.covers or (self,)
+
+
+def covering(op: Op, *parts: Op) -> Op:
+    """``op``, one kernel doing the work of ``parts`` (ops of the unfused step, or fused ops, whose own parts
+    count), with ``covers`` saying so; its FLOPs are theirs, its bytes fewer by the round trips it saves."""
+    return replace(op, covers=tuple(c for part in parts for c in part.parts))
 
 
 def matmul_op(
@@ -180,6 +243,7 @@ def matmul_op(
         computes=f"2·{m}·{k}·{n} FLOPs of matmul" + (f" in {c_dtype}" if c_dtype != dtype else ""),
         weight_bytes=w_stored if b_is_weight else 0,
         weight_dtype=w_dtype if b_is_weight and w_dtype != dtype else None,
+        gemm=Gemm(m, k, n),
     )
 
 
@@ -198,6 +262,7 @@ def rmsnorm_op(name: str, rows: int, hidden: int, dtype: str) -> Op:
         writes=f"y {rows}×{hidden} {dtype}",
         computes=f"{RMSNORM_FLOPS_PER_ELEMENT} FLOPs per element (square, sum, scale by 1/rms, scale by gain)",
         weight_bytes=gain,
+        tensor=(rows, hidden),
     )
 
 
@@ -222,7 +287,7 @@ def rmsnorm_linear_op(name: str, m: int, k: int, n: int, dtype: str, *, weight_d
     vectors = 2 if norm == "layernorm" else 1
     gain = vectors * k * dtype_bytes(dtype)
     per = NORM_FLOPS_PER_ELEMENT[norm]
-    label = "LayerNorm" if norm == "layernorm" else "RMSNorm"
+    label = NORM_LABEL[norm]
     return replace(
         mm,
         flops=mm.flops + per * m * k,
@@ -252,15 +317,17 @@ def gated_act_op(name: str, rows: int, width: int, dtype: str, mlp: str = "gated
         writes=f"{formula} {rows}×{width}",
         computes=f"{per} FLOPs per element ({formula}; op.py states each step)",
         elementwise="activation",
+        tensor=(rows, width),
     )
 
 
-def with_gated_act(gate_up: Op, rows: int, width: int, dtype: str, mlp: str = "gated_silu") -> Op:
+def with_gated_act(gate_up: Op, rows: int, width: int, dtype: str, mlp: str = "gated_silu",
+                   act: str = "act") -> Op:
     """A gated activation in the epilogue of a fused gate_up matmul: only the rows×width product is written, not
-    gate and up (rows×2·width)."""
+    gate and up (rows×2·width). It covers gate_up's parts and the op ``act`` (:func:`gated_act_op`)."""
     formula = MLP_ACT_FORMULA[mlp]
     return replace(
-        gate_up,
+        covering(gate_up, gate_up, gated_act_op(act, rows, width, dtype, mlp)),
         name=gate_up.name + "+act",
         flops=gate_up.flops + MLP_ACT_FLOPS_PER_ELEMENT[mlp] * rows * width,
         bytes=gate_up.bytes - rows * width * dtype_bytes(dtype),
@@ -271,11 +338,13 @@ def with_gated_act(gate_up: Op, rows: int, width: int, dtype: str, mlp: str = "g
 
 
 def flash_attention_op(name: str, scores: int, d_qk: int, d_v: int, q_bytes: int | float, kv_bytes: int | float,
-                       o_bytes: int | float, dtype: str, reads: str, writes: str, computes: str) -> Op:
+                       o_bytes: int | float, dtype: str, reads: str, writes: str, computes: str, *,
+                       attention: AttentionShape | None = None) -> Op:
     """One fused attention kernel (FlashAttention): QKᵀ over d_qk and PV over d_v, 2·d_qk + 2·d_v FLOPs per score
     computed, and the online softmax on each (SOFTMAX_FLOPS_PER_ELEMENT); it reads Q and the K and V it attends
     to once (``kv_bytes``) and writes O; no score touches HBM. Variants add their own work with ``replace``
-    (a soft cap, sinks). GQA's (d_qk = d_v = d) and MLA's two forms are built on it."""
+    (a soft cap, sinks). GQA's (d_qk = d_v = d) and MLA's two forms are built on it. ``attention``: its shape
+    (part flash)."""
     return Op(
         name=name,
         kind="attention",
@@ -287,14 +356,16 @@ def flash_attention_op(name: str, scores: int, d_qk: int, d_v: int, q_bytes: int
         writes=writes,
         computes=computes,
         kv_bytes=kv_bytes,
+        attention=attention,
     )
 
 
 def score_matmul_op(name: str, scores: int, d: int, in_bytes: int | float, kv_bytes: int | float,
-                    out_bytes: int | float, dtype: str, reads: str, writes: str, computes: str) -> Op:
+                    out_bytes: int | float, dtype: str, reads: str, writes: str, computes: str, *,
+                    attention: AttentionShape | None = None) -> Op:
     """One of naive attention's two batched matmuls: QKᵀ (reads Q and K, writes the scores) or PV (reads P and
     V, writes O), 2·d FLOPs per score; ``kv_bytes`` is its K or V read from the cache (or the expanded
-    activations)."""
+    activations). ``attention``: its shape (part qk or pv)."""
     return Op(
         name=name,
         kind="attention",
@@ -306,12 +377,14 @@ def score_matmul_op(name: str, scores: int, d: int, in_bytes: int | float, kv_by
         writes=writes,
         computes=computes,
         kv_bytes=kv_bytes,
+        attention=attention,
     )
 
 
-def softmax_op(name: str, rows: int, cols: int, dtype: str) -> Op:
+def softmax_op(name: str, rows: int, cols: int, dtype: str, *, attention: AttentionShape | None = None) -> Op:
     """Row softmax of rows×cols: read rows·cols elements, write rows·cols; SOFTMAX_FLOPS_PER_ELEMENT each.
-    Its kind is attention: a softmax over rows is the middle of naive attention."""
+    Its kind is attention: a softmax over rows is the middle of naive attention (``attention``: its shape,
+    part softmax)."""
     return Op(
         name=name,
         kind="attention",
@@ -322,6 +395,8 @@ def softmax_op(name: str, rows: int, cols: int, dtype: str) -> Op:
         reads=f"x {rows}×{cols} {dtype}",
         writes=f"y {rows}×{cols} {dtype}",
         computes=f"{SOFTMAX_FLOPS_PER_ELEMENT} FLOPs per element (max, subtract, exp, sum, divide)",
+        tensor=(rows, cols),
+        attention=attention,
     )
 
 
@@ -384,6 +459,7 @@ def router_op(name: str, tokens: int, hidden: int, experts: int, top_k: int, dty
                  f"({TOPK_FLOPS_PER_ELEMENT_PER_PICK}·{top_k} FLOPs per logit) + softmax over {softmaxed} "
                  f"({SOFTMAX_FLOPS_PER_ELEMENT} FLOPs each), on chip",
         weight_bytes=w_bytes,
+        gemm=Gemm(tokens, hidden, experts),
     )
 
 
@@ -417,4 +493,5 @@ def expert_matmul_op(name: str, pairs: int, k: int, n: int, experts_read: float,
         + f" ({pairs} token-expert pairs)",
         weight_bytes=w_bytes,
         weight_dtype=w_dtype if w_dtype != dtype else None,
+        gemm=Gemm(pairs, k, n, experts=experts_read),
     )

@@ -51,6 +51,7 @@ from ..units import dtype_bytes
 from .attention import attention_ops, positions_held, scores_computed, window_of
 from .block import linear as _linear
 from .block import projection as _projection
+from .block import projections as _projections
 from .block import quantized as _quantized
 from .block import residual as _residual
 from .block import with_residual as _with_residual
@@ -93,6 +94,7 @@ def _with_bias(op: Op, w: Workload, n_out: int, rows: int | None = None, vectors
         weight_bytes=op.weight_bytes + bias,
         reads=op.reads + f", bias {n_out}",
         computes=op.computes + f" + {rows}·{n_out} bias adds",
+        gemm=replace(op.gemm, bias=True) if op.gemm is not None else None,
     )
 
 
@@ -112,7 +114,7 @@ def _close_branch(ops: list[Op], w: Workload, branch: str) -> list[Op]:
     if w.model.post_norms:
         ops = [*ops, norm_op(f"post_{branch}_norm", w.tokens, w.model.hidden_size, w.dtype, w.model.norm)]
     if fused:
-        return [*ops[:-1], _with_residual(ops[-1], w)]
+        return [*ops[:-1], _with_residual(ops[-1], w, f"{branch}_residual")]
     return [*ops, _residual(f"{branch}_residual", w)]
 
 
@@ -148,18 +150,13 @@ def _attention_block(w: Workload, sliding: bool = False) -> list[Op]:
         return mla_attention_block(w)
     n, h = w.tokens, m.hidden_size
     fused = set(w.fused)
+    norm = norm_op("attn_norm", n, h, w.dtype, m.norm)
     norm_in = "norm_linear" in fused
-    ops: list[Op] = []
-
-    if not norm_in:
-        ops.append(norm_op("attn_norm", n, h, w.dtype, m.norm))
-    prefix = "attn_norm+" if norm_in else ""
-    if "qkv" in fused:
-        ops.append(_qkv(w, prefix + "qkv_proj", m.q_dim + 2 * m.kv_dim, norm_in))
-    else:
-        ops.append(_qkv(w, prefix + "q_proj", m.q_dim, norm_in))
-        ops.append(_qkv(w, prefix + "k_proj", m.kv_dim, norm_in))
-        ops.append(_qkv(w, prefix + "v_proj", m.kv_dim, norm_in))
+    ops: list[Op] = [] if norm_in else [norm]
+    qkv = [_qkv(w, name, width, False) for name, width in (("q_proj", m.q_dim), ("k_proj", m.kv_dim),
+                                                           ("v_proj", m.kv_dim))]
+    ops += _projections(qkv, norm if norm_in else None, "qkv_proj" if "qkv" in fused else None,
+                        lambda name, n_out, with_norm: _qkv(w, name, n_out, with_norm))
     if m.qk_norm:
         # Qwen3, Gemma 3: RMSNorm over each head of Q (N·h rows of d) and of K (N·g rows), each with its gain of
         # d, between the projections and RoPE; a kernel of its own here (no fusion folds it).
@@ -174,31 +171,28 @@ def _attention_block(w: Workload, sliding: bool = False) -> list[Op]:
     return _close_branch([*ops, _with_bias(o_proj, w, h) if m.o_bias else o_proj], w, "attn")
 
 
-def _gated_mlp(w: Workload, prefix: str, width: int, norm_in: bool) -> list[Op]:
+def _gated_mlp(w: Workload, prefix: str, width: int, norm: Op | None) -> list[Op]:
     """The model's MLP (``Model.mlp``) over the step's N tokens: gate and up (N×H · H×width, or one gate_up
     matmul), act, and down (N×width · width×H), which writes its own output; a plain MLP (gelu_tanh) has up,
     act and down. Names start with ``prefix`` ('' for the dense MLP, 'shared_' for an MoE layer's shared
-    experts); with ``norm_in`` the norm runs in the prologue of gate and up; ``mlp_bias`` adds each
+    experts); with ``norm`` (norm_linear) that norm runs in the prologue of gate and up; ``mlp_bias`` adds each
     projection's bias in its epilogue."""
     m = w.model
     n, h = w.tokens, m.hidden_size
     fused = set(w.fused)
-    norm = "mlp_norm+" if norm_in else ""
 
     def proj(name: str, k: int, n_out: int, with_norm: bool) -> Op:
         op = _projection(w, name, k, n_out, with_norm)
         return _with_bias(op, w, n_out) if m.mlp_bias else op
 
-    ops: list[Op] = []
-    if m.mlp == "gelu_tanh":  # no gate: Workload refuses gate_up and act fusions for it
-        ops.append(proj(norm + prefix + "up_proj", h, width, norm_in))
-    elif "gate_up" in fused:
-        gate_up = proj(norm + prefix + "gate_up_proj", h, 2 * width, norm_in)
-        ops.append(with_gated_act(gate_up, n, width, w.dtype, m.mlp) if "act" in fused else gate_up)
+    # A plain MLP (gelu_tanh) has no gate: Workload refuses gate_up and act fusions for it.
+    names = ["up_proj"] if m.mlp == "gelu_tanh" else ["gate_proj", "up_proj"]
+    ops = _projections([proj(prefix + name, h, width, False) for name in names], norm,
+                       prefix + "gate_up_proj" if "gate_up" in fused else None,
+                       lambda name, n_out, with_norm: proj(name, h, n_out, with_norm))
+    if "act" in fused:
+        ops[-1] = with_gated_act(ops[-1], n, width, w.dtype, m.mlp, act=prefix + "act")
     else:
-        ops.append(proj(norm + prefix + "gate_proj", h, width, norm_in))
-        ops.append(proj(norm + prefix + "up_proj", h, width, norm_in))
-    if "act" not in fused:
         ops.append(gated_act_op(prefix + "act", n, width, w.dtype, m.mlp))
     ops.append(proj(prefix + "down_proj", width, h, False))
     return ops
@@ -206,11 +200,11 @@ def _gated_mlp(w: Workload, prefix: str, width: int, norm_in: bool) -> list[Op]:
 
 def _dense_mlp_block(w: Workload) -> list[Op]:
     """The MLP half of a dense block: mlp_norm, gate, up, act, down, mlp_residual (or their fusions)."""
-    fused = set(w.fused)
-    norm_in = "norm_linear" in fused
     m = w.model
-    ops: list[Op] = [] if norm_in else [norm_op("mlp_norm", w.tokens, m.hidden_size, w.dtype, m.norm)]
-    ops += _gated_mlp(w, "", m.intermediate_size, norm_in)
+    norm = norm_op("mlp_norm", w.tokens, m.hidden_size, w.dtype, m.norm)
+    norm_in = "norm_linear" in w.fused
+    ops: list[Op] = [] if norm_in else [norm]
+    ops += _gated_mlp(w, "", m.intermediate_size, norm if norm_in else None)
     return _close_branch(ops, w, "mlp")
 
 
@@ -252,20 +246,19 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
         # gpt-oss's experts' biases: the bias of each expert touched read once, one add per output of a pair.
         return _with_bias(op, w, n_out, rows=pairs, vectors=x) if m.mlp_bias else op
 
-    if m.mlp == "gelu_tanh":
-        ops.append(expert("expert_up_proj", h, ie))
-    elif "gate_up" in fused:
-        gate_up = expert("expert_gate_up_proj", h, 2 * ie)
-        ops.append(with_gated_act(gate_up, pairs, ie, w.dtype, m.mlp) if "act" in fused else gate_up)
-    else:
-        ops.append(expert("expert_gate_proj", h, ie))
-        ops.append(expert("expert_up_proj", h, ie))
+    names = ["expert_up_proj"] if m.mlp == "gelu_tanh" else ["expert_gate_proj", "expert_up_proj"]
+    projections = _projections([expert(name, h, ie) for name in names], None,
+                               "expert_gate_up_proj" if "gate_up" in fused else None,
+                               lambda name, n_out, _: expert(name, h, n_out))
+    if "act" in fused:
+        projections[-1] = with_gated_act(projections[-1], pairs, ie, w.dtype, m.mlp, act="expert_act")
+    ops += projections
     if "act" not in fused:
         ops.append(gated_act_op("expert_act", pairs, ie, w.dtype, m.mlp))
     ops.append(expert("expert_down_proj", ie, h))
     shared = moe.shared_width > 0
     if shared:
-        ops += _gated_mlp(w, "shared_", moe.shared_width, norm_in=False)
+        ops += _gated_mlp(w, "shared_", moe.shared_width, None)
     combine = Op(
         name="moe_combine",
         kind="elementwise",

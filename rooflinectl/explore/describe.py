@@ -5,32 +5,17 @@ Every number comes from the engine's Placement and Analysis; the rules below onl
 
 from __future__ import annotations
 
+from itertools import combinations
+
 from ..engine.explain import ALL_EXPERTS, linear_summary
 from ..engine.moe import tokens_to_touch
+from ..engine.op import MLP_ACT_FORMULA, NORM_LABEL, Op
 from ..engine.roofline import Analysis, Placement
+from ..engine.transformer import step_ops
+from ..errors import UserError
+from ..specs.load import validate
+from ..specs.workload import FUSIONS, Workload
 from ..units import duration, number, si
-
-# The ops that a --fuse option folds into a neighbouring matmul's prologue or epilogue, and that option. Which
-# option folds which op is decided where the block is built (engine/transformer.py's layer_ops); until the Op
-# says so itself, this table names them: the one place in explore that still reads an op's name.
-FUSABLE = {
-    "attn_norm": "norm_linear (RMSNorm in the prologue of q/k/v_proj)",
-    "mlp_norm": "norm_linear (RMSNorm in the prologue of gate/up_proj)",
-    "act": "gate_up + act (SiLU(gate)·up in the epilogue of the gate_up matmul)",
-    "attn_residual": "residual (the add in the epilogue of o_proj)",
-    "mlp_residual": "residual (the add in the epilogue of down_proj)",
-}
-# In a mixture-of-experts layer (engine/transformer.py's _moe_mlp_block) the MLP's ops differ: mlp_norm stays its
-# own kernel (the router and every expert read its output), the residual add folds into moe_combine, and the
-# experts' and shared experts' activations fold as the dense one does.
-MOE_FUSABLE = {
-    "mlp_norm": None,
-    "mlp_residual": "residual (the add in the epilogue of moe_combine)",
-    "expert_act": "gate_up + act (SiLU(gate)·up in the epilogue of the experts' gate_up matmul)",
-    "shared_act": "gate_up + act (SiLU(gate)·up in the epilogue of the shared experts' gate_up matmul)",
-}
-# The LM head: the one linear op that computes for the last token of each sequence only (``model_ops``).
-LM_HEAD = "lm_head"
 
 
 def intensity_text(x: float) -> str:
@@ -52,31 +37,58 @@ def placement_line(p: Placement) -> str:
     )
 
 
-# The gated activations' words, by Model.mlp (a plain gelu_tanh MLP has no gate: no gate_up + act fusion).
-_GATED_ACT = {"gated_silu": "SiLU(gate)·up", "gated_gelu_tanh": "GELU_tanh(gate)·up",
-              "clamped_swiglu": "the clamped SwiGLU of gate and up"}
+def _joined(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _folded(p: Placement, fused: list[Op]) -> str | None:
+    """Where ``p``'s op goes in the fused ops that fold it into a neighbour (``Op.covers``; the neighbour is the
+    fused op's own work, of its kind: the matmul, moe_combine, a post norm), in words: ``the prologue of q_proj,
+    k_proj and v_proj``; None where none folds it."""
+    role = (p.op.kind, p.op.elementwise)
+    folding = [op for op in fused if p.name in [c.name for c in op.covers] and role != (op.kind, op.elementwise)]
+    if not folding:
+        return None
+    hosts = []
+    for op in folding:
+        others = [c.name for c in op.covers if c.name != p.name]
+        hosts.append(others[0] if len(others) == 1 else f"the matmul of {_joined(others)}")
+    first = folding[0].covers[0].name == p.name
+    # Where the op is folded in some kinds of layer only (DeepSeek's dense layers), the rest keep it apart.
+    kept = sum(op.count for op in fused if op.name == p.name)
+    some = f", in {p.op.count - kept} of its {p.op.count} layers" if kept else ""
+    return f"the {'prologue' if first else 'epilogue'} of {_joined(hosts)}{some}"
 
 
 def fusion_for(p: Placement, a: Analysis) -> str | None:
-    """The --fuse option that folds this op into a neighbour, or None (``FUSABLE``, ``MOE_FUSABLE``), in the
-    model's own words: its norm (RMSNorm or LayerNorm), its activation, MLA's first projections."""
+    """The --fuse option that folds this op into a neighbour, or None: the fewest options not yet given under
+    which the engine's step has a fused op covering this one (``Op.covers``), and where it goes, in the model's
+    own words (its norm, its activation's formula)."""
+    w = a.workload
+    missing = [f for f in FUSIONS if f not in w.fused]
+    for size in (1, 2):
+        for options in combinations(missing, size):
+            try:
+                fused = validate(Workload, {**dict(w), "fused": (*w.fused, *options)}, "fusion")
+            except UserError:  # an option this model does not take (gate_up without a gate)
+                continue
+            where = _folded(p, step_ops(fused))
+            if where is not None:
+                return f"{' + '.join(options)} ({_work(p, a)} in {where})"
+    return None
+
+
+def _work(p: Placement, a: Analysis) -> str:
+    """What the op does, in the model's words: its norm, its activation's formula, the residual add."""
     model = a.workload.model
-    if model.post_norms and p.name in ("attn_residual", "mlp_residual"):
-        # Gemma 2/3: a norm sits between the branch's last matmul and the add, which folds into that norm.
-        return f"residual (the add in the epilogue of post_{p.name.removesuffix('_residual')}_norm)"
-    if p.name.endswith("act") and p.name in {**FUSABLE, **MOE_FUSABLE}:
-        if model.mlp not in _GATED_ACT:
-            return None  # up, act, down: no gate to fuse with
-        text = (MOE_FUSABLE if p.name in MOE_FUSABLE else FUSABLE)[p.name]
-        return text and text.replace("SiLU(gate)·up", _GATED_ACT[model.mlp])
-    if model.moe is not None and p.name in MOE_FUSABLE:
-        return MOE_FUSABLE[p.name]
-    text = FUSABLE.get(p.name)
-    if text and p.name == "attn_norm" and model.mla is not None:
-        text = text.replace("q/k/v_proj", "MLA's first projections (q_a_proj, kv_a_proj_with_mqa)")
-    if text and model.norm == "layernorm":
-        text = text.replace("RMSNorm", "LayerNorm")
-    return text
+    if p.op.kind == "norm":
+        return NORM_LABEL[model.norm]
+    if p.op.elementwise == "activation":
+        return MLP_ACT_FORMULA[model.mlp]
+    if p.op.elementwise == "residual":
+        return "the add"
+    return p.name
 
 
 def hints(p: Placement, a: Analysis) -> list[str]:
@@ -95,7 +107,7 @@ def hints(p: Placement, a: Analysis) -> list[str]:
                 f"batching (key b): the sequences of a batch share one read of the weights, so FLOPs grow with "
                 f"batch and bytes barely do{at}"
             )
-        elif p.name == LM_HEAD:
+        elif kind == "linear" and p.op.per_model:  # the LM head, for the last token of each sequence only
             out.append("more sequences per step (key b): logits are computed for the last token of each only")
         elif kind == "linear":
             out.append("more tokens per step (batch, prompt length) to reuse each read of the weights")
@@ -117,10 +129,10 @@ def hints(p: Placement, a: Analysis) -> list[str]:
                 f"batching does not help: each sequence reads its own KV cache; a narrower KV cache (--kv-dtype "
                 f"fp8){fewer} cut its bytes"
             )
-        elif fusion_for(p, a):
-            out.append(f"fusion, --fuse {fusion_for(p, a)}: its input and output skip the trip through HBM")
-        elif p.name == "mlp_norm":  # of an MoE layer: no option folds it
-            out.append("no fusion folds it: the router and every expert read its output, so it is written once")
+        elif fusion := fusion_for(p, a):
+            out.append(f"fusion, --fuse {fusion}: its input and output skip the trip through HBM")
+        elif kind == "norm":  # an MoE layer's mlp_norm, Q/K norms, the final norm
+            out.append("no --fuse option folds it: it is written once, and the kernels after it read it back")
         elif p.op.flops == 0:
             out.append("nothing to compute: only fewer bytes (a narrower data type, fusion) or faster memory help")
         elif not naive_attention:

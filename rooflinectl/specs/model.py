@@ -171,6 +171,15 @@ class MLA(Strict):
         return sum(k * n for _, k, n in self.matrices(hidden, heads)) + gains
 
 
+# Variant fields every model's dump shows, at their default too (the other variants are left out where unused).
+SHOWN_AT_DEFAULT = ("mlp", "tie_embeddings", "max_position_embeddings", "sliding_window")
+# The variants engine/mla.py models beside multi-head latent attention (its MLP's and the model's); any other (an
+# attention variant DeepSeek's attention does not have: Q/K norms, biases, sinks, windows, post norms, LayerNorm, a
+# new field) is refused with it.
+MLA_MODELS = ("mla", "moe", "mlp", "mlp_bias", "tie_embeddings", "scale_embeddings", "max_position_embeddings",
+              "final_logit_softcapping", "weight_dtype", "group_size", "quantized")
+
+
 class Model(Strict):
     """A decoder-only transformer with RoPE and GQA: the dense Llama family (Llama, Mistral, Qwen2/3, Phi-3), its
     variants (Gemma 2/3, gpt-oss), or with a mixture of experts in place of the MLP (``moe``: Mixtral, Qwen3-MoE,
@@ -204,46 +213,67 @@ class Model(Strict):
     num_kv_heads: Heads
     head_dim: HeadDim
     intermediate_size: MlpWidth
-    mlp: MlpKind = "gated_silu"
-    norm: NormKind = "rmsnorm"
-    post_norms: bool = False
+    # Every field with a default is a variant of the plain Llama (:meth:`variants`); its description is the variant
+    # in words, for a runner's refusal ("has a mixture of experts").
+    mlp: MlpKind = Field("gated_silu", description="the MLP")
+    norm: NormKind = Field("rmsnorm", description="the norm")
+    post_norms: bool = Field(False, description="post norms")
     vocab_size: Vocab
-    tie_embeddings: bool = False
-    scale_embeddings: bool = False
-    max_position_embeddings: Positions | None = None
-    sliding_window: Positions | None = None
-    layer_pattern: list[LayerAttention] | None = Field(default=None, min_length=1, max_length=2**14)
-    qk_norm: bool = False
-    rotary_dim: HeadDim | None = None
+    tie_embeddings: bool = Field(False, description="a tied LM head")
+    scale_embeddings: bool = Field(False, description="scaled embeddings")
+    max_position_embeddings: Positions | None = Field(None, description="a position limit")
+    sliding_window: Positions | None = Field(None, description="a sliding window")
+    layer_pattern: list[LayerAttention] | None = Field(default=None, min_length=1, max_length=2**14,
+                                                       description="a layer pattern")
+    qk_norm: bool = Field(False, description="Q/K norms")
+    rotary_dim: HeadDim | None = Field(None, description="partial RoPE")
     # Biases on the Q, K and V projections (Qwen2/Qwen2.5: its architecture, no config key), on O, on the MLP's.
-    qkv_bias: bool = False
-    o_bias: bool = False
-    mlp_bias: bool = False
-    attention_sinks: bool = False
-    attn_logit_softcapping: Softcap | None = None
-    final_logit_softcapping: Softcap | None = None
-    moe: MoE | None = None
+    qkv_bias: bool = Field(False, description="biases on Q, K and V")
+    o_bias: bool = Field(False, description="a bias on O")
+    mlp_bias: bool = Field(False, description="biases on the MLP")
+    attention_sinks: bool = Field(False, description="attention sinks")
+    attn_logit_softcapping: Softcap | None = Field(None, description="attention logit soft-capping")
+    final_logit_softcapping: Softcap | None = Field(None, description="final logit soft-capping")
+    moe: MoE | None = Field(None, description="a mixture of experts")
     # Multi-head latent attention in place of GQA (DeepSeek-V2/V3, Kimi K2). With it, head_dim is the query's
     # width per head, qk_nope_head_dim + qk_rope_head_dim, and num_kv_heads is num_heads (each head gets its own
     # K and V from the shared latent: DeepSeek's config.json gives num_key_value_heads = num_attention_heads).
-    mla: MLA | None = None
+    mla: MLA | None = Field(None, description="multi-head latent attention")
     # The checkpoint's weight format where its linear layers are stored quantized (config.json's
     # quantization_config), and int4's group along k; None: the workload's dtype. A scenario's or the command
     # line's weight_dtype (and group_size) wins over it (workload_from_scenario). ``quantized`` says which
     # matrices a weight format other than dtype applies to: every linear layer, or the MoE experts alone (gpt-oss's
     # MXFP4 checkpoint keeps attention, router, embedding and LM head in bf16), whichever format is chosen.
-    weight_dtype: WeightDType | None = None
-    group_size: GroupSize | None = None
-    quantized: QuantizedScope = "linear"
+    weight_dtype: WeightDType | None = Field(None, description="a quantized checkpoint")
+    group_size: GroupSize | None = Field(None, description="an int4 group size")
+    quantized: QuantizedScope = Field("linear", description="the quantized matrices")
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The fields, less the variants a model does not use (as before they existed), but those every dump has
+        shown from the start (``SHOWN_AT_DEFAULT``)."""
         data: dict[str, Any] = handler(self)
-        return leave_out_unused(data, {
-            "qk_norm": False, "qkv_bias": False, "moe": None, "mla": None, "weight_dtype": None, "group_size": None,
-            "norm": "rmsnorm", "post_norms": False, "scale_embeddings": False, "layer_pattern": None,
-            "rotary_dim": None, "o_bias": False, "mlp_bias": False, "attention_sinks": False,
-            "attn_logit_softcapping": None, "final_logit_softcapping": None, "quantized": "linear"})
+        used, variant = self.variants(), self.variant_defaults()
+        return {k: v for k, v in data.items() if k in used or k in SHOWN_AT_DEFAULT or k not in variant}
+
+    @classmethod
+    def variant_defaults(cls) -> dict[str, Any]:
+        """Each variant field and its default: every field that has a default (the sizes have none)."""
+        return {name: f.default for name, f in cls.model_fields.items() if not f.is_required()}
+
+    def variants(self) -> dict[str, Any]:
+        """The variant fields whose value is not their default, by field name: what this model has beyond a plain
+        Llama (``{}`` for Llama 3 8B's sizes alone). Derived from the fields' defaults, so that a new field is a
+        new variant with nothing else to list: a runner that allow-lists variants refuses it until told it runs."""
+        return {name: value for name, default in self.variant_defaults().items()
+                if (value := getattr(self, name)) != default}
+
+    @classmethod
+    def variant_words(cls, name: str, value: Any) -> str:
+        """A variant in words, for a refusal: its field's description, with the value where it is not a flag or a
+        section (``the MLP (gelu_tanh)``, ``a mixture of experts``); the field's name where it has none."""
+        words = cls.model_fields[name].description or name
+        return words if value is True or isinstance(value, Strict) else f"{words} ({value})"
 
     @model_validator(mode="after")
     def _gqa(self) -> Self:
@@ -272,9 +302,9 @@ class Model(Strict):
         return self
 
     def _check_mla(self, mla: MLA) -> None:
-        """With MLA, head_dim and num_kv_heads have one meaning each (see ``mla``), and the attention variants
-        DeepSeek's attention does not have (Q/K norms, biases, sinks, windows, post norms, LayerNorm) are
-        refused."""
+        """With MLA, head_dim and num_kv_heads have one meaning each (see ``mla``), and every variant engine/mla.py
+        does not model beside it (not in ``MLA_MODELS``: the attention variants DeepSeek's attention does not have)
+        is refused."""
         if self.head_dim != mla.qk_head_dim:
             raise invalid(f"head_dim ({self.head_dim}) must be mla.qk_nope_head_dim + mla.qk_rope_head_dim "
                            f"({mla.qk_nope_head_dim} + {mla.qk_rope_head_dim} = {mla.qk_head_dim}): with MLA it is "
@@ -282,12 +312,8 @@ class Model(Strict):
         if self.num_kv_heads != self.num_heads:
             raise invalid(f"num_kv_heads ({self.num_kv_heads}) must be num_heads ({self.num_heads}) with MLA: every "
                            f"head expands its own K and V from the shared latent")
-        # DeepSeek's attention has none of these; engine/mla.py builds its block without them.
-        unused = {"qk_norm": False, "qkv_bias": False, "o_bias": False, "attention_sinks": False,
-                  "post_norms": False, "norm": "rmsnorm", "sliding_window": None, "layer_pattern": None,
-                  "rotary_dim": None, "attn_logit_softcapping": None}
-        for field, default in unused.items():
-            if getattr(self, field) != default:
+        for field in self.variants():
+            if field not in MLA_MODELS:
                 raise invalid(f"{field} is not modelled with MLA (DeepSeek's attention has no such variant)")
 
     def max_length(self) -> tuple[int, str] | None:

@@ -7,6 +7,7 @@ Command-line options override any scenario field through :func:`resolve_workload
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -226,11 +227,16 @@ class Scenario(Strict):
     def _fusions_fit_together(cls, fused: list[Fusion]) -> list[Fusion]:
         """A rule of the fusions alone, checked on the field, so that its message names 'fused' (a model-wide
         check named '(top level)' and said 'Value error,')."""
-        if "act" in fused and "gate_up" not in fused:
-            raise invalid("fusion 'act' goes in the epilogue of the fused gate_up matmul: add 'gate_up'")
-        if len(set(fused)) != len(fused):
-            raise invalid("a fusion is listed twice")
+        check_fusions(fused)
         return fused
+
+
+def check_fusions(fused: Sequence[Fusion]) -> None:
+    """A validation error naming the rule where the fusions do not fit together (a scenario's or a step's)."""
+    if "act" in fused and "gate_up" not in fused:
+        raise invalid("fusion 'act' goes in the epilogue of the fused gate_up matmul: add 'gate_up'")
+    if len(set(fused)) != len(fused):
+        raise invalid("a fusion is listed twice")
 
 
 class Workload(Strict):
@@ -324,6 +330,13 @@ class Workload(Strict):
             raise UserError(f"group size {self.group_size}: only int4 weights take a group size ({fmt} has its "
                             f"own layout)")
         return self
+
+    @field_validator("fused")
+    @classmethod
+    def _fusions_fit(cls, fused: tuple[Fusion, ...]) -> tuple[Fusion, ...]:
+        """The scenario's rule, for a step built directly (``validate(Workload, …)``)."""
+        check_fusions(fused)
+        return fused
 
     @model_validator(mode="after")
     def _fusions_fit_the_model(self) -> Self:

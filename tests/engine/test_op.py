@@ -7,13 +7,19 @@ import pytest
 from rooflinectl.engine.op import (
     RMSNORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
+    Gemm,
     Op,
     copy_op,
+    covering,
+    expert_matmul_op,
+    gated_act_op,
     matmul_op,
     matmul_unit,
     rmsnorm_linear_op,
     rmsnorm_op,
+    router_op,
     softmax_op,
+    with_gated_act,
 )
 
 
@@ -54,3 +60,28 @@ def test_an_op_without_bytes_or_count_is_refused():
            computes="")
     with pytest.raises(ValueError):
         matmul_op("x", 1, 1, 1, "bf16").times(0)
+
+
+def test_each_op_carries_its_shape():
+    """What a runner needs is a field of the op, set by the constructor that was given the sizes."""
+    assert matmul_op("mm", 3, 5, 7, "bf16").gemm == Gemm(3, 5, 7)
+    assert rmsnorm_linear_op("x", 3, 5, 7, "bf16").gemm == Gemm(3, 5, 7)
+    assert router_op("router", 4, 64, 8, 2, "bf16").gemm == Gemm(4, 64, 8)
+    # 4 tokens × top-2 = 8 (token, expert) pairs, reading the weights of 5.5 experts (an expectation).
+    assert expert_matmul_op("expert_up_proj", 8, 64, 32, 5.5, "bf16").gemm == Gemm(8, 64, 32, experts=5.5)
+    assert rmsnorm_op("norm", 6, 64, "bf16").tensor == (6, 64)
+    assert softmax_op("softmax", 8, 16, "fp16").tensor == (8, 16)
+    assert gated_act_op("act", 6, 128, "bf16").tensor == (6, 128)
+    assert matmul_op("mm", 3, 5, 7, "bf16").tensor is None and rmsnorm_op("n", 1, 2, "bf16").gemm is None
+
+
+def test_a_fused_op_covers_the_ops_whose_work_it_does():
+    m, k, i = 4, 64, 32
+    gate, up = matmul_op("gate_proj", m, k, i, "bf16"), matmul_op("up_proj", m, k, i, "bf16")
+    gate_up = covering(matmul_op("gate_up_proj", m, k, 2 * i, "bf16"), gate, up)
+    fused = with_gated_act(gate_up, m, i, "bf16")
+    assert [c.name for c in fused.parts] == ["gate_proj", "up_proj", "act"]
+    assert fused.parts[-1] == gated_act_op("act", m, i, "bf16")
+    # One kernel does their FLOPs; the bytes are fewer by gate and up's round trip.
+    assert fused.flops == sum(c.flops for c in fused.covers)
+    assert gate.parts == (gate,) and gate.covers == ()

@@ -1,5 +1,5 @@
-"""The calibration probes: the documented grid's cases (counts checked against their engine ops, the held-out
-model's shapes left out), and probe_samples' structure on the CPU with a tiny grid; no time asserted."""
+"""The calibration probes: the documented grid's cases (each case's tensors moving its engine op's bytes, the
+held-out model's shapes left out), and probe_samples' structure on the CPU with a tiny grid; no time asserted."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ def test_the_default_grid_is_the_documented_one():
     assert not qwen & set(DEFAULT_GRID.gemm_kn)
     labels = [label for label, _ in cases]
     assert len(set(labels)) == len(labels)
+    # Each case's tensors, read once and written once, are the bytes its engine op counts.
+    for label, case in cases:
+        assert case.bytes == case.op.bytes, label
 
 
 def test_each_probe_carries_its_engine_op():

@@ -28,6 +28,21 @@ def _rope(x, cos, sin):
     return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
 
 
+def _weights(layer: dict, h: int, i: int) -> dict:
+    """One layer's weights by the unfused op's name, split out of the fused ones' (qkv_proj's rows: q, k, v;
+    gate_up_proj's: gate, up)."""
+    p = {name.removesuffix("+residual"): q for name, q in layer.items()}
+    if "qkv_proj" in p:
+        fused = p.pop("qkv_proj")
+        kv = (len(fused["w"]) - h) // 2
+        ws, bs = fused["w"].split([h, kv, kv]), fused["bias"].split([h, kv, kv])
+        p |= {name: {"w": wt, "bias": bt} for name, wt, bt in zip(("q_proj", "k_proj", "v_proj"), ws, bs, strict=True)}
+    if "gate_up_proj" in p:
+        gate, up = p.pop("gate_up_proj")["w"].split([i, i])
+        p |= {"gate_proj": {"w": gate}, "up_proj": {"w": up}}
+    return p
+
+
 def _reference(w, step):
     """Llama-style forward in float64: the weights read from the step's own tensors."""
     m = w.model
@@ -37,7 +52,8 @@ def _reference(w, step):
     cos, sin = step.cos.double(), step.sin.double()
     x = f["embed"]["table"][f["embed"]["ids"]]
     for i in range(m.num_layers):
-        p = {k: {n: v.double() for n, v in q.items()} for k, q in step.layer_weights[i].items()}
+        p = _weights({k: {n: v.double() for n, v in q.items()} for k, q in step.layer_weights[i].items()},
+                     h * d, m.intermediate_size)
         ck, cv = (c.double().clone() for c in step.caches[i])
         hn = _rms(x, p["attn_norm"]["g"])
         q = hn @ p["q_proj"]["w"].T + p["q_proj"]["bias"]
@@ -62,7 +78,14 @@ def _reference(w, step):
     return last @ f["lm_head"]["w"].T
 
 
-@pytest.mark.parametrize("phase, sizes", [("decode", dict(batch=2, context=24)), ("prefill", dict(batch=2, seq_len=8))])
+@pytest.mark.parametrize("phase, sizes", [
+    ("decode", dict(batch=2, context=24)),
+    ("prefill", dict(batch=2, seq_len=8)),
+    # The fused projections' outputs are split by the parts they cover, the residual taken in their epilogue.
+    ("decode", dict(batch=2, context=24, fused=["qkv", "gate_up", "residual"])),
+    ("prefill", dict(batch=2, seq_len=8, fused=["qkv", "residual"])),
+    ("decode", dict(batch=3, context=20, attention="naive", fused=["gate_up"])),
+])
 def test_the_step_is_the_models_forward_pass(phase, sizes):
     w = resolve_workload(phase, model=TINY, dtype="fp32", **sizes)
     cases = build_cases(w)

@@ -102,16 +102,13 @@ def per_gpu_workload(w: Workload, layout: Layout) -> Workload:
     return validate(Workload, {**dict(w), "model": model}, f"{w.label()} per GPU")
 
 
-def _expert_shapes(w: Workload, fused_shapes: bool) -> list[tuple[int, int]]:
-    """One expert's matrices as (k, n), in the order engine.transformer builds its expert ops (``fused_shapes``:
-    gate_up as one H×2I_e where the workload fuses it), or as stored (gate and up apart, as the footprint counts)."""
+def _expert_shapes(w: Workload) -> list[tuple[int, int]]:
+    """One expert's matrices as (k, n), as stored (gate and up apart, as the footprint counts)."""
     m = w.model
     assert m.moe is not None
     h, ie = m.hidden_size, m.moe.expert_intermediate_size
     if m.mlp == "gelu_tanh":
         return [(h, ie), (ie, h)]
-    if fused_shapes and "gate_up" in w.fused:
-        return [(h, 2 * ie), (ie, h)]
     return [(h, ie), (h, ie), (ie, h)]
 
 
@@ -136,11 +133,12 @@ def expert_ops_per_gpu(ops: list[Op], whole: Workload, per_gpu: Workload, layout
         return ops
     e = layout.ep
     share = experts_touched(whole) / e
-    shapes = iter(_expert_shapes(per_gpu, fused_shapes=True))
     a = dtype_bytes(per_gpu.dtype)
     local = not layout.dp_attention  # TP + EP: 1/e of the step's pairs on each GPU
     out = []
-    for op in ops:
+    for whole_op in ops:
+        # A fused op's parts are adjusted as they would be alone, so that they still add up to it.
+        op = replace(whole_op, covers=tuple(expert_ops_per_gpu(list(whole_op.covers), whole, per_gpu, layout)))
         if local and op.name.startswith("moe_combine"):
             out.append(_local_combine(op, per_gpu, e))
             continue
@@ -148,10 +146,10 @@ def expert_ops_per_gpu(ops: list[Op], whole: Workload, per_gpu: Workload, layout
             out.append(replace(op, flops=integral(op.flops / e), bytes=_expected(op.bytes / e),
                                computes=op.computes + f"; 1/{e} of the pairs on this GPU (TP + EP)"))
             continue
-        if op.kind != "expert":
+        if op.kind != "expert" or op.gemm is None:
             out.append(op)
             continue
-        k, n = next(shapes)
+        k, n = op.gemm.k, op.gemm.n
         held = _expected(share * _matrix_bytes(per_gpu, k, n))
         if per_gpu.model.mlp_bias:
             held += _expected(share * n * a)
@@ -161,6 +159,7 @@ def expert_ops_per_gpu(ops: list[Op], whole: Workload, per_gpu: Workload, layout
             moved, flops = _expected(moved / e), integral(flops / e)
         label = "TP + EP" if local else "EP"
         out.append(replace(op, flops=flops, bytes=moved + held, weight_bytes=held,
+                           gemm=replace(op.gemm, experts=share),
                            reads=op.reads + f"; {label} {e}: {share:.4g} experts read of this GPU's "
                                             f"{whole.model.moe.num_experts // e} (expected)"))
     return out
@@ -223,7 +222,7 @@ def weight_bytes_per_gpu(whole: Workload, per_gpu: Workload, layout: Layout) -> 
     m = whole.model
     ie = moe.expert_intermediate_size
     biases = m.mlp_parameters(ie) - (3 if m.mlp in GATED_MLPS else 2) * m.hidden_size * ie
-    one = sum(_matrix_bytes(per_gpu, k, n) for k, n in _expert_shapes(per_gpu, fused_shapes=False)) \
+    one = sum(_matrix_bytes(per_gpu, k, n) for k, n in _expert_shapes(per_gpu)) \
         + biases * dtype_bytes(per_gpu.dtype)
     return held - m.moe_layers * (moe.num_experts - moe.num_experts // layout.ep) * one
 

@@ -22,9 +22,15 @@ from ...specs.model import Model
 from ...specs.workload import Workload
 
 HF_HINT = "pip install -e '.[hf]'"
-# The model types whose modules profile.ranges maps onto the engine's ops (LlamaDecoderLayer and its kin).
-MAPPED_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-
+# The transformers families whose modules profile.ranges maps onto the engine's ops (LlamaDecoderLayer and its
+# kin), each with the Model variants (``Model.variants``) it builds beyond a plain Llama. Every other variant, a
+# new Model field included, is refused until a family here is said to build it.
+BUILDS: dict[str, tuple[str, ...]] = {"llama": (), "mistral": ("sliding_window",), "qwen2": ("qkv_bias",),
+                                      "qwen3": ("qk_norm",)}
+MAPPED_TYPES = tuple(BUILDS)
+# Variants every family builds: the tied LM head, the position limit, RoPE over the whole head (a rotary_dim of
+# head_dim; a partial one is refused).
+EVERY_FAMILY_BUILDS = ("tie_embeddings", "max_position_embeddings")
 
 def require_transformers() -> str:
     """transformers' version; a UserError saying which extra to install when it (or torch) is missing."""
@@ -42,24 +48,23 @@ def require_transformers() -> str:
     return str(transformers.__version__)
 
 
-def _model_type(m: Model) -> str:
-    """The transformers family that builds a rooflinectl Model, or a UserError naming what is not built."""
-    unmapped = [what for what, yes in (
-        ("a mixture of experts", m.moe is not None), ("multi-head latent attention", m.mla is not None),
-        (f"a {m.mlp} MLP", m.mlp != "gated_silu"), (f"{m.norm}", m.norm != "rmsnorm"),
-        ("post norms", m.post_norms), ("biases on O or the MLP", m.o_bias or m.mlp_bias),
-        ("attention sinks", m.attention_sinks), ("soft caps", m.attn_logit_softcapping is not None
-                                                or m.final_logit_softcapping is not None),
-        ("partial RoPE", m.rotary_dim not in (None, m.head_dim)), ("scaled embeddings", m.scale_embeddings),
-        ("a layer pattern", m.layer_pattern is not None)) if yes]
-    if unmapped:
-        raise UserError(f"profile builds dense Llama-family models ({', '.join(MAPPED_TYPES)}); {m.id} has "
-                        f"{unmapped[0]}")
-    if m.qk_norm:
-        return "qwen3"
-    if m.qkv_bias:
-        return "qwen2"
-    return "mistral" if m.sliding_window is not None else "llama"
+def check_buildable(m: Model, model_type: str | None = None) -> str:
+    """The transformers family that builds ``m``: the first of BUILDS that builds all its variants, or
+    ``model_type`` (the family a user's config.json names); a UserError naming a variant it does not build."""
+    variants = m.variants()
+    if m.rotary == m.head_dim:
+        variants.pop("rotary_dim", None)  # RoPE over the whole head, as every family rotates
+    extra = [name for name in variants if name not in EVERY_FAMILY_BUILDS]
+    families = list(BUILDS) if model_type is None else [model_type]
+    for family in families:
+        if set(extra) <= set(BUILDS[family]):
+            return family
+    built = {name for family in families for name in BUILDS[family]}
+    unbuilt = [name for name in extra if name not in built]
+    words = [m.variant_words(name, variants[name]) for name in (unbuilt[:1] or extra)]
+    what = words[0] if unbuilt else " with ".join(words) + ", which no one family builds together"
+    given = "" if model_type is None else f" (its config's model_type is {model_type})"
+    raise UserError(f"profile builds dense Llama-family models ({', '.join(BUILDS)}); {m.id} has {what}{given}")
 
 
 def config_from_model(m: Model) -> Any:
@@ -67,7 +72,7 @@ def config_from_model(m: Model) -> Any:
     Mistral's (a sliding window) where the model has those."""
     from transformers import AutoConfig
 
-    model_type = _model_type(m)
+    model_type = check_buildable(m)
     keys: dict[str, Any] = dict(
         hidden_size=m.hidden_size, num_hidden_layers=m.num_layers, num_attention_heads=m.num_heads,
         num_key_value_heads=m.num_kv_heads, head_dim=m.head_dim, intermediate_size=m.intermediate_size,

@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...engine.attention import attention_ops, window_of
 from ...engine.calibrated import op_class, predict_time
 from ...engine.op import Op
 from ...engine.roofline import achieved_rates, measured_share, place
@@ -73,10 +72,10 @@ def workload_of(req: ProfileRequest) -> Workload:
                             **length)
 
 
-def core_ops(w: Workload) -> list[str]:
-    """The attention core's ops as the engine names them (attention, or qk/softmax/pv; _local through a
-    window: every layer of a model with a window and no pattern slides, the only such models built here)."""
-    return [o.name for o in attention_ops(w, window_of(w, w.model.sliding_window is not None))]
+def core_ops(ops: list[Op]) -> list[str]:
+    """The attention core's ops of the step, by kind: attention (flash), or qk, softmax and pv (naive). Every layer
+    of a model profile builds attends alike (a window in every layer, or in none: ``build.check_buildable``)."""
+    return [o.name for o in ops if o.kind == "attention"]
 
 
 def run_profile(req: ProfileRequest, gpu: str | None = None, default_gpu: str = "h100-sxm") -> ProfileRecord:
@@ -98,6 +97,8 @@ def run_profile(req: ProfileRequest, gpu: str | None = None, default_gpu: str = 
     # the engine, which may refuse what transformers accepts (its validation names the field).
     config = hf.config_from_json(req.model) if req.module is None and req.model.endswith(".json") else None
     w = workload_of(req)
+    if config is not None:  # transformers builds the user's config as it is; its variants must be ones profile maps
+        hf.check_buildable(w.model, config.model_type)
     ops = step_ops(w)
     if req.module is not None:
         built = hf.user_module(req.module, req.device)
@@ -113,7 +114,7 @@ def run_profile(req: ProfileRequest, gpu: str | None = None, default_gpu: str = 
         else:
             step_s = _eager_wall(built, req.device, req.reps)
     timer: Timer = "cuda_graph" if graph and not any(n.startswith("no CUDA graph") for n in notes) else "eager"
-    a = attribute(events, [(o.name, o.kind) for o in ops], core_ops(w))
+    a = attribute(events, [(o.name, o.kind) for o in ops], core_ops(ops))
     info = device_info(spec, req.device)
     if req.device == "cuda":
         notes += spec_mismatch_notes(spec, info)  # a --gpu that visibly is not the device

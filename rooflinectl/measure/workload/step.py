@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ...engine.attention import kv_positions_held
+from ...engine.op import Op
 from ...errors import UserError
 from ...kernels.base import torch_dtype
 from ...specs.workload import Workload
 from ...units import dtype_bytes
 from . import runners
-from .cases import Case, split_fused_name
+from .cases import Case
 from .execute import materialize
 
 # Share of the free device memory the step may take with distinct layers (the rest: torch's allocator, the CUDA
@@ -85,6 +86,13 @@ def plan_memory(w: Workload, cases: list[Case], free_bytes: int | None) -> StepM
                     f"try a smaller --batch or length")
 
 
+def _split(y: Any, op: Op) -> list[Any]:
+    """A linear op's output [rows, n], one slice per linear op it covers (q, k and v of a fused qkv_proj, by
+    each one's n), or whole."""
+    widths = [part.gemm.n for part in op.parts if part.gemm is not None]
+    return list(y.split(widths, dim=1)) if len(widths) > 1 else [y]
+
+
 @dataclass
 class Step:
     """The step as a callable of no arguments returning the logits [B, V], with the tensors it runs on: each
@@ -133,60 +141,55 @@ def build_step(w: Workload, cases: list[Case], memory: StepMemory, device: str, 
     prefill = w.phase == "prefill"
 
     def run_layer(i: int, x: Any) -> Any:
+        """One layer, its ops in the step's order, by kind: a norm gives the branch's input; each linear op
+        reads the latest of those (the norm's output, attention's, the activation's; or x with the norm in its
+        prologue) and leaves its output, split by the parts it covers (q, k, v of a fused qkv); RoPE, the KV
+        write, attention and the activation take the outputs they need in that order; a residual add (its own op
+        or in a GEMM's epilogue) moves x on. A sliding layer runs the ops whose attention has a window, a full
+        layer the others."""
         wts = layer_w[i % n_w]
         ck, cv = caches[i % n_c]
         held = ck.shape[2]
         start = 0 if prefill else (w.kv_len - 1) % held
-        s: dict[str, Any] = {"x": x}
+        branch: Any = None  # what the next linear op reads
+        out: list[Any] = []  # the linear ops' outputs not yet taken: q, k, v; gate, up; o_proj's; down_proj's
+        scores: Any = None  # naive attention's, from qk to pv
         for c in layer:
-            p = wts[c.name]
-            norm_in, base, residual = split_fused_name(c.name)
+            op, p = c.op, wts[c.name]
+            if op.attention is not None and (op.attention.window is not None) != m.layer_slides(i):
+                continue  # the other kind of layer's attention core
             if c.family == "rmsnorm":
-                s["h"] = runners.rmsnorm(s["x"], p["g"])
-            elif c.family in ("linear", "norm_linear"):
-                src = {"o_proj": "o", "down_proj": "act"}.get(base, "x" if norm_in else "h")
-                if norm_in:
-                    y = runners.norm_linear(s[src], p["w"], p.get("bias"))
-                else:
-                    y = runners.linear(s[src], p["w"], p.get("bias"), s["x"] if residual else None)
+                branch = runners.rmsnorm(x, p["g"])
+            elif c.family == "norm_linear":
+                out += _split(runners.norm_linear(x, p["w"], p.get("bias")), op)
+            elif c.family == "linear":
+                residual = any(part.elementwise == "residual" for part in op.parts)
+                y = runners.linear(branch, p["w"], p.get("bias"), x if residual else None)
                 if residual:
-                    s["x"] = y
-                elif base == "qkv_proj":
-                    s["q"], s["k"], s["v"] = y.split([h * d, g * d, g * d], dim=1)
-                elif base == "gate_up_proj":
-                    s["gate"], s["up"] = y.chunk(2, dim=1)
+                    x, out = y, []
                 else:
-                    s[{"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "a", "gate_proj": "gate",
-                       "up_proj": "up", "down_proj": "a"}[base]] = y
+                    out += _split(y, op)
             elif c.family == "rope":
-                s["q"], s["k"] = runners.rope(s["q"].view(n_tok, h, d), s["k"].view(n_tok, g, d), cos, sin)
+                out[0], out[1] = runners.rope(out[0].view(n_tok, h, d), out[1].view(n_tok, g, d), cos, sin)
             elif c.family == "kv_write":
-                runners.kv_write(s["k"].view(b, t, g, d).transpose(1, 2), s["v"].view(b, t, g, d).transpose(1, 2),
+                runners.kv_write(out[1].view(b, t, g, d).transpose(1, 2), out[2].view(b, t, g, d).transpose(1, 2),
                                  ck, cv, start)
             elif c.family == "sdpa":
-                if c.name.endswith("_local") != m.layer_slides(i):
-                    continue
-                o = runners.sdpa(s["q"].view(b, t, h, d).transpose(1, 2), ck, cv, bool(c.params["causal"]))
-                s["o"] = o.transpose(1, 2).reshape(n_tok, h * d)
+                o = runners.sdpa(out[0].view(b, t, h, d).transpose(1, 2), ck, cv, bool(c.params["causal"]))
+                branch, out = o.transpose(1, 2).reshape(n_tok, h * d), []
             elif c.family == "qk":  # naive, decode only (support.py): T = 1, so these are views
-                if c.name.endswith("_local") != m.layer_slides(i):
-                    continue
-                s["s"] = runners.qk(s["q"].reshape(b * g, h // g, d), ck.reshape(b * g, held, d))
+                scores = runners.qk(out[0].reshape(b * g, h // g, d), ck.reshape(b * g, held, d))
             elif c.family == "softmax":
-                if c.name.endswith("_local") != m.layer_slides(i):
-                    continue
-                s["s"] = runners.softmax(s["s"])
+                scores = runners.softmax(scores)
             elif c.family == "pv":
-                if c.name.endswith("_local") != m.layer_slides(i):
-                    continue
-                s["o"] = runners.pv(s["s"], cv.reshape(b * g, held, d)).reshape(n_tok, h * d)
+                branch, out = runners.pv(scores, cv.reshape(b * g, held, d)).reshape(n_tok, h * d), []
             elif c.family == "act":
-                s["act"] = runners.gated_act(s["gate"], s["up"])
+                branch, out = runners.gated_act(out[0], out[1]), []
             elif c.family == "residual":
-                s["x"] = runners.residual(s["x"], s["a"])
+                x, out = runners.residual(x, out[-1]), []
             else:
                 raise ValueError(f"op {c.name}: no place in the layer")
-        return s["x"]
+        return x
 
     def step() -> Any:
         e = before[0]

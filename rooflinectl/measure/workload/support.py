@@ -17,15 +17,27 @@ def _refuse(w: Workload, what: str, why: str) -> UserError:
     return UserError(f"measure --workload: {w.model.id}: {what} is not supported ({why})")
 
 
+# The Model variants (``Model.variants``) the runners run as the engine counts them; every other variant, a new
+# field included, is refused until it is added here:
+#   qkv_bias                  F.linear adds the Q, K and V biases in cuBLAS's epilogue
+#   sliding_window, layer_pattern   each layer's SDPA reads its own cache, the window's positions in a sliding one
+#   rotary_dim                RoPE over the whole head only (a partial one is refused below)
+#   tie_embeddings            the LM head is its own GEMM, tied or not
+#   max_position_embeddings   a limit on the sizes, no kernel
+#   weight_dtype, group_size, quantized   the checkpoint's format; the step's own (w.quantized) is checked below
+RUNS = ("qkv_bias", "sliding_window", "layer_pattern", "rotary_dim", "tie_embeddings", "max_position_embeddings",
+        "weight_dtype", "group_size", "quantized")
+
+
 def check_supported(w: Workload) -> None:
     """A UserError naming the first feature of ``w`` that measure --workload cannot run as the engine counts it."""
     m = w.model
     if w.phase not in ("decode", "prefill"):
         raise _refuse(w, f"the {w.phase} phase", "it times a decode or a prefill step")
-    if m.mla is not None:
-        raise _refuse(w, "multi-head latent attention", "no runner for MLA's absorbed attention")
-    if m.moe is not None:
-        raise _refuse(w, "a mixture of experts", "no runner for the router and the grouped expert matmuls")
+    for name, value in m.variants().items():
+        if name not in RUNS:
+            raise UserError(f"measure --workload: {m.id}: no runner for {m.variant_words(name, value)} (its runners "
+                            f"time a Llama-family layer)")
     if w.quantized or w.weight_dtype not in (None, w.dtype) or w.act_dtype not in (None, w.dtype):
         raise _refuse(w, "quantized weights or activations", "F.linear multiplies in the activations' type; "
                                                              "a quantized GEMM is another kernel")
@@ -33,22 +45,10 @@ def check_supported(w: Workload) -> None:
         raise _refuse(w, f"--dtype {w.dtype}", f"runs {', '.join(RUNNABLE_DTYPES)}")
     if w.kv_dtype != w.dtype:
         raise _refuse(w, f"a {w.kv_dtype} KV cache beside {w.dtype} activations", "SDPA reads K and V in Q's type")
-    features = [
-        (m.norm != "rmsnorm", f"{m.norm}", "the runners are RMSNorm's"),
-        (m.mlp != "gated_silu", f"the {m.mlp} MLP", "the runner is SiLU(gate)·up"),
-        (m.post_norms, "post norms", "no runner places them"),
-        (m.qk_norm, "Q/K norms", "no runner places them"),
-        (m.attention_sinks, "attention sinks", "SDPA has no sink logits"),
-        (m.attn_logit_softcapping is not None, "attention logit soft-capping", "SDPA has no soft cap"),
-        (m.final_logit_softcapping is not None, "final logit soft-capping", "F.linear has no soft cap"),
-        (m.scale_embeddings, "scaled embeddings", "the gather's runner does not scale"),
-        (m.o_bias or m.mlp_bias, "biases on o_proj or the MLP", "only the Q, K, V biases are run"),
-        (m.rotary != m.head_dim, "partial rotary embeddings", "the RoPE runner rotates whole heads"),
-        (m.head_dim % 2 != 0, "an odd head_dim", "RoPE rotates pairs"),
-    ]
-    for present, what, why in features:
-        if present:
-            raise _refuse(w, what, why)
+    if m.rotary != m.head_dim:
+        raise _refuse(w, "partial rotary embeddings", "the RoPE runner rotates whole heads")
+    if m.head_dim % 2 != 0:
+        raise _refuse(w, "an odd head_dim", "RoPE rotates pairs")
     if "act" in w.fused:
         raise _refuse(w, "--fuse act", "no PyTorch or cuBLAS kernel puts SiLU(gate)·up in a GEMM's epilogue")
     if w.attention == "naive" and w.phase != "decode":
