@@ -369,6 +369,12 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     step_model = StepModel(base_workload(**options), g, calibrated, layout, costs)
     capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,
                                                                                           reserve_gib))
+    limit = step_model.base.model.max_length()
+    longest = max(load.requests, key=lambda r: r.prompt + r.output)
+    if limit is not None and longest.prompt + longest.output - 1 > limit[0]:
+        raise UserError(f"a request of {longest.prompt:,} prompt and {longest.output:,} output tokens needs "
+                        f"{longest.prompt + longest.output - 1:,} positions; model {step_model.base.model.id}'s "
+                        f"{limit[1]} is {limit[0]:,}")
     pool = BlockPool(capacity.blocks, block_size)
     run = simulate(load, step_model, pool, config, progress)
     texts = ("trace", "trace") if trace is not None else (prompt_len.text(), output_len.text())

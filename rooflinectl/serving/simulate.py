@@ -23,7 +23,7 @@ from ..engine.parallel import Layout
 from ..errors import UserError
 from ..specs.hardware import GPU
 from ..specs.stack import Stack
-from ..specs.workload import Seqs, Workload
+from ..specs.workload import Workload
 from .kvcache import BlockPool
 from .load import Load, Request
 from .scheduler import Live, Scheduler, SchedulerConfig
@@ -166,14 +166,6 @@ class Simulation:
         return self.run.goodput(self.slo_ttft_s, self.slo_tpot_s)
 
 
-def merge(parts: Sequence[tuple[int, int]]) -> tuple[Seqs, ...]:
-    """(new, cached) of each scheduled sequence as groups: identical ones counted together."""
-    counts: dict[tuple[int, int], int] = {}
-    for key in parts:
-        counts[key] = counts.get(key, 0) + 1
-    return tuple(Seqs(c, new, cached) for (new, cached), c in counts.items())
-
-
 def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerConfig,
              progress: Callable[[int], None] | None = None) -> Run:
     """Serve ``load`` on the engine ``model`` prices (its stack's costs included), with ``pool``'s KV cache and
@@ -204,7 +196,10 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                 raise RuntimeError("the simulated engine stalled with requests left")
             t = arrivals[0][0]
             continue
-        dt = model.time(merge([(s.new, s.cached) for s in batch]))
+        groups: dict[tuple[int, int], int] = {}  # the step's groups: identical (new, cached) counted together
+        for s in batch:
+            groups[s.new, s.cached] = groups.get((s.new, s.cached), 0) + 1
+        dt = model.time_counts(groups)
         t += dt
         steps += 1
         tokens = sum(s.new for s in batch)

@@ -27,16 +27,6 @@ from ..specs.stack import Stack
 from ..specs.workload import Seqs, Workload
 
 
-@dataclass(frozen=True)
-class _Part:
-    """One attention op of one sequence of a group: its per-instance FLOPs, bytes, KV bytes and weights."""
-
-    flops: float
-    bytes: float
-    kv_bytes: float
-    weight_bytes: float
-
-
 class StepModel:
     """Step times of ``base``'s model and options on ``gpu`` under ``layout``; ``calibrated`` as in analyze;
     ``stack``'s costs beyond the roofline (None: none)."""
@@ -54,8 +44,9 @@ class StepModel:
             self.roofs = scaled(self.roofs, stack)
         self.scaled = stack is not None and not calibrated and (stack.bandwidth_efficiency, stack.compute_efficiency) != (1, 1)
         self.mla = base.model.mla is not None
+        self.affine = base.model.sliding_window is None  # attention parts affine in cached (_group_parts)
         self._rest: dict[tuple[object, ...], tuple[float, int]] = {}
-        self._parts: dict[tuple[int, int], dict[str, _Part]] = {}
+        self._parts: dict[tuple[int, int], tuple[tuple[str, float, float, float, float], ...]] = {}
         self._ops: dict[str, Op] = {}  # each attention op's shape (name, kind, count, dtype, unit) by name
         self.analyses = 0  # full analyses made: what the caches save
 
@@ -71,42 +62,73 @@ class StepModel:
             placed = timed_by_model(placed, self.op_model)
         return placed.total_time_s
 
-    def _rest_time(self, seqs: tuple[Seqs, ...]) -> tuple[float, int]:
-        """(time, kernels) of the step's ops other than attention."""
-        decode = sum(g.count for g in seqs if g.new == 1)
-        prompts = tuple(g if self.mla else Seqs(g.count, g.new) for g in seqs if g.new > 1)
-        key = (decode, tuple(sorted((g.count, g.new, g.cached) for g in prompts)))
+    def _rest_time(self, counts: dict[tuple[int, int], int]) -> tuple[float, int]:
+        """(time, kernels) of the step's ops other than attention. They depend on the step's tokens N and
+        sequences B alone (the token-wise ops on N, the LM head and the logits' collectives on B); with MLA also
+        on its decode sequences and on the positions its prompt groups expand, so there the key is the groups."""
+        tokens = sum(new * c for (new, _), c in counts.items())
+        sequences = sum(counts.values())
+        decode = sum(c for (new, _), c in counts.items() if new == 1)
+        prompts = tuple(sorted((c, new, cached) for (new, cached), c in counts.items() if new > 1))
+        key: tuple[object, ...] = (decode, prompts) if self.mla else (tokens, sequences)
         if key not in self._rest:
-            folded = ((Seqs(decode, 1),) if decode else ()) + prompts
+            if self.mla:
+                folded = ((Seqs(decode, 1),) if decode else ()) + tuple(Seqs(c, n, k) for c, n, k in prompts)
+            else:  # the same N and B: N tokens spread as evenly as B sequences allow
+                share, more = divmod(tokens, sequences)
+                folded = tuple(Seqs(c, n) for c, n in ((more, share + 1), (sequences - more, share)) if c)
             rest = [p for p in self.analyze(folded).placements if p.op.kind != "attention"]
             time = sum(self._time(p.op) if self.scaled else p.total_time_s for p in rest)
             self._rest[key] = (time, sum(p.op.count for p in rest))
         return self._rest[key]
 
-    def _group_parts(self, new: int, cached: int) -> dict[str, _Part]:
+    def _group_parts(self, new: int, cached: int) -> tuple[tuple[str, float, float, float, float], ...]:
+        """Each attention op's (name, FLOPs, activation bytes, KV bytes, weight bytes) for one sequence of a
+        group. Without a sliding window every one of them is affine in the cached positions for a given ``new``
+        (scores T·cached + T(T+1)/2, K and V read over cached + T positions), so a decode group's parts come from
+        two analyses, at 0 and 1 cached; otherwise each (new, cached) is analysed once."""
         key = (new, cached)
-        if key not in self._parts:
-            a = self.analyze((Seqs(1, new, cached),))
-            parts = {}
-            for p in a.placements:
-                if p.op.kind == "attention":
-                    op = p.op
-                    self._ops.setdefault(op.name, op)
-                    parts[op.name] = _Part(op.flops, op.bytes, op.kv_bytes, op.weight_bytes)
+        parts = self._parts.get(key)
+        if parts is None:
+            if new == 1 and self.affine and cached > 1:
+                base, slope = self._group_parts(1, 0), self._group_parts(1, 1)
+                parts = tuple((name, f + cached * (f1 - f), m + cached * (m1 - m), k + cached * (k1 - k),
+                               w + cached * (w1 - w))
+                              for (name, f, m, k, w), (_, f1, m1, k1, w1) in zip(base, slope))
+            else:
+                a = self.analyze((Seqs(1, new, cached),))
+                found = []
+                for p in a.placements:
+                    if p.op.kind == "attention":
+                        op = p.op
+                        self._ops.setdefault(op.name, op)
+                        found.append((op.name, op.flops, op.bytes - op.weight_bytes, op.kv_bytes, op.weight_bytes))
+                parts = tuple(found)
             self._parts[key] = parts
-        return self._parts[key]
+        return parts
 
-    def roofline_time(self, seqs: tuple[Seqs, ...]) -> tuple[float, int]:
+    def time_counts(self, counts: dict[tuple[int, int], int]) -> float:
+        """:meth:`time` of a step given as {(new, cached): sequences}."""
+        ops, kernels = self._roofline_counts(counts)
+        if self.stack is None:
+            return ops
+        return ops + (kernels * self.stack.kernel_gap_us + self.stack.step_overhead_us) / 1e6
+
+    def _roofline_counts(self, counts: dict[tuple[int, int], int]) -> tuple[float, int]:
         """(the step's ops' time, the kernels it launches): the engine's analysis under the model's roofs."""
         sums: dict[str, list[float]] = {}
-        for g in seqs:
-            for name, part in self._group_parts(g.new, g.cached).items():
-                s = sums.setdefault(name, [0.0, 0.0, 0.0, 0.0])
-                s[0] += g.count * part.flops
-                s[1] += g.count * (part.bytes - part.weight_bytes)
-                s[2] += g.count * part.kv_bytes
-                s[3] = max(s[3], part.weight_bytes)
-        time, kernels = self._rest_time(seqs)
+        for (new, cached), count in counts.items():
+            for name, flops, moved, kv, weights in self._group_parts(new, cached):
+                s = sums.get(name)
+                if s is None:
+                    sums[name] = [count * flops, count * moved, count * kv, weights]
+                else:
+                    s[0] += count * flops
+                    s[1] += count * moved
+                    s[2] += count * kv
+                    if weights > s[3]:
+                        s[3] = weights
+        time, kernels = self._rest_time(counts)
         for name, (flops, moved, kv, weights) in sums.items():
             op = replace(self._ops[name], flops=flops, bytes=moved + weights, kv_bytes=kv, weight_bytes=weights)
             time += self._time(op)
@@ -115,10 +137,10 @@ class StepModel:
 
     def time(self, seqs: tuple[Seqs, ...]) -> float:
         """The step's predicted time, seconds: its ops', and the stack's gaps and fixed cost."""
-        ops, kernels = self.roofline_time(seqs)
-        if self.stack is None:
-            return ops
-        return ops + (kernels * self.stack.kernel_gap_us + self.stack.step_overhead_us) / 1e6
+        counts: dict[tuple[int, int], int] = {}
+        for g in seqs:
+            counts[g.new, g.cached] = counts.get((g.new, g.cached), 0) + g.count
+        return self.time_counts(counts)
 
 
 def scaled(roofs: Roofs, stack: Stack) -> Roofs:

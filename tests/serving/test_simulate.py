@@ -41,6 +41,8 @@ def test_the_step_model_is_the_engines_analysis(model, options, layout):
     rng = random.Random(1)
     m = StepModel(base(model, **options), H100, layout=layout)
     for _ in range(12):
+        # Decodes at many contexts (their parts are affine in the context without a window: two anchors serve
+        # them all), beside prompt chunks with and without cached positions.
         seqs = [Seqs(rng.randint(1, 4), 1, rng.randint(0, 3000)) for _ in range(rng.randint(0, 5))]
         if not seqs or rng.random() < 0.6:
             seqs.append(Seqs(1, rng.randint(2, 700), rng.choice([0, rng.randint(1, 2000)])))
@@ -71,14 +73,14 @@ def test_one_request_is_the_sum_of_its_steps():
 def test_every_step_of_a_closed_loop_is_the_engines(monkeypatch):
     m = StepModel(base(), H100)
     seen = []
-    plain = StepModel.time
+    plain = StepModel.time_counts
 
-    def spy(self, seqs):
-        got = plain(self, seqs)
-        seen.append((seqs, got))
+    def spy(self, counts):
+        got = plain(self, counts)
+        seen.append((tuple(Seqs(c, new, cached) for (new, cached), c in counts.items()), got))
         return got
 
-    monkeypatch.setattr(StepModel, "time", spy)
+    monkeypatch.setattr(StepModel, "time_counts", spy)
     simulate(closed_loop(4, 12, Lengths("fixed", 64), Lengths("fixed", 8)), m, BlockPool(500, 16), SchedulerConfig())
     assert len(seen) > 20
     for seqs, got in seen[::5]:
@@ -155,6 +157,7 @@ def test_serve_to_dict_is_the_json():
     (["--block-size", "0"], "--block-size"),
     (["--slo-ttft-ms", "-5"], "--slo-ttft-ms"),
     (["--trace", "missing.jsonl"], "no such file"),
+    (["--model", "llama-2-7b", "--prompt", "4000", "--output", "100"], "max_position_embeddings is 4,096"),
 ])
 def test_bad_loads_get_one_line(args, fragment):
     assert_one_line_error(cli("analyze", "serve", *args), fragment)
