@@ -33,7 +33,7 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rooflinectl.engine.attention_io import (
+    from rooflinectl.engine.count.attention_io import (
         AttentionShape,
         flash_attention_op,
         flash_tiling,

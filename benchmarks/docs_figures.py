@@ -6,7 +6,7 @@ rewrites what is between them from the records, so that no figure in those block
     python benchmarks/docs_figures.py           # rewrite the blocks
     python benchmarks/docs_figures.py --check   # exit 1, naming each block that differs from its records
 
-tests/test_docs_figures.py runs the check. Records are read through rooflinectl.measure.records.load, the one
+tests/test_docs_figures.py runs the check. Records are read through rooflinectl.records.kernel.load, the one
 reader of `measure --save` files; the CLI's start-up times come from a saved `benchmarks/cli_speed.sh` output.
 """
 
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rooflinectl.measure.records import MeasurementFile, ShapeRecord, load
+from rooflinectl.records.kernel import MeasurementFile, ShapeRecord, load
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"

@@ -114,7 +114,7 @@ if cal.exists():
     print(f"calibrate: copy {m.get('copy_bandwidth_gbps', 0):,.0f} GB/s; matmul TFLOP/s: {peaks}")
 head = ("file", "shape", "check", "time", "GB/s", "TFLOP/s", "%spec", "%meas", "torch", "×torch", "compile", "×comp")
 rows = []
-from rooflinectl.measure.records import load  # the one reader of measure's records (schema 1 and 2)
+from rooflinectl.records.kernel import load  # the one reader of measure's records (schema 1 and 2)
 
 for path in sorted(out.glob("*.json")):
     run = load(path)

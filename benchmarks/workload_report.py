@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rooflinectl.measure.workload.records import WorkloadRun, load_workload
+from rooflinectl.records.step import WorkloadRun, load_workload
 
 LONG_OP_S = 8e-6  # the threshold: ops that run 8 µs or longer
 TARGET_PCT = 10.0

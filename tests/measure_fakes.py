@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from rooflinectl.engine.op import softmax_op
+from rooflinectl.engine.count.op import softmax_op
 from rooflinectl.kernels.base import Kernel
 from rooflinectl.measure.bench import REP_MS, WARMUP_MS, CaptureError
 from rooflinectl.measure.harness import Plan, Reporter, run_measure
-from rooflinectl.measure.records import DeviceInfo
+from rooflinectl.records.kernel import DeviceInfo
 from rooflinectl.specs.hardware import load_gpu
 
 H100 = load_gpu("h100")

@@ -1,6 +1,6 @@
 """``rooflinectl measure`` and ``rooflinectl calibrate``: real kernels on the GPU in hand, against the roofline.
 
-The commands parse options, call ``rooflinectl.measure.request.measure`` / ``rooflinectl.measure.calibrate.calibrate``
+The commands parse options, call ``rooflinectl.measure.request.measure`` / ``rooflinectl.calibrate.run.calibrate``
 (which check the options in the order that reports bad input before a missing GPU), and lay out what comes back.
 Torch and triton are imported by the library, after ``--interpret`` has set TRITON_INTERPRET.
 """
@@ -188,10 +188,10 @@ def calibrate(
     for given, name in ((comm_max, "--comm-max"), (collectives, "--collectives"), (world_size, "--world-size")):
         if given is not None:
             raise UserError(f"{name} belongs to calibrate --comm")
-    from ..measure.calibrate import calibrate as run_calibration
+    from ..calibrate.op_model import PROBE_DTYPE, calibrate_op_model
+    from ..calibrate.probes import DEFAULT_GRID, probe_cases
+    from ..calibrate.run import calibrate as run_calibration
     from ..measure.ceilings import PROBE_DTYPES
-    from ..measure.op_model import PROBE_DTYPE, calibrate_op_model
-    from ..measure.workload.probes import DEFAULT_GRID, probe_cases
 
     # The warm-up, the copy, each matmul and its check, the vector FMAs; then the op model's probes and the floor.
     probes = len(probe_cases(DEFAULT_GRID, PROBE_DTYPE)) + 1 if op_model else 0
@@ -217,8 +217,8 @@ def calibrate(
 def _calibrate_comm(output: Path, gpu: str | None, json: bool, comm_max: str | None, collectives: str | None,
                     world_size: int | None) -> None:
     """calibrate --comm: check the options, run the ranks, and print on rank 0 what it wrote."""
-    from ..measure.comm import MAX_BYTES, parse_collectives, parse_size
-    from ..measure.comm_run import CommRequest, calibrate_comm, check_launch, command_line
+    from ..calibrate.comm import MAX_BYTES, parse_collectives, parse_size
+    from ..calibrate.comm_run import CommRequest, calibrate_comm, check_launch, command_line
 
     chosen = parse_collectives(collectives)
     max_bytes = MAX_BYTES if comm_max is None else parse_size(comm_max)

@@ -1,6 +1,6 @@
 """``rooflinectl measure --workload PHASE``: the wiring of measure's workload mode (the options parsed by
 ``cli/measure.py``). Builds the Workload exactly as ``analyze`` does (``options.workload_overrides``,
-``resolve_workload``), runs ``measure.workload.run.run_workload`` and hands the record to the renderer."""
+``resolve_workload``), runs ``measure.step.run.run_workload`` and hands the record to the renderer."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def measure_workload(workload: str, model: str | None, batch: int | None, seq_le
         check_writable(save, "--save")
     w = resolve_workload(workload, **workload_overrides(model, batch, seq_len, context, dtype, None, attention, None,
                                                          fuse))
-    from ..measure.workload.records import save as save_run
-    from ..measure.workload.run import WorkloadRequest, run_workload
+    from ..measure.step.run import WorkloadRequest, run_workload
+    from ..records.step import save as save_run
 
     given = [("--workload", workload), ("--model", model), ("--batch", batch), ("--seq-len", seq_len),
              ("--context", context), ("--dtype", dtype), ("--attention", attention), ("--fuse", fuse),

@@ -50,8 +50,8 @@ def profile(
     On the CPU (the attribution, CPU time): rooflinectl profile --model config.json --device cpu --batch 2 --context 64
     """
     from ..files import check_writable
-    from ..measure.profile.record import save as save_record
-    from ..measure.profile.run import ProfileRequest, run_profile
+    from ..profile.run import ProfileRequest, run_profile
+    from ..records.profile import save as save_record
     from ..render.profile import print_profile
 
     if save is not None:

@@ -39,12 +39,12 @@ from typing import Literal
 
 from ..specs.hardware import Roofs
 from ..specs.measured import OpClass, OpCurve, OpModel, OpPoint
-from .op import Op, OpKind
+from .count.op import Op, OpKind
 from .placement import Placement, place
 
 Bound = Literal["memory", "compute"]
 
-# Each op kind's class (engine.op.OpKind); an elementwise op's is its ``Op.elementwise`` where it has one;
+# Each op kind's class (engine.count.op.OpKind); an elementwise op's is its ``Op.elementwise`` where it has one;
 # communication has none.
 OP_CLASS: dict[OpKind, OpClass] = {
     "linear": "gemm", "matmul": "gemm", "expert": "gemm", "router": "gemm",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..specs.dtypes import DEFAULT_GROUP_SIZE, DType, WeightDType
 from ..specs.model import Model
 from ..specs.workload import Seqs, Workload
-from .transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
+from .count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 
 # Weight formats with no scales, in which the whole step may run (dtype = weight format).
 _PLAIN: tuple[str, ...] = ("fp32", "bf16", "fp16")
@@ -54,7 +54,7 @@ def kv_cache_bytes_per_token_past_window(model: Model, kv_dtype: DType = "bf16")
 
 def weight_bytes(model: Model, fmt: WeightDType, group_size: int | None = None) -> int:
     """The model's weights held in memory with its linear layers in ``fmt`` (every expert; scales included;
-    the embedding, LM head, norms and routers in bf16 beside a quantized format, as engine.quant keeps them).
+    the embedding, LM head, norms and routers in bf16 beside a quantized format, as engine.count.quant keeps them).
     An unscaled format (fp32, bf16, fp16) holds every parameter in it."""
     if fmt in _PLAIN:
         step = one_token_step(model, dtype=fmt)  # type: ignore[arg-type]  # fp32/bf16/fp16 are DTypes

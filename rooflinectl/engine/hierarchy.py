@@ -20,7 +20,7 @@ from typing import Literal
 
 from ..specs.hardware import GPU, Sourced
 from ..units import KIB, MIB
-from .op import Unit
+from .count.op import Unit
 
 REGISTER_BYTES = 4  # a register is 32 bits
 

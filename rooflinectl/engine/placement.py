@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 from ..specs.hardware import Roofs
-from .op import Op
+from .count.op import Op
 
 
 @dataclass(frozen=True)

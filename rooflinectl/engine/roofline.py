@@ -18,7 +18,9 @@ from ..specs.measured import OpModel
 from ..specs.workload import SIZE_FIELDS, SizeField, Workload
 from ..units import GIB, dtype_bytes
 from .calibrated import timed_by_model
-from .op import Op, Unit, matmul_unit
+from .count.op import Op, Unit, matmul_unit
+from .count.quant import kernel_name
+from .count.transformer import step_ops
 from .parallel import (
     Layout,
     check_interconnect,
@@ -30,8 +32,6 @@ from .parallel import (
 )
 from .parallel import notes as parallel_notes
 from .placement import Placement, place
-from .quant import kernel_name
-from .transformer import step_ops
 
 __all__ = ["Placement", "place"]  # engine/placement.py's, re-exported: every caller imports them from here
 
@@ -169,7 +169,7 @@ class Analysis:
 
     @property
     def kernel(self) -> str:
-        """The matmul kernel the linear layers run (engine.quant.kernel_name): its data type is the roof's."""
+        """The matmul kernel the linear layers run (engine.count.quant.kernel_name): its data type is the roof's."""
         return kernel_name(self.workload)
 
     def placement(self, name: str) -> Placement:
@@ -266,3 +266,36 @@ def batch_at_ridge(weight_elements: float, io_elements_per_row: float, dtype: st
     if denominator <= 0:
         return None
     return ridge * stored / denominator
+
+
+# The share of a layer's experts at which the verdict calls them all touched: the expected count approaches E
+# only asymptotically, so "every expert" is stated as the batch where 99% of them are.
+ALL_EXPERTS = 0.99
+
+
+def is_linear(p: Placement) -> bool:
+    """A linear layer: a matmul against weights (the projections and the LM head)."""
+    return p.op.kind == "linear"
+
+
+def layer_linears(a: Analysis) -> list[Placement]:
+    """The layers' linear ops: the projections, without the once-per-model LM head (``Op.per_model``)."""
+    return [p for p in a.placements if is_linear(p) and not p.op.per_model]
+
+
+def linear_summary(a: Analysis) -> tuple[float, float | None]:
+    """(intensity of the layers' linear ops together, the batch at which they would reach the ridge)."""
+    linear = layer_linears(a)
+    if not linear:
+        return 0.0, None
+    flops = sum(p.op.flops for p in linear)
+    total = sum(p.op.bytes for p in linear)
+    s = dtype_bytes(a.workload.dtype)
+    stored = sum(p.op.weight_bytes for p in linear)
+    io_per_row = sum(p.op.bytes - p.op.weight_bytes for p in linear) / (a.workload.tokens * s)
+    if not a.workload.quantized:
+        return flops / total, batch_at_ridge(stored / s, io_per_row, a.workload.dtype, a.ridge)
+    # Quantized weights: their elements Σk·n from the FLOPs (2·N·k·n each; a fused norm's 4 FLOPs per input
+    # element add 2/n to it, below 0.1% at n ≥ 2,048), their bytes as stored, scales included.
+    elements = flops / (2 * a.workload.tokens)
+    return flops / total, batch_at_ridge(elements, io_per_row, a.workload.dtype, a.ridge, weight_bytes=stored)

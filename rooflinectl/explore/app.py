@@ -8,7 +8,7 @@ Layout at 100×30 (the smallest size it is designed for):
     status line (what the last key did, or the error it met)                             1 row
     footer: the keys                                                                      1 row
 
-Every number is the engine's: ``roofline.analyze`` for the table, chart and totals, ``explain.verdict`` for the
+Every number is the engine's: ``roofline.analyze`` for the table, chart and totals, ``render.verdict`` for the
 verdict, the op's own Placement for its explanation. The app formats; it computes nothing. The panels it lays out
 (the ops table, the key bar, the chart, the text of the settings, totals and op) are ``panels``'s.
 """
@@ -25,9 +25,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from ..engine.explain import verdict
 from ..engine.roofline import Analysis
 from ..errors import UserError
+from ..render.verdict import verdict
 from ..specs.hardware import GPU, list_gpus
 from ..specs.model import Model, list_models
 from ..specs.workload import Workload

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from ..engine.explain import ALL_EXPERTS, linear_summary
-from ..engine.moe import tokens_to_touch
-from ..engine.op import MLP_ACT_FORMULA, NORM_LABEL, Op
-from ..engine.roofline import Analysis, Placement
-from ..engine.transformer import step_ops
+from ..engine.count.moe import tokens_to_touch
+from ..engine.count.op import MLP_ACT_FORMULA, NORM_LABEL, Op
+from ..engine.count.transformer import step_ops
+from ..engine.roofline import ALL_EXPERTS, Analysis, Placement, linear_summary
 from ..errors import UserError
 from ..specs.load import validate
 from ..specs.workload import FUSIONS, Workload

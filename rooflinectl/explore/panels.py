@@ -20,7 +20,7 @@ from .describe import describe, intensity_text
 
 # Table columns: (header, width, right-aligned). 56 columns in all, to leave the chart 43 at 100 columns (23 at
 # 80). The op column cuts long fused names; the op panel below shows them whole. The kind column is the op's
-# kind (engine.op.OpKind) as the engine gives it, coloured by its bound (cyan memory, magenta compute: the op panel
+# kind (engine.count.op.OpKind) as the engine gives it, coloured by its bound (cyan memory, magenta compute: the op panel
 # says it in words), so that a kind added to the engine shows here unchanged: elementwise, the longest, fits.
 KIND = 2  # the kind column's index in COLUMNS (left out at narrow widths)
 COLUMNS = (("op", 14, False), ("FLOP/B", 7, True), (" kind", 13, False), ("TFLOP/s", 8, True),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from ..engine.op import matmul_unit
+from ..engine.count.op import matmul_unit
 from ..engine.roofline import Analysis, analyze
 from ..errors import UserError
 from ..files import write_atomic

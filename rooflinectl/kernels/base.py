@@ -1,7 +1,7 @@
 """The interface every measured kernel implements; the measure harness calls nothing else.
 
 A kernel is a singleton object (``KERNEL`` in its module) that knows its shapes, its data types, its FLOP and byte
-count (built from ``rooflinectl.engine.op``, so that ``measure`` and ``analyze`` count the same), how to make fresh random
+count (built from ``rooflinectl.engine.count.op``, so that ``measure`` and ``analyze`` count the same), how to make fresh random
 inputs, how to run its Triton kernel into a given output, its torch reference and baselines, and its tolerance.
 
 How the harness uses one (a sketch, not code to copy)::
@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..engine.op import Op
+from ..engine.count.op import Op
 from ..errors import UserError
 from ..units import KIB
 

@@ -13,7 +13,7 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.op import Op, copy_op
+from ..engine.count.op import Op, copy_op
 from .base import Inputs, Kernel, torch_dtype
 
 

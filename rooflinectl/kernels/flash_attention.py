@@ -5,8 +5,8 @@ Shapes: Q and O are B×h×S×d, K and V are B×g×S×d (torch SDPA's layout); qu
 i sees positions ≤ i. Each program takes BLOCK_M queries of one head, keeps its fp32 accumulator, row max and row
 sum on chip, and walks the K/V blocks: S = Q·Kᵀ (tensor cores, fp32), the online softmax in base 2 (the scale
 folded into log2(e)/√d), O += P·V. Under a causal mask the blocks right of the diagonal are never loaded (the work
-is S(S+1)/2 scores, counted by engine.attention_io), the blocks left of it run without a mask, and only the
-diagonal blocks pay for one. Reads Q, K, V; writes O; the K/V traffic by tiling is engine.attention_io's.
+is S(S+1)/2 scores, counted by engine.count.attention_io), the blocks left of it run without a mask, and only the
+diagonal blocks pay for one. Reads Q, K, V; writes O; the K/V traffic by tiling is engine.count.attention_io's.
 
 Plain pointer arithmetic (no block pointers, gone in triton 3.9; no tensor descriptors, which the interpreter of
 triton 3.6 lacks), so that the same code runs on triton 3.6 and 3.9 and under TRITON_INTERPRET.
@@ -21,8 +21,8 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.attention_io import AttentionShape, flash_attention_op, flash_tiling, naive_attention_ops
-from ..engine.op import Op
+from ..engine.count.attention_io import AttentionShape, flash_attention_op, flash_tiling, naive_attention_ops
+from ..engine.count.op import Op
 from ..errors import UserError
 from ..units import MIB
 from .base import Inputs, Kernel, torch_dtype

@@ -22,8 +22,8 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.attention_io import decode_op
-from ..engine.op import Op
+from ..engine.count.attention_io import decode_op
+from ..engine.count.op import Op
 from .base import Inputs, Kernel, sm_count, torch_dtype
 from .flash_attention import LOG2E, check_attention_shape, picked_backend, sdpa_backends
 

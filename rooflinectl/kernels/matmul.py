@@ -16,7 +16,7 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.op import Op, matmul_op
+from ..engine.count.op import Op, matmul_op
 from .base import Inputs, Kernel, dot_dtype, dtype_name, sm_count, torch_dtype
 
 

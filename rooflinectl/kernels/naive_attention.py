@@ -4,7 +4,7 @@
    does not skip it): reads Q and K, writes B·h·S·S scores in the inputs' type.
 2. softmax over each score row: the project's fused_softmax kernel (reads and writes B·h·S·S).
 3. pv: O = P·V: reads the B·h·S·S probabilities and V, writes O.
-Counted by engine.attention_io.naive_attention_ops (the engine's naive rule). The scores buffer is kept between
+Counted by engine.count.attention_io.naive_attention_ops (the engine's naive rule). The scores buffer is kept between
 runs of the same size, so timing sees the kernels, not the allocator.
 """
 
@@ -17,8 +17,8 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.attention_io import naive_attention_ops, summed
-from ..engine.op import Op
+from ..engine.count.attention_io import naive_attention_ops, summed
+from ..engine.count.op import Op
 from ..errors import UserError
 from .base import Inputs, Kernel, dtype_name
 from .flash_attention import (

@@ -32,7 +32,7 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.op import Op, softmax_op
+from ..engine.count.op import Op, softmax_op
 from .base import Inputs, Kernel, dtype_name, interpreting, sm_count, torch_dtype
 
 # Rows up to this many elements are held whole in registers (one read, one write); longer rows take the online

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from ..records.kernel import LaunchRecord
 from ..specs.hardware import GPU
-from .records import LaunchRecord
 
 if TYPE_CHECKING:
     from ..kernels.base import Launch

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, get_args
 
 from ..errors import UserError
-from .records import Timer, Timing
+from ..records.kernel import Timer, Timing
 
 # Rotate input sets until they hold this many L2s (the working set of one run times the number of sets).
 L2_MULTIPLE = 4

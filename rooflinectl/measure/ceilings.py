@@ -1,4 +1,4 @@
-"""Ceilings measured on the device in hand (``measure.calibrate`` writes them into a hardware YAML).
+"""Ceilings measured on the device in hand (``calibrate.run`` writes them into a hardware YAML).
 
 Probes shared by ``measure`` (once per run, for the "% of measured" column) and ``calibrate`` (written into a
 hardware file whose ``measured`` section ``analyze --calibrated`` and ``plot`` use as roofs), in this order:
@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..kernels.base import torch_dtype
+from ..records.kernel import RunCeilings, Timer
 from ..specs.dtypes import TensorDType
 from .bench import Bench, time_figure
-from .records import RunCeilings, Timer
 
 if TYPE_CHECKING:
-    from ..engine.op import Op
+    from ..engine.count.op import Op
 
 # The probes' sizes. 8192³ is the size issue 4's targets name ("torch's bf16 matmul at 8192³") and is large enough
 # to keep every SM of an H100/H200 busy for about a millisecond. The copy moves at least 1 GiB each way, and at least

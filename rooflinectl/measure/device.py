@@ -10,8 +10,8 @@ import sys
 from datetime import datetime
 
 from ..errors import UserError
+from ..records.kernel import DeviceInfo
 from ..specs.hardware import GPU, match_device
-from .records import DeviceInfo
 
 INSTALL_HINT = "pip install -e '.[gpu]'"
 INTERPRETER_DEVICE_NAME = "CPU (Triton interpreter)"

@@ -35,15 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
-from ..specs.hardware import GPU, Roofs
-from ..units import MIB
-from . import bench as timing
-from .anatomy import launch_record
-from .bench import REP_MS, WARMUP_MS, Bench
-from .ceilings import ceiling_dtypes
-from .device import device_info, now, spec_mismatch_notes
-from .predicted import Shares, predict, shares
-from .records import (
+from ..records.kernel import (
     Baseline,
     BaselineName,
     Correctness,
@@ -56,9 +48,17 @@ from .records import (
     Timer,
     Timing,
 )
+from ..specs.hardware import GPU, Roofs
+from ..units import MIB
+from . import bench as timing
+from .anatomy import launch_record
+from .bench import REP_MS, WARMUP_MS, Bench
+from .ceilings import ceiling_dtypes
+from .device import device_info, now, spec_mismatch_notes
+from .predicted import Shares, predict, shares
 
 if TYPE_CHECKING:
-    from ..engine.op import Op
+    from ..engine.count.op import Op
     from ..kernels.base import Inputs, Kernel
 
 INTERPRET_NOTE = "checked in the Triton interpreter: correctness only, no timing"

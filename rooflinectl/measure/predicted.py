@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Literal
 
 from ..engine.roofline import achieved_rates, measured_share, place
 from ..errors import UserError
+from ..records.kernel import RunCeilings, UnfusedOp
 from ..specs.hardware import Roofs
-from .records import RunCeilings, UnfusedOp
 
 if TYPE_CHECKING:
-    from ..engine.op import Op
+    from ..engine.count.op import Op
     from ..kernels.base import Kernel
 
 

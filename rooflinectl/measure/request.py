@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast, get_args
 
 from ..errors import UserError
+from ..records.kernel import BaselineName, MeasurementFile, Timer
 from ..shell import command_line
-from .records import BaselineName, MeasurementFile, Timer
 
 if TYPE_CHECKING:
     from ..kernels.base import Kernel
@@ -139,8 +139,8 @@ def prepare(request: MeasureRequest) -> Prepared:
 
 def measure(request: MeasureRequest, reporter: Reporter | None = None) -> MeasurementFile:
     """The whole ``measure`` run: check the request, measure every shape, save the record where asked."""
+    from ..records.kernel import save
     from . import harness
-    from .records import save
 
     p = prepare(request)
     run = harness.run_measure(p.kernel, p.plan, p.spec, command=p.command, reporter=reporter)

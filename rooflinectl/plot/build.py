@@ -19,11 +19,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ..engine.op import Unit
+from ..engine.count.op import Unit
 from ..engine.parallel import Layout
 from ..engine.roofline import Analysis, Placement, analyze, sweep
 from ..errors import UserError
-from ..measure.records import MeasurementFile
+from ..records.kernel import MeasurementFile
 from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..specs.hardware import GPU
 from ..specs.workload import SizeField, Workload, length_field

@@ -56,7 +56,7 @@ class OpPoint:
 
     gpu: str
     op: str
-    kind: str  # the op's kind (engine.op.OpKind: linear, attention, router, expert ...), as the engine gives it
+    kind: str  # the op's kind (engine.count.op.OpKind: linear, attention, router, expert ...), as the engine gives it
     intensity: float
     flops: float  # attainable FLOP/s
     bound: Bound

@@ -2,7 +2,7 @@
 above it, tied to the engine's prediction for the same op when one sits close by.
 
 Nothing here reads JSON or does roofline arithmetic of its own: the file is read by measure's one reader
-(``measure.records.load``), "measured on this GPU" is the specs' one matcher, exact or nothing (``specs.hardware.device_matches``),
+(``records.kernel.load``), "measured on this GPU" is the specs' one matcher, exact or nothing (``specs.hardware.device_matches``),
 and a point's roof and fraction are the engine's (``engine.roofline.measured_share``), the same figures that
 ``rooflinectl measure`` prints for the record.
 """
@@ -13,11 +13,11 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..engine.op import Op, OpKind
+from ..engine.count.op import Op, OpKind
 from ..engine.roofline import Analysis, Placement, measured_share
 from ..errors import UserError
-from ..measure.records import MeasurementFile, ShapeRecord
-from ..measure.workload.records import load_any
+from ..records.kernel import MeasurementFile, ShapeRecord
+from ..records.step import load_any
 from ..specs.hardware import GPU, device_matches, list_gpus
 from .chart import MeasuredPoint
 
@@ -27,8 +27,8 @@ PAIR_DECADES = math.log10(2)
 
 
 def load_measured(path: Path) -> MeasurementFile:
-    """The file ``rooflinectl measure --save`` writes, read by ``measure.records.load`` (every schema version it
-    reads), a ``measure --workload --save`` one (each op a record: ``measure.workload.records.as_measurement``) or
+    """The file ``rooflinectl measure --save`` writes, read by ``records.kernel.load`` (every schema version it
+    reads), a ``measure --workload --save`` one (each op a record: ``records.step.as_measurement``) or
     a ``profile --save`` one; a malformed file, or one with no timed record (nothing to draw), is a one-line
     UserError."""
     run = _profile(path) or load_any(path)  # its schema bounds what the chart divides by: bytes, time_s > 0, finite
@@ -41,7 +41,7 @@ def load_measured(path: Path) -> MeasurementFile:
 def _profile(path: Path) -> MeasurementFile | None:
     """A ``rooflinectl profile --save`` record (``"kind": "profile"``), its ops as measured records (the step's
     count and kernel time of each: ``ProfileRecord.to_measurement``); None for any other file."""
-    from ..measure.profile import record as profile_record
+    from ..records import profile as profile_record
     from ..specs.load import read_json
 
     data = read_json(path, "a measurement record (a JSON object)")

@@ -8,12 +8,12 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.explain import verdict
-from ..engine.moe import experts_touched
+from ..engine.count.moe import experts_touched
 from ..engine.roofline import Analysis, Placement
 from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..units import duration, gib, number, plural, si
 from ..units import rate as rate_text
+from .verdict import verdict
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
 
@@ -166,7 +166,7 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
     title = Text(f"{w.label()} on {a.gpu.name} ({a.roofs.label} roofs{model})")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
     table.add_column("op", overflow="fold", min_width=12)
-    # The op's kind (engine.op.OpKind), as the engine gives it: a kind added there shows here unchanged.
+    # The op's kind (engine.count.op.OpKind), as the engine gives it: a kind added there shows here unchanged.
     table.add_column("kind", no_wrap=True, min_width=4)
     columns: tuple[tuple[str, JustifyMethod, int], ...] = (("×", "right", 2), ("FLOPs", "right", 6), ("bytes", "right", 6),
                                 ("FLOP/B", "right", 6), ("bound", "left", 7), ("TFLOP/s", "right", 6),

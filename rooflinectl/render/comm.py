@@ -15,7 +15,7 @@ from ..units import binary_size, duration, number
 from .console import console
 
 if TYPE_CHECKING:
-    from ..measure.comm_run import CommCalibration
+    from ..records.calibration import CommCalibration
 
 
 def curve_table(m: MeasuredInterconnect) -> Table:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from ..engine.generate import Generation
 from ..engine.occupancy import Occupancy
 from ..engine.roofline import Analysis
-from ..measure.records import BASELINE_LABELS, MeasurementFile
+from ..records.kernel import BASELINE_LABELS, MeasurementFile
 from ..specs.hardware import GPU
 from ..specs.model import Model
 from ..specs.workload import Scenario

@@ -8,8 +8,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ..engine.count.op import Unit
 from ..engine.hierarchy import Hierarchy, MemoryLevel, Note, hierarchy
-from ..engine.op import Unit
 from ..specs.hardware import GPU
 from ..units import binary_size, number
 

@@ -9,13 +9,13 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..measure.records import BASELINE_LABELS, MeasurementFile, ShapeRecord, Timing
+from ..records.kernel import BASELINE_LABELS, MeasurementFile, ShapeRecord, Timing
 from ..units import duration, plural, si, time_band
 from .console import console
 
 if TYPE_CHECKING:
     from ..kernels.registry import KernelInfo
-    from ..measure.calibrate import Calibration
+    from ..records.calibration import Calibration
 
 STATUS_STYLE = {"passed": "green", "checked": "green", "failed": "bold red", "error": "bold red"}
 

@@ -10,7 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..measure.profile.record import KernelTime, ProfileRecord
+from ..records.profile import KernelTime, ProfileRecord
 from ..units import duration, number
 
 # Kernel names are long templates; a table cell keeps this many characters of the short name.

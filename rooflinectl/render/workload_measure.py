@@ -1,5 +1,5 @@
 """``measure --workload``'s tables: each op's predictions beside its measurement, then the step. Lays out the
-record (``measure.workload.records.WorkloadRun``) and computes nothing."""
+record (``records.step.WorkloadRun``) and computes nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..measure.workload.records import WorkloadOp, WorkloadRun
+from ..records.step import WorkloadOp, WorkloadRun
 from ..units import duration, time_band
 from .console import console
 

@@ -5,7 +5,7 @@ A step of groups G (``specs.workload.Seqs``) costs what ``engine.roofline.analyz
   (new = 1: MLA runs them in the absorbed form) and, for MLA, the positions its prompt groups expand; those ops
   are timed once per key from one analysis of a step with the same key (the decodes folded into one group);
 - each attention op is one kernel over all groups whose FLOPs, activation bytes and KV bytes are the sums of each
-  group's (engine.attention.by_group), its weights read once: each group's part is taken from the analysis of
+  group's (engine.count.attention.by_group), its weights read once: each group's part is taken from the analysis of
   that group alone (one sequence, cached by its new and cached tokens) and the sums are placed under the roofs
   (or timed by the calibrated op model) as the engine places them.
 So :meth:`StepModel.time` equals ``analyze(step).totals.time_s`` (to rounding; tests/serving checks it) at a small
@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..engine.calibrated import timed_by_model
-from ..engine.op import Op
+from ..engine.count.op import Op
 from ..engine.parallel import Layout
 from ..engine.roofline import Analysis, analyze, place
 from ..specs.hardware import GPU, Roofs

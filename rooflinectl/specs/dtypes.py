@@ -1,5 +1,5 @@
 """The data types a workload names: activations, the KV cache, the linear layers' weight formats, and which weight
-and activation types a kernel runs together (engine/quant.py states each format's layout, scales and source)."""
+and activation types a kernel runs together (engine/count/quant.py states each format's layout, scales and source)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ DTYPES: tuple[DType, ...] = get_args(DType)
 ActDType = Literal[DType, "fp4"]
 ACT_DTYPES: tuple[ActDType, ...] = get_args(ActDType)
 NARROW_ACT_DTYPES: tuple[str, ...] = ("fp8", "int8", "fp4")
-# Weight storage formats (engine/quant.py states each one's layout, scales and source).
+# Weight storage formats (engine/count/quant.py states each one's layout, scales and source).
 # fp8_block: fp8 with one scale per 128×128 block (DeepSeek-V3's checkpoint format).
 WeightDType = Literal["fp32", "bf16", "fp16", "fp8", "fp8_block", "int8", "int4", "int4_zp", "mxfp4", "nvfp4"]
 WEIGHT_DTYPES: tuple[WeightDType, ...] = get_args(WeightDType)

@@ -26,7 +26,7 @@ class Ceilings(Strict):
     vector_tflops: dict[VectorDType, Peak] = Field(default_factory=dict)
 
 
-# The collectives ``rooflinectl calibrate --comm`` times (measure/comm.py), by nccl-tests' names.
+# The collectives ``rooflinectl calibrate --comm`` times (calibrate/comm.py), by nccl-tests' names.
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
 COLLECTIVES: tuple[Collective, ...] = get_args(Collective)
 

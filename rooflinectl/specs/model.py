@@ -2,7 +2,7 @@
 bundled catalog of them.
 
 Models come from ``workloads/models/*.yaml``, a model YAML path, or a local Hugging Face ``config.json`` (nothing
-is downloaded; :mod:`specs.hf_config` reads its keys).
+is downloaded; :mod:`specs.hf.config` reads its keys).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 from ..errors import UserError, closest
 from ..files import user_path
 from .dtypes import GroupSize, WeightDType, group_size_refusal
-from .hf_config import model_fields
+from .hf.config import model_fields
 from .load import (
     Id,
     Name,
@@ -65,7 +65,7 @@ DenseLayers = Annotated[int, Field(ge=0, le=2**14)]  # as many as Layers
 LatentRank = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576, the widest residual stream
 
 
-# The MLP's kinds (engine/op.py states each activation's FLOPs per element beside its constant):
+# The MLP's kinds (engine/count/op.py states each activation's FLOPs per element beside its constant):
 #   gated_silu       down(SiLU(gate(x)) · up(x)): Llama, Mistral, Qwen, Phi-3
 #   gated_gelu_tanh  down(GELU_tanh(gate(x)) · up(x)): Gemma (hidden_activation gelu_pytorch_tanh)
 #   gelu_tanh        down(GELU_tanh(up(x))): the plain two-matrix MLP (GPT-2's gelu_new)
@@ -173,7 +173,7 @@ class MLA(Strict):
 
 # Variant fields every model's dump shows, at their default too (the other variants are left out where unused).
 SHOWN_AT_DEFAULT = ("mlp", "tie_embeddings", "max_position_embeddings", "sliding_window")
-# The variants engine/mla.py models beside multi-head latent attention (its MLP's and the model's); any other (an
+# The variants engine/count/mla.py models beside multi-head latent attention (its MLP's and the model's); any other (an
 # attention variant DeepSeek's attention does not have: Q/K norms, biases, sinks, windows, post norms, LayerNorm, a
 # new field) is refused with it.
 MLA_MODELS = ("mla", "moe", "mlp", "mlp_bias", "tie_embeddings", "scale_embeddings", "max_position_embeddings",
@@ -302,7 +302,7 @@ class Model(Strict):
         return self
 
     def _check_mla(self, mla: MLA) -> None:
-        """With MLA, head_dim and num_kv_heads have one meaning each (see ``mla``), and every variant engine/mla.py
+        """With MLA, head_dim and num_kv_heads have one meaning each (see ``mla``), and every variant engine/count/mla.py
         does not model beside it (not in ``MLA_MODELS``: the attention variants DeepSeek's attention does not have)
         is refused."""
         if self.head_dim != mla.qk_head_dim:
@@ -453,7 +453,7 @@ def list_models() -> list[Model]:
 
 
 def model_from_hf_config(path: Path) -> Model:
-    """A Model from a Hugging Face ``config.json`` (the keys and refusals: :mod:`specs.hf_config`)."""
+    """A Model from a Hugging Face ``config.json`` (the keys and refusals: :mod:`specs.hf.config`)."""
     return validate(Model, model_fields(read_json(path), path), str(path))
 
 

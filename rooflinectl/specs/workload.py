@@ -45,7 +45,7 @@ Phase = Literal["decode", "prefill", "attention", "mixed"]
 PHASES: tuple[str, ...] = get_args(Phase)
 PRESETS: tuple[Phase, ...] = ("decode", "prefill", "attention")  # the bundled scenarios' phases
 AttentionImpl = Literal["naive", "flash"]
-# Fusions the engine knows. Each removes an HBM round trip (see engine/transformer.py for the exact byte changes):
+# Fusions the engine knows. Each removes an HBM round trip (see engine/count/transformer.py for the exact byte changes):
 #   qkv          one matmul for Q, K and V: x is read once instead of three times
 #   gate_up      one matmul for gate and up: x is read once instead of twice
 #   norm_linear  RMSNorm in the prologue of the projections that follow it: the normalized x is never written
@@ -162,7 +162,7 @@ class Scenario(Strict):
     dtype: DType = "bf16"  # weights and activations, unless weight_dtype or act_dtype says otherwise
     kv_dtype: DType | None = None  # defaults to dtype
     # The linear layers' weight format, and their activations as the tensor cores take them, where they differ
-    # from dtype (None: dtype). The embedding, LM head, norms, router and attention stay in dtype (engine/quant.py).
+    # from dtype (None: dtype). The embedding, LM head, norms, router and attention stay in dtype (engine/count/quant.py).
     weight_dtype: WeightDType | None = None
     act_dtype: ActDType | None = None
     group_size: GroupSize | None = None  # int4's group along k (None: 128)
@@ -170,7 +170,7 @@ class Scenario(Strict):
     causal: bool = True
     fused: list[Fusion] = Field(default_factory=list)
     # Distinct routed experts each MoE layer reads in the step, where routing is not uniform (skew); None: the
-    # uniform expectation (engine/moe.py's experts_touched). Checked against the model in Workload.
+    # uniform expectation (engine/count/moe.py's experts_touched). Checked against the model in Workload.
     experts_touched: Experts | None = None
 
     @model_serializer(mode="wrap")

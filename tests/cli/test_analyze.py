@@ -193,7 +193,7 @@ def test_analyze_json_gives_each_op_as_the_engine_has_it(args, kw):
 
 def test_analyze_json_names_the_quantized_weight_format_only_where_weights_are_quantized():
     """w4a16 on Llama 3 8B: every projection reads int4 weights (4·4096·4096/8 bytes of values + 4096·32 fp16
-    scales for q_proj); the embedding, the norms' gains and the LM head stay bf16 (engine/quant.py), so their
+    scales for q_proj); the embedding, the norms' gains and the LM head stay bf16 (engine/count/quant.py), so their
     ops have no weight_dtype."""
     data = json.loads(cli("analyze", "decode", "--gpu", "a100", "--model", "llama-3-8b", "--weight-dtype", "int4",
                           "--json").stdout)

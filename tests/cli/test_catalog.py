@@ -73,7 +73,7 @@ def test_workloads_show_states_kv_bytes_per_token_and_weight_bytes():
 
 def test_workloads_show_of_a_quantized_checkpoint_adds_its_format(tmp_path):
     """A GPTQ int4 g128 config.json of Llama 3 8B's sizes: bf16, and int4 with fp16 scales per 128 weights along
-    k (4.125 bits) on every linear matrix, the embedding, LM head and norms in bf16 (engine/quant.py):
+    k (4.125 bits) on every linear matrix, the embedding, LM head and norms in bf16 (engine/count/quant.py):
     32 × Σk·n × (1/2 + 2/128) + (parameters − 32 × Σk·n) × 2 = 5,700,591,616 B."""
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
            "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,

@@ -15,7 +15,7 @@ import torch
 from measure_fakes import H200, MIB, FakeSoftmax, run_fake
 
 from helpers import cli, option_help
-from rooflinectl.measure.records import DeviceInfo, MeasurementFile, RunCeilings, load
+from rooflinectl.records.kernel import DeviceInfo, MeasurementFile, RunCeilings, load
 from rooflinectl.render.measure import print_run
 from rooflinectl.specs.hardware import load_gpu
 
@@ -227,8 +227,8 @@ def test_calibrate_writes_a_loadable_file(monkeypatch, tmp_path):
 
     monkeypatch.setattr(probes, "measure_ceilings", fake_ceilings)
     # The op model's probes: a tiny grid on the CPU, every probe "taking" 5 µs, the launch floor too.
-    import rooflinectl.measure.op_model as op_model
-    from rooflinectl.measure.workload.probes import KIB, ProbeGrid
+    import rooflinectl.calibrate.op_model as op_model
+    from rooflinectl.calibrate.probes import KIB, ProbeGrid
 
     real_probes = op_model.probe_samples
     tiny = ProbeGrid(gemm_m=(1,), gemm_kn=((64, 32),), decode_batch=(2,), decode_positions=(16,), prefill_tokens=(8,),

@@ -437,7 +437,7 @@ def test_measure_json_schema():
     a fake clock: one passed in two shapes against the ceilings measured in it, one failed on a mismatched spec."""
     from measure_fakes import FakeClock, FakeSoftmax, run_fake
 
-    from rooflinectl.measure.records import DeviceInfo, RunCeilings
+    from rooflinectl.records.kernel import DeviceInfo, RunCeilings
 
     info = DeviceInfo(name="NVIDIA H100 80GB HBM3", spec="h100-sxm", driver="550.54.15", sm_count=132,
                       l2_bytes=50 * 2**20)
@@ -478,7 +478,7 @@ def test_calibrate_json_schema(monkeypatch, tmp_path):
     import rooflinectl.measure.ceilings as probes
     import rooflinectl.measure.device as device
     import rooflinectl.measure.harness as harness
-    from rooflinectl.measure.records import DeviceInfo, RunCeilings
+    from rooflinectl.records.kernel import DeviceInfo, RunCeilings
 
     def info(spec, device_kind):
         return DeviceInfo(name="NVIDIA H200", spec=spec.id, driver="580.159.03", sm_count=132, l2_bytes=60 * 2**20)
@@ -494,8 +494,8 @@ def test_calibrate_json_schema(monkeypatch, tmp_path):
     monkeypatch.setattr(device, "device_info", info)
     monkeypatch.setattr(probes, "measure_ceilings", ceilings)
     # The op model's probes: a tiny grid on the CPU, each "taking" a round 5 µs.
-    import rooflinectl.measure.op_model as op_model
-    from rooflinectl.measure.workload.probes import KIB, ProbeGrid
+    import rooflinectl.calibrate.op_model as op_model
+    from rooflinectl.calibrate.probes import KIB, ProbeGrid
 
     real_probes = op_model.probe_samples
     tiny = ProbeGrid(gemm_m=(1,), gemm_kn=((64, 32),), decode_batch=(2,), decode_positions=(16,), prefill_tokens=(8,),

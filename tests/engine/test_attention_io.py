@@ -1,10 +1,10 @@
-"""engine.attention_io: the flash tiling's K/V stream and where it is served, against counts derived by hand."""
+"""engine.count.attention_io: the flash tiling's K/V stream and where it is served, against counts derived by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.attention_io import (
+from rooflinectl.engine.count.attention_io import (
     AttentionShape,
     decode_op,
     flash_attention_op,

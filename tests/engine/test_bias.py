@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rooflinectl.engine.transformer import step_ops, weight_footprint_bytes
+from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import load_model, model_from_hf_config
 from rooflinectl.specs.workload import resolve_workload

@@ -24,8 +24,8 @@ from issue14_probes import (
 
 from helpers import assert_one_line_error, cli
 from rooflinectl.engine.calibrated import OP_CLASS, curve_time, fit, op_class, predict_time, read_curve
+from rooflinectl.engine.count.op import Op, OpKind, matmul_op
 from rooflinectl.engine.generate import Request, generate, step_workload
-from rooflinectl.engine.op import Op, OpKind, matmul_op
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import Roofs, load_gpu, load_gpu_file
 from rooflinectl.specs.measured import OpCurve, OpModel, OpPoint
@@ -163,7 +163,7 @@ def test_every_op_kind_but_communication_has_a_class(kind):
 def test_an_elementwise_op_is_timed_by_its_own_operations_curve():
     """RoPE, the MLP's activation and the residual add run as different kernels (several eager ops, two, one):
     each its own class; another elementwise op (a bias add) is 'memory', read from the residual add's curve."""
-    from rooflinectl.engine.transformer import step_ops
+    from rooflinectl.engine.count.transformer import step_ops
     from rooflinectl.specs.model import Model  # noqa: F401  (the engine's ops below come from a real step)
     from rooflinectl.specs.workload import resolve_workload
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence
 from rooflinectl.engine.footprint import (
     kv_cache_bytes_per_token,
     kv_cache_bytes_per_token_past_window,
     weight_bytes,
     weight_bytes_by_format,
 )
-from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence
 from rooflinectl.specs.model import load_model
 from rooflinectl.specs.workload import resolve_workload
 

@@ -1,5 +1,5 @@
 """Multi-head latent attention (issue 12): each op of a small MLA model pinned to numbers derived by hand from the
-rules in engine/mla.py, the latent cache, quantized MLA matrices, and the bundled DeepSeek-V3 step."""
+rules in engine/count/mla.py, the latent cache, quantized MLA matrices, and the bundled DeepSeek-V3 step."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from helpers import cli
-from rooflinectl.engine.quant import bits_per_weight, kernel_name, weight_matrix_bytes
+from rooflinectl.engine.count.quant import bits_per_weight, kernel_name, weight_matrix_bytes
+from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
 from rooflinectl.engine.roofline import analyze
-from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.transformer import step_ops
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.specs.load import validate
 from rooflinectl.specs.model import Model
 from rooflinectl.specs.workload import resolve_workload

@@ -1,5 +1,5 @@
 """Mixture of experts (issue 12): parameter counts against the published ones, and the MoE layer's ops pinned to
-numbers derived by hand from the rules in engine/op.py and engine/transformer.py."""
+numbers derived by hand from the rules in engine/count/op.py and engine/count/transformer.py."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooflinectl.engine.explain import verdict
-from rooflinectl.engine.moe import experts_touched, tokens_to_touch
-from rooflinectl.engine.op import SOFTMAX_FLOPS_PER_ELEMENT, TOPK_FLOPS_PER_ELEMENT_PER_PICK
+from rooflinectl.engine.count.moe import experts_touched, tokens_to_touch
+from rooflinectl.engine.count.op import SOFTMAX_FLOPS_PER_ELEMENT, TOPK_FLOPS_PER_ELEMENT_PER_PICK
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.roofline import analyze
-from rooflinectl.engine.transformer import step_ops
 from rooflinectl.errors import UserError
+from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
 from rooflinectl.specs.model import Model, load_model, model_from_hf_config

@@ -1,10 +1,10 @@
-"""The primitive counts every op is built from (engine/op.py), by the rules in DESIGN.md."""
+"""The primitive counts every op is built from (engine/count/op.py), by the rules in DESIGN.md."""
 
 from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.op import (
+from rooflinectl.engine.count.op import (
     RMSNORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
     Gemm,

@@ -1,4 +1,4 @@
-"""Each op carries its shape and what it covers (engine/op.py: ``gemm``, ``tensor``, ``attention``, ``covers``),
+"""Each op carries its shape and what it covers (engine/count/op.py: ``gemm``, ``tensor``, ``attention``, ``covers``),
 and those fields agree with its count: what runs an op (measure, profile, explore) reads them instead of its
 name, so they must say what the engine counted. Over every bundled model, the phases, naive and flash attention,
 several fusion sets and a mixed step."""
@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from rooflinectl.engine.attention import group_scores
-from rooflinectl.engine.op import (
+from rooflinectl.engine.count.attention import group_scores
+from rooflinectl.engine.count.op import (
     BIAS_FLOPS_PER_ELEMENT,
     NORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
     Op,
 )
-from rooflinectl.engine.transformer import step_ops
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.specs.model import list_models
 from rooflinectl.specs.workload import Seqs, Workload, resolve_step, resolve_workload
 
@@ -93,7 +93,7 @@ def test_shapes_say_what_the_engine_counted(model):
 @pytest.mark.parametrize("model", ["llama-3-8b", "mistral-7b", "qwen2.5-14b", "mixtral-8x7b", "deepseek-v3"])
 def test_a_flash_kernels_flops_follow_from_its_shape(model):
     """Flash attention: 2·d_qk + 2·d_v FLOPs and the online softmax's per score computed, over each group's
-    scores (``engine.attention.group_scores``): the shape alone gives the count (no sinks, no soft cap here)."""
+    scores (``engine.count.attention.group_scores``): the shape alone gives the count (no sinks, no soft cap here)."""
     for w in (resolve_workload("decode", model=model, batch=4, context=8192),
               resolve_workload("prefill", model=model, batch=1, seq_len=2048),
               resolve_step((Seqs(count=4, new=1, cached=3000), Seqs(count=2, new=64, cached=100)), model=model)):
@@ -121,7 +121,7 @@ def test_a_naive_cores_three_ops_name_their_part():
 def test_expert_parallelism_keeps_a_fused_ops_parts_adding_up(tp, ep):
     """Under EP each GPU reads its share of the experts touched (TP + EP: and runs 1/e of the pairs); a fused
     op's parts are adjusted alike, and its expert ops' shape says how many experts they read."""
-    from rooflinectl.engine.moe import experts_touched
+    from rooflinectl.engine.count.moe import experts_touched
     from rooflinectl.engine.parallel import Layout, expert_ops_per_gpu, per_gpu_workload
 
     w = resolve_workload("decode", model="mixtral-8x7b", batch=64, context=2048, fused=["gate_up", "act", "residual"])

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from helpers import assert_one_line_error, cli
+from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 from rooflinectl.engine.generate import Request, generate
 from rooflinectl.engine.parallel import Layout, all_reduce_bytes, per_gpu_model
 from rooflinectl.engine.roofline import analyze
-from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.model import load_model

@@ -1,5 +1,5 @@
 """Quantized weights (issue 12): each storage format's bytes, scales included, and the kernel whose tensor cores
-set the compute roof; every figure derived by hand below from the layout engine/quant.py states."""
+set the compute roof; every figure derived by hand below from the layout engine/count/quant.py states."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_one_line_error, cli
-from rooflinectl.engine.quant import bits_per_weight, kernel_name, weight_matrix_bytes
+from rooflinectl.engine.count.quant import bits_per_weight, kernel_name, weight_matrix_bytes
+from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
 from rooflinectl.engine.roofline import analyze
-from rooflinectl.engine.transformer import step_ops, weight_footprint_bytes
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.workload import resolve_workload

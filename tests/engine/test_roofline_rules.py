@@ -6,9 +6,9 @@ equal in floating point (integers whose quotients are the same real number round
 
 from __future__ import annotations
 
-from rooflinectl.engine.attention_io import AttentionShape, flash_tiling
+from rooflinectl.engine.count.attention_io import AttentionShape, flash_tiling
+from rooflinectl.engine.count.op import Op
 from rooflinectl.engine.memory import LiveSet, MemoryBudget
-from rooflinectl.engine.op import Op
 from rooflinectl.engine.roofline import analyze, place
 from rooflinectl.specs.hardware import Roofs, load_gpu
 from rooflinectl.specs.workload import resolve_workload
@@ -82,7 +82,7 @@ def test_a_kv_working_set_equal_to_the_l2_is_served_from_the_l2():
 
 
 def test_the_verdict_names_a_tie_memory_bound_as_the_placement_does():
-    from rooflinectl.engine.explain import side_of_ridge
+    from rooflinectl.render.verdict import side_of_ridge
 
     assert side_of_ridge(150.0, 150.0) == ("at", "memory-bound")
     assert side_of_ridge(149.9, 150.0) == ("left of", "memory-bound")

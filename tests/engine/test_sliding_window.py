@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rooflinectl.engine.attention import group_scores, positions_read, scores_computed
-from rooflinectl.engine.transformer import kv_cache_bytes_per_sequence, step_ops
+from rooflinectl.engine.count.attention import group_scores, positions_read, scores_computed
+from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import Model, load_model
 from rooflinectl.specs.workload import Seqs, resolve_workload

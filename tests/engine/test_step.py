@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rooflinectl import api
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.roofline import analyze
-from rooflinectl.engine.transformer import step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.workload import Seqs, preset_phase, resolve_step, resolve_workload, step_scenario

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.explain import verdict
-from rooflinectl.engine.op import (
+from rooflinectl.engine.count.op import (
     GATED_ACT_FLOPS_PER_ELEMENT,
     RMSNORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
 )
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.roofline import analyze
-from rooflinectl.engine.transformer import step_ops
+from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.model import load_model
 from rooflinectl.specs.workload import resolve_workload
@@ -180,7 +180,7 @@ def test_decode_verdict_reads_no_more_weights_than_the_model_has():
 
 
 def test_fp32_matmuls_run_on_the_vector_units_and_tf32_on_the_tensor_cores():
-    from rooflinectl.engine.op import matmul_op
+    from rooflinectl.engine.count.op import matmul_op
 
     ops = ops_by_name(resolve_workload("decode", dtype="fp32", fused=["norm_linear"]))
     assert {ops[n].unit for n in ("attn_norm+q_proj", "o_proj", "attention", "lm_head")} == {"vector"}

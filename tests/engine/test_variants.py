@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 
 from helpers import cli
-from rooflinectl.engine.op import (
+from rooflinectl.engine.count.op import (
     CLAMPED_SWIGLU_FLOPS_PER_ELEMENT,
     GELU_TANH_FLOPS_PER_ELEMENT,
     LAYERNORM_FLOPS_PER_ELEMENT,
 )
-from rooflinectl.engine.transformer import step_ops, weight_footprint_bytes
+from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import load_model
 from rooflinectl.specs.workload import Workload, resolve_workload

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from rich.console import Console
 
-from rooflinectl.engine.explain import verdict
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.explore.app import ExploreApp
+from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu, load_gpu_file
 from rooflinectl.specs.workload import resolve_workload
 from rooflinectl.units import duration, number

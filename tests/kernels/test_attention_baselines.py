@@ -12,7 +12,7 @@ from rooflinectl.kernels.base import relative_error
 from rooflinectl.kernels.flash_attention import KERNEL as FLASH
 from rooflinectl.kernels.flash_attention import SDPA_BACKENDS
 from rooflinectl.kernels.flash_decoding import KERNEL as DECODE
-from rooflinectl.measure.records import BASELINE_LABELS
+from rooflinectl.records.kernel import BASELINE_LABELS
 
 PICKED = "torch eager: SDPA's backend as torch picks it for these inputs: "
 

@@ -150,7 +150,7 @@ def test_one_map_from_our_dtype_names_to_torch():
     import torch
 
     from rooflinectl.kernels.base import TORCH_DTYPE_NAMES, dtype_name, torch_dtype
-    from rooflinectl.measure.workload.cases import INDEX_DTYPE
+    from rooflinectl.measure.step.cases import INDEX_DTYPE
     from rooflinectl.units import DTYPE_BYTES
 
     assert [torch_dtype(n) for n in ("bf16", "fp16", "fp32", "tf32", "fp8", INDEX_DTYPE)] == [

@@ -20,7 +20,8 @@ def test_registry_names():
     # Every kernel module of the package (one that defines KERNEL) is registered, and nothing else: a new kernel
     # is its module and its entry, with no list here to grow.
     package = Path(rooflinectl.kernels.__file__).parent
-    defined = {f"rooflinectl.kernels.{p.stem}" for p in package.glob("*.py")
+    modules = [(p.stem, p) for p in package.glob("*.py")] + [(p.parent.name, p) for p in package.glob("*/__init__.py")]
+    defined = {f"rooflinectl.kernels.{name}" for name, p in modules
                if re.search(r"^KERNEL = ", p.read_text(), re.MULTILINE)}
     assert {info.module for info in KERNELS.values()} == defined
     assert len(defined) == len(KERNELS) >= 7
@@ -31,7 +32,6 @@ def test_registry_names():
         assert kernel.default_dtype in kernel.dtypes
         dims = len(kernel.shape_format.split("x"))
         assert all(len(s) == dims for s in kernel.default_shapes + kernel.interpret_shapes)
-
 
 
 def test_registry_unknown_name_suggests():

@@ -81,7 +81,7 @@ def test_rmsnorm_linear_config_by_shape():
 def test_rmsnorm_linear_candidates_fit_the_gpus_shared_memory():
     # 8192×4096×4096 bf16 takes the big tile (128×256×64, 3 stages: 3 × 384 × 64 × 2 = 144 KiB); its 4-stage rival
     # needs 192 KiB: it fits an H200 (227 KiB a block) but not an A100 (163 KiB).
-    from rooflinectl.kernels.rmsnorm_linear_configs import _smem_estimate
+    from rooflinectl.kernels.rmsnorm_linear.configs import _smem_estimate
     from rooflinectl.specs.hardware import load_gpu
 
     k = get_kernel("rmsnorm_linear")

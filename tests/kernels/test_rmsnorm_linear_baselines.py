@@ -16,8 +16,8 @@ from rooflinectl.kernels.base import relative_error
 from rooflinectl.kernels.registry import get_kernel
 from rooflinectl.kernels.rmsnorm_linear import RMSNormLinear, linear_alone
 from rooflinectl.measure.harness import Plan, Reporter, run_measure
-from rooflinectl.measure.records import BASELINE_LABELS, RunCeilings
 from rooflinectl.measure.request import baselines_for
+from rooflinectl.records.kernel import BASELINE_LABELS, RunCeilings
 from rooflinectl.specs.hardware import load_gpu
 
 pytestmark = pytest.mark.filterwarnings(

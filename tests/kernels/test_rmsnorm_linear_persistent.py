@@ -16,7 +16,7 @@ import torch
 from kernel_checks import DTYPES, compile_for_hopper
 from kernel_checks import gen as _gen
 
-import rooflinectl.kernels.rmsnorm_linear_persistent as persistent
+import rooflinectl.kernels.rmsnorm_linear.persistent as persistent
 from rooflinectl.kernels.base import relative_error
 from rooflinectl.kernels.registry import get_kernel
 from rooflinectl.kernels.rmsnorm_linear import RMSNormLinear, RMSNormLinearConfig
@@ -104,7 +104,7 @@ import sys, warnings
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from rooflinectl.kernels.rmsnorm_linear_persistent import _tile_persistent_kernel as kernel
+from rooflinectl.kernels.rmsnorm_linear.persistent import _tile_persistent_kernel as kernel
 
 sig = {"rstd_ptr": "*fp32", "b_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32", "sym": "i32"}
 names = kernel.arg_names

@@ -9,10 +9,11 @@ import pytest
 from measure_fakes import H200
 
 from helpers import cli
-from rooflinectl.engine.op import matmul_op, softmax_op
-from rooflinectl.measure.calibrate import calibration_rows, measured_section
+from rooflinectl.calibrate.run import measured_section
+from rooflinectl.engine.count.op import matmul_op, softmax_op
 from rooflinectl.measure.ceilings import ceiling_dtypes
-from rooflinectl.measure.records import RunCeilings
+from rooflinectl.records.calibration import calibration_rows
+from rooflinectl.records.kernel import RunCeilings
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.write import write_measured
 

@@ -13,10 +13,7 @@ import yaml
 from measure_fakes import H200
 
 from helpers import assert_one_line_error, cli
-from rooflinectl.engine.parallel import Layout
-from rooflinectl.engine.roofline import analyze
-from rooflinectl.errors import UserError
-from rooflinectl.measure.comm import (
+from rooflinectl.calibrate.comm import (
     comm_point,
     elements_per_rank,
     message_sizes,
@@ -24,7 +21,10 @@ from rooflinectl.measure.comm import (
     parse_size,
     run_bytes,
 )
-from rooflinectl.measure.comm_run import command_line
+from rooflinectl.calibrate.comm_run import command_line
+from rooflinectl.engine.parallel import Layout
+from rooflinectl.engine.roofline import analyze
+from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu, load_gpu_file
 from rooflinectl.specs.load import validate
 from rooflinectl.specs.measured import MeasuredInterconnect, OpCurve, OpModel, OpPoint, bus_factor
@@ -341,7 +341,7 @@ def test_nvls_is_off_before_the_process_group_starts(monkeypatch):
     # creates its communicator, so it must be set before init_process_group.
     import torch.distributed as dist
 
-    from rooflinectl.measure import comm_run
+    from rooflinectl.calibrate import comm_run
 
     seen = {}
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")

@@ -9,7 +9,7 @@ from measure_fakes import H100, H200
 
 from rooflinectl.errors import UserError
 from rooflinectl.measure.device import detect_device_spec, spec_mismatch_notes
-from rooflinectl.measure.records import DeviceInfo
+from rooflinectl.records.kernel import DeviceInfo
 from rooflinectl.specs.hardware import match_device as detect_spec
 
 

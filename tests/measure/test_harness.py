@@ -9,10 +9,10 @@ import pytest
 from kernel_checks import compile_for_hopper
 from measure_fakes import H100, FakeClock, FakeSoftmax, run_fake
 
-from rooflinectl.engine.op import matmul_op, softmax_op
+from rooflinectl.engine.count.op import matmul_op, softmax_op
 from rooflinectl.errors import UserError
 from rooflinectl.measure.harness import parse_shapes, predict, shares
-from rooflinectl.measure.records import DeviceInfo, RunCeilings
+from rooflinectl.records.kernel import DeviceInfo, RunCeilings
 
 
 def softmax_kernel():

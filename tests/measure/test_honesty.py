@@ -18,7 +18,7 @@ from measure_fakes import FakeClock, FakeDevice, FakeSoftmax, run_fake
 from helpers import cli
 from rooflinectl.measure import bench as bench_module
 from rooflinectl.measure.bench import CaptureError, do_bench
-from rooflinectl.measure.records import DeviceInfo, MeasurementFile, RunCeilings, Timing
+from rooflinectl.records.kernel import DeviceInfo, MeasurementFile, RunCeilings, Timing
 
 CEILINGS = RunCeilings(copy_bandwidth_gbps=3000.0)
 # fp32's unit roundoff, 2**-24: a relative error set on purpose (FakeSoftmax's ``error``) comes back within a few

@@ -7,11 +7,11 @@ import pytest
 from measure_fakes import H200
 from test_ceilings import fake_measured
 
+from rooflinectl.calibrate.op_model import fit_probes, grid_text
+from rooflinectl.calibrate.probes import KIB, ProbeGrid, probe_samples
 from rooflinectl.engine.calibrated import op_class
 from rooflinectl.engine.placement import place
 from rooflinectl.measure.harness import Reporter
-from rooflinectl.measure.op_model import fit_probes, grid_text
-from rooflinectl.measure.workload.probes import KIB, ProbeGrid, probe_samples
 from rooflinectl.specs.hardware import load_gpu_file
 from rooflinectl.specs.write import write_measured
 

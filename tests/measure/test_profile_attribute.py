@@ -1,4 +1,4 @@
-"""profile's attribution rules (rooflinectl.measure.profile.attribute), on events built by hand: which op each
+"""profile's attribution rules (rooflinectl.profile.attribute), on events built by hand: which op each
 event is charged to, work or overhead, and that the parts add up to the profiled total."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from rooflinectl.measure.profile.attribute import (
+from rooflinectl.profile.attribute import (
     CORE,
     HARNESS,
     LAYER,
@@ -20,7 +20,7 @@ from rooflinectl.measure.profile.attribute import (
     is_work,
     short_name,
 )
-from rooflinectl.measure.profile.trace import match_replays
+from rooflinectl.profile.trace import match_replays
 
 US = 1e-6
 OPS = [("embed", "gather"), ("attn_norm", "norm"), ("q_proj", "linear"), ("rope", "elementwise"),
@@ -188,7 +188,7 @@ def test_gpu_kernels_find_their_ranges_through_the_launching_op():
     the device-side mirror of a range are not kernels; a kernel no op launched keeps no range."""
     from types import SimpleNamespace
 
-    from rooflinectl.measure.profile.trace import gpu_events
+    from rooflinectl.profile.trace import gpu_events
 
     def event(id, name, device="CPU", parent=None, linked=0, start=0.0, end=0.0, annotation=False):
         return SimpleNamespace(id=id, name=name, device_type=f"DeviceType.{device}", cpu_parent=parent,
@@ -221,7 +221,7 @@ def test_gpu_kernels_found_through_the_runtime_call_that_launched_them():
     Request' shares aten::mm's id)."""
     from types import SimpleNamespace
 
-    from rooflinectl.measure.profile.trace import gpu_events
+    from rooflinectl.profile.trace import gpu_events
 
     def event(id, name, device="CPU", parent=None, start=0.0, end=0.0, annotation=False):
         return SimpleNamespace(id=id, name=name, device_type=f"DeviceType.{device}", cpu_parent=parent,

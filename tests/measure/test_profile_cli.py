@@ -13,8 +13,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
 from helpers import assert_one_line_error, cli  # noqa: E402
-from rooflinectl.engine.transformer import step_ops  # noqa: E402
-from rooflinectl.measure.profile.run import ProfileRequest, workload_of  # noqa: E402
+from rooflinectl.engine.count.transformer import step_ops  # noqa: E402
+from rooflinectl.profile.run import ProfileRequest, workload_of  # noqa: E402
 
 TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
@@ -69,7 +69,7 @@ def test_the_table_fits_100_columns_and_says_it_is_cpu_time(saved, config):
 
 
 def test_json_is_the_saved_record(saved, config):
-    from rooflinectl.measure.profile.record import load
+    from rooflinectl.records.profile import load
 
     _, path = saved
     record = load(path)

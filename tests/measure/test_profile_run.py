@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("torch")
 
-from rooflinectl.engine.transformer import step_ops  # noqa: E402
-from rooflinectl.measure.profile.run import ProfileRequest, run_profile, workload_of  # noqa: E402
+from rooflinectl.engine.count.transformer import step_ops  # noqa: E402
+from rooflinectl.profile.run import ProfileRequest, run_profile, workload_of  # noqa: E402
 
 TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
@@ -110,8 +110,8 @@ def test_the_cpu_total_is_every_cpu_op_of_the_step(tmp_path_factory):
     ranges left out, equal the events the attribution received."""
     import torch
 
-    from rooflinectl.measure.profile import build, ranges, trace
-    from rooflinectl.measure.profile.attribute import HARNESS
+    from rooflinectl.profile import build, ranges, trace
+    from rooflinectl.profile.attribute import HARNESS
 
     req = ProfileRequest(model=tiny_config(tmp_path_factory, "total"), phase="decode", batch=1, length=8,
                          device="cpu")

@@ -11,7 +11,8 @@ import pytest
 from measure_fakes import H100, FakeClock, FakeSoftmax, run_fake
 
 from rooflinectl.errors import UserError
-from rooflinectl.measure.records import (
+from rooflinectl.measure.request import BASELINE_CHOICES
+from rooflinectl.records.kernel import (
     BASELINE_LABELS,
     SCHEMA_VERSION,
     BaselineName,
@@ -22,7 +23,6 @@ from rooflinectl.measure.records import (
     load,
     save,
 )
-from rooflinectl.measure.request import BASELINE_CHOICES
 
 # measure --kernel's committed records (a workload's or a profile's carry a "kind" and schema versions of their own).
 RESULTS_ALL = [p for p in sorted((Path(__file__).parents[2] / "docs" / "results").glob("*/*.json"))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.transformer import step_ops
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
-from rooflinectl.measure.workload.cases import Case, TensorSpec, _case, build_cases
+from rooflinectl.measure.step.cases import Case, TensorSpec, _case, build_cases
 from rooflinectl.specs.model import load_model
 from rooflinectl.specs.workload import resolve_workload
 
@@ -148,7 +148,7 @@ def test_what_cannot_be_run_faithfully_is_refused(phase, overrides, fragment):
 
 
 def test_the_steps_memory_plan_by_hand():
-    from rooflinectl.measure.workload.step import plan_memory
+    from rooflinectl.measure.step.graph import plan_memory
 
     w = resolve_workload("decode", model="llama-3-8b", batch=16, context=4096)
     cases = build_cases(w)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.op import matmul_op
-from rooflinectl.measure.harness import Reporter
-from rooflinectl.measure.workload.probes import (
+from rooflinectl.calibrate.probes import (
     DEFAULT_GRID,
     KIB,
     MEMORY_FAMILIES,
@@ -15,6 +13,8 @@ from rooflinectl.measure.workload.probes import (
     probe_cases,
     probe_samples,
 )
+from rooflinectl.engine.count.op import matmul_op
+from rooflinectl.measure.harness import Reporter
 
 
 def test_the_default_grid_is_the_documented_one():

@@ -1,6 +1,6 @@
 """Double-entry bookkeeping for the engine: every op of a step recounted here by hand from the model's sizes, by
 the rules of DESIGN.md (each input read once, each output written once, in its data type; FLOPs per element as
-engine/op.py names them), and compared FLOP for FLOP and byte for byte with ``step_ops``.
+engine/count/op.py names them), and compared FLOP for FLOP and byte for byte with ``step_ops``.
 
 The recount is written apart from the engine on purpose: it knows the ops by their names and the shapes by the
 model's fields, and restates each formula, so that a change to the engine's count that no one meant shows up
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.moe import experts_touched
-from rooflinectl.engine.transformer import step_ops
+from rooflinectl.engine.count.moe import experts_touched
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.specs.workload import Workload, resolve_workload
 
 # FLOPs per element, restated: RMSNorm (square, sum, scale, gain), softmax (max, subtract, exp, sum, divide),

@@ -12,9 +12,9 @@ import pytest
 from helpers import assert_one_line_error, cli
 from rooflinectl.errors import UserError
 from rooflinectl.measure.harness import Reporter
-from rooflinectl.measure.workload import runners
-from rooflinectl.measure.workload.records import WorkloadRun, as_measurement, load_workload
-from rooflinectl.measure.workload.run import NO_CALIBRATED_NOTE, WorkloadRequest, run_workload
+from rooflinectl.measure.step import runners
+from rooflinectl.measure.step.run import NO_CALIBRATED_NOTE, WorkloadRequest, run_workload
+from rooflinectl.records.step import WorkloadRun, as_measurement, load_workload
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.workload import resolve_workload
 
@@ -174,9 +174,9 @@ def test_workload_options_belong_to_workload():
 
 
 def test_plot_measured_draws_a_gpu_runs_ops(tmp_path):
-    from rooflinectl.measure.records import DeviceInfo
-    from rooflinectl.measure.workload.records import save
     from rooflinectl.plot.measured import load_measured
+    from rooflinectl.records.kernel import DeviceInfo
+    from rooflinectl.records.step import save
 
     run, _ = _run(batch=2, context=64)
     gpu_run = run.model_copy(update={"device": "cuda", "timer": "cuda_graph",

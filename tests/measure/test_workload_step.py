@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rooflinectl.measure.workload.cases import build_cases
-from rooflinectl.measure.workload.step import build_step, plan_memory
+from rooflinectl.measure.step.cases import build_cases
+from rooflinectl.measure.step.graph import build_step, plan_memory
 from rooflinectl.specs.workload import resolve_workload
 
 TINY = str(Path(__file__).parent / "data" / "tiny-gqa.yaml")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from rooflinectl.errors import UserError
-from rooflinectl.measure.profile.build import BUILDS, check_buildable
-from rooflinectl.measure.workload.support import check_supported
+from rooflinectl.measure.step.support import check_supported
+from rooflinectl.profile.build import BUILDS, check_buildable
 from rooflinectl.specs.model import Model, load_model
 from rooflinectl.specs.workload import resolve_workload
 

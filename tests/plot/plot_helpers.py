@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from rooflinectl.measure.records import MeasurementFile
+from rooflinectl.records.kernel import MeasurementFile
 from rooflinectl.specs.hardware import GPU, load_gpu
 from rooflinectl.specs.workload import resolve_workload
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from plot_helpers import BASE, DECODE, GPU1, made_up_gpu, measured_file, measured_record, measured_run
 
-from rooflinectl.engine.op import rmsnorm_linear_op
+from rooflinectl.engine.count.op import rmsnorm_linear_op
 from rooflinectl.engine.roofline import analyze, measured_share
 from rooflinectl.errors import UserError
-from rooflinectl.measure.records import MeasurementFile
 from rooflinectl.plot.build import build_chart
 from rooflinectl.plot.measured import load_measured, measured_gpu, record_op
+from rooflinectl.records.kernel import MeasurementFile
 from rooflinectl.specs.hardware import device_matches, list_gpus, load_gpu
 from rooflinectl.specs.workload import resolve_workload
 
@@ -98,7 +98,7 @@ def test_a_kernel_timed_at_a_sweeps_size_pairs_with_that_value_of_the_sweep():
                          ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_records_saved_before_ops_had_kinds_still_draw(path):
     """docs/results holds schema 1 files: no op_kind, and the shape in the op's name ("softmax 4096x16384"),
-    which measure.records.load takes off. Each still draws under the roof its record names (unit and op_dtype),
+    which records.kernel.load takes off. Each still draws under the roof its record names (unit and op_dtype),
     at the same percentage the measure table gave it (%spec), and pairs by its name, the one use of a name."""
     run = load_measured(path)
     assert all(r.op_kind is None for r in run.records)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from measure_fakes import FakeClock, FakeSoftmax, run_fake
 
-from rooflinectl.measure.records import RunCeilings, UnfusedOp
+from rooflinectl.records.kernel import RunCeilings, UnfusedOp
 from rooflinectl.render.measure import print_run
 
 

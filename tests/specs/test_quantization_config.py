@@ -1,6 +1,6 @@
 """config.json's quantization_config (issue 12): a quantized checkpoint is imported in its weight format, never
-as the unquantized model it is not; what engine/quant.py does not count is refused in one line naming the key.
-Figures derived by hand from the layouts engine/quant.py states."""
+as the unquantized model it is not; what engine/count/quant.py does not count is refused in one line naming the key.
+Figures derived by hand from the layouts engine/count/quant.py states."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import assert_one_line_error, cli
-from rooflinectl.engine.transformer import step_ops
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import model_from_hf_config
 from rooflinectl.specs.workload import resolve_workload, scenario_from_workload, workload_from_scenario
@@ -127,8 +127,8 @@ def test_awq_int4_with_zero_points_g128_reads_its_bytes(tmp_path):
     columns · 4096/128 = 32 groups of one fp16 scale (262,144 B) and one 4-bit zero (131,072 groups · 0.5 B =
     65,536 B): 8,716,288 B of weights, 4.15625 bits a weight; with x and y in bf16 (8,192 B each) the op moves
     8,732,672 B, 65,536 B more than the symmetric GPTQ layout."""
-    from rooflinectl.engine.quant import bits_per_weight, weight_matrix_bytes
-    from rooflinectl.engine.transformer import step_ops
+    from rooflinectl.engine.count.quant import bits_per_weight, weight_matrix_bytes
+    from rooflinectl.engine.count.transformer import step_ops
 
     assert weight_matrix_bytes("int4_zp", 4096, 4096, 128) == 8_388_608 + 262_144 + 65_536
     assert bits_per_weight("int4_zp") == 4.15625

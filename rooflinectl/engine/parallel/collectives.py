@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...specs.measured import Collective
 from ...specs.workload import Workload
 from ...units import dtype_bytes
-from ..op import Op
+from ..count.op import Op
 from .layout import Layout
 from .shard import integral, padded_vocab, sequences_per_gpu
 

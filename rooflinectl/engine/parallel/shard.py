@@ -12,10 +12,10 @@ from ...specs.load import validate
 from ...specs.model import GATED_MLPS, Model
 from ...specs.workload import Workload
 from ...units import dtype_bytes
-from ..moe import experts_touched
-from ..op import Op
-from ..quant import weight_matrix_bytes
-from ..transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
+from ..count.moe import experts_touched
+from ..count.op import Op
+from ..count.quant import weight_matrix_bytes
+from ..count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 from .layout import Layout
 
 
@@ -113,12 +113,12 @@ def _expert_shapes(w: Workload) -> list[tuple[int, int]]:
 
 
 def _matrix_bytes(w: Workload, k: int, n: int) -> int:
-    """One expert matrix as stored: in the weight format where the experts are quantized (engine.quant)."""
+    """One expert matrix as stored: in the weight format where the experts are quantized (engine.count.quant)."""
     return weight_matrix_bytes(w.weights, k, n, w.group_size) if w.quantized else k * n * int(dtype_bytes(w.dtype))
 
 
 def _expected(x: float) -> int:
-    """An expectation of bytes rounded to the byte, as engine.op.expert_matmul_op rounds it."""
+    """An expectation of bytes rounded to the byte, as engine.count.op.expert_matmul_op rounds it."""
     return int(x) if float(x).is_integer() else round(x)
 
 

@@ -1,0 +1,64 @@
+"""The verdict decides from op kinds, never names; the flash comparison comes from the engine's result."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooflinectl.engine.roofline import analyze, is_linear, layer_linears, linear_summary
+from rooflinectl.render.verdict import verdict
+from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.units import decimal_bytes, duration
+
+H100 = load_gpu("h100")
+
+
+def test_linear_ops_are_told_by_kind_and_the_lm_head_by_per_model():
+    a = analyze(resolve_workload("decode", model="llama-3-8b", batch=1, context=4096), H100)
+    assert {p.name for p in a.placements if is_linear(p)} == {
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head"}
+    assert {p.name for p in layer_linears(a)} == {
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert {p.name for p in a.placements if p.op.per_model} == {"embed", "final_norm", "lm_head"}
+
+
+def test_fused_projections_are_still_the_layers_linear_ops():
+    a = analyze(resolve_workload("decode", model="llama-3-8b", batch=1, context=4096,
+                                 fused=["qkv", "gate_up", "norm_linear", "act", "residual"]), H100)
+    names = {p.name for p in layer_linears(a)}
+    assert len(names) == 4 and all(p.op.kind == "linear" for p in layer_linears(a))
+    assert "lm_head" not in names
+
+
+def test_decode_linear_intensity_is_about_one_at_batch_one():
+    # bf16: 2·m·k·n FLOPs over (k·n + m·(k + n))·2 bytes -> just under 1 FLOP/byte at m = 1.
+    intensity, turn = linear_summary(analyze(resolve_workload("decode", model="llama-3-8b", batch=1,
+                                                              context=4096), H100))
+    assert 0.99 < intensity < 1.0
+    assert turn is not None and turn > 1
+
+
+def test_naive_prefill_carries_its_flash_alternative():
+    naive = resolve_workload("prefill", model="llama-3-8b", batch=1, seq_len=4096, attention="naive")
+    a = analyze(naive, H100)
+    assert a.flash is not None
+    assert a.flash == analyze(resolve_workload("prefill", model="llama-3-8b", batch=1, seq_len=4096,
+                                               attention="flash"), H100)
+    assert a.flash.totals.time_s < a.totals.time_s
+    line = next(x for x in verdict(a) if x.startswith("Naive attention moves"))
+    scores = sum(p.op.bytes * p.op.count for p in a.placements if p.name in ("qk", "softmax", "pv"))
+    flash = a.flash.placement("attention")
+    # Through the one formatter (units): three significant digits with their prefix, never "140.12 GB".
+    assert f"moves {decimal_bytes(scores)} through HBM" in line
+    assert f"moves {decimal_bytes(flash.op.bytes * flash.op.count)}:" in line
+    assert f"{duration(a.flash.totals.time_s)} instead of {duration(a.totals.time_s)}" in line
+
+
+@pytest.mark.parametrize(("phase", "size", "attention"), [
+    ("prefill", {"seq_len": 512}, "flash"),
+    ("decode", {"context": 512}, "naive"),
+])
+def test_no_flash_alternative_where_the_verdict_does_not_compare(phase, size, attention):
+    a = analyze(resolve_workload(phase, model="llama-3-8b", attention=attention, **size), H100)
+    assert a.flash is None
+    assert not any(x.startswith("Naive attention moves") for x in verdict(a))
