@@ -525,7 +525,7 @@ def main(argv=None) -> int:
     else:
         from rooflinectl.measure.ceilings import probe_copy_bandwidth
 
-        l2 = 64 * 1024  # --dry: a small "L2", so that the rotation has several sets
+        l2 = 32 * 1024  # --dry: a small "L2", so that every shape rotates 2 sets or more (4 L2s over 73 KB at most)
     gbps, moved, probe = probe_copy_bandwidth(flow.main, l2, timer="cuda_graph", events=flow.events, device=device)
     run.record["env"].update(copy_gbps=gbps, copy_bytes=moved, l2_used_bytes=l2,
                              copy_timer=probe.timer if device == "cuda" else "cpu stand-in (--dry)")

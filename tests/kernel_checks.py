@@ -1,9 +1,20 @@
 """The kernel tests' one check: run into a NaN-poisoned output and compare with the torch reference; and their one
-way to compile for a GPU on a CPU machine (``compile_for_hopper``)."""
+way to compile for a GPU on a CPU machine (``compile_for_hopper``).
+
+``python -m kernel_checks`` (with tests/ on the path) is the compiling half of ``compile_for_hopper``: it reads
+``Sm90Job``s as JSON on stdin, compiles each for sm_90 and writes what the compiler made as JSON on stdout."""
 
 from __future__ import annotations
 
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
 DTYPES = ["fp32", "fp16"]
+
+NO_PTXAS = 3  # the compiling process's exit status where this triton build cannot compile for sm_90
 
 
 def gen(seed: int = 0):
@@ -26,20 +37,101 @@ def check(kernel, inputs, dtype, config=None):
     return out
 
 
-def compile_for_hopper(code: str) -> None:
-    """Run ``code`` (which compiles kernels for sm_90 and asserts on what the compiler made) in a fresh interpreter
-    without TRITON_INTERPRET: tests/kernels/conftest.py turns the interpreter on for the whole process, and an
-    interpreted kernel cannot be compiled for a GPU target. ``code`` exits 3, printing why, where this triton build
-    cannot compile for sm_90 (no ptxas): the test is then skipped."""
+@dataclass(frozen=True)
+class Sm90Job:
+    """One kernel to compile for sm_90: ``kernel`` is "module:name" of a ``triton.jit`` function; ``signature`` its
+    runtime arguments' types (the ``constexprs`` are added as such); ``aligned`` the arguments the launcher tells
+    the compiler are 16-byte divisible. ``launch_on``: also the launch record (``measure.anatomy.launch_record``)
+    of the compiled kernel on ``grid`` on that bundled GPU."""
+
+    kernel: str
+    signature: dict[str, str]
+    constexprs: dict[str, Any]
+    num_warps: int
+    num_stages: int | None = None
+    aligned: tuple[str, ...] = ()
+    launch_on: str | None = None
+    grid: tuple[int, ...] = (1,)
+
+
+@dataclass(frozen=True)
+class Sm90Kernel:
+    """What the compiler made of one job: its PTX and TritonGPU IR, the shared memory a program takes and its
+    warps (triton's metadata); the launch record as JSON where the job asked for one."""
+
+    ptx: str
+    ttgir: str
+    shared: int
+    num_warps: int
+    launch: dict[str, Any] | None = field(default=None)
+
+
+def compile_for_hopper(jobs: list[Sm90Job]) -> list[Sm90Kernel]:
+    """Compile ``jobs`` for sm_90 with the installed triton, in a fresh interpreter without TRITON_INTERPRET:
+    tests/kernels/conftest.py turns the interpreter on for the whole process, and an interpreted kernel cannot be
+    compiled for a GPU target. Skips the calling test where this triton build has no ptxas."""
     import os
     import subprocess
-    import sys
 
     import pytest
 
     pytest.importorskip("triton")
+    here = Path(__file__).parent
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    if proc.returncode == 3:
+    env["PYTHONPATH"] = os.pathsep.join([str(here), str(here.parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, "-m", "kernel_checks"], input=json.dumps([asdict(j) for j in jobs]),
+                          capture_output=True, text=True, env=env)
+    if proc.returncode == NO_PTXAS:
         pytest.skip(proc.stdout.strip())
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [Sm90Kernel(**k) for k in json.loads(proc.stdout.splitlines()[-1])]
+
+
+def _compile(job: Sm90Job) -> Sm90Kernel:
+    import importlib
+    import warnings
+
+    import triton  # type: ignore[import-untyped]
+    from triton.backends.compiler import GPUTarget  # type: ignore[import-untyped]
+    from triton.compiler import ASTSource  # type: ignore[import-untyped]
+
+    module, name = job.kernel.split(":")
+    fn = getattr(importlib.import_module(module), name)
+    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in job.aligned}
+    src = ASTSource(fn=fn, signature={**job.signature, **{k: "constexpr" for k in job.constexprs}},
+                    constexprs=job.constexprs, attrs=attrs)
+    options: dict[str, int] = {"num_warps": job.num_warps}
+    if job.num_stages is not None:
+        options["num_stages"] = job.num_stages
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    launch = None
+    if job.launch_on is not None:
+        from rooflinectl.kernels.base import Launch
+        from rooflinectl.measure.anatomy import launch_record
+        from rooflinectl.specs.hardware import load_gpu
+
+        record = launch_record(Launch(name, job.grid, {"num_warps": job.num_warps}, compiled), load_gpu(job.launch_on))
+        launch = record.model_dump(mode="json")
+    return Sm90Kernel(ptx=compiled.asm["ptx"], ttgir=compiled.asm["ttgir"], shared=compiled.metadata.shared,
+                      num_warps=compiled.metadata.num_warps, launch=launch)
+
+
+def main() -> int:
+    jobs = [Sm90Job(**{**j, "aligned": tuple(j["aligned"]), "grid": tuple(j["grid"])}) for j in json.load(sys.stdin)]
+    made = []
+    for job in jobs:
+        try:
+            made.append(_compile(job))
+        except Exception as err:
+            if "ptxas" in str(err).lower():
+                print(f"cannot compile for sm_90 here: {err}")
+                return NO_PTXAS
+            raise
+    print(json.dumps([asdict(k) for k in made]))  # one line, the last
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -191,7 +191,9 @@ def test_examples_found():
     assert set(NOT_RUN) <= listed, "NOT_RUN names an example that is no longer in the docs"
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: f"{e.doc}:{e.line}")
+# measure --interpret runs every kernel in Triton's interpreter, in a fresh process: out of the inner loop.
+@pytest.mark.parametrize("example", [pytest.param(e, marks=pytest.mark.slow) if "--interpret" in e.command else e
+                                     for e in EXAMPLES], ids=lambda e: f"{e.doc}:{e.line}")
 def test_example_output_matches_the_doc(example: Example, tmp_path, monkeypatch):
     reason = NOT_RUN.get((example.doc, example.command))
     if reason:

@@ -12,7 +12,7 @@ import json
 from typing import get_args
 
 import pytest
-from issue14_probes import (
+from op_model_example import (
     CALIBRATED,
     EXAMPLE,
     LAUNCH_FLOOR_S,
@@ -264,7 +264,7 @@ def test_the_op_model_round_trips_through_the_calibrate_writer(tmp_path):
 
 def test_the_example_file_is_the_fit_of_its_probes():
     """docs/results/op-model-example/h200-issue14.yaml's op model is what engine.calibrated.fit makes of
-    issue 14's figures (tests/issue14_probes.py), under its own calibrated roofs; its SDPA probe is the
+    issue 14's figures (benchmarks/op_model_example.py), under its own calibrated roofs; its SDPA probe is the
     engine's own Llama-3-8B decode attention op."""
     mine, engine = decode_attention(1, 4096), llama_attention(1, 4096)
     assert (mine.kind, mine.flops, mine.bytes, mine.unit, mine.dtype, mine.kv_bytes) == (

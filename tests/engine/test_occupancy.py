@@ -224,7 +224,7 @@ def test_blocks_that_cannot_launch(h100):
 def test_the_cuda_runtime_agrees_on_every_case():
     """cudaOccupancyMaxActiveBlocksPerMultiprocessor on an H200 (compute capability 9.0, the H100's limits) for
     13 kernels pinned to 24-78 registers (__maxnreg__), 36 block sizes and 15 dynamic shared-memory sizes:
-    tests/occupancy_probe/probe.cu made tests/data/occupancy_driver_h200.json. Every one of the 7,020 answers,
+    benchmarks/occupancy_probe/probe.cu made tests/data/occupancy_driver_h200.json. Every one of the 7,020 answers,
     the 885 zeros (blocks that cannot launch) included, must be ours."""
     d = json.loads((DATA / "occupancy_driver_h200.json").read_text())
     g = load_gpu("h100")
@@ -245,7 +245,7 @@ def test_the_cuda_runtime_agrees_on_every_case():
 
 
 def test_triton_launches_on_a_gpu_agree_with_the_driver():
-    """Fourteen Triton launches on an H200 (tests/occupancy_probe/triton_probe.py): what the compiled kernel
+    """Fourteen Triton launches on an H200 (benchmarks/occupancy_probe/triton_probe.py): what the compiled kernel
     reported, and the driver's cuOccupancyMaxActiveBlocksPerMultiprocessor on the kernel's own CUfunction."""
     d = json.loads((DATA / "occupancy_triton_h200.json").read_text())
     g = load_gpu("h100")

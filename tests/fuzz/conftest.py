@@ -31,10 +31,3 @@ def _heavy_imports_done():
     for fmt in ("png", "svg", "pdf"):
         fig.savefig(io.BytesIO(), format=fmt)
     plt.close(fig)
-
-
-def pytest_terminal_summary(terminalreporter):
-    import fuzz_support
-
-    if fuzz_support.RUNS["commands"]:
-        terminalreporter.write_line(f"fuzz: {fuzz_support.RUNS['commands']:,} rooflinectl commands run in-process")

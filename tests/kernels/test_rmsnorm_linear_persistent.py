@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from kernel_checks import DTYPES, compile_for_hopper
+from kernel_checks import DTYPES, Sm90Job, compile_for_hopper
 from kernel_checks import gen as _gen
 
 import rooflinectl.kernels.rmsnorm_linear.persistent as persistent
@@ -99,45 +99,23 @@ def test_offered_for_big_tiles_where_tma_fits():
     assert not any(c.persistent for c in k.candidates((2048, 4095, 14336), "bf16"))  # 8,190-byte rows
 
 
-_COMPILE = r"""
-import sys, warnings
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from rooflinectl.kernels.rmsnorm_linear.persistent import _tile_persistent_kernel as kernel
-
-sig = {"rstd_ptr": "*fp32", "b_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32", "sym": "i32"}
-names = kernel.arg_names
-attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in ("rstd_ptr", "b_ptr", "y_ptr", "N", "K", "sym")}
-for flatten, y_tma, subtile in ((False, False, False), (True, False, False), (True, True, True)):
-    dsig = {"x_td": "tensordesc<bf16[128, 64]>", "w_td": "tensordesc<bf16[256, 64]>"}
-    consts = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "HAS_BIAS": True, "PROGRAMS": 132,
-              "FLATTEN": flatten, "Y_TMA": y_tma, "SUBTILE": subtile}
-    if y_tma:
-        dsig["y_td"] = "tensordesc<bf16[128, 128]>"
-    else:
-        consts["y_td"] = None
-    src = ASTSource(fn=kernel, signature={**sig, **dsig, **{k: "constexpr" for k in consts}}, constexprs=consts,
-                    attrs=attrs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
-        except Exception as err:
-            if "ptxas" in str(err).lower():
-                print(f"cannot compile for sm_90 here: {err}")
-                sys.exit(3)
-            raise
-    ptx = compiled.asm["ptx"]
-    assert "wgmma" in ptx, (flatten, y_tma)
-    # Loads through TMA (x, W_g); the store through it too where y_tma (cp.async.bulk.tensor ... global.shared).
-    assert "cp.async.bulk.tensor" in ptx and "tensormap.replace" not in ptx, (flatten, y_tma)
-    assert ("cp.async.bulk.tensor.2d.global.shared" in ptx) == y_tma, (flatten, y_tma)
-    assert compiled.metadata.shared <= 232448, (flatten, y_tma, compiled.metadata.shared)  # an H200's 227 KiB
-"""
-
-
 def test_compiles_for_sm90_with_the_installed_triton():
     """Without TRITON_INTERPRET, in a fresh interpreter: wgmma fed through TMA with host-made descriptors, y
     stored through TMA only where asked, within an H200's shared memory. Skipped where triton has no ptxas."""
-    compile_for_hopper(_COMPILE)
+    sig = {"rstd_ptr": "*fp32", "b_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32", "sym": "i32",
+           "x_td": "tensordesc<bf16[128, 64]>", "w_td": "tensordesc<bf16[256, 64]>"}
+    variants = [(False, False, False), (True, False, False), (True, True, True)]  # (flatten, y_tma, subtile)
+    jobs = []
+    for flatten, y_tma, subtile in variants:
+        consts = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "HAS_BIAS": True, "PROGRAMS": 132,
+                  "FLATTEN": flatten, "Y_TMA": y_tma, "SUBTILE": subtile}
+        y = {"y_td": "tensordesc<bf16[128, 128]>"} if y_tma else {}
+        jobs.append(Sm90Job("rooflinectl.kernels.rmsnorm_linear.persistent:_tile_persistent_kernel", {**sig, **y},
+                            consts if y_tma else {**consts, "y_td": None}, num_warps=8, num_stages=3,
+                            aligned=("rstd_ptr", "b_ptr", "y_ptr", "N", "K", "sym")))
+    for (flatten, y_tma, _), made in zip(variants, compile_for_hopper(jobs), strict=True):
+        assert "wgmma" in made.ptx, (flatten, y_tma)
+        # Loads through TMA (x, W_g); the store through it too where y_tma (cp.async.bulk.tensor ... global.shared).
+        assert "cp.async.bulk.tensor" in made.ptx and "tensormap.replace" not in made.ptx, (flatten, y_tma)
+        assert ("cp.async.bulk.tensor.2d.global.shared" in made.ptx) == y_tma, (flatten, y_tma)
+        assert made.shared <= 232448, (flatten, y_tma, made.shared)  # an H200's 227 KiB

@@ -13,11 +13,12 @@ benchmarks/rmsnorm_linear_gpu.py's.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
 import torch
-from kernel_checks import DTYPES, compile_for_hopper
+from kernel_checks import DTYPES, Sm90Job, compile_for_hopper
 from kernel_checks import check as _check
 from kernel_checks import gen as _gen
 
@@ -184,6 +185,38 @@ def test_split_k_never_starts_a_partial_second_wave():
     assert k.config_for((512, 8192, 8192), "bf16").block_n == 256  # 128 tiles: more than half
 
 
+# What the launcher tells the compiler of 16-byte aligned pointers and strides (as on the GPU at K = 4096), and the
+# arguments the tile kernel without the pre-pass and the gemv take besides their descriptors.
+_SIG = {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "ss_ptr": "*fp32",
+        "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "k_per_split": "i32", "sxm": "i32", "swn": "i32",
+        "sym": "i32", "eps": "fp32"}
+_ALIGNED = tuple(k for k, v in _SIG.items() if v.startswith("*") or k in ("N", "K", "k_per_split", "sxm", "swn", "sym"))
+_TILE_STAGES, _GEMV_STAGES = 3, 4
+
+
+def _descriptors(host: bool, x_block: list[int], w_block: list[int]) -> tuple[dict, dict]:
+    """The signature and constants of a kernel's x_td, w_td: host-made descriptors of these blocks, or None."""
+    if host:
+        return {"x_td": f"tensordesc<bf16{x_block}>", "w_td": f"tensordesc<bf16{w_block}>"}, {"HOST_DESC": True}
+    return {}, {"x_td": None, "w_td": None, "HOST_DESC": False}
+
+
+def _tile_job(ahead: bool, tma: bool, host: bool) -> Sm90Job:
+    dsig, dconsts = _descriptors(host, [128, 64], [256, 64])
+    consts = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1, "HAS_BIAS": True,
+              "EVEN_K": True, "WARP_SPEC": False, "SS_AHEAD": ahead, "TMA": tma, **dconsts}
+    return Sm90Job("rooflinectl.kernels.rmsnorm_linear.tile:_tile_ss_kernel", {**_SIG, **dsig}, consts,
+                   num_warps=8, num_stages=_TILE_STAGES, aligned=_ALIGNED)
+
+
+def _gemv_job(ss: str, tma: bool, host: bool) -> Sm90Job:
+    dsig, dconsts = _descriptors(host, [16, 128], [64, 128])
+    consts = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "BLOCK_KSS": 256, "SPLIT_K": 1, "HAS_BIAS": True,
+              "EVEN_K": True, "SS_INLOOP": ss == "inloop", "SS_DOT": ss == "dot", "TMA": tma, **dconsts}
+    return Sm90Job("rooflinectl.kernels.rmsnorm_linear.gemv:_gemv_kernel", {**_SIG, **dsig}, consts, num_warps=4,
+                   num_stages=_GEMV_STAGES, aligned=_ALIGNED)
+
+
 def test_each_variant_compiles_for_sm90_with_the_installed_triton_without_the_race():  # and the gemv's
     """In a fresh interpreter without TRITON_INTERPRET (as tests/measure/test_harness.py compiles for Hopper): the
     pointer path pipelines its loads through cp.async, the TMA path reads through cp.async.bulk.tensor, both feed
@@ -192,88 +225,33 @@ def test_each_variant_compiles_for_sm90_with_the_installed_triton_without_the_ra
     from those buffers; where it reads x from shared memory, x has a buffer a stage. (The pattern the measured
     kernels avoid, the x tile's shared buffer feeding both, fails this: 2 buffers at 3 stages, read by the wgmma.)
     Skipped where this triton build has no ptxas."""
-    compile_for_hopper(_COMPILE)
-
-
-_COMPILE = r"""
-import re, sys, warnings
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from rooflinectl.kernels.rmsnorm_linear import _tile_ss_kernel
-
-sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "ss_ptr": "*fp32",
-       "count_ptr": "*i32", "M": "i32", "N": "i32", "K": "i32", "k_per_split": "i32", "sxm": "i32", "swn": "i32",
-       "sym": "i32", "eps": "fp32"}
-base = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1, "HAS_BIAS": True, "EVEN_K": True,
-        "WARP_SPEC": False}
-names = _tile_ss_kernel.arg_names
-# What the launcher tells the compiler for 16-byte aligned pointers and strides (as on the GPU at K = 4096).
-aligned = [k for k, v in sig.items() if v.startswith("*") or k in ("N", "K", "k_per_split", "sxm", "swn", "sym")]
-attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in aligned}
-STAGES = 3
-
-
-def descriptors(host, x_block, w_block):
-    # The signature and constants of the kernels' x_td, w_td: host-made descriptors of these blocks, or None.
-    if host:
-        return {"x_td": f"tensordesc<bf16{x_block}>", "w_td": f"tensordesc<bf16{w_block}>"}, {"HOST_DESC": True}
-    return {}, {"x_td": None, "w_td": None, "HOST_DESC": False}
-
-
-for ahead, tma, host in ((False, False, False), (True, False, False), (False, True, False), (True, True, False),
-                         (False, True, True)):
-    dsig, dconsts = descriptors(host, [128, 64], [256, 64])
-    consts = {**base, "SS_AHEAD": ahead, "TMA": tma, **dconsts}
-    src = ASTSource(fn=_tile_ss_kernel, signature={**sig, **dsig, **{k: "constexpr" for k in consts}},
-                    constexprs=consts, attrs=attrs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                                      options={"num_warps": 8, "num_stages": STAGES})
-        except Exception as err:
-            if "ptxas" in str(err).lower():
-                print(f"cannot compile for sm_90 here: {err}")
-                sys.exit(3)
-            raise
-    ptx, ir = compiled.asm["ptx"], compiled.asm["ttgir"]
-    assert "wgmma" in ptx, (ahead, tma)
-    if tma:  # descriptors made by each program (tensormap.replace in global scratch), or passed in
-        assert "cp.async.bulk.tensor" in ptx and ("tensormap.replace" in ptx) != host, (ahead, tma, host)
-    else:
-        assert "cp.async.cg" in ptx or "cp.async.ca" in ptx, (ahead, tma)
-    # x's shared buffers (128×64 bf16), and where the wgmma takes its A operand (x) from.
-    (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x128x64xbf16", ir)]
-    a_from = set(re.findall(r"ttng.warp_group_dot [^\n]*?\} : (tensor|!ttg.memdesc)", ir))
-    assert a_from in ({"tensor"}, {"!ttg.memdesc"}), (ahead, tma, a_from)
-    if a_from == {"!ttg.memdesc"}:
-        assert x_buffers >= STAGES, (ahead, tma, x_buffers)
-    assert a_from == ({"!ttg.memdesc"} if ahead else {"tensor"}), (ahead, tma, a_from)
-
-# The gemv (x is the wgmma's B operand, 16×128 tiles, 4 stages): with ss "dot" the wgmma reads an immutable copy of
-# x (the register tensor x + 0.0 stored for it), never the pipelined x buffers, of which there are then fewer than
-# stages; with "loop" and "inloop" x feeds only the dot and has a buffer a stage.
-from rooflinectl.kernels.rmsnorm_linear import _gemv_kernel
-
-gnames = _gemv_kernel.arg_names
-gattrs = {(gnames.index(k),): [["tt.divisibility", 16]] for k in aligned}
-for ss, tma, host in [(ss, tma, False) for ss in ("loop", "inloop", "dot") for tma in (False, True)] + [
-        ("dot", True, True)]:
-    dsig, dconsts = descriptors(host, [16, 128], [64, 128])
-    consts = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "BLOCK_KSS": 256, "SPLIT_K": 1, "HAS_BIAS": True,
-              "EVEN_K": True, "SS_INLOOP": ss == "inloop", "SS_DOT": ss == "dot", "TMA": tma, **dconsts}
-    src = ASTSource(fn=_gemv_kernel, signature={**sig, **dsig, **{k: "constexpr" for k in consts}},
-                    constexprs=consts, attrs=gattrs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 4})
-    ir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
-    assert ("cp.async.bulk.tensor" in ptx) == tma and ("tensormap.replace" in ptx) == (tma and not host), (ss, tma)
-    (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x16x128xbf16", ir)]
-    (b_operand,) = re.findall(r"ttng.warp_group_dot [^\n]*?\} : [^*]+\* (!ttg.memdesc<[^>]*>)", ir)
-    if ss == "dot":
-        assert "mutable" not in b_operand and x_buffers < 4, (ss, tma, b_operand, x_buffers)
-    else:
-        assert "mutable" in b_operand and x_buffers == 4, (ss, tma, b_operand, x_buffers)
-"""
+    # (ahead, tma, host): through pointers, through descriptors made by each program, made on the host.
+    tiles = [(False, False, False), (True, False, False), (False, True, False), (True, True, False),
+             (False, True, True)]
+    gemvs = [(ss, tma, False) for ss in ("loop", "inloop", "dot") for tma in (False, True)] + [("dot", True, True)]
+    made = compile_for_hopper([_tile_job(*v) for v in tiles] + [_gemv_job(*v) for v in gemvs])
+    for (ahead, tma, host), k in zip(tiles, made[:len(tiles)], strict=True):
+        assert "wgmma" in k.ptx, (ahead, tma)
+        if tma:  # descriptors made by each program (tensormap.replace in global scratch), or passed in
+            assert "cp.async.bulk.tensor" in k.ptx and ("tensormap.replace" in k.ptx) != host, (ahead, tma, host)
+        else:
+            assert "cp.async.cg" in k.ptx or "cp.async.ca" in k.ptx, (ahead, tma)
+        # x's shared buffers (128×64 bf16), and where the wgmma takes its A operand (x) from.
+        (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x128x64xbf16", k.ttgir)]
+        a_from = set(re.findall(r"ttng.warp_group_dot [^\n]*?\} : (tensor|!ttg.memdesc)", k.ttgir))
+        assert a_from in ({"tensor"}, {"!ttg.memdesc"}), (ahead, tma, a_from)
+        if a_from == {"!ttg.memdesc"}:
+            assert x_buffers >= _TILE_STAGES, (ahead, tma, x_buffers)
+        assert a_from == ({"!ttg.memdesc"} if ahead else {"tensor"}), (ahead, tma, a_from)
+    # The gemv (x is the wgmma's B operand, 16×128 tiles, 4 stages): with ss "dot" the wgmma reads an immutable copy
+    # of x (the register tensor x + 0.0 stored for it), never the pipelined x buffers, of which there are then fewer
+    # than stages; with "loop" and "inloop" x feeds only the dot and has a buffer a stage.
+    for (ss, tma, host), k in zip(gemvs, made[len(tiles):], strict=True):
+        assert ("cp.async.bulk.tensor" in k.ptx) == tma and ("tensormap.replace" in k.ptx) == (tma and not host), \
+            (ss, tma)
+        (x_buffers,) = [int(n) for n in re.findall(r"local_alloc[^\n]*?!ttg.memdesc<(\d+)x16x128xbf16", k.ttgir)]
+        (b_operand,) = re.findall(r"ttng.warp_group_dot [^\n]*?\} : [^*]+\* (!ttg.memdesc<[^>]*>)", k.ttgir)
+        if ss == "dot":
+            assert "mutable" not in b_operand and x_buffers < _GEMV_STAGES, (ss, tma, b_operand, x_buffers)
+        else:
+            assert "mutable" in b_operand and x_buffers == _GEMV_STAGES, (ss, tma, b_operand, x_buffers)

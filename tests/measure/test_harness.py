@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 
 import pytest
-from kernel_checks import compile_for_hopper
+from kernel_checks import Sm90Job, compile_for_hopper
 from measure_fakes import H100, FakeClock, FakeSoftmax, run_fake
 
 from rooflinectl.engine.count.op import matmul_op, softmax_op
 from rooflinectl.errors import UserError
 from rooflinectl.measure.harness import parse_shapes, predict, shares
-from rooflinectl.records.kernel import DeviceInfo, RunCeilings
+from rooflinectl.records.kernel import DeviceInfo, LaunchRecord, RunCeilings
 
 
 def softmax_kernel():
@@ -157,75 +157,50 @@ def test_a_timing_failure_keeps_the_check():
     assert r.correctness.passed and r.launches and r.time_s is None and r.baselines == []
 
 
+_SOFTMAX = "rooflinectl.kernels.softmax:"
+_ROWS_SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "sxr": "i32", "sxc": "i32",
+             "syr": "i32", "syc": "i32"}
+_ROWS = {"BLOCK": 1024, "ROWS": 4, "HINTS": True}
+
+
 def test_anatomy_of_a_kernel_compiled_for_hopper_on_the_cpu():
     """Triton ships ptxas, so a kernel compiles for sm_90 here: the compiler's metadata (shared memory, warps) is
     real. Registers and spills come from loading the binary into a driver, which a CPU machine lacks: they stay
     unknown, and the occupancy, counted from warps and shared memory, is an upper bound and says so.
 
-    Runs in a fresh interpreter without TRITON_INTERPRET: tests/kernels/conftest.py turns the interpreter on for the
-    whole process, and an interpreted kernel cannot be compiled for a GPU target."""
-    compile_for_hopper(_HOPPER_ANATOMY)
+    Compiled in a fresh interpreter without TRITON_INTERPRET (``kernel_checks.compile_for_hopper``), which also
+    computes the launch record there, from the compiled kernel itself. The GPU-only code paths compile for sm_90 too:
+    the rows kernel as a programmatic dependent (griddepcontrol), the online kernel's cache hints, and the split
+    kernel's atomics, bounded wait and fallback."""
+    split_sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "count_ptr": "*i32", "part_ptr": "*fp32", "n_cols": "i32",
+                 "n_parts": "i32", "sxr": "i32", "sxc": "i32", "syr": "i32", "syc": "i32"}
+    rows, pdl, online, *splits = compile_for_hopper([
+        Sm90Job(_SOFTMAX + "_softmax_rows_kernel", _ROWS_SIG, {**_ROWS, "GDC": False}, num_warps=8,
+                launch_on="h200", grid=(1024,)),
+        Sm90Job(_SOFTMAX + "_softmax_rows_kernel", _ROWS_SIG, {**_ROWS, "GDC": True}, num_warps=8),
+        Sm90Job(_SOFTMAX + "_softmax_online_kernel", _ROWS_SIG,
+                {"BLOCK": 16384, "HINTS": True, "GDC": True, "REVERSE": True}, num_warps=16),
+        *(Sm90Job(_SOFTMAX + "_softmax_split_kernel", split_sig,
+                  {"BLOCK": 8192, "CHUNKS": chunks, "PARTS": 16, "HINTS": chunks > 1, "MAX_POLLS": 1024,
+                   "FALLBACK_BLOCK": 1024}, num_warps=8) for chunks in (1, 2)),
+    ])
+    assert rows.launch is not None
+    rec = LaunchRecord.model_validate(rows.launch)
+    # From the compiler: 8 warps (256 threads) and the shared memory of the row reductions' scratch.
+    assert rec.function == "_softmax_rows_kernel" and rec.grid == [1024]
+    assert rec.num_warps == 8 and rec.threads_per_program == 256
+    assert rec.shared_bytes == rows.shared and rec.shared_bytes > 0
+    # Not without a driver:
+    assert rec.n_regs is None and rec.n_spills is None
+    # 64 warps per SM / 8 = 8 programs (shared memory allows far more); 1,024 programs / (8 x 132) = 1 wave.
+    assert (rec.programs_per_sm, rec.occupancy, rec.limiter, rec.waves) == (8, 1.0, "warps", 1), rec
+    assert rec.occupancy_upper_bound
+    assert rec.last_wave_fill == pytest.approx(1024 / 1056)
+    assert any("upper bound" in w and "registers" in w for w in rec.warnings)
 
-
-_HOPPER_ANATOMY = """
-import sys, warnings
-import pytest
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-
-from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.kernels.base import Launch
-from rooflinectl.kernels.softmax import _softmax_rows_kernel
-from rooflinectl.measure.harness import launch_record
-
-sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "sxr": "i32", "sxc": "i32",
-       "syr": "i32", "syc": "i32", "BLOCK": "constexpr", "ROWS": "constexpr", "HINTS": "constexpr",
-       "GDC": "constexpr"}
-constexprs = {"BLOCK": 1024, "ROWS": 4, "HINTS": True, "GDC": False}
-src = ASTSource(fn=_softmax_rows_kernel, signature=sig, constexprs=constexprs)
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    try:
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
-    except Exception as err:  # no ptxas in this triton build
-        print(f"cannot compile for sm_90 here: {err}")
-        sys.exit(3)
-launch = Launch("_softmax_rows_kernel", (1024,), {"num_warps": 8}, compiled)
-rec = launch_record(launch, load_gpu("h200"))
-# From the compiler: 8 warps (256 threads) and the shared memory of the row reductions' scratch.
-assert rec.num_warps == 8 and rec.threads_per_program == 256
-assert rec.shared_bytes == compiled.metadata.shared and rec.shared_bytes > 0
-# Not without a driver:
-assert rec.n_regs is None and rec.n_spills is None
-# 64 warps per SM / 8 = 8 programs (shared memory allows far more); 1,024 programs / (8 x 132) = 1 wave.
-assert (rec.programs_per_sm, rec.occupancy, rec.limiter, rec.waves) == (8, 1.0, "warps", 1), rec
-assert rec.occupancy_upper_bound
-assert rec.last_wave_fill == pytest.approx(1024 / 1056)
-assert any("upper bound" in w and "registers" in w for w in rec.warnings)
-
-# The GPU-only code paths compile for sm_90 too: the rows kernel as a programmatic dependent (griddepcontrol),
-# and the split kernel's atomics, bounded wait and fallback.
-from rooflinectl.kernels.softmax import _softmax_split_kernel
-
-pdl = ASTSource(fn=_softmax_rows_kernel, signature=sig, constexprs={**constexprs, "GDC": True})
-ptx = triton.compile(pdl, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm["ptx"]
-assert "griddepcontrol.wait" in ptx and "griddepcontrol.launch_dependents" in ptx
-split_sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "count_ptr": "*i32", "part_ptr": "*fp32", "n_cols": "i32",
-             "n_parts": "i32", "sxr": "i32", "sxc": "i32", "syr": "i32", "syc": "i32", **{
-             k: "constexpr" for k in ("BLOCK", "CHUNKS", "PARTS", "HINTS", "MAX_POLLS", "FALLBACK_BLOCK")}}
-from rooflinectl.kernels.softmax import _softmax_online_kernel
-
-online_sig = {**{k: v for k, v in sig.items() if k != "ROWS"}, "REVERSE": "constexpr"}
-online = ASTSource(fn=_softmax_online_kernel, signature=online_sig,
-                   constexprs={"BLOCK": 16384, "REVERSE": True, "HINTS": True, "GDC": True})
-ptx = triton.compile(online, target=GPUTarget("cuda", 90, 32), options={"num_warps": 16}).asm["ptx"]
-assert "griddepcontrol.wait" in ptx and "evict_last" in ptx and "evict_first" in ptx
-for chunks in (1, 2):
-    split = ASTSource(fn=_softmax_split_kernel, signature=split_sig, constexprs={
-        "BLOCK": 8192, "CHUNKS": chunks, "PARTS": 16, "HINTS": chunks > 1, "MAX_POLLS": 1024, "FALLBACK_BLOCK": 1024})
-    ptx = triton.compile(split, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8}).asm["ptx"]
-    lines = ptx.splitlines()
-    assert any("atom." in line and "acq_rel" in line and ".add" in line for line in lines), "publish: acq_rel add"
-    assert any("acquire" in line and "atom." not in line for line in lines), "poll: a load-acquire"
-"""
+    assert "griddepcontrol.wait" in pdl.ptx and "griddepcontrol.launch_dependents" in pdl.ptx
+    assert "griddepcontrol.wait" in online.ptx and "evict_last" in online.ptx and "evict_first" in online.ptx
+    for split in splits:
+        lines = split.ptx.splitlines()
+        assert any("atom." in line and "acq_rel" in line and ".add" in line for line in lines), "publish: acq_rel add"
+        assert any("acquire" in line and "atom." not in line for line in lines), "poll: a load-acquire"

@@ -1,8 +1,8 @@
-"""Ground truth for tests/test_occupancy.py: Triton launches on the GPU in hand, what the compiled kernel reports
+"""Ground truth for tests/engine/test_occupancy.py: Triton launches on the GPU in hand, what the compiled kernel reports
 (registers, spills, shared memory, warps) and what the CUDA driver's occupancy calculator
 (cuOccupancyMaxActiveBlocksPerMultiprocessor on the kernel's own CUfunction) says one SM holds.
 
-    python3 triton_probe.py > triton_<gpu>.json
+    python3 triton_probe.py > ../../tests/data/occupancy_triton_<gpu>.json
 """
 
 import ctypes

@@ -2,7 +2,7 @@
 median. ``docs/results/op-model-example/h200-issue14.yaml`` carries the model fitted from them
 (``engine.calibrated.fit``) under the calibrated roofs of ``docs/results/h200-2026-12-02/calibrated.yaml``
 (copy 4,245.5 GB/s, bf16 678.1 TFLOP/s); ``tests/engine/test_calibrated.py`` re-fits and compares, and
-``python tests/issue14_probes.py`` writes the file again through the calibrate writer.
+``python benchmarks/op_model_example.py`` writes the file again through the calibrate writer.
 
 Measured on the H200 (issue 14: CUDA-graph replay, buffers rotated past the L2):
 - F.linear 1×4096×4096 bf16 (a decode GEMV): 13.8 µs;
@@ -98,7 +98,7 @@ def write_example() -> None:
     write_measured(load_gpu("h200"), EXAMPLE.relative_to(ROOT), ceilings=measured, op_model=fitted())
     note = ("# The ceilings are a real calibrate run's (docs/results/h200-2026-12-02/calibrated.yaml); the op_model\n"
             "# is fitted by engine.calibrated.fit from issue 14's H200 measurements, assembled by hand\n"
-            "# (tests/issue14_probes.py), not measured by a calibrate run.\n")
+            "# (benchmarks/op_model_example.py), not measured by a calibrate run.\n")
     EXAMPLE.write_text(note + EXAMPLE.read_text())
 
 

@@ -1,8 +1,8 @@
-// Ground truth for tests/test_occupancy.py: the CUDA runtime's own occupancy calculator
+// Ground truth for tests/engine/test_occupancy.py: the CUDA runtime's own occupancy calculator
 // (cudaOccupancyMaxActiveBlocksPerMultiprocessor) on the GPU in hand, for kernels whose register count is pinned
 // with __maxnreg__, over block sizes and dynamic shared-memory sizes. Prints one JSON object on stdout.
 //
-//   nvcc -O2 -arch=sm_90 -o probe probe.cu && ./probe > occupancy_<gpu>.json
+//   nvcc -O2 -arch=sm_90 -o probe probe.cu && ./probe > ../../tests/data/occupancy_driver_<gpu>.json
 //
 // Each kernel keeps 64 live accumulators, more than any cap below, so ptxas uses the cap (spilling the rest);
 // the register count used in the comparison is whatever cudaFuncGetAttributes reports, not the cap.
