@@ -196,3 +196,21 @@ def test_a_stack_adds_its_costs(tmp_path):
     assert slow.time(step) == pytest.approx(2 * a.totals.time_s + (kernels * 2 + 100) / 1e6, rel=1e-12)
     assert plain.time(step) == pytest.approx(a.totals.time_s, rel=1e-12)
     assert_one_line_error(cli("analyze", "serve", "--stack", "nope"), "unknown stack 'nope'")
+
+
+def test_a_static_batch_is_the_simulation_without_refills_or_chunks():
+    # analyze generate's static batch (B prompts prefilled in one step, then B decodes a step) is the simulation
+    # of B requests arriving at once with no client refilling, no chunked prefill and a budget of B prompts.
+    from rooflinectl.api import step_analyzer
+    from rooflinectl.engine.generate import Request as Batch
+    from rooflinectl.engine.generate import generate
+
+    b, prompt, output = 8, 512, 16
+    static = generate(base(), Batch(prompt, output, b), step_analyzer(H100, False), reserve_bytes=8 * 2**30)
+    m = StepModel(base(), H100)
+    run = simulate(closed_loop(b, b, Lengths("fixed", prompt), Lengths("fixed", output)), m, BlockPool(10_000, 16),
+                   SchedulerConfig(max_num_batched_tokens=b * prompt, chunked_prefill=False))
+    assert run.steps == output  # one prefill step, then output − 1 decode steps
+    assert run.ttft.mean == pytest.approx(static.ttft_s, rel=1e-12)
+    assert run.tpot.mean == pytest.approx(static.tpot_s, rel=1e-12)
+    assert run.e2e.mean == pytest.approx(static.e2e_s, rel=1e-12)
