@@ -126,3 +126,21 @@ def workload_overrides(
                 **step_options(model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                                act_dtype=act_dtype, group_size=group_size, attention=attention, causal=causal,
                                fuse=fuse, experts_touched=experts_touched))
+
+
+# --- a serving simulation (analyze serve, plot serve) -------------------------------------------------------------
+
+ServePrompt = Annotated[str, typer.Option("--prompt", help="Prompt tokens: a number, uniform:A-B or normal:MEAN,SD.")]
+ServeOutput = Annotated[str, typer.Option("--output", help="Output tokens: a number, uniform:A-B or normal:MEAN,SD.")]
+Requests = Annotated[int | None, typer.Option("--requests", help="Requests in a run (default max(200, 8 × "
+                                               "concurrency) in a closed loop, 200 in an open loop).")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of the drawn lengths and arrivals.")]
+MaxBatchedTokens = Annotated[int, typer.Option("--max-num-batched-tokens",
+                                               help="Tokens one step may compute (vLLM's default 8,192).")]
+MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Sequences one step may hold (vLLM's 256).")]
+ChunkedPrefill = Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill",
+                                              help="Prefill prompts in chunks beside decodes (vLLM's default).")]
+BlockSize = Annotated[int, typer.Option("--block-size", help="Positions a KV block holds (vLLM's 16).")]
+Stack = Annotated[str, typer.Option("--stack", help="The serving stack's costs beyond the roofline: a fixed cost a "
+                                    "step, a gap a kernel, the bandwidth and peak its kernels reach, its fusions (an "
+                                    "id of stacks/, or a YAML path; default roofline, the floor).")]

@@ -81,7 +81,7 @@ def default_phases(given: dict[SizeField, str | None]) -> list[str]:
     return [p for p in DEFAULT_PHASES if not lengths or length_field(p) in lengths]
 
 
-@command(app, cls=routed(pareto=".pareto:pareto_app"))
+@command(app, cls=routed(pareto=".pareto:pareto_app", serve=".plot_serve:plot_serve_app"))
 def plot(
     workload: str = typer.Argument(
         None, help="A phase (decode, prefill, attention) or a workload YAML file (default: decode and prefill)."
