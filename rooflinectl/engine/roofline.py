@@ -16,7 +16,7 @@ from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
 from ..specs.measured import OpModel
 from ..specs.workload import SIZE_FIELDS, SizeField, Workload
-from ..units import GIB, dtype_bytes
+from ..units import dtype_bytes
 from .calibrated import timed_by_model
 from .count.op import Op, Unit, matmul_unit
 from .count.quant import kernel_name
@@ -209,7 +209,7 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
         held = sum(g.count * kv_bytes_per_sequence_per_gpu(workload, layout, g.positions) for g in workload.seqs)
         per_seq_kv = held / workload.batch
     memory = weights + held
-    capacity = gpu.memory.hbm_capacity_gib * GIB
+    capacity = gpu.capacity_bytes
     # The largest batch of the model copy: one GPU's, times the ep GPUs that share the sequences under EP alone.
     max_batch = max(0, math.floor((capacity - weights) / per_seq_kv)) * layout.batch_shards if capacity > weights else 0
     totals = Totals(

@@ -24,7 +24,6 @@ from ..engine.parallel import Layout
 from ..engine.roofline import Analysis, Placement, analyze, sweep
 from ..errors import UserError
 from ..records.kernel import MeasurementFile
-from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..specs.hardware import GPU
 from ..specs.workload import SizeField, Workload, length_field
 from ..units import gib, si
@@ -119,9 +118,7 @@ def chart_title(w: Workload, gpus: Sequence[GPU], calibrated: bool, layout: Layo
     roofs = " (measured roofs)" if calibrated else ""
     if calibrated and any(g.measured is not None and g.measured.op_model is not None for g in gpus):
         roofs = " (measured roofs, calibrated op model)"  # its times size the points (their share of the step)
-    group = f" g{w.group_size}" if w.weights in GROUPED_WEIGHT_DTYPES else ""
-    types = f"{w.weights}{group} weights, {w.matmul_dtype} activations" if w.quantized else w.dtype
-    return f"{w.model.name} on {on}{roofs} · {types}{kv} · {w.attention} attention{fused}"
+    return f"{w.model.name} on {on}{roofs} · {w.types_label()}{kv} · {w.attention} attention{fused}"
 
 
 def panel_title(w: Workload, sweep_field: SizeField | None, values: Sequence[int]) -> str:

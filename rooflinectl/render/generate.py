@@ -10,7 +10,6 @@ from rich.text import Text
 
 from ..engine.generate import Generation
 from ..engine.memory import MemoryBudget
-from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..units import duration, gib, number
 
 # The ops the text table lists by name, largest first; the rest are summed in one row (--json lists them all).
@@ -19,10 +18,7 @@ TOP_OPS = 8
 
 def _workload_label(g: Generation) -> str:
     w, r = g.prefill.workload, g.request
-    types: str = w.dtype
-    if w.quantized:
-        group = f" g{w.group_size}" if w.weights in GROUPED_WEIGHT_DTYPES else ""
-        types = f"{w.weights}{group} weights, {w.matmul_dtype} activations"
+    types = w.types_label()
     kv = f", {w.kv_dtype} KV cache" if w.kv_dtype != w.dtype else ""
     return (f"{w.model.id}, batch {r.batch}, prompt {r.prompt:,}, output {r.output:,}, {types}{kv}, "
             f"{w.attention} attention")
