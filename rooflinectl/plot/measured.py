@@ -17,7 +17,7 @@ from ..engine.count.op import Op, OpKind
 from ..engine.roofline import Analysis, Placement, measured_share
 from ..errors import UserError
 from ..records.kernel import MeasurementFile, ShapeRecord
-from ..records.step import load_any
+from ..records.read import read_measurements
 from ..specs.hardware import GPU, device_matches, list_gpus
 from .chart import MeasuredPoint
 
@@ -27,25 +27,14 @@ PAIR_DECADES = math.log10(2)
 
 
 def load_measured(path: Path) -> MeasurementFile:
-    """The file ``rooflinectl measure --save`` writes, read by ``records.kernel.load`` (every schema version it
-    reads), a ``measure --workload --save`` one (each op a record: ``records.step.as_measurement``) or
-    a ``profile --save`` one; a malformed file, or one with no timed record (nothing to draw), is a one-line
-    UserError."""
-    run = _profile(path) or load_any(path)  # its schema bounds what the chart divides by: bytes, time_s > 0, finite
+    """Any saved record (``records.read``: a ``measure --save`` file in every schema version, a ``measure
+    --workload --save`` or a ``profile --save`` one, each op a record); a malformed file, or one with no timed
+    record (nothing to draw), is a one-line UserError."""
+    run = read_measurements(path)  # its schema bounds what the chart divides by: bytes, time_s > 0, finite
     if all(r.time_s is None for r in run.records):
         raise UserError(f"{path}: no record has a time (each failed its check, or ran in the Triton interpreter): "
                         f"nothing to draw")
     return run
-
-
-def _profile(path: Path) -> MeasurementFile | None:
-    """A ``rooflinectl profile --save`` record (``"kind": "profile"``), its ops as measured records (the step's
-    count and kernel time of each: ``ProfileRecord.to_measurement``); None for any other file."""
-    from ..records import profile as profile_record
-    from ..specs.load import read_json
-
-    data = read_json(path, "a measurement record (a JSON object)")
-    return profile_record.load(path, data).to_measurement() if profile_record.is_profile(data) else None
 
 
 def measured_gpu(run: MeasurementFile, gpus: Sequence[GPU], source: str = "measured file") -> GPU:

@@ -17,7 +17,6 @@ from ..errors import UserError
 from ..files import write_atomic
 from ..specs.load import read_json, validate
 from .kernel import MAX_BYTES, MAX_FLOPS, DeviceInfo, MeasurementFile, Record, ShapeRecord
-from .kernel import load as load_measurement
 
 WORKLOAD_SCHEMA_VERSION = 1
 # How a run's times were taken: CUDA-graph replays on the GPU (bench.do_bench, timer "cuda_graph"), or the CPU's
@@ -160,11 +159,3 @@ def as_measurement(run: WorkloadRun) -> MeasurementFile:
                            python_version=run.python_version, date=run.date, command=run.command, interpret=False,
                            seed=run.seed, timer="cuda_graph" if run.device == "cuda" else None,
                            records=records, notes=run.notes)
-
-
-def load_any(path: Path) -> MeasurementFile:
-    """A ``measure --save`` file, or a ``measure --workload --save`` one (kind "workload") as its ops' records."""
-    data = read_json(path, "a measurement record (a JSON object)")
-    if data.get("kind") == "workload":
-        return as_measurement(load_workload(path))
-    return load_measurement(path)
