@@ -13,6 +13,7 @@ from ..engine.roofline import Analysis, Placement
 from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..units import duration, gib, number, plural, si
 from ..units import rate as rate_text
+from .console import natural_width
 from .verdict import verdict
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
@@ -156,38 +157,60 @@ def op_json(p: Placement) -> dict:
     }
 
 
-def ops_table(a: Analysis, selected: str | None = None) -> Table:
+# The columns a narrow terminal drops first, in this order, so that no op name or number is ever wrapped or cut:
+# the attainable rate and the intensity follow from FLOPs, bytes and the roofs, the kind from the op's name.
+OPTIONAL_COLUMNS = ("TFLOP/s", "FLOP/B", "kind", "FLOPs")
+
+
+def ops_table(a: Analysis, selected: str | None = None, leave_out: tuple[str, ...] = ()) -> Table:
     """One row per op: its count, one instance's FLOPs and bytes, intensity, bound, attainable rate; then the
-    time of all its instances in the step and their share of the step."""
+    time of all its instances in the step and their share of the step. No cell wraps: a narrow terminal gets the
+    table without the columns ``leave_out`` names (:func:`fitted_ops_table` picks them)."""
     w = a.workload
     # A Text, not a str, wherever a user's name goes: a str title or cell is markup to a console that reads it
     # (render.console's has markup off; Textual's and a caller's own may not).
     model = ", calibrated op model" if a.op_model is not None else ""
     title = Text(f"{w.label()} on {a.gpu.name} ({a.roofs.label} roofs{model})")
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
-    table.add_column("op", overflow="fold", min_width=12)
     # The op's kind (engine.count.op.OpKind), as the engine gives it: a kind added there shows here unchanged.
-    table.add_column("kind", no_wrap=True, min_width=4)
-    columns: tuple[tuple[str, JustifyMethod, int], ...] = (("×", "right", 2), ("FLOPs", "right", 6), ("bytes", "right", 6),
-                                ("FLOP/B", "right", 6), ("bound", "left", 7), ("TFLOP/s", "right", 6),
-                                ("time×n", "right", 7), ("share", "right", 5))
-    for col, justify, width in columns:
+    columns: tuple[tuple[str, JustifyMethod, int], ...] = (
+        ("op", "left", 12), ("kind", "left", 4), ("×", "right", 2), ("FLOPs", "right", 6), ("bytes", "right", 6),
+        ("FLOP/B", "right", 6), ("bound", "left", 7), ("TFLOP/s", "right", 6), ("time×n", "right", 7),
+        ("share", "right", 5))
+    kept = [c for c in columns if c[0] not in leave_out]
+    for col, justify, width in kept:
         table.add_column(col, justify=justify, no_wrap=True, min_width=width)
+    names = [c[0] for c in kept]
     for p in a.placements:
-        table.add_row(
-            p.name,
-            p.op.kind,
-            str(p.op.count),
-            si(p.op.flops, sep=""),
-            si(p.op.bytes, "B", sep=""),
-            number(p.intensity),
-            Text(p.bound, style=BOUND_STYLE[p.bound]),
-            number(p.attainable_flops / 1e12),
-            duration(p.total_time_s, sep=""),
-            f"{p.share:.1%}",
-            style="reverse" if p.name == selected else None,
-        )
+        cells: dict[str, str | Text] = {
+            "op": p.name,
+            "kind": p.op.kind,
+            "×": str(p.op.count),
+            "FLOPs": si(p.op.flops, sep=""),
+            "bytes": si(p.op.bytes, "B", sep=""),
+            "FLOP/B": number(p.intensity),
+            "bound": Text(p.bound, style=BOUND_STYLE[p.bound]),
+            "TFLOP/s": number(p.attainable_flops / 1e12),
+            "time×n": duration(p.total_time_s, sep=""),
+            "share": f"{p.share:.1%}",
+        }
+        table.add_row(*(cells[n] for n in names), style="reverse" if p.name == selected else None)
     return table
+
+
+def fitted_ops_table(console: Console, a: Analysis) -> tuple[Table, tuple[str, ...]]:
+    """:func:`ops_table` at the console's width: the optional columns dropped, in order, until every cell fits
+    whole; (the table, the columns left out)."""
+    left_out: tuple[str, ...] = ()
+    for drop in ("", *OPTIONAL_COLUMNS):
+        left_out = (*left_out, drop) if drop else left_out
+        table = ops_table(a, leave_out=left_out)
+        title, table.title = table.title, None  # the title wraps at any width
+        whole = natural_width(table)
+        table.title = title
+        if whole <= console.width:
+            break
+    return table, left_out
 
 
 def totals_lines(a: Analysis) -> list[str]:
@@ -240,7 +263,11 @@ def parallel_lines(a: Analysis) -> list[str]:
 
 
 def print_analysis(console: Console, a: Analysis) -> None:
-    console.print(ops_table(a))
+    table, left_out = fitted_ops_table(console, a)
+    console.print(table)
+    if left_out:
+        console.print(f"({console.width} columns: {', '.join(left_out)} left out; a wider terminal, --csv or --json "
+                      f"show every column)", highlight=False)
     for line in totals_lines(a):
         console.print(line, highlight=False)
     console.print()

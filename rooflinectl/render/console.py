@@ -9,9 +9,18 @@ not recolour numbers and paths by its guesses.
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 
 def console(stderr: bool = False) -> Console:
     """A console on stdout (stderr with ``stderr``) that prints every string literally."""
     return Console(highlight=False, markup=False, stderr=stderr)
+
+
+def natural_width(renderable: RenderableType) -> int:
+    """The widest line of ``renderable`` drawn whole, on a console without an edge."""
+    import io
+
+    drawn = io.StringIO()
+    Console(file=drawn, width=100_000, color_system=None, highlight=False, markup=False).print(renderable)
+    return max((len(line.rstrip()) for line in drawn.getvalue().splitlines()), default=0)
