@@ -101,4 +101,6 @@ def workloads_show(
     if json:
         print_json(spec_json(spec))
     else:
-        console().print(spec_view(spec))
+        # Written as it is, never through a console that wraps at the terminal's width: the output is YAML that
+        # loads back (`workloads show X > mine.yaml`), its comments included.
+        print(spec_view(spec), end="")

@@ -144,7 +144,7 @@ def spec_json(spec: Scenario | Model) -> dict:
     return model_json(spec) if isinstance(spec, Model) else spec.model_dump()
 
 
-def spec_view(spec: Scenario | Model) -> Text:
+def spec_view(spec: Scenario | Model) -> str:
     """``workloads show``: the scenario or model as the YAML that would define it (fields left unset omitted);
     under a model, as YAML comments, its parameters (in all and per token for a mixture of experts), its layers,
     the KV cache one token adds and its weights' bytes (``memory_lines``)."""
@@ -167,4 +167,4 @@ def spec_view(spec: Scenario | Model) -> Text:
             text += f"\n# parameters: {spec.parameter_count():,}"
         text += f"\n# layers: {layer_pattern(spec)}"
         text += "".join(f"\n# {line}" for line in memory_lines(spec))
-    return Text(text)
+    return text + "\n"
