@@ -40,7 +40,8 @@ def _sections(gpu) -> dict[str, Sourced]:
 def test_file_loads_and_its_id_is_its_name(path):
     gpu = load_gpu_file(path)
     assert gpu.id == path.stem
-    assert {"memory", "limits", "compute", "interconnect"} <= set(_sections(gpu))
+    # limits may be absent (a part without SMs, or whose limits no source gives): occupancy refuses it
+    assert {"memory", "compute", "interconnect"} <= set(_sections(gpu))
 
 
 @pytest.mark.parametrize("path", FILES, ids=_id)
@@ -67,6 +68,7 @@ def test_shared_memory_bandwidth_is_128_bytes_per_clock_per_sm(path):
     gpu = load_gpu_file(path)
     if gpu.memory.smem_bandwidth_gbps is None:
         return
+    assert gpu.sm_count is not None and gpu.boost_clock_mhz is not None, "a derived bandwidth needs both"
     expected = 128 * gpu.sm_count * gpu.boost_clock_mhz * 1e6 / 1e9
     assert gpu.memory.smem_bandwidth_gbps == pytest.approx(expected, rel=5e-4)
 
@@ -75,6 +77,9 @@ def test_shared_memory_bandwidth_is_128_bytes_per_clock_per_sm(path):
 def test_limits_agree_with_memory(path):
     gpu = load_gpu_file(path)
     m, lim = gpu.memory, gpu.limits
+    if lim is None:
+        return
+    assert m.smem_per_sm_kib is not None and m.register_file_per_sm_kib is not None  # the schema's own rule
     # The per-block maximum plus the system's reserved share fits in the SM's shared memory.
     assert lim.max_smem_per_block_kib + lim.reserved_smem_per_block_bytes / 1024 <= m.smem_per_sm_kib
     # The register file in KiB holds registers_per_sm 32-bit registers.
@@ -340,3 +345,81 @@ def test_a_name_too_long_for_the_system_is_an_unknown_gpu_not_a_traceback():
     """pathlib's is_file raises ENAMETOOLONG; the lookup asks files.is_file once, through looks_like_path."""
     with pytest.raises(UserError, match="unknown GPU"):
         load_gpu("h" * 300)
+
+
+# --- a part without SM-level figures ------------------------------------------------------------------------------
+
+SM_LEVEL = ("sm_count", "boost_clock_mhz", "limits")
+SM_MEMORY = ("smem_per_sm_kib", "l1_smem_per_sm_kib", "smem_bandwidth_gbps", "register_file_per_sm_kib")
+
+
+def _without_sm_level(tmp_path, drop_l2=False) -> Path:
+    """hardware/h100-sxm.yaml with every SM-level figure taken out, as a part without SMs (Gaudi) has none."""
+    import yaml
+
+    data = yaml.safe_load((HARDWARE / "h100-sxm.yaml").read_text())
+    data["id"], data["aliases"] = "no-sms", []
+    for key in SM_LEVEL:
+        data.pop(key)
+    for key in SM_MEMORY + (("l2_size_mib", "l2_bandwidth_gbps") if drop_l2 else ()):
+        data["memory"].pop(key)
+        data["memory"]["derived"].pop(key, None)
+    path = tmp_path / "no-sms.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_part_without_sm_level_figures_loads_and_analyzes(tmp_path):
+    from rooflinectl.engine.hierarchy import hierarchy
+    from rooflinectl.engine.roofline import analyze
+    from rooflinectl.specs.workload import resolve_workload
+
+    gpu = load_gpu_file(_without_sm_level(tmp_path))
+    assert gpu.sm_count is None and gpu.limits is None and gpu.memory.smem_per_sm_kib is None
+    h = hierarchy(gpu)
+    # HBM and L2 stay (chip-wide); the SM's own levels and every per-SM figure go.
+    assert [lv.name for lv in h.levels] == ["HBM", "L2"]
+    assert h.sm_count is None and all(lv.per_sm_bytes is None for lv in h.levels)
+    assert all(c.per_sm_tflops is None for c in h.compute)
+    assert analyze(resolve_workload("decode", model="llama-3-8b"), gpu).totals.time_s > 0
+
+
+def test_hardware_show_of_a_part_without_sm_level_figures(tmp_path):
+    from helpers import cli
+
+    result = cli("hardware", "show", str(_without_sm_level(tmp_path, drop_l2=True)))
+    assert result.exit_code == 0, result.output
+    assert "SMs × boost clock" not in result.stdout and "limits / SM" not in result.stdout
+    assert "no SM count in this GPU file" in result.stdout
+    # sources numbered without the missing limits: memory [1], compute [2], interconnect [3]
+    assert "[3] NVIDIA H100 Tensor Core GPU datasheet (2023), SXM column: NVLink" in result.stdout
+    assert "(int8: TOPS) [2]:" in result.stdout
+
+
+def test_occupancy_says_in_one_line_that_it_does_not_apply(tmp_path):
+    from helpers import assert_one_line_error, cli
+
+    result = cli("occupancy", "--gpu", str(_without_sm_level(tmp_path)), "--threads", "256", "--regs", "64")
+    assert_one_line_error(result, "occupancy does not apply to no-sms", "no SM-level limits")
+
+
+@pytest.mark.parametrize("drop, reason", [
+    ("sm_count", "limits are given without sm_count"),
+    ("smem_per_sm_kib", "limits are given without memory.smem_per_sm_kib"),
+    ("l2_size_mib", "l2_bandwidth_gbps is given without l2_size_mib"),
+])
+def test_sm_level_figures_come_with_what_reads_them(tmp_path, drop, reason):
+    import yaml
+
+    data = yaml.safe_load((HARDWARE / "h100-sxm.yaml").read_text())
+    section = data if drop == "sm_count" else data["memory"]
+    section.pop(drop)
+    section.get("derived", {}).pop(drop, None)
+    if drop == "smem_per_sm_kib":
+        data["memory"].pop("smem_bandwidth_gbps")
+        data["memory"]["derived"].pop("smem_bandwidth_gbps")
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserError, match=reason):
+        load_gpu_file(path)
+
