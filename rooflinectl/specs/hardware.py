@@ -141,19 +141,45 @@ class Compute(Sourced):
         return self
 
 
+class ScaleUp(Sourced):
+    """The scale-up domain: how many GPUs the interconnect above joins at its bandwidth (an NVLink, Infinity Fabric
+    or RoCE domain: 8 on an HGX board, 72 in an NVL72 rack; 1 where a card reaches its peers over PCIe alone).
+    Tensor parallelism past it crosses the scale-out network."""
+
+    gpus: Count
+
+
+class ScaleOut(Sourced):
+    """The network each GPU reaches other nodes over: its share of the node's NICs, in 10⁹ bits per second one
+    way, as NICs are rated (400 for one InfiniBand NDR port), and one hop's latency, which no datasheet gives
+    (each file marks it estimated and says how)."""
+
+    name: str
+    bandwidth_gbit_s: Rate  # one direction, per GPU, 1e9 bits/s
+    latency_us: Rate
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        """The same bandwidth in GB/s (1e9 bytes/s) one way: the line rate / 8."""
+        return self.bandwidth_gbit_s / 8
+
+
 class Interconnect(Sourced):
     """The GPU's link to its peers, what tensor, expert and pipeline parallelism communicate over
     (engine/parallel/). ``bandwidth_gbps`` is the datasheet's figure: the total of both directions, per GPU;
     a collective sends and receives at once, so its roof is half of it (:attr:`per_direction_gbps`).
     ``latency_us`` is the fixed cost of one collective, which no datasheet gives: each file marks it estimated
-    and says how. A PCIe link states its generation and lanes."""
+    and says how. A PCIe link states its generation and lanes. ``scale_up`` says how many GPUs share this link's
+    domain and ``scale_out`` what each GPU has past it, each with its own source."""
 
     name: str
-    link: Literal["nvlink", "pcie", "infinity_fabric"]
+    link: Literal["nvlink", "pcie", "infinity_fabric", "ethernet"]
     bandwidth_gbps: Rate  # total, both directions, per GPU
     latency_us: Rate  # one collective's fixed cost (an estimate: see the file's derived note)
     pcie_gen: Literal[3, 4, 5, 6] | None = None
     pcie_lanes: Literal[1, 2, 4, 8, 16] | None = None
+    scale_up: ScaleUp | None = None
+    scale_out: ScaleOut | None = None
 
     @property
     def per_direction_gbps(self) -> float:

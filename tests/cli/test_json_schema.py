@@ -173,7 +173,8 @@ GPU_SPEC = {
     **_section("compute", {"tensor_tflops.*": (float,), "vector_tflops.*": (float,)}),
     "interconnect": (NONE,),
     **_section("interconnect", {"name": (str,), "link": (str,), "bandwidth_gbps": (float,), "latency_us": (float,),
-                                "pcie_gen": (int, NONE), "pcie_lanes": (int, NONE)}),
+                                "pcie_gen": (int, NONE), "pcie_lanes": (int, NONE),
+                                "scale_up": (NONE,), "scale_out": (NONE,)}),
     "measured": (NONE,),
     # NONE: a section of collectives alone (calibrate --comm) has no one-GPU ceilings.
     "measured.device_name": (str, NONE), "measured.date": (str, NONE), "measured.command": (str, NONE),

@@ -36,6 +36,16 @@ def _sections(gpu) -> dict[str, Sourced]:
     }
 
 
+def _all_sections(gpu) -> dict[str, Sourced]:
+    """Every sourced section, the nested ones too (interconnect.scale_up, interconnect.scale_out)."""
+    found = dict(_sections(gpu))
+    for name, section in list(found.items()):
+        for sub in type(section).model_fields:
+            if isinstance(value := getattr(section, sub), Sourced):
+                found[f"{name}.{sub}"] = value
+    return found
+
+
 @pytest.mark.parametrize("path", FILES, ids=_id)
 def test_file_loads_and_its_id_is_its_name(path):
     gpu = load_gpu_file(path)
@@ -46,7 +56,7 @@ def test_file_loads_and_its_id_is_its_name(path):
 
 @pytest.mark.parametrize("path", FILES, ids=_id)
 def test_every_derived_entry_says_how(path):
-    for section_name, section in _sections(load_gpu_file(path)).items():
+    for section_name, section in _all_sections(load_gpu_file(path)).items():
         assert section.source.strip(), f"{section_name} has an empty source"
         for field, how in section.derived.items():
             assert how.startswith(("derived", "estimated")), f"{section_name}.derived.{field}: {how[:40]!r}"
@@ -423,3 +433,25 @@ def test_sm_level_figures_come_with_what_reads_them(tmp_path, drop, reason):
     with pytest.raises(UserError, match=reason):
         load_gpu_file(path)
 
+
+# --- the scale-up domain and the scale-out network ---------------------------------------------------------------
+
+
+def test_scale_up_and_scale_out_load_with_their_sources(tmp_path):
+    import yaml
+
+    data = yaml.safe_load((HARDWARE / "h100-sxm.yaml").read_text())
+    data["interconnect"]["scale_up"] = {"source": "a datasheet", "gpus": 8}
+    data["interconnect"]["scale_out"] = {"source": "a datasheet", "name": "InfiniBand NDR", "bandwidth_gbit_s": 400,
+                                         "latency_us": 5, "derived": {"latency_us": "estimated: a guess"}}
+    path = tmp_path / "scaled.yaml"
+    path.write_text(yaml.safe_dump(data))
+    ic = load_gpu_file(path).interconnect
+    assert ic.scale_up.gpus == 8
+    # A NIC's 400 Gb/s (bits, one way) is 50 GB/s one way: the unit the other roofs are in.
+    assert ic.scale_out.bandwidth_gbps == 50
+    assert ic.scale_out.derivation("latency_us") == "estimated"
+    data["interconnect"]["scale_out"].pop("source")
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserError, match="source"):
+        load_gpu_file(path)
