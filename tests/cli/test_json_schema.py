@@ -175,6 +175,10 @@ GPU_SPEC = {
     **_section("interconnect", {"name": (str,), "link": (str,), "bandwidth_gbps": (float,), "latency_us": (float,),
                                 "pcie_gen": (int, NONE), "pcie_lanes": (int, NONE),
                                 "scale_up": (NONE,), "scale_out": (NONE,)}),
+    # no bundled scale_up derives anything (its map is always empty)
+    "interconnect.scale_up.source": (str,), "interconnect.scale_up.derived": (dict,),
+    "interconnect.scale_up.gpus": (int,),
+    **_section("interconnect.scale_out", {"name": (str,), "bandwidth_gbit_s": (float,), "latency_us": (float,)}),
     "measured": (NONE,),
     # NONE: a section of collectives alone (calibrate --comm) has no one-GPU ceilings.
     "measured.device_name": (str, NONE), "measured.date": (str, NONE), "measured.command": (str, NONE),
@@ -196,6 +200,7 @@ GPU_SPEC = {
         "collectives.*[].busbw_gbps": (float,)}.items()},
 }
 GPU_MAPS = frozenset({"memory.derived", "limits.derived", "compute.derived", "interconnect.derived",
+                      "interconnect.scale_up.derived", "interconnect.scale_out.derived",
                       "compute.tensor_tflops", "compute.vector_tflops", "measured.tensor_tflops",
                       "measured.vector_tflops", "measured.tensor_tflops_check",
                       "measured.interconnect.collectives"})

@@ -455,3 +455,16 @@ def test_scale_up_and_scale_out_load_with_their_sources(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(UserError, match="source"):
         load_gpu_file(path)
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_every_file_states_its_scale_up_domain(path):
+    """Each file says how many GPUs its interconnect joins (a PCIe card: 1, its peers over PCIe alone), and a
+    scale-out network, where it gives one, runs slower than the domain's own link (else it would not be 'out')."""
+    ic = load_gpu_file(path).interconnect
+    assert ic is not None and ic.scale_up is not None, "no scale_up: how many GPUs share this link's domain?"
+    if ic.link == "pcie":
+        assert ic.scale_up.gpus == 1
+    if ic.scale_out is not None:
+        assert ic.scale_out.bandwidth_gbps < ic.per_direction_gbps
+        assert ic.scale_out.derivation("latency_us") == "estimated"
