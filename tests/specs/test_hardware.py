@@ -102,7 +102,7 @@ def test_peaks_are_dense_and_ordered(path):
     c = load_gpu_file(path).compute
     t = c.tensor_tflops
     # Narrower data types never run slower on the tensor cores than wider ones.
-    order = [d for d in ("fp64", "tf32", "bf16", "fp8", "fp4") if d in t]
+    order = [d for d in ("fp64", "tf32", "bf16", "fp8", "fp6", "fp4") if d in t]
     assert [t[d] for d in order] == sorted(t[d] for d in order)
     if "bf16" in t and "fp16" in t:
         assert t["bf16"] == t["fp16"]
@@ -468,3 +468,18 @@ def test_every_file_states_its_scale_up_domain(path):
     if ic.scale_out is not None:
         assert ic.scale_out.bandwidth_gbps < ic.per_direction_gbps
         assert ic.scale_out.derivation("latency_us") == "estimated"
+
+
+def test_an_fp6_peak_loads_and_shows(tmp_path):
+    """fp6 is a tensor data type of Blackwell and CDNA 4; no workload computes in it, so it is shown, not placed."""
+    import yaml
+
+    from helpers import cli
+
+    data = yaml.safe_load((HARDWARE / "b200.yaml").read_text())
+    data["compute"]["tensor_tflops"]["fp6"] = 4500
+    path = tmp_path / "fp6.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert load_gpu_file(path).compute.tensor_tflops["fp6"] == 4500
+    result = cli("hardware", "show", str(path))
+    assert result.exit_code == 0 and "fp6" in result.stdout
