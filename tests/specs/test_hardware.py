@@ -153,6 +153,16 @@ PINNED = [
     ("mi300x", "limits.warp_size", 64),
     # Baseten, 'NVIDIA A10 vs A10G' (2023): A10G 24 GB GDDR6 at 600 GB/s.
     ("a10g", "memory.hbm_bandwidth_gbps", 600),
+    # NVIDIA HGX B300 per-GPU specifications, numbers without sparsity (as reproduced by Verda): BF16 2.25 PF,
+    # FP8 4.5 PF, FP4 14 PF, INT8 0.15 POPS (cut on Blackwell Ultra), 7.7 TB/s. Other sources: FP4 13.1 (the
+    # 8-GPU table's 105 PF / 8) or 15 (the full GPU, GB300); INT8 0.125 (8-GPU table, 2 POPS sparse / 16).
+    ("b300", "compute.tensor_tflops.bf16", 2250),
+    ("b300", "compute.tensor_tflops.fp8", 4500),
+    ("b300", "compute.tensor_tflops.fp4", 14000),
+    ("b300", "compute.tensor_tflops.int8", 150),
+    ("b300", "memory.hbm_bandwidth_gbps", 7700),
+    # cudaGetDeviceProperties on a B300 SXM6 AC: 274,113 MiB = 267.7 GiB, not NVIDIA's "270 GB" or "288 GB".
+    ("b300", "memory.hbm_capacity_gib", 267.7),
 ]
 
 
@@ -175,7 +185,8 @@ def test_only_supported_tensor_types_are_listed():
     for ada in ("l4", "l40s", "rtx4090"):
         assert "fp8" in types[ada] and "fp4" not in types[ada] and "fp64" not in types[ada]
     assert "fp4" in types["b200"]
-    assert [g for g, t in types.items() if "fp4" in t] == ["b200"]
+    # FP4 tensor cores: Blackwell (data-centre and RTX) and CDNA 4.
+    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300"}
 
 
 # --- the one merge rule of measured ceilings -------------------------------------------------------------------

@@ -21,8 +21,10 @@ INT4_TOPS = {
     "l40s": 1465.7,  # 142 × 4,096 × 2.52 GHz = 1,465.7, 2 × the dense INT8 733
     "a10g": 560.3,  # 80 × 4,096 × 1.71 GHz = 560.3
 }
-# Dense FP4 tensor TFLOPS: B200, NVIDIA HGX B200 specifications, FP4 Tensor 18 PFLOPS with sparsity, halved.
-FP4_TFLOPS = {"b200": 9000}
+# Dense FP4 tensor TFLOPS. B200: NVIDIA HGX B200 specifications, FP4 Tensor 18 PFLOPS with sparsity, halved.
+# B300: NVIDIA HGX B300 per-GPU specifications, FP4 14 PFLOPS without sparsity (Blackwell Ultra's FP4 sparse rate,
+# 18, is not twice its dense one).
+FP4_TFLOPS = {"b200": 9000, "b300": 14000}
 
 
 @pytest.mark.parametrize("gpu, tops", INT4_TOPS.items())
@@ -50,4 +52,5 @@ def test_no_gpu_claims_an_int4_or_fp4_peak_it_lacks():
         peaks = g.compute.tensor_tflops
         assert ("int4" in peaks) == (g.id in INT4_TOPS), g.id
         assert ("fp4" in peaks) == (g.id in FP4_TFLOPS), g.id
-    assert load_gpu("b200").compute.tensor_tflops["fp4"] == FP4_TFLOPS["b200"]
+    for gpu, tflops in FP4_TFLOPS.items():
+        assert load_gpu(gpu).compute.tensor_tflops["fp4"] == tflops
