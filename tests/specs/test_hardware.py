@@ -163,6 +163,13 @@ PINNED = [
     ("b300", "memory.hbm_bandwidth_gbps", 7700),
     # cudaGetDeviceProperties on a B300 SXM6 AC: 274,113 MiB = 267.7 GiB, not NVIDIA's "270 GB" or "288 GB".
     ("b300", "memory.hbm_capacity_gib", 267.7),
+    # NVIDIA GB300 NVL72 (72 GPUs): FP4 1,080 PF dense; FP8/FP6 720 and BF16 360 PF with sparsity (vendordeep,
+    # Tom's Hardware's Hot Chips 2025 table); INT8 23 POPS with sparsity (0.319 PF a package); 576 TB/s.
+    ("gb300", "compute.tensor_tflops.bf16", 2500),  # 360 / 72 / 2
+    ("gb300", "compute.tensor_tflops.fp8", 5000),  # 720 / 72 / 2
+    ("gb300", "compute.tensor_tflops.fp4", 15000),  # 1,080 / 72, as the Blackwell Ultra blog's 15 PF dense NVFP4
+    ("gb300", "compute.tensor_tflops.int8", 159.7),  # 23 / 72 / 2; other summaries: 24 POPS, 0.165 POPS
+    ("gb300", "memory.hbm_bandwidth_gbps", 8000),  # 576 / 72
 ]
 
 
@@ -186,7 +193,7 @@ def test_only_supported_tensor_types_are_listed():
         assert "fp8" in types[ada] and "fp4" not in types[ada] and "fp64" not in types[ada]
     assert "fp4" in types["b200"]
     # FP4 tensor cores: Blackwell (data-centre and RTX) and CDNA 4.
-    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300"}
+    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300", "gb300"}
 
 
 # --- the one merge rule of measured ceilings -------------------------------------------------------------------
