@@ -170,6 +170,12 @@ PINNED = [
     ("gb300", "compute.tensor_tflops.fp4", 15000),  # 1,080 / 72, as the Blackwell Ultra blog's 15 PF dense NVFP4
     ("gb300", "compute.tensor_tflops.int8", 159.7),  # 23 / 72 / 2; other summaries: 24 POPS, 0.165 POPS
     ("gb300", "memory.hbm_bandwidth_gbps", 8000),  # 576 / 72
+    # NVIDIA GB200 NVL72 (72 GPUs), with sparsity: FP4 1,440, FP8 720, BF16 360 PF, INT8 720 POPS; 576 TB/s.
+    ("gb200", "compute.tensor_tflops.bf16", 2500),
+    ("gb200", "compute.tensor_tflops.fp8", 5000),
+    ("gb200", "compute.tensor_tflops.fp4", 10000),
+    ("gb200", "compute.tensor_tflops.int8", 5000),
+    ("gb200", "memory.hbm_bandwidth_gbps", 8000),
 ]
 
 
@@ -193,7 +199,7 @@ def test_only_supported_tensor_types_are_listed():
         assert "fp8" in types[ada] and "fp4" not in types[ada] and "fp64" not in types[ada]
     assert "fp4" in types["b200"]
     # FP4 tensor cores: Blackwell (data-centre and RTX) and CDNA 4.
-    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300", "gb300"}
+    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300", "gb300", "gb200"}
 
 
 # --- the one merge rule of measured ceilings -------------------------------------------------------------------

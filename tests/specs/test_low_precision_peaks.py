@@ -24,8 +24,9 @@ INT4_TOPS = {
 # Dense FP4 tensor TFLOPS. B200: NVIDIA HGX B200 specifications, FP4 Tensor 18 PFLOPS with sparsity, halved.
 # B300: NVIDIA HGX B300 per-GPU specifications, FP4 14 PFLOPS without sparsity (Blackwell Ultra's FP4 sparse rate,
 # 18, is not twice its dense one).
-# GB300: NVIDIA GB300 NVL72, FP4 1,080 PFLOPS dense for 72 GPUs.
-FP4_TFLOPS = {"b200": 9000, "b300": 14000, "gb300": 15000}
+# GB300: NVIDIA GB300 NVL72, FP4 1,080 PFLOPS dense for 72 GPUs. GB200: NVIDIA GB200 NVL72, FP4 1,440 PFLOPS with
+# sparsity for 72 GPUs, halved.
+FP4_TFLOPS = {"b200": 9000, "b300": 14000, "gb300": 15000, "gb200": 10000}
 
 
 @pytest.mark.parametrize("gpu, tops", INT4_TOPS.items())
