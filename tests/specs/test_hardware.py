@@ -176,6 +176,12 @@ PINNED = [
     ("gb200", "compute.tensor_tflops.fp4", 10000),
     ("gb200", "compute.tensor_tflops.int8", 5000),
     ("gb200", "memory.hbm_bandwidth_gbps", 8000),
+    # NVIDIA H20 specification sheet (Tom's Hardware, 2024): INT8 | FP8 296 | 296, BF16 | FP16 148 | 148 TFLOPS,
+    # 96 GB HBM3 at 4.0 TB/s; dense as the press reads it (148 is 15% of the H100 SXM's dense 989).
+    ("h20", "compute.tensor_tflops.bf16", 148),
+    ("h20", "compute.tensor_tflops.fp8", 296),
+    ("h20", "compute.tensor_tflops.int8", 296),
+    ("h20", "memory.hbm_bandwidth_gbps", 4000),
 ]
 
 
