@@ -182,6 +182,11 @@ PINNED = [
     ("h20", "compute.tensor_tflops.fp8", 296),
     ("h20", "compute.tensor_tflops.int8", 296),
     ("h20", "memory.hbm_bandwidth_gbps", 4000),
+    # H20-3e: the H20's sheet for its peaks; the H200's 4.8 TB/s for its HBM3e, an estimate (NVIDIA gives none).
+    ("h20-3e", "compute.tensor_tflops.bf16", 148),
+    ("h20-3e", "compute.tensor_tflops.fp8", 296),
+    ("h20-3e", "memory.hbm_bandwidth_gbps", 4800),
+    ("h20-3e", "memory.hbm_capacity_gib", 139.8),  # nvidia-smi's 143,771 MiB, as on an H200 (139.8 GiB to torch)
 ]
 
 
