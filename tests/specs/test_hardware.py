@@ -187,6 +187,12 @@ PINNED = [
     ("h20-3e", "compute.tensor_tflops.fp8", 296),
     ("h20-3e", "memory.hbm_bandwidth_gbps", 4800),
     ("h20-3e", "memory.hbm_capacity_gib", 139.8),  # nvidia-smi's 143,771 MiB, as on an H200 (139.8 GiB to torch)
+    # NVIDIA H800 datasheet, SXM: BF16 1,979 and FP8 3,958 with sparsity, FP64 1 TFLOPS, NVLink 400 GB/s, 3.35 TB/s.
+    ("h800", "compute.tensor_tflops.bf16", 989.4),
+    ("h800", "compute.tensor_tflops.fp8", 1978.9),
+    ("h800", "compute.tensor_tflops.fp64", 1),
+    ("h800", "interconnect.bandwidth_gbps", 400),
+    ("h800", "memory.hbm_bandwidth_gbps", 3350),
 ]
 
 
