@@ -193,6 +193,13 @@ PINNED = [
     ("h800", "compute.tensor_tflops.fp64", 1),
     ("h800", "interconnect.bandwidth_gbps", 400),
     ("h800", "memory.hbm_bandwidth_gbps", 3350),
+    # GeForce RTX 5090: NVIDIA's 3,352 AI TOPS (FP4, sparse) and the whitepaper's FP16 838.4 / FP8 1,676.8 sparse at
+    # FP16 accumulate (Spheron's reproduction); GeForce halves FP16/BF16 and FP8 with FP32 accumulate; 1,792 GB/s.
+    ("rtx5090", "compute.tensor_tflops.bf16", 209.5),  # FP32 accumulate: 838.4 / 2 (sparse) / 2 (accumulate)
+    ("rtx5090", "compute.tensor_tflops.fp8", 419),  # FP32 accumulate: 1,676.8 / 2 / 2
+    ("rtx5090", "compute.tensor_tflops.fp4", 1676),  # 3,352 / 2
+    ("rtx5090", "compute.tensor_tflops.int8", 838),
+    ("rtx5090", "memory.hbm_bandwidth_gbps", 1792),
 ]
 
 
@@ -216,7 +223,7 @@ def test_only_supported_tensor_types_are_listed():
         assert "fp8" in types[ada] and "fp4" not in types[ada] and "fp64" not in types[ada]
     assert "fp4" in types["b200"]
     # FP4 tensor cores: Blackwell (data-centre and RTX) and CDNA 4.
-    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300", "gb300", "gb200"}
+    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300", "gb300", "gb200", "rtx5090"}
 
 
 # --- the one merge rule of measured ceilings -------------------------------------------------------------------

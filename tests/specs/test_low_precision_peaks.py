@@ -26,7 +26,8 @@ INT4_TOPS = {
 # 18, is not twice its dense one).
 # GB300: NVIDIA GB300 NVL72, FP4 1,080 PFLOPS dense for 72 GPUs. GB200: NVIDIA GB200 NVL72, FP4 1,440 PFLOPS with
 # sparsity for 72 GPUs, halved.
-FP4_TFLOPS = {"b200": 9000, "b300": 14000, "gb300": 15000, "gb200": 10000}
+# RTX 5090: NVIDIA's 3,352 AI TOPS (FP4 with sparsity), halved.
+FP4_TFLOPS = {"b200": 9000, "b300": 14000, "gb300": 15000, "gb200": 10000, "rtx5090": 1676}
 
 
 @pytest.mark.parametrize("gpu, tops", INT4_TOPS.items())
