@@ -200,6 +200,13 @@ PINNED = [
     ("rtx5090", "compute.tensor_tflops.fp4", 1676),  # 3,352 / 2
     ("rtx5090", "compute.tensor_tflops.int8", 838),
     ("rtx5090", "memory.hbm_bandwidth_gbps", 1792),
+    # RTX PRO 6000 Blackwell: NVIDIA's 4,000 AI TOPS (FP4, sparse) and 125 TFLOPS FP32; the rest derived from the
+    # FP4 figure at RTX Blackwell's per-clock ratios, full rate with FP32 accumulate (TechPowerUp: 503.8 BF16).
+    ("rtx-pro-6000", "compute.tensor_tflops.fp4", 2000),  # 4,000 / 2
+    ("rtx-pro-6000", "compute.tensor_tflops.bf16", 500),  # FP4 / 4, FP32 accumulate
+    ("rtx-pro-6000", "compute.tensor_tflops.fp8", 1000),
+    ("rtx-pro-6000", "compute.vector_tflops.fp32", 125),
+    ("rtx-pro-6000", "memory.hbm_bandwidth_gbps", 1792),
 ]
 
 
@@ -223,7 +230,8 @@ def test_only_supported_tensor_types_are_listed():
         assert "fp8" in types[ada] and "fp4" not in types[ada] and "fp64" not in types[ada]
     assert "fp4" in types["b200"]
     # FP4 tensor cores: Blackwell (data-centre and RTX) and CDNA 4.
-    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300", "gb300", "gb200", "rtx5090"}
+    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300", "gb300", "gb200", "rtx5090",
+                                                               "rtx-pro-6000"}
 
 
 # --- the one merge rule of measured ceilings -------------------------------------------------------------------

@@ -26,8 +26,8 @@ INT4_TOPS = {
 # 18, is not twice its dense one).
 # GB300: NVIDIA GB300 NVL72, FP4 1,080 PFLOPS dense for 72 GPUs. GB200: NVIDIA GB200 NVL72, FP4 1,440 PFLOPS with
 # sparsity for 72 GPUs, halved.
-# RTX 5090: NVIDIA's 3,352 AI TOPS (FP4 with sparsity), halved.
-FP4_TFLOPS = {"b200": 9000, "b300": 14000, "gb300": 15000, "gb200": 10000, "rtx5090": 1676}
+# RTX 5090 and RTX PRO 6000 Blackwell: NVIDIA's 3,352 and 4,000 AI TOPS (FP4 with sparsity), halved.
+FP4_TFLOPS = {"b200": 9000, "b300": 14000, "gb300": 15000, "gb200": 10000, "rtx5090": 1676, "rtx-pro-6000": 2000}
 
 
 @pytest.mark.parametrize("gpu, tops", INT4_TOPS.items())
