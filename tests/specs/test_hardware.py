@@ -207,6 +207,12 @@ PINNED = [
     ("rtx-pro-6000", "compute.tensor_tflops.fp8", 1000),
     ("rtx-pro-6000", "compute.vector_tflops.fp32", 125),
     ("rtx-pro-6000", "memory.hbm_bandwidth_gbps", 1792),
+    # NVIDIA L20 specification sheet (Tom's Hardware, 2024): INT8 | FP8 239 | 239, BF16 | FP16 119.5 | 119.5 TFLOPS,
+    # 48 GB GDDR6 at 864 GB/s; dense as the press reads it (BF16 about 32% of the L40S's dense).
+    ("l20", "compute.tensor_tflops.bf16", 119.5),
+    ("l20", "compute.tensor_tflops.fp8", 239),
+    ("l20", "compute.tensor_tflops.int8", 239),
+    ("l20", "memory.hbm_bandwidth_gbps", 864),
 ]
 
 
@@ -226,7 +232,7 @@ def test_only_supported_tensor_types_are_listed():
     for ampere in ("a100-40gb", "a100-80gb", "a10g"):
         assert not types[ampere] & {"fp8", "fp4"}
     assert "fp64" not in types["a10g"]
-    for ada in ("l4", "l40s", "rtx4090"):
+    for ada in ("l4", "l40s", "rtx4090", "l20"):
         assert "fp8" in types[ada] and "fp4" not in types[ada] and "fp64" not in types[ada]
     assert "fp4" in types["b200"]
     # FP4 tensor cores: Blackwell (data-centre and RTX) and CDNA 4.
