@@ -213,6 +213,13 @@ PINNED = [
     ("l20", "compute.tensor_tflops.fp8", 239),
     ("l20", "compute.tensor_tflops.int8", 239),
     ("l20", "memory.hbm_bandwidth_gbps", 864),
+    # AMD Instinct MI325X data sheet (as awesomeagents.ai reproduces it): Matrix BF16 1307.4, FP8 2614.9 TFLOPS
+    # dense (5229.8 with sparsity), INT8 2614.9 TOPS; 6 TB/s; ROCm's specifications table: 256 GiB.
+    ("mi325x", "compute.tensor_tflops.bf16", 1307.4),
+    ("mi325x", "compute.tensor_tflops.fp8", 2614.9),
+    ("mi325x", "compute.tensor_tflops.int8", 2614.9),
+    ("mi325x", "memory.hbm_bandwidth_gbps", 6000),
+    ("mi325x", "memory.hbm_capacity_gib", 256),
 ]
 
 
