@@ -220,6 +220,13 @@ PINNED = [
     ("mi325x", "compute.tensor_tflops.int8", 2614.9),
     ("mi325x", "memory.hbm_bandwidth_gbps", 6000),
     ("mi325x", "memory.hbm_capacity_gib", 256),
+    # AMD Instinct MI355X (ISSCC 2026 as reported: 256 CUs, 8,192 FP8 FLOP/clk/CU, "five petaflops"; 2.4 GHz):
+    # dense FP8 5,033, BF16 2,517, MXFP4 10,066 (the "20 PF" figures are sparse); 288 GB HBM3E at 8 TB/s.
+    ("mi355x", "compute.tensor_tflops.fp8", 5033.2),  # 256 x 8,192 x 2.4 GHz
+    ("mi355x", "compute.tensor_tflops.bf16", 2516.6),  # half of FP8, as on CDNA 3
+    ("mi355x", "compute.tensor_tflops.fp4", 10066.3),  # twice FP8: "up to 10 PFLOPS FP4"
+    ("mi355x", "memory.hbm_bandwidth_gbps", 8000),
+    ("mi355x", "memory.hbm_capacity_gib", 288),  # the device's own: 8 CPX partitions of 36.0 GiB
 ]
 
 
@@ -244,7 +251,7 @@ def test_only_supported_tensor_types_are_listed():
     assert "fp4" in types["b200"]
     # FP4 tensor cores: Blackwell (data-centre and RTX) and CDNA 4.
     assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300", "gb300", "gb200", "rtx5090",
-                                                               "rtx-pro-6000"}
+                                                               "rtx-pro-6000", "mi355x"}
 
 
 # --- the one merge rule of measured ceilings -------------------------------------------------------------------
