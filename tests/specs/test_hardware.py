@@ -227,6 +227,14 @@ PINNED = [
     ("mi355x", "compute.tensor_tflops.fp4", 10066.3),  # twice FP8: "up to 10 PFLOPS FP4"
     ("mi355x", "memory.hbm_bandwidth_gbps", 8000),
     ("mi355x", "memory.hbm_capacity_gib", 288),  # the device's own: 8 CPX partitions of 36.0 GiB
+    # Intel Gaudi 3 (Hot Chips 2024, 'Intel Gaudi 3 Spec'): BF16 and FP8 Matrix 1835 TFLOPs, BF16 Vector 28.7,
+    # 128 GB HBM2e at 3.67 TB/s, 96 MB SRAM at 12.8 TB/s; no SMs, so no SM count and no occupancy limits.
+    ("gaudi3", "compute.tensor_tflops.bf16", 1835),
+    ("gaudi3", "compute.tensor_tflops.fp8", 1835),
+    ("gaudi3", "compute.vector_tflops.bf16", 28.7),
+    ("gaudi3", "memory.hbm_bandwidth_gbps", 3670),
+    ("gaudi3", "memory.l2_size_mib", 96),
+    ("gaudi3", "interconnect.bandwidth_gbps", 1050),  # Intel: 21 x 200 Gb/s = 525 GB/s each way
 ]
 
 
@@ -559,3 +567,13 @@ def test_an_fp6_peak_loads_and_shows(tmp_path):
     assert load_gpu_file(path).compute.tensor_tflops["fp6"] == 4500
     result = cli("hardware", "show", str(path))
     assert result.exit_code == 0 and "fp6" in result.stdout
+
+
+def test_gaudi3_has_no_sm_level_figures_and_occupancy_says_so():
+    """A part without SMs: no SM count, clock, limits or SM memory, and the calculator refuses in one line."""
+    from helpers import assert_one_line_error, cli
+
+    gaudi = load_gpu("gaudi3")
+    assert (gaudi.sm_count, gaudi.boost_clock_mhz, gaudi.limits, gaudi.memory.smem_per_sm_kib) == (None,) * 4
+    result = cli("occupancy", "--gpu", "gaudi3", "--threads", "256", "--regs", "64")
+    assert_one_line_error(result, "occupancy does not apply to gaudi3", "no SM-level limits")
