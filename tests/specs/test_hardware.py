@@ -314,6 +314,16 @@ def test_uncalibrated_gpu_asked_for_measured_roofs_is_a_user_error():
     ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
     ("NVIDIA H200", "h200"),
     ("NVIDIA H100 PCIe", "h100-pcie"),
+    # what the new parts report (torch.cuda.get_device_name / nvidia-smi), as recorded in the files' sources
+    ("NVIDIA B300 SXM6 AC", "b300"),
+    ("NVIDIA GB300", "gb300"),
+    ("NVIDIA GB200", "gb200"),
+    ("NVIDIA H20", "h20"),
+    ("NVIDIA H20-3e", "h20-3e"),
+    ("NVIDIA H800", "h800"),
+    ("NVIDIA GeForce RTX 5090", "rtx5090"),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000"),
+    ("NVIDIA L20", "l20"),
 ])
 def test_match_device_finds_exactly_the_right_spec(device, spec_id):
     gpus = list_gpus()
@@ -323,6 +333,10 @@ def test_match_device_finds_exactly_the_right_spec(device, spec_id):
 
 def test_device_matches_refuses_another_form_factor_or_memory_size():
     assert not device_matches("NVIDIA H100 PCIe", load_gpu("h100-sxm"))
+    # the other editions of a part run other clocks: not this file's numbers
+    assert not device_matches("NVIDIA RTX PRO 6000 Blackwell Server Edition", load_gpu("rtx-pro-6000"))
+    assert not device_matches("NVIDIA H20", load_gpu("h20-3e"))
+    assert not device_matches("NVIDIA B200", load_gpu("gb200"))
     assert not device_matches("NVIDIA A100-SXM4-40GB", load_gpu("a100-80gb"))
     assert not device_matches("NVIDIA H200", load_gpu("h100-sxm"))
 
