@@ -74,7 +74,11 @@ def _commands() -> list[list[str]]:
         cmds.append(["compare", "--gpu", "a100", "--gpu", "h100", "--gpu", "h200", "--gpu", "mi300x",
                      "--model", model])
         cmds.append(["workloads", "show", model])
-    for gpu in [*GPUS, "b200", "rtx4090", "v100", "a10g", "l40s"]:
+    # every bundled GPU, the parts without SM-level figures too (their occupancy is a one-line refusal)
+    from rooflinectl.specs.hardware import list_gpus, load_gpu
+
+    shown = {load_gpu(g).id for g in GPUS}
+    for gpu in [*GPUS, *(g.id for g in list_gpus() if g.id not in shown)]:
         cmds.append(["hardware", "show", gpu])
         cmds.append(["occupancy", "--gpu", gpu, "--threads", "256", "--regs", "64", "--smem", "48KiB",
                      "--grid", "1000"])

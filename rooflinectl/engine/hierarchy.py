@@ -11,6 +11,9 @@ bandwidth where the GPU file gives one, and how that number was obtained (the sp
 the arithmetic intensity (FLOP per byte moved *from that level*) an operation needs to be compute-bound when its
 data streams from there. The ridge falls as the data sits closer to the units: data reused from shared memory needs
 far fewer FLOPs per byte than data streamed from HBM, which is why tiling pays.
+
+A level the GPU file gives no size for is left out (a part without SMs has no shared memory or register file of
+an SM), and without an SM count the per-SM figures are None.
 """
 
 from __future__ import annotations
@@ -47,10 +50,11 @@ class Note:
 class MemoryLevel:
     name: str
     size_bytes: int  # in all, over the chip, in whole bytes (a size in GiB, MiB or KiB may have a fraction)
-    per_sm_bytes: int  # an SM's own (SM-local levels) or its even share (HBM, L2), rounded down to a byte
+    # an SM's own (SM-local levels) or its even share (HBM, L2), rounded down to a byte; None without an SM count
+    per_sm_bytes: int | None
     chip_wide: bool  # True: one pool shared by every SM; False: each SM has its own
     bandwidth_gbps: float | None  # over the whole chip; None: no number in the GPU file
-    bandwidth_per_sm_gbps: float | None  # an SM's share of it
+    bandwidth_per_sm_gbps: float | None  # an SM's share of it (None without a bandwidth or an SM count)
     provenance: Provenance  # of the bandwidth
     how: str  # the section's source, or the GPU file's derived note for the bandwidth
     detail: str
@@ -70,15 +74,15 @@ class ComputeUnit:
     unit: Literal["tensor", "vector"]
     dtype: str
     tflops: float  # dense peak, whole chip
-    per_sm_tflops: float
+    per_sm_tflops: float | None  # None without an SM count
 
 
 @dataclass(frozen=True)
 class Hierarchy:
     gpu_id: str
     gpu_name: str
-    sm_count: int
-    levels: tuple[MemoryLevel, ...]  # top (HBM) to bottom (register file)
+    sm_count: int | None  # None: a part without SMs, or whose count no source gives
+    levels: tuple[MemoryLevel, ...]  # top (HBM) to bottom (register file), the levels the GPU file gives
     compute: tuple[ComputeUnit, ...]  # what the levels feed: tensor cores, then vector units
     compute_source: str
     compute_notes: tuple[Note, ...] = ()
@@ -110,8 +114,13 @@ def hierarchy(gpu: GPU) -> Hierarchy:
     peaks: list[tuple[Unit, str, float]] = [("tensor", d, roofs.peak(d, "tensor")) for d in c.tensor_tflops]
     peaks += [("vector", d, roofs.peak(d, "vector")) for d in c.vector_tflops]
 
-    def level(name: str, size: int, per_sm: int, chip_wide: bool, size_field: str, bandwidth_field: str,
+    def per_sm(x: float | None) -> float | None:
+        return None if x is None or sms is None else x / sms
+
+    def level(name: str, size: int, own: int | None, chip_wide: bool, size_field: str, bandwidth_field: str,
               detail: str, notes: tuple[Note, ...] = ()) -> MemoryLevel:
+        """A level of ``size`` bytes in all; ``own`` is an SM's own bytes of an SM-local level (None: chip-wide,
+        an even share of ``size``)."""
         bandwidth: float | None = getattr(m, bandwidth_field)
         provenance: Provenance
         if bandwidth is None:
@@ -121,26 +130,32 @@ def hierarchy(gpu: GPU) -> Hierarchy:
             provenance, how = (note.provenance, note.how) if note else ("spec", m.source)
         ridges = () if bandwidth is None else tuple(
             Ridge(unit, dtype, peak / (bandwidth * 1e9)) for unit, dtype, peak in peaks)
-        return MemoryLevel(name=name, size_bytes=size, per_sm_bytes=per_sm, chip_wide=chip_wide,
-                           bandwidth_gbps=bandwidth,
-                           bandwidth_per_sm_gbps=None if bandwidth is None else bandwidth / sms,
+        share = own if own is not None else (None if sms is None else size // sms)
+        return MemoryLevel(name=name, size_bytes=size, per_sm_bytes=share, chip_wide=chip_wide,
+                           bandwidth_gbps=bandwidth, bandwidth_per_sm_gbps=per_sm(bandwidth),
                            provenance=provenance, how=how, detail=detail, ridges=ridges,
                            size_note=_note(m, size_field), notes=notes)
 
     # Sizes in whole bytes: --json prints them as integers (the GPU file's 178.4 GiB is not a whole number).
     hbm = round(gpu.capacity_bytes)
-    l2 = round(m.l2_size_mib * MIB)
-    smem = round(m.smem_per_sm_kib * KIB)
-    regs = round(m.register_file_per_sm_kib * KIB)
-    per_thread_full = lim.registers_per_sm // lim.max_threads_per_sm
-    levels = (
-        level("HBM", hbm, hbm // sms, True, "hbm_capacity_gib", "hbm_bandwidth_gbps", m.hbm_type),
-        level("L2", l2, l2 // sms, True, "l2_size_mib", "l2_bandwidth_gbps", f"one cache shared by all {sms} SMs"),
-        level("shared memory / L1", smem * sms, smem, False, "smem_per_sm_kib", "smem_bandwidth_gbps",
-              f"{m.smem_per_sm_kib:g} KiB of each SM's {m.l1_smem_per_sm_kib:g} KiB L1 + shared array; "
-              f"at most {lim.max_smem_per_block_kib:g} KiB to one block",
-              notes=_notes(m, "l1_smem_per_sm_kib")),
-        MemoryLevel(
+    levels = [level("HBM", hbm, None, True, "hbm_capacity_gib", "hbm_bandwidth_gbps", m.hbm_type)]
+    if m.l2_size_mib is not None:
+        l2 = round(m.l2_size_mib * MIB)
+        shared_by = f"all {sms} SMs" if sms is not None else "the whole chip"
+        levels.append(level("L2", l2, None, True, "l2_size_mib", "l2_bandwidth_gbps",
+                            f"one cache shared by {shared_by}"))
+    if m.smem_per_sm_kib is not None and sms is not None:
+        smem = round(m.smem_per_sm_kib * KIB)
+        array = (f" of each SM's {m.l1_smem_per_sm_kib:g} KiB L1 + shared array"
+                 if m.l1_smem_per_sm_kib is not None else " per SM")
+        per_block = f"; at most {lim.max_smem_per_block_kib:g} KiB to one block" if lim is not None else ""
+        levels.append(level("shared memory / L1", smem * sms, smem, False, "smem_per_sm_kib", "smem_bandwidth_gbps",
+                            f"{m.smem_per_sm_kib:g} KiB{array}{per_block}",
+                            notes=_notes(m, "l1_smem_per_sm_kib")))
+    if m.register_file_per_sm_kib is not None and sms is not None and lim is not None:
+        regs = round(m.register_file_per_sm_kib * KIB)
+        per_thread_full = lim.registers_per_sm // lim.max_threads_per_sm
+        levels.append(MemoryLevel(
             name="register file", size_bytes=regs * sms, per_sm_bytes=regs, chip_wide=False, bandwidth_gbps=None,
             bandwidth_per_sm_gbps=None, provenance="unknown",
             how="not published (instructions read their operands from registers every cycle): no byte roof here",
@@ -151,8 +166,7 @@ def hierarchy(gpu: GPU) -> Hierarchy:
             ridges=(),
             size_note=_note(m, "register_file_per_sm_kib"),
             notes=_notes(lim, "registers_per_sm", "max_registers_per_thread"),
-        ),
-    )
-    compute = tuple(ComputeUnit(unit, dtype, peak / 1e12, peak / 1e12 / sms) for unit, dtype, peak in peaks)
-    return Hierarchy(gpu_id=gpu.id, gpu_name=gpu.name, sm_count=sms, levels=levels, compute=compute,
+        ))
+    compute = tuple(ComputeUnit(unit, dtype, peak / 1e12, per_sm(peak / 1e12)) for unit, dtype, peak in peaks)
+    return Hierarchy(gpu_id=gpu.id, gpu_name=gpu.name, sm_count=sms, levels=tuple(levels), compute=compute,
                      compute_source=c.source, compute_notes=_notes(c, "tensor_tflops", "vector_tflops"))

@@ -78,8 +78,14 @@ TUNED_SMEM_PER_BLOCK_BYTES = 227 * KIB
 
 
 def smem_per_block_bytes(gpu: GPU | None = None) -> int:
-    """Shared memory one program may take on ``gpu`` (its spec's limit), or TUNED_SMEM_PER_BLOCK_BYTES without one."""
-    return int(gpu.limits.max_smem_per_block_kib * KIB) if gpu is not None else TUNED_SMEM_PER_BLOCK_BYTES
+    """Shared memory one program may take on ``gpu`` (its spec's limit), or TUNED_SMEM_PER_BLOCK_BYTES without a
+    spec. A spec without SM-level limits (a part that has no SMs) is refused: no tile choice fits it."""
+    if gpu is None:
+        return TUNED_SMEM_PER_BLOCK_BYTES
+    if gpu.limits is None:
+        raise UserError(f"{gpu.id}'s spec gives no shared memory per block, which the Triton kernels' tile choice "
+                        f"needs")
+    return int(gpu.limits.max_smem_per_block_kib * KIB)
 
 
 # The SM count the tuning constants were measured with (H100 SXM and H200: 132). Used where no CUDA device is

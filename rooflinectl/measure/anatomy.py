@@ -21,7 +21,7 @@ def _plain(value: object) -> str | int | float | bool | None:
 def launch_record(launch: Launch, gpu: GPU | None) -> LaunchRecord:
     """One launch's anatomy: what the launch and its compiled kernel say, and, through
     ``occupancy.launch_anatomy``, the occupancy and waves it gives on ``gpu`` and its warnings."""
-    warp_size = gpu.limits.warp_size if gpu else 32
+    warp_size = gpu.limits.warp_size if gpu and gpu.limits else 32
     warps = launch.num_warps
     base = LaunchRecord(
         function=launch.function,

@@ -105,7 +105,7 @@ def device_info(spec: GPU | None, device: str) -> DeviceInfo:
 def spec_mismatch_notes(spec: GPU, info: DeviceInfo) -> list[str]:
     """Where the spec compared against visibly is not the device (a wrong --gpu)."""
     notes = []
-    if info.sm_count is not None and info.sm_count != spec.sm_count:
+    if info.sm_count is not None and spec.sm_count is not None and info.sm_count != spec.sm_count:
         notes.append(f"the spec {spec.id} has {spec.sm_count} SMs, the device {info.sm_count}: is --gpu right?")
     if info.compute_capability and spec.compute_capability and info.compute_capability != spec.compute_capability:
         notes.append(f"the spec {spec.id} is compute capability {spec.compute_capability}, the device "

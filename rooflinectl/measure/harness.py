@@ -303,7 +303,8 @@ def measure_shape(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU 
     if not plan.timed:
         return record("checked", checked=checked, notes=[INTERPRET_NOTE])
 
-    l2 = l2_bytes if l2_bytes is not None else (int(spec.memory.l2_size_mib * MIB) if spec else 0)
+    l2 = l2_bytes if l2_bytes is not None else (int(spec.memory.l2_size_mib * MIB)
+                                                 if spec and spec.memory.l2_size_mib else 0)
     try:
         timed = time_kernel(kernel, shape, plan, checked, bench, seed, l2, reporter, label)
     except Exception as err:  # out of memory, a launch that fails only when timed: report it, go on

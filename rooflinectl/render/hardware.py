@@ -56,7 +56,16 @@ def _marked(section: Sourced, field: str, text: str) -> str:
     return text if how is None else f"{text} ({how})"
 
 
-def _spec_table(g: GPU) -> Table:
+def _sm_row(g: GPU) -> str | None:
+    """"132 × 1980 MHz"; the count alone where no clock is given; None for a part without an SM count."""
+    if g.sm_count is None:
+        return None
+    return f"{g.sm_count} × {g.boost_clock_mhz:g} MHz" if g.boost_clock_mhz else f"{g.sm_count} (no clock given)"
+
+
+def _spec_table(g: GPU, marks: dict[str, str]) -> Table:
+    """The spec's figures, each row with the mark of its section's source (``marks``: section name -> "[n]").
+    A figure the file does not give has no row."""
     m, lim = g.memory, g.limits
     spec = Table(title=Text(f"{g.name} ({g.id})"), title_justify="left", box=box.SIMPLE_HEAD)
     spec.add_column("field", no_wrap=True)
@@ -66,25 +75,32 @@ def _spec_table(g: GPU) -> Table:
     l2_bw = f", {_marked(m, 'l2_bandwidth_gbps', f'{m.l2_bandwidth_gbps:,.0f} GB/s')}" if m.l2_bandwidth_gbps else ""
     smem_bw = (f", {_marked(m, 'smem_bandwidth_gbps', f'{m.smem_bandwidth_gbps:,.0f} GB/s')} in all"
                if m.smem_bandwidth_gbps else "")
-    rows = [
+    mem = marks["memory"]
+    rows: list[tuple[str, str, str] | None] = [
         ("vendor / architecture", f"{g.vendor} {g.architecture}{cc}", ""),
-        ("SMs × boost clock", f"{g.sm_count} × {g.boost_clock_mhz:g} MHz", ""),
+        None if (sms := _sm_row(g)) is None else ("SMs × boost clock", sms, ""),
         ("HBM", f"{_marked(m, 'hbm_capacity_gib', f'{m.hbm_capacity_gib:g} GiB')} {m.hbm_type}, "
-                f"{m.hbm_bandwidth_gbps:,.0f} GB/s", "[1]"),
-        ("L2", f"{_marked(m, 'l2_size_mib', f'{m.l2_size_mib:g} MiB')}{l2_bw}", "[1]"),
-        ("shared memory / SM", f"{m.smem_per_sm_kib:g} KiB of a {m.l1_smem_per_sm_kib:g} KiB L1{smem_bw}", "[1]"),
-        ("registers / SM", f"{m.register_file_per_sm_kib:g} KiB ({lim.registers_per_sm:,} × 32-bit)", "[1] [2]"),
-        ("limits / SM", f"{lim.max_warps_per_sm} warps of {lim.warp_size}, {lim.max_blocks_per_sm} blocks, "
-                        f"{lim.max_smem_per_block_kib:g} KiB shared memory per block", "[2]"),
+                f"{m.hbm_bandwidth_gbps:,.0f} GB/s", mem),
+        None if m.l2_size_mib is None else ("L2", f"{_marked(m, 'l2_size_mib', f'{m.l2_size_mib:g} MiB')}{l2_bw}", mem),
+        None if m.smem_per_sm_kib is None else (
+            "shared memory / SM", f"{m.smem_per_sm_kib:g} KiB"
+            + (f" of a {m.l1_smem_per_sm_kib:g} KiB L1" if m.l1_smem_per_sm_kib is not None else "") + smem_bw, mem),
+        None if m.register_file_per_sm_kib is None else (
+            "registers / SM", f"{m.register_file_per_sm_kib:g} KiB"
+            + (f" ({lim.registers_per_sm:,} × 32-bit)" if lim else ""), f"{mem} {marks['limits']}" if lim else mem),
+        None if lim is None else (
+            "limits / SM", f"{lim.max_warps_per_sm} warps of {lim.warp_size}, {lim.max_blocks_per_sm} blocks, "
+                           f"{lim.max_smem_per_block_kib:g} KiB shared memory per block", marks["limits"]),
     ]
     if g.interconnect:
         ic = g.interconnect
         rows.append(("interconnect", f"{ic.name}, {ic.bandwidth_gbps:,.0f} GB/s both directions "
-                     f"({ic.per_direction_gbps:,.0f} each way)", "[4]"))
+                     f"({ic.per_direction_gbps:,.0f} each way)", marks["interconnect"]))
         rows.append(("collective latency", f"{ic.latency_us:g} µs ({ic.derivation('latency_us') or 'datasheet'})",
-                     "[4]"))
+                     marks["interconnect"]))
     for row in rows:
-        spec.add_row(*(Text(cell) for cell in row))  # names and sources from the file: never markup
+        if row is not None:
+            spec.add_row(*(Text(cell) for cell in row))  # names and sources from the file: never markup
     return spec
 
 
@@ -131,9 +147,12 @@ def _op_model_table(g: GPU) -> Table | None:
 
 def gpu_detail(g: GPU) -> Group:
     """One GPU's spec, each section with its numbered source; its measured ceilings; its memory hierarchy."""
-    c = g.compute
-    sources = [g.memory.source, g.limits.source, c.source] + ([g.interconnect.source] if g.interconnect else [])
-    parts: list = [_spec_table(g), Text("\n".join(f"[{i}] {text}" for i, text in enumerate(sources, 1)))]
+    named: tuple[tuple[str, Sourced | None], ...] = (
+        ("memory", g.memory), ("limits", g.limits), ("compute", g.compute), ("interconnect", g.interconnect))
+    sections = {name: section for name, section in named if section is not None}  # numbered in this order
+    marks = {name: f"[{i}]" for i, name in enumerate(sections, 1)}
+    parts: list = [_spec_table(g, marks),
+                   Text("\n".join(f"{marks[name]} {section.source}" for name, section in sections.items()))]
     measured = _measured_table(g)
     if measured is not None:
         parts.append(measured)
@@ -145,5 +164,5 @@ def gpu_detail(g: GPU) -> Group:
         parts.append(comm)
     if g.notes:
         parts.append(Text(g.notes))
-    parts.append(gpu_hierarchy_view(g, source_mark="[3]"))
+    parts.append(gpu_hierarchy_view(g, source_mark=marks["compute"]))
     return Group(*parts)

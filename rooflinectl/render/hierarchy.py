@@ -85,18 +85,21 @@ def hierarchy_view(h: Hierarchy, source_mark: str = "") -> Group:
             bandwidth += mark(Note("", lv.provenance, lv.how), f"{lv.name} bandwidth")
         for extra in lv.notes:
             mark(extra, f"{lv.name}, {extra.field}")
-        per_sm = binary_size(lv.per_sm_bytes) + ("*" if lv.chip_wide else "")
-        table.add_row(name, binary_size(lv.size_bytes) + size_mark, per_sm + size_mark, bandwidth,
+        per_sm = ("—" if lv.per_sm_bytes is None  # no SM count in the file
+                  else binary_size(lv.per_sm_bytes) + ("*" if lv.chip_wide else "") + size_mark)
+        table.add_row(name, binary_size(lv.size_bytes) + size_mark, per_sm, bandwidth,
                       _num(lv.bandwidth_per_sm_gbps), *[_num(lv.ridge(dtype, unit)) for unit, dtype, _ in cols])
     for extra in h.compute_notes:
         mark(extra, f"peak {extra.field}")
 
-    legend = Text(f"* an even share of a chip-wide level over {h.sm_count} SMs (the SM-local levels: each SM's "
-                  "own). ≈ estimated, † derived: no datasheet gives it.")
+    share = (f"* an even share of a chip-wide level over {h.sm_count} SMs (the SM-local levels: each SM's own)"
+             if h.sm_count is not None else "per SM: — (no SM count in this GPU file)")
+    legend = Text(f"{share}. ≈ estimated, † derived: no datasheet gives it.")
+    feeder = "the registers" if h.levels[-1].name == "register file" else "these levels"
     details = [Text(f"{lv.name}: {lv.detail}" + ("" if lv.bandwidth_gbps is not None else f"; bandwidth: {lv.how}"))
                for lv in h.levels]
     return Group(Text(""), table, legend, *[Text(n) for n in notes], *details, Text(""),
-                 Text(f"Units the registers feed, dense peak TFLOP/s (int8: TOPS){' ' + source_mark if source_mark else ''}:"),
+                 Text(f"Units {feeder} feed, dense peak TFLOP/s (int8: TOPS){' ' + source_mark if source_mark else ''}:"),
                  _units_table(h))
 
 

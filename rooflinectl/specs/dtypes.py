@@ -51,6 +51,7 @@ GroupSize = Annotated[int, Gt(0), Le(2**22)]
 DEFAULT_GROUP_SIZE = 128
 
 # The data types a GPU spec rates its units in: the tensor cores' (tf32 is fp32 inputs on the tensor cores; int8,
-# int4 in TOPS) and the vector units'.
-TensorDType = Literal["fp64", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4"]
+# int4 in TOPS; fp6 and fp4, the OCP microscaling formats: Blackwell runs fp6 at its fp8 rate, CDNA 4 at its fp4
+# rate) and the vector units'. No workload computes in fp6: its peak is shown, nothing is placed under it.
+TensorDType = Literal["fp64", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp6", "fp4"]
 VectorDType = Literal["fp64", "fp32", "fp16", "bf16"]

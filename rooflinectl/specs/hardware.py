@@ -4,7 +4,9 @@ Units are in the field names. Rates are decimal: ``*_gbps`` is 1e9 bytes/s, ``*_
 (for int8, TOPS). Sizes are binary, as the vendors' "80 GB", "50 MB L2" and "228 KB per SM" really are:
 ``*_gib`` 2**30 bytes, ``*_mib`` 2**20, ``*_kib`` 2**10.
 Every section carries a ``source``; a number that no datasheet gives is listed under the section's ``derived``
-with how it was obtained. Peaks are dense: sparse figures are never used.
+with how it was obtained. Peaks are dense: sparse figures are never used. A figure no source gives is left out
+rather than guessed: a part without SMs (Intel Gaudi) has no SM count, no SM-level memory and no ``limits``, and
+what needs them (the occupancy calculator, the per-SM columns of the memory hierarchy) says it does not apply.
 """
 
 from __future__ import annotations
@@ -55,22 +57,36 @@ class Sourced(Strict):
 
 
 class Memory(Sourced):
+    """HBM, and the on-chip levels below it. Only HBM is required: an on-chip size no source gives is left out
+    (None), and the memory hierarchy leaves out its level."""
+
     hbm_type: str
     hbm_capacity_gib: Size
     hbm_bandwidth_gbps: Rate
-    l2_size_mib: Size
+    # The last chip-wide cache before HBM (on Gaudi 3, the on-die SRAM Intel calls its L2 cache).
+    l2_size_mib: Size | None = None
     l2_bandwidth_gbps: Rate | None = None
     # Largest shared memory (SRAM) one SM can give to its blocks, and the L1 + shared memory array it is carved from.
-    smem_per_sm_kib: Size
-    l1_smem_per_sm_kib: Size
+    smem_per_sm_kib: Size | None = None
+    l1_smem_per_sm_kib: Size | None = None
     # Aggregate shared-memory bandwidth over all SMs (bytes per clock per SM × SMs × clock): always derived.
     smem_bandwidth_gbps: Rate | None = None
-    register_file_per_sm_kib: Size
+    register_file_per_sm_kib: Size | None = None
 
     @model_validator(mode="after")
     def _smem_fits_l1(self) -> Self:
-        if self.smem_per_sm_kib > self.l1_smem_per_sm_kib:
+        if (self.smem_per_sm_kib is not None and self.l1_smem_per_sm_kib is not None
+                and self.smem_per_sm_kib > self.l1_smem_per_sm_kib):
             raise ValueError("smem_per_sm_kib is larger than the L1 + shared memory array l1_smem_per_sm_kib")
+        return self
+
+    @model_validator(mode="after")
+    def _bandwidth_has_its_level(self) -> Self:
+        # A bandwidth without the level it is the bandwidth of would draw a roof under nothing.
+        if self.l2_bandwidth_gbps is not None and self.l2_size_mib is None:
+            raise ValueError("l2_bandwidth_gbps is given without l2_size_mib")
+        if self.smem_bandwidth_gbps is not None and self.smem_per_sm_kib is None:
+            raise ValueError("smem_bandwidth_gbps is given without smem_per_sm_kib")
         return self
 
 
@@ -125,19 +141,45 @@ class Compute(Sourced):
         return self
 
 
+class ScaleUp(Sourced):
+    """The scale-up domain: how many GPUs the interconnect above joins at its bandwidth (an NVLink, Infinity Fabric
+    or RoCE domain: 8 on an HGX board, 72 in an NVL72 rack; 1 where a card reaches its peers over PCIe alone).
+    Tensor parallelism past it crosses the scale-out network."""
+
+    gpus: Count
+
+
+class ScaleOut(Sourced):
+    """The network each GPU reaches other nodes over: its share of the node's NICs, in 10⁹ bits per second one
+    way, as NICs are rated (400 for one InfiniBand NDR port), and one hop's latency, which no datasheet gives
+    (each file marks it estimated and says how)."""
+
+    name: str
+    bandwidth_gbit_s: Rate  # one direction, per GPU, 1e9 bits/s
+    latency_us: Rate
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        """The same bandwidth in GB/s (1e9 bytes/s) one way: the line rate / 8."""
+        return self.bandwidth_gbit_s / 8
+
+
 class Interconnect(Sourced):
     """The GPU's link to its peers, what tensor, expert and pipeline parallelism communicate over
     (engine/parallel/). ``bandwidth_gbps`` is the datasheet's figure: the total of both directions, per GPU;
     a collective sends and receives at once, so its roof is half of it (:attr:`per_direction_gbps`).
     ``latency_us`` is the fixed cost of one collective, which no datasheet gives: each file marks it estimated
-    and says how. A PCIe link states its generation and lanes."""
+    and says how. A PCIe link states its generation and lanes. ``scale_up`` says how many GPUs share this link's
+    domain and ``scale_out`` what each GPU has past it, each with its own source."""
 
     name: str
-    link: Literal["nvlink", "pcie", "infinity_fabric"]
+    link: Literal["nvlink", "pcie", "infinity_fabric", "ethernet"]
     bandwidth_gbps: Rate  # total, both directions, per GPU
     latency_us: Rate  # one collective's fixed cost (an estimate: see the file's derived note)
     pcie_gen: Literal[3, 4, 5, 6] | None = None
     pcie_lanes: Literal[1, 2, 4, 8, 16] | None = None
+    scale_up: ScaleUp | None = None
+    scale_out: ScaleOut | None = None
 
     @property
     def per_direction_gbps(self) -> float:
@@ -159,19 +201,38 @@ class GPU(Strict):
     vendor: str
     architecture: str
     compute_capability: str | None = None
-    sm_count: Count  # streaming multiprocessors (NVIDIA) or compute units (AMD)
-    boost_clock_mhz: Size
+    # Streaming multiprocessors (NVIDIA) or compute units (AMD); None for a part without them (Gaudi's matrix
+    # engines and tensor processor cores are not SMs) or whose count no source gives.
+    sm_count: Count | None = None
+    boost_clock_mhz: Size | None = None
     memory: Memory
-    limits: Limits
+    # The occupancy calculator's limits; None where they do not apply (no SMs) or no source gives them.
+    limits: Limits | None = None
     compute: Compute
     interconnect: Interconnect | None = None
     measured: Measured | None = None
     notes: str | None = None
 
     @model_validator(mode="after")
+    def _limits_have_their_sm(self) -> Self:
+        # The occupancy calculator reads the limits with the SM count, the SM's shared memory and register file:
+        # limits without them would be half a calculator.
+        if self.limits is None:
+            return self
+        missing = [name for name, value in (("sm_count", self.sm_count),
+                                            ("memory.smem_per_sm_kib", self.memory.smem_per_sm_kib),
+                                            ("memory.register_file_per_sm_kib", self.memory.register_file_per_sm_kib))
+                   if value is None]
+        if missing:
+            raise ValueError(f"limits are given without {', '.join(missing)}, which occupancy reads with them")
+        return self
+
+    @model_validator(mode="after")
     def _block_fits_the_sm(self) -> Self:
         # A block at the per-block limit, with the system's reserved share added (CUDA reserves 1 KiB a block
         # since sm_80), must still fit in one SM's shared memory: otherwise a legal block would never be resident.
+        if self.limits is None or self.memory.smem_per_sm_kib is None:
+            return self
         smem_sm_bytes = self.memory.smem_per_sm_kib * KIB
         if self.limits.max_smem_per_block_bytes + self.limits.reserved_smem_per_block_bytes > smem_sm_bytes:
             raise ValueError("limits.max_smem_per_block_kib plus reserved_smem_per_block_bytes exceeds "

@@ -156,11 +156,15 @@ def _section(name: str, fields: dict[str, tuple]) -> dict[str, tuple]:
 
 GPU_SPEC = {
     "id": (str,), "aliases": (list,), "aliases[]": (str,), "name": (str,), "vendor": (str,), "architecture": (str,),
-    "compute_capability": (str, NONE), "sm_count": (int,), "boost_clock_mhz": (float,), "notes": (str, NONE),
+    "compute_capability": (str, NONE), "sm_count": (int, NONE), "boost_clock_mhz": (float, NONE),
+    "notes": (str, NONE),
     **_section("memory", {
-        "hbm_type": (str,), "hbm_capacity_gib": (float,), "hbm_bandwidth_gbps": (float,), "l2_size_mib": (float,),
-        "l2_bandwidth_gbps": (float, NONE), "smem_per_sm_kib": (float,), "l1_smem_per_sm_kib": (float,),
-        "smem_bandwidth_gbps": (float, NONE), "register_file_per_sm_kib": (float,)}),
+        "hbm_type": (str,), "hbm_capacity_gib": (float,), "hbm_bandwidth_gbps": (float,),
+        # None: a level no source gives (a part without SMs has no shared memory or register file of an SM)
+        "l2_size_mib": (float, NONE), "l2_bandwidth_gbps": (float, NONE), "smem_per_sm_kib": (float, NONE),
+        "l1_smem_per_sm_kib": (float, NONE), "smem_bandwidth_gbps": (float, NONE),
+        "register_file_per_sm_kib": (float, NONE)}),
+    "limits": (NONE,),
     **_section("limits", {
         "warp_size": (int,), "max_threads_per_block": (int,), "max_threads_per_sm": (int,),
         "max_warps_per_sm": (int,), "max_blocks_per_sm": (int,), "registers_per_sm": (int,),
@@ -169,7 +173,12 @@ GPU_SPEC = {
     **_section("compute", {"tensor_tflops.*": (float,), "vector_tflops.*": (float,)}),
     "interconnect": (NONE,),
     **_section("interconnect", {"name": (str,), "link": (str,), "bandwidth_gbps": (float,), "latency_us": (float,),
-                                "pcie_gen": (int, NONE), "pcie_lanes": (int, NONE)}),
+                                "pcie_gen": (int, NONE), "pcie_lanes": (int, NONE),
+                                "scale_up": (NONE,), "scale_out": (NONE,)}),
+    # no bundled scale_up derives anything (its map is always empty)
+    "interconnect.scale_up.source": (str,), "interconnect.scale_up.derived": (dict,),
+    "interconnect.scale_up.gpus": (int,),
+    **_section("interconnect.scale_out", {"name": (str,), "bandwidth_gbit_s": (float,), "latency_us": (float,)}),
     "measured": (NONE,),
     # NONE: a section of collectives alone (calibrate --comm) has no one-GPU ceilings.
     "measured.device_name": (str, NONE), "measured.date": (str, NONE), "measured.command": (str, NONE),
@@ -191,12 +200,13 @@ GPU_SPEC = {
         "collectives.*[].busbw_gbps": (float,)}.items()},
 }
 GPU_MAPS = frozenset({"memory.derived", "limits.derived", "compute.derived", "interconnect.derived",
+                      "interconnect.scale_up.derived", "interconnect.scale_out.derived",
                       "compute.tensor_tflops", "compute.vector_tflops", "measured.tensor_tflops",
                       "measured.vector_tflops", "measured.tensor_tflops_check",
                       "measured.interconnect.collectives"})
 
 HIERARCHY = {
-    "hierarchy.sm_count": (int,),
+    "hierarchy.sm_count": (int, NONE),
     "hierarchy.levels[].name": (str,), "hierarchy.levels[].size_bytes": (int,),
     "hierarchy.levels[].per_sm_bytes": (int, NONE), "hierarchy.levels[].chip_wide": (bool,),
     "hierarchy.levels[].bandwidth_gbps": (float, NONE), "hierarchy.levels[].bandwidth_per_sm_gbps": (float, NONE),
@@ -206,7 +216,7 @@ HIERARCHY = {
     "hierarchy.levels[].notes": (list,), "hierarchy.levels[].notes[].field": (str,),
     "hierarchy.levels[].notes[].provenance": (str,), "hierarchy.levels[].notes[].how": (str,),
     "hierarchy.compute[].unit": (str,), "hierarchy.compute[].dtype": (str,), "hierarchy.compute[].tflops": (float,),
-    "hierarchy.compute[].per_sm_tflops": (float,), "hierarchy.compute_source": (str,),
+    "hierarchy.compute[].per_sm_tflops": (float, NONE), "hierarchy.compute_source": (str,),
     "hierarchy.compute_notes": (list,), "hierarchy.compute_notes[].field": (str,),
     "hierarchy.compute_notes[].provenance": (str,), "hierarchy.compute_notes[].how": (str,),
 }

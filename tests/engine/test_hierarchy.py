@@ -21,28 +21,53 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def expected_levels(raw: dict) -> list[str]:
+    """The levels a file gives a size for, top to bottom: HBM always; L2 where it gives one; an SM's shared memory
+    and register file where it gives them and an SM count (the register file with its limits, which describe it)."""
+    m, sms = raw["memory"], raw.get("sm_count")
+    return [name for name, given in (
+        ("HBM", True),
+        ("L2", "l2_size_mib" in m),
+        ("shared memory / L1", "smem_per_sm_kib" in m and sms is not None),
+        ("register file", "register_file_per_sm_kib" in m and sms is not None and "limits" in raw),
+    ) if given]
+
+
+def test_a_full_file_has_every_level():
+    assert expected_levels(yaml.safe_load((GPU_FILES[0].parent / "h100-sxm.yaml").read_text())) == LEVELS
+
+
 @pytest.mark.parametrize("path", GPU_FILES, ids=lambda p: p.stem)
 def test_levels_match_the_yaml(path):
     raw = yaml.safe_load(path.read_text())
-    m, lim, c, sms = raw["memory"], raw["limits"], raw["compute"], raw["sm_count"]
+    m, lim, c, sms = raw["memory"], raw.get("limits"), raw["compute"], raw.get("sm_count")
     h = hierarchy(load_gpu_file(path))
-    assert [lv.name for lv in h.levels] == LEVELS
-    hbm, l2, smem, regs = h.levels
+    assert [lv.name for lv in h.levels] == expected_levels(raw)
+    levels = {lv.name: lv for lv in h.levels}
+    hbm, l2, smem, regs = (levels.get(name) for name in LEVELS)
     # Sizes: binary units, as the files give them, in whole bytes (--json prints integers); HBM and L2 are shared,
-    # an SM's even share rounded down to a byte; the others each SM's own.
+    # an SM's even share rounded down to a byte (none without an SM count); the others each SM's own.
     assert hbm.size_bytes == round(m["hbm_capacity_gib"] * 2**30) and isinstance(hbm.size_bytes, int)
-    assert hbm.per_sm_bytes == hbm.size_bytes // sms and isinstance(hbm.per_sm_bytes, int)
-    assert l2.size_bytes == round(m["l2_size_mib"] * 2**20)
-    assert l2.per_sm_bytes == l2.size_bytes // sms
-    assert smem.per_sm_bytes == m["smem_per_sm_kib"] * 1024
-    assert smem.size_bytes == m["smem_per_sm_kib"] * 1024 * sms
-    assert regs.per_sm_bytes == m["register_file_per_sm_kib"] * 1024
-    assert (hbm.chip_wide, l2.chip_wide, smem.chip_wide, regs.chip_wide) == (True, True, False, False)
-    # The register file in bytes is its 32-bit registers × 4.
-    assert regs.per_sm_bytes == lim["registers_per_sm"] * 4
+    assert hbm.per_sm_bytes == (None if sms is None else hbm.size_bytes // sms)
+    assert sms is None or isinstance(hbm.per_sm_bytes, int)
+    if l2:
+        assert l2.size_bytes == round(m["l2_size_mib"] * 2**20)
+        assert l2.per_sm_bytes == (None if sms is None else l2.size_bytes // sms)
+    if smem:
+        assert smem.per_sm_bytes == m["smem_per_sm_kib"] * 1024
+        assert smem.size_bytes == m["smem_per_sm_kib"] * 1024 * sms
+        assert not smem.chip_wide
+    if regs:
+        assert regs.per_sm_bytes == m["register_file_per_sm_kib"] * 1024
+        # The register file in bytes is its 32-bit registers × 4.
+        assert regs.per_sm_bytes == lim["registers_per_sm"] * 4
+        assert not regs.chip_wide and regs.bandwidth_gbps is None and regs.ridges == ()
+    assert hbm.chip_wide and (l2 is None or l2.chip_wide)
     # Bandwidths, and where each came from.
     derived = m.get("derived", {})
     for lv, field in ((hbm, "hbm_bandwidth_gbps"), (l2, "l2_bandwidth_gbps"), (smem, "smem_bandwidth_gbps")):
+        if lv is None:
+            continue
         assert lv.bandwidth_gbps == m.get(field)
         if m.get(field) is None:
             assert lv.provenance == "unknown" and lv.ridges == ()
@@ -51,23 +76,23 @@ def test_levels_match_the_yaml(path):
             assert lv.provenance == ("estimated" if derived[field].startswith("estimated") else "derived")
         else:
             assert lv.provenance == "spec" and lv.how == m["source"]
-    assert regs.bandwidth_gbps is None and regs.ridges == ()
     # Derived sizes carry their note too.
     for lv, field in ((hbm, "hbm_capacity_gib"), (l2, "l2_size_mib"), (smem, "smem_per_sm_kib"),
                       (regs, "register_file_per_sm_kib")):
-        assert (lv.size_note.how if lv.size_note else None) == derived.get(field)
+        if lv is not None:
+            assert (lv.size_note.how if lv.size_note else None) == derived.get(field)
     # Ridges: peak ÷ that level's bandwidth, every data type the file gives.
     for lv in (hbm, l2, smem):
-        if lv.bandwidth_gbps is None:
+        if lv is None or lv.bandwidth_gbps is None:
             continue
         for unit, table in (("tensor", c["tensor_tflops"]), ("vector", c["vector_tflops"])):
             for dtype, tflops in table.items():
                 assert lv.ridge(dtype, unit) == pytest.approx(tflops * 1e12 / (lv.bandwidth_gbps * 1e9))
-    # The compute level lists every peak, and its per-SM share.
+    # The compute level lists every peak, and its per-SM share (none without an SM count).
     peaks = {(u.unit, u.dtype): u.tflops for u in h.compute}
     assert peaks == {**{("tensor", d): v for d, v in c["tensor_tflops"].items()},
                      **{("vector", d): v for d, v in c["vector_tflops"].items()}}
-    assert all(u.per_sm_tflops == pytest.approx(u.tflops / sms) for u in h.compute)
+    assert all(u.per_sm_tflops == (None if sms is None else pytest.approx(u.tflops / sms)) for u in h.compute)
 
 
 @pytest.mark.parametrize("path", GPU_FILES, ids=lambda p: p.stem)

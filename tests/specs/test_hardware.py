@@ -36,16 +36,27 @@ def _sections(gpu) -> dict[str, Sourced]:
     }
 
 
+def _all_sections(gpu) -> dict[str, Sourced]:
+    """Every sourced section, the nested ones too (interconnect.scale_up, interconnect.scale_out)."""
+    found = dict(_sections(gpu))
+    for name, section in list(found.items()):
+        for sub in type(section).model_fields:
+            if isinstance(value := getattr(section, sub), Sourced):
+                found[f"{name}.{sub}"] = value
+    return found
+
+
 @pytest.mark.parametrize("path", FILES, ids=_id)
 def test_file_loads_and_its_id_is_its_name(path):
     gpu = load_gpu_file(path)
     assert gpu.id == path.stem
-    assert {"memory", "limits", "compute", "interconnect"} <= set(_sections(gpu))
+    # limits may be absent (a part without SMs, or whose limits no source gives): occupancy refuses it
+    assert {"memory", "compute", "interconnect"} <= set(_sections(gpu))
 
 
 @pytest.mark.parametrize("path", FILES, ids=_id)
 def test_every_derived_entry_says_how(path):
-    for section_name, section in _sections(load_gpu_file(path)).items():
+    for section_name, section in _all_sections(load_gpu_file(path)).items():
         assert section.source.strip(), f"{section_name} has an empty source"
         for field, how in section.derived.items():
             assert how.startswith(("derived", "estimated")), f"{section_name}.derived.{field}: {how[:40]!r}"
@@ -67,6 +78,7 @@ def test_shared_memory_bandwidth_is_128_bytes_per_clock_per_sm(path):
     gpu = load_gpu_file(path)
     if gpu.memory.smem_bandwidth_gbps is None:
         return
+    assert gpu.sm_count is not None and gpu.boost_clock_mhz is not None, "a derived bandwidth needs both"
     expected = 128 * gpu.sm_count * gpu.boost_clock_mhz * 1e6 / 1e9
     assert gpu.memory.smem_bandwidth_gbps == pytest.approx(expected, rel=5e-4)
 
@@ -75,6 +87,9 @@ def test_shared_memory_bandwidth_is_128_bytes_per_clock_per_sm(path):
 def test_limits_agree_with_memory(path):
     gpu = load_gpu_file(path)
     m, lim = gpu.memory, gpu.limits
+    if lim is None:
+        return
+    assert m.smem_per_sm_kib is not None and m.register_file_per_sm_kib is not None  # the schema's own rule
     # The per-block maximum plus the system's reserved share fits in the SM's shared memory.
     assert lim.max_smem_per_block_kib + lim.reserved_smem_per_block_bytes / 1024 <= m.smem_per_sm_kib
     # The register file in KiB holds registers_per_sm 32-bit registers.
@@ -87,7 +102,7 @@ def test_peaks_are_dense_and_ordered(path):
     c = load_gpu_file(path).compute
     t = c.tensor_tflops
     # Narrower data types never run slower on the tensor cores than wider ones.
-    order = [d for d in ("fp64", "tf32", "bf16", "fp8", "fp4") if d in t]
+    order = [d for d in ("fp64", "tf32", "bf16", "fp8", "fp6", "fp4") if d in t]
     assert [t[d] for d in order] == sorted(t[d] for d in order)
     if "bf16" in t and "fp16" in t:
         assert t["bf16"] == t["fp16"]
@@ -138,6 +153,88 @@ PINNED = [
     ("mi300x", "limits.warp_size", 64),
     # Baseten, 'NVIDIA A10 vs A10G' (2023): A10G 24 GB GDDR6 at 600 GB/s.
     ("a10g", "memory.hbm_bandwidth_gbps", 600),
+    # NVIDIA HGX B300 per-GPU specifications, numbers without sparsity (as reproduced by Verda): BF16 2.25 PF,
+    # FP8 4.5 PF, FP4 14 PF, INT8 0.15 POPS (cut on Blackwell Ultra), 7.7 TB/s. Other sources: FP4 13.1 (the
+    # 8-GPU table's 105 PF / 8) or 15 (the full GPU, GB300); INT8 0.125 (8-GPU table, 2 POPS sparse / 16).
+    ("b300", "compute.tensor_tflops.bf16", 2250),
+    ("b300", "compute.tensor_tflops.fp8", 4500),
+    ("b300", "compute.tensor_tflops.fp4", 14000),
+    ("b300", "compute.tensor_tflops.int8", 150),
+    ("b300", "memory.hbm_bandwidth_gbps", 7700),
+    # cudaGetDeviceProperties on a B300 SXM6 AC: 274,113 MiB = 267.7 GiB, not NVIDIA's "270 GB" or "288 GB".
+    ("b300", "memory.hbm_capacity_gib", 267.7),
+    # NVIDIA GB300 NVL72 (72 GPUs): FP4 1,080 PF dense; FP8/FP6 720 and BF16 360 PF with sparsity (vendordeep,
+    # Tom's Hardware's Hot Chips 2025 table); INT8 23 POPS with sparsity (0.319 PF a package); 576 TB/s.
+    ("gb300", "compute.tensor_tflops.bf16", 2500),  # 360 / 72 / 2
+    ("gb300", "compute.tensor_tflops.fp8", 5000),  # 720 / 72 / 2
+    ("gb300", "compute.tensor_tflops.fp4", 15000),  # 1,080 / 72, as the Blackwell Ultra blog's 15 PF dense NVFP4
+    ("gb300", "compute.tensor_tflops.int8", 159.7),  # 23 / 72 / 2; other summaries: 24 POPS, 0.165 POPS
+    ("gb300", "memory.hbm_bandwidth_gbps", 8000),  # 576 / 72
+    # NVIDIA GB200 NVL72 (72 GPUs), with sparsity: FP4 1,440, FP8 720, BF16 360 PF, INT8 720 POPS; 576 TB/s.
+    ("gb200", "compute.tensor_tflops.bf16", 2500),
+    ("gb200", "compute.tensor_tflops.fp8", 5000),
+    ("gb200", "compute.tensor_tflops.fp4", 10000),
+    ("gb200", "compute.tensor_tflops.int8", 5000),
+    ("gb200", "memory.hbm_bandwidth_gbps", 8000),
+    # NVIDIA H20 specification sheet (Tom's Hardware, 2024): INT8 | FP8 296 | 296, BF16 | FP16 148 | 148 TFLOPS,
+    # 96 GB HBM3 at 4.0 TB/s; dense as the press reads it (148 is 15% of the H100 SXM's dense 989).
+    ("h20", "compute.tensor_tflops.bf16", 148),
+    ("h20", "compute.tensor_tflops.fp8", 296),
+    ("h20", "compute.tensor_tflops.int8", 296),
+    ("h20", "memory.hbm_bandwidth_gbps", 4000),
+    # H20-3e: the H20's sheet for its peaks; the H200's 4.8 TB/s for its HBM3e, an estimate (NVIDIA gives none).
+    ("h20-3e", "compute.tensor_tflops.bf16", 148),
+    ("h20-3e", "compute.tensor_tflops.fp8", 296),
+    ("h20-3e", "memory.hbm_bandwidth_gbps", 4800),
+    ("h20-3e", "memory.hbm_capacity_gib", 139.8),  # nvidia-smi's 143,771 MiB, as on an H200 (139.8 GiB to torch)
+    # NVIDIA H800 datasheet, SXM: BF16 1,979 and FP8 3,958 with sparsity, FP64 1 TFLOPS, NVLink 400 GB/s, 3.35 TB/s.
+    ("h800", "compute.tensor_tflops.bf16", 989.4),
+    ("h800", "compute.tensor_tflops.fp8", 1978.9),
+    ("h800", "compute.tensor_tflops.fp64", 1),
+    ("h800", "interconnect.bandwidth_gbps", 400),
+    ("h800", "memory.hbm_bandwidth_gbps", 3350),
+    # GeForce RTX 5090: NVIDIA's 3,352 AI TOPS (FP4, sparse) and the whitepaper's FP16 838.4 / FP8 1,676.8 sparse at
+    # FP16 accumulate (Spheron's reproduction); GeForce halves FP16/BF16 and FP8 with FP32 accumulate; 1,792 GB/s.
+    ("rtx5090", "compute.tensor_tflops.bf16", 209.5),  # FP32 accumulate: 838.4 / 2 (sparse) / 2 (accumulate)
+    ("rtx5090", "compute.tensor_tflops.fp8", 419),  # FP32 accumulate: 1,676.8 / 2 / 2
+    ("rtx5090", "compute.tensor_tflops.fp4", 1676),  # 3,352 / 2
+    ("rtx5090", "compute.tensor_tflops.int8", 838),
+    ("rtx5090", "memory.hbm_bandwidth_gbps", 1792),
+    # RTX PRO 6000 Blackwell: NVIDIA's 4,000 AI TOPS (FP4, sparse) and 125 TFLOPS FP32; the rest derived from the
+    # FP4 figure at RTX Blackwell's per-clock ratios, full rate with FP32 accumulate (TechPowerUp: 503.8 BF16).
+    ("rtx-pro-6000", "compute.tensor_tflops.fp4", 2000),  # 4,000 / 2
+    ("rtx-pro-6000", "compute.tensor_tflops.bf16", 500),  # FP4 / 4, FP32 accumulate
+    ("rtx-pro-6000", "compute.tensor_tflops.fp8", 1000),
+    ("rtx-pro-6000", "compute.vector_tflops.fp32", 125),
+    ("rtx-pro-6000", "memory.hbm_bandwidth_gbps", 1792),
+    # NVIDIA L20 specification sheet (Tom's Hardware, 2024): INT8 | FP8 239 | 239, BF16 | FP16 119.5 | 119.5 TFLOPS,
+    # 48 GB GDDR6 at 864 GB/s; dense as the press reads it (BF16 about 32% of the L40S's dense).
+    ("l20", "compute.tensor_tflops.bf16", 119.5),
+    ("l20", "compute.tensor_tflops.fp8", 239),
+    ("l20", "compute.tensor_tflops.int8", 239),
+    ("l20", "memory.hbm_bandwidth_gbps", 864),
+    # AMD Instinct MI325X data sheet (as awesomeagents.ai reproduces it): Matrix BF16 1307.4, FP8 2614.9 TFLOPS
+    # dense (5229.8 with sparsity), INT8 2614.9 TOPS; 6 TB/s; ROCm's specifications table: 256 GiB.
+    ("mi325x", "compute.tensor_tflops.bf16", 1307.4),
+    ("mi325x", "compute.tensor_tflops.fp8", 2614.9),
+    ("mi325x", "compute.tensor_tflops.int8", 2614.9),
+    ("mi325x", "memory.hbm_bandwidth_gbps", 6000),
+    ("mi325x", "memory.hbm_capacity_gib", 256),
+    # AMD Instinct MI355X (ISSCC 2026 as reported: 256 CUs, 8,192 FP8 FLOP/clk/CU, "five petaflops"; 2.4 GHz):
+    # dense FP8 5,033, BF16 2,517, MXFP4 10,066 (the "20 PF" figures are sparse); 288 GB HBM3E at 8 TB/s.
+    ("mi355x", "compute.tensor_tflops.fp8", 5033.2),  # 256 x 8,192 x 2.4 GHz
+    ("mi355x", "compute.tensor_tflops.bf16", 2516.6),  # half of FP8, as on CDNA 3
+    ("mi355x", "compute.tensor_tflops.fp4", 10066.3),  # twice FP8: "up to 10 PFLOPS FP4"
+    ("mi355x", "memory.hbm_bandwidth_gbps", 8000),
+    ("mi355x", "memory.hbm_capacity_gib", 288),  # the device's own: 8 CPX partitions of 36.0 GiB
+    # Intel Gaudi 3 (Hot Chips 2024, 'Intel Gaudi 3 Spec'): BF16 and FP8 Matrix 1835 TFLOPs, BF16 Vector 28.7,
+    # 128 GB HBM2e at 3.67 TB/s, 96 MB SRAM at 12.8 TB/s; no SMs, so no SM count and no occupancy limits.
+    ("gaudi3", "compute.tensor_tflops.bf16", 1835),
+    ("gaudi3", "compute.tensor_tflops.fp8", 1835),
+    ("gaudi3", "compute.vector_tflops.bf16", 28.7),
+    ("gaudi3", "memory.hbm_bandwidth_gbps", 3670),
+    ("gaudi3", "memory.l2_size_mib", 96),
+    ("gaudi3", "interconnect.bandwidth_gbps", 1050),  # Intel: 21 x 200 Gb/s = 525 GB/s each way
 ]
 
 
@@ -157,10 +254,12 @@ def test_only_supported_tensor_types_are_listed():
     for ampere in ("a100-40gb", "a100-80gb", "a10g"):
         assert not types[ampere] & {"fp8", "fp4"}
     assert "fp64" not in types["a10g"]
-    for ada in ("l4", "l40s", "rtx4090"):
+    for ada in ("l4", "l40s", "rtx4090", "l20"):
         assert "fp8" in types[ada] and "fp4" not in types[ada] and "fp64" not in types[ada]
     assert "fp4" in types["b200"]
-    assert [g for g, t in types.items() if "fp4" in t] == ["b200"]
+    # FP4 tensor cores: Blackwell (data-centre and RTX) and CDNA 4.
+    assert {g for g, t in types.items() if "fp4" in t} == {"b200", "b300", "gb300", "gb200", "rtx5090",
+                                                               "rtx-pro-6000", "mi355x"}
 
 
 # --- the one merge rule of measured ceilings -------------------------------------------------------------------
@@ -215,6 +314,16 @@ def test_uncalibrated_gpu_asked_for_measured_roofs_is_a_user_error():
     ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
     ("NVIDIA H200", "h200"),
     ("NVIDIA H100 PCIe", "h100-pcie"),
+    # what the new parts report (torch.cuda.get_device_name / nvidia-smi), as recorded in the files' sources
+    ("NVIDIA B300 SXM6 AC", "b300"),
+    ("NVIDIA GB300", "gb300"),
+    ("NVIDIA GB200", "gb200"),
+    ("NVIDIA H20", "h20"),
+    ("NVIDIA H20-3e", "h20-3e"),
+    ("NVIDIA H800", "h800"),
+    ("NVIDIA GeForce RTX 5090", "rtx5090"),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "rtx-pro-6000"),
+    ("NVIDIA L20", "l20"),
 ])
 def test_match_device_finds_exactly_the_right_spec(device, spec_id):
     gpus = list_gpus()
@@ -224,6 +333,10 @@ def test_match_device_finds_exactly_the_right_spec(device, spec_id):
 
 def test_device_matches_refuses_another_form_factor_or_memory_size():
     assert not device_matches("NVIDIA H100 PCIe", load_gpu("h100-sxm"))
+    # the other editions of a part run other clocks: not this file's numbers
+    assert not device_matches("NVIDIA RTX PRO 6000 Blackwell Server Edition", load_gpu("rtx-pro-6000"))
+    assert not device_matches("NVIDIA H20", load_gpu("h20-3e"))
+    assert not device_matches("NVIDIA B200", load_gpu("gb200"))
     assert not device_matches("NVIDIA A100-SXM4-40GB", load_gpu("a100-80gb"))
     assert not device_matches("NVIDIA H200", load_gpu("h100-sxm"))
 
@@ -340,3 +453,141 @@ def test_a_name_too_long_for_the_system_is_an_unknown_gpu_not_a_traceback():
     """pathlib's is_file raises ENAMETOOLONG; the lookup asks files.is_file once, through looks_like_path."""
     with pytest.raises(UserError, match="unknown GPU"):
         load_gpu("h" * 300)
+
+
+# --- a part without SM-level figures ------------------------------------------------------------------------------
+
+SM_LEVEL = ("sm_count", "boost_clock_mhz", "limits")
+SM_MEMORY = ("smem_per_sm_kib", "l1_smem_per_sm_kib", "smem_bandwidth_gbps", "register_file_per_sm_kib")
+
+
+def _without_sm_level(tmp_path, drop_l2=False) -> Path:
+    """hardware/h100-sxm.yaml with every SM-level figure taken out, as a part without SMs (Gaudi) has none."""
+    import yaml
+
+    data = yaml.safe_load((HARDWARE / "h100-sxm.yaml").read_text())
+    data["id"], data["aliases"] = "no-sms", []
+    for key in SM_LEVEL:
+        data.pop(key)
+    for key in SM_MEMORY + (("l2_size_mib", "l2_bandwidth_gbps") if drop_l2 else ()):
+        data["memory"].pop(key)
+        data["memory"]["derived"].pop(key, None)
+    path = tmp_path / "no-sms.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_part_without_sm_level_figures_loads_and_analyzes(tmp_path):
+    from rooflinectl.engine.hierarchy import hierarchy
+    from rooflinectl.engine.roofline import analyze
+    from rooflinectl.specs.workload import resolve_workload
+
+    gpu = load_gpu_file(_without_sm_level(tmp_path))
+    assert gpu.sm_count is None and gpu.limits is None and gpu.memory.smem_per_sm_kib is None
+    h = hierarchy(gpu)
+    # HBM and L2 stay (chip-wide); the SM's own levels and every per-SM figure go.
+    assert [lv.name for lv in h.levels] == ["HBM", "L2"]
+    assert h.sm_count is None and all(lv.per_sm_bytes is None for lv in h.levels)
+    assert all(c.per_sm_tflops is None for c in h.compute)
+    assert analyze(resolve_workload("decode", model="llama-3-8b"), gpu).totals.time_s > 0
+
+
+def test_hardware_show_of_a_part_without_sm_level_figures(tmp_path):
+    from helpers import cli
+
+    result = cli("hardware", "show", str(_without_sm_level(tmp_path, drop_l2=True)))
+    assert result.exit_code == 0, result.output
+    assert "SMs × boost clock" not in result.stdout and "limits / SM" not in result.stdout
+    assert "no SM count in this GPU file" in result.stdout
+    # sources numbered without the missing limits: memory [1], compute [2], interconnect [3]
+    assert "[3] NVIDIA H100 Tensor Core GPU datasheet (2023), SXM column: NVLink" in result.stdout
+    assert "(int8: TOPS) [2]:" in result.stdout
+
+
+def test_occupancy_says_in_one_line_that_it_does_not_apply(tmp_path):
+    from helpers import assert_one_line_error, cli
+
+    result = cli("occupancy", "--gpu", str(_without_sm_level(tmp_path)), "--threads", "256", "--regs", "64")
+    assert_one_line_error(result, "occupancy does not apply to no-sms", "no SM-level limits")
+
+
+@pytest.mark.parametrize("drop, reason", [
+    ("sm_count", "limits are given without sm_count"),
+    ("smem_per_sm_kib", "limits are given without memory.smem_per_sm_kib"),
+    ("l2_size_mib", "l2_bandwidth_gbps is given without l2_size_mib"),
+])
+def test_sm_level_figures_come_with_what_reads_them(tmp_path, drop, reason):
+    import yaml
+
+    data = yaml.safe_load((HARDWARE / "h100-sxm.yaml").read_text())
+    section = data if drop == "sm_count" else data["memory"]
+    section.pop(drop)
+    section.get("derived", {}).pop(drop, None)
+    if drop == "smem_per_sm_kib":
+        data["memory"].pop("smem_bandwidth_gbps")
+        data["memory"]["derived"].pop("smem_bandwidth_gbps")
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserError, match=reason):
+        load_gpu_file(path)
+
+
+# --- the scale-up domain and the scale-out network ---------------------------------------------------------------
+
+
+def test_scale_up_and_scale_out_load_with_their_sources(tmp_path):
+    import yaml
+
+    data = yaml.safe_load((HARDWARE / "h100-sxm.yaml").read_text())
+    data["interconnect"]["scale_up"] = {"source": "a datasheet", "gpus": 8}
+    data["interconnect"]["scale_out"] = {"source": "a datasheet", "name": "InfiniBand NDR", "bandwidth_gbit_s": 400,
+                                         "latency_us": 5, "derived": {"latency_us": "estimated: a guess"}}
+    path = tmp_path / "scaled.yaml"
+    path.write_text(yaml.safe_dump(data))
+    ic = load_gpu_file(path).interconnect
+    assert ic.scale_up.gpus == 8
+    # A NIC's 400 Gb/s (bits, one way) is 50 GB/s one way: the unit the other roofs are in.
+    assert ic.scale_out.bandwidth_gbps == 50
+    assert ic.scale_out.derivation("latency_us") == "estimated"
+    data["interconnect"]["scale_out"].pop("source")
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserError, match="source"):
+        load_gpu_file(path)
+
+
+@pytest.mark.parametrize("path", FILES, ids=_id)
+def test_every_file_states_its_scale_up_domain(path):
+    """Each file says how many GPUs its interconnect joins (a PCIe card: 1, its peers over PCIe alone), and a
+    scale-out network, where it gives one, runs slower than the domain's own link (else it would not be 'out')."""
+    ic = load_gpu_file(path).interconnect
+    assert ic is not None and ic.scale_up is not None, "no scale_up: how many GPUs share this link's domain?"
+    if ic.link == "pcie":
+        assert ic.scale_up.gpus == 1
+    if ic.scale_out is not None:
+        assert ic.scale_out.bandwidth_gbps < ic.per_direction_gbps
+        assert ic.scale_out.derivation("latency_us") == "estimated"
+
+
+def test_an_fp6_peak_loads_and_shows(tmp_path):
+    """fp6 is a tensor data type of Blackwell and CDNA 4; no workload computes in it, so it is shown, not placed."""
+    import yaml
+
+    from helpers import cli
+
+    data = yaml.safe_load((HARDWARE / "b200.yaml").read_text())
+    data["compute"]["tensor_tflops"]["fp6"] = 4500
+    path = tmp_path / "fp6.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert load_gpu_file(path).compute.tensor_tflops["fp6"] == 4500
+    result = cli("hardware", "show", str(path))
+    assert result.exit_code == 0 and "fp6" in result.stdout
+
+
+def test_gaudi3_has_no_sm_level_figures_and_occupancy_says_so():
+    """A part without SMs: no SM count, clock, limits or SM memory, and the calculator refuses in one line."""
+    from helpers import assert_one_line_error, cli
+
+    gaudi = load_gpu("gaudi3")
+    assert (gaudi.sm_count, gaudi.boost_clock_mhz, gaudi.limits, gaudi.memory.smem_per_sm_kib) == (None,) * 4
+    result = cli("occupancy", "--gpu", "gaudi3", "--threads", "256", "--regs", "64")
+    assert_one_line_error(result, "occupancy does not apply to gaudi3", "no SM-level limits")

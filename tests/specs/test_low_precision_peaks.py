@@ -21,8 +21,15 @@ INT4_TOPS = {
     "l40s": 1465.7,  # 142 × 4,096 × 2.52 GHz = 1,465.7, 2 × the dense INT8 733
     "a10g": 560.3,  # 80 × 4,096 × 1.71 GHz = 560.3
 }
-# Dense FP4 tensor TFLOPS: B200, NVIDIA HGX B200 specifications, FP4 Tensor 18 PFLOPS with sparsity, halved.
-FP4_TFLOPS = {"b200": 9000}
+# Dense FP4 tensor TFLOPS. B200: NVIDIA HGX B200 specifications, FP4 Tensor 18 PFLOPS with sparsity, halved.
+# B300: NVIDIA HGX B300 per-GPU specifications, FP4 14 PFLOPS without sparsity (Blackwell Ultra's FP4 sparse rate,
+# 18, is not twice its dense one).
+# GB300: NVIDIA GB300 NVL72, FP4 1,080 PFLOPS dense for 72 GPUs. GB200: NVIDIA GB200 NVL72, FP4 1,440 PFLOPS with
+# sparsity for 72 GPUs, halved.
+# RTX 5090 and RTX PRO 6000 Blackwell: NVIDIA's 3,352 and 4,000 AI TOPS (FP4 with sparsity), halved.
+# MI355X: 256 CUs x 16,384 MXFP4 FLOP/clk x 2.4 GHz, twice its FP8 rate (AMD: "up to 10 PFLOPS FP4", dense).
+FP4_TFLOPS = {"b200": 9000, "b300": 14000, "gb300": 15000, "gb200": 10000, "rtx5090": 1676, "rtx-pro-6000": 2000,
+              "mi355x": 10066.3}
 
 
 @pytest.mark.parametrize("gpu, tops", INT4_TOPS.items())
@@ -43,11 +50,12 @@ def test_derived_int4_peaks_follow_from_sms_and_clock():
 
 def test_no_gpu_claims_an_int4_or_fp4_peak_it_lacks():
     """Hopper (H100, H200) and Blackwell (B200) list no INT4 tensor figure, Volta and CDNA3 (V100, MI300X) none
-    either; FP4 tensor cores are Blackwell's alone among the bundled GPUs."""
+    either; FP4 tensor cores are Blackwell's and CDNA 4's (MI355X) among the bundled GPUs."""
     from rooflinectl.specs.hardware import list_gpus
 
     for g in list_gpus():
         peaks = g.compute.tensor_tflops
         assert ("int4" in peaks) == (g.id in INT4_TOPS), g.id
         assert ("fp4" in peaks) == (g.id in FP4_TFLOPS), g.id
-    assert load_gpu("b200").compute.tensor_tflops["fp4"] == FP4_TFLOPS["b200"]
+    for gpu, tflops in FP4_TFLOPS.items():
+        assert load_gpu(gpu).compute.tensor_tflops["fp4"] == tflops

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...errors import UserError
 from ...specs.hardware import GPU
 from ...units import plural
-from .limits import KIB, MAX_GRID, Counts, LimitResult, Occupancy, counts, round_up, sub_partitions
+from .limits import KIB, MAX_GRID, Counts, LimitResult, Occupancy, counts, round_up, sm_level, sub_partitions
 from .suggest import with_suggestions
 
 
@@ -20,7 +20,7 @@ def _shown(n: int, grouped: bool = False) -> str:
 
 
 def _check(gpu: GPU, threads: int, regs: int, smem_bytes: int, grid: int | None) -> None:
-    lim = gpu.limits
+    lim = sm_level(gpu).limits  # a UserError first where the calculator does not apply
     if threads < 1 or threads > lim.max_threads_per_block:
         raise UserError(f"threads per block must be between 1 and {lim.max_threads_per_block} on {gpu.id}, "
                         f"got {_shown(threads)}")
@@ -41,7 +41,8 @@ def _limits(
 ) -> tuple[Counts, tuple[LimitResult, ...], str | None]:
     """(the counts, the four LimitResults with their arithmetic in words, why the block cannot launch or None).
     No validation of the inputs: callers check them."""
-    lim = gpu.limits
+    sm = sm_level(gpu)
+    lim = sm.limits
     c = counts(gpu, threads, regs, smem_bytes)
     warps, regs_per_warp, parts = c.warps, c.regs_per_warp, sub_partitions(gpu)
     warps_text = f"{lim.max_warps_per_sm} warps/SM ÷ {warps} warps/block"
@@ -67,7 +68,7 @@ def _limits(
     smem_text = (
         f"{smem_bytes:,} B + {lim.reserved_smem_per_block_bytes:,} B reserved = {requested:,} B → "
         f"{c.smem_alloc:,} B (unit {lim.smem_alloc_unit_bytes} B); "
-        f"{int(gpu.memory.smem_per_sm_kib * KIB):,} B/SM ÷ {c.smem_alloc:,} B"
+        f"{sm.smem_per_sm_bytes:,} B/SM ÷ {c.smem_alloc:,} B"
     )
     results = (
         LimitResult("warps", c.by_warps, warps_text),
@@ -81,12 +82,13 @@ def _limits(
 def _method_note(gpu: GPU) -> str | None:
     """What to keep in mind about this GPU's answer: another vendor's chip, or limits no datasheet gives."""
     parts = []
+    lim = sm_level(gpu).limits
     if gpu.vendor.upper() != "NVIDIA":
         parts.append(f"{gpu.vendor} GPU: NVIDIA's calculator rules applied to this file's limits (compute units as "
-                     f"SMs, {gpu.limits.warp_size}-wide wavefronts as warps, SIMDs as sub-partitions), an "
+                     f"SMs, {lim.warp_size}-wide wavefronts as warps, SIMDs as sub-partitions), an "
                      f"approximation")
-    if gpu.limits.derived:
-        parts.append(f"derived limits (no datasheet gives them; see the GPU file): {', '.join(gpu.limits.derived)}")
+    if lim.derived:
+        parts.append(f"derived limits (no datasheet gives them; see the GPU file): {', '.join(lim.derived)}")
     return "; ".join(parts) or None
 
 
@@ -110,10 +112,11 @@ def occupancy(gpu: GPU, threads: int, regs: int, smem_bytes: int = 0, grid: int 
                          for r in results if r.blocks == 0)
         raise UserError(f"a block of {threads:,} threads, {regs} registers per thread and {smem_bytes:,} B of "
                         f"shared memory never fits on one {gpu.id} SM: {none}")
+    sm = sm_level(gpu)
     result = Occupancy(
         gpu_id=gpu.id,
-        sm_count=gpu.sm_count,
-        max_warps_per_sm=gpu.limits.max_warps_per_sm,
+        sm_count=sm.sm_count,
+        max_warps_per_sm=sm.limits.max_warps_per_sm,
         threads_per_block=threads,
         registers_per_thread=regs,
         smem_per_block_bytes=smem_bytes,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ...errors import UserError
 from ...specs.hardware import GPU
 from .calculator import occupancy
-from .limits import Occupancy
+from .limits import Occupancy, sm_level
 
 # The last wave of a grid counts as "mostly empty" when fewer than this share of its slots have a program.
 MOSTLY_EMPTY = 0.5
@@ -73,7 +73,8 @@ def launch_anatomy(
     if num_warps < 1:
         raise UserError(f"num_warps must be at least 1, got {num_warps}")
     programs = math.prod(dims)
-    threads = num_warps * gpu.limits.warp_size
+    sm = sm_level(gpu)
+    threads = num_warps * sm.limits.warp_size
     occ = occupancy(gpu, threads, n_regs or 0, shared_bytes or 0, grid=programs)
 
     warnings: list[str] = []
@@ -90,10 +91,10 @@ def launch_anatomy(
             f"spills: {n_spills * 4:,} bytes of local memory per thread ({n_spills} registers' worth), "
             f"read and written through L1/L2 instead of the register file"
         )
-    if programs < gpu.sm_count:
-        idle = gpu.sm_count - programs
-        warnings.append(f"{programs} program{'s' if programs > 1 else ''} for {gpu.sm_count} SMs: {idle} SMs "
-                        f"({idle / gpu.sm_count:.0%}) sit idle")
+    if programs < sm.sm_count:
+        idle = sm.sm_count - programs
+        warnings.append(f"{programs} program{'s' if programs > 1 else ''} for {sm.sm_count} SMs: {idle} SMs "
+                        f"({idle / sm.sm_count:.0%}) sit idle")
     elif (waves := occ.waves or 0) > 1 and (occ.last_wave_fill or 0.0) < MOSTLY_EMPTY:
         warnings.append(
             f"the last of {waves} waves is {occ.last_wave_fill:.0%} full "

@@ -34,7 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from ...specs.hardware import GPU
+from ...errors import UserError
+from ...specs.hardware import GPU, Limits
 
 Limit = Literal["warps", "registers", "shared memory", "blocks"]
 LIMITS: tuple[Limit, ...] = get_args(Limit)
@@ -43,6 +44,25 @@ KIB = 1024
 # CUDA's largest grid: x up to 2^31 − 1 blocks, y and z up to 65,535 each (CUDA C++ Programming Guide, 'Technical
 # Specifications per Compute Capability', every compute capability from 3.0 on).
 MAX_GRID = (2**31 - 1) * 65535 * 65535
+
+
+@dataclass(frozen=True)
+class SmLevel:
+    """What the calculator reads of a GPU spec, all of it given: the SMs, each one's shared memory, the limits."""
+
+    sm_count: int
+    smem_per_sm_bytes: int
+    limits: Limits
+
+
+def sm_level(gpu: GPU) -> SmLevel:
+    """``gpu``'s SM-level figures; a UserError in one line where its spec has none (a part without SMs, such as
+    Gaudi, or one whose limits no source gives): the calculator does not apply there."""
+    lim, sms, smem = gpu.limits, gpu.sm_count, gpu.memory.smem_per_sm_kib
+    if lim is None or sms is None or smem is None:
+        raise UserError(f"occupancy does not apply to {gpu.id} ({gpu.name}): its spec gives no SM-level limits "
+                        f"(SMs or compute units, with their warps, registers and shared memory)")
+    return SmLevel(sm_count=sms, smem_per_sm_bytes=int(smem * KIB), limits=lim)
 
 
 def sub_partitions(gpu: GPU) -> int:
@@ -172,7 +192,8 @@ class Counts:
 
 def counts(gpu: GPU, threads: int, regs: int, smem_bytes: int) -> Counts:
     """The four limits' arithmetic (the module's docstring states each rule). No validation of the inputs."""
-    lim = gpu.limits
+    sm = sm_level(gpu)
+    lim = sm.limits
     warps = -(-threads // lim.warp_size)
     parts = sub_partitions(gpu)
     regs_per_warp = round_up(regs * lim.warp_size, lim.register_alloc_unit)
@@ -189,7 +210,7 @@ def counts(gpu: GPU, threads: int, regs: int, smem_bytes: int) -> Counts:
         smem_alloc=smem_alloc,
         by_warps=lim.max_warps_per_sm // warps,
         by_regs=None if warps_fit is None else warps_fit // warps,
-        by_smem=int(gpu.memory.smem_per_sm_kib * KIB) // smem_alloc if smem_alloc else None,
+        by_smem=sm.smem_per_sm_bytes // smem_alloc if smem_alloc else None,
         by_blocks=lim.max_blocks_per_sm,
         cannot_launch=regs > 0 and launch_check > lim.max_registers_per_block,
     )
@@ -203,4 +224,4 @@ def active_blocks(gpu: GPU, threads: int, regs: int, smem_bytes: int) -> int:
 def regs_allow(gpu: GPU, threads: int, regs: int) -> int:
     """Blocks per SM that the register limit alone allows (0 if the block cannot launch)."""
     c = counts(gpu, threads, regs, 0)
-    return 0 if c.cannot_launch else (gpu.limits.max_blocks_per_sm if c.by_regs is None else c.by_regs)
+    return 0 if c.cannot_launch else (sm_level(gpu).limits.max_blocks_per_sm if c.by_regs is None else c.by_regs)

@@ -9,11 +9,12 @@ from dataclasses import replace
 from ...specs.hardware import GPU
 from ...units import binary_size, plural
 from . import limits
-from .limits import KIB, Occupancy, Suggestion
+from .limits import Occupancy, Suggestion, sm_level
 
 
 def _occ(gpu: GPU, blocks: int, threads: int) -> float:
-    return blocks * -(-threads // gpu.limits.warp_size) / gpu.limits.max_warps_per_sm
+    lim = sm_level(gpu).limits
+    return blocks * -(-threads // lim.warp_size) / lim.max_warps_per_sm
 
 
 def _most_registers(gpu: GPU, threads: int, regs: int, target: int) -> int:
@@ -38,7 +39,7 @@ def _most_registers(gpu: GPU, threads: int, regs: int, target: int) -> int:
 def _last_launchable_warps(gpu: GPU, regs: int, most: int) -> int:
     """The most warps per block (at most ``most``) whose registers pass the launch check, or 0 when none does.
     Bisection: the check compares the registers a block is charged, which only grow with its warps."""
-    ws = gpu.limits.warp_size
+    ws = sm_level(gpu).limits.warp_size
     lo, hi = 0, most + 1  # lo: 0 or a size that launches; hi: one that does not (most + 1 stands for "none")
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -62,7 +63,7 @@ def _block_size_candidates(gpu: GPU, regs: int, smem: int) -> list[int]:
     What remains are the run ends where K // w < C: at most min(C, 2√K) sizes, each then evaluated by the
     calculator itself (limits.active_blocks) and compared exactly as an exhaustive search would.
     """
-    lim = gpu.limits
+    lim = sm_level(gpu).limits
     # None when no whole warp fits the per-block limit (a file may give fewer threads per block than a warp) or
     # no size passes the launch check.
     most = _last_launchable_warps(gpu, regs, lim.max_threads_per_block // lim.warp_size)
@@ -90,7 +91,8 @@ def with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
     :func:`_block_size_candidates`), whatever the GPU file's limits."""
     if r.occupancy >= 1.0:
         return r
-    lim = gpu.limits
+    sm = sm_level(gpu)
+    lim = sm.limits
     out: list[Suggestion] = []
     threads, regs, smem = r.threads_per_block, r.registers_per_thread, r.smem_per_block_bytes
     target = r.blocks_per_sm + 1
@@ -102,7 +104,7 @@ def with_suggestions(gpu: GPU, r: Occupancy) -> Occupancy:
             new_regs = _most_registers(gpu, threads, regs, target)
             parts.append(f"at most {new_regs} registers per thread")
         if "shared memory" in resource_bound:
-            per_block = int(gpu.memory.smem_per_sm_kib * KIB) // target
+            per_block = sm.smem_per_sm_bytes // target
             new_smem = per_block // lim.smem_alloc_unit_bytes * lim.smem_alloc_unit_bytes
             new_smem -= lim.reserved_smem_per_block_bytes
             parts.append(f"at most {binary_size(new_smem, exact=True)} of shared memory per block")

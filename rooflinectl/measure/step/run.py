@@ -224,7 +224,7 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
     time_fn = time_fn or (gpu_time(request.warmup_ms, request.rep_ms) if device == "cuda" else cpu_time)
     if calibrated is None and spec is not None:
         calibrated = op_model_time(spec)
-    l2 = info.l2_bytes or (int(spec.memory.l2_size_mib * MIB) if spec else 0)
+    l2 = info.l2_bytes or (int(spec.memory.l2_size_mib * MIB) if spec and spec.memory.l2_size_mib else 0)
     notes = [] if calibrated is not None else [NO_CALIBRATED_NOTE]
     if device == "cpu":
         notes.append(CPU_TIME_NOTE)
