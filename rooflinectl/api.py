@@ -113,7 +113,7 @@ class CompareResult:
     prompt: int
     output: int
     model_id: str
-    dtype: str  # the step's activations' type
+    types: str  # the step's data types in words (Workload.types_label: quantized weights named)
 
     def to_dict(self) -> dict[str, Any]:
         """The command's ``--json``."""
@@ -282,7 +282,7 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
             choices.append(choose(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve, label, batch,
                                   None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
             names.append(g.name)
-    return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.dtype)
+    return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label())
 
 
 @dataclass(frozen=True)

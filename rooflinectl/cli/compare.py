@@ -57,7 +57,7 @@ def compare(
         print(to_csv(compare_rows(choices, names), COMPARE_FIELDS), end="")
     else:
         rule = choices[0].rule
-        title = f"{result.model_id}, prompt {prompt:,}, output {output:,}, {result.dtype}; batch: {rule}"
+        title = f"{result.model_id}, prompt {prompt:,}, output {output:,}, {result.types}; batch: {rule}"
         out = console()
         out.print(compare_table(choices, names, title))
         notes = compare_notes(choices)

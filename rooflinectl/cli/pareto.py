@@ -54,6 +54,7 @@ def pareto(
     from ..engine.parallel import Layout
     from ..plot.chart import check_output
     from ..specs.hardware import load_gpu
+    from ..units import gib
 
     one_format(json, csv)
     check_output(chart)
@@ -71,9 +72,14 @@ def pareto(
             label = layout_label(g.id, t, ep, pp, several=len(degrees) > 1)
             curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve,
                                                    label, layout=Layout(t, ep, pp)))
+    if all(c.largest_batch == 0 for c in curves):
+        need = min(curves, key=lambda c: c.limit.total_bytes).limit
+        raise UserError(f"{base.model.id} fits on none of the GPUs given: one request needs {gib(need.total_bytes)} "
+                        f"({gib(need.weight_bytes)} of weights) of {gib(need.capacity_bytes, 0)}; split it with --tp "
+                        f"or --pp, or quantize it (--weight-dtype)")
     from ..plot.pareto import draw_pareto
 
-    title = (f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.dtype}, {base.attention} attention\n"
+    title = (f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.types_label()}, {base.attention} attention\n"
              f"batch 1, 2, 4, … up to the largest that fits (weights + KV cache + activations + reserve)")
     draw_pareto(curves, title, base.model.id, chart)
     if json or csv:

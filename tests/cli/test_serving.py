@@ -179,9 +179,8 @@ def test_pareto_json_csv_and_analyze_agree(tmp_path):
     args = ["plot", "pareto", "--gpu", "h100", "--gpu", "b200", "--model", "llama-3-8b", "--prompt", "2048",
             "--output", "256", "-o", str(tmp_path / "p.png")]
     data = run_json(*args)
-    nothing = run_json("plot", "pareto", "--gpu", "h100", "--model", "llama-3-70b", "-o", str(tmp_path / "q.svg"))
-    check_schema([data, nothing], PARETO)
-    assert nothing["points"] == [] and nothing["gpus"][0]["fits"] is False
+    check_schema([data], PARETO)
+    # A model that fits on none of the GPUs draws nothing: refused in one line (the next test), not an empty chart.
     h100 = [p for p in data["points"] if p["gpu"] == "h100-sxm"]
     assert [p["batch"] for p in h100] == [1, 2, 4, 8, 16, 32, 64, 128]
     assert all(p["memory_bytes"] <= p["capacity_bytes"] for p in data["points"])
@@ -266,3 +265,17 @@ def test_pareto_draws_labels_apart_and_says_what_does_not_fit(tmp_path):
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_pareto_refuses_a_model_that_fits_nowhere_and_writes_nothing(tmp_path):
+    from helpers import assert_one_line_error
+
+    chart = tmp_path / "p.png"
+    assert_one_line_error(cli("plot", "pareto", "--gpu", "a100", "--model", "llama-3.1-405b", "-o", str(chart),
+                              "--json"), "fits on none of the GPUs", "--tp")
+    assert not chart.exists()
+
+
+def test_compare_and_pareto_name_quantized_weights():
+    out = cli("compare", "--gpu", "h100", "--model", "llama-3-8b", "--weight-dtype", "int4").stdout
+    assert "int4 g128 weights, bf16 activations" in out.splitlines()[0]
