@@ -51,7 +51,7 @@ def test_the_docs_examples_run(code, capsys):
 
 def test_the_docs_show_every_function():
     text = (ROOT / "docs" / "api.md").read_text()
-    for name in ("analyze", "analyze_step", "generate", "compare", "gpu", "model", "Seqs"):
+    for name in ("analyze", "analyze_step", "generate", "compare", "serve", "gpu", "model", "Seqs"):
         assert f"rl.{name}(" in text, name
 
 
