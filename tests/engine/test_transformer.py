@@ -119,6 +119,15 @@ def test_act_fusion_needs_gate_up():
         resolve_workload("decode", fused=["act"])
 
 
+def test_a_residual_add_reads_x_and_the_branch_and_writes_their_sum():
+    """Unfused, each residual add is its own kernel over N×H: reads x and the branch's output, writes the sum, one
+    add per element. Decode at batch 4: N·H = 4·4096 = 16,384 elements; 3·16,384·2 = 98,304 bytes in bf16."""
+    ops = ops_by_name(resolve_workload("decode", batch=4))
+    for name in ("attn_residual", "mlp_residual"):
+        assert (ops[name].flops, ops[name].bytes, ops[name].count) == (4 * H, 3 * 4 * H * 2, L)
+        assert ops[name].bytes == 98_304
+
+
 def test_kv_dtype_narrows_only_the_cache():
     ops = ops_by_name(resolve_workload("decode", context=1000, kv_dtype="fp8"))
     assert ops["attention"].kv_bytes == 2 * 1000 * KV_HEADS * D * 1
