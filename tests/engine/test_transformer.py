@@ -9,7 +9,7 @@ from rooflinectl.engine.count.op import (
     RMSNORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
 )
-from rooflinectl.engine.count.transformer import step_ops
+from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
@@ -206,3 +206,20 @@ def test_op_names_are_unique_in_a_step_and_every_op_has_a_kind(phase, attention,
     assert len({op.name for op in ops}) == len(ops)
     assert all(op.kind for op in ops)
     assert all(op.count == 1 for op in ops if op.per_model)
+
+
+def test_a_quantized_footprint_keeps_the_rest_in_dtype():
+    """Llama 3 8B with --dtype fp8 --weight-dtype fp8_block: the linear layers in fp8 with an fp32 scale per
+    128×128 block, and the rest (embedding, LM head, norms) in the workload's dtype, fp8: 1 byte, not 2.
+    Linear per layer: Q and O 4096×4096 (32·32 blocks each), K and V 4096×1024 (32·8), gate, up and down
+    4096×14336 or 14336×4096 (32·112): 218,103,808 weights and 4·(2·1024 + 2·256 + 3·3584) = 53,248 scale bytes;
+    × 32 layers: 6,979,321,856 + 1,703,936. The rest: 8,030,261,248 − 6,979,321,856 = 1,050,939,392 parameters."""
+    linear = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    scales = 32 * 4 * (2 * 32 * 32 + 2 * 32 * 8 + 3 * 32 * 112)
+    rest = 8_030_261_248 - linear
+    assert (linear, scales, rest) == (6_979_321_856, 1_703_936, 1_050_939_392)
+    fp8 = resolve_workload("decode", dtype="fp8", weight_dtype="fp8_block")
+    assert weight_footprint_bytes(fp8) == linear + scales + rest * 1 == 8_031_965_184
+    # The same weights beside bf16 activations keep the rest in 2 bytes.
+    bf16 = resolve_workload("decode", dtype="bf16", weight_dtype="fp8_block")
+    assert weight_footprint_bytes(bf16) == linear + scales + rest * 2
