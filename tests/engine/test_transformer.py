@@ -13,7 +13,8 @@ from rooflinectl.engine.count.transformer import step_ops, weight_footprint_byte
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.load import validate
+from rooflinectl.specs.model import Model, load_model
 from rooflinectl.specs.workload import resolve_workload
 
 
@@ -223,3 +224,27 @@ def test_a_quantized_footprint_keeps_the_rest_in_dtype():
     # The same weights beside bf16 activations keep the rest in 2 bytes.
     bf16 = resolve_workload("decode", dtype="bf16", weight_dtype="fp8_block")
     assert weight_footprint_bytes(bf16) == linear + scales + rest * 2
+
+
+def test_an_experts_only_format_leaves_the_shared_experts_in_dtype():
+    """A DeepSeek-like model whose checkpoint quantizes its routed experts alone (``quantized: experts``, as
+    gpt-oss's MXFP4 does): the shared experts are not experts of that format, and stay in bf16 with the attention
+    and the dense MLP. The model of test_moe.py's test_first_dense_layers_and_shared_experts: H 256, 4 layers
+    (the first dense), 3 MoE layers of 16 experts of width 64 and 2 shared of width 96; 4,507,904 parameters.
+    Routed experts: 3 layers × 16 × (gate, up 256×64; down 64×256) = 144 matrices of 16,384 weights; in mxfp4
+    each is 16,384·4/8 = 8,192 bytes and one 1-byte scale per 32 weights along k (64·8 = 256·2 = 512): 8,704.
+    The rest, 4,507,904 − 144·16,384 = 2,148,608 parameters (the shared experts' 3·3·256·192 = 442,368 among
+    them), in bf16."""
+    m = validate(Model, {
+        "id": "toy", "name": "toy", "source": "a test", "hidden_size": 256, "num_layers": 4, "num_heads": 4,
+        "num_kv_heads": 2, "head_dim": 64, "intermediate_size": 512, "vocab_size": 1000,
+        "moe": {"num_experts": 16, "experts_per_token": 4, "expert_intermediate_size": 64, "num_shared_experts": 2,
+                "shared_expert_intermediate_size": 96, "first_dense_layers": 1},
+        "weight_dtype": "mxfp4", "quantized": "experts"}, "test")
+    assert m.parameter_count() == 4_507_904
+    w = resolve_workload("decode", model=m, batch=2)  # type: ignore[arg-type]
+    assert (w.weights, w.dtype) == ("mxfp4", "bf16")
+    experts = 144 * (16_384 // 2 + 512)
+    rest = 4_507_904 - 144 * 16_384
+    assert (experts, rest) == (1_253_376, 2_148_608)
+    assert weight_footprint_bytes(w) == experts + rest * 2 == 5_550_592
