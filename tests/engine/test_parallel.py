@@ -378,3 +378,17 @@ def test_a_vocabulary_that_t_does_not_divide_is_padded_to_a_multiple_of_t():
                 layout=Layout(2))
     assert _op(a, "lm_head").flops == 2 * 8 * 4096 * 16_001
     assert _op(a, "logits_all_gather").bytes == 8 * 32_002 * 2 // 2 == 256_016
+
+
+def test_pp_holds_a_tied_table_once_on_the_last_stage():
+    """A small model of 4 layers, tied or not, at PP 2: each stage 2 layers. A layer: Q and O 64×64, K and V
+    64×32, two norms of 64, MLP 3·64·128: 12,288 + 128 + 24,576 = 36,992. The last stage (the heavier) holds its
+    2 layers, the final norm and the LM head; tied, the LM head is the embedding table itself, held there once:
+    2·36,992 + 100·64 + 64 = 80,448 parameters either way, 160,896 bytes in bf16."""
+    base = {"id": "toy", "name": "toy", "source": "a test", "hidden_size": 64, "num_layers": 4, "num_heads": 2,
+            "num_kv_heads": 1, "head_dim": 32, "intermediate_size": 128, "vocab_size": 100}
+    for tied in (False, True):
+        m = validate(Model, {**base, "tie_embeddings": tied}, "test")
+        a = analyze(resolve_workload("decode", model=m, batch=1, context=64), load_gpu("h100"),  # type: ignore[arg-type]
+                    layout=Layout(pp=2))
+        assert a.totals.weight_footprint_bytes == (2 * 36_992 + 100 * 64 + 64) * 2 == 160_896, tied
