@@ -392,3 +392,13 @@ def test_pp_holds_a_tied_table_once_on_the_last_stage():
         a = analyze(resolve_workload("decode", model=m, batch=1, context=64), load_gpu("h100"),  # type: ignore[arg-type]
                     layout=Layout(pp=2))
         assert a.totals.weight_footprint_bytes == (2 * 36_992 + 100 * 64 + 64) * 2 == 160_896, tied
+
+
+def test_pp_send_at_prefill_moves_every_token():
+    """Prefill of 2 sequences of 512 tokens through Llama 3 70B at PP 2: the stage boundary passes x for all
+    N = 1,024 tokens, N·H·2 = 1,024·8192·2 = 16,777,216 bytes, once (p − 1 = 1)."""
+    a = analyze(resolve_workload("prefill", model="llama-3-70b", batch=2, seq_len=512), load_gpu("h100"),
+                layout=Layout(pp=2))
+    send = _op(a, "pp_send")
+    assert (send.bytes, send.count) == (2 * 512 * H * 2, 1)
+    assert send.bytes == 16_777_216
