@@ -117,6 +117,20 @@ def test_phi3_mini(tmp_path):
     assert partial.rotary_dim == 96
 
 
+def test_partial_rotary_dims_are_truncated_as_phi3_does(tmp_path):
+    """Phi-3 mini's heads are 3072/32 = 96 wide; partial_rotary_factor 0.34 gives 96·0.34 = 32.64, which
+    Phi3RotaryEmbedding truncates, int(32.64) = 32 dimensions (16 frequencies, each rotating a pair): not
+    round()'s 33."""
+    m = read(tmp_path, {**PHI_3_MINI, "partial_rotary_factor": 0.34})
+    assert (m.head_dim, m.rotary_dim) == (96, 32)
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
+
+    hf = transformers.Phi3Config(hidden_size=3072, num_attention_heads=32, partial_rotary_factor=0.34)
+    assert 2 * Phi3RotaryEmbedding(hf).inv_freq.numel() == m.rotary_dim
+
+
 def test_qwen3_dense(tmp_path):
     m = read(tmp_path, QWEN3_8B)
     assert (m.qk_norm, m.qkv_bias, m.sliding_window, m.moe) == (True, False, None, None)
