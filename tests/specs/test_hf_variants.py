@@ -150,6 +150,18 @@ def test_qwen_max_window_layers(tmp_path):
     assert (none.sliding_window, none.layer_pattern) == (None, None)
 
 
+def test_qwen_max_window_layers_defaults_to_28(tmp_path):
+    """use_sliding_window with no max_window_layers: Qwen2Config's and Qwen3Config's default, 28, so of
+    Qwen3-8B's 36 layers the last 8 (28 … 35) slide."""
+    cfg = {k: v for k, v in QWEN3_8B.items() if k != "max_window_layers"}
+    m = read(tmp_path, {**cfg, "use_sliding_window": True, "sliding_window": 4096})
+    assert m.layer_pattern == ["full"] * 28 + ["sliding"] * 8 and m.sliding_layers == 8
+    transformers = pytest.importorskip("transformers")
+    assert transformers.Qwen2Config().max_window_layers == transformers.Qwen3Config().max_window_layers == 28
+    hf = transformers.Qwen3Config(use_sliding_window=True, sliding_window=4096, num_hidden_layers=36)
+    assert [t.removesuffix("_attention") for t in hf.layer_types] == m.layer_pattern
+
+
 def test_layer_types_are_read_and_folded_to_their_period(tmp_path):
     # gpt-oss's 36 entries fold to [sliding, full]; an irregular list stays whole.
     assert read(tmp_path, GPT_OSS_120B).layer_pattern == ["sliding", "full"]
