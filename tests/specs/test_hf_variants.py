@@ -65,6 +65,14 @@ QWEN3_8B = {
     "use_sliding_window": False, "vocab_size": 151936,
 }
 
+# https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json
+LLAMA_3_8B = {
+    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "hidden_act": "silu",
+    "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "llama",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+    "rope_scaling": None, "rope_theta": 500000.0, "tie_word_embeddings": False, "vocab_size": 128256,
+}
+
 COUNTING = ("id", "name", "source")  # what an import names differently from a bundled file
 
 
@@ -202,3 +210,15 @@ def test_cli_imports_gpt_oss_and_refuses_phimoe_in_one_line(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({**PHI_3_MINI, "model_type": "phimoe"}))
     assert_one_line_error(cli("analyze", "decode", "--model", str(bad), "--context", "64"), "phimoe")
+
+
+def test_a_config_without_tie_word_embeddings_has_its_own_lm_head(tmp_path):
+    """LlamaConfig's tie_word_embeddings defaults to false (as Mistral's, Qwen2/3's and Phi-3's do; Gemma's true,
+    as the importer's Gemma defaults say): Llama 3 8B's config without the key is untied, 8,030,261,248
+    parameters with its LM head of 128,256·4096 = 525,336,576, the bundled model."""
+    m = read(tmp_path, {k: v for k, v in LLAMA_3_8B.items() if k != "tie_word_embeddings"})
+    assert m.tie_embeddings is False
+    assert m.parameter_count() == 8_030_261_248
+    assert m.model_dump(exclude=set(COUNTING)) == load_model("llama-3-8b").model_dump(exclude=set(COUNTING))
+    transformers = pytest.importorskip("transformers")
+    assert transformers.LlamaConfig().tie_word_embeddings is False
