@@ -222,3 +222,20 @@ def test_a_config_without_tie_word_embeddings_has_its_own_lm_head(tmp_path):
     assert m.model_dump(exclude=set(COUNTING)) == load_model("llama-3-8b").model_dump(exclude=set(COUNTING))
     transformers = pytest.importorskip("transformers")
     assert transformers.LlamaConfig().tie_word_embeddings is False
+
+
+def test_an_expert_count_of_one_in_a_dense_config_reads_as_dense(tmp_path):
+    """num_experts: 1 or num_local_experts: 1 in a Llama config says "no experts" (one MLP a layer): the config
+    is the dense Llama 3 8B, not refused as an architecture with experts. transformers' LlamaForCausalLM of that
+    config, built on the meta device, is dense too: 8,030,261,248 parameters."""
+    cfg = {**LLAMA_3_8B, "num_experts": 1, "num_local_experts": 1}
+    m = read(tmp_path, cfg)
+    assert m.moe is None
+    assert m.model_dump(exclude=set(COUNTING)) == load_model("llama-3-8b").model_dump(exclude=set(COUNTING))
+    assert m.parameter_count() == 8_030_261_248
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    with torch.device("meta"):
+        hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{
+            k: v for k, v in cfg.items() if k not in ("architectures", "model_type")}))
+    assert sum(p.numel() for p in hf.parameters()) == m.parameter_count()
