@@ -135,6 +135,18 @@ def test_the_batch_at_which_99_percent_of_the_experts_are_touched():
     assert tokens_to_touch(8, 2, 0.5) == 3
 
 
+def test_tokens_to_touch_moves_up_where_the_logarithms_round_short():
+    """E 7, top-3: a token misses an expert with probability 4/7. The fraction 1 − (1 − 3/7)² as computed in
+    floating point, 0.6734693877551021, lies 8.2e-17 above 1 − (4/7)² = 33/49 (exactly: Fraction), so two
+    tokens, whose expectation is exactly 33/49 of the experts, fall short of it and three (1 − 64/343 = 279/343)
+    reach it. The logarithms' ratio ln(1 − fraction)/ln(4/7) rounds to 2.0 (IEEE doubles), whose ceiling is short
+    by one: the check against the formula moves it up to 3."""
+    fraction = 1 - (1 - 3 / 7) ** 2
+    assert fraction == 0.6734693877551021
+    assert Fraction(33, 49) < Fraction(fraction) <= Fraction(279, 343)
+    assert tokens_to_touch(7, 3, fraction) == 3
+
+
 # --- the MoE layer's ops, Mixtral decode by hand -----------------------------------------------------------------
 # H 4096, E 8, k 2, I_e 14,336, bf16 (2 bytes). One expert's gate (or up, or down) weights: 4096·14336·2 =
 # 117,440,512 bytes.

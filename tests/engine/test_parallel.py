@@ -17,11 +17,12 @@ import yaml
 from helpers import assert_one_line_error, cli
 from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 from rooflinectl.engine.generate import Request, generate
-from rooflinectl.engine.parallel import Layout, all_reduce_bytes, per_gpu_model
+from rooflinectl.engine.parallel import Layout, all_reduce_bytes, padded_vocab, per_gpu_model
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.load import validate
+from rooflinectl.specs.model import Model, load_model
 from rooflinectl.specs.workload import resolve_workload
 
 H, L, HEADS, G, D, I, V = 8192, 80, 64, 8, 128, 28672, 128256
@@ -363,3 +364,41 @@ def test_generate_json_carries_the_layout():
     assert {"attn_all_reduce", "pp_send"} <= {o["name"] for o in data["ops"] if o["kind"] == "communication"}
     one = json.loads(cli("analyze", "generate", "--batch", "8", "--output", "4", "--json").stdout)
     assert "parallel" not in one
+
+
+def test_a_vocabulary_that_t_does_not_divide_is_padded_to_a_multiple_of_t():
+    """Llama 3 8B's sizes with a vocabulary of 32,001 (a tokenizer with one added token) at TP 2: padded up to
+    32,002, 16,001 rows a GPU of the embedding and of the LM head. Decode at batch 8: the LM head 8×4096 ·
+    4096×16,001, 2·8·4096·16,001 FLOPs a GPU; the logits all-gather of 8×32,002 in bf16 (512,032 bytes), each
+    GPU sending (t−1)/t = 1/2 of it: 256,016 bytes."""
+    m = validate(Model, {**load_model("llama-3-8b").model_dump(), "vocab_size": 32_001}, "test")
+    assert padded_vocab(32_001, 2) == 32_002
+    assert per_gpu_model(m, 2).vocab_size == 16_001
+    a = analyze(resolve_workload("decode", model=m, batch=8, context=1024), load_gpu("h100"),  # type: ignore[arg-type]
+                layout=Layout(2))
+    assert _op(a, "lm_head").flops == 2 * 8 * 4096 * 16_001
+    assert _op(a, "logits_all_gather").bytes == 8 * 32_002 * 2 // 2 == 256_016
+
+
+def test_pp_holds_a_tied_table_once_on_the_last_stage():
+    """A small model of 4 layers, tied or not, at PP 2: each stage 2 layers. A layer: Q and O 64×64, K and V
+    64×32, two norms of 64, MLP 3·64·128: 12,288 + 128 + 24,576 = 36,992. The last stage (the heavier) holds its
+    2 layers, the final norm and the LM head; tied, the LM head is the embedding table itself, held there once:
+    2·36,992 + 100·64 + 64 = 80,448 parameters either way, 160,896 bytes in bf16."""
+    base = {"id": "toy", "name": "toy", "source": "a test", "hidden_size": 64, "num_layers": 4, "num_heads": 2,
+            "num_kv_heads": 1, "head_dim": 32, "intermediate_size": 128, "vocab_size": 100}
+    for tied in (False, True):
+        m = validate(Model, {**base, "tie_embeddings": tied}, "test")
+        a = analyze(resolve_workload("decode", model=m, batch=1, context=64), load_gpu("h100"),  # type: ignore[arg-type]
+                    layout=Layout(pp=2))
+        assert a.totals.weight_footprint_bytes == (2 * 36_992 + 100 * 64 + 64) * 2 == 160_896, tied
+
+
+def test_pp_send_at_prefill_moves_every_token():
+    """Prefill of 2 sequences of 512 tokens through Llama 3 70B at PP 2: the stage boundary passes x for all
+    N = 1,024 tokens, N·H·2 = 1,024·8192·2 = 16,777,216 bytes, once (p − 1 = 1)."""
+    a = analyze(resolve_workload("prefill", model="llama-3-70b", batch=2, seq_len=512), load_gpu("h100"),
+                layout=Layout(pp=2))
+    send = _op(a, "pp_send")
+    assert (send.bytes, send.count) == (2 * 512 * H * 2, 1)
+    assert send.bytes == 16_777_216

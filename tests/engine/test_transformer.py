@@ -9,11 +9,12 @@ from rooflinectl.engine.count.op import (
     RMSNORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
 )
-from rooflinectl.engine.count.transformer import step_ops
+from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.load import validate
+from rooflinectl.specs.model import Model, load_model
 from rooflinectl.specs.workload import resolve_workload
 
 
@@ -119,6 +120,15 @@ def test_act_fusion_needs_gate_up():
         resolve_workload("decode", fused=["act"])
 
 
+def test_a_residual_add_reads_x_and_the_branch_and_writes_their_sum():
+    """Unfused, each residual add is its own kernel over N×H: reads x and the branch's output, writes the sum, one
+    add per element. Decode at batch 4: N·H = 4·4096 = 16,384 elements; 3·16,384·2 = 98,304 bytes in bf16."""
+    ops = ops_by_name(resolve_workload("decode", batch=4))
+    for name in ("attn_residual", "mlp_residual"):
+        assert (ops[name].flops, ops[name].bytes, ops[name].count) == (4 * H, 3 * 4 * H * 2, L)
+        assert ops[name].bytes == 98_304
+
+
 def test_kv_dtype_narrows_only_the_cache():
     ops = ops_by_name(resolve_workload("decode", context=1000, kv_dtype="fp8"))
     assert ops["attention"].kv_bytes == 2 * 1000 * KV_HEADS * D * 1
@@ -197,3 +207,44 @@ def test_op_names_are_unique_in_a_step_and_every_op_has_a_kind(phase, attention,
     assert len({op.name for op in ops}) == len(ops)
     assert all(op.kind for op in ops)
     assert all(op.count == 1 for op in ops if op.per_model)
+
+
+def test_a_quantized_footprint_keeps_the_rest_in_dtype():
+    """Llama 3 8B with --dtype fp8 --weight-dtype fp8_block: the linear layers in fp8 with an fp32 scale per
+    128×128 block, and the rest (embedding, LM head, norms) in the workload's dtype, fp8: 1 byte, not 2.
+    Linear per layer: Q and O 4096×4096 (32·32 blocks each), K and V 4096×1024 (32·8), gate, up and down
+    4096×14336 or 14336×4096 (32·112): 218,103,808 weights and 4·(2·1024 + 2·256 + 3·3584) = 53,248 scale bytes;
+    × 32 layers: 6,979,321,856 + 1,703,936. The rest: 8,030,261,248 − 6,979,321,856 = 1,050,939,392 parameters."""
+    linear = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    scales = 32 * 4 * (2 * 32 * 32 + 2 * 32 * 8 + 3 * 32 * 112)
+    rest = 8_030_261_248 - linear
+    assert (linear, scales, rest) == (6_979_321_856, 1_703_936, 1_050_939_392)
+    fp8 = resolve_workload("decode", dtype="fp8", weight_dtype="fp8_block")
+    assert weight_footprint_bytes(fp8) == linear + scales + rest * 1 == 8_031_965_184
+    # The same weights beside bf16 activations keep the rest in 2 bytes.
+    bf16 = resolve_workload("decode", dtype="bf16", weight_dtype="fp8_block")
+    assert weight_footprint_bytes(bf16) == linear + scales + rest * 2
+
+
+def test_an_experts_only_format_leaves_the_shared_experts_in_dtype():
+    """A DeepSeek-like model whose checkpoint quantizes its routed experts alone (``quantized: experts``, as
+    gpt-oss's MXFP4 does): the shared experts are not experts of that format, and stay in bf16 with the attention
+    and the dense MLP. The model of test_moe.py's test_first_dense_layers_and_shared_experts: H 256, 4 layers
+    (the first dense), 3 MoE layers of 16 experts of width 64 and 2 shared of width 96; 4,507,904 parameters.
+    Routed experts: 3 layers × 16 × (gate, up 256×64; down 64×256) = 144 matrices of 16,384 weights; in mxfp4
+    each is 16,384·4/8 = 8,192 bytes and one 1-byte scale per 32 weights along k (64·8 = 256·2 = 512): 8,704.
+    The rest, 4,507,904 − 144·16,384 = 2,148,608 parameters (the shared experts' 3·3·256·192 = 442,368 among
+    them), in bf16."""
+    m = validate(Model, {
+        "id": "toy", "name": "toy", "source": "a test", "hidden_size": 256, "num_layers": 4, "num_heads": 4,
+        "num_kv_heads": 2, "head_dim": 64, "intermediate_size": 512, "vocab_size": 1000,
+        "moe": {"num_experts": 16, "experts_per_token": 4, "expert_intermediate_size": 64, "num_shared_experts": 2,
+                "shared_expert_intermediate_size": 96, "first_dense_layers": 1},
+        "weight_dtype": "mxfp4", "quantized": "experts"}, "test")
+    assert m.parameter_count() == 4_507_904
+    w = resolve_workload("decode", model=m, batch=2)  # type: ignore[arg-type]
+    assert (w.weights, w.dtype) == ("mxfp4", "bf16")
+    experts = 144 * (16_384 // 2 + 512)
+    rest = 4_507_904 - 144 * 16_384
+    assert (experts, rest) == (1_253_376, 2_148_608)
+    assert weight_footprint_bytes(w) == experts + rest * 2 == 5_550_592

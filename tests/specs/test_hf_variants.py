@@ -65,6 +65,14 @@ QWEN3_8B = {
     "use_sliding_window": False, "vocab_size": 151936,
 }
 
+# https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json
+LLAMA_3_8B = {
+    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "hidden_act": "silu",
+    "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "llama",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+    "rope_scaling": None, "rope_theta": 500000.0, "tie_word_embeddings": False, "vocab_size": 128256,
+}
+
 COUNTING = ("id", "name", "source")  # what an import names differently from a bundled file
 
 
@@ -117,6 +125,20 @@ def test_phi3_mini(tmp_path):
     assert partial.rotary_dim == 96
 
 
+def test_partial_rotary_dims_are_truncated_as_phi3_does(tmp_path):
+    """Phi-3 mini's heads are 3072/32 = 96 wide; partial_rotary_factor 0.34 gives 96·0.34 = 32.64, which
+    Phi3RotaryEmbedding truncates, int(32.64) = 32 dimensions (16 frequencies, each rotating a pair): not
+    round()'s 33."""
+    m = read(tmp_path, {**PHI_3_MINI, "partial_rotary_factor": 0.34})
+    assert (m.head_dim, m.rotary_dim) == (96, 32)
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding
+
+    hf = transformers.Phi3Config(hidden_size=3072, num_attention_heads=32, partial_rotary_factor=0.34)
+    assert 2 * Phi3RotaryEmbedding(hf).inv_freq.numel() == m.rotary_dim
+
+
 def test_qwen3_dense(tmp_path):
     m = read(tmp_path, QWEN3_8B)
     assert (m.qk_norm, m.qkv_bias, m.sliding_window, m.moe) == (True, False, None, None)
@@ -134,6 +156,18 @@ def test_qwen_max_window_layers(tmp_path):
     # max_window_layers at or beyond the layers: no layer slides, no window.
     none = read(tmp_path, {**QWEN3_8B, "use_sliding_window": True, "sliding_window": 4096})
     assert (none.sliding_window, none.layer_pattern) == (None, None)
+
+
+def test_qwen_max_window_layers_defaults_to_28(tmp_path):
+    """use_sliding_window with no max_window_layers: Qwen2Config's and Qwen3Config's default, 28, so of
+    Qwen3-8B's 36 layers the last 8 (28 … 35) slide."""
+    cfg = {k: v for k, v in QWEN3_8B.items() if k != "max_window_layers"}
+    m = read(tmp_path, {**cfg, "use_sliding_window": True, "sliding_window": 4096})
+    assert m.layer_pattern == ["full"] * 28 + ["sliding"] * 8 and m.sliding_layers == 8
+    transformers = pytest.importorskip("transformers")
+    assert transformers.Qwen2Config().max_window_layers == transformers.Qwen3Config().max_window_layers == 28
+    hf = transformers.Qwen3Config(use_sliding_window=True, sliding_window=4096, num_hidden_layers=36)
+    assert [t.removesuffix("_attention") for t in hf.layer_types] == m.layer_pattern
 
 
 def test_layer_types_are_read_and_folded_to_their_period(tmp_path):
@@ -176,3 +210,32 @@ def test_cli_imports_gpt_oss_and_refuses_phimoe_in_one_line(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({**PHI_3_MINI, "model_type": "phimoe"}))
     assert_one_line_error(cli("analyze", "decode", "--model", str(bad), "--context", "64"), "phimoe")
+
+
+def test_a_config_without_tie_word_embeddings_has_its_own_lm_head(tmp_path):
+    """LlamaConfig's tie_word_embeddings defaults to false (as Mistral's, Qwen2/3's and Phi-3's do; Gemma's true,
+    as the importer's Gemma defaults say): Llama 3 8B's config without the key is untied, 8,030,261,248
+    parameters with its LM head of 128,256·4096 = 525,336,576, the bundled model."""
+    m = read(tmp_path, {k: v for k, v in LLAMA_3_8B.items() if k != "tie_word_embeddings"})
+    assert m.tie_embeddings is False
+    assert m.parameter_count() == 8_030_261_248
+    assert m.model_dump(exclude=set(COUNTING)) == load_model("llama-3-8b").model_dump(exclude=set(COUNTING))
+    transformers = pytest.importorskip("transformers")
+    assert transformers.LlamaConfig().tie_word_embeddings is False
+
+
+def test_an_expert_count_of_one_in_a_dense_config_reads_as_dense(tmp_path):
+    """num_experts: 1 or num_local_experts: 1 in a Llama config says "no experts" (one MLP a layer): the config
+    is the dense Llama 3 8B, not refused as an architecture with experts. transformers' LlamaForCausalLM of that
+    config, built on the meta device, is dense too: 8,030,261,248 parameters."""
+    cfg = {**LLAMA_3_8B, "num_experts": 1, "num_local_experts": 1}
+    m = read(tmp_path, cfg)
+    assert m.moe is None
+    assert m.model_dump(exclude=set(COUNTING)) == load_model("llama-3-8b").model_dump(exclude=set(COUNTING))
+    assert m.parameter_count() == 8_030_261_248
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    with torch.device("meta"):
+        hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{
+            k: v for k, v in cfg.items() if k not in ("architectures", "model_type")}))
+    assert sum(p.numel() for p in hf.parameters()) == m.parameter_count()
