@@ -5,6 +5,7 @@ cost and the attention efficiency add what they say."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from rooflinectl.specs.stack import Stack, load_stack
 from rooflinectl.specs.workload import Seqs, resolve_workload
 
 H100 = load_gpu("h100")
+ROOT = Path(__file__).parents[2]
 
 
 def base(model: str = "llama-3-8b", **options):
@@ -143,3 +145,12 @@ def test_batch_dense_refuses_a_sliding_window():
     with pytest.raises(UserError, match="sliding-window"):
         StepModel(base("gemma-3-27b"), H100, stack=stack(attention="batch_dense"))
 
+
+def test_the_hf_stack_is_its_fit():
+    # stacks/hf.yaml holds what benchmarks/hf_cb_compare.py --fit gives on the records it names.
+    import hf_cb_compare as compare
+
+    runs = compare.load_runs(ROOT / "docs/results/h200-2026-12-04-serve")
+    hf = load_stack("hf")
+    fitted = compare.fit_stack(runs, set(compare.FIT_POINTS), str(ROOT / compare.GPU), hf)
+    assert fitted == hf
