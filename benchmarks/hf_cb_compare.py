@@ -22,8 +22,8 @@ The fit reads the step log of the fit points. Each logged step whose sequences a
 with the ops timed by the op model (under the stack's attention rule: ``batch_dense`` counts the step's dense
 attention), A the attention ops' time, L the step's KV positions and [new shape] whether the process had not run its
 shape before; F, P, 1/attention_efficiency and β are the least squares of the relative errors (each step's residual
-over its measured time). A step more than three times the first fit's time is left out and the fit repeated (the
-first single-token step of each process, 0.47–0.51 s, a one-off). Then kernel_gap_us = F / the step's kernels
+over its measured time). A step more than three times the first fit's time is left out and the fit repeated (on
+the records: stalls of 0.47–0.52 s in single-sequence decode steps, the first of each process and one more). Then kernel_gap_us = F / the step's kernels
 (step_overhead_us 0: the floor is the eager launches), new_shape_us = P, kv_position_ns = β.
 
     PYTHONPATH=. python benchmarks/hf_cb_compare.py docs/results/h200-2026-12-04-serve
