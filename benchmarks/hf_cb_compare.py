@@ -1,19 +1,30 @@
 """transformers' continuous batching as benchmarks/hf_cb_gpu.py measured it, against rooflinectl's serving
-simulation of the same loads (``rooflinectl.api.serve``), on the CPU.
+simulation of the same loads, on the CPU.
 
-Each measured point is simulated with the records' model, prompt and output lengths, load (a closed loop of C
-clients and N requests; an open loop as a trace of the measured arrival times) and the engine's scheduler limits
-as it resolved them (block size, max_batch_tokens as ``max_num_batched_tokens``, max_requests_per_batch as
-``max_num_seqs``, chunked prefill as transformers always does it), on ``--gpu`` with ``calibrated=True`` and
-``--stack``. Printed, in markdown:
+Each measured point is simulated (``serving.simulate``, as ``rooflinectl.api.serve`` assembles it) with the records'
+model, prompt and output lengths, load (a closed loop of C clients and N requests; an open loop as a trace of the
+measured arrival times) and the engine's scheduler limits as it resolved them (block size, max_batch_tokens as
+``max_num_batched_tokens``, max_requests_per_batch as ``max_num_seqs``, chunked prefill as transformers always does
+it), on ``--gpu`` with ``calibrated=True`` and ``--stack``. One engine process served every point of a run after a
+warm-up, so each simulation starts knowing the attention shapes the process had run before the point (the step
+log's): a stack's ``new_shape_us`` is charged to the shapes that were new to the engine, no others. Printed, in
+markdown:
 
   - per point, measured against predicted TTFT, TPOT, ITL and E2E (mean, p90, p99) and the error of each;
-  - per point, the engine's decode steps (the step log) against the step model's time for the same sequences,
-    split into steps whose attention shape the process had run before and steps with a new one (PyTorch's cuDNN
-    attention builds an execution plan for each new shape: see docs/serving.md);
-  - with ``--fit``, the stack's fixed costs fitted on the ``--fit-points``: ``kernel_gap_us`` from those points'
-    decode steps of a shape already seen (the eager launches, no plan to build), ``step_overhead_us`` so that
-    their mean TPOT and TTFT are met best (least squares of the relative errors); the tables then use the fit.
+  - per point, the engine's steps (the step log) against the step model's time for the same sequences, decode
+    steps split by whether their attention shape (query tokens, KV positions) was new to the process;
+  - with ``--fit``, the stack's figures fitted first on the ``--fit-points`` (below); the tables then use them.
+
+The fit reads the step log of the fit points. Each logged step whose sequences are known gives one equation
+
+    host time − its ops other than attention  =  F + P·[new shape] + A / attention_efficiency + β · L · layers
+
+with the ops timed by the op model (under the stack's attention rule: ``batch_dense`` counts the step's dense
+attention), A the attention ops' time, L the step's KV positions and [new shape] whether the process had not run its
+shape before; F, P, 1/attention_efficiency and β are the least squares of the relative errors (each step's residual
+over its measured time). A step more than three times the first fit's time is left out and the fit repeated (on
+the records: stalls of 0.47–0.52 s in single-sequence decode steps, the first of each process and one more). Then kernel_gap_us = F / the step's kernels
+(step_overhead_us 0: the floor is the eager launches), new_shape_us = P, kv_position_ns = β.
 
     PYTHONPATH=. python benchmarks/hf_cb_compare.py docs/results/h200-2026-12-04-serve
     PYTHONPATH=. python benchmarks/hf_cb_compare.py docs/results/h200-2026-12-04-serve --fit
@@ -23,27 +34,34 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import rooflinectl.api as rl
+from rooflinectl.engine.memory import reserve_bytes
 from rooflinectl.engine.parallel import Layout
-from rooflinectl.serving.simulate import merge
-from rooflinectl.serving.stepmodel import StepModel
+from rooflinectl.serving.kvcache import BlockPool
+from rooflinectl.serving.load import Lengths, Load, Request, closed_loop
+from rooflinectl.serving.scheduler import SchedulerConfig
+from rooflinectl.serving.simulate import Run, simulate
+from rooflinectl.serving.stepmodel import StepModel, kv_capacity
 from rooflinectl.specs.stack import Stack, load_stack
-from rooflinectl.specs.workload import Seqs
 
 GPU = "docs/results/op-model-example/h200-issue14.yaml"
-# The points the fit uses by default: concurrency 1, both lengths.
-FIT_POINTS = ("smoke closed:512:256:1:2", "full closed:2048:128:1:2")
+# The points the fit uses by default: concurrency 1 at both lengths, and 2048/128 at concurrency 32 (dense prefill
+# chunks over up to 65k KV positions, and decode steps of 32 sequences over 67k).
+FIT_POINTS = ("smoke closed:512:256:1:2", "full closed:2048:128:1:2", "full closed:2048:128:32:32")
 METRICS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
+# A logged step more than this many times the first fit's time is left out of the second.
+OUTLIER = 3.0
+
+Counts = dict[tuple[int, int], int]
+Runs = list[tuple[str, dict[str, Any], list[list[Any]]]]
 
 
-def load_runs(folder: Path) -> list[tuple[str, dict[str, Any], list[list[Any]]]]:
+def load_runs(folder: Path) -> Runs:
     """(run name, records, step rows) of each ``*/hf_cb_gpu.json`` under ``folder``, by name."""
     runs = []
     for path in sorted(folder.glob("*/hf_cb_gpu.json")):
@@ -55,32 +73,49 @@ def load_runs(folder: Path) -> list[tuple[str, dict[str, Any], list[list[Any]]]]
     return runs
 
 
-def sim_options(records: dict[str, Any], gpu: str, stack: str) -> dict[str, Any]:
+def step_model(records: dict[str, Any], gpu: str, stack: Stack) -> StepModel:
+    """The step model of a run's engine: its model, the stack's fusions, calibrated."""
+    return StepModel(rl.base_workload(model=records["model"], fuse=list(stack.fused)), rl.gpu(gpu), True, Layout(),
+                     stack)
+
+
+def log_shape(row: list[Any]) -> tuple[int, int]:
+    """A logged step's attention shape as the step model keys it: (query tokens, KV positions read, the new
+    tokens' included); the log's kv_read counts the cached positions."""
+    return row[7], row[7] + row[8]
+
+
+def novelty(rows: list[list[Any]]) -> list[bool]:
+    """For each logged step, whether its attention shape is new to the process (PyTorch's cuDNN attention builds a
+    plan for each new shape and reuses it after)."""
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for row in rows:
+        out.append(log_shape(row) not in seen)
+        seen.add(log_shape(row))
+    return out
+
+
+def simulate_point(point: dict[str, Any], records: dict[str, Any], rows: list[list[Any]], gpu: str,
+                   stack: Stack) -> Run:
+    """The simulated run of one measured point, its step model knowing the shapes the process ran before it."""
+    model = step_model(records, gpu, stack)
+    model.seen_shapes.update(log_shape(row) for row in rows[:point["steps"][0]])
     cb = records["cb_config"]
-    return dict(gpu=gpu, calibrated=True, stack=stack, model=records["model"],
-                max_num_batched_tokens=cb["max_batch_tokens"], max_num_seqs=cb["max_requests_per_batch"],
-                block_size=cb["block_size"], chunked_prefill=True)
-
-
-def simulate(point: dict[str, Any], records: dict[str, Any], gpu: str, stack: str) -> rl.ServeResult:
-    """The simulated run of one measured point."""
-    opts = sim_options(records, gpu, stack)
+    budget, block = cb["max_batch_tokens"], cb["block_size"]
+    capacity = kv_capacity(model, budget, block, reserve_bytes(model.gpu.capacity_bytes, None))
+    config = SchedulerConfig(budget, cb["max_requests_per_batch"], True)
     load = point["load"]
     if load["kind"] == "concurrency":
-        return rl.serve(concurrency=load["concurrency"], requests=point["requests"], prompt=point["prompt"],
-                        output=point["output"], **opts)
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-        for r in point["per_request"]:
-            f.write(json.dumps({"arrival_s": max(0.0, r["arrival_s"]), "prompt": point["prompt"],
-                                "output": point["output"]}) + "\n")
-    try:
-        return rl.serve(trace=f.name, **opts)
-    finally:
-        Path(f.name).unlink()
+        lengths = Lengths("fixed", point["prompt"]), Lengths("fixed", point["output"])
+        requests = closed_loop(load["concurrency"], point["requests"], *lengths)
+    else:
+        arrivals = sorted(max(0.0, r["arrival_s"]) for r in point["per_request"])
+        requests = Load("trace", tuple(Request(i, t, point["prompt"], point["output"]) for i, t in enumerate(arrivals)))
+    return simulate(requests, model, BlockPool(capacity.blocks, block), config)
 
 
-def predicted(result: rl.ServeResult) -> dict[str, dict[str, float] | None]:
-    run = result.run
+def predicted(run: Run) -> dict[str, dict[str, float] | None]:
     out: dict[str, dict[str, float] | None] = {}
     for key, stats in (("ttft_s", run.ttft), ("tpot_s", run.tpot), ("itl_s", run.itl), ("e2e_s", run.e2e)):
         out[key] = None if stats is None else {"mean": stats.mean, "p90": stats.p90, "p99": stats.p99}
@@ -117,53 +152,44 @@ def table(run: str, point: dict[str, Any], pred: dict[str, dict[str, float] | No
     return lines + [""]
 
 
-def step_groups(row: list[Any]) -> tuple[Seqs, ...] | None:
-    """A logged step's sequences. A step log without them (an earlier harness) gives its decode steps as the mean
-    cached length, which the step model prices the same to within a position's bytes, and its steps of whole
-    fresh prompts of one length; its other steps are left out (None)."""
+def step_counts(row: list[Any]) -> Counts | None:
+    """A logged step's sequences as {(new, cached): count}. A step log without them (an earlier harness) gives
+    its decode steps as the mean cached length, which the step model prices the same to within a position's
+    bytes, and its steps of whole fresh prompts of one length; its other steps are left out (None)."""
     requests, q, kv, prefilling = row[6], row[7], row[8], row[9]
+    counts: Counts = {}
     if len(row) > 11:
-        return merge([(new, cached) for new, cached, count in row[11] for _ in range(count)])
+        for new, cached, count in row[11]:
+            counts[new, cached] = counts.get((new, cached), 0) + count
+        return counts
     if requests > 0 and prefilling == 0:
-        return (Seqs(requests, 1, round(kv / requests)),)
+        return {(1, round(kv / requests)): requests}
     if requests > 0 and prefilling == requests and kv == 0 and q % requests == 0:
-        return (Seqs(requests, q // requests, 0),)
+        return {(q // requests, 0): requests}
     return None
 
 
-def novelty(rows: list[list[Any]]) -> list[bool]:
-    """For each logged step, whether its attention shape (query tokens, KV positions read) is new to the process
-    (PyTorch's cuDNN attention builds a plan for each new shape and reuses it after)."""
-    seen: set[tuple[int, int]] = set()
-    out = []
-    for row in rows:
-        out.append((row[7], row[8]) not in seen)
-        seen.add((row[7], row[8]))
-    return out
-
-
-def step_table(runs: list[tuple[str, dict[str, Any], list[list[Any]]]], gpu: str, stack: Stack) -> list[str]:
+def step_table(runs: Runs, gpu: str, stack: Stack) -> list[str]:
     """Per point, the median step measured (host time from the step's start to its end) against the step model
-    for the same sequences: decode steps of a new attention shape, of one seen before, and steps with prompt
-    tokens."""
+    for the same sequences and the same novelty: decode steps of a new attention shape, of one seen before, and
+    steps with prompt tokens."""
     lines = ["| point | decode steps new / seen | decode, new shape: measured / model (ms) | error "
              "| decode, seen shape: measured / model (ms) | error | steps with prompt tokens | measured / model (ms) "
              "| error |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     med = statistics.median
     for run, records, rows in runs:
-        model = StepModel(rl.base_workload(model=records["model"], fuse=list(stack.fused)), rl.gpu(gpu), True,
-                          Layout(), stack)
+        model = step_model(records, gpu, stack)
         fresh = novelty(rows)
         for point in records["points"]:
             kinds: dict[str, tuple[list[float], list[float]]] = {"new": ([], []), "seen": ([], []), "prompt": ([], [])}
             for i in range(*point["steps"]):
                 row = rows[i]
-                groups = step_groups(row)
-                if groups is None:
+                counts = step_counts(row)
+                if counts is None:
                     continue
                 kind = "prompt" if row[9] else ("new" if fresh[i] else "seen")
                 kinds[kind][0].append(row[4] - row[0])
-                kinds[kind][1].append(model.time(groups))
+                kinds[kind][1].append(model.time_counts(counts, fresh[i]))
             cells = [point_label(run, point), f"{len(kinds['new'][0])} / {len(kinds['seen'][0])}"]
             for kind in ("new", "seen", "prompt"):
                 measured, modelled = kinds[kind]
@@ -177,59 +203,66 @@ def step_table(runs: list[tuple[str, dict[str, Any], list[list[Any]]]], gpu: str
     return lines + [""]
 
 
-def kernel_gap_from_seen_steps(runs, fit: set[str], gpu: str, base: Stack) -> tuple[float, int, float, float]:
-    """(gap µs, kernels, median measured s, median ops s) over the fit points' decode steps of a seen shape."""
-    measured, ops, kernels = [], [], 0
+def solve(rows: list[list[float]], ys: list[float]) -> list[float]:
+    """Least squares x of rows · x = ys (normal equations, columns scaled to unit size, Gaussian elimination)."""
+    n = len(rows[0])
+    scale = [max(abs(r[j]) for r in rows) or 1.0 for j in range(n)]
+    a = [[r[j] / scale[j] for j in range(n)] for r in rows]
+    m = [[sum(r[i] * r[j] for r in a) for j in range(n)] + [sum(r[i] * y for r, y in zip(a, ys))] for i in range(n)]
+    for c in range(n):
+        pivot = max(range(c, n), key=lambda k: abs(m[k][c]))
+        m[c], m[pivot] = m[pivot], m[c]
+        for k in range(n):
+            if k != c:
+                f = m[k][c] / m[c][c]
+                m[k] = [x - f * y for x, y in zip(m[k], m[c])]
+    return [m[i][n] / m[i][i] / scale[i] for i in range(n)]
+
+
+def fit_stack(runs: Runs, fit: set[str], gpu: str, base: Stack) -> Stack:
+    """``base`` with kernel_gap_us, new_shape_us, attention_efficiency and kv_position_ns fitted to the fit
+    points' logged steps (the module docstring), step_overhead_us 0."""
+    plain = base.model_copy(update={"attention_efficiency": 1.0})
+    samples = []  # (host s, other ops s, attention s, positions × layers, new shape, kernels)
     for run, records, rows in runs:
-        model = StepModel(rl.base_workload(model=records["model"], fuse=list(base.fused)), rl.gpu(gpu), True)
+        model = step_model(records, gpu, plain)
         fresh = novelty(rows)
         for point in records["points"]:
             if f"{run} {point['point']}" not in fit:
                 continue
             for i in range(*point["steps"]):
-                row = rows[i]
-                groups = step_groups(row)
-                if row[9] == 0 and not fresh[i] and groups is not None:
-                    measured.append(row[4] - row[0])
-                    t, kernels = model.roofline_time(groups)
-                    ops.append(t)
-    m, o = statistics.median(measured), statistics.median(ops)
-    return (m - o) / kernels * 1e6, kernels, m, o
+                counts = step_counts(rows[i])
+                if counts is None:
+                    continue
+                other, attention, kernels, layers = model.op_times(counts)
+                samples.append((rows[i][4] - rows[i][0], other, attention, log_shape(rows[i])[1] * layers,
+                                1.0 if fresh[i] else 0.0, kernels))
+    if not samples:
+        raise SystemExit(f"no logged steps at the fit points {sorted(fit)}")
 
+    def least_squares(used: list[tuple[float, ...]]) -> list[float]:
+        rows = [[1 / h, new / h, att / h, pos / h] for h, _, att, pos, new, _ in used]
+        return solve(rows, [(h - other) / h for h, other, *_ in used])
 
-def fit_stack(runs, fit: set[str], gpu: str, base: Stack) -> Stack:
-    """The stack with kernel_gap_us from the fit points' seen-shape decode steps and step_overhead_us fitted to
-    their mean TPOT and TTFT."""
-    gap, kernels, m, o = kernel_gap_from_seen_steps(runs, fit, gpu, base)
-    print(f"kernel_gap_us: {gap:.2f} = (median seen-shape decode step {ms(m)} ms − its ops {ms(o)} ms) / "
-          f"{kernels} kernels", file=sys.stderr)
-    points = [(records, point) for run, records, _ in runs for point in records["points"]
-              if f"{run} {point['point']}" in fit]
-    folder = Path(tempfile.mkdtemp())
+    def modelled(x: list[float], s: tuple[float, ...]) -> float:
+        return s[1] + x[0] + x[1] * s[4] + x[2] * s[2] + x[3] * s[3]
 
-    def loss(overhead_us: float) -> float:
-        stack = base.model_copy(update={"kernel_gap_us": gap, "step_overhead_us": overhead_us})
-        path = folder / "fit.yaml"
-        path.write_text(json.dumps(stack.model_dump()))
-        total = 0.0
-        for records, point in points:
-            pred = predicted(simulate(point, records, gpu, str(path)))
-            for key in ("ttft_s", "tpot_s"):
-                total += (pred[key]["mean"] / point["metrics"][key]["mean"] - 1) ** 2  # type: ignore[index]
-        return total
-
-    lo, hi = 0.0, 200_000.0  # golden-section search: the loss is convex in the step's fixed cost
-    r = (math.sqrt(5) - 1) / 2
-    for _ in range(40):
-        a, b = hi - r * (hi - lo), lo + r * (hi - lo)
-        if loss(a) < loss(b):
-            hi = b
-        else:
-            lo = a
-    overhead = round((lo + hi) / 2, -1)
-    print(f"step_overhead_us: {overhead:.0f} (least squares of the relative errors of mean TPOT and TTFT at "
-          f"{', '.join(sorted(fit))})", file=sys.stderr)
-    return base.model_copy(update={"kernel_gap_us": round(gap, 1), "step_overhead_us": overhead})
+    x = least_squares(samples)
+    kept = [s for s in samples if s[0] <= OUTLIER * modelled(x, s)]
+    x = least_squares(kept)
+    floor, plan, inverse_efficiency, per_position = x
+    kernels = statistics.median(s[5] for s in kept)
+    residuals = sorted(abs(modelled(x, s) / s[0] - 1) for s in kept)
+    print(f"fit on {len(kept)} logged steps of {', '.join(sorted(fit))} ({len(samples) - len(kept)} left out, over "
+          f"{OUTLIER:g}x the first fit): floor {ms(floor)} ms a step = {kernels:.0f} kernels × "
+          f"{floor / kernels * 1e6:.2f} µs; new shape {ms(plan)} ms; attention efficiency {1 / inverse_efficiency:.3f}; "
+          f"{per_position * 1e9:.2f} ns per KV position and layer; |error| of a step: median "
+          f"{100 * statistics.median(residuals):.1f}%, p90 {100 * residuals[int(0.9 * (len(residuals) - 1))]:.1f}%",
+          file=sys.stderr)
+    return base.model_copy(update={
+        "kernel_gap_us": round(floor / kernels * 1e6, 1), "step_overhead_us": 0.0,
+        "new_shape_us": round(plan * 1e6, -1), "attention_efficiency": round(min(1.0, 1 / inverse_efficiency), 3),
+        "kv_position_ns": round(max(0.0, per_position * 1e9), 1)})
 
 
 def main() -> None:
@@ -237,9 +270,10 @@ def main() -> None:
     p.add_argument("records", nargs="?", default="docs/results/h200-2026-12-04-serve")
     p.add_argument("--gpu", default=GPU, help="a GPU file with a measured op model (calibrated=True)")
     p.add_argument("--stack", default="hf")
-    p.add_argument("--fit", action="store_true", help="fit the stack's kernel gap and step overhead first")
+    p.add_argument("--fit", action="store_true", help="fit the stack's figures to the fit points' step logs first")
     p.add_argument("--fit-points", default=",".join(FIT_POINTS),
-                   help="'RUN POINT' names, comma-separated (default: the concurrency-1 points)")
+                   help="'RUN POINT' names, comma-separated (default: both concurrency-1 points and 2048/128 at "
+                        "concurrency 32)")
     args = p.parse_args()
     runs = load_runs(Path(args.records))
     g = rl.gpu(args.gpu)
@@ -247,23 +281,20 @@ def main() -> None:
         raise SystemExit(f"{args.gpu}: no measured op model, which calibrated=True needs")
     fit = {name.strip() for name in args.fit_points.split(",") if name.strip()}
     stack = load_stack(args.stack)
-    stack_arg = args.stack
     if args.fit:
         stack = fit_stack(runs, fit, args.gpu, stack)
-        path = Path(tempfile.mkdtemp()) / "fitted.yaml"
-        path.write_text(json.dumps(stack.model_dump()))
-        stack_arg = str(path)
-        print(f"fitted: kernel_gap_us {stack.kernel_gap_us}, step_overhead_us {stack.step_overhead_us}\n")
-    print(f"Predicted: `rooflinectl.api.serve(gpu={args.gpu!r}, calibrated=True, stack={args.stack!r}"
-          f"{' (fitted)' if args.fit else ''})`: kernel_gap_us {stack.kernel_gap_us:g}, step_overhead_us "
-          f"{stack.step_overhead_us:g}, fused {stack.fused or '[]'}; op model of {g.id}.\n")
+    figures = ("attention", "kernel_gap_us", "step_overhead_us", "new_shape_us", "attention_efficiency",
+               "kv_position_ns")
+    print(f"Predicted: `serving.simulate` on {args.gpu}, calibrated, stack {args.stack!r}"
+          f"{' (fitted)' if args.fit else ''}: " + ", ".join(f"{k} {getattr(stack, k)}" for k in figures)
+          + f", fused {stack.fused or '[]'}; op model of {g.id}.\n")
     summary = ["| point | role | TTFT mean: measured / predicted (ms) | error | TPOT mean: measured / predicted (ms) "
                "| error |", "|---|---|---:|---:|---:|---:|"]
     tables: list[str] = []
-    for run, records, _ in runs:
+    for run, records, rows in runs:
         for point in records["points"]:
             role = "fit" if f"{run} {point['point']}" in fit else "check"
-            pred = predicted(simulate(point, records, args.gpu, stack_arg))
+            pred = predicted(simulate_point(point, records, rows, args.gpu, stack))
             tables += table(run, point, pred, role)
             m, q = point["metrics"], pred
             summary.append(f"| {point_label(run, point)} | {role} | {ms(m['ttft_s']['mean'])} / "

@@ -10,7 +10,11 @@ A step of groups G (``specs.workload.Seqs``) costs what ``engine.roofline.analyz
   (or timed by the calibrated op model) as the engine places them.
 So :meth:`StepModel.time` equals ``analyze(step).totals.time_s`` (to rounding; tests/serving checks it) at a small
 fraction of its cost. A serving stack (``specs.stack``) adds its costs: each op re-placed under the roofs scaled by
-its efficiencies (not under ``calibrated``, whose op model is measured), a gap per kernel, a fixed cost per step.
+its efficiencies (not under ``calibrated``, whose op model is measured), the attention ops' time over the stack's
+attention efficiency, a cost per KV position and layer, a gap per kernel, a fixed cost per step, and a cost for
+each attention shape new to the run (the model keeps the shapes it has priced: one model serves one run). A stack
+whose attention is ``batch_dense`` replaces the attention ops' sums by the engine's count of one sequence of the
+step's N query tokens after L − N cached positions without a causal mask (:meth:`StepModel._dense_parts`).
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ from ..engine.calibrated import timed_by_model
 from ..engine.count.op import Op
 from ..engine.parallel import Layout
 from ..engine.roofline import Analysis, analyze, place
+from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
 from ..specs.stack import Stack
 from ..specs.workload import Seqs, Workload
+
+# Each attention op of a step as (name, FLOPs, activation bytes, KV bytes, weight bytes).
+Parts = tuple[tuple[str, float, float, float, float], ...]
 
 
 class StepModel:
@@ -45,9 +53,18 @@ class StepModel:
         self.scaled = stack is not None and not calibrated and (stack.bandwidth_efficiency, stack.compute_efficiency) != (1, 1)
         self.mla = base.model.mla is not None
         self.affine = base.model.sliding_window is None  # attention parts affine in cached (_group_parts)
+        self.dense = stack is not None and stack.attention == "batch_dense"
+        if self.dense and base.model.sliding_window is not None:
+            raise UserError(f"stack '{stack.id}' runs a step's attention as one dense masked attention "  # type: ignore[union-attr]
+                            f"(batch_dense); model {base.model.id}'s sliding-window layers are not modelled that "
+                            f"way: use a stack whose attention is varlen")
+        self.attention_efficiency = stack.attention_efficiency if stack is not None else 1.0
         self._rest: dict[tuple[object, ...], tuple[float, int]] = {}
-        self._parts: dict[tuple[int, int], tuple[tuple[str, float, float, float, float], ...]] = {}
+        self._parts: dict[tuple[int, int], Parts] = {}
+        self._dense: dict[tuple[int, int], Parts] = {}  # batch_dense's parts by (tokens, positions)
         self._ops: dict[str, Op] = {}  # each attention op's shape (name, kind, count, dtype, unit) by name
+        # The attention shapes (query tokens, KV positions) of the steps priced so far: the run's, for new_shape_us.
+        self.seen_shapes: set[tuple[int, int]] = set()
         self.analyses = 0  # full analyses made: what the caches save
 
     def analyze(self, seqs: tuple[Seqs, ...]) -> Analysis:
@@ -82,7 +99,55 @@ class StepModel:
             self._rest[key] = (time, sum(p.op.count for p in rest))
         return self._rest[key]
 
-    def _group_parts(self, new: int, cached: int) -> tuple[tuple[str, float, float, float, float], ...]:
+    def _attention_parts(self, w: Workload) -> Parts:
+        """Each attention op of the analysis of ``w`` (a step of one sequence) as (name, FLOPs, activation bytes,
+        KV bytes, weight bytes), its shape kept by name."""
+        self.analyses += 1
+        found = []
+        for p in analyze(w, self.gpu, self.calibrated, self.layout).placements:
+            if p.op.kind == "attention":
+                op = p.op
+                self._ops.setdefault(op.name, op)
+                found.append((op.name, op.flops, op.bytes - op.weight_bytes, op.kv_bytes, op.weight_bytes))
+        return tuple(found)
+
+    def _dense_parts(self, tokens: int, positions: int) -> Parts:
+        """batch_dense's attention ops for a step of N = ``tokens`` query tokens over L = ``positions`` KV
+        positions: the engine's count of one sequence of N new tokens after L − N cached, without the causal mask
+        (specs.stack.Stack). Every part of that count is a·N·L + b·N + c·L + d (N·L scores, Q and O over N tokens,
+        K and V over L positions, what the kernel reads once), so it is taken from the analyses of four small
+        sequences, N = 2 and 3 at L = N and N + 1, at any N ≥ 2 and any L, the model's position limit included
+        (a dense step's L is the whole batch's); N = 1, a lone decode, from two (MLA runs a single token in its
+        absorbed form, whose parts are another such function)."""
+        key = (tokens, positions)
+        parts = self._dense.get(key)
+        if parts is not None:
+            return parts
+        n, ln = tokens, positions
+        if (n, ln - n) in ((1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1)):
+            w = self.base.with_seqs((Seqs(1, n, ln - n),)).model_copy(update={"causal": False})
+            parts = self._attention_parts(w)
+        elif n == 1:
+            parts = tuple((name, f + (ln - 1) * (f1 - f), m + (ln - 1) * (m1 - m), k + (ln - 1) * (k1 - k),
+                           w + (ln - 1) * (w1 - w))
+                          for (name, f, m, k, w), (_, f1, m1, k1, w1) in zip(self._dense_parts(1, 1),
+                                                                             self._dense_parts(1, 2)))
+        else:
+            f22, f23, f33, f34 = (self._dense_parts(*k) for k in ((2, 2), (2, 3), (3, 3), (3, 4)))
+            found = []
+            for p22, p23, p33, p34 in zip(f22, f23, f33, f34):
+                values = []
+                for a22, a23, a33, a34 in zip(p22[1:], p23[1:], p33[1:], p34[1:]):
+                    nl = (a34 - a33) - (a23 - a22)  # the N·L coefficient
+                    slope = (a23 - a22) - 2 * nl  # per position beyond N
+                    g2, g3 = a22 - 4 * nl, a33 - 9 * nl  # at L = N, less the N·L term: linear in N
+                    values.append(nl * n * ln + slope * (ln - n) + g2 + (n - 2) * (g3 - g2))
+                found.append((p22[0], *values))
+            parts = tuple(found)  # type: ignore[arg-type]
+        self._dense[key] = parts
+        return parts
+
+    def _group_parts(self, new: int, cached: int) -> Parts:
         """Each attention op's (name, FLOPs, activation bytes, KV bytes, weight bytes) for one sequence of a
         group. Without a sliding window every one of them is affine in the cached positions for a given ``new``
         (scores T·cached + T(T+1)/2, K and V read over cached + T positions), so a decode group's parts come from
@@ -96,51 +161,72 @@ class StepModel:
                                w + cached * (w1 - w))
                               for (name, f, m, k, w), (_, f1, m1, k1, w1) in zip(base, slope))
             else:
-                a = self.analyze((Seqs(1, new, cached),))
-                found = []
-                for p in a.placements:
-                    if p.op.kind == "attention":
-                        op = p.op
-                        self._ops.setdefault(op.name, op)
-                        found.append((op.name, op.flops, op.bytes - op.weight_bytes, op.kv_bytes, op.weight_bytes))
-                parts = tuple(found)
+                parts = self._attention_parts(self.base.with_seqs((Seqs(1, new, cached),)))
             self._parts[key] = parts
         return parts
 
-    def time_counts(self, counts: dict[tuple[int, int], int]) -> float:
+    @staticmethod
+    def shape(counts: dict[tuple[int, int], int]) -> tuple[int, int]:
+        """A step's attention shape: (its query tokens N, its KV positions L, every sequence's cached and new
+        tokens together), the key of ``new_shape_us``."""
+        return (sum(new * c for (new, _), c in counts.items()),
+                sum((new + cached) * c for (new, cached), c in counts.items()))
+
+    def time_counts(self, counts: dict[tuple[int, int], int], new_shape: bool | None = None) -> float:
         """:meth:`time` of a step given as {(new, cached): sequences}."""
-        ops, kernels = self._roofline_counts(counts)
+        other, attention, kernels, layers = self.op_times(counts)
+        ops = other + attention / self.attention_efficiency
         if self.stack is None:
             return ops
-        return ops + (kernels * self.stack.kernel_gap_us + self.stack.step_overhead_us) / 1e6
+        tokens, positions = key = self.shape(counts)
+        if new_shape is None:
+            new_shape = key not in self.seen_shapes
+            self.seen_shapes.add(key)
+        return (ops + positions * layers * self.stack.kv_position_ns / 1e9
+                + (kernels * self.stack.kernel_gap_us + self.stack.step_overhead_us
+                   + (self.stack.new_shape_us if new_shape else 0.0)) / 1e6)
 
-    def _roofline_counts(self, counts: dict[tuple[int, int], int]) -> tuple[float, int]:
-        """(the step's ops' time, the kernels it launches): the engine's analysis under the model's roofs."""
+    def op_times(self, counts: dict[tuple[int, int], int]) -> tuple[float, float, int, int]:
+        """The step's ops as the engine analyses them under the model's roofs (or op model): (the time of its ops
+        other than attention, the time of its attention ops before the stack's attention efficiency, the kernels
+        it launches, the layers whose attention reads its KV positions). Under batch_dense the attention ops are
+        the dense count in place of the groups' sums."""
         sums: dict[str, list[float]] = {}
-        for (new, cached), count in counts.items():
-            for name, flops, moved, kv, weights in self._group_parts(new, cached):
-                s = sums.get(name)
-                if s is None:
-                    sums[name] = [count * flops, count * moved, count * kv, weights]
-                else:
-                    s[0] += count * flops
-                    s[1] += count * moved
-                    s[2] += count * kv
-                    if weights > s[3]:
-                        s[3] = weights
-        time, kernels = self._rest_time(counts)
+        if self.dense:
+            tokens, positions = self.shape(counts)
+            for name, flops, moved, kv, weights in self._dense_parts(tokens, positions):
+                sums[name] = [flops, moved, kv, weights]
+        else:
+            for (new, cached), count in counts.items():
+                for name, flops, moved, kv, weights in self._group_parts(new, cached):
+                    s = sums.get(name)
+                    if s is None:
+                        sums[name] = [count * flops, count * moved, count * kv, weights]
+                    else:
+                        s[0] += count * flops
+                        s[1] += count * moved
+                        s[2] += count * kv
+                        if weights > s[3]:
+                            s[3] = weights
+        other, kernels = self._rest_time(counts)
+        attention = 0.0
+        layers = 0
         for name, (flops, moved, kv, weights) in sums.items():
             op = replace(self._ops[name], flops=flops, bytes=moved + weights, kv_bytes=kv, weight_bytes=weights)
-            time += self._time(op)
+            attention += self._time(op)
             kernels += op.count
-        return time, kernels
+            if op.attention is not None and op.attention.part in ("flash", "qk"):  # one of these a layer
+                layers += op.count
+        return other, attention, kernels, layers
 
-    def time(self, seqs: tuple[Seqs, ...]) -> float:
-        """The step's predicted time, seconds: its ops', and the stack's gaps and fixed cost."""
+    def time(self, seqs: tuple[Seqs, ...], new_shape: bool | None = None) -> float:
+        """The step's predicted time, seconds: its ops', and the stack's costs. ``new_shape``: whether the step
+        pays the stack's cost of an attention shape new to the run (None: if this model has not priced a step of
+        its shape before, which it then records)."""
         counts: dict[tuple[int, int], int] = {}
         for g in seqs:
             counts[g.new, g.cached] = counts.get((g.new, g.cached), 0) + g.count
-        return self.time_counts(counts)
+        return self.time_counts(counts, new_shape)
 
 
 def scaled(roofs: Roofs, stack: Stack) -> Roofs:

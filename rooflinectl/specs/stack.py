@@ -3,19 +3,24 @@
 A stack file (``stacks/<id>.yaml``; a user's folder of their own through ROOFLINECTL_STACKS_PATH, or a path) holds
 its figures, each with a ``source``; the serving simulation (``serving.stepmodel``) prices a step as
 
-    Σ over ops  max(FLOPs / (peak · compute_efficiency), bytes / (bandwidth · bandwidth_efficiency))
+    Σ over ops other than attention  max(FLOPs / (peak · compute_efficiency), bytes / (bandwidth · bandwidth_efficiency))
+    + Σ over attention ops  (the same) / attention_efficiency
+    + KV positions × layers × kv_position_ns
     + kernels in the step × kernel_gap_us  +  step_overhead_us
+    + new_shape_us, if the step's attention shape is one the run has not had before
 
-where the kernels are the step's op instances (the layer count times each op: fusions launch fewer) and, under
-``--calibrated``, each op's time is the GPU's measured op model instead of the efficiencies' roofline (the gap
-and the step's fixed cost still apply). ``fused`` is the engine's own kernel fusion, the step's default when
-no ``--fuse`` is given.
+where the kernels are the step's op instances (the layer count times each op: fusions launch fewer), the KV
+positions are every sequence's cached and new tokens together, the layers those whose attention reads them, and,
+under ``--calibrated``, each op's time is the GPU's measured op model instead of the efficiencies' roofline (the
+attention efficiency, the gap, the position cost and the step's fixed costs still apply). ``attention`` says which
+attention ops the step runs (``varlen`` or ``batch_dense``: :class:`Stack`); ``fused`` is the engine's own kernel
+fusion, the step's default when no ``--fuse`` is given.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -27,11 +32,35 @@ from .workload import Fusion
 STACKS_PATH_ENV = "ROOFLINECTL_STACKS_PATH"
 # Microseconds of a fixed cost: up to a second a step, beyond any engine's.
 Micros = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+# Nanoseconds per KV position and layer: up to a millisecond, beyond any engine's.
+Nanos = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+# How the engine runs a step's attention over its sequences (Stack.attention).
+StepAttention = Literal["varlen", "batch_dense"]
 
 
 class Stack(Strict):
-    """A serving stack's costs beyond the roofline (the module's docstring states how each is applied)."""
+    """A serving stack's costs beyond the roofline (the module's docstring states how each is applied).
+
+    ``attention``: ``varlen`` (the default) runs each attention op as one variable-length kernel in which every
+    sequence attends to its own positions, so its FLOPs and bytes are the sums of each group's
+    (``engine.count.attention.by_group``: vLLM's and SGLang's paged kernels, FlashAttention's varlen). ``batch_dense``
+    runs it as one dense attention of all the step's N query tokens over all its sequences' L KV positions (cached
+    and new), the other sequences masked out: transformers' continuous batching with ``paged|sdpa``, which gathers
+    every scheduled request's K and V into one sequence and calls SDPA once with a block-diagonal additive mask
+    (transformers 5.17, ``ContinuousBatchingManager``; docs/serving.md, "Validation on the H200 against
+    transformers' continuous batching"). Its count is the engine's for one sequence of N new tokens after L − N
+    cached, without the causal mask: N·L scores (a kernel given an arbitrary mask computes every score, masked or
+    not), K and V read over L positions, Q in and O out over N tokens. A model with a sliding window is refused:
+    there the window is only part of the mask, and the positions each layer kind gathers are not modelled.
+
+    ``new_shape_us``: a cost on the host charged to a step whose attention shape, (its query tokens N, its KV
+    positions L), the run has not had before: PyTorch's cuDNN attention builds an execution plan on the CPU for
+    each new shape and reuses it after. With ``paged|sdpa`` and no CUDA graphs nothing is padded, so every decode
+    step of a new length is a new shape (measured there: a decode step of one sequence takes 60–66 ms on an H200
+    at a new length and 23–27 ms at one run before). The key is the step's totals, as the dense kernel sees them:
+    two steps of different sequences but the same N and L share a plan.
+    """
 
     id: Id
     name: Name
@@ -40,6 +69,17 @@ class Stack(Strict):
     kernel_gap_us: Micros = 0.0  # per kernel launched: launch latency, or the gap between a graph's nodes
     bandwidth_efficiency: Efficiency = 1.0  # the share of the roofs' bandwidth its kernels reach
     compute_efficiency: Efficiency = 1.0  # the share of the roofs' peak its matmuls reach
+    attention: StepAttention = "varlen"  # how a step's attention runs over its sequences (the class docstring)
+    # The share of its op's time (the roofs' or, under --calibrated, the op model's) the engine's attention kernel
+    # reaches: each attention op's time is divided by it. Fitted where the engine's kernel is not the one the op
+    # model was measured on (a masked dense kernel beside the op model's SDPA decode probes).
+    attention_efficiency: Efficiency = 1.0
+    # Per KV position and per layer whose attention reads it, a cost the attention op's FLOPs and bytes do not
+    # show: for batch_dense the gathering of every sequence's K and V into one copy and its repetition for each
+    # query head (copies), and the dense kernel's pass over every position with only heads × query tiles of
+    # parallelism. Fitted from a step log (the stack's source says which).
+    kv_position_ns: Nanos = 0.0
+    new_shape_us: Micros = 0.0  # per step of an attention shape new to the run (the class docstring)
     fused: list[Fusion] = Field(default_factory=list)
     notes: Text | None = None
 

@@ -1,0 +1,156 @@
+"""A stack's attention rule and costs in the step model: batch_dense is the engine's count of one dense attention of
+the step's query tokens over all its KV positions, a repeated attention shape pays its plan once, and the position
+cost and the attention efficiency add what they say."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from rooflinectl.engine.count.op import flash_attention_op
+from rooflinectl.engine.parallel import Layout
+from rooflinectl.engine.placement import place
+from rooflinectl.engine.roofline import analyze
+from rooflinectl.errors import UserError
+from rooflinectl.serving.stepmodel import StepModel
+from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.stack import Stack, load_stack
+from rooflinectl.specs.workload import Seqs, resolve_workload
+
+H100 = load_gpu("h100")
+ROOT = Path(__file__).parents[2]
+
+
+def base(model: str = "llama-3-8b", **options):
+    return resolve_workload("prefill", model=model, batch=1, seq_len=1, **options)
+
+
+def stack(**figures) -> Stack:
+    return Stack(id="t", name="a test stack", source="this test", **figures)
+
+
+def attention_time(a) -> float:
+    return sum(p.total_time_s for p in a.placements if p.op.kind == "attention")
+
+
+def test_batch_dense_is_one_dense_attention_counted_by_hand():
+    # Two decodes after 100 cached and a 5-token prompt: N = 2 + 5 = 7 query tokens over L = 2 × 101 + 5 = 207
+    # KV positions. Llama 3 8B: 32 heads of 128 (4,096), 8 KV heads (1,024), 32 layers, bf16.
+    step = (Seqs(2, 1, 100), Seqs(1, 5, 0))
+    n, ln = 7, 207
+    scores = 32 * n * ln  # every query against every position, masked or not
+    assert scores * (2 * 128 + 2 * 128 + 5) == 23_972_256  # FLOPs a layer
+    q_bytes = n * 4096 * 2  # Q in, and O out
+    kv_bytes = 2 * ln * 1024 * 2  # K and V of the gathered sequence, read once
+    by_hand = flash_attention_op("attention", scores, 128, 128, q_bytes, kv_bytes, q_bytes, "bf16", "", "", "").times(32)
+    # The same count as the engine's for one sequence of N new tokens after L − N cached without the causal mask.
+    one = base().with_seqs((Seqs(1, n, ln - n),)).model_copy(update={"causal": False})
+    (engine,) = [p.op for p in analyze(one, H100).placements if p.op.kind == "attention"]
+    assert (engine.flops, engine.bytes, engine.kv_bytes, engine.count) == \
+        (by_hand.flops, by_hand.bytes, by_hand.kv_bytes, by_hand.count)
+    # The step: its other ops as the engine analyses it, its attention the dense op.
+    varlen = analyze(base().with_seqs(step), H100)
+    expected = varlen.totals.time_s - attention_time(varlen) + place(by_hand, H100.roofs(False)).total_time_s
+    model = StepModel(base(), H100, stack=stack(attention="batch_dense"))
+    assert model.time(step) == pytest.approx(expected, rel=1e-12)
+    # varlen, for contrast: each sequence scores its own positions, 2 × 101 + 5·6/2 a head (the prompt causal).
+    (own,) = [p.op for p in varlen.placements if p.op.kind == "attention"]
+    assert own.flops == 32 * (2 * 101 + 15) * 517 < by_hand.flops
+
+
+@pytest.mark.parametrize(("model", "options", "layout"), [
+    ("llama-3-8b", {"attention": "naive"}, Layout()),
+    ("mixtral-8x7b", {"fused": ["qkv", "gate_up"]}, Layout(tp=2)),
+    ("deepseek-v3", {}, Layout(tp=8)),
+    ("qwen2-7b", {"weight_dtype": "int4"}, Layout(pp=2)),
+])
+def test_batch_dense_is_the_engines_count_at_every_step(model, options, layout):
+    # From four small analyses the step model prices any N and L: each step equals the engine's analysis of the
+    # step for its other ops and of one non-causal sequence of N after L − N for its attention.
+    rng = random.Random(3)
+    w = base(model, **options)
+    m = StepModel(w, H100, layout=layout, stack=stack(attention="batch_dense"))
+    for _ in range(5):
+        step = [Seqs(rng.randint(1, 3), 1, rng.randint(0, 600)) for _ in range(rng.randint(0, 3))]
+        if not step or rng.random() < 0.5:
+            step.append(Seqs(1, rng.randint(2, 300), rng.choice([0, rng.randint(1, 500)])))
+        n = sum(g.tokens for g in step)
+        ln = sum(g.count * g.positions for g in step)
+        one = w.with_seqs((Seqs(1, n, ln - n),)).model_copy(update={"causal": False})
+        varlen = analyze(w.with_seqs(tuple(step)), H100, layout=layout)
+        expected = varlen.totals.time_s - attention_time(varlen) + attention_time(analyze(one, H100, layout=layout))
+        assert m.time(tuple(step)) == pytest.approx(expected, rel=1e-12)
+    assert m.analyses < 25  # the anchors and the other ops' keys, not an analysis a step
+
+
+def test_batch_dense_reaches_past_the_models_positions():
+    # 128 decodes after 2,100 cached: L = 268,928 KV positions, far beyond Llama 3's 8,192, as the whole batch's
+    # gathered sequence is. Its attention: 32 heads × 128 × L scores, K and V over L, a layer.
+    n, ln = 128, 128 * 2101
+    dense = StepModel(base(), H100, stack=stack(attention="batch_dense"))
+    plain = StepModel(base(), H100)
+    step = (Seqs(n, 1, 2100),)
+    other, attention, _, layers = dense.op_times({(1, 2100): n})
+    by_hand = flash_attention_op("attention", 32 * n * ln, 128, 128, n * 4096 * 2, 2 * ln * 1024 * 2, n * 4096 * 2,
+                                 "bf16", "", "", "").times(32)
+    assert attention == pytest.approx(place(by_hand, H100.roofs(False)).total_time_s, rel=1e-12)
+    assert layers == 32
+    assert other == pytest.approx(plain.op_times({(1, 2100): n})[0], rel=1e-12)
+    assert dense.time(step) > plain.time(step)
+
+
+def test_a_repeated_shape_pays_its_plan_once():
+    # new_shape_us is charged to the first step of each (query tokens, KV positions) in the run, not again.
+    m = StepModel(base(), H100, stack=stack(new_shape_us=1000.0))
+    plain = StepModel(base(), H100)
+    step = (Seqs(1, 1, 500),)
+    first, again = m.time(step), m.time(step)
+    assert first - again == pytest.approx(1e-3, abs=1e-12)
+    assert again == pytest.approx(plain.time(step), rel=1e-12)
+    assert m.seen_shapes == {(1, 501)}
+    # A step of the same groups in another order is the same shape; one more cached position is a new one.
+    assert m.time((Seqs(1, 1, 500),)) == again
+    assert m.time((Seqs(1, 1, 501),)) == pytest.approx(plain.time((Seqs(1, 1, 501),)) + 1e-3, rel=1e-12)
+    # The shape is the step's totals, as the dense kernel sees them: two decodes after 250 and 251 cached are 2
+    # query tokens over 503 positions.
+    assert StepModel.shape({(1, 250): 1, (1, 251): 1}) == (2, 503)
+    # Asked explicitly, a step pays or not as told and nothing is recorded.
+    fresh = StepModel(base(), H100, stack=stack(new_shape_us=1000.0))
+    assert fresh.time(step, new_shape=False) == pytest.approx(plain.time(step), rel=1e-12)
+    assert fresh.time(step, new_shape=True) == pytest.approx(first, rel=1e-12)
+    assert fresh.seen_shapes == set()
+
+
+def test_the_position_cost_and_the_attention_efficiency():
+    # 3 decodes after 999 cached: 3,000 positions × 32 layers × 10 ns, and the attention op's time doubled.
+    counts = {(1, 999): 3}
+    plain = StepModel(base(), H100)
+    other, attention, kernels, layers = plain.op_times(counts)
+    m = StepModel(base(), H100, stack=stack(kv_position_ns=10.0, attention_efficiency=0.5, kernel_gap_us=2.0))
+    assert m.time_counts(counts) == pytest.approx(other + attention / 0.5 + 3000 * 32 * 10e-9 + kernels * 2e-6,
+                                                  rel=1e-12)
+    assert (layers, kernels) == (32, 15 * 32 + 3)
+
+
+def test_the_default_stack_is_still_the_engines_analysis():
+    m = StepModel(base(), H100, stack=load_stack("roofline"))
+    for step in [(Seqs(1, 1, 700),), (Seqs(3, 1, 40), Seqs(1, 300, 12))]:
+        assert m.time(step) == pytest.approx(analyze(base().with_seqs(step), H100).totals.time_s, rel=1e-12)
+        assert m.time(step) == pytest.approx(analyze(base().with_seqs(step), H100).totals.time_s, rel=1e-12)
+
+
+def test_batch_dense_refuses_a_sliding_window():
+    with pytest.raises(UserError, match="sliding-window"):
+        StepModel(base("gemma-3-27b"), H100, stack=stack(attention="batch_dense"))
+
+
+def test_the_hf_stack_is_its_fit():
+    # stacks/hf.yaml holds what benchmarks/hf_cb_compare.py --fit gives on the records it names.
+    import hf_cb_compare as compare
+
+    runs = compare.load_runs(ROOT / "docs/results/h200-2026-12-04-serve")
+    hf = load_stack("hf")
+    fitted = compare.fit_stack(runs, set(compare.FIT_POINTS), str(ROOT / compare.GPU), hf)
+    assert fitted == hf
