@@ -96,14 +96,28 @@ def print_serve(out: Console, r: Simulation) -> None:
     if r.slos:
         lines.append(f"goodput: {number(r.goodput / run.duration_s)} requests/s meet the targets "
                      f"({r.goodput:,} of {len(run.served):,})")
-    st = r.stack
-    timed = "the calibrated op model times the ops" if r.calibrated else "the ops at the roofs' times"
-    if (st.step_overhead_us, st.kernel_gap_us, st.bandwidth_efficiency, st.compute_efficiency) == (0, 0, 1, 1):
-        lines.append(f"stack {st.id}: {timed}, no cost beyond them")
-    else:
-        lines.append(f"stack {st.id}: {duration(st.step_overhead_us / 1e6)} a step, "
-                     f"{duration(st.kernel_gap_us / 1e6)} a kernel"
-                     + (f", {timed}" if r.calibrated else f", {st.bandwidth_efficiency:.0%} of the bandwidth and "
-                        f"{st.compute_efficiency:.0%} of the peak"))
+    lines.append(_stack_line(r))
     for line in lines:
         out.print(line, highlight=False)
+
+
+def _stack_line(r: Simulation) -> str:
+    """The serving stack's costs beyond the ops, those it has (the floor says it has none)."""
+    st = r.stack
+    timed = "the calibrated op model times the ops" if r.calibrated else "the ops at the roofs' times"
+    costs = []
+    if st.step_overhead_us:
+        costs.append(f"{duration(st.step_overhead_us / 1e6)} a step")
+    if st.kernel_gap_us:
+        costs.append(f"{duration(st.kernel_gap_us / 1e6)} a kernel")
+    if st.new_shape_us:
+        costs.append(f"{duration(st.new_shape_us / 1e6)} a new attention shape")
+    if st.kv_position_ns:
+        costs.append(f"{duration(st.kv_position_ns / 1e9)} a KV position and layer")
+    if not r.calibrated and (st.bandwidth_efficiency, st.compute_efficiency) != (1, 1):
+        costs.append(f"{st.bandwidth_efficiency:.0%} of the bandwidth and {st.compute_efficiency:.0%} of the peak")
+    if st.attention_efficiency != 1:
+        costs.append(f"attention at {st.attention_efficiency:.0%} of its op's rate")
+    if st.attention != "varlen":
+        costs.append(f"{st.attention} attention (every query over the whole batch's KV)")
+    return f"stack {st.id}: {timed}" + (f"; {', '.join(costs)}" if costs else ", no cost beyond them")
