@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rooflinectl.engine.count.op import Op, flash_attention_op, matmul_op
 from rooflinectl.engine.count.transformer import step_ops
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 ROOT = Path(__file__).parents[1]
 CALIBRATED = ROOT / "docs" / "results" / "h200-2026-12-02" / "calibrated.yaml"

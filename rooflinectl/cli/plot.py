@@ -14,7 +14,8 @@ from .options import workload_overrides
 from .routing import routed
 
 if TYPE_CHECKING:  # the specs are imported inside the functions: `rooflinectl --help` needs none of them
-    from ..specs.workload import Phase, SizeField
+    from ..specs.step import Phase
+    from ..specs.workload import SizeField
 
 
 def size_flag(field: str) -> str:
@@ -126,7 +127,7 @@ def plot(
     from ..engine.parallel import Layout
     from ..plot.build import chart_json, check_output, plot_workloads
     from ..specs.hardware import load_gpu
-    from ..specs.workload import resolve_workload
+    from ..specs.scenario import resolve_workload
 
     check_output(output)
     if style not in ("light", "dark"):

@@ -22,16 +22,9 @@ from ..specs.dtypes import DTYPES
 from ..specs.hardware import GPU
 from ..specs.load import validate
 from ..specs.model import Model
-from ..specs.workload import (
-    PRESETS,
-    LengthField,
-    Phase,
-    Scenario,
-    Workload,
-    length_field,
-    scenario_from_workload,
-    workload_from_scenario,
-)
+from ..specs.scenario import Scenario, scenario_from_workload, workload_from_scenario
+from ..specs.step import PRESETS, Phase
+from ..specs.workload import LengthField, Workload, length_field
 
 
 @dataclass(frozen=True)

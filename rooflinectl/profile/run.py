@@ -33,7 +33,8 @@ from ..errors import UserError
 from ..measure.device import device_info, now, spec_mismatch_notes
 from ..records.profile import KernelTime, OpProfile, ProfileRecord, Timer
 from ..specs.hardware import GPU, Roofs
-from ..specs.workload import Workload, resolve_workload
+from ..specs.scenario import resolve_workload
+from ..specs.workload import Workload
 from ..units import duration
 from . import build as hf
 from .attribute import Attribution, Event, NameTime, attribute

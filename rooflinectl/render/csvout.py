@@ -13,7 +13,7 @@ from ..engine.roofline import Analysis
 from ..records.kernel import BASELINE_LABELS, MeasurementFile
 from ..specs.hardware import GPU
 from ..specs.model import Model
-from ..specs.workload import Scenario
+from ..specs.scenario import Scenario
 
 
 def to_csv(rows: Sequence[dict], fields: Sequence[str]) -> str:

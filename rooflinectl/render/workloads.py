@@ -15,7 +15,7 @@ from ..engine.footprint import (
 )
 from ..specs.dtypes import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, DType
 from ..specs.model import Model
-from ..specs.workload import Scenario
+from ..specs.scenario import Scenario
 from ..units import billions, binary_size
 
 

@@ -29,7 +29,7 @@ from rooflinectl.engine.generate import Request, generate, step_workload
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import Roofs, load_gpu, load_gpu_file
 from rooflinectl.specs.measured import OpCurve, OpModel, OpPoint
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 US = 1e-6
 
@@ -165,7 +165,7 @@ def test_an_elementwise_op_is_timed_by_its_own_operations_curve():
     each its own class; another elementwise op (a bias add) is 'memory', read from the residual add's curve."""
     from rooflinectl.engine.count.transformer import step_ops
     from rooflinectl.specs.model import Model  # noqa: F401  (the engine's ops below come from a real step)
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     ops = {op.name: op for op in step_ops(resolve_workload("decode", model="llama-3-8b"))}
     assert [op_class(ops[n]) for n in ("rope", "act", "attn_residual", "mlp_residual", "attn_norm", "embed",

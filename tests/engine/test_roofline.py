@@ -12,7 +12,7 @@ from rooflinectl.engine.count.op import Op, matmul_op
 from rooflinectl.engine.roofline import analyze, batch_at_ridge, measured_share, place, sweep
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import Roofs, load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 ROOFS = Roofs(gpu_id="test", label="spec", bandwidth_gbps=2000.0, tensor_tflops={"bf16": 300.0},
               vector_tflops={"fp32": 20.0})

@@ -14,7 +14,7 @@ from rooflinectl.engine.roofline import analyze
 from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.model import load_model
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 
 def ops_by_name(workload) -> dict:

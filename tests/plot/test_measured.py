@@ -17,7 +17,7 @@ from rooflinectl.plot.build import build_chart
 from rooflinectl.plot.measured import load_measured, measured_gpu, record_op
 from rooflinectl.records.kernel import MeasurementFile
 from rooflinectl.specs.hardware import device_matches, list_gpus, load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 RESULTS = Path(__file__).parents[2] / "docs" / "results"
 

@@ -8,7 +8,8 @@ import pytest
 
 from rooflinectl.errors import UserError
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.workload import SIZE_FIELDS, Scenario, length_field, resolve_workload, size_problem
+from rooflinectl.specs.scenario import Scenario, resolve_workload
+from rooflinectl.specs.workload import SIZE_FIELDS, length_field, size_problem
 
 DECODE = resolve_workload("decode", model="llama-3-8b", batch=1, context=4096)
 PREFILL = resolve_workload("prefill", model="llama-3-8b", batch=1, seq_len=2048)

@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ...specs.workload import Seqs, Workload, seqs_text
+from ...specs.step import Seqs, seqs_text
+from ...specs.workload import Workload
 from ...units import dtype_bytes
 from .op import SOFTCAP_FLOPS_PER_ELEMENT, AttentionShape, Op, flash_attention_op, score_matmul_op, softmax_op
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ...specs.measured import Collective
-from ...specs.workload import Seqs
+from ...specs.step import Seqs
 from ...units import dtype_bytes
 
 # FLOPs per element of the elementwise work. Each is named once here; the kernels and the engine share them.
