@@ -1,6 +1,6 @@
 """fused_softmax: y = softmax(x) along each row of a ROWS×COLS tensor, computed in fp32 for fp32/fp16/bf16 inputs.
 
-Reads rows·cols elements and writes rows·cols elements (op.softmax_op), in one of three ways by row length:
+Reads rows·cols elements and writes rows·cols elements (primitives.softmax_op), in one of three ways by row length:
 
 - ``rows`` mode (rows up to ``_ONLINE_ABOVE`` elements): each program loads whole rows into registers, takes the
   max, the exponentials, their sum and the quotient, and writes the rows back: one HBM read, one write.
@@ -32,7 +32,8 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.count.op import Op, softmax_op
+from ..engine.count.op import Op
+from ..engine.count.primitives import softmax_op
 from .base import Inputs, Kernel, dtype_name, interpreting, sm_count, torch_dtype
 
 # Rows up to this many elements are held whole in registers (one read, one write); longer rows take the online

@@ -24,7 +24,8 @@ from op_model_example import (
 
 from helpers import assert_one_line_error, cli
 from rooflinectl.engine.calibrated import OP_CLASS, curve_time, fit, op_class, predict_time, read_curve
-from rooflinectl.engine.count.op import Op, OpKind, matmul_op
+from rooflinectl.engine.count.op import Op, OpKind
+from rooflinectl.engine.count.primitives import matmul_op
 from rooflinectl.engine.generate import Request, generate, step_workload
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import Roofs, load_gpu, load_gpu_file

@@ -180,7 +180,7 @@ def test_decode_verdict_reads_no_more_weights_than_the_model_has():
 
 
 def test_fp32_matmuls_run_on_the_vector_units_and_tf32_on_the_tensor_cores():
-    from rooflinectl.engine.count.op import matmul_op
+    from rooflinectl.engine.count.primitives import matmul_op
 
     ops = ops_by_name(resolve_workload("decode", dtype="fp32", fused=["norm_linear"]))
     assert {ops[n].unit for n in ("attn_norm+q_proj", "o_proj", "attention", "lm_head")} == {"vector"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from plot_helpers import BASE, DECODE, GPU1, made_up_gpu, measured_file, measured_record, measured_run
 
-from rooflinectl.engine.count.op import rmsnorm_linear_op
+from rooflinectl.engine.count.primitives import rmsnorm_linear_op
 from rooflinectl.engine.roofline import analyze, measured_share
 from rooflinectl.errors import UserError
 from rooflinectl.plot.build import build_chart

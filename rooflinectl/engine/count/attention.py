@@ -37,7 +37,8 @@ from dataclasses import replace
 from ...specs.step import Seqs, seqs_text
 from ...specs.workload import Workload
 from ...units import dtype_bytes
-from .op import SOFTCAP_FLOPS_PER_ELEMENT, AttentionShape, Op, flash_attention_op, score_matmul_op, softmax_op
+from .op import SOFTCAP_FLOPS_PER_ELEMENT, AttentionShape, Op
+from .primitives import flash_attention_op, score_matmul_op, softmax_op
 
 # A sink's work per softmax row (one query of one head): compare into the row max, subtract the max, exp, add
 # into the denominator. The sink adds no score to P and nothing to PV.

@@ -56,18 +56,8 @@ from ...specs.workload import Workload
 from ...units import dtype_bytes
 from .attention import by_group, scores_computed
 from .block import linear, projection, projections, residual, with_residual
-from .op import (
-    ROPE_FLOPS_PER_ELEMENT,
-    AttentionShape,
-    Gemm,
-    Op,
-    flash_attention_op,
-    kv_write_op,
-    matmul_unit,
-    rmsnorm_op,
-    score_matmul_op,
-    softmax_op,
-)
+from .op import ROPE_FLOPS_PER_ELEMENT, AttentionShape, Gemm, Op, matmul_unit
+from .primitives import flash_attention_op, kv_write_op, rmsnorm_op, score_matmul_op, softmax_op
 
 
 def _mla(w: Workload) -> MLA:
@@ -146,7 +136,7 @@ def _rope_and_cache(w: Workload) -> list[Op]:
 def _absorbed_core(w: Workload) -> list[Op]:
     """Decode's attention over the latent cache: each head's query is [q_nope·W_UK (r), q_pe (d_r)], each
     position's key the cached [c_kv, k_pe] (r + d_r) and its value c_kv (r): QKᵀ over r + d_r and PV over r,
-    2·(r + d_r) + 2·r FLOPs per score (engine.count.op.flash_attention_op, score_matmul_op)."""
+    2·(r + d_r) + 2·r FLOPs per score (engine.count.primitives.flash_attention_op, score_matmul_op)."""
     m, mla = w.model, _mla(w)
     b, t, lk, h = w.batch, w.tokens_per_seq, w.kv_len, m.num_heads
     r, d_qk = mla.kv_lora_rank, mla.latent_dim

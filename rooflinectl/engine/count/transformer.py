@@ -63,6 +63,8 @@ from .op import (
     ROPE_FLOPS_PER_ELEMENT,
     SOFTCAP_FLOPS_PER_ELEMENT,
     Op,
+)
+from .primitives import (
     expert_matmul_op,
     gated_act_op,
     kv_write_op,
@@ -213,7 +215,7 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
 
       mlp_norm            RMSNorm N×H, always its own kernel: its output is read by the router, every expert and
                           the shared experts (norm_linear would repeat it in each), so it is written once
-      router              N×H · H×E gate, softmax, top-k (engine.count.op.router_op)
+      router              N×H · H×E gate, softmax, top-k (engine.count.primitives.router_op)
       expert_gate_proj,   grouped matmuls over the N·k (token, expert) pairs: rows N·k×H · H×I_e, weights of the
       expert_up_proj      X distinct experts touched, each read once (experts_touched: X); gate_up fuses them
       expert_act          SiLU(gate)·up on N·k×I_e (or in the gate_up epilogue with act)

@@ -118,7 +118,7 @@ def _matrix_bytes(w: Workload, k: int, n: int) -> int:
 
 
 def _expected(x: float) -> int:
-    """An expectation of bytes rounded to the byte, as engine.count.op.expert_matmul_op rounds it."""
+    """An expectation of bytes rounded to the byte, as engine.count.primitives.expert_matmul_op rounds it."""
     return int(x) if float(x).is_integer() else round(x)
 
 

@@ -1,7 +1,7 @@
 """rmsnorm_linear: y = (x / sqrt(mean(x²) + eps) · g) · Wᵀ (+ bias), fused, for x M×K, W N×K, g K, bias N.
 
 Reads x (M·K), W (N·K) and g (K) once and writes y (M·N); 2·M·N·K FLOPs of matmul plus 4 per x element of RMSNorm
-(op.rmsnorm_linear_op). The normalized activations never reach HBM: RMSNorm scales each row of x by one number, so
+(primitives.rmsnorm_linear_op). The normalized activations never reach HBM: RMSNorm scales each row of x by one number, so
 y[m, :] = rstd[m] · x[m, :] · W_gᵀ with W_g = W·diag(g) and rstd[m] = 1/sqrt(mean(x[m]²) + eps). The kernels run the
 matmul of the raw x with W_g and scale each row of the accumulator by rstd[m] in the epilogue.
 
@@ -71,7 +71,8 @@ from dataclasses import replace
 import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 
-from ...engine.count.op import Op, matmul_op, rmsnorm_linear_op, rmsnorm_op
+from ...engine.count.op import Op
+from ...engine.count.primitives import matmul_op, rmsnorm_linear_op, rmsnorm_op
 from ...units import dtype_bytes
 from ..base import Inputs, Kernel, dot_dtype, dtype_name, interpreting, torch_dtype
 from . import configs
