@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import UserError, format_validation_error
 from .load import Strict, validate
-from .model import Batch, Positions
+from .sizes import Batch, Positions
 
 # decode, prefill and attention are the presets of a step; a mixed step is any other set of sequence groups (a
 # continuous-batching step: decodes beside a prefill chunk). A scenario file gives a preset by its phase and

@@ -24,7 +24,8 @@ from .dtypes import (
     WeightDType,
 )
 from .load import Strict, invalid, validate
-from .model import GATED_MLPS, Experts, Model
+from .model import GATED_MLPS, Model
+from .sizes import Experts
 from .step import MAX_GROUPS, Phase, Seqs, preset_phase, seqs_text
 
 AttentionImpl = Literal["naive", "flash"]

@@ -237,7 +237,7 @@ LLAMA_3_8B = {"id": "m", "name": "M", "source": "test", "hidden_size": 4096, "nu
 
 
 @pytest.mark.parametrize("field, value, reason", [
-    # One past each range (specs/workload.py states them): refused by name, not counted.
+    # One past each range (specs/sizes.py states them): refused by name, not counted.
     ("hidden_size", 2**20 + 1, "less than or equal to 1048576"),
     ("num_layers", 10**9, "less than or equal to 16384"),
     ("num_heads", 2**14 + 1, "less than or equal to 16384"),

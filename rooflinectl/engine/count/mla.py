@@ -2,7 +2,7 @@
 bytes stated beside its code. ``engine.count.transformer`` hands a model with ``Model.mla`` to this module.
 
 Notation as in ``engine.count.transformer`` (N = B·T tokens, Lk KV positions, H hidden, h heads, a and kv the bytes of
-``dtype`` and ``kv_dtype``), and MLA's sizes (``specs.workload.MLA``): r_q ``q_lora_rank``, r ``kv_lora_rank``,
+``dtype`` and ``kv_dtype``), and MLA's sizes (``specs.mla.MLA``): r_q ``q_lora_rank``, r ``kv_lora_rank``,
 d_n ``qk_nope_head_dim``, d_r ``qk_rope_head_dim``, d_v ``v_head_dim``. Source of the structure: DeepSeek-V2,
 arXiv 2405.04434, section 2.1 (equations 9-19 and the appendix on weight absorption), and transformers'
 ``DeepseekV3Attention``.
@@ -51,7 +51,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...specs.model import MLA, Model
+from ...specs.mla import MLA
+from ...specs.model import Model
 from ...specs.workload import Workload
 from ...units import dtype_bytes
 from .attention import by_group, scores_computed
