@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -48,7 +49,7 @@ _LENGTH = Binding.Group("length ×2/÷2", compact=True)
 _OP = Binding.Group("op", compact=True)
 
 
-class ExploreApp(App):
+class ExploreApp(App[None]):
     """An interactive roofline: keys turn the knobs of one workload on one GPU."""
 
     TITLE = "rooflinectl explore"
@@ -133,7 +134,7 @@ class ExploreApp(App):
         self.fit_layout(self.size.width, self.size.height)
         self.show()
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self.fit_layout(event.size.width, event.size.height)
 
     def fit_layout(self, width: int, height: int) -> None:

@@ -9,8 +9,10 @@ the old ones when the new ones fail (a data type the GPU has no peak for, say).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
@@ -25,6 +27,8 @@ from ..specs.model import Model
 from ..specs.scenario import Scenario, scenario_from_workload, workload_from_scenario
 from ..specs.step import PRESETS, Phase
 from ..specs.workload import LengthField, Workload, length_field
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,11 @@ class Knobs:
         return analyze(self.workload(), self.gpu, calibrated=self.calibrated)
 
 
-def cycle(items: list, current, key=lambda x: x):
+def _itself(item: object) -> object:
+    return item
+
+
+def cycle(items: Sequence[T], current: T, key: Callable[[T], object] = _itself) -> T:
     """The item after ``current`` in ``items`` (by ``key``), wrapping; the first one if ``current`` is absent."""
     keys = [key(i) for i in items]
     k = key(current)

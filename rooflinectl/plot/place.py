@@ -138,7 +138,9 @@ class Placer:
 
     def _inside_each(self, boxes: np.ndarray) -> np.ndarray:
         a = self._axes()
-        return (boxes[:, 0] >= a[0]) & (boxes[:, 2] <= a[2]) & (boxes[:, 1] >= a[1]) & (boxes[:, 3] <= a[3])
+        inside: np.ndarray = ((boxes[:, 0] >= a[0]) & (boxes[:, 2] <= a[2])
+                              & (boxes[:, 1] >= a[1]) & (boxes[:, 3] <= a[3]))
+        return inside
 
     def _inside(self, boxes: np.ndarray) -> bool:
         return bool(self._inside_each(boxes).all())

@@ -7,8 +7,10 @@ file has them, then the memory hierarchy (``render.hierarchy``), which carries t
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -40,12 +42,12 @@ def gpu_table(gpus: list[GPU]) -> Table:
     return table
 
 
-def gpus_json(gpus: list[GPU]) -> list[dict]:
+def gpus_json(gpus: list[GPU]) -> list[dict[str, Any]]:
     """``hardware list --json``: each spec as its file gives it."""
     return [g.model_dump() for g in gpus]
 
 
-def gpu_json(g: GPU) -> dict:
+def gpu_json(g: GPU) -> dict[str, Any]:
     """``hardware show --json``: the spec as its file gives it, and the memory hierarchy under "hierarchy"."""
     return {**g.model_dump(), "hierarchy": gpu_hierarchy_json(g)}
 
@@ -133,7 +135,8 @@ def gpu_detail(g: GPU) -> Group:
     """One GPU's spec, each section with its numbered source; its measured ceilings; its memory hierarchy."""
     c = g.compute
     sources = [g.memory.source, g.limits.source, c.source] + ([g.interconnect.source] if g.interconnect else [])
-    parts: list = [_spec_table(g), Text("\n".join(f"[{i}] {text}" for i, text in enumerate(sources, 1)))]
+    numbered = Text("\n".join(f"[{i}] {text}" for i, text in enumerate(sources, 1)))
+    parts: list[RenderableType] = [_spec_table(g), numbered]
     measured = _measured_table(g)
     if measured is not None:
         parts.append(measured)
