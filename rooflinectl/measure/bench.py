@@ -81,7 +81,8 @@ def do_bench(fn: Callable[[], object], *, warmup_ms: float = WARMUP_MS, rep_ms: 
         torch.cuda.synchronize()
         try:
             # Older tritons refuse to capture on the default stream; newer ones make their own side stream anyway.
-            with torch.cuda.stream(torch.cuda.Stream()):
+            side = torch.cuda.Stream()  # type: ignore[no-untyped-call]  # torch's Stream is unannotated
+            with torch.cuda.stream(side):
                 ms = bench(fn, rep=rep_ms, quantiles=list(QUANTILES), return_mode="median")
         except Exception as err:  # a kernel that syncs, allocates or reads the host in its call cannot be captured
             torch.cuda.synchronize()

@@ -175,7 +175,9 @@ def _eager_wall(built: hf.Built, device: str, reps: int) -> float:
     import torch
 
     if device == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # torch.cuda.Event is unannotated.
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         for _ in range(reps):
             built.reset()
@@ -200,7 +202,7 @@ def _graph_times(built: hf.Built, eager: list[Event], reps: int) -> tuple[list[E
     from . import trace
 
     try:
-        stream = torch.cuda.Stream()
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]  # torch's Stream is unannotated
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             built.reset()
@@ -216,7 +218,9 @@ def _graph_times(built: hf.Built, eager: list[Event], reps: int) -> tuple[list[E
         message = " ".join(str(err).split())[:160]
         return eager, _eager_wall(built, "cuda", reps), [f"no CUDA graph (the step did not capture: "
                                                         f"{type(err).__name__}: {message}); timed eagerly"]
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # torch.cuda.Event is unannotated.
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     start.record()
     for _ in range(reps):
         g.replay()
