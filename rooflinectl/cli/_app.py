@@ -107,7 +107,7 @@ def print_json(data: object) -> None:
 
 
 # The most values one comma-separated list may give. A sweep draws every op at every value: 64 sizes are 64
-# markers per op, more than a chart shows apart, and the 399 sizes issue 18 tried took 88 s to draw (64 take about
+# markers per op, more than a chart shows apart, and 399 sizes took 88 s to draw (64 take about
 # as long as a chart of a few measured records). Refused above it, in one line, before any work.
 MAX_LIST = 64
 

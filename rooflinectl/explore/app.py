@@ -174,7 +174,7 @@ class ExploreApp(App[None]):
 
     def status(self, message: str, error: bool = False) -> None:
         line = self.query_one("#status", Static)
-        # Wrapped, not cut: the s key's confirmation (a path and a command) is longer than 120 columns (issue 19).
+        # Wrapped, not cut: the s key's confirmation (a path and a command) is longer than 120 columns.
         line.update(Text(("error: " if error else "") + message, overflow="fold"))
         line.set_class(error, "error")
 

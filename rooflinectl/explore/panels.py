@@ -160,7 +160,7 @@ class KeyBar(Widget):
 def settings_line(k: state.Knobs, a: Analysis) -> Text:
     kv = f" (KV {k.kv_dtype})" if k.kv_dtype != k.dtype else ""
     roofs = "" if a.roofs.label == "spec" else " (measured roofs, op model)" if a.op_model else " (measured roofs)"
-    # The GPU first: at 80 columns the line is cut at its end, and which GPU it is matters most (issue 19).
+    # The GPU first: at 80 columns the line is cut at its end, and which GPU it is matters most.
     parts = [
         ("", k.gpu.id + roofs), ("", k.phase), ("", k.model.id), ("batch ", f"{k.batch:,}"),
         (f"{k.length_name} ", f"{k.length:,}"), ("", k.dtype + kv), ("attn ", k.attention),

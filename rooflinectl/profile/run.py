@@ -41,7 +41,7 @@ from .attribute import Attribution, Event, NameTime, attribute
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
 # Timed steps: replays of the graph (or eager steps) after WARMUP untimed ones; the mean is reported. Ten steps of
-# a Llama-3-8B decode are about 0.1 s on an H200 (issue 15: 10.2 ms a step).
+# a Llama-3-8B decode are about 0.1 s on an H200 (10.2 ms a step there).
 WARMUP, REPS = 3, 10
 
 
