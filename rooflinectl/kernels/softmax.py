@@ -229,7 +229,8 @@ def _next_pow2(n: int) -> int:
 _MAX_POLLS = 1024
 _MAX_POLLS_INTERPRETED = 3
 # The fallback reads its row in chunks of this many elements a thread: few enough registers beside a part held
-# in registers (chunks as large as the part doubled the registers and slowed split mode: tuning run 6).
+# in registers (chunks as large as the part doubled the registers and slowed split mode:
+# docs/kernels-tuning.md, run 6).
 _FALLBACK_PER_THREAD = 4
 
 
@@ -307,7 +308,7 @@ class FusedSoftmax(Kernel):
     shape_format = "ROWSxCOLS"
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
-    # Issue 4's targets: rows of 1,024 to 16,384 and 65,536 to 262,144 elements, 4,096 rows.
+    # The targets (docs/performance.md): rows of 1,024 to 16,384 and 65,536 to 262,144 elements, 4,096 rows.
     default_shapes = [(4096, 1024), (4096, 4096), (4096, 16384), (4096, 65536), (4096, 262144)]
     # Every mode: rows (up to 3,000), online (20,000) and split (70,001, its last part ragged).
     interpret_shapes = [(1, 1), (3, 7), (5, 781), (2, 3000), (2, 20000), (2, 70001)]
