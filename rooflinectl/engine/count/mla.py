@@ -33,17 +33,14 @@ then
   o_proj               N×h·d_v · h·d_v×H (its epilogue adds the residual with residual fusion)
   attn_residual        x + attn
 
-Rules beyond engine.count.transformer's, stated once here:
-- Decode reads the latent cache once per sequence, whatever h: FlashMLA (deepseek-ai/FlashMLA) and vLLM's and
-  SGLang's MLA decode kernels tile a sequence's query heads together (64 or 128 of them) against each block of
-  the cache. The values are the latent's first r elements of the same cache entries, so the flash kernel reads
-  them with the keys; naive attention's pv reads them again.
-- The absorbed matrices W_UK and W_UV (kv_b_proj's two halves) are read and multiplied in ``dtype``, as vLLM's
-  and SGLang's MLA layers hold them after dequantizing kv_b_proj at load time (a quantized checkpoint's
-  kv_b_proj is counted in its format where prefill runs it, and in the footprint).
-- The expanded form's shared RoPE key is read once per position for all heads (the ideal kernel; a serving
-  stack that concatenates k_pe onto every head's K writes and reads N·h·d_r more values). Its K and V are
-  activations in ``dtype``, not the cache; they are the keys and values attention reads (``kv_bytes``).
+Rules beyond engine.count.transformer's (docs/design.md, "Multi-head latent attention", says why each):
+- Decode reads the latent cache once per sequence, whatever h (FlashMLA's tiling of a sequence's heads). The
+  values are the latent's first r elements of the same cache entries, read with the keys; naive attention's pv
+  reads them again.
+- The absorbed W_UK and W_UV (kv_b_proj's two halves) are read and multiplied in ``dtype`` (a quantized
+  checkpoint's kv_b_proj is counted in its format where prefill runs it, and in the footprint).
+- The expanded form's shared RoPE key is read once per position for all heads. Its K and V are activations in
+  ``dtype``, not the cache; they are the keys and values attention reads (``kv_bytes``).
 - Causal skipping and the flash/naive split follow ``engine.count.attention.scores_computed``.
 """
 
