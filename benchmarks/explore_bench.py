@@ -21,7 +21,7 @@ KEYS = ("b", "B", "c", "C", "p", "a", "d", "m", "g", "down")
 async def measure(rounds: int, size: tuple[int, int]) -> tuple[list[float], list[float], list[float]]:
     from rooflinectl.explore.app import ExploreApp
     from rooflinectl.specs.hardware import load_gpu
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     app = ExploreApp(resolve_workload("decode"), load_gpu("h100"))
     frames: list[float] = []

@@ -13,7 +13,7 @@ import asyncio
 async def shoot(path: str, workload: str, gpu: str, keys: str, size: tuple[int, int], title: str) -> None:
     from rooflinectl.explore.app import ExploreApp
     from rooflinectl.specs.hardware import load_gpu
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     app = ExploreApp(resolve_workload(workload), load_gpu(gpu))
     async with app.run_test(size=size) as pilot:

@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rooflinectl.engine.count.op import Op, flash_attention_op, matmul_op
+from rooflinectl.engine.count.op import Op
+from rooflinectl.engine.count.primitives import flash_attention_op, matmul_op
 from rooflinectl.engine.count.transformer import step_ops
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 ROOT = Path(__file__).parents[1]
 CALIBRATED = ROOT / "docs" / "results" / "h200-2026-12-02" / "calibrated.yaml"
@@ -45,7 +46,7 @@ def add_op(elements: int) -> Op:
 
 def decode_attention(batch: int, context: int) -> Op:
     """SDPA decode, GQA 32 query heads over 8 KV heads of d 128, bf16, as the engine counts one layer's flash
-    attention (engine.count.op.flash_attention_op): it reads Q (batch·32·128) and the cache's K and V
+    attention (engine.count.primitives.flash_attention_op): it reads Q (batch·32·128) and the cache's K and V
     (2·batch·8·context·128) and writes O (batch·32·128), two bytes each; 32·context scores a sequence.
     ``llama_attention`` is the same op from Llama-3-8B's decode step, where its 8,192 positions allow."""
     return flash_attention_op("attention", batch * 32 * context, 128, 128, q_bytes=batch * 32 * 128 * 2,

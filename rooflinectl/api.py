@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .specs.workload import Seqs
+from .specs.step import Seqs
 
 if TYPE_CHECKING:
     from .engine.generate import Choice, Generation, StepAnalyzer
@@ -159,7 +159,7 @@ def step_options(*, model: str | Model | None = None, dtype: str | None = None, 
                  weight_dtype: str | None = None, act_dtype: str | None = None, group_size: int | None = None,
                  attention: str | None = None, causal: bool | None = None,
                  fuse: str | Sequence[str] | None = None, experts_touched: int | None = None) -> dict[str, Any]:
-    """The options every step shares, as :func:`specs.workload.resolve_workload`'s overrides (None: the
+    """The options every step shares, as :func:`specs.scenario.resolve_workload`'s overrides (None: the
     scenario's)."""
     return dict(model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype, act_dtype=act_dtype,
                 group_size=group_size, attention=attention, causal=causal, fused=_fusions(fuse),
@@ -178,7 +178,7 @@ def analyze(workload: str = "decode", *, gpu: str | GPU = DEFAULT_GPU, batch: in
             ep: int = 1, pp: int = 1, **options: Any) -> StepResult:
     """Every op of one step on ``gpu``'s roofline: ``workload`` a phase (decode, prefill, attention) or a
     workload YAML; ``options`` those of :func:`step_options` (model, dtypes, attention, fuse …)."""
-    from .specs.workload import resolve_workload
+    from .specs.scenario import resolve_workload
 
     w = resolve_workload(workload, batch=batch, context=context, seq_len=seq_len, **step_options(**options))
     return _place(w, gpu, calibrated, tp, ep, pp)
@@ -189,7 +189,7 @@ def analyze_step(*, seqs: Sequence[Seqs | str], gpu: str | GPU = DEFAULT_GPU, ca
     """A step made of groups of sequences (``Seqs(count, new, cached)`` or ``"16x1@4095"``): a decode or prefill
     step where the groups make one (the same numbers as :func:`analyze`), else a mixed step."""
     from .errors import UserError
-    from .specs.workload import resolve_step
+    from .specs.scenario import resolve_step
 
     groups = tuple(Seqs.parse(g) if isinstance(g, str) else g for g in seqs)
     if not groups:
@@ -201,7 +201,7 @@ def analyze_step(*, seqs: Sequence[Seqs | str], gpu: str | GPU = DEFAULT_GPU, ca
 def base_workload(**options: Any) -> Workload:
     """The serving commands' model and step options (:func:`step_options`) as a one-token prefill: a request's
     steps are this with their own sizes (``engine.generate.step_workload``)."""
-    from .specs.workload import resolve_workload
+    from .specs.scenario import resolve_workload
 
     return resolve_workload("prefill", batch=1, seq_len=1, **step_options(**options))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rooflinectl.engine.count.op import softmax_op
+from rooflinectl.engine.count.primitives import softmax_op
 from rooflinectl.kernels.base import Kernel
 from rooflinectl.measure.bench import REP_MS, WARMUP_MS, CaptureError
 from rooflinectl.measure.harness import Plan, Reporter, run_measure

@@ -95,7 +95,9 @@ def _time_one(fn: Callable[[], Any], cuda: bool) -> float:
     if cuda:
         torch.cuda.synchronize()
         dist.barrier()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # torch.cuda.Event is unannotated.
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         for _ in range(TIMED_ITERS):
             fn()
@@ -158,7 +160,8 @@ def _measure(request: CommRequest, rank: int, n: int, local_rank: int) -> CommCa
         return None
     it = iter(slowest.tolist())
     curves = {c: [comm_point(c, run_bytes(c, s, n), next(it), n) for s in sizes] for c in request.collectives}
-    nccl = ".".join(str(v) for v in torch.cuda.nccl.version()) if cuda else None
+    # torch.cuda.nccl.version is unannotated; it returns (major, minor, patch).
+    nccl = ".".join(str(v) for v in torch.cuda.nccl.version()) if cuda else None  # type: ignore[no-untyped-call]
     name = torch.cuda.get_device_name(device) if cuda else "CPU (gloo)"
     comm = MeasuredInterconnect(device_name=name, gpu_count=n, backend="nccl" if cuda else "gloo", date=now(),
                                 command=request.command, torch_version=str(torch.__version__),
@@ -223,7 +226,7 @@ def calibrate_comm(request: CommRequest) -> CommCalibration | None:
         check_writable(request.output, "-o")                            # ranks may not have that folder)
     try:
         import torch.distributed as dist
-        import torch.multiprocessing as mp
+        from torch.multiprocessing.spawn import ProcessRaisedException, spawn
     except ImportError:
         require_gpu_stack("calibrate")  # says what to install
         raise
@@ -242,8 +245,9 @@ def calibrate_comm(request: CommRequest) -> CommCalibration | None:
     if cuda and n > torch.cuda.device_count():
         raise UserError(f"--world-size {n}: {torch.cuda.device_count()} GPUs visible; one process a GPU")
     try:
-        mp.spawn(_spawned, args=(n, _free_port(), request), nprocs=n, join=True)
-    except mp.ProcessRaisedException as err:  # a rank's error, with its traceback: its last line is the reason
+        # torch.multiprocessing's spawn is unannotated.
+        spawn(_spawned, args=(n, _free_port(), request), nprocs=n, join=True)  # type: ignore[no-untyped-call]
+    except ProcessRaisedException as err:  # a rank's error, with its traceback: its last line is the reason
         raise UserError(f"calibrate --comm: a rank failed: {str(err).strip().splitlines()[-1]}") from None
     written = load_gpu_file(request.output)
     return CommCalibration(spec, written, measured_of(written), request.output)

@@ -34,16 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.count.op import (
-    RESIDUAL_FLOPS_PER_ELEMENT,
-    ROPE_FLOPS_PER_ELEMENT,
-    Op,
-    copy_op,
-    flash_attention_op,
-    gated_act_op,
-    matmul_op,
-    rmsnorm_op,
-)
+from ..engine.count.op import RESIDUAL_FLOPS_PER_ELEMENT, ROPE_FLOPS_PER_ELEMENT, Op
+from ..engine.count.primitives import copy_op, flash_attention_op, gated_act_op, matmul_op, rmsnorm_op
 from ..measure import bench
 from ..measure.harness import Reporter
 from ..measure.step.cases import INDEX_DTYPE, Case, TensorSpec

@@ -7,6 +7,7 @@ import inspect
 import json
 import sys
 from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,6 +16,8 @@ from ..errors import UserError
 from ..render.console import console as plain_console
 
 DEFAULT_GPU = "h100-sxm"
+P = ParamSpec("P")
+R = TypeVar("R")
 
 app = typer.Typer(
     name="rooflinectl",
@@ -70,12 +73,13 @@ def one_line_paragraphs(doc: str | None) -> str | None:
     return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
 
 
-def command(target: typer.Typer = app, *args, **kwargs) -> Callable:
-    """``target.command`` whose function turns a UserError into one line on stderr and exit code 2."""
+def command(target: typer.Typer = app, *args: Any, **kwargs: Any) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """``target.command`` whose function turns a UserError into one line on stderr and exit code 2
+    (``args`` and ``kwargs`` are typer's ``command`` options)."""
 
-    def decorate(fn: Callable) -> Callable:
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
-        def wrapper(*a, **kw):
+        def wrapper(*a: P.args, **kw: P.kwargs) -> R:
             try:
                 return fn(*a, **kw)
             except UserError as err:
@@ -93,7 +97,7 @@ def one_format(json: bool, csv: bool) -> None:
         raise UserError("--json and --csv: give one")
 
 
-def print_json(data) -> None:
+def print_json(data: object) -> None:
     """Standard JSON only: a NaN or an infinity is a bug to report, never ``Infinity`` printed as a number."""
     try:
         text = json.dumps(data, indent=2, allow_nan=False)
@@ -103,7 +107,7 @@ def print_json(data) -> None:
 
 
 # The most values one comma-separated list may give. A sweep draws every op at every value: 64 sizes are 64
-# markers per op, more than a chart shows apart, and the 399 sizes issue 18 tried took 88 s to draw (64 take about
+# markers per op, more than a chart shows apart, and 399 sizes took 88 s to draw (64 take about
 # as long as a chart of a few measured records). Refused above it, in one line, before any work.
 MAX_LIST = 64
 

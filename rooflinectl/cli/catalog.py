@@ -63,7 +63,7 @@ def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSO
     one_format(json, csv)
     from ..render.workloads import catalog_json, catalog_view
     from ..specs.model import list_models
-    from ..specs.workload import list_scenarios
+    from ..specs.scenario import list_scenarios
 
     scenarios, models = list_scenarios(), list_models()
     if json:
@@ -88,7 +88,7 @@ def workloads_show(
     from ..errors import UserError
     from ..render.workloads import spec_json, spec_view
     from ..specs.model import Model, load_model
-    from ..specs.workload import Scenario, load_scenario
+    from ..specs.scenario import Scenario, load_scenario
 
     spec: Scenario | Model
     try:

@@ -43,7 +43,8 @@ def compare(
     --tp 4 --tp 8
     """
     from .. import api
-    from ..render.compare import COMPARE_FIELDS, compare_notes, compare_rows, compare_table, to_csv
+    from ..render.compare import COMPARE_FIELDS, compare_notes, compare_rows, compare_table
+    from ..render.csvout import to_csv
 
     one_format(json, csv)
     result = api.compare(gpus=gpu or [DEFAULT_GPU], prompt=prompt, output=output, batch=batch, tpot_ms=tpot_ms,

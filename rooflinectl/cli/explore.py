@@ -63,7 +63,7 @@ def explore(
     Example: rooflinectl explore decode --gpu h100 --model llama-3-70b
     """
     from ..specs.hardware import load_gpu
-    from ..specs.workload import resolve_workload
+    from ..specs.scenario import resolve_workload
 
     w = resolve_workload(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse)

@@ -98,7 +98,7 @@ def measure(
     attention: opt.Attention = None,
     fuse: opt.Fuse = None,
     device: Device = "cuda",
-):
+) -> None:
     """Run a Triton kernel on this GPU: check it, time it, and place it against the roofline.
 
     Example: rooflinectl measure --kernel fused_softmax --shape 4096x16384 --dtype bf16 --baseline all
@@ -171,7 +171,7 @@ def calibrate(
                                                                          "attention, memory-bound ops over their "
                                                                          "sizes; about 30 s on an H200) that "
                                                                          "'analyze --calibrated' times each op by."),
-):
+) -> None:
     """Measure this GPU's copy bandwidth and matmul peaks, and the op model, and write them into a hardware file.
 
     'analyze --calibrated --gpu FILE' and 'plot' then use the measured ceilings as the roofs, and time each op by

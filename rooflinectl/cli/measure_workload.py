@@ -28,7 +28,7 @@ def measure_workload(workload: str, model: str | None, batch: int | None, seq_le
                      dtype: str | None, attention: str | None, fuse: str | None, gpu: str | None, device: str,
                      seed: int | None, save: Path | None, json: bool, reporter_for: object) -> bool:
     """Run it and print it; True when an op failed its check or raised."""
-    from ..specs.workload import resolve_workload
+    from ..specs.scenario import resolve_workload
 
     if device not in DEVICES:
         raise UserError(f"--device {device}: expected one of {', '.join(DEVICES)}")

@@ -7,7 +7,7 @@ functions, and ``rooflinectl --help`` stays light. A help that lists choices rea
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -115,7 +115,7 @@ def workload_overrides(
     weight_dtype: str | None = None,
     act_dtype: str | None = None,
     group_size: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The workload options as ``resolve_workload``'s keyword overrides (None: not given, the scenario's), by
     the API's one rule (``api.step_options``). ``experts_touched`` is analyze's alone: a sweep of batch or length
     (plot, explore) changes the tokens of the step, and with them the experts that can be touched, so there the

@@ -83,7 +83,8 @@ def pareto(
              f"batch 1, 2, 4, … up to the largest that fits (weights + KV cache + activations + reserve)")
     draw_pareto(curves, title, base.model.id, chart)
     if json or csv:
-        from ..render.compare import CURVE_FIELDS, curve_rows, curves_json, to_csv
+        from ..render.compare import CURVE_FIELDS, curve_rows, curves_json
+        from ..render.csvout import to_csv
 
         if json:
             print_json(curves_json(curves, prompt, output, str(chart)))

@@ -14,7 +14,8 @@ from .options import workload_overrides
 from .routing import routed
 
 if TYPE_CHECKING:  # the specs are imported inside the functions: `rooflinectl --help` needs none of them
-    from ..specs.workload import Phase, SizeField
+    from ..specs.step import Phase
+    from ..specs.workload import SizeField
 
 
 def size_flag(field: str) -> str:
@@ -52,10 +53,10 @@ def sizes(given: dict[SizeField, str | None]) -> tuple[dict[str, int], SizeField
     return overrides, field, values
 
 
-# The most GPUs a sweep draws on one chart (without a sweep, the six of plot.chart.GPU_COLORS). Issue 18's bound
-# is 5 s for any accepted input: 64 sizes on 4 GPUs, decode and prefill, took 2.9 s on a 2-core machine under a
-# load of 2.6 (benchmarks/plot_speed.py), on 6 GPUs 4.4 s, with 2 of its 13 op labels and 1 of the 128 sizes
-# finding room: more lines than a chart shows apart.
+# The most GPUs a sweep draws on one chart (without a sweep, the six of plot.chart.GPU_COLORS). Every command
+# answers within 5 s on any accepted input: 64 sizes on 4 GPUs, decode and prefill, took 2.9 s on a 2-core
+# machine under a load of 2.6 (benchmarks/plot_speed.py), on 6 GPUs 4.4 s, with 2 of its 13 op labels and 1 of
+# the 128 sizes finding room: more lines than a chart shows apart.
 MAX_SWEPT_GPUS = 4
 
 
@@ -126,7 +127,7 @@ def plot(
     from ..engine.parallel import Layout
     from ..plot.build import chart_json, check_output, plot_workloads
     from ..specs.hardware import load_gpu
-    from ..specs.workload import resolve_workload
+    from ..specs.scenario import resolve_workload
 
     check_output(output)
     if style not in ("light", "dark"):

@@ -1,5 +1,5 @@
 """``rooflinectl profile``: a Hugging Face model's kernels, each charged to the engine op it serves, beside the
-engine's prediction (issue 15)."""
+engine's prediction."""
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 """The calibrated model of where time goes: each op's time read from measured probes of its class. Pure, no torch.
 
-The roofline's time, t_roof = max(bytes / bandwidth, FLOPs / peak) under the calibrated roofs (the measured copy
-bandwidth and matmul peaks: ``GPU.roofs(calibrated=True)``), is what an op would take at the ceilings. Measured on
-the H200 (issue 14), real kernels fall short of it by an amount that depends on their class and size: an
-elementwise c = a + b runs at 17% of the copy ceiling at 1.6 MB, 43% at 6.3 MB and 73% at 25 MB; a decode GEMV
-1×4096×4096 bf16 at 57%; SDPA decode at 33% for batch 1 × 4,096 positions and 100% for 16 × 16,384. So
-``calibrate`` runs probes of each class (:data:`OpClass`) at sizes across the range and stores, per (class, bound),
-the curve of (t_roof, measured) points, and the launch floor (the time of a kernel that does almost nothing).
+The roofline's time, t_roof = max(bytes / bandwidth, FLOPs / peak) under the calibrated roofs (the measured
+copy bandwidth and matmul peaks: ``GPU.roofs(calibrated=True)``), is what an op would take at the ceilings.
+Measured on the H200 (docs/performance.md, 2026-12-03), real kernels fall short of it by an amount that
+depends on their class and size: an elementwise c = a + b runs at 17% of the copy ceiling at 1.6 MB, 43% at
+6.3 MB and 73% at 25 MB; a decode GEMV 1×4096×4096 bf16 at 57%; SDPA decode at 33% for batch 1 × 4,096
+positions and 100% for 16 × 16,384. So ``calibrate`` runs probes of each class (:data:`OpClass`) at sizes
+across the range and stores, per (class, bound), the curve of (t_roof, measured) points, and the launch floor
+(the time of a kernel that does almost nothing).
 
 An op's time (:func:`curve_time`), with (r_i, m_i) its (class, bound) curve's points in rising r:
 
@@ -17,12 +18,13 @@ An op's time (:func:`curve_time`), with (r_i, m_i) its (class, bound) curve's po
   one point has no segment, and s is its ratio (t = t_roof · m / r);
 - never below the launch floor.
 
-Why linear in (t_roof, t) and not in logarithms: a kernel's time is close to a fixed launch cost plus its roofline
-time over an efficiency (the latency-bandwidth model), a straight line in those axes, which linear interpolation
-follows exactly between two probes and a log-log one does not. On issue 14's three elementwise probes, the middle
-one (6.3 MB, 2¹⁹ fp32 elements a tensor: 1.482 µs at the 4,245.5 GB/s ceiling, 3.4 measured) read from the other two
-(1.6 MB: 0.370 → 2.2 µs; 25 MB: 5.928 → 8.1 µs) is 3.38 µs linearly (0.6% off) and 4.22 µs in logarithms (24% off);
-the three lie on 1.82 µs + t_roof / 0.943 to within 0.5% (a least-squares line).
+Why linear in (t_roof, t) and not in logarithms: a kernel's time is close to a fixed launch cost plus its
+roofline time over an efficiency (the latency-bandwidth model), a straight line in those axes, which linear
+interpolation follows exactly between two probes and a log-log one does not. On the H200's three elementwise
+probes, the middle one (6.3 MB, 2¹⁹ fp32 elements a tensor: 1.482 µs at the 4,245.5 GB/s ceiling, 3.4
+measured) read from the other two (1.6 MB: 0.370 → 2.2 µs; 25 MB: 5.928 → 8.1 µs) is 3.38 µs linearly (0.6%
+off) and 4.22 µs in logarithms (24% off); the three lie on 1.82 µs + t_roof / 0.943 to within 0.5% (a
+least-squares line).
 
 An op whose (class, bound) has no curve is read from the other bound's curve of its class, and where its class has
 none, it takes t_roof + the launch floor; either way the op says so (``CurveTime.note``). A collective has no

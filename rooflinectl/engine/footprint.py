@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ..specs.dtypes import DEFAULT_GROUP_SIZE, DType, WeightDType
 from ..specs.model import Model
-from ..specs.workload import Seqs, Workload
+from ..specs.step import Seqs
+from ..specs.workload import Workload
 from .count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 
 # Weight formats with no scales, in which the whole step may run (dtype = weight format).

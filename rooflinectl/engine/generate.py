@@ -40,7 +40,7 @@ from .roofline import Analysis
 
 StepAnalyzer = Callable[[Workload], Analysis]
 
-# The largest batch a workload may give (specs.workload.Batch): a larger --batch is refused, and the search for
+# The largest batch a workload may give (specs.sizes.Batch): a larger --batch is refused, and the search for
 # the largest batch that fits stops there.
 MAX_BATCH = 2**20
 

@@ -109,7 +109,7 @@ class Totals:
         return self.communication_time_s / self.time_s
 
 
-# The most FLOPs or bytes one step may count. The workload ranges (specs/workload.py) keep every count finite
+# The most FLOPs or bytes one step may count. The size ranges (specs/sizes.py) keep every count finite
 # (below about 2e37); this bound refuses what no GPU could run at all: 1e30 FLOPs take 1e15 s (30 million years)
 # at 1 PFLOP/s, and 1e30 bytes are 1e18 TB, where the largest real steps (a 405B prefill of a thousand 128k-token
 # prompts) count about 1e21. A number beyond it would be printed as a result while meaning nothing.

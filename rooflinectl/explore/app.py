@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -48,7 +49,7 @@ _LENGTH = Binding.Group("length ×2/÷2", compact=True)
 _OP = Binding.Group("op", compact=True)
 
 
-class ExploreApp(App):
+class ExploreApp(App[None]):
     """An interactive roofline: keys turn the knobs of one workload on one GPU."""
 
     TITLE = "rooflinectl explore"
@@ -133,7 +134,7 @@ class ExploreApp(App):
         self.fit_layout(self.size.width, self.size.height)
         self.show()
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self.fit_layout(event.size.width, event.size.height)
 
     def fit_layout(self, width: int, height: int) -> None:
@@ -173,7 +174,7 @@ class ExploreApp(App):
 
     def status(self, message: str, error: bool = False) -> None:
         line = self.query_one("#status", Static)
-        # Wrapped, not cut: the s key's confirmation (a path and a command) is longer than 120 columns (issue 19).
+        # Wrapped, not cut: the s key's confirmation (a path and a command) is longer than 120 columns.
         line.update(Text(("error: " if error else "") + message, overflow="fold"))
         line.set_class(error, "error")
 

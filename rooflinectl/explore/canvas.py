@@ -28,7 +28,7 @@ class LogAxis:
     hi: float
     cells: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (0 < self.lo < self.hi) or self.cells < 1:
             raise ValueError(f"log axis needs 0 < lo < hi and cells >= 1, got {self.lo}, {self.hi}, {self.cells}")
 

@@ -5,9 +5,12 @@ Placements); the panels format, they compute nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -57,7 +60,7 @@ class OpsTable(Widget):
 
     DEFAULT_CSS = "OpsTable { height: 1fr; }"
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:  # Widget's: name, id, classes, disabled
         super().__init__(**kwargs)
         self.rows: list[tuple[str, ...]] = []  # the cells as shown, for each op in time order
         self.bounds: list[str] = []
@@ -135,7 +138,7 @@ class KeyBar(Widget):
 
     DEFAULT_CSS = "KeyBar { height: auto; background: $panel; }"
 
-    def get_content_height(self, container, viewport, width: int) -> int:
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(key_lines(width))
 
     def render(self) -> Text:
@@ -157,7 +160,7 @@ class KeyBar(Widget):
 def settings_line(k: state.Knobs, a: Analysis) -> Text:
     kv = f" (KV {k.kv_dtype})" if k.kv_dtype != k.dtype else ""
     roofs = "" if a.roofs.label == "spec" else " (measured roofs, op model)" if a.op_model else " (measured roofs)"
-    # The GPU first: at 80 columns the line is cut at its end, and which GPU it is matters most (issue 19).
+    # The GPU first: at 80 columns the line is cut at its end, and which GPU it is matters most.
     parts = [
         ("", k.gpu.id + roofs), ("", k.phase), ("", k.model.id), ("batch ", f"{k.batch:,}"),
         (f"{k.length_name} ", f"{k.length:,}"), ("", k.dtype + kv), ("attn ", k.attention),

@@ -9,8 +9,10 @@ the old ones when the new ones fail (a data type the GPU has no peak for, say).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
@@ -22,16 +24,11 @@ from ..specs.dtypes import DTYPES
 from ..specs.hardware import GPU
 from ..specs.load import validate
 from ..specs.model import Model
-from ..specs.workload import (
-    PRESETS,
-    LengthField,
-    Phase,
-    Scenario,
-    Workload,
-    length_field,
-    scenario_from_workload,
-    workload_from_scenario,
-)
+from ..specs.scenario import Scenario, scenario_from_workload, workload_from_scenario
+from ..specs.step import PRESETS, Phase
+from ..specs.workload import LengthField, Workload, length_field
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -90,7 +87,11 @@ class Knobs:
         return analyze(self.workload(), self.gpu, calibrated=self.calibrated)
 
 
-def cycle(items: list, current, key=lambda x: x):
+def _itself(item: object) -> object:
+    return item
+
+
+def cycle(items: Sequence[T], current: T, key: Callable[[T], object] = _itself) -> T:
     """The item after ``current`` in ``items`` (by ``key``), wrapping; the first one if ``current`` is absent."""
     keys = [key(i) for i in items]
     k = key(current)

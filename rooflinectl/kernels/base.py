@@ -293,7 +293,7 @@ class Kernel(ABC):
 
     @abstractmethod
     def op(self, shape: tuple[int, ...], dtype: str) -> Op:
-        """FLOPs and HBM bytes of one run, from the same op.py functions that the engine uses."""
+        """FLOPs and HBM bytes of one run, built as the engine builds them (engine.count.primitives)."""
 
     def unfused_ops(self, shape: tuple[int, ...], dtype: str) -> list[Op]:
         """The operations that this kernel fuses, counted as separate kernels; empty for an unfused kernel."""

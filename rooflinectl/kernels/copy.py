@@ -1,6 +1,6 @@
 """copy: y = x for N contiguous elements, the bandwidth probe.
 
-Reads N elements and writes N elements, no arithmetic (op.copy_op). Each program moves one BLOCK of
+Reads N elements and writes N elements, no arithmetic (primitives.copy_op). Each program moves one BLOCK of
 consecutive elements with 16-byte vector loads and stores; the number of bytes in flight per SM, not the
 arithmetic, decides its speed, which is what `calibrate` wants to measure.
 """
@@ -13,7 +13,8 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.count.op import Op, copy_op
+from ..engine.count.op import Op
+from ..engine.count.primitives import copy_op
 from .base import Inputs, Kernel, torch_dtype
 
 

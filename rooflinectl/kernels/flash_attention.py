@@ -270,7 +270,8 @@ class FlashAttention(Kernel):
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
     causal = True
-    # Issue 17's targets: 32 query heads over 8 KV heads, d 128, causal, batch 1 and 4, 4,096 to 32,768 tokens.
+    # The prefill targets (docs/attention.md): 32 query heads over 8 KV heads, d 128, causal, batch 1 and 4,
+    # 4,096 to 32,768 tokens.
     default_shapes = [(1, 32, 8, 4096, 128), (1, 32, 8, 16384, 128), (4, 32, 8, 4096, 128), (1, 32, 8, 32768, 128)]
     # Lengths not a multiple of the block, 1 and 7 query heads per KV head, d 16 and 32.
     interpret_shapes = [(1, 2, 2, 1, 16), (2, 7, 1, 37, 32), (1, 4, 2, 70, 16)]

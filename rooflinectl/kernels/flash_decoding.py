@@ -245,8 +245,8 @@ class FlashDecoding(Kernel):
     shape_format = "BxHxKVxLxD"
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
-    # Issue 17's decode targets: 32 query heads over 8 KV heads, d 128; every sequence L positions (the harness'
-    # inputs; the tests give a batch of different lengths).
+    # The decode targets (docs/attention.md): 32 query heads over 8 KV heads, d 128; every sequence L
+    # positions (the harness' inputs; the tests give a batch of different lengths).
     default_shapes = [(1, 32, 8, 1024, 128), (1, 32, 8, 4096, 128), (1, 32, 8, 16384, 128),
                       (16, 32, 8, 1024, 128), (16, 32, 8, 4096, 128), (64, 32, 8, 4096, 128)]
     interpret_shapes = [(1, 4, 4, 1, 16), (3, 7, 1, 45, 32), (2, 8, 2, 300, 16)]

@@ -1,6 +1,6 @@
 """matmul: C = A·B for A M×K and B K×N, the Triton compute probe.
 
-Reads A (M·K) and B (K·N) once from HBM and writes C (M·N); 2·M·N·K FLOPs on the tensor cores (op.matmul_op with
+Reads A (M·K) and B (K·N) once from HBM and writes C (M·N); 2·M·N·K FLOPs on the tensor cores (primitives.matmul_op with
 b_is_weight=False). bf16 and fp16 operands accumulate in fp32; fp32 operands go through tf32. Each program
 computes one BLOCK_M×BLOCK_N tile of C, walking K in BLOCK_K steps; programs are ordered in groups of GROUP_M tile
 rows so that programs running together share their A and B tiles in the L2 (Triton's matmul tutorial).
@@ -16,7 +16,8 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.count.op import Op, matmul_op
+from ..engine.count.op import Op
+from ..engine.count.primitives import matmul_op
 from .base import Inputs, Kernel, dot_dtype, dtype_name, sm_count, torch_dtype
 
 

@@ -1,6 +1,6 @@
 """fused_softmax: y = softmax(x) along each row of a ROWS×COLS tensor, computed in fp32 for fp32/fp16/bf16 inputs.
 
-Reads rows·cols elements and writes rows·cols elements (op.softmax_op), in one of three ways by row length:
+Reads rows·cols elements and writes rows·cols elements (primitives.softmax_op), in one of three ways by row length:
 
 - ``rows`` mode (rows up to ``_ONLINE_ABOVE`` elements): each program loads whole rows into registers, takes the
   max, the exponentials, their sum and the quotient, and writes the rows back: one HBM read, one write.
@@ -32,7 +32,8 @@ import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from ..engine.count.op import Op, softmax_op
+from ..engine.count.op import Op
+from ..engine.count.primitives import softmax_op
 from .base import Inputs, Kernel, dtype_name, interpreting, sm_count, torch_dtype
 
 # Rows up to this many elements are held whole in registers (one read, one write); longer rows take the online
@@ -228,7 +229,8 @@ def _next_pow2(n: int) -> int:
 _MAX_POLLS = 1024
 _MAX_POLLS_INTERPRETED = 3
 # The fallback reads its row in chunks of this many elements a thread: few enough registers beside a part held
-# in registers (chunks as large as the part doubled the registers and slowed split mode: tuning run 6).
+# in registers (chunks as large as the part doubled the registers and slowed split mode:
+# docs/kernels-tuning.md, run 6).
 _FALLBACK_PER_THREAD = 4
 
 
@@ -306,7 +308,7 @@ class FusedSoftmax(Kernel):
     shape_format = "ROWSxCOLS"
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
-    # Issue 4's targets: rows of 1,024 to 16,384 and 65,536 to 262,144 elements, 4,096 rows.
+    # The targets (docs/performance.md): rows of 1,024 to 16,384 and 65,536 to 262,144 elements, 4,096 rows.
     default_shapes = [(4096, 1024), (4096, 4096), (4096, 16384), (4096, 65536), (4096, 262144)]
     # Every mode: rows (up to 3,000), online (20,000) and split (70,001, its last part ragged).
     interpret_shapes = [(1, 1), (3, 7), (5, 781), (2, 3000), (2, 20000), (2, 70001)]

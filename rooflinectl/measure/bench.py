@@ -1,12 +1,13 @@
 """Timing on the GPU: CUDA-graph replays (the default) or CUDA events, over input sets rotated past the L2.
 
 - ``do_bench``: the median and the 20th/80th percentiles of one set of timed runs, after a warm-up.
-  ``timer="cuda_graph"`` (``DEFAULT_TIMER``) replays the runs from a CUDA graph (``do_bench_cudagraph``): no CPU
-  launch gap between kernels of a few microseconds, and no L2 flush, whose dirty lines a kernel that moves only a
-  few L2s of data would otherwise spend part of its time writing back; the rotation is then what keeps the L2
-  honest. ``timer="events"`` is ``triton.testing.do_bench``: CUDA events around each run, the L2 flushed before
-  each, so that a µs kernel's figure holds the launch gap and the flush's write-back (issue 14: 24.5 µs for a GEMV
-  that graph replay times at 15.1 µs). A function that cannot be captured raises ``CaptureError``.
+  ``timer="cuda_graph"`` (``DEFAULT_TIMER``) replays the runs from a CUDA graph (``do_bench_cudagraph``): no
+  CPU launch gap between kernels of a few microseconds, and no L2 flush, whose dirty lines a kernel that moves
+  only a few L2s of data would otherwise spend part of its time writing back; the rotation is then what keeps
+  the L2 honest. ``timer="events"`` is ``triton.testing.do_bench``: CUDA events around each run, the L2
+  flushed before each, so that a µs kernel's figure holds the launch gap and the flush's write-back (on the
+  H200: 24.5 µs for a GEMV that graph replay times at 15.1 µs). A function that cannot be captured raises
+  ``CaptureError``.
 - ``time_figure``: one figure with the asked timer, falling back to CUDA events where the capture raised, and
   which timer it used.
 - ``input_sets``: how many sets of inputs to rotate among, so that a run never finds its inputs in the L2 that
@@ -81,7 +82,8 @@ def do_bench(fn: Callable[[], object], *, warmup_ms: float = WARMUP_MS, rep_ms: 
         torch.cuda.synchronize()
         try:
             # Older tritons refuse to capture on the default stream; newer ones make their own side stream anyway.
-            with torch.cuda.stream(torch.cuda.Stream()):
+            side = torch.cuda.Stream()  # type: ignore[no-untyped-call]  # torch's Stream is unannotated
+            with torch.cuda.stream(side):
                 ms = bench(fn, rep=rep_ms, quantiles=list(QUANTILES), return_mode="median")
         except Exception as err:  # a kernel that syncs, allocates or reads the host in its call cannot be captured
             torch.cuda.synchronize()

@@ -35,9 +35,10 @@ from .bench import Bench, time_figure
 if TYPE_CHECKING:
     from ..engine.count.op import Op
 
-# The probes' sizes. 8192³ is the size issue 4's targets name ("torch's bf16 matmul at 8192³") and is large enough
-# to keep every SM of an H100/H200 busy for about a millisecond. The copy moves at least 1 GiB each way, and at least
-# 16 L2s, so that the L2 (50-60 MB on Hopper) holds a negligible share of it.
+# The probes' sizes. 8192³ is the size the matmul kernel's target names (≥ 70% of torch's bf16 matmul at
+# 8192³) and is large enough to keep every SM of an H100/H200 busy for about a millisecond. The copy moves at
+# least 1 GiB each way, and at least 16 L2s, so that the L2 (50-60 MB on Hopper) holds a negligible share of
+# it.
 MATMUL_SIZE = 8192
 COPY_MIN_BYTES = 1 << 30
 COPY_L2_MULTIPLE = 16

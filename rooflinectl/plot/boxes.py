@@ -95,7 +95,8 @@ def hits(boxes: np.ndarray, taken: np.ndarray, pad: float) -> np.ndarray:
     hit &= t[None, :, 2] > b[:, None, 0]
     hit &= b[:, None, 3] > t[None, :, 1]
     hit &= t[None, :, 3] > b[:, None, 1]
-    return out & hit.any(axis=1)
+    overlaps: np.ndarray = out & hit.any(axis=1)  # numpy types a mask's operators as Any
+    return overlaps
 
 
 def within(taken: np.ndarray, region: np.ndarray) -> np.ndarray:
@@ -105,7 +106,8 @@ def within(taken: np.ndarray, region: np.ndarray) -> np.ndarray:
         return taken
     keep = ((taken[:, 2] >= region[0]) & (taken[:, 0] <= region[2])
             & (taken[:, 3] >= region[1]) & (taken[:, 1] <= region[3]))
-    return taken[keep]
+    near: np.ndarray = taken[keep]
+    return near
 
 
 def nearest_relpos(anchor: tuple[float, float], box: np.ndarray) -> tuple[float, float]:

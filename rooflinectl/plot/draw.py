@@ -35,10 +35,10 @@ from .chart import (
 from .place import Placer
 
 PANEL_SIZE_IN = (10.0, 6.6)
-# The measured points a panel tries to label, in the record's order; the rest are drawn unlabelled and counted in
-# a footnote. A panel has room for a few dozen labels (16 of 100 gemv records found a free spot in the test of
-# issue 18), and each label tried costs a few ms: 300 records took 89 s before the placer was rewritten, and now
-# take about as long as 48.
+# The measured points a panel tries to label, in the record's order; the rest are drawn unlabelled and counted
+# in a footnote. A panel has room for a few dozen labels (16 of 100 gemv records found a free spot), and each
+# label tried costs a few ms: 300 records took 89 s before the placer was rewritten, and now take about as
+# long as 48.
 MEASURED_LABELS = 48
 # A slide's resolution: a 16:9 slide is 13.3 in wide, and a chart that fills it is 2,660 px across at 200 dpi (a
 # 4K projector's 3,840 over a slide and a half); PDF and SVG are vector (text kept as text, svg.fonttype "none").
@@ -80,7 +80,7 @@ def _render(chart: Chart, path: Path | None, plt: Any, style: str = "light") -> 
     n = len(chart.panels)
     panels_in = PANEL_SIZE_IN[0] * n
     fig, axes = plt.subplots(1, n, figsize=(panels_in, PANEL_SIZE_IN[1]), squeeze=False, dpi=DPI)
-    # The legend stands right of the panels, outside the axes: inside, it sat on a sweep's points (issue 19) and
+    # The legend stands right of the panels, outside the axes: inside, it sat on a sweep's points and
     # took the corner the labels need. The figure grows by its width.
     legend = _draw_legend(fig, chart)
     legend_in = legend.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi + 0.2
@@ -111,7 +111,7 @@ def _render(chart: Chart, path: Path | None, plt: Any, style: str = "light") -> 
         buffer = io.BytesIO()
         try:
             # Cropped to what is drawn (a 0.15 in margin): the footnotes' room under a chart with one footnote
-            # was a wide empty band (issue 19). Cropping moves nothing: the labels stay where they were placed.
+            # was a wide empty band. Cropping moves nothing: the labels stay where they were placed.
             fig.savefig(buffer, dpi=DPI, format=Path(path).suffix.lower().lstrip("."),
                         facecolor=fig.get_facecolor(), bbox_inches="tight", pad_inches=0.15)
         except (OSError, ValueError) as err:
@@ -223,7 +223,7 @@ def _draw_panel(fig: Any, ax: Any, panel: Panel, chart: Chart) -> None:
     for r in panel.roofs:  # labels keep off the roof lines
         placer.block_line(r.x_from, r.at(r.x_from), r.x_to, r.at(r.x_to))
     # The ops that take most of the step are labelled before the roofs: a roof's label has many spots along its
-    # line, the big markers under a crowded compute roof only a few (issue 19: "gate/up/down_proj 64%" found no
+    # line, the big markers under a crowded compute roof only a few ("gate/up/down_proj 64%" found no
     # room under three GPUs' roof labels).
     big = [lab for lab in panel.labels if lab.share >= BIG_SHARE]
     unlabelled = [lab.text.replace("\n", ", ") for lab in big

@@ -62,7 +62,7 @@ class Placer:
     label is ever placed over another. Level text is measured once per label and its box at each spot computed
     (matplotlib puts an annotation's box at the anchor plus the offset, aligned by ha and va: exact, a test
     compares), and every spot is checked at once against only what lies within reach of the anchor: a label
-    costs about the same on a chart of 300 measured points as on one of 10 (issue 18: 300 records took 89 s).
+    costs about the same on a chart of 300 measured points as on one of 10 (300 records took 89 s before).
     """
 
     def __init__(self, fig: Any, ax: Any) -> None:
@@ -138,7 +138,9 @@ class Placer:
 
     def _inside_each(self, boxes: np.ndarray) -> np.ndarray:
         a = self._axes()
-        return (boxes[:, 0] >= a[0]) & (boxes[:, 2] <= a[2]) & (boxes[:, 1] >= a[1]) & (boxes[:, 3] <= a[3])
+        inside: np.ndarray = ((boxes[:, 0] >= a[0]) & (boxes[:, 2] <= a[2])
+                              & (boxes[:, 1] >= a[1]) & (boxes[:, 3] <= a[3]))
+        return inside
 
     def _inside(self, boxes: np.ndarray) -> bool:
         return bool(self._inside_each(boxes).all())
@@ -198,7 +200,7 @@ class Placer:
                     & ~hits(b, within(near_lines, ring_region), pad))
             if ring == 0 and leader and free.any():
                 # Right beside its marker, with no leader, a label must sit nearer its own marker than any other:
-                # "attention 3%" under the ridge's diamond read as the ridge's label (issue 19).
+                # "attention 3%" under the ridge's diamond read as the ridge's label.
                 free[free] = ~hits(b[free], self._other_marks(ops, ring_region), NEIGHBOUR_PT * self.pt)
             if ring > 0 and leader and free.any():
                 if others is None:
@@ -274,7 +276,7 @@ class Placer:
                   relpos: tuple[float, float] = (0.5, 0.5)) -> Any:
         # The leader starts at the point of the text's box nearest the marker (relpos), the segment that
         # _leaders_cross checked and _block_leader keeps text off: from the box's centre it swept across a long
-        # roof label's neighbours (issue 19).
+        # roof label's neighbours.
         arrow = dict(arrowstyle="-", color="#999999", lw=0.6, shrinkA=1, shrinkB=radius_pt,
                      relpos=relpos) if leader else None
         return self.ax.annotate(text, (x, y), xytext=(dx, dy), ha=ha, va=va, arrowprops=arrow, **style)

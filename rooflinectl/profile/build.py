@@ -153,7 +153,8 @@ def build_model(config: Any, device: str, attn_implementation: str, seed: int = 
     major = int(transformers.__version__.split(".")[0])
     kw["dtype" if major >= 5 else "torch_dtype"] = dtype
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, **kw)
+        # transformers' from_config is unannotated.
+        model = AutoModelForCausalLM.from_config(config, **kw)  # type: ignore[no-untyped-call]
     return model.to(dtype).eval()
 
 

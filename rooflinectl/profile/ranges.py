@@ -66,7 +66,7 @@ class _Stack:
 
     def push(self, label: str) -> None:
         rf = self._record(PREFIX + label)
-        rf.__enter__()
+        rf.__enter__()  # type: ignore[no-untyped-call]  # torch's record_function is unannotated
         self.open.append((label, rf))
 
     def pop(self, label: str) -> None:

@@ -33,14 +33,15 @@ from ..errors import UserError
 from ..measure.device import device_info, now, spec_mismatch_notes
 from ..records.profile import KernelTime, OpProfile, ProfileRecord, Timer
 from ..specs.hardware import GPU, Roofs
-from ..specs.workload import Workload, resolve_workload
+from ..specs.scenario import resolve_workload
+from ..specs.workload import Workload
 from ..units import duration
 from . import build as hf
 from .attribute import Attribution, Event, NameTime, attribute
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
 # Timed steps: replays of the graph (or eager steps) after WARMUP untimed ones; the mean is reported. Ten steps of
-# a Llama-3-8B decode are about 0.1 s on an H200 (issue 15: 10.2 ms a step).
+# a Llama-3-8B decode are about 0.1 s on an H200 (10.2 ms a step there).
 WARMUP, REPS = 3, 10
 
 
@@ -174,7 +175,9 @@ def _eager_wall(built: hf.Built, device: str, reps: int) -> float:
     import torch
 
     if device == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # torch.cuda.Event is unannotated.
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         for _ in range(reps):
             built.reset()
@@ -199,7 +202,7 @@ def _graph_times(built: hf.Built, eager: list[Event], reps: int) -> tuple[list[E
     from . import trace
 
     try:
-        stream = torch.cuda.Stream()
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]  # torch's Stream is unannotated
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             built.reset()
@@ -215,7 +218,9 @@ def _graph_times(built: hf.Built, eager: list[Event], reps: int) -> tuple[list[E
         message = " ".join(str(err).split())[:160]
         return eager, _eager_wall(built, "cuda", reps), [f"no CUDA graph (the step did not capture: "
                                                         f"{type(err).__name__}: {message}); timed eagerly"]
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # torch.cuda.Event is unannotated.
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     start.record()
     for _ in range(reps):
         g.replay()

@@ -112,7 +112,7 @@ class Baseline(Record):
 
 
 class LaunchRecord(Record):
-    """One Triton launch: its shape on the GPU and the resources it took (issue 7's per-launch anatomy).
+    """One Triton launch: its shape on the GPU and the resources it took (``measure``'s launch anatomy).
 
     Resource fields are None when the compiler's metadata is not there: under the interpreter nothing is compiled,
     and the occupancy then counts only the warps (``occupancy_upper_bound``). Occupancy fields come from

@@ -3,6 +3,8 @@ computes none of its own."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
 from rich.console import Console, JustifyMethod
 from rich.table import Table
@@ -19,7 +21,7 @@ from .verdict import verdict
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
 
 
-def analysis_json(a: Analysis) -> dict:
+def analysis_json(a: Analysis) -> dict[str, Any]:
     """The stable ``--json`` shape: each op's flops/bytes are for one instance, ``count`` how many run."""
     w = a.workload
     return {
@@ -79,7 +81,7 @@ def calibrated(a: Analysis) -> bool:
 NO_OP_MODEL = "calibrated ceilings only: no op model (run rooflinectl calibrate on this GPU)"
 
 
-def time_model_json(a: Analysis) -> dict:
+def time_model_json(a: Analysis) -> dict[str, Any]:
     """``--calibrated``: whether the op model timed the ops and, if it did, its launch floor, timer, probe grid and
     the step's time at the roofs alone (beside ``totals.time_s``, the model's)."""
     m = a.op_model
@@ -108,7 +110,7 @@ def time_model_lines(a: Analysis) -> list[str]:
     return lines
 
 
-def parallel_json(a: Analysis) -> dict:
+def parallel_json(a: Analysis) -> dict[str, Any]:
     """The layout of a step over several GPUs: the degrees, the GPUs one copy spans, the interconnect's roof
     (one direction) and latency, and the notes that say what the per-GPU figures mean."""
     return {
@@ -125,7 +127,7 @@ def parallel_json(a: Analysis) -> dict:
     }
 
 
-def op_json(p: Placement) -> dict:
+def op_json(p: Placement) -> dict[str, Any]:
     """One op of ``--json``: what it is (its kind, the kinds of work fused into it, the unit and data type whose
     roof it sits under, its weights' storage format where that is not ``dtype``), one instance's count (FLOPs,
     bytes and the parts of them that are weights and KV cache read), what it reads, writes and computes in

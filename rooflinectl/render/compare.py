@@ -4,6 +4,7 @@ engine's ``Choice`` and ``Curve`` objects; computes nothing of its own."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich import box
 from rich.table import Table
@@ -26,12 +27,12 @@ COMPARE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "name", "rule", "batch", "lar
                   "output_tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu", "bound", "note")
 
 
-def _degrees(layout: Layout) -> dict:
+def _degrees(layout: Layout) -> dict[str, Any]:
     """A row's layout (engine.parallel): the degrees and the GPUs one copy of the model spans."""
     return {"tp": layout.tp, "ep": layout.ep, "pp": layout.pp, "gpus": layout.gpus}
 
 
-def compare_rows(choices: Sequence[Choice], names: Sequence[str]) -> list[dict]:
+def compare_rows(choices: Sequence[Choice], names: Sequence[str]) -> list[dict[str, Any]]:
     """One row per GPU; the request's numbers are None where no batch qualifies (``note`` says why)."""
     rows = []
     for c, name in zip(choices, names, strict=True):
@@ -47,7 +48,7 @@ def compare_rows(choices: Sequence[Choice], names: Sequence[str]) -> list[dict]:
     return rows
 
 
-def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, output: int) -> dict:
+def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, output: int) -> dict[str, Any]:
     first = next((c.generation for c in choices if c.generation is not None), None)
     model = first.prefill.workload.model.id if first else None
     return {"request": {"prompt": prompt, "output": output}, "model": model, "gpus": compare_rows(choices, names)}
@@ -79,7 +80,7 @@ CURVE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "batch", "largest_batch", "tpot
                 "total_tokens_per_s_per_gpu", "memory_bytes", "capacity_bytes")
 
 
-def curve_rows(curves: Sequence[Curve]) -> list[dict]:
+def curve_rows(curves: Sequence[Curve]) -> list[dict[str, Any]]:
     """Every point of every GPU's curve (a GPU where nothing fits has none)."""
     return [{"gpu": c.gpu, **_degrees(c.layout), "batch": g.request.batch, "largest_batch": c.largest_batch, "tpot_s": g.tpot_s,
              "ttft_s": g.ttft_s, "e2e_s": g.e2e_s, "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu,
@@ -88,7 +89,7 @@ def curve_rows(curves: Sequence[Curve]) -> list[dict]:
             for c in curves for g in c.points]
 
 
-def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str) -> dict:
+def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str) -> dict[str, Any]:
     return {
         "path": path,
         "request": {"prompt": prompt, "output": output},

@@ -3,7 +3,7 @@
 rooflinectl writes no rich markup of its own (its styles are set on ``Text`` objects and table columns), so nothing
 it prints is read as markup: a GPU, model or workload name from a user's file, an exception's text, a device name
 prints exactly as written. With markup on, a name "[/]" raised rich's MarkupError (a traceback) and
-"[link=http://x]y[/link]" put a terminal hyperlink in the output (issue 18). Highlighting is off so that rich does
+"[link=http://x]y[/link]" put a terminal hyperlink in the output. Highlighting is off so that rich does
 not recolour numbers and paths by its guesses.
 """
 

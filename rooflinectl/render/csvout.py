@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
+from typing import Any
 
 from ..engine.generate import Generation
 from ..engine.occupancy import Occupancy
@@ -13,10 +14,10 @@ from ..engine.roofline import Analysis
 from ..records.kernel import BASELINE_LABELS, MeasurementFile
 from ..specs.hardware import GPU
 from ..specs.model import Model
-from ..specs.workload import Scenario
+from ..specs.scenario import Scenario
 
 
-def to_csv(rows: Sequence[dict], fields: Sequence[str]) -> str:
+def to_csv(rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
     """Rows as CSV with a header; None is an empty cell; floats with all their digits."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(fields), lineterminator="\n")
@@ -80,7 +81,7 @@ CATALOG_FIELDS = ("type", "id", "phase", "model", "batch", "seq_len", "context",
 
 def catalog_csv(scenarios: dict[str, Scenario], models: Sequence[Model]) -> str:
     """``workloads list --csv``: the scenarios, then the models, in one table (``type`` says which)."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for name, s in scenarios.items():
         rows.append({"type": "scenario", "id": name, "phase": s.phase,
                      "model": s.model if isinstance(s.model, str) else s.model.id, "batch": s.batch,
@@ -99,7 +100,7 @@ MEASURE_FIELDS = ("kernel", "shape", "dtype", "impl", "status", "rel_error", "to
 
 def measure_csv(run: MeasurementFile) -> str:
     """``measure --csv``: per shape, the kernel's row, then one row per baseline (``impl`` says which)."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for r in run.records:
         c, t = r.correctness, r.timing
         rows.append({"kernel": r.kernel, "shape": r.shape_text, "dtype": r.dtype, "impl": "triton",

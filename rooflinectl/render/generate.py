@@ -3,6 +3,8 @@ Formats the engine's ``Generation``; computes nothing of its own beyond shares o
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -28,7 +30,7 @@ def _bytes(x: float) -> int:
     return round(x)
 
 
-def memory_json(m: MemoryBudget, largest_batch: int) -> dict:
+def memory_json(m: MemoryBudget, largest_batch: int) -> dict[str, Any]:
     return {
         "capacity_bytes": _bytes(m.capacity_bytes),
         "weight_bytes": _bytes(m.weight_bytes),
@@ -44,7 +46,7 @@ def memory_json(m: MemoryBudget, largest_batch: int) -> dict:
     }
 
 
-def phase_rows(g: Generation) -> list[dict]:
+def phase_rows(g: Generation) -> list[dict[str, Any]]:
     """Per phase: steps, time, share of the request, the bound of most of its time, and its largest op."""
     ops = g.op_times()
     rows = []
@@ -60,7 +62,7 @@ def phase_rows(g: Generation) -> list[dict]:
     return rows
 
 
-def generation_json(g: Generation, largest_batch: int) -> dict:
+def generation_json(g: Generation, largest_batch: int) -> dict[str, Any]:
     """The one ``--json`` shape of ``analyze generate`` (docs/serving.md lists every key)."""
     a, w, r = g.prefill, g.prefill.workload, g.request
     decode = g.decode

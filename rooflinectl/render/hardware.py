@@ -7,8 +7,10 @@ file has them, then the memory hierarchy (``render.hierarchy``), which carries t
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -40,12 +42,12 @@ def gpu_table(gpus: list[GPU]) -> Table:
     return table
 
 
-def gpus_json(gpus: list[GPU]) -> list[dict]:
+def gpus_json(gpus: list[GPU]) -> list[dict[str, Any]]:
     """``hardware list --json``: each spec as its file gives it."""
     return [g.model_dump() for g in gpus]
 
 
-def gpu_json(g: GPU) -> dict:
+def gpu_json(g: GPU) -> dict[str, Any]:
     """``hardware show --json``: the spec as its file gives it, and the memory hierarchy under "hierarchy"."""
     return {**g.model_dump(), "hierarchy": gpu_hierarchy_json(g)}
 
@@ -151,7 +153,7 @@ def gpu_detail(g: GPU) -> Group:
         ("memory", g.memory), ("limits", g.limits), ("compute", g.compute), ("interconnect", g.interconnect))
     sections = {name: section for name, section in named if section is not None}  # numbered in this order
     marks = {name: f"[{i}]" for i, name in enumerate(sections, 1)}
-    parts: list = [_spec_table(g, marks),
+    parts: list[RenderableType] = [_spec_table(g, marks),
                    Text("\n".join(f"{marks[name]} {section.source}" for name, section in sections.items()))]
     measured = _measured_table(g)
     if measured is not None:

@@ -3,6 +3,8 @@ nothing of its own."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -103,7 +105,7 @@ def hierarchy_view(h: Hierarchy, source_mark: str = "") -> Group:
                  _units_table(h))
 
 
-def _level_json(lv: MemoryLevel) -> dict:
+def _level_json(lv: MemoryLevel) -> dict[str, Any]:
     ridges: dict[str, dict[str, float]] = {}
     for r in lv.ridges:
         ridges.setdefault(r.unit, {})[r.dtype] = r.flop_per_byte
@@ -122,11 +124,11 @@ def _level_json(lv: MemoryLevel) -> dict:
     }
 
 
-def _note_json(n: Note) -> dict:
+def _note_json(n: Note) -> dict[str, Any]:
     return {"field": n.field, "provenance": n.provenance, "how": n.how}
 
 
-def hierarchy_json(h: Hierarchy) -> dict:
+def hierarchy_json(h: Hierarchy) -> dict[str, Any]:
     """The stable ``--json`` shape of the hierarchy (under ``hardware show --json``'s "hierarchy" key)."""
     return {
         "sm_count": h.sm_count,
@@ -143,5 +145,5 @@ def gpu_hierarchy_view(gpu: GPU, source_mark: str = "") -> Group:
     return hierarchy_view(hierarchy(gpu), source_mark)
 
 
-def gpu_hierarchy_json(gpu: GPU) -> dict:
+def gpu_hierarchy_json(gpu: GPU) -> dict[str, Any]:
     return hierarchy_json(hierarchy(gpu))

@@ -138,7 +138,7 @@ def fusion_table(run: MeasurementFile) -> Table:
 
 
 # Below this many columns the fusion and launch-anatomy tables are written as one wrapped line per row: as
-# tables at 80 columns their headings were cut and a kernel's name wrapped over three lines (issue 19).
+# tables at 80 columns their headings were cut and a kernel's name wrapped over three lines.
 TABLE_MIN_WIDTH = 100
 FUSION_HEADING = "Fusion: the fused kernel against the operations it replaces (engine's count, spec roofs)"
 ANATOMY_HEADING = "Launch anatomy: each Triton launch of the checked run (occupancy on the spec's limits)"

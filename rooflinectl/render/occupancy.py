@@ -3,6 +3,9 @@ computes nothing of its own. (measure lays out a compiled launch's ``Anatomy`` i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from rich import box
 from rich.console import Console, Group
 from rich.table import Table
@@ -15,12 +18,12 @@ def _bytes(n: int) -> str:
     return f"{n / 1024:g} KiB ({n:,} B)" if n >= 1024 else f"{n:,} B"
 
 
-def _and(names) -> str:
+def _and(names: Sequence[str]) -> str:
     names = list(names)
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def occupancy_json(o: Occupancy) -> dict:
+def occupancy_json(o: Occupancy) -> dict[str, Any]:
     """The stable ``occupancy --json`` shape."""
     return {
         "gpu": o.gpu_id,

@@ -3,6 +3,8 @@ Formats; computes nothing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
 from rich.console import Group
 from rich.table import Table
@@ -15,7 +17,7 @@ from ..engine.footprint import (
 )
 from ..specs.dtypes import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, DType
 from ..specs.model import Model
-from ..specs.workload import Scenario
+from ..specs.scenario import Scenario
 from ..units import billions, binary_size
 
 
@@ -94,7 +96,7 @@ def layer_pattern(model: Model) -> str:
 KV_DTYPE: DType = "bf16"
 
 
-def model_json(model: Model) -> dict:
+def model_json(model: Model) -> dict[str, Any]:
     """``workloads show MODEL --json``: the model's fields, and what follows from them (the engine's, computed,
     not typed): its parameters in all and those one token uses, its layers by kind, the KV cache one token adds
     (all layers, in KV_DTYPE) and its weights' bytes by format (bf16, and the checkpoint's own if quantized)."""
@@ -132,14 +134,14 @@ def catalog_view(scenarios: dict[str, Scenario], models: list[Model]) -> Group:
     return Group(scenarios_table(scenarios), models_table(models))
 
 
-def catalog_json(scenarios: dict[str, Scenario], models: list[Model]) -> dict:
+def catalog_json(scenarios: dict[str, Scenario], models: list[Model]) -> dict[str, Any]:
     return {
         "scenarios": {name: s.model_dump() for name, s in scenarios.items()},
         "models": [m.model_dump() for m in models],
     }
 
 
-def spec_json(spec: Scenario | Model) -> dict:
+def spec_json(spec: Scenario | Model) -> dict[str, Any]:
     """``workloads show --json``: a scenario's fields, or :func:`model_json`."""
     return model_json(spec) if isinstance(spec, Model) else spec.model_dump()
 
@@ -153,7 +155,7 @@ def spec_view(spec: Scenario | Model) -> str:
     class Dumper(yaml.SafeDumper):
         """Lists of plain values in flow style: a layer pattern reads as one line, [sliding, sliding, full]."""
 
-    def flow_list(dumper: yaml.SafeDumper, data: list) -> yaml.Node:
+    def flow_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
         flow = all(isinstance(x, (str, int, float, bool)) for x in data)
         return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
 

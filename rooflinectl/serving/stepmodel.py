@@ -1,6 +1,6 @@
 """A step's time from the engine, without analysing every step from scratch.
 
-A step of groups G (``specs.workload.Seqs``) costs what ``engine.roofline.analyze`` says. Its ops split in two:
+A step of groups G (``specs.step.Seqs``) costs what ``engine.roofline.analyze`` says. Its ops split in two:
 - every op but attention depends only on the step's token count N, its sequences B, its decode sequences D
   (new = 1: MLA runs them in the absorbed form) and, for MLA, the positions its prompt groups expand; those ops
   are timed once per key from one analysis of a step with the same key (the decodes folded into one group);
@@ -29,7 +29,8 @@ from ..engine.roofline import Analysis, analyze, place
 from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
 from ..specs.stack import Stack
-from ..specs.workload import Seqs, Workload
+from ..specs.step import Seqs
+from ..specs.workload import Workload
 
 # Each attention op of a step as (name, FLOPs, activation bytes, KV bytes, weight bytes).
 Parts = tuple[tuple[str, float, float, float, float], ...]

@@ -1,8 +1,8 @@
-"""Models: a decoder-only transformer's architecture (dense, mixture of experts, multi-head latent attention), and the
-bundled catalog of them.
+"""Models: a decoder-only transformer's architecture and its variants, and the bundled catalog of them.
 
-Models come from ``workloads/models/*.yaml``, a model YAML path, or a local Hugging Face ``config.json`` (nothing
-is downloaded; :mod:`specs.hf.config` reads its keys).
+A mixture of experts is :mod:`specs.moe`'s, multi-head latent attention :mod:`specs.mla`'s, and each size's range
+is in :mod:`specs.sizes`. Models come from ``workloads/models/*.yaml``, a model YAML path, or a local Hugging
+Face ``config.json`` (nothing is downloaded; :mod:`specs.hf.config` reads its keys).
 """
 
 from __future__ import annotations
@@ -28,42 +28,17 @@ from .load import (
     Strict,
     Text,
     invalid,
-    leave_out_unused,
     looks_like_path,
     read_json,
     read_yaml,
     search_dirs,
     validate,
 )
+from .mla import MLA
+from .moe import MoE
+from .sizes import HeadDim, Heads, HiddenSize, Layers, MlpWidth, Positions, Vocab
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
-
-# --- plausible ranges ------------------------------------------------------------------------------------------
-# Every size is a positive integer inside a range that no real model leaves by an order of magnitude or more, so
-# that a typo or a fuzzed 10**9 is refused by name instead of printing a 40-digit FLOP count. The largest
-# published dense models sit far inside them: PaLM 540B (hidden 18,432, 118 layers, 48 heads, MLP 73,728),
-# Llama 3.1 405B (hidden 16,384, 126 layers, 128 heads, MLP 53,248), Gemma (head_dim 256, vocabulary 256,000),
-# Llama 4 Scout (10M positions). Every count the engine builds is a Python int (exact) and becomes a float only
-# when divided; with these ranges the largest product, a prefill's attention scores × 4·d FLOPs × layers
-# (2^20 sequences × 2^14 heads × (2^30)² scores × 2^16 × 2^14 layers = 2^124 ≈ 2e37), is hundreds of orders of
-# magnitude below float64's 1.8e308: nothing overflows, and roofline.analyze refuses a step beyond any GPU's
-# reach (MAX_STEP_FLOPS) with one line.
-HiddenSize = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576: the residual stream's width
-Layers = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 layers
-Heads = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 query or KV heads
-HeadDim = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 per head
-MlpWidth = Annotated[int, Field(gt=0, le=2**22)]  # 4,194,304: the MLP's intermediate size
-Vocab = Annotated[int, Field(gt=0, le=2**24)]  # 16,777,216 tokens
-Positions = Annotated[int, Field(gt=0, le=2**30)]  # 1,073,741,824: a length, a context, a position limit
-Batch = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576 sequences in one step
-# Mixture of experts: the most routed experts published (Kimi K2: 384, DeepSeek-V3: 256) times about 170, and the
-# most shared experts (DeepSeek-V2-Lite: 2) and first dense layers (DeepSeek-V3: 3) far inside theirs.
-Experts = Annotated[int, Field(gt=0, le=2**16)]  # 65,536 routed experts in a layer, or a top-k of them
-SharedExperts = Annotated[int, Field(ge=0, le=2**10)]  # 1,024
-DenseLayers = Annotated[int, Field(ge=0, le=2**14)]  # as many as Layers
-# Multi-head latent attention's low ranks: DeepSeek-V3's q_lora_rank 1,536 and kv_lora_rank 512, far inside.
-LatentRank = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576, the widest residual stream
-
 
 # The MLP's kinds (engine/count/op.py states each activation's FLOPs per element beside its constant):
 #   gated_silu       down(SiLU(gate(x)) · up(x)): Llama, Mistral, Qwen, Phi-3
@@ -81,94 +56,6 @@ LayerAttention = Literal["sliding", "full"]
 Softcap = Annotated[float, Field(gt=0, le=1e6)]
 # Which matrices a model's quantized weight format covers: every linear layer, or the MoE experts alone.
 QuantizedScope = Literal["linear", "experts"]
-
-
-class MoE(Strict):
-    """The mixture-of-experts MLP of a model (Mixtral, Qwen3-MoE; DeepSeek's keys where they mean the same).
-
-    Each MoE layer replaces the dense MLP with a router (a linear H → E gate, softmax, top-k), ``num_experts``
-    routed experts of which each token uses ``experts_per_token`` (top-k), each a gated SiLU MLP of width
-    ``expert_intermediate_size``, and ``num_shared_experts`` experts every token uses (DeepSeek, Qwen2-MoE: of
-    width ``shared_expert_intermediate_size``, the routed width when not given). The first
-    ``first_dense_layers`` layers (DeepSeek's ``first_k_dense_replace``) keep the dense MLP of the model's
-    ``intermediate_size``.
-    """
-
-    num_experts: Experts
-    experts_per_token: Experts
-    expert_intermediate_size: MlpWidth
-    num_shared_experts: SharedExperts = 0
-    shared_expert_intermediate_size: MlpWidth | None = None
-    first_dense_layers: DenseLayers = 0
-    router_bias: bool = False  # a bias on each of the E logits (gpt-oss)
-    # Which logits the router's softmax runs over: all E and then the top k picked from the probabilities
-    # (Mixtral's and Qwen-MoE's MixtralSparseMoeBlock/Qwen2MoeSparseMoeBlock in transformers), or the k picked
-    # logits alone, top-k first (gpt-oss's GptOssTopKRouter). DeepSeek-V3's sigmoid scores, 4 FLOPs and a bias
-    # add per logit, count as a softmax over all E (5 per logit).
-    router_softmax: Literal["experts", "top_k"] = "experts"
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return leave_out_unused(data, {"router_bias": False, "router_softmax": "experts"})
-
-    @model_validator(mode="after")
-    def _top_k(self) -> Self:
-        if self.experts_per_token > self.num_experts:
-            raise invalid(f"experts_per_token ({self.experts_per_token}) exceeds num_experts ({self.num_experts}): "
-                           f"a token picks its top-k among the layer's experts")
-        if self.shared_expert_intermediate_size is not None and self.num_shared_experts == 0:
-            raise invalid("shared_expert_intermediate_size is given but num_shared_experts is 0")
-        return self
-
-    @property
-    def shared_width(self) -> int:
-        """The shared experts together: n_s experts of width I_s are one gated MLP of width n_s·I_s (the same
-        weights and FLOPs; DeepSeek's code builds them so)."""
-        return self.num_shared_experts * (self.shared_expert_intermediate_size or self.expert_intermediate_size)
-
-
-class MLA(Strict):
-    """Multi-head latent attention (DeepSeek-V2/V3, Kimi K2; DeepSeek-V2 paper, arXiv 2405.04434, section 2.1).
-
-    Q: ``q_a_proj`` H → ``q_lora_rank``, its RMSNorm, ``q_b_proj`` → h·(d_nope + d_rope); or, with no
-    ``q_lora_rank`` (DeepSeek-V2-Lite), one ``q_proj`` H → h·(d_nope + d_rope). K and V: ``kv_a_proj_with_mqa``
-    H → ``kv_lora_rank`` + d_rope (the latent c_kv and one RoPE key shared by every head), an RMSNorm over the
-    latent, and ``kv_b_proj`` kv_lora_rank → h·(d_nope + d_v) (each head's K_nope and V); ``o_proj``
-    h·d_v → H. The KV cache holds the normed latent and the rotated shared key, ``kv_lora_rank + qk_rope_head_dim``
-    values per token and layer for all heads together (:attr:`latent_dim`).
-    """
-
-    q_lora_rank: LatentRank | None = None  # None: Q is one full-rank projection
-    kv_lora_rank: LatentRank
-    qk_nope_head_dim: HeadDim
-    qk_rope_head_dim: HeadDim
-    v_head_dim: HeadDim
-
-    @property
-    def latent_dim(self) -> int:
-        """Values one token keeps in the cache per layer, shared by every head: c_kv and the RoPE key."""
-        return self.kv_lora_rank + self.qk_rope_head_dim
-
-    @property
-    def qk_head_dim(self) -> int:
-        """A query's (and, expanded, a key's) width per head: the no-RoPE part and the RoPE part."""
-        return self.qk_nope_head_dim + self.qk_rope_head_dim
-
-    def matrices(self, hidden: int, heads: int) -> list[tuple[str, int, int]]:
-        """The attention's weight matrices of one layer as (name, k, n), y = x·W with W k×n."""
-        q_out = heads * self.qk_head_dim
-        q = ([("q_a_proj", hidden, self.q_lora_rank), ("q_b_proj", self.q_lora_rank, q_out)]
-             if self.q_lora_rank is not None else [("q_proj", hidden, q_out)])
-        return [*q, ("kv_a_proj_with_mqa", hidden, self.latent_dim),
-                ("kv_b_proj", self.kv_lora_rank, heads * (self.qk_nope_head_dim + self.v_head_dim)),
-                ("o_proj", heads * self.v_head_dim, hidden)]
-
-    def parameters(self, hidden: int, heads: int) -> int:
-        """One layer's attention weights: its matrices and the gains of q_a_layernorm (q_lora_rank, where Q is
-        low-rank) and kv_a_layernorm (kv_lora_rank); the block's two norms are the Model's."""
-        gains = (self.q_lora_rank or 0) + self.kv_lora_rank
-        return sum(k * n for _, k, n in self.matrices(hidden, heads)) + gains
 
 
 # Variant fields every model's dump shows, at their default too (the other variants are left out where unused).

@@ -1,30 +1,18 @@
-"""Workloads: a model architecture (:mod:`specs.model`) plus a scenario (phase, sizes, data types, attention,
-fusion).
+"""Workloads: a step (:mod:`specs.step`) on a model (:mod:`specs.model`), with its data types, attention and
+fusions, and which sizes each phase has (batch, context, seq_len): what the engine takes.
 
-Scenario files (``workloads/decode.yaml`` …) name a model by id or path, or inline it.
-Command-line options override any scenario field through :func:`resolve_workload`.
+A scenario (:mod:`specs.scenario`) states one in a file or on the command line and resolves to one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import (
-    BaseModel,
-    Field,
-    SerializerFunctionWrapHandler,
-    ValidationError,
-    ValidatorFunctionWrapHandler,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
+from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
-from ..errors import UserError, closest, format_validation_error
-from ..files import user_path
+from ..errors import UserError
 from .dtypes import (
     DEFAULT_GROUP_SIZE,
     GROUPED_WEIGHT_DTYPES,
@@ -35,15 +23,11 @@ from .dtypes import (
     GroupSize,
     WeightDType,
 )
-from .load import Strict, Text, invalid, leave_out_unused, looks_like_path, read_yaml, search_dirs, validate
-from .model import GATED_MLPS, WORKLOADS_PATH_ENV, Batch, Experts, Model, Positions, load_model, model_catalog
+from .load import Strict, invalid, validate
+from .model import GATED_MLPS, Model
+from .sizes import Experts
+from .step import MAX_GROUPS, Phase, Seqs, preset_phase, seqs_text
 
-# decode, prefill and attention are the presets of a step; a mixed step is any other set of sequence groups (a
-# continuous-batching step: decodes beside a prefill chunk). A scenario file gives a preset by its phase and
-# sizes, a mixed step by its groups (``seqs``).
-Phase = Literal["decode", "prefill", "attention", "mixed"]
-PHASES: tuple[str, ...] = get_args(Phase)
-PRESETS: tuple[Phase, ...] = ("decode", "prefill", "attention")  # the bundled scenarios' phases
 AttentionImpl = Literal["naive", "flash"]
 # Fusions the engine knows. Each removes an HBM round trip (see engine/count/transformer.py for the exact byte changes):
 #   qkv          one matmul for Q, K and V: x is read once instead of three times
@@ -80,155 +64,6 @@ def size_problem(phase: str, field: str) -> str | None:
         return "decode processes one token per sequence: its length is context (the KV positions it attends to), " \
                "not seq_len"
     return None
-
-# Tokens already in a sequence's KV cache before the step: 0 (a prompt's first chunk) up to a position limit.
-Cached = Annotated[int, Field(ge=0, le=2**30)]
-# Groups of sequences in one step: a continuous-batching step has a handful (one per distinct length at most).
-MAX_GROUPS = 4096
-
-
-class Seqs(Strict):
-    """``count`` sequences that each compute ``new`` tokens in this step after ``cached`` tokens already in their
-    KV cache: the unit a step is made of.
-
-    A decode token is ``1`` new after ``context − 1`` cached (it writes its own K and V, then attends to all
-    ``context`` positions); a prompt prefilled at once is ``seq_len`` new after 0; a chunk of T prompt tokens
-    after P already prefilled is T new after P, and its query i attends causally to P + i positions.
-    """
-
-    count: Batch
-    new: Positions
-    cached: Cached = 0
-
-    def __init__(self, count: int, new: int, cached: int = 0) -> None:
-        """``Seqs(16, 1, 4095)`` or by keyword; out-of-range sizes are a UserError naming the field."""
-        try:
-            BaseModel.__init__(self, count=count, new=new, cached=cached)
-        except ValidationError as err:
-            raise UserError(format_validation_error("Seqs", err)) from None
-
-    @property
-    def positions(self) -> int:
-        """KV positions each sequence holds at the end of the step (and its last token attends to)."""
-        return self.cached + self.new
-
-    @property
-    def tokens(self) -> int:
-        """Tokens the group computes in the step, all its sequences together."""
-        return self.count * self.new
-
-    def text(self) -> str:
-        """The command-line form, ``COUNTxNEW@CACHED`` (``@0`` left out)."""
-        return f"{self.count}x{self.new}" + (f"@{self.cached}" if self.cached else "")
-
-    @classmethod
-    def parse(cls, text: str) -> Seqs:
-        """``COUNTxNEW[@CACHED]`` (``16x1@4095``: 16 decode tokens after 4,095 cached; ``1x512@1024``: a 512-token
-        prefill chunk after 1,024): a UserError naming the form for anything else."""
-        form = "COUNTxNEW[@CACHED], e.g. 16x1@4095 (16 sequences decoding after 4,095 cached tokens)"
-        head, at, cached = text.strip().partition("@")
-        count, x, new = head.partition("x")
-        parts = (count, new, cached if at else "0")
-        if not x or not all(p.strip().isdigit() for p in parts):
-            raise UserError(f"--seqs '{text}': expected {form}")
-        return validate(Seqs, {"count": int(count), "new": int(new), "cached": int(parts[2])}, f"--seqs '{text}'")
-
-
-def preset_phase(seqs: tuple[Seqs, ...]) -> Phase:
-    """The phase a step of these groups is: one group of single tokens is a decode step, one group of whole
-    prompts (nothing cached) a prefill step, anything else a mixed step."""
-    if len(seqs) == 1 and seqs[0].new == 1:
-        return "decode"
-    if len(seqs) == 1 and seqs[0].cached == 0:
-        return "prefill"
-    return "mixed"
-
-
-def seqs_text(seqs: tuple[Seqs, ...]) -> str:
-    """The groups in words, ``16×1 after 4,095 + 1×512 after 1,024`` (``after 0`` left out)."""
-    return " + ".join(f"{g.count:,}×{g.new:,}" + (f" after {g.cached:,}" if g.cached else "") for g in seqs)
-
-
-class Scenario(Strict):
-    """One inference step to analyze. ``model`` is an id, a path, or an inline model."""
-
-    phase: Phase
-    model: str | Model
-    description: Text | None = None
-    batch: Batch = 1
-    seq_len: Positions | None = None  # prompt tokens per sequence (prefill, attention)
-    context: Positions | None = None  # KV positions one decode step attends to
-    seqs: list[Seqs] | None = None  # a mixed step's groups (phase mixed only)
-    dtype: DType = "bf16"  # weights and activations, unless weight_dtype or act_dtype says otherwise
-    kv_dtype: DType | None = None  # defaults to dtype
-    # The linear layers' weight format, and their activations as the tensor cores take them, where they differ
-    # from dtype (None: dtype). The embedding, LM head, norms, router and attention stay in dtype (engine/count/quant.py).
-    weight_dtype: WeightDType | None = None
-    act_dtype: ActDType | None = None
-    group_size: GroupSize | None = None  # int4's group along k (None: 128)
-    attention: AttentionImpl = "flash"
-    causal: bool = True
-    fused: list[Fusion] = Field(default_factory=list)
-    # Distinct routed experts each MoE layer reads in the step, where routing is not uniform (skew); None: the
-    # uniform expectation (engine/count/moe.py's experts_touched). Checked against the model in Workload.
-    experts_touched: Experts | None = None
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return leave_out_unused(data, {"experts_touched": None, "weight_dtype": None, "act_dtype": None,
-                                        "group_size": None, "seqs": None})
-
-    @field_validator("model", mode="wrap")
-    @classmethod
-    def _model_form(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> str | Model:
-        """A mapping is an inline model and is validated as one, so that an incomplete one names its own missing
-        field ('model.hidden_size'), not the string form it is not ('model.str … and 9 more errors'); a string
-        is a name or a path, of 1 to 4,096 characters (PATH_MAX); nothing else is either. What passes goes on
-        through the field's own validation (``handler``), which keeps its serializer."""
-        if isinstance(value, dict):
-            value = Model.model_validate(value)  # its errors keep their place under 'model'
-        elif isinstance(value, str):
-            if not 1 <= len(value) <= 4096:
-                raise invalid(f"a model's id or path has 1 to 4,096 characters, not {len(value):,}")
-        elif not isinstance(value, Model):
-            raise invalid(f"a model id, a model file's path, or an inline model (a mapping of its fields), "
-                             f"not {type(value).__name__}")
-        result: str | Model = handler(value)
-        return result
-
-    @model_validator(mode="after")
-    def _phase_sizes(self) -> Self:
-        if self.phase == "mixed":
-            if not self.seqs:
-                raise invalid("a mixed scenario needs 'seqs' (its groups: count, new tokens, cached tokens)")
-            if self.seq_len is not None or self.context is not None or self.batch != 1:
-                raise invalid("a mixed scenario's sizes are its groups ('seqs'), not batch, seq_len or context")
-            if len(self.seqs) > MAX_GROUPS:
-                raise invalid(f"{len(self.seqs):,} groups of sequences: at most {MAX_GROUPS:,}")
-            return self
-        if self.seqs is not None:
-            raise invalid(f"'seqs' gives a mixed step's groups; a {self.phase} scenario's sizes are batch and "
-                          f"{length_field(self.phase)}")
-        if self.phase == "decode":
-            if self.context is None:
-                raise invalid("a decode scenario needs 'context' (the KV length each new token attends to)")
-            if self.seq_len not in (None, 1):
-                raise invalid(size_problem("decode", "seq_len"))
-        else:
-            if self.seq_len is None:
-                raise invalid(f"a {self.phase} scenario needs 'seq_len' (prompt tokens per sequence)")
-            if self.context not in (None, self.seq_len):
-                raise invalid(size_problem(self.phase, "context"))
-        return self
-
-    @field_validator("fused")
-    @classmethod
-    def _fusions_fit_together(cls, fused: list[Fusion]) -> list[Fusion]:
-        """A rule of the fusions alone, checked on the field, so that its message names 'fused' (a model-wide
-        check named '(top level)' and said 'Value error,')."""
-        check_fusions(fused)
-        return fused
 
 
 def check_fusions(fused: Sequence[Fusion]) -> None:
@@ -469,164 +304,3 @@ class Workload(Strict):
             sizes = f"batch {self.batch}, {length_field(self.phase)} {self.length}"
         return (f"{self.model.id} {self.phase}, {sizes}, {self.types_label()}, {self.attention} attention"
                 f"{touched}")
-
-
-# --- scenarios -----------------------------------------------------------------------------------------------
-
-
-def _scenario_catalog() -> dict[str, Path]:
-    names: dict[str, Path] = {}
-    for folder in reversed(search_dirs("workloads", WORKLOADS_PATH_ENV)):
-        for path in sorted(folder.glob("*.y*ml")):
-            names[path.stem.lower()] = path
-    return names
-
-
-def list_scenarios() -> dict[str, Scenario]:
-    return {name: load_scenario(str(path)) for name, path in sorted(_scenario_catalog().items())}
-
-
-def load_scenario(name: str) -> Scenario:
-    """A scenario by name (``decode``, ``prefill``, ``attention`` or a user's) or by YAML path."""
-    if looks_like_path(name):
-        path = user_path(name)
-    else:
-        catalog = _scenario_catalog()
-        if name.lower() not in catalog:
-            raise UserError(
-                f"unknown workload '{name}'{closest(name, catalog)}; give a phase "
-                f"({', '.join(PRESETS)}) or a workload YAML file"
-            )
-        path = catalog[name.lower()]
-    scenario = validate(Scenario, read_yaml(path), str(path))
-    model = scenario.model
-    if isinstance(model, str) and looks_like_path(model) and not user_path(model).is_absolute():
-        # A relative model path is the workload file's own: the file works from any folder it is run from.
-        return scenario.model_copy(update={"model": str(path.parent / Path(model))})
-    return scenario
-
-
-def resolve_workload(name: str, **overrides: Any) -> Workload:
-    """Load scenario ``name``, apply the overrides that are not None, and resolve its model.
-
-    Overrides are Scenario fields (``model``, ``batch``, ``seq_len``, ``context``, ``dtype``, ``kv_dtype``,
-    ``weight_dtype``, ``act_dtype``, ``group_size``, ``attention``, ``causal``, ``fused``, ``experts_touched``;
-    ``phase`` ``mixed`` with ``seqs``, as :func:`step_scenario` gives them). Sizes are checked here, so a
-    negative ``--batch`` is a UserError.
-    """
-    scenario = load_scenario(name)
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if given:
-        data = scenario.model_dump(exclude_none=True)
-        data.update(given)
-        if given.get("phase") == "mixed":  # a step of groups (step_scenario): the groups are its only sizes
-            for key in ("batch", "seq_len", "context"):
-                data.pop(key, None)
-        elif scenario.phase == "mixed":
-            sized = [f"--{k.replace('_', '-')}" for k in ("batch", "seq_len", "context") if k in given]
-            if sized:
-                raise UserError(f"{', '.join(sized)}: a mixed step is sized by its groups (--seqs)")
-        # The rule is size_problem's; the words name the command-line options that were given.
-        if "context" in given and size_problem(scenario.phase, "context"):
-            raise UserError(f"--context applies to decode; {scenario.phase} attends to its --seq-len")
-        if "seq_len" in given and size_problem(scenario.phase, "seq_len"):
-            raise UserError("decode processes one token per sequence; give its KV length with --context")
-        if "seq_len" in given:
-            data.pop("context", None)
-        if "dtype" in given:
-            # --dtype sets weights and activations both: it replaces a scenario file's weight_dtype, act_dtype and
-            # group_size, and an explicit --weight-dtype, --act-dtype or --group-size given with it wins.
-            # The scenario's group_size goes with its weight_dtype.
-            for key in ("weight_dtype", "act_dtype", "group_size"):
-                if key not in given:
-                    data.pop(key, None)
-        scenario = validate(Scenario, data, "options")
-    return workload_from_scenario(scenario)
-
-
-def resolve_step(seqs: tuple[Seqs, ...], **overrides: Any) -> Workload:
-    """A step of these groups (:func:`step_scenario`) with the options of :func:`resolve_workload`."""
-    name, sizes = step_scenario(seqs)
-    return resolve_workload(name, **sizes, **overrides)
-
-
-def workload_from_scenario(scenario: Scenario) -> Workload:
-    model = scenario.model if isinstance(scenario.model, Model) else load_model(scenario.model)
-    # Precedence for the linear layers' weights: the scenario's (or command line's) weight_dtype, then the
-    # model's own (a quantized checkpoint's config.json), then dtype. The model's group size goes with its
-    # format: it applies when the model's format does and no group_size is given.
-    fmt = scenario.weight_dtype or model.weight_dtype or scenario.dtype
-    if scenario.group_size is not None and fmt not in GROUPED_WEIGHT_DTYPES:
-        raise UserError(f"group size {scenario.group_size}: only int4 weights take a group size "
-                        f"(--weight-dtype int4 or int4_zp)")
-    group = scenario.group_size or (model.group_size if scenario.weight_dtype is None else None)
-    return Workload(
-        phase=scenario.phase,
-        model=model,
-        seqs=scenario_seqs(scenario),
-        # Precedence: weight_dtype, then dtype, for the linear layers' weights; act_dtype, then dtype, for their
-        # inputs; a field equal to dtype is dtype's (stored as None, so that it reads as the unquantized step).
-        dtype=scenario.dtype,
-        kv_dtype=scenario.kv_dtype or scenario.dtype,
-        weight_dtype=None if fmt == scenario.dtype else fmt,
-        act_dtype=None if scenario.act_dtype in (None, scenario.dtype) else scenario.act_dtype,
-        group_size=group or DEFAULT_GROUP_SIZE,
-        attention=scenario.attention,
-        causal=scenario.causal,
-        fused=tuple(scenario.fused),
-        experts_touched=scenario.experts_touched,
-    )
-
-
-def scenario_seqs(scenario: Scenario) -> tuple[Seqs, ...]:
-    """A scenario's groups: a mixed one's ``seqs``; a preset's one group of ``batch`` sequences, each 1 new
-    token after ``context − 1`` cached (decode) or ``seq_len`` new after none (prefill, attention)."""
-    if scenario.phase == "mixed":
-        assert scenario.seqs is not None  # Scenario's validator
-        return tuple(scenario.seqs)
-    # Scenario's validator guarantees the phase's length: context for decode, seq_len otherwise.
-    if scenario.phase == "decode":
-        assert scenario.context is not None
-        return (Seqs(count=scenario.batch, new=1, cached=scenario.context - 1),)
-    assert scenario.seq_len is not None
-    return (Seqs(count=scenario.batch, new=scenario.seq_len),)
-
-
-def step_scenario(seqs: tuple[Seqs, ...]) -> tuple[str, dict[str, Any]]:
-    """The scenario that states a step of these groups, and the sizes to give it (:func:`resolve_workload`'s
-    name and overrides): a preset where the groups make one (``16x1@4095`` is the decode scenario at batch 16,
-    context 4,096), else a mixed step on the decode scenario's model and options."""
-    phase = preset_phase(seqs)
-    (one, *_) = seqs
-    if phase == "decode":
-        return "decode", {"batch": one.count, "context": one.positions}
-    if phase == "prefill":
-        return "prefill", {"batch": one.count, "seq_len": one.new}
-    return "decode", {"phase": "mixed", "seqs": list(seqs)}
-
-
-def scenario_from_workload(w: Workload) -> Scenario:
-    """The scenario that reproduces ``w`` (for saving a view as YAML). A model that is not in the catalog (from
-    a config.json or a YAML path) is written inline, so that the saved file stands on its own."""
-    decode, mixed = w.phase == "decode", w.phase == "mixed"
-    catalog = model_catalog()
-    bundled = w.model.id.lower() in catalog and load_model(w.model.id) == w.model
-    return Scenario(
-        phase=w.phase,
-        model=w.model.id if bundled else w.model,
-        batch=1 if mixed else w.batch,
-        seq_len=None if decode or mixed else w.tokens_per_seq,
-        context=w.kv_len if decode else None,
-        seqs=list(w.seqs) if mixed else None,
-        dtype=w.dtype,
-        kv_dtype=w.kv_dtype,
-        # A model that carries its own weight format is overridden explicitly where the step's differs (None
-        # would read back as the model's format).
-        weight_dtype=w.weights if w.model.weight_dtype not in (None, w.weights) else w.weight_dtype,
-        act_dtype=w.act_dtype,
-        group_size=w.group_size if w.weights in GROUPED_WEIGHT_DTYPES else None,
-        attention=w.attention,
-        causal=w.causal,
-        fused=list(w.fused),
-        experts_touched=w.experts_touched,
-    )

@@ -10,7 +10,7 @@ import pytest
 from helpers import assert_one_line_error, cli
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 ROOT = Path(__file__).parents[2]
 

@@ -7,7 +7,7 @@ import yaml
 
 from helpers import cli
 from rooflinectl.specs.model import Model, model_catalog
-from rooflinectl.specs.workload import list_scenarios
+from rooflinectl.specs.scenario import list_scenarios
 
 
 @pytest.mark.parametrize("name", [*sorted(model_catalog()), *sorted(list_scenarios())])

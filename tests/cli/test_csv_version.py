@@ -16,7 +16,7 @@ from helpers import assert_one_line_error, cli
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import list_gpus, load_gpu
 from rooflinectl.specs.model import list_models
-from rooflinectl.specs.workload import list_scenarios, resolve_workload
+from rooflinectl.specs.scenario import list_scenarios, resolve_workload
 
 
 def rows(text: str) -> list[dict]:

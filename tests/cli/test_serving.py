@@ -220,7 +220,7 @@ def test_pareto_crowded_labels_never_overlap(tmp_path):
     from rooflinectl.engine.roofline import analyze
     from rooflinectl.plot.pareto import draw_pareto
     from rooflinectl.specs.hardware import load_gpu
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     base = resolve_workload("prefill", model="llama-3-8b", batch=1, seq_len=1)
     curves = []
@@ -240,7 +240,7 @@ def test_pareto_draws_labels_apart_and_says_what_does_not_fit(tmp_path):
     from rooflinectl.engine.roofline import analyze
     from rooflinectl.plot.pareto import draw_pareto
     from rooflinectl.specs.hardware import load_gpu
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     curves = []
     for model in ("llama-3-8b", "llama-3-70b"):

@@ -24,12 +24,13 @@ from op_model_example import (
 
 from helpers import assert_one_line_error, cli
 from rooflinectl.engine.calibrated import OP_CLASS, curve_time, fit, op_class, predict_time, read_curve
-from rooflinectl.engine.count.op import Op, OpKind, matmul_op
+from rooflinectl.engine.count.op import Op, OpKind
+from rooflinectl.engine.count.primitives import matmul_op
 from rooflinectl.engine.generate import Request, generate, step_workload
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import Roofs, load_gpu, load_gpu_file
 from rooflinectl.specs.measured import OpCurve, OpModel, OpPoint
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 US = 1e-6
 
@@ -165,7 +166,7 @@ def test_an_elementwise_op_is_timed_by_its_own_operations_curve():
     each its own class; another elementwise op (a bias add) is 'memory', read from the residual add's curve."""
     from rooflinectl.engine.count.transformer import step_ops
     from rooflinectl.specs.model import Model  # noqa: F401  (the engine's ops below come from a real step)
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     ops = {op.name: op for op in step_ops(resolve_workload("decode", model="llama-3-8b"))}
     assert [op_class(ops[n]) for n in ("rope", "act", "attn_residual", "mlp_residual", "attn_norm", "embed",

@@ -13,7 +13,7 @@ from rooflinectl.engine.footprint import (
     weight_bytes_by_format,
 )
 from rooflinectl.specs.model import load_model
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 
 @pytest.mark.parametrize("model, layers, kv_heads, head_dim", [

@@ -27,7 +27,7 @@ from rooflinectl.engine.memory import DEFAULT_RESERVE_FRACTION, activation_live_
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 GIB = 2**30
 H100 = load_gpu("h100")

@@ -174,7 +174,7 @@ def test_every_number_at_the_end_of_its_range_gives_finite_results(end):
     from rooflinectl.engine.roofline import analyze
     from rooflinectl.specs.hardware import GPU
     from rooflinectl.specs.load import Peak, Rate, Size
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     pick = 0 if end == "low" else 1
     rate, peak, size = _range(Rate)[pick], _range(Peak)[pick], _range(Size)[pick]

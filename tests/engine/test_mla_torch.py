@@ -11,7 +11,7 @@ import pytest
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.specs.load import validate
 from rooflinectl.specs.model import Model
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -19,7 +19,7 @@ from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
 from rooflinectl.specs.model import Model, load_model, model_from_hf_config
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.units import GIB
 
 H200 = load_gpu("h200")
@@ -433,7 +433,7 @@ def test_expected_experts_touched_stay_between_k_and_their_limits_and_rise_with_
 def test_a_saved_moe_scenario_round_trips_with_its_experts_touched(tmp_path):
     import yaml
 
-    from rooflinectl.specs.workload import scenario_from_workload
+    from rooflinectl.specs.scenario import scenario_from_workload
 
     w = resolve_workload("decode", model="qwen3-30b-a3b", batch=64, experts_touched=40)
     path = tmp_path / "saved.yaml"

@@ -1,4 +1,4 @@
-"""The primitive counts every op is built from (engine/count/op.py), by the rules in DESIGN.md."""
+"""The primitive counts every op is built from (engine/count/op.py and primitives.py), by the rules in DESIGN.md."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from rooflinectl.engine.count.op import (
     SOFTMAX_FLOPS_PER_ELEMENT,
     Gemm,
     Op,
-    copy_op,
     covering,
+    matmul_unit,
+)
+from rooflinectl.engine.count.primitives import (
+    copy_op,
     expert_matmul_op,
     gated_act_op,
     matmul_op,
-    matmul_unit,
     rmsnorm_linear_op,
     rmsnorm_op,
     router_op,

@@ -18,7 +18,9 @@ from rooflinectl.engine.count.op import (
 )
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.specs.model import list_models
-from rooflinectl.specs.workload import Seqs, Workload, resolve_step, resolve_workload
+from rooflinectl.specs.scenario import resolve_step, resolve_workload
+from rooflinectl.specs.step import Seqs
+from rooflinectl.specs.workload import Workload
 
 MODELS = [m.id for m in list_models()]
 FUSIONS = [["norm_linear"], ["qkv", "gate_up"], ["gate_up", "act"], ["residual"],

@@ -13,7 +13,7 @@ from rooflinectl.engine.count.transformer import step_ops, weight_footprint_byte
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 # Llama 3 8B: H = 4096, 32 heads of 128 (q 4096), 8 KV heads (kv 1024), I = 14336, V = 128256, 32 layers,
 # 8,030,261,248 parameters.
@@ -163,7 +163,7 @@ def test_precedence_of_dtype_and_the_explicit_options(tmp_path):
 
 def test_a_quantized_scenario_round_trips_and_explore_refuses_it():
     from rooflinectl.explore.state import Knobs
-    from rooflinectl.specs.workload import scenario_from_workload, workload_from_scenario
+    from rooflinectl.specs.scenario import scenario_from_workload, workload_from_scenario
 
     w = resolve_workload("decode", model="llama-3-8b", weight_dtype="int4", group_size=64)
     assert workload_from_scenario(scenario_from_workload(w)) == w

@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rooflinectl.engine.count.op import Op, matmul_op
+from rooflinectl.engine.count.op import Op
+from rooflinectl.engine.count.primitives import matmul_op
 from rooflinectl.engine.roofline import analyze, batch_at_ridge, measured_share, place, sweep
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import Roofs, load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 ROOFS = Roofs(gpu_id="test", label="spec", bandwidth_gbps=2000.0, tensor_tflops={"bf16": 300.0},
               vector_tflops={"fp32": 20.0})
@@ -174,7 +175,7 @@ def test_sweep_refuses_a_non_positive_size():
 def test_achieved_rates_need_no_roof():
     """4096×4096 bf16 softmax: 2·4096·4096·2 B = 67,108,864 B and 5·4096·4096 = 83,886,080 FLOPs in 20 µs give
     3,355.4432 GB/s and 4.194304 TFLOP/s, with or without a spec."""
-    from rooflinectl.engine.count.op import softmax_op
+    from rooflinectl.engine.count.primitives import softmax_op
     from rooflinectl.engine.roofline import achieved_rates
     from rooflinectl.measure.harness import shares
 

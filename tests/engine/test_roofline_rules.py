@@ -11,7 +11,7 @@ from rooflinectl.engine.count.op import Op
 from rooflinectl.engine.memory import LiveSet, MemoryBudget
 from rooflinectl.engine.roofline import analyze, place
 from rooflinectl.specs.hardware import Roofs, load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.units import GIB
 
 # 300 TFLOP/s and 2,000 GB/s: 3e14 and 2e12, both exact doubles; the ridge is 150 FLOP/byte.

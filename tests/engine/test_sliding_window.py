@@ -13,7 +13,8 @@ from rooflinectl.engine.count.attention import group_scores, positions_read, sco
 from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import Model, load_model
-from rooflinectl.specs.workload import Seqs, resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
+from rooflinectl.specs.step import Seqs
 
 
 def ops_of(w):

@@ -10,7 +10,8 @@ from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import Seqs, preset_phase, resolve_step, resolve_workload, step_scenario
+from rooflinectl.specs.scenario import resolve_step, resolve_workload, step_scenario
+from rooflinectl.specs.step import Seqs, preset_phase
 
 H100 = load_gpu("h100")
 

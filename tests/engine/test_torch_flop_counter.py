@@ -39,7 +39,8 @@ torch = pytest.importorskip("torch")
 from rooflinectl.engine.count.op import SOFTMAX_FLOPS_PER_ELEMENT, TOPK_FLOPS_PER_ELEMENT_PER_PICK  # noqa: E402
 from rooflinectl.engine.count.transformer import step_ops  # noqa: E402
 from rooflinectl.specs.model import Model, model_from_hf_config  # noqa: E402
-from rooflinectl.specs.workload import Workload, resolve_workload  # noqa: E402
+from rooflinectl.specs.scenario import resolve_workload  # noqa: E402
+from rooflinectl.specs.workload import Workload  # noqa: E402
 
 # Small enough to run in well under a second each, large enough that every dimension differs (H 64, 4 heads of
 # 16 with 2 KV heads, MLP 160, vocabulary 256): a transposed shape would change the count.

@@ -15,7 +15,7 @@ from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
 from rooflinectl.specs.model import Model, load_model
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 
 def ops_by_name(workload) -> dict:
@@ -190,7 +190,7 @@ def test_decode_verdict_reads_no_more_weights_than_the_model_has():
 
 
 def test_fp32_matmuls_run_on_the_vector_units_and_tf32_on_the_tensor_cores():
-    from rooflinectl.engine.count.op import matmul_op
+    from rooflinectl.engine.count.primitives import matmul_op
 
     ops = ops_by_name(resolve_workload("decode", dtype="fp32", fused=["norm_linear"]))
     assert {ops[n].unit for n in ("attn_norm+q_proj", "o_proj", "attention", "lm_head")} == {"vector"}

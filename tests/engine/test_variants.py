@@ -16,7 +16,8 @@ from rooflinectl.engine.count.op import (
 from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import load_model
-from rooflinectl.specs.workload import Workload, resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
+from rooflinectl.specs.workload import Workload
 
 
 def ops_of(w):

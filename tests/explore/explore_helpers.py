@@ -18,7 +18,7 @@ from rooflinectl.engine.roofline import analyze
 from rooflinectl.explore.app import ExploreApp
 from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu, load_gpu_file
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.units import duration, number
 
 ROOT = Path(__file__).parent.parent.parent

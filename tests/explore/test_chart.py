@@ -13,7 +13,7 @@ from rooflinectl.engine.roofline import analyze
 from rooflinectl.explore.canvas import Canvas, LogAxis
 from rooflinectl.explore.chart import group_label, roofline_chart
 from rooflinectl.explore.panels import RooflineChart
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 
 def test_chart_places_every_op_at_the_engines_coordinates():

@@ -8,7 +8,7 @@ from explore_helpers import (
 
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.explore.describe import describe
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 
 def test_describe_gives_the_rule_for_each_kind_of_op():
@@ -71,7 +71,7 @@ def test_fusion_advice_names_the_models_own_norm_activation_and_projections():
     from rooflinectl.engine.roofline import analyze
     from rooflinectl.explore.describe import fusion_for, hints
     from rooflinectl.specs.hardware import load_gpu
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     def advice(model: str) -> tuple[dict[str, str | None], dict[str, list[str]]]:
         a = analyze(resolve_workload("decode", model=model, batch=4, context=2048), load_gpu("h100"))

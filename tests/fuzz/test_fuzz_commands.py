@@ -110,8 +110,8 @@ LARGEST = re.compile(r"largest batch that fits: ([\d,]+)")
 
 
 def _batch_limit() -> int:
-    """The largest --batch a scenario takes (specs.workload.Batch's upper bound)."""
-    from rooflinectl.specs.workload import Scenario
+    """The largest --batch a scenario takes (specs.sizes.Batch's upper bound)."""
+    from rooflinectl.specs.scenario import Scenario
 
     return next(m.le for m in Scenario.model_fields["batch"].metadata if hasattr(m, "le"))
 

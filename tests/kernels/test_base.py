@@ -1,5 +1,5 @@
 """The Kernel interface every kernel implements, over every registered kernel: shapes, counts (the same
-op.py functions the engine uses), correctness of the interpreter shapes, baselines.
+engine.count.primitives functions the engine uses), correctness of the interpreter shapes, baselines.
 
 The interpreter runs each program as numpy code, so shapes stay small; bf16 is left out because the interpreter's
 bf16 arithmetic is not the GPU's (the H200 checks bf16: benchmarks/tune_kernels.py). tests/kernels/conftest.py

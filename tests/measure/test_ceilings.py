@@ -10,7 +10,7 @@ from measure_fakes import H200
 
 from helpers import cli
 from rooflinectl.calibrate.run import measured_section
-from rooflinectl.engine.count.op import matmul_op, softmax_op
+from rooflinectl.engine.count.primitives import matmul_op, softmax_op
 from rooflinectl.measure.ceilings import ceiling_dtypes
 from rooflinectl.records.calibration import calibration_rows
 from rooflinectl.records.kernel import RunCeilings

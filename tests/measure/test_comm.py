@@ -28,7 +28,7 @@ from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu, load_gpu_file
 from rooflinectl.specs.load import validate
 from rooflinectl.specs.measured import MeasuredInterconnect, OpCurve, OpModel, OpPoint, bus_factor
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.specs.write import write_measured
 
 GIB = 2**30

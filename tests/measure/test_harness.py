@@ -9,7 +9,7 @@ import pytest
 from kernel_checks import Sm90Job, compile_for_hopper
 from measure_fakes import H100, FakeClock, FakeSoftmax, run_fake
 
-from rooflinectl.engine.count.op import matmul_op, softmax_op
+from rooflinectl.engine.count.primitives import matmul_op, softmax_op
 from rooflinectl.errors import UserError
 from rooflinectl.measure.harness import parse_shapes, predict, shares
 from rooflinectl.records.kernel import DeviceInfo, LaunchRecord, RunCeilings

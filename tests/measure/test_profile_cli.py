@@ -98,7 +98,7 @@ def test_plot_places_a_gpu_profile_ops_under_the_roofs(saved, tmp_path):
     from rooflinectl.plot.build import build_chart
     from rooflinectl.plot.measured import load_measured
     from rooflinectl.specs.hardware import load_gpu
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     _, path = saved
     data = json.loads(path.read_text())

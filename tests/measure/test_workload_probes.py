@@ -13,7 +13,7 @@ from rooflinectl.calibrate.probes import (
     probe_cases,
     probe_samples,
 )
-from rooflinectl.engine.count.op import matmul_op
+from rooflinectl.engine.count.primitives import matmul_op
 from rooflinectl.measure.harness import Reporter
 
 

@@ -18,7 +18,8 @@ import pytest
 
 from rooflinectl.engine.count.moe import experts_touched
 from rooflinectl.engine.count.transformer import step_ops
-from rooflinectl.specs.workload import Workload, resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
+from rooflinectl.specs.workload import Workload
 
 # FLOPs per element, restated: RMSNorm (square, sum, scale, gain), softmax (max, subtract, exp, sum, divide),
 # SiLU(gate)·up (negate, exp, add, divide, multiply), RoPE (4 multiplies and 2 adds a pair), the residual add,

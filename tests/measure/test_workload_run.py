@@ -16,7 +16,7 @@ from rooflinectl.measure.step import runners
 from rooflinectl.measure.step.run import NO_CALIBRATED_NOTE, WorkloadRequest, run_workload
 from rooflinectl.records.step import WorkloadRun, as_measurement, load_workload
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 # The Triton rmsnorm_linear kernel (--fuse norm_linear) runs in the interpreter here: TRITON_INTERPRET must be set
 # before triton is first imported in the process (tests/kernels/conftest.py does the same).

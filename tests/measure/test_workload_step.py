@@ -11,7 +11,7 @@ import torch
 
 from rooflinectl.measure.step.cases import build_cases
 from rooflinectl.measure.step.graph import build_step, plan_memory
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 TINY = str(Path(__file__).parent / "data" / "tiny-gqa.yaml")
 EPS = 1e-6

@@ -10,7 +10,7 @@ from rooflinectl.errors import UserError
 from rooflinectl.measure.step.support import check_supported
 from rooflinectl.profile.build import BUILDS, check_buildable
 from rooflinectl.specs.model import Model, load_model
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 
 class Planted(Model):

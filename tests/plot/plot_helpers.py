@@ -10,7 +10,7 @@ import yaml
 
 from rooflinectl.records.kernel import MeasurementFile
 from rooflinectl.specs.hardware import GPU, load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 BASE = load_gpu("h100")
 

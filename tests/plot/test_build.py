@@ -15,7 +15,7 @@ from rooflinectl.engine.roofline import analyze, sweep
 from rooflinectl.errors import UserError
 from rooflinectl.plot.build import build_chart
 from rooflinectl.specs.hardware import GPU
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.units import GIB
 
 

@@ -14,7 +14,7 @@ from test_label_overlap import chart_of
 from rooflinectl.plot.boxes import text_boxes
 from rooflinectl.plot.build import build_chart, draw
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 CHARTS = {
     **DOCS_CHARTS,

@@ -14,7 +14,7 @@ from rooflinectl.plot.boxes import text_boxes
 from rooflinectl.plot.build import build_chart, draw
 from rooflinectl.plot.measured import load_measured
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 RESULTS = Path(__file__).parents[2] / "docs" / "results"
 LABELS = ("op-label", "measured-label", "value-label", "roof-label", "ridge-label")

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from plot_helpers import BASE, DECODE, GPU1, made_up_gpu, measured_file, measured_record, measured_run
 
-from rooflinectl.engine.count.op import rmsnorm_linear_op
+from rooflinectl.engine.count.primitives import rmsnorm_linear_op
 from rooflinectl.engine.roofline import analyze, measured_share
 from rooflinectl.errors import UserError
 from rooflinectl.plot.build import build_chart
 from rooflinectl.plot.measured import load_measured, measured_gpu, record_op
 from rooflinectl.records.kernel import MeasurementFile
 from rooflinectl.specs.hardware import device_matches, list_gpus, load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 RESULTS = Path(__file__).parents[2] / "docs" / "results"
 

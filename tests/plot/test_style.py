@@ -38,7 +38,7 @@ def test_dark_style_paints_a_dark_slide(tmp_path):
 
     from rooflinectl.plot.build import build_chart, draw
     from rooflinectl.specs.hardware import load_gpu
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     chart = build_chart([resolve_workload("decode")], [load_gpu("h100")])
     fig = draw(chart, tmp_path / "d.png", style="dark")

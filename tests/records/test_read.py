@@ -13,7 +13,7 @@ from rooflinectl.records.profile import ProfileRecord
 from rooflinectl.records.read import read_measurements, read_record
 from rooflinectl.records.step import WorkloadRun
 
-RESULTS = Path(__file__).parents[1] / "docs" / "results"
+RESULTS = Path(__file__).parents[2] / "docs" / "results"
 
 
 @pytest.mark.parametrize(("path", "kind"), [

@@ -17,7 +17,7 @@ from rooflinectl.render.analysis import ops_table, print_analysis
 from rooflinectl.render.console import console
 from rooflinectl.render.hardware import gpu_detail, gpu_table
 from rooflinectl.specs.hardware import load_gpu_file
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 
 ROOT = Path(__file__).parents[2]
 NAMES = ["[/]", "[bold]x", "[link=http://x]y[/link]"]

@@ -7,7 +7,7 @@ import pytest
 from rooflinectl.engine.roofline import analyze, is_linear, layer_linears, linear_summary
 from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.units import decimal_bytes, duration
 
 H100 = load_gpu("h100")

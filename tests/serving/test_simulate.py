@@ -20,7 +20,8 @@ from rooflinectl.serving.scheduler import SchedulerConfig
 from rooflinectl.serving.simulate import percentile, simulate
 from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.workload import Seqs, resolve_workload
+from rooflinectl.specs.scenario import resolve_workload
+from rooflinectl.specs.step import Seqs
 
 H100 = load_gpu("h100")
 

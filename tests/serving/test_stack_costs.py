@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from rooflinectl.engine.count.op import flash_attention_op
+from rooflinectl.engine.count.primitives import flash_attention_op
 from rooflinectl.engine.parallel import Layout
 from rooflinectl.engine.placement import place
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.specs.stack import Stack, load_stack
-from rooflinectl.specs.workload import Seqs, resolve_workload
+from rooflinectl.specs.step import Seqs
 
 H100 = load_gpu("h100")
 ROOT = Path(__file__).parents[2]

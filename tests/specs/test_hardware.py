@@ -480,7 +480,7 @@ def _without_sm_level(tmp_path, drop_l2=False) -> Path:
 def test_a_part_without_sm_level_figures_loads_and_analyzes(tmp_path):
     from rooflinectl.engine.hierarchy import hierarchy
     from rooflinectl.engine.roofline import analyze
-    from rooflinectl.specs.workload import resolve_workload
+    from rooflinectl.specs.scenario import resolve_workload
 
     gpu = load_gpu_file(_without_sm_level(tmp_path))
     assert gpu.sm_count is None and gpu.limits is None and gpu.memory.smem_per_sm_kib is None

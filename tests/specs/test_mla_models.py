@@ -232,7 +232,7 @@ def test_mla_keys_in_a_llama_config_are_refused(tmp_path, key, value):
 def test_a_saved_scenario_of_an_imported_mla_model_round_trips(tmp_path):
     import yaml
 
-    from rooflinectl.specs.workload import resolve_workload, scenario_from_workload
+    from rooflinectl.specs.scenario import resolve_workload, scenario_from_workload
 
     w = resolve_workload("decode", model=write(tmp_path, DEEPSEEK_V3), context=128, batch=4)
     assert w.weights == "fp8_block" and w.model.mla is not None

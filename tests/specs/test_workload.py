@@ -8,7 +8,8 @@ import pytest
 
 from rooflinectl.errors import UserError
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.workload import SIZE_FIELDS, Scenario, length_field, resolve_workload, size_problem
+from rooflinectl.specs.scenario import Scenario, resolve_workload
+from rooflinectl.specs.workload import SIZE_FIELDS, length_field, size_problem
 
 DECODE = resolve_workload("decode", model="llama-3-8b", batch=1, context=4096)
 PREFILL = resolve_workload("prefill", model="llama-3-8b", batch=1, seq_len=2048)
@@ -236,7 +237,7 @@ LLAMA_3_8B = {"id": "m", "name": "M", "source": "test", "hidden_size": 4096, "nu
 
 
 @pytest.mark.parametrize("field, value, reason", [
-    # One past each range (specs/workload.py states them): refused by name, not counted.
+    # One past each range (specs/sizes.py states them): refused by name, not counted.
     ("hidden_size", 2**20 + 1, "less than or equal to 1048576"),
     ("num_layers", 10**9, "less than or equal to 16384"),
     ("num_heads", 2**14 + 1, "less than or equal to 16384"),

@@ -34,9 +34,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ...specs.workload import Seqs, Workload, seqs_text
+from ...specs.step import Seqs, seqs_text
+from ...specs.workload import Workload
 from ...units import dtype_bytes
-from .op import SOFTCAP_FLOPS_PER_ELEMENT, AttentionShape, Op, flash_attention_op, score_matmul_op, softmax_op
+from .op import SOFTCAP_FLOPS_PER_ELEMENT, AttentionShape, Op
+from .primitives import flash_attention_op, score_matmul_op, softmax_op
 
 # A sink's work per softmax row (one query of one head): compare into the row max, subtract the max, exp, add
 # into the denominator. The sink adds no score to P and nothing to PV.

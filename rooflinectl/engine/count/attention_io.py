@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...units import KIB, MIB, dtype_bytes
-from .op import SOFTMAX_FLOPS_PER_ELEMENT, Op, matmul_unit, softmax_op
+from .op import SOFTMAX_FLOPS_PER_ELEMENT, Op, matmul_unit
+from .primitives import softmax_op
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from ...specs.workload import Workload
 from ...units import dtype_bytes
-from .op import RESIDUAL_FLOPS_PER_ELEMENT, Op, covering, matmul_op, rmsnorm_linear_op
+from .op import RESIDUAL_FLOPS_PER_ELEMENT, Op, covering
+from .primitives import matmul_op, rmsnorm_linear_op
 from .quant import linear_weight_bytes
 
 

@@ -2,7 +2,7 @@
 bytes stated beside its code. ``engine.count.transformer`` hands a model with ``Model.mla`` to this module.
 
 Notation as in ``engine.count.transformer`` (N = B·T tokens, Lk KV positions, H hidden, h heads, a and kv the bytes of
-``dtype`` and ``kv_dtype``), and MLA's sizes (``specs.workload.MLA``): r_q ``q_lora_rank``, r ``kv_lora_rank``,
+``dtype`` and ``kv_dtype``), and MLA's sizes (``specs.mla.MLA``): r_q ``q_lora_rank``, r ``kv_lora_rank``,
 d_n ``qk_nope_head_dim``, d_r ``qk_rope_head_dim``, d_v ``v_head_dim``. Source of the structure: DeepSeek-V2,
 arXiv 2405.04434, section 2.1 (equations 9-19 and the appendix on weight absorption), and transformers'
 ``DeepseekV3Attention``.
@@ -33,17 +33,14 @@ then
   o_proj               N×h·d_v · h·d_v×H (its epilogue adds the residual with residual fusion)
   attn_residual        x + attn
 
-Rules beyond engine.count.transformer's, stated once here:
-- Decode reads the latent cache once per sequence, whatever h: FlashMLA (deepseek-ai/FlashMLA) and vLLM's and
-  SGLang's MLA decode kernels tile a sequence's query heads together (64 or 128 of them) against each block of
-  the cache. The values are the latent's first r elements of the same cache entries, so the flash kernel reads
-  them with the keys; naive attention's pv reads them again.
-- The absorbed matrices W_UK and W_UV (kv_b_proj's two halves) are read and multiplied in ``dtype``, as vLLM's
-  and SGLang's MLA layers hold them after dequantizing kv_b_proj at load time (a quantized checkpoint's
-  kv_b_proj is counted in its format where prefill runs it, and in the footprint).
-- The expanded form's shared RoPE key is read once per position for all heads (the ideal kernel; a serving
-  stack that concatenates k_pe onto every head's K writes and reads N·h·d_r more values). Its K and V are
-  activations in ``dtype``, not the cache; they are the keys and values attention reads (``kv_bytes``).
+Rules beyond engine.count.transformer's (docs/design.md, "Multi-head latent attention", says why each):
+- Decode reads the latent cache once per sequence, whatever h (FlashMLA's tiling of a sequence's heads). The
+  values are the latent's first r elements of the same cache entries, read with the keys; naive attention's pv
+  reads them again.
+- The absorbed W_UK and W_UV (kv_b_proj's two halves) are read and multiplied in ``dtype`` (a quantized
+  checkpoint's kv_b_proj is counted in its format where prefill runs it, and in the footprint).
+- The expanded form's shared RoPE key is read once per position for all heads. Its K and V are activations in
+  ``dtype``, not the cache; they are the keys and values attention reads (``kv_bytes``).
 - Causal skipping and the flash/naive split follow ``engine.count.attention.scores_computed``.
 """
 
@@ -51,23 +48,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...specs.model import MLA, Model
+from ...specs.mla import MLA
+from ...specs.model import Model
 from ...specs.workload import Workload
 from ...units import dtype_bytes
 from .attention import by_group, scores_computed
 from .block import linear, projection, projections, residual, with_residual
-from .op import (
-    ROPE_FLOPS_PER_ELEMENT,
-    AttentionShape,
-    Gemm,
-    Op,
-    flash_attention_op,
-    kv_write_op,
-    matmul_unit,
-    rmsnorm_op,
-    score_matmul_op,
-    softmax_op,
-)
+from .op import ROPE_FLOPS_PER_ELEMENT, AttentionShape, Gemm, Op, matmul_unit
+from .primitives import flash_attention_op, kv_write_op, rmsnorm_op, score_matmul_op, softmax_op
 
 
 def _mla(w: Workload) -> MLA:
@@ -146,7 +134,7 @@ def _rope_and_cache(w: Workload) -> list[Op]:
 def _absorbed_core(w: Workload) -> list[Op]:
     """Decode's attention over the latent cache: each head's query is [q_nope·W_UK (r), q_pe (d_r)], each
     position's key the cached [c_kv, k_pe] (r + d_r) and its value c_kv (r): QKᵀ over r + d_r and PV over r,
-    2·(r + d_r) + 2·r FLOPs per score (engine.count.op.flash_attention_op, score_matmul_op)."""
+    2·(r + d_r) + 2·r FLOPs per score (engine.count.primitives.flash_attention_op, score_matmul_op)."""
     m, mla = w.model, _mla(w)
     b, t, lk, h = w.batch, w.tokens_per_seq, w.kv_len, m.num_heads
     r, d_qk = mla.kv_lora_rank, mla.latent_dim

@@ -53,7 +53,7 @@ def weight_matrix_bytes(fmt: WeightDType, k: int, n: int, group_size: int) -> in
         return k * n + 4 * n
     if fmt == "int4":
         # Symmetric INT4 in groups of g along k, one fp16 scale per group, no zero point: (4·g + 16)/g bits a
-        # weight, 4.125 at g = 128 (issue 12's figure; GPTQ with sym=True, the layout the Marlin kernels run).
+        # weight, 4.125 at g = 128 (GPTQ with sym=True, the layout the Marlin kernels run).
         return _scaled(k, n, 4, group_size, 2)
     if fmt == "int4_zp":
         # Asymmetric INT4 in groups of g along k: one fp16 scale and one 4-bit zero point per group (AutoAWQ's

@@ -5,7 +5,7 @@ Lk the KV positions attended, H hidden size, h heads, g KV heads, d head dim, I 
 mixture of experts: E routed experts, k of them per token (top-k), I_e an expert's width.
 Sizes in bytes: a for activations and weights' data type (``dtype``), kv for the KV cache (``kv_dtype``).
 
-Per layer (count L), unless fused (see ``workload.FUSIONS``):
+Per layer (count L), unless fused (see ``specs.workload.FUSIONS``):
   attn_norm      RMSNorm N×H                          reads x, gain; writes N×H
   q/k/v_proj     N×H · H×(h·d | g·d | g·d)            reads x and W; writes N×(h·d | g·d)
   rope           rotates Q and K                      reads Q, K and the cos/sin rows (N×d); writes Q, K
@@ -18,21 +18,17 @@ Per layer (count L), unless fused (see ``workload.FUSIONS``):
   attn_residual  x + attn                             reads 2·N×H; writes N×H
   mlp_norm, gate_proj, up_proj (N×H · H×I), act (SiLU(gate)·up on N×I), down_proj (N×I · I×H), mlp_residual
   (Qwen3's qk_norm adds q_norm and k_norm, RMSNorm over each head of Q and K, before rope.)
-Variants (``Model`` fields): a sliding layer's attention core reads the last W positions only and is named
-``attention_local`` (engine/count/attention.py states the rule); every norm is RMSNorm or LayerNorm (``norm``);
-``post_norms`` (Gemma 2/3) adds post_attn_norm after o_proj and post_mlp_norm after down_proj, before each
-residual add (with ``residual`` fused, the add folds into that norm's epilogue); the MLP's activation follows
-``mlp`` (a plain gelu_tanh MLP has up_proj, act, down_proj, and no gate); biases on q/k/v, o and the MLP's
-projections are read once and added in the epilogue (N·n_out FLOPs); ``rotary_dim`` limits RoPE to the first
-rotary_dim dimensions of each head.
-A mixture-of-experts layer (``Model.moe``) keeps the attention half and replaces the MLP: mlp_norm, router,
-expert_gate/up_proj, expert_act, expert_down_proj over the N·k (token, expert) pairs, reading the weights of the
-experts touched (``experts_touched``), the shared experts' MLP if any, moe_combine, mlp_residual
-(``_moe_mlp_block`` states each). An MoE model's first ``first_dense_layers`` layers are dense.
+Variants (``Model`` fields) add or rename ops: ``attention_local`` (a sliding layer's core,
+engine/count/attention.py), ``post_attn_norm`` and ``post_mlp_norm`` (``post_norms``), and a plain
+``gelu_tanh`` MLP has no gate_proj; norms, activations, biases and partial RoPE change counts only
+(docs/design.md, "The counting rules", states each).
+A mixture-of-experts layer (``Model.moe``) keeps the attention half and replaces the MLP with the router, the
+routed and shared experts and moe_combine (``_moe_mlp_block`` states each); an MLA model's attention half is
+``engine.count.mla``'s.
 Once per model: embed (gathers N rows of V×H: min(N, V) distinct rows read), final_norm (N×H), lm_head (B×H · H×V:
 the last token of each sequence only, as a serving engine computes logits only where it samples).
 
-Rules beyond DESIGN.md's defaults, stated once here:
+Rules beyond docs/design.md's defaults, stated once here:
 - RMSNorm gains are kept in the activation data type (quantization schemes leave norms unquantized).
 - Attention matmuls run at the activation data type; a narrower KV cache is read narrow and widened on chip.
 - Causal flash attention skips masked scores: query i of T new tokens at the end of Lk positions sees
@@ -63,6 +59,8 @@ from .op import (
     ROPE_FLOPS_PER_ELEMENT,
     SOFTCAP_FLOPS_PER_ELEMENT,
     Op,
+)
+from .primitives import (
     expert_matmul_op,
     gated_act_op,
     kv_write_op,
@@ -213,7 +211,7 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
 
       mlp_norm            RMSNorm N×H, always its own kernel: its output is read by the router, every expert and
                           the shared experts (norm_linear would repeat it in each), so it is written once
-      router              N×H · H×E gate, softmax, top-k (engine.count.op.router_op)
+      router              N×H · H×E gate, softmax, top-k (engine.count.primitives.router_op)
       expert_gate_proj,   grouped matmuls over the N·k (token, expert) pairs: rows N·k×H · H×I_e, weights of the
       expert_up_proj      X distinct experts touched, each read once (experts_touched: X); gate_up fuses them
       expert_act          SiLU(gate)·up on N·k×I_e (or in the gate_up epilogue with act)

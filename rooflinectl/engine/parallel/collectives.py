@@ -1,5 +1,18 @@
 """The collectives that join the shares, each an op of kind ``communication`` with the bytes one GPU sends by
-NCCL's ring algorithms (the package's docstring states each and its source)."""
+NCCL's ring algorithms (NCCL's "Collective Operations"; nccl-tests' doc/PERFORMANCE.md defines the bus
+bandwidth by the same factors): an all-reduce of S bytes sends 2(t−1)/t·S, an all-gather of S bytes in all
+(t−1)/t·S.
+
+  attn_all_reduce      TP, after o_proj, every layer: the N×H partial sums of the t GPUs' heads
+  mlp_all_reduce       TP, after down_proj (in an MoE layer after moe_combine), every layer: N×H partial sums
+  embed_all_reduce     TP, once: each GPU's gather fills its vocabulary shard's rows, the sum is the embedding
+  logits_all_gather    TP, once: each GPU's B×V/t logits into B×V on every GPU, for sampling
+  dispatch_all_to_all  EP, before and after the experts of each MoE layer: n·k·H·a·(e−1)/e bytes each way,
+  combine_all_to_all   n the GPU's tokens (under uniform routing it receives as many as it sends)
+  pp_send              PP, between stages: the N×H activations, point to point, p − 1 times
+
+How each is timed: docs/design.md, "Parallelism".
+"""
 
 from __future__ import annotations
 

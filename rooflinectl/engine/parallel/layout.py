@@ -1,5 +1,5 @@
 """How one copy of the model spans GPUs: the degrees (tp, ep, pp), each checked, and the interconnect a layout
-over several GPUs needs (the package's docstring states the layouts)."""
+over several GPUs needs (shard.py states the layouts)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ MAX_DEGREE = 512
 class Layout:
     """How one copy of the model is spread over GPUs: ``tp`` GPUs in tensor parallel, ``ep`` GPUs with the
     experts spread over them and the attention data-parallel, or both on the same GPUs (ep = tp: the attention
-    tensor-parallel, the experts spread); ``pp`` stages with tp (the package's docstring)."""
+    tensor-parallel, the experts spread); ``pp`` stages with tp (shard.py's docstring)."""
 
     tp: int = 1
     ep: int = 1

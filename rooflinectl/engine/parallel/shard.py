@@ -1,6 +1,20 @@
 """One GPU's share of a step under a layout: its model's sizes under TP, its sequences under EP, its stage under
-PP, the expert ops adjusted to the experts it holds, and the KV cache and weights it holds (the package's
-docstring states each share)."""
+PP, the expert ops adjusted to the experts it holds, and the KV cache and weights it holds.
+
+With ``tp`` = t (Megatron-LM, arXiv 1909.08053, section 3, as vLLM and SGLang serve it) each GPU holds:
+  attention   Q, K, V column-parallel, h/t query heads and g/t KV heads (t > g: one KV head, replicated on t/g
+              GPUs, so the KV cache stops shrinking at t = g); O row-parallel
+  MLA         q_b_proj and kv_b_proj column-parallel (h/t heads), o_proj row-parallel; q_a_proj,
+              kv_a_proj_with_mqa and the latent cache replicated (every head reads the whole latent)
+  MLP         gate and up column-parallel, down row-parallel: width I/t; every expert's width I_e/t too
+  vocabulary  the embedding and the LM head, V/t rows each (V padded up to the next multiple of t)
+  the rest    replicated: norms, RoPE, residual adds, biases of row-parallel layers, the router's gate
+With ``ep`` = e (DeepSeek-V3's layout, arXiv 2412.19437, section 3.4): the attention data-parallel, ⌈B/e⌉ of
+the B sequences a GPU (the busiest sets the step's time), and E/e whole experts a GPU. With ``ep`` = ``tp`` =
+t on the same GPUs: the routed experts spread whole, E/t a GPU, and the rest split as under TP. With ``pp`` =
+p: L/p consecutive layers a GPU, the embedding on the first stage, the LM head and final norm on the last.
+Why each, and what is not modelled: docs/design.md, "Parallelism".
+"""
 
 from __future__ import annotations
 
@@ -43,7 +57,7 @@ def padded_vocab(vocab: int, t: int) -> int:
 
 
 def per_gpu_model(model: Model, t: int, whole_experts: bool = False) -> Model:
-    """One GPU's share of ``model`` under tensor parallelism of degree t (the package's docstring states it);
+    """One GPU's share of ``model`` under tensor parallelism of degree t (the module's docstring states it);
     ``whole_experts``: the routed experts are spread over the t GPUs (ep = tp), not sliced, so their width stays
     (the op adjustment :func:`expert_ops_per_gpu` takes 1/t of their pairs)."""
     if t == 1:
@@ -118,14 +132,14 @@ def _matrix_bytes(w: Workload, k: int, n: int) -> int:
 
 
 def _expected(x: float) -> int:
-    """An expectation of bytes rounded to the byte, as engine.count.op.expert_matmul_op rounds it."""
+    """An expectation of bytes rounded to the byte, as engine.count.primitives.expert_matmul_op rounds it."""
     return int(x) if float(x).is_integer() else round(x)
 
 
 def expert_ops_per_gpu(ops: list[Op], whole: Workload, per_gpu: Workload, layout: Layout) -> list[Op]:
     """Under EP, each expert op of one GPU's step reads the weights of the experts touched among its E/e
     (experts_touched of the whole step / e), not of its own tokens' touches among all E; FLOPs and activation
-    bytes are the engine's for its ⌈B/e⌉ sequences (the package's docstring). Under TP + EP every GPU holds all N
+    bytes are the engine's for its ⌈B/e⌉ sequences (the module's docstring). Under TP + EP every GPU holds all N
     tokens and runs the N·k/e pairs routed to its experts: the expert ops' and expert_act's FLOPs and activation
     bytes are 1/e of the engine's for the N tokens, and moe_combine sums those pairs only. Other layouts:
     unchanged."""
@@ -184,8 +198,8 @@ def _local_combine(op: Op, per_gpu: Workload, e: int) -> Op:
 
 
 def stage_workload(per_gpu: Workload, p: int) -> Workload:
-    """One pipeline stage of one GPU's step: its model with L/p layers (the package's docstring); refused where p
-    does not divide L or where the stages would differ."""
+    """One pipeline stage of one GPU's step: its model with L/p layers; refused where p does not divide L or
+    where the stages would differ."""
     m = per_gpu.model
     if m.num_layers % p:
         raise UserError(f"--pp {p}: model {m.id} has {m.num_layers} layers, which {p} stages cannot split evenly")

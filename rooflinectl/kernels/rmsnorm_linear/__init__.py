@@ -1,61 +1,43 @@
 """rmsnorm_linear: y = (x / sqrt(mean(x²) + eps) · g) · Wᵀ (+ bias), fused, for x M×K, W N×K, g K, bias N.
 
-Reads x (M·K), W (N·K) and g (K) once and writes y (M·N); 2·M·N·K FLOPs of matmul plus 4 per x element of RMSNorm
-(op.rmsnorm_linear_op). The normalized activations never reach HBM: RMSNorm scales each row of x by one number, so
-y[m, :] = rstd[m] · x[m, :] · W_gᵀ with W_g = W·diag(g) and rstd[m] = 1/sqrt(mean(x[m]²) + eps). The kernels run the
-matmul of the raw x with W_g and scale each row of the accumulator by rstd[m] in the epilogue.
+Reads x (M·K), W (N·K) and g (K) once and writes y (M·N); 2·M·N·K FLOPs of matmul plus 4 per x element of
+RMSNorm (primitives.rmsnorm_linear_op). The normalized activations never reach HBM: RMSNorm scales each row of
+x by one number, so y[m, :] = rstd[m] · x[m, :] · W_gᵀ with W_g = W·diag(g) and rstd[m] = 1/sqrt(mean(x[m]²) +
+eps). The kernels run the matmul of the raw x with W_g and scale each row of the accumulator by rstd[m] in the
+epilogue.
 
 g is folded into W once, at load time, as a serving engine does (``prepare_weight``; ``make_inputs`` puts W_g in the
 inputs as "w_g", and it is not timed). Measured on an H200 against scaling the x tiles by g in the K loop, the fold
 was faster everywhere: 32.9 against 36.7 µs at 1×4096×4096, 543 against 700 µs at 8192×4096×4096.
 
-Three kernels, chosen by shape (the table of configurations, with the H200 measurements behind each, is in
-``rmsnorm_linear_configs.py``; the runs are in docs/kernels-tuning.md, the final table in docs/performance.md):
+Three kernels, chosen by shape (``configs.config_for``; each constant there carries the H200 measurement that
+chose it, and docs/performance.md has the final table):
 
-- ``gemv`` (decode, M up to 64; ``rmsnorm_linear_gemv.py``): bandwidth-bound on W. The roles are swapped (yᵀ =
-  W_g·xᵀ) so that a W tile of BLOCK_N = 64 rows (128 in 8 warps where x has 64 rows) is the wide operand of Hopper's
-  wgmma and the few rows of x the narrow one; each program owns BLOCK_N rows of W and one K range, so that W is read
-  exactly once. The sum of squares of x over the same K range comes from the x tile that feeds the dot
-  (``ss="dot"``, made safe from the race below; the pick), from a loop of its own before the matmul loop
-  (``ss="loop"``) or from a load of its own one step ahead inside it (``ss="inloop"``). W_g and x come through
-  tensor descriptors made on the host (``tma=True, host_desc=True``; the pick where the rows allow it), made by each
-  program, or through pointers.
-- ``tile`` (prefill; ``rmsnorm_linear_tile.py``, with the pre-pass): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N
-  tiles in GROUP_M groups, with the row scaling (and bias) in the epilogue; a small pre-pass kernel computes rstd
-  (it reads x once more, M·K elements, and writes M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes
-  at copy bandwidth). Up to M = 256 it is the pick (64×128 tiles, K split where the tiles are fewer than the SMs),
-  and wherever TMA does not fit.
-- ``_tile_persistent_kernel`` (prefill beyond M = 256 where TMA fits; ``rmsnorm_linear_persistent.py``): the same
-  matmul and pre-pass, one program an SM walking its tiles, loads and stores through host-made descriptors, its two
-  loops pipelined as one. Measured on the H200 within 1.00-1.06× of cuBLAS's F.linear alone from M = 2,048 (run
-  16d).
+- ``gemv`` (decode, M up to 64; ``gemv.py``): bandwidth-bound on W. The roles are swapped (yᵀ = W_g·xᵀ) so
+  that a W tile of BLOCK_N = 64 rows (128 in 8 warps where x has 64 rows) is the wide operand of Hopper's
+  wgmma and the few rows of x the narrow one; each program owns BLOCK_N rows of W and one K range, so that W
+  is read exactly once. The sum of squares of x over the same K range comes from the x tile that feeds the dot
+  (``ss="dot"``, the pick), from a loop of its own before the matmul loop (``ss="loop"``) or from a load of
+  its own one step ahead inside it (``ss="inloop"``). W_g and x come through tensor descriptors made on the
+  host (``tma=True, host_desc=True``; the pick where the rows allow it), made by each program, or through
+  pointers.
+- ``tile`` (prefill; ``tile.py``, with the pre-pass): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in
+  GROUP_M groups, with the row scaling (and bias) in the epilogue; a small pre-pass kernel computes rstd (it
+  reads x once more, M·K elements, and writes M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes
+  at copy bandwidth). Up to M = 256 it is the pick (64×128 tiles, K split where the tiles are fewer than the
+  SMs), and wherever TMA does not fit.
+- ``_tile_persistent_kernel`` (prefill beyond M = 256 where TMA fits; ``persistent.py``): the same matmul and
+  pre-pass, one program an SM walking its tiles, loads and stores through host-made descriptors, its two loops
+  pipelined as one. Measured on the H200 within 1.00-1.06× of cuBLAS's F.linear alone from M = 2,048.
 
-Why the sum of squares was first kept off the x tile that feeds the matmul: with triton 3.6 on an H200 that gave
-wrong rows (relative error 5e-2 at 128×128×64 tiles, 8 warps, 4 stages), the software pipeliner racing on a load
-with both a dot and a reduction as users (triton-lang/triton#6647 reports the same pattern). What races, as read
-(not measured) in the TTGIR and PTX that triton 3.6 and 3.9 compile for sm_90 on a CPU (issue 16): the pipeliner
-gives x one shared buffer fewer than W (stages − 1: 3×128×64 against 4×64×128 at 4 stages), as for a tile that only
-a synchronous local_load reads, yet the wgmma still reads x from that buffer asynchronously; step i's copy of the x
-tile for step i + stages − 1 then lands in the buffer that step i's wgmma, still in flight (wgmma.wait_group 1), is
-reading. The same in the gemv, where x is the wgmma's B operand (run 1's fast variant of docs/kernels-tuning.md): 3
-buffers of 16×128 at 4 stages, read with wgmma.wait_group 1. The cure, ``x + 0.0`` before the dot, makes the wgmma
-read a copy of its own. On the H200 (triton 3.6, torch 2.11, 2026-12-03, ``benchmarks/rmsnorm_linear_gpu.py``,
-docs/results/h200-2026-12-03-rmsnorm-linear/) every candidate passed its bf16 and fp16 checks on odd shapes, each
-run twice per seed with bit-identical results (62 checks at 18:12 and at 19:29 UTC, 118 at 19:19): the ``x + 0.0``
-forms gave no wrong rows there.
+A fourth, ``tile.py``'s ``_tile_ss_kernel``, is the tile kernel without the pre-pass (the sum of squares from
+the x tiles its own K loop loads, ``rstd="tile"`` or ``"ahead"``): 1.15-1.5× slower than the pre-pass kernels
+from M = 512 on the H200, so ``config_for`` never picks it and ``candidates`` offers it up to M = 256.
 
-A fourth, ``_tile_ss_kernel`` (``rmsnorm_linear_tile.py``), is the tile kernel without the pre-pass: the sum of
-squares of each row comes from the x tiles its K loop loads, rstd applied in the epilogue. ``rstd="tile"``: from the
-tile that feeds the dot, which the dot then takes from registers (``x + 0.0`` before it, which no compiler pass
-folds: the wgmma's A operand is then the registers a synchronous load filled, and x's buffer is free once they are,
-so stages − 1 buffers are right; compiled for sm_90 by 3.6 and 3.9, a bar.sync separates those loads from the next
-copy into the buffer). ``rstd="ahead"``: from a load of its own one step ahead (the gemv's "inloop"; x then feeds
-only the dot and keeps its stages buffers). With ``tma=True`` the x and W_g tiles come through device-side tensor
-descriptors (``tl.make_tensor_descriptor``, Hopper's TMA; the allocator set once, at the first such launch;
-``host_desc=True``: made on the host, triton.tools.tensor_descriptor, and passed as kernel parameters, which spares
-each program the making), else through pointers as above. Timed on the H200 (runs 16a-16c): 1.15-1.5× slower than
-the pre-pass kernels from M = 512 (the squares in the K loop cost more than a second read of x), faster at one of
-three shapes at M = 128; so ``config_for`` never picks it and ``candidates`` offers it up to M = 256.
+The rule the kernels keep: where a sum of squares is read from the x tile that feeds the dot, the dot takes
+``x + 0.0``, a copy of its own. Without it triton's software pipeliner (3.6, sm_90) raced on the shared buffer
+and gave wrong rows; the race as read in the compiled code, and the checks since: docs/kernels-tuning.md,
+"rmsnorm_linear and triton's pipeliner".
 
 The kernels can split K over SPLIT_K programs (to give every SM work when N/BLOCK_N tiles are too few): each writes
 its partial accumulator (and, gemv and _tile_ss_kernel, partial sums of squares) to an fp32 workspace, bumps a
@@ -71,7 +53,8 @@ from dataclasses import replace
 import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
 
-from ...engine.count.op import Op, matmul_op, rmsnorm_linear_op, rmsnorm_op
+from ...engine.count.op import Op
+from ...engine.count.primitives import matmul_op, rmsnorm_linear_op, rmsnorm_op
 from ...units import dtype_bytes
 from ..base import Inputs, Kernel, dot_dtype, dtype_name, interpreting, torch_dtype
 from . import configs
@@ -158,8 +141,8 @@ class RMSNormLinear(Kernel):
     shape_format = "MxKxN"
     dtypes = ("bf16", "fp16", "fp32")
     default_dtype = "bf16"
-    # Issue 5's table: decode (M = 1..32), the in-between batches and prefill, at Llama-3-8B's K×N (4096×4096
-    # attention, 4096×14336 MLP) and 8192×8192.
+    # The first targets' shapes (docs/performance.md): decode (M = 1..32), the in-between batches and prefill,
+    # at Llama-3-8B's K×N (4096×4096 attention, 4096×14336 MLP) and 8192×8192.
     default_shapes = [
         (1, 4096, 4096),
         (1, 4096, 14336),
@@ -222,7 +205,7 @@ class RMSNormLinear(Kernel):
         return configs.config_for(shape, dtype)
 
     def candidates(self, shape, dtype, gpu=None) -> list[RMSNormLinearConfig]:
-        """The chosen config and its nearest rivals that fit the GPU's shared memory (rmsnorm_linear_configs)."""
+        """The chosen config and its nearest rivals that fit the GPU's shared memory (configs.candidates)."""
         return configs.candidates(shape, dtype, gpu)
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: RMSNormLinearConfig | None = None) -> None:

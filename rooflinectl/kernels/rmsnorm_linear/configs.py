@@ -1,6 +1,6 @@
 """rmsnorm_linear's launch configurations: which kernel (gemv or tile), tiles, stages and K split by shape.
 
-The table the H200 measurements chose (each constant carries its measurement); ``rmsnorm_linear.py`` runs what
+The table the H200 measurements chose (each constant carries its measurement); the package's kernels run what
 ``config_for`` picks and ``benchmarks/tune_kernels.py`` times what ``candidates`` offers.
 """
 
@@ -34,14 +34,14 @@ class RMSNormLinearConfig:
     # the H200, the default); "tile": the sum of squares of the x tiles the K loop loads for the dot (which takes
     # them from registers, against the pipeliner's race: rmsnorm_linear's docstring), rstd in the epilogue, no
     # pre-pass; "ahead": the same from a load of its own one step ahead (the gemv's "inloop"). Both measured
-    # slower than the pre-pass at M ≥ 512 (runs 16a-16b).
+    # slower than the pre-pass at M ≥ 512 (483-672 against 422 µs at 2048×4096×14336).
     rstd: str = "prepass"
     tma: bool = False  # gemv, or tile with rstd "tile"/"ahead": x and W_g tiles through tensor descriptors (TMA)
     warp_spec: bool = False  # with tma: the K loop warp-specialized (tl.range(..., warp_specialize=True))
     # With tma: the descriptors made on the host (triton.tools.tensor_descriptor, kernel parameters) instead of by
     # each program (tl.make_tensor_descriptor into global scratch, a few instructions and a fence a program).
     host_desc: bool = False
-    # tile with rstd "prepass" (the pick beyond M = 256 where TMA fits): rmsnorm_linear_persistent's kernel, one
+    # tile with rstd "prepass" (the pick beyond M = 256 where TMA fits): persistent.py's kernel, one
     # program an SM walking its tiles, x and W_g through host-made descriptors (so with tma and host_desc);
     # flatten: its two loops pipelined as one (the next tile's loads under this one's epilogue); subtile: y stored
     # through a descriptor in two halves of block_n/2 columns.
@@ -85,19 +85,20 @@ _SMALL_TILE_MAX_M = 256
 _TILE_BIG = RMSNormLinearConfig("tile", 128, 256, 64, num_warps=8, num_stages=3)
 _TILE_MID = RMSNormLinearConfig("tile", 128, 128, 64, num_warps=8, num_stages=4)
 _TILE_SMALL = RMSNormLinearConfig("tile", 64, 128, 64, num_warps=4, num_stages=4)
-# A candidate at M ≤ 256: twice the tiles of 128×128 along N, for the SMs that 112 tiles of 128×128 leave idle at
-# 128×4096×14336. Measured (run 16c): 44.4 µs against 43.9 for the pick and 42.7 for persistent 128×128 tiles.
+# A candidate at M ≤ 256: twice the tiles of 128×128 along N, for the SMs that 112 tiles of 128×128 leave idle
+# at 128×4096×14336. Measured on an H200: 44.4 µs against 43.9 for the pick and 42.7 for persistent 128×128
+# tiles.
 _TILE_NARROW = RMSNormLinearConfig("tile", 128, 64, 64, num_warps=4, num_stages=4)
-# Beyond _SMALL_TILE_MAX_M, where TMA fits: the big tile in the persistent kernel, loops flattened, y stored in
-# halves, 3 stages. Measured on an H200 (bf16, graph replay, checked first; triton 3.6, 2026-12-03 19:19 UTC,
-# docs/kernels-tuning.md run 16b), µs, this / the best persistent variant / the non-persistent pointer kernel (the
-# pick before) / cuBLAS alone: 2048×4096×14336 364.3 / 364.3 / 422.2 / 366.1; 8192×4096×4096 436.4 / 435.9 /
-# 512.5 / 406.1; 16384×4096×4096 857.9 / 840.7 / 990.7 / 844.0; 8192×4096×14336 1461.8 / 1456.1 / 1690.8 /
-# 1404.3; 2048×8192×8192 414.6 / 414.1 / 471.2 / 399.5; 8192×8192×8192 1682.8 / 1667.7 / 1891.1 / 1620.9.
+# Beyond _SMALL_TILE_MAX_M, where TMA fits: the big tile in the persistent kernel, loops flattened, y stored
+# in halves, 3 stages. Measured on an H200 (bf16, graph replay, checked first; docs/kernels-tuning.md), µs,
+# this / the best persistent variant / the non-persistent pointer kernel (the pick before) / cuBLAS alone:
+# 2048×4096×14336 364.3 / 364.3 / 422.2 / 366.1; 8192×4096×4096 436.4 / 435.9 / 512.5 / 406.1; 16384×4096×4096
+# 857.9 / 840.7 / 990.7 / 844.0; 8192×4096×14336 1461.8 / 1456.1 / 1690.8 / 1404.3; 2048×8192×8192 414.6 /
+# 414.1 / 471.2 / 399.5; 8192×8192×8192 1682.8 / 1667.7 / 1891.1 / 1620.9.
 _TILE_BIG_PERSISTENT = replace(_TILE_BIG, persistent=True, tma=True, host_desc=True, flatten=True, subtile=True)
-# Where the big tiles would leave more than half the SMs idle, 128×128 tiles, 4 stages. Measured (run 16c), µs,
-# 128×128 / 128×256: 512×4096×4096 (64 big tiles) 33.5 / 48.1; 512×8192×8192 (128) 115.5 / 108.0; 512×4096×14336
-# (224) 113.7 / 102.6.
+# Where the big tiles would leave more than half the SMs idle, 128×128 tiles, 4 stages. Measured on an H200,
+# µs, 128×128 / 128×256: 512×4096×4096 (64 big tiles) 33.5 / 48.1; 512×8192×8192 (128) 115.5 / 108.0;
+# 512×4096×14336 (224) 113.7 / 102.6.
 _TILE_MID_PERSISTENT = replace(_TILE_BIG_PERSISTENT, block_n=128, num_stages=4)
 
 def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
@@ -108,30 +109,30 @@ def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
 
 def _split_for(tiles: int, k: int, block_k: int, per_sm: int = _PROGRAMS_PER_SM) -> int:
     """Split K so that tiles × split comes nearest ``per_sm`` programs on every SM without passing it (a second,
-    partial wave costs a whole one), keeping _MIN_STEPS_PER_SPLIT steps a split. Measured on an H200 (run 16b), the
-    gemv at 1×4096×6144 (96 tiles): split 2 16.7 µs, 3 21.5; at 1×8192×10240 (160 tiles): split 1 44.0, 2 52.5
+    partial wave costs a whole one), keeping _MIN_STEPS_PER_SPLIT steps a split. Measured on an H200, the gemv
+    at 1×4096×6144 (96 tiles): split 2 16.7 µs, 3 21.5; at 1×8192×10240 (160 tiles): split 1 44.0, 2 52.5
     (rounding to the nearest had picked 3 and 2)."""
     most = max(1, k // (block_k * _MIN_STEPS_PER_SPLIT))
     return max(1, min(most, per_sm * sm_count() // tiles))
 
 
 # The gemv's sum of squares from the x tile that feeds the dot ("dot"), x and W_g through host-made tensor
-# descriptors where TMA fits (_tma_fits; else through pointers). Measured on an H200 (bf16, graph replay over rotated inputs,
-# each checked first; triton 3.6, 2026-12-03 19:07 UTC, benchmarks/rmsnorm_linear_gpu.py, docs/kernels-tuning.md
-# run 16a), µs, dot + host descriptors / dot through pointers / dot + descriptors made by each program / the pick
-# before (the separate loop below M = 8, "inloop" from 8: run 4's):
+# descriptors where TMA fits (_tma_fits; else through pointers). Measured on an H200 (bf16, graph replay over
+# rotated inputs, each checked first; benchmarks/rmsnorm_linear_gpu.py, docs/kernels-tuning.md), µs, dot +
+# host descriptors / dot through pointers / dot + descriptors made by each program / the pick before (the
+# separate loop below M = 8, "inloop" from 8):
 #   1×4096×4096 12.6 / 13.3 / 14.8 / 14.4;  1×4096×14336 30.4 / 36.7 / 33.2 / 42.7;  1×8192×8192 36.3 / 39.0 /
 #   38.4 / 45.8;  1×5120×13824 36.4 / 43.4 / 39.1 / 50.7;  8×4096×14336 30.8 / 30.7 / 33.1 / 31.2;
 #   32×4096×14336 31.8 / 32.4 / 34.0 / 33.0;  64×4096×4096 20.9 / 22.7 / 24.1 / 23.2.
 _GEMV_SS = "dot"
-# From this many rows of x (block_m): 128 rows of W a program in 8 warps (two wgmmas of 64 rows), so that x is read
-# half as often for the W it meets, 3 stages (144 KiB of shared memory: one program an SM, so K is split for one).
-# The 64-row tile (4 warps) had 4 stages, 128 KiB, also one an SM. Measured on an H200 (bf16, graph replay, checked
-# first; triton 3.6, 2026-12-03 19:29 UTC, docs/kernels-tuning.md run 16c), µs, this / 64 rows, 3 stages / 64 rows,
-# 4 stages / cuBLAS alone: 64×4096×4096 17.0 / 15.7 / 20.8 / 11.7; 64×4096×6144 22.8 / 24.0 / 31.7 / 16.0;
-# 64×4096×14336 36.6 / 39.9 / 50.8 / 33.1; 64×4096×28672 71.5 / 82.6 / 100.6 / 63.2; 64×5120×13824 44.4 / 52.2 /
-# 63.4 / 37.2; 64×8192×8192 42.6 / 46.7 / 57.6 / 37.1; 64×8192×10240 59.9 / 76.5 / 98.3 / 42.4 (split 3, for two
-# an SM: 56.6); 64×8192×57344 282.7 / 332.5 / 357.7 / 234.8.
+# From this many rows of x (block_m): 128 rows of W a program in 8 warps (two wgmmas of 64 rows), so that x is
+# read half as often for the W it meets, 3 stages (144 KiB of shared memory: one program an SM, so K is split
+# for one). The 64-row tile (4 warps) had 4 stages, 128 KiB, also one an SM. Measured on an H200 (bf16, graph
+# replay, checked first; docs/kernels-tuning.md), µs, this / 64 rows, 3 stages / 64 rows, 4 stages / cuBLAS
+# alone: 64×4096×4096 17.0 / 15.7 / 20.8 / 11.7; 64×4096×6144 22.8 / 24.0 / 31.7 / 16.0; 64×4096×14336 36.6 /
+# 39.9 / 50.8 / 33.1; 64×4096×28672 71.5 / 82.6 / 100.6 / 63.2; 64×5120×13824 44.4 / 52.2 / 63.4 / 37.2;
+# 64×8192×8192 42.6 / 46.7 / 57.6 / 37.1; 64×8192×10240 59.9 / 76.5 / 98.3 / 42.4 (split 3, for two an SM:
+# 56.6); 64×8192×57344 282.7 / 332.5 / 357.7 / 234.8.
 _GEMV_WIDE_X_M = 64
 _GEMV_WIDE_X_BLOCK_N = 2 * _GEMV_BLOCK_N
 _GEMV_WIDE_X_WARPS = 8
@@ -209,7 +210,7 @@ def _tma_fits(k: int, dtype: str, gpu: GPU | None) -> bool:
 def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> list[RMSNormLinearConfig]:
     """The chosen config and its nearest rivals whose shared memory fits one program on ``gpu`` (default: the GPU
     the configs were tuned on); the wider sweeps, and the rivals dropped once measured slower, are in
-    docs/kernels-tuning.md (runs 16a-16b: the gemv's "loop"/"inloop" sums of squares through pointers and its
+    docs/kernels-tuning.md (the gemv's "loop"/"inloop" sums of squares through pointers and its
     descriptors made by each program; the tile kernel without the pre-pass at M > 256, and the non-persistent
     tile kernel's 4 stages and groups of 16)."""
     m, k, n = shape
@@ -231,7 +232,7 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
             _tile_config(m, k, n, _TILE_NARROW),
         ]
         if _tma_fits(k, dtype, gpu):
-            # Without the pre-pass, through host-made descriptors (run 16b: 21.2 µs against 25.4 at 128×4096×4096);
+            # Without the pre-pass, through host-made descriptors (21.2 µs against 25.4 at 128×4096×4096);
             # persistent 128×128 tiles.
             no_prepass = replace(chosen, rstd="tile", tma=True, host_desc=True)
             out += [no_prepass, _TILE_MID_PERSISTENT]

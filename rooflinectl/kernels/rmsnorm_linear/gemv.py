@@ -1,8 +1,8 @@
 """rmsnorm_linear's decode kernel (M up to 64): the gemv with the roles swapped, yᵀ = W_g·xᵀ, so that BLOCK_N rows
 of W are the wide operand of Hopper's wgmma and the few rows of x the narrow one; each program owns BLOCK_N rows of
 W and one K range (split K: the last program of a tile to arrive sums the fp32 partials). Where the sum of
-squares of x comes from (``SS_INLOOP``, ``SS_DOT``, else a loop of its own), why ``x + 0.0``, and what the H200
-measured of each: ``rmsnorm_linear.py``'s docstring and ``rmsnorm_linear_configs.py``.
+squares of x comes from (``SS_INLOOP``, ``SS_DOT``, else a loop of its own) and why ``x + 0.0``: the package's
+docstring; what the H200 measured of each: ``configs.py``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _gemv_kernel(
 
     # Sum of squares of this K range of x: from a load of its own in the matmul loop (SS_INLOOP: an L2 read of a
     # few KB a step, no extra latency), or in a loop of its own before it; or (SS_DOT, the pick) from the x tile
-    # that feeds the dot, which then takes a copy of it (x + 0.0: see the module docstring's race).
+    # that feeds the dot, which then takes a copy of it (x + 0.0: the package docstring's rule).
     ss = tl.zeros((BLOCK_M,), dtype=tl.float32)
     if not SS_INLOOP and not SS_DOT:
         for k in range(k_lo, k_hi, BLOCK_KSS):

@@ -1,6 +1,6 @@
-"""rmsnorm_linear's persistent prefill kernel (issue 16): one program an SM, each walking its tiles in turn.
+"""rmsnorm_linear's persistent prefill kernel: one program an SM, each walking its tiles in turn.
 
-The tile kernel of ``rmsnorm_linear.py`` launches one program a BLOCK_M×BLOCK_N tile of y: each loads its tiles'
+The tile kernel of ``tile.py`` launches one program a BLOCK_M×BLOCK_N tile of y: each loads its tiles'
 first K steps only once it starts, and stores its epilogue while no load of the next tile is in flight. Here
 ``min(SMs, tiles)`` programs each take tiles start, start + programs, ... in the same grouped order, x and W_g
 tiles come through host-made tensor descriptors (Hopper's TMA), and with ``FLATTEN`` triton's pipeliner treats
@@ -10,9 +10,8 @@ epilogue); the epilogue stores through a descriptor of y too where y's rows allo
 of BLOCK_N/2 columns where ``SUBTILE`` (half the store's shared buffer: compiled for sm_90 by triton 3.9 at
 128×256×64, 8 warps, 3 stages, flattened, 180 KB of shared memory against 213 storing y whole).
 
-``rmsnorm_linear_configs.config_for`` picks it beyond M = 256 where TMA fits: on the H200 (runs 16b-16d of
-docs/kernels-tuning.md) it took prefill from M = 2,048 from 1.16-1.29× of cuBLAS's F.linear alone (the
-pointer kernel, run 16a) to 1.00-1.06× (run 16d).
+``configs.config_for`` picks it beyond M = 256 where TMA fits: on the H200 it took prefill from M = 2,048 from
+1.16-1.29× of cuBLAS's F.linear alone (the pointer kernel) to 1.00-1.06× (docs/kernels-tuning.md).
 """
 
 from __future__ import annotations

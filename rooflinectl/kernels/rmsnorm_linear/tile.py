@@ -1,8 +1,8 @@
 """rmsnorm_linear's prefill kernels: the rstd pre-pass (``_rstd_kernel``), the tile kernel that scales each row of
 its accumulator by the pre-pass's rstd (``_tile_kernel``), and the one that takes the sum of squares from the x
-tiles its own K loop loads (``_tile_ss_kernel``); both tile kernels share their epilogue (``_tile_scale_store``).
-The persistent one is in ``rmsnorm_linear_persistent.py``. Why each exists and what the H200 measured of it:
-``rmsnorm_linear.py``'s docstring and ``rmsnorm_linear_configs.py``.
+tiles its own K loop loads (``_tile_ss_kernel``); both tile kernels share their epilogue
+(``_tile_scale_store``). The persistent one is in ``persistent.py``. Why each exists: the package's docstring;
+what the H200 measured of it: ``configs.py``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Each function states what it launches. Torch is imported inside each one: import
 - ``linear``: ``F.linear`` (cuBLAS): ``mm`` for y = x·Wᵀ, ``addmm`` with the bias (cuBLAS adds it in the GEMM's
   epilogue), and, for a residual fused into the projection (``--fuse residual``), ``torch.addmm(res, x, Wᵀ)``:
   cuBLAS's β·C + α·A·B epilogue reads the residual stream and writes the sum in one kernel.
-- ``norm_linear``: the project's Triton kernel ``kernels/rmsnorm_linear.py`` (RMSNorm in the matmul's prologue,
+- ``norm_linear``: the project's Triton kernel ``kernels/rmsnorm_linear/`` (RMSNorm in the matmul's prologue,
   the gain folded into W once, as a serving engine does at load time).
 - ``rmsnorm``: ``F.rms_norm`` (torch's fused RMSNorm kernel where the build has one).
 - ``rope``: Q and K rotated by torch ops, the half-split convention of Hugging Face's ``rotate_half``
@@ -45,7 +45,7 @@ def linear(x: Any, w: Any, bias: Any = None, residual: Any = None) -> Any:
 
 
 def norm_linear(x: Any, w_g: Any, bias: Any = None) -> Any:
-    """RMSNorm(x)·Wᵀ in one Triton kernel (kernels/rmsnorm_linear.py), W_g = W·diag(g) folded beforehand."""
+    """RMSNorm(x)·Wᵀ in one Triton kernel (kernels/rmsnorm_linear/), W_g = W·diag(g) folded beforehand."""
     import torch
 
     from ...kernels.rmsnorm_linear import KERNEL

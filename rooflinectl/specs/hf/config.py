@@ -1,6 +1,6 @@
 """Hugging Face ``config.json`` to a model's fields: which keys mean what, and which architectures are refused.
 
-Pure translation of a parsed config (no file is read here, nothing validated): ``specs.workload`` reads the file
+Pure translation of a parsed config (no file is read here, nothing validated): ``specs.model`` reads the file
 and validates the fields as a Model. A config whose architecture the engine does not count is refused by the key
 that says so, never analysed as the dense Llama it is not. The experts and latent attention are read by
 ``specs.hf.experts``, the quantization_config by ``specs.hf.quant``.
@@ -173,7 +173,7 @@ def _hf_rotary_dim(cfg: dict[str, Any], head_dim: Any, path: Path) -> Any:
 def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     """The Model fields of a Hugging Face ``config.json``'s keys (Llama/Mistral/Qwen2/Qwen3/Phi-3-style; Gemma
     2/3 with their norms, GELU and window pattern; Mixtral, Qwen3-MoE and gpt-oss with their experts), for
-    ``specs.workload.model_from_hf_config`` to validate; ``path`` names the file in messages and gives the model
+    ``specs.model.model_from_hf_config`` to validate; ``path`` names the file in messages and gives the model
     its id."""
     # A config this importer does not model must not be analysed as the dense Llama it is not (a DeepSeek config
     # read as dense printed wrong numbers with exit 0): a model type other than these, or any key of an

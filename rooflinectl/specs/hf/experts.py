@@ -85,7 +85,7 @@ def hf_deepseek(cfg: dict[str, Any], model_type: str, path: Path) -> dict[str, A
     ``num_experts_per_tok``, width ``moe_intermediate_size``, ``n_shared_experts`` of that width, and the first
     ``first_k_dense_replace`` layers dense (``intermediate_size``); ``moe_layer_freq`` must be 1 (DeepSeek's code
     makes layer i MoE when i ≥ first_k_dense_replace and i % moe_layer_freq == 0: other values put dense layers
-    between the MoE ones). The router is counted by engine.count.op.router_op, whose 5 FLOPs per logit for softmax
+    between the MoE ones). The router is counted by engine.count.primitives.router_op, whose 5 FLOPs per logit for softmax
     stand equally for V3's sigmoid (4) and its correction-bias add (1); the group-limited selection (``n_group``,
     ``topk_group``: the best groups first, O(E) compares per token, like the top-k passes counted) and the
     scaling of the k weights (``routed_scaling_factor``, ``norm_topk_prob``: O(k) per token) are not counted
