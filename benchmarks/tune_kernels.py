@@ -615,7 +615,8 @@ def main():
         L2_BYTES = info["l2_bytes"]
     if DEVICE == "cuda":
         from rooflinectl.errors import UserError
-        from rooflinectl.specs.hardware import list_gpus, match_device
+        from rooflinectl.specs.devices import match_device
+        from rooflinectl.specs.hardware import list_gpus
 
         try:
             SPEC = match_device(torch.cuda.get_device_name(0), list_gpus())

@@ -11,7 +11,8 @@ from datetime import datetime
 
 from ..errors import UserError
 from ..records.kernel import DeviceInfo
-from ..specs.hardware import GPU, match_device
+from ..specs.devices import match_device
+from ..specs.hardware import GPU
 
 INSTALL_HINT = "pip install -e '.[gpu]'"
 INTERPRETER_DEVICE_NAME = "CPU (Triton interpreter)"
@@ -114,7 +115,7 @@ def spec_mismatch_notes(spec: GPU, info: DeviceInfo) -> list[str]:
 
 
 def detect_device_spec() -> GPU:
-    """The spec of the CUDA device in hand, by its name (``specs.hardware.match_device``)."""
+    """The spec of the CUDA device in hand, by its name (``specs.devices.match_device``)."""
     import torch
 
     from ..specs.hardware import list_gpus

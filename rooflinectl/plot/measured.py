@@ -2,7 +2,7 @@
 above it, tied to the engine's prediction for the same op when one sits close by.
 
 Nothing here reads JSON or does roofline arithmetic of its own: the file is read by measure's one reader
-(``records.kernel.load``), "measured on this GPU" is the specs' one matcher, exact or nothing (``specs.hardware.device_matches``),
+(``records.kernel.load``), "measured on this GPU" is the specs' one matcher, exact or nothing (``specs.devices.device_matches``),
 and a point's roof and fraction are the engine's (``engine.roofline.measured_share``), the same figures that
 ``rooflinectl measure`` prints for the record.
 """
@@ -18,7 +18,8 @@ from ..engine.roofline import Analysis, Placement, measured_share
 from ..errors import UserError
 from ..records.kernel import MeasurementFile, ShapeRecord
 from ..records.read import read_measurements
-from ..specs.hardware import GPU, device_matches, list_gpus
+from ..specs.devices import device_matches
+from ..specs.hardware import GPU, list_gpus
 from .chart import MeasuredPoint
 
 # A measured point is tied to the prediction for its op only when their intensities are within 2× (a shape
@@ -41,7 +42,7 @@ def measured_gpu(run: MeasurementFile, gpus: Sequence[GPU], source: str = "measu
     """The plotted GPU ``run`` was measured on, or a one-line UserError: a record is drawn under the roofs of the
     GPU it ran on, or not at all (drawn under another's, an L40S's kernel read as 900% of the L4's roof).
 
-    By the device's name, exactly (``specs.hardware.device_matches``, the matcher ``measure`` picks its spec with;
+    By the device's name, exactly (``specs.devices.device_matches``, the matcher ``measure`` picks its spec with;
     where two plotted specs both have the name, the one the run was compared against). A device no spec names
     (a board of the user's own, measured with ``measure --gpu FILE``) is taken to be the spec the run names as
     compared against; one that a bundled or plotted spec does name is never moved onto another GPU's roofs.

@@ -12,7 +12,6 @@ what needs them (the occupancy calculator, the per-SM columns of the memory hier
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -321,76 +320,6 @@ class Roofs(Strict):
             "tensor_tflops": {**self.tensor_tflops, **ceilings.tensor_tflops},
             "vector_tflops": {**self.vector_tflops, **ceilings.vector_tflops},
         })
-
-
-# --- matching a device name to a spec ------------------------------------------------------------------------
-#
-# THE rule, exact or nothing: a device name matches a spec when its words, in order, ARE the words of one of the
-# spec's names (its id, an alias, its name, or the device name its `measured` section was calibrated on). Words are
-# compared after normalizing only what never tells two chips apart: case, the separators ("A100-SXM4-80GB" reads
-# as "a100 sxm4 80gb"), the brand words ("NVIDIA", "Tesla", "GeForce", "AMD", "Instinct", "Radeon") and the memory
-# technology ("HBM3", "GDDR6X"). A memory size ("80GB") is a word like any other, with one allowance: where the
-# spec's name gives none, the device's must equal the spec's own HBM capacity (torch reports the H100 SXM as
-# "NVIDIA H100 80GB HBM3", which no bundled name spells). Anything more or less is no match: "NVIDIA L40S" is not
-# the L4, "NVIDIA" alone matches nothing, and an "H100 NVL", an "RTX 4090 D" or a MIG slice ("... MIG 1g.10gb")
-# is never given the numbers of the chip whose name it contains (a word-subset rule did exactly that).
-
-_BRAND_WORDS = {"nvidia", "amd", "tesla", "geforce", "instinct", "radeon"}
-_MEMORY_TECH = re.compile(r"^(hbm\d*e?|gddr\d+x?)$")
-_CAPACITY = re.compile(r"^(\d+)gb$")
-
-
-def _words(text: str) -> tuple[tuple[str, ...], int | None]:
-    """A name's words in order (lower case, brand and memory-technology words left out, memory size taken out)
-    and its memory size in GB (None when it gives none; two sizes make no name, so the words keep both)."""
-    words = [w for w in re.split(r"[^a-z0-9]+", text.lower()) if w and w not in _BRAND_WORDS
-             and not _MEMORY_TECH.match(w)]
-    sizes = [w for w in words if _CAPACITY.match(w)]
-    if len(sizes) != 1:
-        return tuple(words), None
-    return tuple(w for w in words if w != sizes[0]), int(sizes[0][:-2])
-
-
-def spec_names(gpu: GPU) -> list[str]:
-    """The names a device may report to be ``gpu``: its id, aliases and name, and the device it was calibrated on."""
-    return [gpu.id, *gpu.aliases, gpu.name, *([gpu.measured.device_name] if gpu.measured and gpu.measured.device_name else [])]
-
-
-def _match_score(device_name: str, gpu: GPU) -> int:
-    """1 when ``device_name`` is exactly one of ``gpu``'s names by the rule above, else 0."""
-    words, size = _words(device_name)
-    if not words:  # "NVIDIA", "", "80GB": no chip named
-        return 0
-    for name in spec_names(gpu):
-        name_words, name_size = _words(name)
-        if name_words != words:
-            continue
-        if size is None or size == (name_size if name_size is not None else round(gpu.memory.hbm_capacity_gib)):
-            return 1
-    return 0
-
-
-def device_matches(device_name: str, gpu: GPU) -> bool:
-    """Whether a device reporting ``device_name`` (``torch.cuda.get_device_name()``) is ``gpu``: exactly one of
-    its names (the rule above; :func:`match_device` uses the same one)."""
-    return _match_score(device_name, gpu) > 0
-
-
-def match_device(device_name: str, gpus: Sequence[GPU]) -> GPU:
-    """THE spec of a device name (``'NVIDIA H200'`` -> the ``h200`` spec): the one spec that has the name
-    (:func:`device_matches`). No match, or two specs that both claim the name: a UserError asking for --gpu."""
-    top = [gpu for gpu in gpus if device_matches(device_name, gpu)]
-    if not top:
-        raise UserError(
-            f"no hardware spec matches the device '{device_name}': pass --gpu ID or --gpu FILE "
-            f"('rooflinectl hardware list' shows the known ones)"
-        )
-    if len({g.id for g in top}) > 1:
-        raise UserError(
-            f"the device '{device_name}' matches several specs ({', '.join(sorted(g.id for g in top))}): "
-            f"pass --gpu to choose one"
-        )
-    return top[0]
 
 
 # --- loading -------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from measure_fakes import H100, H200
 from rooflinectl.errors import UserError
 from rooflinectl.measure.device import detect_device_spec, spec_mismatch_notes
 from rooflinectl.records.kernel import DeviceInfo
-from rooflinectl.specs.hardware import match_device as detect_spec
+from rooflinectl.specs.devices import match_device as detect_spec
 
 
 @pytest.mark.parametrize("device, spec_id", [

@@ -16,7 +16,8 @@ from rooflinectl.errors import UserError
 from rooflinectl.plot.build import build_chart
 from rooflinectl.plot.measured import load_measured, measured_gpu, record_op
 from rooflinectl.records.kernel import MeasurementFile
-from rooflinectl.specs.hardware import device_matches, list_gpus, load_gpu
+from rooflinectl.specs.devices import device_matches
+from rooflinectl.specs.hardware import list_gpus, load_gpu
 from rooflinectl.specs.scenario import resolve_workload
 
 RESULTS = Path(__file__).parents[2] / "docs" / "results"
