@@ -11,15 +11,8 @@ from pathlib import Path
 import pytest
 
 from rooflinectl.errors import UserError
-from rooflinectl.specs.hardware import (
-    Roofs,
-    Sourced,
-    device_matches,
-    list_gpus,
-    load_gpu,
-    load_gpu_file,
-    match_device,
-)
+from rooflinectl.specs.devices import device_matches, match_device
+from rooflinectl.specs.hardware import Roofs, Sourced, list_gpus, load_gpu, load_gpu_file
 from rooflinectl.specs.measured import Ceilings, Measured
 
 HARDWARE = Path(__file__).parent.parent.parent / "hardware"
