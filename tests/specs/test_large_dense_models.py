@@ -33,3 +33,16 @@ def test_qwen2_5_72b_parameters():
     assert per_layer == 877_684_736
     assert m.parameter_count() == 80 * per_layer + 2 * 152064 * 8192 + 8192 == 72_706_203_648
     assert m.parameter_count() == pytest.approx(72.7e9, rel=0.01)
+
+
+def test_qwen3_32b_parameters():
+    # H = 5120, 64 heads of 128 (q 8192, not H), 8 KV heads (kv 1024), I = 25600, V = 151936, 64 layers, untied,
+    # q_norm and k_norm over a head (2·128). Per layer: Q, K, V 5120·(8192 + 2·1024) = 52,428,800; O 8192·5120 =
+    # 41,943,040; two norm gains 10,240; QK norms 256; MLP 3·5120·25600 = 393,216,000: 487,598,336. 64 layers:
+    # 31,206,293,504. Embedding and LM head 2·151936·5120 = 1,555,824,640; final norm 5,120. Total
+    # 32,762,123,264: 32.8 B per the Qwen3-32B model card.
+    m = load_model("qwen3-32b")
+    per_layer = 5120 * (8192 + 2 * 1024) + 8192 * 5120 + 2 * 5120 + 2 * 128 + 3 * 5120 * 25600
+    assert per_layer == 487_598_336
+    assert m.parameter_count() == 64 * per_layer + 2 * 151936 * 5120 + 5120 == 32_762_123_264
+    assert m.parameter_count() == pytest.approx(32.8e9, rel=0.01)

@@ -136,10 +136,12 @@ def test_a_relative_model_path_is_the_workload_files_own(tmp_path, monkeypatch):
 PUBLISHED_POSITIONS = {
     "llama-2-7b": (4096, None), "llama-2-13b": (4096, None), "llama-2-70b": (4096, None),
     "llama-3-8b": (8192, None), "llama-3-70b": (8192, None), "llama-3.1-405b": (131072, None),
+    "llama-3.1-8b": (131072, None), "llama-3.1-70b": (131072, None),
     "mistral-7b": (32768, 4096), "qwen2-7b": (131072, None), "qwen2.5-72b": (131072, None),
     "qwen2.5-14b": (131072, None),
     "mixtral-8x7b": (32768, None),  # sliding_window: null
     "qwen3-30b-a3b": (40960, None), "qwen3-235b-a22b": (40960, None),  # use_sliding_window: false
+    "qwen3-32b": (40960, None),  # use_sliding_window: false
     # Sliding windows, modelled (issue 12): Gemma 3's local layers 1024, gpt-oss's 128.
     "gemma-3-27b": (131072, 1024), "gpt-oss-120b": (131072, 128), "gpt-oss-20b": (131072, 128),
     "deepseek-v3": (163840, None), "deepseek-v2": (163840, None), "deepseek-v2-lite": (163840, None),
