@@ -136,6 +136,32 @@ class Scheduler:
             budget -= new
         return out
 
+    def decode_run(self) -> int:
+        """How many of the next steps are certain to be the same decodes of every running request, each step one
+        token for each, with nothing else scheduled: every running request decodes a generated token (none is
+        finishing a prompt), the budget holds them all, no waiting request can be admitted (none waits, or the
+        sequence limit is reached), none emits its last token before the run's last step has passed, and the
+        free KV blocks hold every request's growth (so none is preempted). 0 where the next step is not such a
+        step. The caller must end the run early where a request arrives (it could then be admitted)."""
+        running = self.running
+        if not running or len(running) > self.config.max_num_batched_tokens:
+            return 0
+        if self.waiting and len(running) < self.config.max_num_seqs:
+            return 0
+        steps = min(live.request.output - live.generated for live in running) - 1
+        if steps < 1 or any(live.target - live.computed != 1 or live.generated == 0 for live in running):
+            return 0
+        free = self.pool.total - self.pool.used
+        while steps > 0 and self._blocks_to_grow(steps) > free:
+            steps //= 2
+        return steps
+
+    def _blocks_to_grow(self, steps: int) -> int:
+        """The blocks the running requests need to hold ``steps`` more positions each."""
+        pool = self.pool
+        return sum(pool.blocks_for(live.computed + steps) - pool.held.get(live.request.id, 0)
+                   for live in self.running)
+
     def finish(self, live: Live) -> None:
         self.running.remove(live)
         self.pool.free(live.request.id)

@@ -190,6 +190,12 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
     while len(served) < len(load.requests):
         while arrivals and arrivals[0][0] <= t:
             scheduler.add(heapq.heappop(arrivals)[2])
+        run = scheduler.decode_run()
+        if run > 1:
+            t, ran = _decode_run(run, t, model, scheduler, pool, arrivals, timeline)
+            steps += ran
+            most_tokens = max(most_tokens, len(scheduler.running))
+            continue
         batch = scheduler.step()
         if not batch:
             if not arrivals:  # nothing runs, nothing will arrive: a bug in the scheduler
@@ -217,6 +223,39 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                prefill_steps=prefill_steps, prefill_time_s=prefill_time, max_tokens_in_step=most_tokens,
                kv_blocks=pool.total, kv_blocks_peak=pool.peak, block_size=pool.block_size,
                preemptions=scheduler.preemptions, timeline=_thin(timeline))
+
+
+def _decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool: BlockPool,
+                arrivals: list[tuple[float, int, Request]], timeline: list[Point]) -> tuple[float, int]:
+    """Up to ``most`` steps of the same decodes of every running request (``Scheduler.decode_run``) from time
+    ``t``: each step priced as the loop prices it, the requests' state advanced once at the end, which is what
+    the loop would leave (every request one position, one token and one block's share further a step). Ends
+    early at the end of a step by which a request has arrived (it may be admitted). Returns (time, steps run)."""
+    running = scheduler.running
+    groups: dict[int, int] = {}  # cached positions → requests, in the loop's order
+    for live in running:
+        groups[live.computed] = groups.get(live.computed, 0) + 1
+    opened = [0] * most  # blocks opened in each step: where a request's next position starts a new block
+    for live in running:
+        for i in range(-live.computed % pool.block_size, most, pool.block_size):
+            opened[i] += 1
+    times: list[float] = []
+    used, n = pool.used, len(running)
+    for i in range(most):
+        if i and arrivals and arrivals[0][0] <= t:
+            break
+        t += model.time_counts({(1, cached + i): count for cached, count in groups.items()})
+        used += opened[i]
+        times.append(t)
+        timeline.append(Point(t, n, n, used))
+    ran = len(times)
+    for live in running:
+        live.computed += ran
+        live.target += ran
+        live.generated += ran
+        live.token_times_s.extend(times)
+        pool.grow(live.request.id, live.computed)
+    return t, ran
 
 
 def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],

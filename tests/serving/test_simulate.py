@@ -88,6 +88,26 @@ def test_every_step_of_a_closed_loop_is_the_engines(monkeypatch):
         assert got == pytest.approx(analyze(m.base.with_seqs(seqs), H100).totals.time_s, rel=1e-12)
 
 
+@pytest.mark.parametrize(("load", "blocks", "config"), [
+    (closed_loop(6, 30, Lengths("uniform", 100, 900), Lengths("uniform", 20, 300), seed=2), 5000, SchedulerConfig()),
+    (closed_loop(8, 24, Lengths("fixed", 200), Lengths("fixed", 100)), 60, SchedulerConfig()),  # preempts
+    (open_loop(15.0, 120, Lengths("fixed", 400), Lengths("uniform", 10, 200), seed=5), 20000, SchedulerConfig()),
+    (closed_loop(12, 36, Lengths("fixed", 50), Lengths("fixed", 64)), 5000, SchedulerConfig(max_num_seqs=5)),
+])
+def test_runs_of_plain_decode_steps_are_the_step_by_step_loop(monkeypatch, load, blocks, config):
+    """The loop runs a stretch of steps that only decode every running request at once
+    (Scheduler.decode_run); forming each of those steps with the scheduler instead gives the same run, to the
+    bit: every token time, the timeline, the KV peak and the preemptions."""
+    from rooflinectl.serving.scheduler import Scheduler
+
+    m = StepModel(base(), H100)
+    fast = simulate(load, m, BlockPool(blocks, 16), config)
+    monkeypatch.setattr(Scheduler, "decode_run", lambda self: 0)
+    slow = simulate(load, StepModel(base(), H100), BlockPool(blocks, 16), config)
+    assert fast == slow
+    assert fast.steps > len(load.requests)
+
+
 def test_the_budget_holds_and_long_prompts_are_chunked():
     m = StepModel(base(), H100)
     load = closed_loop(8, 16, Lengths("fixed", 3000), Lengths("fixed", 4))
