@@ -110,6 +110,10 @@ def _stack_line(r: Simulation) -> str:
         costs.append(f"{duration(st.step_overhead_us / 1e6)} a step")
     if st.kernel_gap_us:
         costs.append(f"{duration(st.kernel_gap_us / 1e6)} a kernel")
+    if st.sequence_overhead_us:
+        costs.append(f"{duration(st.sequence_overhead_us / 1e6)} a sequence in a step")
+    if st.request_latency_us:
+        costs.append(f"{duration(st.request_latency_us / 1e6)} between engine and client a request")
     if st.new_shape_us:
         costs.append(f"{duration(st.new_shape_us / 1e6)} a new attention shape")
     if st.kv_position_ns:

@@ -177,6 +177,7 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                             f"tokens): {longest:,} tokens > --max-num-batched-tokens "
                             f"{config.max_num_batched_tokens:,}")
     scheduler = Scheduler(config, pool)
+    latency = model.stack.request_latency_us / 1e6 if model.stack is not None else 0.0
     arrivals: list[tuple[float, int, Request]] = []  # (time, id, request), a heap
     queue = iter(load.requests)
     first = load.concurrency if load.kind == "concurrency" else len(load.requests)
@@ -218,7 +219,7 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
             live = s.live
             live.computed += s.new
             if live.computed == live.target:
-                _emit(live, t, scheduler, served, arrivals, queue, load, progress)
+                _emit(live, t, scheduler, served, arrivals, queue, load, progress, latency)
     return Run(served=tuple(sorted(served, key=lambda s: s.request.id)), duration_s=t, steps=steps,
                prefill_steps=prefill_steps, prefill_time_s=prefill_time, max_tokens_in_step=most_tokens,
                kv_blocks=pool.total, kv_blocks_peak=pool.peak, block_size=pool.block_size,
@@ -260,16 +261,17 @@ def _decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, poo
 
 def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
           arrivals: list[tuple[float, int, Request]], queue: object, load: Load,
-          progress: Callable[[int], None] | None) -> None:
+          progress: Callable[[int], None] | None, latency: float) -> None:
     """``live`` reached its target at ``t``: it emits a token; the last one finishes it (a closed loop's client
-    then sends its next request at ``t``)."""
+    then sends its next request at ``t``). Its client sees each token ``latency`` later (the stack's
+    request_latency_us)."""
     live.generated += 1
     live.token_times_s.append(t)
     if live.generated < live.request.output:
         live.target += 1
         return
     scheduler.finish(live)
-    served.append(Served(live.request, tuple(live.token_times_s), live.preemptions))
+    served.append(Served(live.request, tuple(time + latency for time in live.token_times_s), live.preemptions))
     if progress is not None:
         progress(len(served))
     if load.kind == "concurrency":

@@ -11,7 +11,8 @@ A step of groups G (``specs.step.Seqs``) costs what ``engine.roofline.analyze`` 
 So :meth:`StepModel.time` equals ``analyze(step).totals.time_s`` (to rounding; tests/serving checks it) at a small
 fraction of its cost. A serving stack (``specs.stack``) adds its costs: each op re-placed under the roofs scaled by
 its efficiencies (not under ``calibrated``, whose op model is measured), the attention ops' time over the stack's
-attention efficiency, a cost per KV position and layer, a gap per kernel, a fixed cost per step, and a cost for
+attention efficiency, a cost per KV position and layer, a gap per kernel, a fixed cost per step and one per
+sequence in it, and a cost for
 each attention shape new to the run (the model keeps the shapes it has priced: one model serves one run). A stack
 whose attention is ``batch_dense`` replaces the attention ops' sums by the engine's count of one sequence of the
 step's N query tokens after L − N cached positions without a causal mask (:meth:`StepModel._dense_parts`).
@@ -195,6 +196,7 @@ class StepModel:
             self.seen_shapes.add(key)
         return (ops + positions * layers * self.stack.kv_position_ns / 1e9
                 + (kernels * self.stack.kernel_gap_us + self.stack.step_overhead_us
+                   + sum(counts.values()) * self.stack.sequence_overhead_us
                    + (self.stack.new_shape_us if new_shape else 0.0)) / 1e6)
 
     def attention_ops(self, counts: dict[tuple[int, int], int]) -> list[Op]:

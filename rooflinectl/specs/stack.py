@@ -6,8 +6,12 @@ its figures, each with a ``source``; the serving simulation (``serving.stepmodel
     Σ over ops other than attention  max(FLOPs / (peak · compute_efficiency), bytes / (bandwidth · bandwidth_efficiency))
     + Σ over attention ops  (the same) / attention_efficiency
     + KV positions × layers × kv_position_ns
-    + kernels in the step × kernel_gap_us  +  step_overhead_us
+    + kernels in the step × kernel_gap_us  +  step_overhead_us  +  sequences in the step × sequence_overhead_us
     + new_shape_us, if the step's attention shape is one the run has not had before
+
+and every request's first and last token reach its client ``request_latency_us`` after the engine made them
+(the API server's HTTP, tokenization and streaming, which run beside the engine's steps and delay none of them),
+so TTFT and E2E include it and TPOT does not.
 
 where the kernels are the step's op instances (the layer count times each op: fusions launch fewer), the KV
 positions are every sequence's cached and new tokens together, the layers those whose attention reads them, and,
@@ -67,6 +71,14 @@ class Stack(Strict):
     source: Text  # where the figures come from: a measurement here, a fit to published runs (which rows), a doc
     step_overhead_us: Micros = 0.0  # the engine's CPU work per step: scheduling, input preparation, sampling
     kernel_gap_us: Micros = 0.0  # per kernel launched: launch latency, or the gap between a graph's nodes
+    # per sequence in a step: the host's work that grows with the batch (input preparation, sampling, the output
+    # processing of each sequence's token)
+    sequence_overhead_us: Micros = 0.0
+    # per request, between the engine and its client: the API server's HTTP, tokenization and streaming, run in
+    # a process beside the engine (vLLM's frontend, SGLang's tokenizer manager), so no step waits for it; it is
+    # added to each request's TTFT and E2E, and a closed loop's client sends its next request when the engine
+    # finishes the last (the simulation does not delay it)
+    request_latency_us: Micros = 0.0
     bandwidth_efficiency: Efficiency = 1.0  # the share of the roofs' bandwidth its kernels reach
     compute_efficiency: Efficiency = 1.0  # the share of the roofs' peak its matmuls reach
     attention: StepAttention = "varlen"  # how a step's attention runs over its sequences (the class docstring)

@@ -155,3 +155,26 @@ def test_the_hf_stack_is_its_fit():
     hf = load_stack("hf")
     fitted = compare.fit_stack(runs, set(compare.FIT_POINTS), str(ROOT / compare.GPU), hf)
     assert fitted == hf
+
+
+def test_the_sequence_cost_and_the_request_latency():
+    # 3 decodes and a 40-token prompt: 4 sequences, so a step costs 4 × 7 µs more than without the cost.
+    step = (Seqs(3, 1, 200), Seqs(1, 40, 0))
+    plain = StepModel(base(), H100, stack=stack()).time(step, new_shape=False)
+    costed = StepModel(base(), H100, stack=stack(sequence_overhead_us=7.0)).time(step, new_shape=False)
+    assert costed - plain == pytest.approx(4 * 7e-6, rel=1e-9)
+    # The latency between engine and client moves every token a request's client sees, not the engine's steps:
+    # TTFT and E2E grow by it, TPOT and the run's duration do not.
+    from rooflinectl.serving.kvcache import BlockPool
+    from rooflinectl.serving.load import Lengths, closed_loop
+    from rooflinectl.serving.scheduler import SchedulerConfig
+    from rooflinectl.serving.simulate import simulate
+
+    load = closed_loop(3, 9, Lengths("fixed", 300), Lengths("fixed", 20))
+    runs = [simulate(load, StepModel(base(), H100, stack=stack(request_latency_us=us)), BlockPool(2000, 16),
+                     SchedulerConfig()) for us in (0.0, 2500.0)]
+    assert runs[1].duration_s == runs[0].duration_s and runs[1].steps == runs[0].steps
+    for a, b in zip(runs[0].served, runs[1].served):
+        assert b.ttft_s == pytest.approx(a.ttft_s + 2.5e-3, rel=1e-12)
+        assert b.e2e_s == pytest.approx(a.e2e_s + 2.5e-3, rel=1e-12)
+        assert b.tpot_s == pytest.approx(a.tpot_s, rel=1e-9)
