@@ -178,3 +178,23 @@ def test_the_sequence_cost_and_the_request_latency():
         assert b.ttft_s == pytest.approx(a.ttft_s + 2.5e-3, rel=1e-12)
         assert b.e2e_s == pytest.approx(a.e2e_s + 2.5e-3, rel=1e-12)
         assert b.tpot_s == pytest.approx(a.tpot_s, rel=1e-9)
+
+
+def test_the_torch_stack_is_its_fit():
+    # stacks/torch.yaml's gap is what benchmarks/torch_stack.py fits to the whole-step records it names, and the
+    # step model prices those steps as the calibrated prediction plus one gap per kernel the record launched.
+    import torch_stack
+
+    folder = ROOT / "docs/results/h200-2026-12-03-workload"
+    rows = torch_stack.records(folder)
+    assert len(rows) == 15
+    torch = load_stack("torch")
+    assert torch.kernel_gap_us == round(torch_stack.fit_gap_us(rows), 2)
+    gpu = load_gpu(str(folder / "h200-calibrated.yaml"))
+    command, _, predicted, kernels = rows[3]
+    assert command.endswith("decode --model llama-3-8b --batch 16 --context 4096")
+    step = (Seqs(16, 1, 4095),)
+    plain = StepModel(base(), gpu, calibrated=True).time(step)
+    assert plain == pytest.approx(predicted, rel=1e-9)
+    priced = StepModel(base(), gpu, calibrated=True, stack=torch).time(step, new_shape=False)
+    assert priced == pytest.approx(predicted + kernels * torch.kernel_gap_us / 1e6, rel=1e-9)
