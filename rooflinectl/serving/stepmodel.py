@@ -61,6 +61,7 @@ class StepModel:
                             f"way: use a stack whose attention is varlen")
         self.attention_efficiency = stack.attention_efficiency if stack is not None else 1.0
         self._rest: dict[tuple[object, ...], tuple[float, int]] = {}
+        self._rest_ops: dict[tuple[object, ...], tuple[Op, ...]] = {}
         self._parts: dict[tuple[int, int], Parts] = {}
         self._dense: dict[tuple[int, int], Parts] = {}  # batch_dense's parts by (tokens, positions)
         self._ops: dict[str, Op] = {}  # each attention op's shape (name, kind, count, dtype, unit) by name
@@ -80,24 +81,33 @@ class StepModel:
             placed = timed_by_model(placed, self.op_model)
         return placed.total_time_s
 
+    @staticmethod
+    def _rest_key(counts: dict[tuple[int, int], int], mla: bool) -> tuple[object, ...]:
+        """The key of a step's ops other than attention (:meth:`_rest_time`)."""
+        if mla:
+            decode = sum(c for (new, _), c in counts.items() if new == 1)
+            return decode, tuple(sorted((c, new, cached) for (new, cached), c in counts.items() if new > 1))
+        return sum(new * c for (new, _), c in counts.items()), sum(counts.values())
+
     def _rest_time(self, counts: dict[tuple[int, int], int]) -> tuple[float, int]:
         """(time, kernels) of the step's ops other than attention. They depend on the step's tokens N and
         sequences B alone (the token-wise ops on N, the LM head and the logits' collectives on B); with MLA also
         on its decode sequences and on the positions its prompt groups expand, so there the key is the groups."""
-        tokens = sum(new * c for (new, _), c in counts.items())
-        sequences = sum(counts.values())
-        decode = sum(c for (new, _), c in counts.items() if new == 1)
-        prompts = tuple(sorted((c, new, cached) for (new, cached), c in counts.items() if new > 1))
-        key: tuple[object, ...] = (decode, prompts) if self.mla else (tokens, sequences)
+        key = self._rest_key(counts, self.mla)
         if key not in self._rest:
             if self.mla:
-                folded = ((Seqs(decode, 1),) if decode else ()) + tuple(Seqs(c, n, k) for c, n, k in prompts)
+                decode = sum(c for (new, _), c in counts.items() if new == 1)
+                folded = ((Seqs(decode, 1),) if decode else ()) + tuple(
+                    Seqs(c, new, cached) for c, new, cached in sorted(
+                        (c, new, cached) for (new, cached), c in counts.items() if new > 1))
             else:  # the same N and B: N tokens spread as evenly as B sequences allow
+                tokens, sequences = sum(new * c for (new, _), c in counts.items()), sum(counts.values())
                 share, more = divmod(tokens, sequences)
                 folded = tuple(Seqs(c, n) for c, n in ((more, share + 1), (sequences - more, share)) if c)
             rest = [p for p in self.analyze(folded).placements if p.op.kind != "attention"]
             time = sum(self._time(p.op) if self.scaled else p.total_time_s for p in rest)
             self._rest[key] = (time, sum(p.op.count for p in rest))
+            self._rest_ops[key] = tuple(p.op for p in rest)
         return self._rest[key]
 
     def _attention_parts(self, w: Workload) -> Parts:
@@ -187,11 +197,9 @@ class StepModel:
                 + (kernels * self.stack.kernel_gap_us + self.stack.step_overhead_us
                    + (self.stack.new_shape_us if new_shape else 0.0)) / 1e6)
 
-    def op_times(self, counts: dict[tuple[int, int], int]) -> tuple[float, float, int, int]:
-        """The step's ops as the engine analyses them under the model's roofs (or op model): (the time of its ops
-        other than attention, the time of its attention ops before the stack's attention efficiency, the kernels
-        it launches, the layers whose attention reads its KV positions). Under batch_dense the attention ops are
-        the dense count in place of the groups' sums."""
+    def attention_ops(self, counts: dict[tuple[int, int], int]) -> list[Op]:
+        """The step's attention ops, each one kernel over all its groups (the module's docstring): the groups'
+        sums of FLOPs, activation and KV bytes, the weights read once; under batch_dense the dense count."""
         sums: dict[str, list[float]] = {}
         if self.dense:
             tokens, positions = self.shape(counts)
@@ -209,15 +217,34 @@ class StepModel:
                         s[2] += count * kv
                         if weights > s[3]:
                             s[3] = weights
+        return [replace(self._ops[name], flops=flops, bytes=moved + weights, kv_bytes=kv, weight_bytes=weights)
+                for name, (flops, moved, kv, weights) in sums.items()]
+
+    def step_ops(self, counts: dict[tuple[int, int], int]) -> tuple[tuple[Op, ...], list[Op]]:
+        """The ops a step of {(new, cached): sequences} is priced as: (those other than attention, the attention
+        ops), each with its instance count; :meth:`op_times` is their times. Steps whose ops other than attention
+        are the same share one tuple of them (the model's cache)."""
+        self._rest_time(counts)
+        return self._rest_ops[self._rest_key(counts, self.mla)], self.attention_ops(counts)
+
+    @staticmethod
+    def attention_layers(op: Op) -> int:
+        """The layers whose attention reads the KV positions, of one attention op: its instances where it is the
+        part that reads them (flash, or the scores of an unfused attention), else 0."""
+        return op.count if op.attention is not None and op.attention.part in ("flash", "qk") else 0
+
+    def op_times(self, counts: dict[tuple[int, int], int]) -> tuple[float, float, int, int]:
+        """The step's ops as the engine analyses them under the model's roofs (or op model): (the time of its ops
+        other than attention, the time of its attention ops before the stack's attention efficiency, the kernels
+        it launches, the layers whose attention reads its KV positions). Under batch_dense the attention ops are
+        the dense count in place of the groups' sums."""
         other, kernels = self._rest_time(counts)
         attention = 0.0
         layers = 0
-        for name, (flops, moved, kv, weights) in sums.items():
-            op = replace(self._ops[name], flops=flops, bytes=moved + weights, kv_bytes=kv, weight_bytes=weights)
+        for op in self.attention_ops(counts):
             attention += self._time(op)
             kernels += op.count
-            if op.attention is not None and op.attention.part in ("flash", "qk"):  # one of these a layer
-                layers += op.count
+            layers += self.attention_layers(op)
         return other, attention, kernels, layers
 
     def time(self, seqs: tuple[Seqs, ...], new_shape: bool | None = None) -> float:
