@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 from .specs.step import Seqs
 
 if TYPE_CHECKING:
-    from .engine.generate import Choice, Generation, StepAnalyzer
+    from .engine.choice import Choice, Curve, StaticServer
+    from .engine.generate import Generation, StepAnalyzer
     from .engine.roofline import Analysis, Placement, Totals
+    from .serving.batch import BatchRun, BatchServer, Method
     from .serving.simulate import Run, Simulation
     from .specs.hardware import GPU
     from .specs.model import Model
@@ -90,7 +92,7 @@ class StepResult:
 class GenerateResult:
     """A batch of requests served end to end (``analyze generate``), and the largest batch that fits."""
 
-    generation: Generation
+    generation: Generation | BatchRun  # the static batch, or the simulated closed batch
     largest_batch: int
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,18 +116,20 @@ class CompareResult:
     output: int
     model_id: str
     types: str  # the step's data types in words (Workload.types_label: quantized weights named)
+    method: Method  # how each batch was served: simulated (stack, chunked prefill) or the static batch
 
     def to_dict(self) -> dict[str, Any]:
         """The command's ``--json``."""
         from .render.compare import compare_json
 
-        return compare_json(list(self.choices), list(self.names), self.prompt, self.output)
+        return compare_json(list(self.choices), list(self.names), self.prompt, self.output, self.model_id,
+                            self.method)
 
     def to_pandas(self) -> Any:
         """One row a GPU and layout, the command's CSV columns."""
         from .render.compare import compare_rows
 
-        return _frame(compare_rows(list(self.choices), list(self.names)))
+        return _frame(compare_rows(list(self.choices), list(self.names), self.method))
 
 
 def gpu(id_or_path: str) -> GPU:
@@ -233,56 +237,115 @@ def layout_label(gpu_id: str, tp: int, ep: int, pp: int, several: bool) -> str:
     return " ".join(parts)
 
 
-def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = 2048, output: int = 256, batch: int = 1,
-             reserve_gib: float | None = None, calibrated: bool = False, tp: int = 1, ep: int = 1, pp: int = 1,
-             **options: Any) -> GenerateResult:
-    """``batch`` requests of ``prompt`` tokens and ``output`` new tokens, prefilled together then decoded: TTFT,
-    TPOT, latency, tokens/s and memory. A batch that does not fit is a UserError naming the largest that does."""
-    from .engine.generate import Request, largest_batch
-    from .engine.generate import generate as serve
+def _server(g: GPU, prompt: int, output: int, reserve_gib: float | None, calibrated: bool, tp: int, ep: int,
+            pp: int, stack: str, chunked_prefill: bool, max_num_batched_tokens: int | None,
+            options: dict[str, Any]) -> tuple[StaticServer | BatchServer, Workload, Method]:
+    """How ``g`` serves a batch of the request: the static batch of ``engine.generate`` (no chunked prefill, a
+    stack with no costs), else the simulated closed batch (``serving.batch``); and the step options it runs."""
+    from .engine.choice import StaticServer
     from .engine.memory import reserve_bytes
+    from .engine.parallel import Layout
     from .errors import UserError
-    from .render.generate import memory_sum
+    from .serving.batch import BatchServer, Method
+    from .serving.scheduler import SchedulerConfig
+    from .specs.stack import load_stack
 
+    if max_num_batched_tokens is not None and not chunked_prefill:
+        raise UserError("--max-num-batched-tokens with --no-chunked-prefill: without chunked prefill one step "
+                        "holds the whole batch's prompts; the budget is chunked prefill's")
+    budget = SchedulerConfig.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    method = Method(load_stack(stack), chunked_prefill, budget)
+    if not method.static and options.get("fuse") is None:
+        options = {**options, "fuse": list(method.stack.fused)}
     base = base_workload(**options)
-    g = _gpu(gpu)
     analyze_one = step_analyzer(g, calibrated, tp, ep, pp)
     reserve = reserve_bytes(g.capacity_bytes, reserve_gib)
+    if method.static:
+        return StaticServer(base, prompt, output, analyze_one, reserve, tp * ep * pp), base, method
+    return (BatchServer(base, g, prompt, output, reserve, method, analyze_one, calibrated, Layout(tp, ep, pp)), base,
+            method)
+
+
+def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = 2048, output: int = 256, batch: int = 1,
+             reserve_gib: float | None = None, calibrated: bool = False, tp: int = 1, ep: int = 1, pp: int = 1,
+             stack: str = "roofline", chunked_prefill: bool = True, max_num_batched_tokens: int | None = None,
+             **options: Any) -> GenerateResult:
+    """``batch`` requests of ``prompt`` tokens and ``output`` new tokens arriving at once, with no request after
+    them: TTFT, TPOT, latency, tokens/s and memory. With ``chunked_prefill`` (the default) the serving simulation
+    runs them (a closed batch: ``analyze serve --concurrency B`` with B requests and no refills), prompts in chunks
+    of ``max_num_batched_tokens`` (default 8,192) beside the decodes, on ``stack``; with ``chunked_prefill=False``
+    and the ``roofline`` stack, the static batch: every prompt in one prefill step, then the decode steps. A batch
+    that does not fit is a UserError naming the largest that does."""
+    from .engine.generate import Request, check_request
+    from .errors import UserError
+    from .render.generate import memory_sum
+    from .serving.batch import BatchServer
+
+    g = _gpu(gpu)
+    server, base, _ = _server(g, prompt, output, reserve_gib, calibrated, tp, ep, pp, stack, chunked_prefill,
+                              max_num_batched_tokens, options)
     request = Request(prompt, output, batch)
-    result = serve(base, request, analyze_one, reserve, gpus=tp * ep * pp)
-    largest = largest_batch(base, prompt, output, analyze_one, reserve)
-    if not result.memory.fits:
+    check_request(base, request)
+    memory = server.budget(batch)
+    block = server.method.block_size if isinstance(server, BatchServer) and server.method.chunked_prefill else None
+    if not memory.fits:
         where = g.id if tp * ep * pp == 1 else f"{g.id} at --tp {tp} --ep {ep} --pp {pp} (per GPU)"
         raise UserError(f"batch {batch:,} does not fit on {where}: "
-                        f"{memory_sum(result.memory, batch, request.longest_context)}; largest batch that fits: "
-                        f"{largest:,} (--reserve-gib sets the reserve)")
-    return GenerateResult(result, largest)
+                        f"{memory_sum(memory, batch, request.longest_context, block)}; "
+                        f"largest batch that fits: "
+                        f"{server.largest():,} (--reserve-gib sets the reserve)")
+    return GenerateResult(server.serve(batch), server.largest())
 
 
 def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
             batch: int | None = None, tpot_ms: float | None = None, reserve_gib: float | None = None,
-            calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1, pp: int = 1,
+            calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1, pp: int = 1, stack: str = "roofline",
+            chunked_prefill: bool = True, max_num_batched_tokens: int | None = None,
             **options: Any) -> CompareResult:
     """One request on each GPU of ``gpus`` (and each TP degree of ``tp``): at ``batch``, at the largest batch
-    whose mean TPOT is at most ``tpot_ms``, or at the largest batch that fits."""
-    from .engine.generate import choose
-    from .engine.memory import reserve_bytes
+    whose mean TPOT is at most ``tpot_ms``, or at the largest batch that fits; each batch served as
+    :func:`generate` serves it (``stack``, ``chunked_prefill``, ``max_num_batched_tokens``)."""
+    from .engine.choice import choose_batch
     from .engine.parallel import Layout
     from .errors import UserError
 
     if tpot_ms is not None and not tpot_ms > 0:
         raise UserError(f"--tpot-ms {tpot_ms}: give a positive number of milliseconds")
-    base = base_workload(**options)
-    specs = [_gpu(g) for g in gpus]
     choices, names = [], []
-    for g in specs:
-        reserve = reserve_bytes(g.capacity_bytes, reserve_gib)
+    base = None
+    for spec in gpus:
+        g = _gpu(spec)
         for t in tp:
             label = layout_label(g.id, t, ep, pp, several=len(tp) > 1)
-            choices.append(choose(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve, label, batch,
-                                  None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
+            server, base, method = _server(g, prompt, output, reserve_gib, calibrated, t, ep, pp, stack,
+                                           chunked_prefill, max_num_batched_tokens, options)
+            choices.append(choose_batch(server, base, prompt, output, label, batch,
+                                        None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
             names.append(g.name)
-    return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label())
+    assert base is not None
+    return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label(), method)
+
+
+def curves(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
+           reserve_gib: float | None = None, calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1,
+           pp: int = 1, stack: str = "roofline", chunked_prefill: bool = True,
+           max_num_batched_tokens: int | None = None, **options: Any) -> tuple[list[Curve], Workload, Method]:
+    """``plot pareto``'s curves: on each GPU of ``gpus`` and TP degree of ``tp``, the request served as
+    :func:`generate` serves it at batch 1, 2, 4, … and the largest that fits; and the step options they ran."""
+    from .engine.choice import check_curve_output, serve_curve
+    from .engine.parallel import Layout
+
+    check_curve_output(output)
+    out, base = [], None
+    for spec in gpus:
+        g = _gpu(spec)
+        for t in tp:
+            server, base, method = _server(g, prompt, output, reserve_gib, calibrated, t, ep, pp, stack,
+                                           chunked_prefill, max_num_batched_tokens, options)
+            out.append(serve_curve(server, output, layout_label(g.id, t, ep, pp, several=len(tp) > 1),
+                                   Layout(t, ep, pp)))
+    assert base is not None
+    return out, base, method
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,9 @@ def compare(
                               "largest batch that fits on each)."),
     tpot_ms: float = typer.Option(None, "--tpot-ms", help="A latency target: on each GPU the largest batch whose "
                                   "mean time per output token is at most this many ms."),
+    stack: opt.BatchStack = "roofline",
+    chunked_prefill: opt.BatchChunkedPrefill = True,
+    max_num_batched_tokens: opt.BatchBudget = None,
     dtype: opt.Dtype = None,
     kv_dtype: opt.KvDtype = None,
     weight_dtype: opt.WeightDtype = None,
@@ -36,6 +39,11 @@ def compare(
     """One request on several GPUs: TTFT, TPOT, end-to-end latency and output tokens/s per GPU at the batch each
     serves (given, the largest under a TPOT target, or the largest that fits), the largest batch, the bound.
 
+    How the batch runs: B requests (--batch) arrive at once and none follows them (a closed batch:
+    `analyze serve --concurrency B` with B requests and no refills), simulated step by step with chunked prefill,
+    so TTFT, TPOT and E2E are the requests' means and the memory check counts one step of the token budget.
+    --stack roofline --no-chunked-prefill gives the static batch (every prompt in one prefill step).
+
     Example: rooflinectl compare --gpu a100 --gpu h100 --gpu h200 --gpu b200 --gpu mi300x --model llama-3-8b
     --tpot-ms 20
 
@@ -48,6 +56,7 @@ def compare(
 
     one_format(json, csv)
     result = api.compare(gpus=gpu or [DEFAULT_GPU], prompt=prompt, output=output, batch=batch, tpot_ms=tpot_ms,
+                         stack=stack, chunked_prefill=chunked_prefill, max_num_batched_tokens=max_num_batched_tokens,
                          reserve_gib=reserve_gib, calibrated=calibrated, tp=tp or [1], ep=ep, pp=pp, model=model,
                          dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype, act_dtype=act_dtype,
                          group_size=group_size, attention=attention, fuse=fuse)
@@ -55,12 +64,13 @@ def compare(
     if json:
         print_json(result.to_dict())
     elif csv:
-        print(to_csv(compare_rows(choices, names), COMPARE_FIELDS), end="")
+        print(to_csv(compare_rows(choices, names, result.method), COMPARE_FIELDS), end="")
     else:
         rule = choices[0].rule
-        title = f"{result.model_id}, prompt {prompt:,}, output {output:,}, {result.types}; batch: {rule}"
+        title = (f"{result.model_id}, prompt {prompt:,}, output {output:,}, {result.types}; batch: {rule}\n"
+                 f"{result.method.text()}")
         out = console()
-        out.print(compare_table(choices, names, title))
+        out.print(compare_table(choices, names, title, result.method))
         notes = compare_notes(choices)
         if notes:
             out.print()

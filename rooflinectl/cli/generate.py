@@ -1,4 +1,5 @@
-"""``rooflinectl analyze generate``: a batch of requests served end to end, from the engine's own steps."""
+"""``rooflinectl analyze generate``: a batch of requests served end to end: simulated as a closed batch
+(``serving.batch``), or the static batch of the engine's own steps."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ def generate(
     model: opt.Model = None,
     prompt: opt.Prompt = opt.DEFAULT_PROMPT,
     output: opt.Output = opt.DEFAULT_OUTPUT,
-    batch: int = typer.Option(1, "--batch", "-b", help="Requests served together (one prefill, then decode)."),
+    batch: int = typer.Option(1, "--batch", "-b", help="Requests arriving together, none after them (a closed "
+                              "batch)."),
+    stack: opt.BatchStack = "roofline",
+    chunked_prefill: opt.BatchChunkedPrefill = True,
+    max_num_batched_tokens: opt.BatchBudget = None,
     dtype: opt.Dtype = None,
     kv_dtype: opt.KvDtype = None,
     weight_dtype: opt.WeightDtype = None,
@@ -36,14 +41,22 @@ def generate(
     """A batch of requests from prompt to last token: time to first token, time per output token, end-to-end
     latency, tokens/s per GPU and per request, memory, and which phase and op take the time.
 
+    How the batch runs: B requests (--batch) arrive at once and none follows them (a closed batch:
+    `analyze serve --concurrency B` with B requests and no refills), simulated step by step with chunked prefill,
+    so TTFT, TPOT and E2E are the requests' means and the memory check counts one step of the token budget.
+    --stack roofline --no-chunked-prefill gives the static batch (every prompt in one prefill step).
+
     Example: rooflinectl analyze generate --gpu h100 --model llama-3-8b --prompt 2048 --output 256 --batch 32
 
     Tensor parallelism: rooflinectl analyze generate --gpu h100 --model llama-3-70b --tp 4 --batch 32
+
+    The static batch: rooflinectl analyze generate --gpu h100 --batch 32 --stack roofline --no-chunked-prefill
     """
     one_format(json, csv)
     from .. import api
 
-    result = api.generate(gpu=gpu, prompt=prompt, output=output, batch=batch, reserve_gib=reserve_gib,
+    result = api.generate(gpu=gpu, prompt=prompt, output=output, batch=batch, reserve_gib=reserve_gib, stack=stack,
+                          chunked_prefill=chunked_prefill, max_num_batched_tokens=max_num_batched_tokens,
                           calibrated=calibrated, tp=tp, ep=ep, pp=pp, model=model, dtype=dtype, kv_dtype=kv_dtype,
                           weight_dtype=weight_dtype, act_dtype=act_dtype, group_size=group_size,
                           attention=attention, fuse=fuse)

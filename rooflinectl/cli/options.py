@@ -90,6 +90,17 @@ DEFAULT_PROMPT = 2048
 DEFAULT_OUTPUT = 256
 Prompt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per request.")]
 Output = Annotated[int, typer.Option("--output", help="Tokens each request generates (the first by the prefill).")]
+# How the batch is served: simulated (a closed batch, serving.batch) or the static batch.
+BatchStack = Annotated[str, typer.Option("--stack", help="The serving stack whose costs the simulated batch pays "
+                                         "(an id of stacks/ or a YAML path; default roofline, no cost beyond the "
+                                         "ops' roofline times).")]
+BatchChunkedPrefill = Annotated[bool, typer.Option(
+    "--chunked-prefill/--no-chunked-prefill", help="Simulate the batch as a serving engine runs it: prompts in "
+    "chunks of the token budget beside the decodes of those already prefilled (default). --no-chunked-prefill "
+    "prefills every prompt in one step; with --stack roofline that is the static batch of earlier releases.")]
+BatchBudget = Annotated[int | None, typer.Option(
+    "--max-num-batched-tokens", help="Tokens one simulated step may compute with chunked prefill (default 8,192, "
+    "vLLM's); it also sizes the activations the memory check counts.")]
 Reserve = Annotated[float | None, typer.Option(
     "--reserve-gib", help="HBM the framework holds beyond weights, KV cache and activations (CUDA context, "
     "workspaces, CUDA graphs, fragmentation); default 10% of the GPU's, as vLLM's --gpu-memory-utilization 0.9.",

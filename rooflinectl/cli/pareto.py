@@ -30,6 +30,9 @@ def pareto(
     group_size: opt.GroupSize = None,
     attention: opt.Attention = None,
     fuse: opt.Fuse = None,
+    stack: opt.BatchStack = "roofline",
+    chunked_prefill: opt.BatchChunkedPrefill = True,
+    max_num_batched_tokens: opt.BatchBudget = None,
     reserve_gib: opt.Reserve = None,
     calibrated: opt.Calibrated = False,
     tp: opt.Tps = None,
@@ -42,18 +45,18 @@ def pareto(
     """The latency–throughput curve: output tokens/s per GPU against time per output token, one line per GPU as
     the batch grows from 1 to the largest that fits (powers of two and the largest), each point labelled by batch.
 
+    How each point runs: B requests arrive at once and none follows them (a closed batch:
+    `analyze serve --concurrency B` with B requests and no refills), simulated step by step with chunked prefill;
+    --stack roofline --no-chunked-prefill gives the static batch (every prompt in one prefill step).
+
     Example: rooflinectl plot pareto --gpu h100 --gpu h200 --gpu b200 --model llama-3-8b --prompt 2048 --output 256
     -o pareto.png
 
     Tensor parallelism, a curve per GPU and degree: rooflinectl plot pareto --gpu h100 --gpu h200 --model llama-3-70b
     --tp 4 --tp 8
     """
-    from ..api import base_workload, layout_label, step_analyzer
-    from ..engine.generate import latency_throughput_curve
-    from ..engine.memory import reserve_bytes
-    from ..engine.parallel import Layout
+    from .. import api
     from ..plot.chart import check_output
-    from ..specs.hardware import load_gpu
     from ..units import gib
 
     one_format(json, csv)
@@ -62,16 +65,11 @@ def pareto(
     degrees = tp or [1]
     if len(names) * len(degrees) > MAX_GPUS:
         raise UserError(f"--gpu and --tp: {len(names) * len(degrees)} curves; one chart draws at most {MAX_GPUS}")
-    base = base_workload(model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
-                         act_dtype=act_dtype, group_size=group_size, attention=attention, fuse=fuse)
-    curves = []
-    for name in names:
-        g = load_gpu(name)
-        reserve = reserve_bytes(g.capacity_bytes, reserve_gib)
-        for t in degrees:
-            label = layout_label(g.id, t, ep, pp, several=len(degrees) > 1)
-            curves.append(latency_throughput_curve(base, prompt, output, step_analyzer(g, calibrated, t, ep, pp), reserve,
-                                                   label, layout=Layout(t, ep, pp)))
+    curves, base, method = api.curves(
+        gpus=names, prompt=prompt, output=output, reserve_gib=reserve_gib, calibrated=calibrated, tp=degrees, ep=ep,
+        pp=pp, stack=stack, chunked_prefill=chunked_prefill, max_num_batched_tokens=max_num_batched_tokens,
+        model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype, act_dtype=act_dtype,
+        group_size=group_size, attention=attention, fuse=fuse)
     if all(c.largest_batch == 0 for c in curves):
         need = min(curves, key=lambda c: c.limit.total_bytes).limit
         raise UserError(f"{base.model.id} fits on none of the GPUs given: one request needs {gib(need.total_bytes)} "
@@ -80,16 +78,17 @@ def pareto(
     from ..plot.pareto import draw_pareto
 
     title = (f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.types_label()}, {base.attention} attention\n"
-             f"batch 1, 2, 4, … up to the largest that fits (weights + KV cache + activations + reserve)")
+             f"batch 1, 2, 4, … up to the largest that fits (weights + KV cache + activations + reserve)\n"
+             f"{method.text()}")
     draw_pareto(curves, title, base.model.id, chart)
     if json or csv:
         from ..render.compare import CURVE_FIELDS, curve_rows, curves_json
         from ..render.csvout import to_csv
 
         if json:
-            print_json(curves_json(curves, prompt, output, str(chart)))
+            print_json(curves_json(curves, prompt, output, str(chart), method))
         else:
-            print(to_csv(curve_rows(curves), CURVE_FIELDS), end="")
+            print(to_csv(curve_rows(curves, method), CURVE_FIELDS), end="")
     else:
         limits = ", ".join(f"{c.gpu} up to batch {c.largest_batch:,}" if c.largest_batch else f"{c.gpu} does not fit"
                            for c in curves)

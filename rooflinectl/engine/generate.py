@@ -32,10 +32,8 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..specs.load import validate
 from ..specs.workload import Workload
-from ..units import gib
 from .calibrated import curve_time, op_class
 from .memory import MemoryBudget, memory_budget
-from .parallel import Layout
 from .roofline import Analysis
 
 StepAnalyzer = Callable[[Workload], Analysis]
@@ -122,9 +120,9 @@ _ANALYSE_ALL_BELOW = 4
 Coefficients = tuple[float, float, float, float, float, float, int, float]
 
 
-def _affine(samples: Sequence[Analysis], first: int) -> list[Coefficients] | None:
-    """Each op's (F₀, ΔF, B₀, ΔB, peak, bandwidth, count, latency) over the series, where F(c) = F₀ + (c − first)·ΔF
-    and likewise for bytes, with ``samples[0]`` at ``first`` and ``samples[1]`` at ``first + 1``; None unless every
+def _affine(samples: Sequence[Analysis], offsets: Sequence[int]) -> list[Coefficients] | None:
+    """Each op's (F₀, ΔF, B₀, ΔB, peak, bandwidth, count, latency) over the series, where F(first + d) = F₀ + d·ΔF
+    and likewise for bytes, with ``samples[i]`` at ``first + offsets[i]`` (``offsets`` 0, 1, …); None unless every
     sample has the same ops (names, counts, roofs) and integer counts exactly on those lines."""
     a0, a1 = samples[0], samples[1]
     coeffs: list[Coefficients] = []
@@ -137,10 +135,9 @@ def _affine(samples: Sequence[Analysis], first: int) -> list[Coefficients] | Non
             return None
         coeffs.append((f0, p1.op.flops - f0, b0, p1.op.bytes - b0, p0.peak_flops, p0.bandwidth, p0.op.count,
                        p0.latency_s))
-    for a in samples:
+    for a, d in zip(samples, offsets, strict=True):
         if len(a.placements) != len(coeffs) or a.op_model != a0.op_model:
             return None
-        d = a.workload.kv_len - first
         for (f0, df, b0, db, peak, bw, n, lat), p, p0 in zip(coeffs, a.placements, a0.placements, strict=True):
             if (p.name, p.op.count, p.peak_flops, p.bandwidth, p.latency_s) != (p0.name, n, peak, bw, lat):
                 return None
@@ -150,7 +147,8 @@ def _affine(samples: Sequence[Analysis], first: int) -> list[Coefficients] | Non
 
 
 def decode_series(step: Callable[[int], Analysis], first: int, last: int) -> DecodeSeries:
-    """The decode steps at contexts ``first`` … ``last`` (``step(c)`` analyses the one at context c).
+    """The decode steps at contexts ``first`` … ``last`` (``step(c)`` analyses the one at context c; any series of
+    decode steps whose groups' cached positions each grow by one a step, indexed by c, is one).
 
     Every step's time is ``analyze``'s: where the steps' ops have integer FLOPs and bytes affine in the context
     (checked exactly at ``first``, ``first + 1``, the middle and ``last``: the engine's decode counts are, since
@@ -165,7 +163,8 @@ def decode_series(step: Callable[[int], Analysis], first: int, last: int) -> Dec
     a_last = step(last) if last != first else a_first
     coeffs = None
     if last - first + 1 >= _ANALYSE_ALL_BELOW:
-        coeffs = _affine([a_first, step(first + 1), step((first + last) // 2), a_last], first)
+        middle = (first + last) // 2
+        coeffs = _affine([a_first, step(first + 1), step(middle), a_last], (0, 1, middle - first, last - first))
     op_totals = [0.0] * len(a_first.placements)
     times: list[float] = []
     memory_bound = 0.0
@@ -338,112 +337,3 @@ def largest_batch(base: Workload, prompt: int, output: int, analyze_step: StepAn
         else:
             hi = mid - 1
     return lo
-
-
-def curve_batches(largest: int) -> list[int]:
-    """The batches of the latency–throughput curve: 1, 2, 4, … up to ``largest``, and ``largest``."""
-    out = []
-    b = 1
-    while b <= largest:
-        out.append(b)
-        b *= 2
-    if largest and out[-1] != largest:
-        out.append(largest)
-    return out
-
-
-@dataclass(frozen=True)
-class Curve:
-    """The latency–throughput curve of one GPU: a generation per batch, and the largest batch that fits."""
-
-    gpu: str
-    largest_batch: int
-    points: tuple[Generation, ...]
-    limit: MemoryBudget  # at batch 1 when nothing fits (why), else at the largest batch (what binds)
-    layout: Layout = Layout()  # how one copy spans GPUs (engine.parallel): every figure is one GPU's
-
-
-def latency_throughput_curve(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
-                             reserve_bytes: float, gpu: str, layout: Layout = Layout()) -> Curve:
-    """One GPU's curve: a generation at each of ``curve_batches`` of the largest batch that fits."""
-    if output < 2:
-        raise UserError(f"--output {output}: the curve plots time per output token, which needs at least 2 output "
-                        f"tokens (the first comes from the prefill)")
-    largest = largest_batch(base, prompt, output, analyze_step, reserve_bytes)
-    points = tuple(generate(base, Request(prompt, output, b), analyze_step, reserve_bytes, layout.gpus)
-                   for b in curve_batches(largest))
-    limit = points[-1].memory if points else budget_at(base, Request(prompt, output, 1), analyze_step,
-                                                        reserve_bytes)
-    return Curve(gpu=gpu, largest_batch=largest, points=points, limit=limit, layout=layout)
-
-
-def batch_for_tpot(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer, reserve_bytes: float,
-                   tpot_s: float, largest: int, gpus: int = 1) -> Generation | None:
-    """The generation at the largest batch (up to ``largest``) whose mean TPOT is at most ``tpot_s``; None when
-    not even batch 1 meets it. TPOT grows with the batch (every op's count does), so a bisection finds it."""
-    def at(b: int) -> Generation:
-        return generate(base, Request(prompt, output, b), analyze_step, reserve_bytes, gpus)
-
-    best = at(1)
-    assert best.tpot_s is not None  # output ≥ 2: checked by the caller
-    if best.tpot_s > tpot_s:
-        return None
-    lo, hi = 1, largest
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        g = at(mid)
-        assert g.tpot_s is not None
-        if g.tpot_s <= tpot_s:
-            lo, best = mid, g
-        else:
-            hi = mid - 1
-    return best if best.request.batch == lo else at(lo)
-
-
-@dataclass(frozen=True)
-class Choice:
-    """The batch one GPU serves a request at, and why: ``rule`` says how the batch was chosen; ``generation`` is
-    None when no batch qualifies, and ``note`` then says why."""
-
-    gpu: str
-    rule: str
-    largest_batch: int
-    generation: Generation | None
-    note: str = ""
-    layout: Layout = Layout()  # how one copy spans GPUs (engine.parallel): every figure is one GPU's
-
-
-def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer, reserve_bytes: float, gpu: str,
-           batch: int | None = None, tpot_s: float | None = None, layout: Layout = Layout()) -> Choice:
-    """One GPU's row of ``compare``: at ``batch`` when given (if it fits), at the largest batch whose mean TPOT is
-    at most ``tpot_s`` when that is given, else at the largest batch that fits (the most tokens/s per GPU)."""
-    if batch is not None and tpot_s is not None:
-        raise UserError("--batch and --tpot-ms both choose the batch: give one")
-    gpus = layout.gpus
-    if tpot_s is not None and output < 2:
-        raise UserError(f"--tpot-ms with --output {output}: time per output token needs at least 2 output tokens")
-    check_request(base, Request(prompt, output, batch or 1))
-    largest = largest_batch(base, prompt, output, analyze_step, reserve_bytes)
-    if tpot_s is not None:
-        rule = f"largest with TPOT ≤ {tpot_s * 1e3:g} ms"
-    else:
-        rule = "given" if batch is not None else "largest that fits"
-    if largest == 0:
-        m = budget_at(base, Request(prompt, output, 1), analyze_step, reserve_bytes)
-        need = (f"does not fit: one request needs {gib(m.total_bytes)} (weights "
-                f"{gib(m.weight_bytes)}) of {gib(m.capacity_bytes, 0)}")
-        return Choice(gpu, rule, 0, None, need, layout)
-    if batch is not None:
-        if batch > largest:
-            return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})", layout)
-        return Choice(gpu, rule, largest, generate(base, Request(prompt, output, batch), analyze_step, reserve_bytes,
-                                                   gpus), layout=layout)
-    if tpot_s is not None:
-        g = batch_for_tpot(base, prompt, output, analyze_step, reserve_bytes, tpot_s, largest, gpus)
-        if g is None:
-            one = generate(base, Request(prompt, output, 1), analyze_step, reserve_bytes, gpus)
-            assert one.tpot_s is not None
-            return Choice(gpu, rule, largest, None, f"TPOT is {one.tpot_s * 1e3:.3g} ms at batch 1", layout)
-        return Choice(gpu, rule, largest, g, layout=layout)
-    return Choice(gpu, rule, largest, generate(base, Request(prompt, output, largest), analyze_step, reserve_bytes,
-                                               gpus), layout=layout)

@@ -3,7 +3,7 @@
 x: time per output token (ms, the mean of the decode steps), y: output tokens/s per GPU, one line per GPU as the
 batch grows from 1 to the largest that fits (powers of two and the largest), each point labelled by its batch,
 the largest marked as the memory limit. A GPU where not even one request fits is named in the chart with why.
-The points are the engine's ``Generation`` objects (``engine.generate.latency_throughput_curve``); this module
+The points are served batches (``engine.choice.serve_curve``: the static batch or the simulated one); this module
 only draws them. matplotlib is imported inside ``draw_pareto``.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..engine.generate import Curve
+from ..engine.choice import Curve
 from ..errors import UserError
 from ..files import write_atomic
 from ..units import gib

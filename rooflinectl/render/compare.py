@@ -10,21 +10,30 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..engine.generate import Choice, Curve, Generation
+from ..engine.choice import Choice, Curve, Served
 from ..engine.parallel import Layout
+from ..serving.batch import Method
 from ..units import duration, number
 from .csvout import to_csv  # noqa: F401  (compare's and pareto's --csv)
+from .generate import method_json
 
 
-def _bound(g: Generation) -> str:
+def _bound(g: Served) -> str:
     """The bound of most of the decode time, with that share (the prefill's for a single output token)."""
-    phase = "decode" if g.decode is not None else "prefill"
+    phase = "decode" if g.tpot_s is not None else "prefill"
     bound, share = g.phase_bound(phase)
     return f"{bound} {share:.0%}" + ("" if phase == "decode" else " (prefill)")
 
 
 COMPARE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "name", "rule", "batch", "largest_batch", "ttft_s", "tpot_s", "e2e_s",
-                  "output_tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu", "bound", "note")
+                  "output_tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu", "bound", "note", "stack",
+                  "chunked_prefill")
+
+
+def _method(m: Method) -> dict[str, Any]:
+    """A row's method columns: the stack, and chunked prefill (false: the static batch on the roofline stack)."""
+    j = method_json(m)
+    return {"stack": j["stack"], "chunked_prefill": j["chunked_prefill"]}
 
 
 def _degrees(layout: Layout) -> dict[str, Any]:
@@ -32,7 +41,7 @@ def _degrees(layout: Layout) -> dict[str, Any]:
     return {"tp": layout.tp, "ep": layout.ep, "pp": layout.pp, "gpus": layout.gpus}
 
 
-def compare_rows(choices: Sequence[Choice], names: Sequence[str]) -> list[dict[str, Any]]:
+def compare_rows(choices: Sequence[Choice], names: Sequence[str], method: Method) -> list[dict[str, Any]]:
     """One row per GPU; the request's numbers are None where no batch qualifies (``note`` says why)."""
     rows = []
     for c, name in zip(choices, names, strict=True):
@@ -43,15 +52,15 @@ def compare_rows(choices: Sequence[Choice], names: Sequence[str]) -> list[dict[s
             "ttft_s": g.ttft_s if g else None, "tpot_s": g.tpot_s if g else None, "e2e_s": g.e2e_s if g else None,
             "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu if g else None,
             "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu if g else None,
-            "bound": _bound(g) if g else None, "note": c.note,
+            "bound": _bound(g) if g else None, "note": c.note, **_method(method),
         })
     return rows
 
 
-def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, output: int) -> dict[str, Any]:
-    first = next((c.generation for c in choices if c.generation is not None), None)
-    model = first.prefill.workload.model.id if first else None
-    return {"request": {"prompt": prompt, "output": output}, "model": model, "gpus": compare_rows(choices, names)}
+def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, output: int, model: str,
+                 method: Method) -> dict[str, Any]:
+    return {"request": {"prompt": prompt, "output": output}, "model": model, "method": method_json(method),
+            "gpus": compare_rows(choices, names, method)}
 
 
 def compare_notes(choices: Sequence[Choice]) -> list[str]:
@@ -59,14 +68,14 @@ def compare_notes(choices: Sequence[Choice]) -> list[str]:
     return [f"{c.gpu}: {c.note}" for c in choices if c.generation is None]
 
 
-def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str) -> Table:
+def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str, method: Method) -> Table:
     table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
                   show_edge=False)
     for col, justify in (("GPU", "left"), ("batch", "right"), ("largest", "right"), ("TTFT", "right"),
                          ("TPOT", "right"), ("end-to-end", "right"), ("out tok/s/GPU", "right"),
                          ("decode bound", "left")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for row in compare_rows(choices, names):
+    for row in compare_rows(choices, names, method):
         if row["batch"] is None:
             table.add_row(row["gpu"], "—", f"{row['largest_batch']:,}", "—", "—", "—", "—", "—")
             continue
@@ -77,25 +86,27 @@ def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str) -
 
 
 CURVE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "batch", "largest_batch", "tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",
-                "total_tokens_per_s_per_gpu", "memory_bytes", "capacity_bytes")
+                "total_tokens_per_s_per_gpu", "memory_bytes", "capacity_bytes", "stack", "chunked_prefill")
 
 
-def curve_rows(curves: Sequence[Curve]) -> list[dict[str, Any]]:
+def curve_rows(curves: Sequence[Curve], method: Method) -> list[dict[str, Any]]:
     """Every point of every GPU's curve (a GPU where nothing fits has none)."""
     return [{"gpu": c.gpu, **_degrees(c.layout), "batch": g.request.batch, "largest_batch": c.largest_batch, "tpot_s": g.tpot_s,
              "ttft_s": g.ttft_s, "e2e_s": g.e2e_s, "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu,
              "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu,
-             "memory_bytes": round(g.memory.total_bytes), "capacity_bytes": round(g.memory.capacity_bytes)}
+             "memory_bytes": round(g.memory.total_bytes), "capacity_bytes": round(g.memory.capacity_bytes),
+             **_method(method)}
             for c in curves for g in c.points]
 
 
-def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str) -> dict[str, Any]:
+def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str, method: Method) -> dict[str, Any]:
     return {
         "path": path,
         "request": {"prompt": prompt, "output": output},
+        "method": method_json(method),
         "gpus": [{"gpu": c.gpu, **_degrees(c.layout), "largest_batch": c.largest_batch,
                   "fits": c.largest_batch > 0,
                   "memory_at_limit_bytes": round(c.limit.total_bytes),
                   "capacity_bytes": round(c.limit.capacity_bytes)} for c in curves],
-        "points": curve_rows(curves),
+        "points": curve_rows(curves, method),
     }

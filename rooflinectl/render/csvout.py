@@ -12,6 +12,7 @@ from ..engine.generate import Generation
 from ..engine.occupancy import Occupancy
 from ..engine.roofline import Analysis
 from ..records.kernel import BASELINE_LABELS, MeasurementFile
+from ..serving.batch import BatchRun
 from ..specs.hardware import GPU
 from ..specs.model import Model
 from ..specs.scenario import Scenario
@@ -40,13 +41,19 @@ def analysis_csv(a: Analysis) -> str:
     return to_csv(rows, ANALYSIS_FIELDS)
 
 
-GENERATION_FIELDS = ("op", "kind", "prefill_s", "decode_s", "total_s", "share")
+GENERATION_FIELDS = ("op", "kind", "prefill_s", "decode_s", "total_s", "share", "stack", "chunked_prefill")
 
 
-def generation_csv(g: Generation) -> str:
-    """``analyze generate --csv``: every op's time over the request (the text table lists the largest)."""
+def generation_csv(g: Generation | BatchRun) -> str:
+    """``analyze generate --csv``: every op's time over the batch (the text table lists the largest), and how the
+    batch was served (the stack, and chunked prefill: false for the static batch)."""
+    from .generate import method_json, span
+
+    method = method_json(g)
+    total = span(g)
     rows = [{"op": o.name, "kind": o.kind, "prefill_s": o.prefill_s, "decode_s": o.decode_s, "total_s": o.total_s,
-             "share": o.total_s / g.e2e_s} for o in sorted(g.op_times(), key=lambda o: -o.total_s)]
+             "share": o.total_s / total, "stack": method["stack"], "chunked_prefill": method["chunked_prefill"]}
+            for o in sorted(g.op_times(), key=lambda o: -o.total_s)]
     return to_csv(rows, GENERATION_FIELDS)
 
 

@@ -13,7 +13,16 @@ from helpers import assert_one_line_error, cli
 
 NONE = type(None)
 
+METHOD = {"method.simulated": (bool,), "method.stack": (str,), "method.chunked_prefill": (bool,),
+          "method.max_num_batched_tokens": (int, NONE), "method.block_size": (int, NONE)}
+STATS = ("mean", "p50", "p90", "p99")
+
 GENERATE = {
+    **METHOD,
+    **{f"simulation.{k}": (int,) for k in ("steps", "prefill_steps", "max_tokens_in_step", "kv_blocks_peak")},
+    "simulation.duration_s": (float,),
+    **{f"simulation.{m}.{k}": (float,) for m in ("ttft_s", "tpot_s", "e2e_s") for k in STATS},
+    "simulation.tpot_s": (NONE,),
     "hardware.id": (str,), "hardware.name": (str,), "hardware.roofs": (str,), "hardware.bandwidth_gbps": (float,),
     "hardware.peak_tflops": (float,), "hardware.op_model": (bool,),
     "workload.model": (str,), "workload.dtype": (str,), "workload.kv_dtype": (str,), "workload.weight_dtype": (str,),
@@ -37,8 +46,12 @@ GENERATE = {
     "memory.activation_op": (str,), "memory.activation_phase": (str,), "memory.fits": (bool,),
 }
 
+# The static batch (every prompt in one prefill step), the numbers of analyze prefill and decode.
+STATIC = ["--stack", "roofline", "--no-chunked-prefill"]
 GENERATE_CASES = [
     ["analyze", "generate", "--gpu", "h100", "--model", "llama-3-8b", "--prompt", "2048", "--output", "256",
+     "--batch", "32", *STATIC],
+    ["analyze", "generate", "--gpu", "h100", "--model", "llama-3-8b", "--prompt", "2048", "--output", "64",
      "--batch", "32"],
     ["analyze", "generate", "--gpu", "a100", "--prompt", "100", "--output", "1", "--fuse", "qkv,gate_up,act"],
     ["analyze", "generate", "--gpu", "h200", "--model", "mixtral-8x7b", "--prompt", "512", "--output", "3",
@@ -92,6 +105,10 @@ def test_generate_help_and_analyze_still_analyze():
     result = cli("analyze", "generate", "--help")
     assert result.exit_code == 0 and "Usage: rooflinectl analyze generate" in result.stdout
     assert "--reserve-gib" in result.stdout
+    # Each serving command says how its batch is simulated, and how to get the static batch.
+    for command in (["analyze", "generate"], ["compare"], ["plot", "pareto"]):
+        text = " ".join(cli(*command, "--help").stdout.split())
+        assert "closed batch" in text and "no refills" in text and "--no-chunked-prefill" in text, command
     assert cli("analyze", "decode", "--gpu", "h100").exit_code == 0
 
 
@@ -106,6 +123,12 @@ def test_generate_help_and_analyze_still_analyze():
     (["analyze", "generate", "--reserve-gib", "-1"], ["--reserve-gib -1"]),
     (["analyze", "generate", "--gpu", "nope"], ["unknown GPU"]),
     (["compare", "--batch", "8", "--tpot-ms", "20"], ["give one"]),
+    (["analyze", "generate", "--no-chunked-prefill", "--max-num-batched-tokens", "4096"],
+     ["--max-num-batched-tokens with --no-chunked-prefill"]),
+    (["analyze", "generate", "--max-num-batched-tokens", "0"], ["--max-num-batched-tokens 0"]),
+    (["compare", "--stack", "nope"], ["unknown stack 'nope'"]),
+    (["plot", "pareto", "--stack", "nope", "-o", "x.png"], ["unknown stack 'nope'"]),
+    (["analyze", "generate", "--model", "mixtral-8x7b", "--ep", "2"], ["--ep", "not simulated"]),
     (["compare", "--tpot-ms", "0"], ["--tpot-ms 0"]),
     (["compare", "--json", "--csv"], ["give one"]),
     (["compare", "--output", "1", "--tpot-ms", "20"], ["at least 2 output tokens"]),
@@ -122,8 +145,8 @@ def test_bad_input_is_one_line(args, fragments, tmp_path, monkeypatch):
 ROW = {"gpu": (str,), "tp": (int,), "ep": (int,), "pp": (int,), "gpus": (int,), "name": (str,), "rule": (str,), "batch": (int, NONE), "largest_batch": (int,),
        "ttft_s": (float, NONE), "tpot_s": (float, NONE), "e2e_s": (float, NONE),
        "output_tokens_per_s_per_gpu": (float, NONE), "total_tokens_per_s_per_gpu": (float, NONE),
-       "bound": (str, NONE), "note": (str,)}
-COMPARE = {"request.prompt": (int,), "request.output": (int,), "model": (str, NONE),
+       "bound": (str, NONE), "note": (str,), "stack": (str,), "chunked_prefill": (bool,)}
+COMPARE = {"request.prompt": (int,), "request.output": (int,), "model": (str, NONE), **METHOD,
            **{f"gpus[].{k}": v for k, v in ROW.items()}}
 
 
@@ -171,7 +194,7 @@ PARETO = {
     **{f"points[].{k}": (float,) for k in ("tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",
                                            "total_tokens_per_s_per_gpu")},
     "points[].gpu": (str,), "points[].tp": (int,), "points[].ep": (int,), "points[].pp": (int,),
-    "points[].gpus": (int,),
+    "points[].gpus": (int,), "points[].stack": (str,), "points[].chunked_prefill": (bool,), **METHOD,
 }
 
 
@@ -182,7 +205,8 @@ def test_pareto_json_csv_and_analyze_agree(tmp_path):
     check_schema([data], PARETO)
     # A model that fits on none of the GPUs draws nothing: refused in one line (the next test), not an empty chart.
     h100 = [p for p in data["points"] if p["gpu"] == "h100-sxm"]
-    assert [p["batch"] for p in h100] == [1, 2, 4, 8, 16, 32, 64, 128]
+    # Chunked prefill: a step's activations are the budget's, and 200 requests of ⌈2,303 / 16⌉ = 144 blocks fit.
+    assert [p["batch"] for p in h100] == [1, 2, 4, 8, 16, 32, 64, 128, 200]
     assert all(p["memory_bytes"] <= p["capacity_bytes"] for p in data["points"])
     rows = list(csv.DictReader(io.StringIO(cli(*args, "--csv").stdout)))
     assert [(r["gpu"], int(r["batch"]), float(r["tpot_s"])) for r in rows] == \
@@ -215,7 +239,7 @@ def _labels_apart(fig) -> tuple[int, int]:
 def test_pareto_crowded_labels_never_overlap(tmp_path):
     """Six GPUs, two of them (the A100 80GB and the H100 PCIe, both about 2 TB/s) with nearly the same curve: a
     label with no free spot is left out and counted in the footnote, never drawn over another."""
-    from rooflinectl.engine.generate import latency_throughput_curve
+    from rooflinectl.engine.choice import latency_throughput_curve
     from rooflinectl.engine.memory import reserve_bytes
     from rooflinectl.engine.roofline import analyze
     from rooflinectl.plot.pareto import draw_pareto
@@ -235,7 +259,7 @@ def test_pareto_crowded_labels_never_overlap(tmp_path):
 
 def test_pareto_draws_labels_apart_and_says_what_does_not_fit(tmp_path):
     """Every batch label lies inside the axes and overlaps no other label; a model that fits nowhere is named."""
-    from rooflinectl.engine.generate import latency_throughput_curve
+    from rooflinectl.engine.choice import latency_throughput_curve
     from rooflinectl.engine.memory import reserve_bytes
     from rooflinectl.engine.roofline import analyze
     from rooflinectl.plot.pareto import draw_pareto

@@ -11,16 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rooflinectl.engine.generate import (
-    Request,
+from rooflinectl.engine.choice import (
+    StaticServer,
     batch_for_tpot,
-    budget_at,
     choose,
     curve_batches,
+    latency_throughput_curve,
+)
+from rooflinectl.engine.generate import (
+    Request,
+    budget_at,
     decode_series,
     generate,
     largest_batch,
-    latency_throughput_curve,
     step_workload,
 )
 from rooflinectl.engine.memory import DEFAULT_RESERVE_FRACTION, activation_live_set, reserve_bytes
@@ -260,14 +263,15 @@ def test_batch_for_a_tpot_target():
     largest = largest_batch(b, 2048, 256, on(H100), RESERVE)
     at_64 = generate(b, Request(2048, 256, 64), on(H100), RESERVE)
     assert at_64.tpot_s is not None
-    g = batch_for_tpot(b, 2048, 256, on(H100), RESERVE, at_64.tpot_s, largest)
+    static = StaticServer(b, 2048, 256, on(H100), RESERVE)
+    g = batch_for_tpot(static, at_64.tpot_s, largest)
     assert g is not None and g.request.batch >= 64
     assert g.tpot_s is not None and g.tpot_s <= at_64.tpot_s
     if g.request.batch < largest:  # one more request would miss the target
         above = generate(b, Request(2048, 256, g.request.batch + 1), on(H100), RESERVE)
         assert above.tpot_s is not None and above.tpot_s > at_64.tpot_s
     one = generate(b, Request(2048, 256, 1), on(H100), RESERVE)
-    assert batch_for_tpot(b, 2048, 256, on(H100), RESERVE, (one.tpot_s or 0) / 2, largest) is None
+    assert batch_for_tpot(static, (one.tpot_s or 0) / 2, largest) is None
 
 
 def test_choices_refused():
