@@ -98,7 +98,8 @@ def _draw(fig: Any, ax: Any, all_series: list[Series], title: str) -> None:
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(FuncFormatter(lambda v, _, form=form: form.format(v)))
         axis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("time per output token (ms, mean over the decode steps)")
+    # Static or simulated, TPOT is each request's (end-to-end − TTFT) / (output − 1), averaged over the requests.
+    ax.set_xlabel("time per output token (ms, mean over the requests of (end-to-end − TTFT) / (output − 1))")
     ax.set_ylabel("output tokens/s per GPU")
     ax.set_title(title, fontsize=9.5, loc="left")
     ax.grid(True, which="major", alpha=0.3)

@@ -249,7 +249,8 @@ def _kv_text(batch: int, longest_context: int, block_size: int | None) -> str:
 
 def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batch: int,
                  block_size: int | None = None) -> list[str]:
-    """The memory budget in three lines of the summary's layout (``block_size``: the paged cache's)."""
+    """The memory budget in four lines of the summary's layout (``block_size``: the paged cache's), each part
+    on a line of its own so that no line outgrows a 100-column terminal."""
     pad = " " * len("time to first token:   ")
     return [
         f"memory:                {gib(m.total_bytes)} of {gib(m.capacity_bytes, 0)}, "
@@ -257,7 +258,8 @@ def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batc
         f"{pad}= {gib(m.weight_bytes)} weights + {gib(m.kv_cache_bytes)} KV cache "
         f"({_kv_text(batch, longest_context, block_size)})",
         f"{pad}+ {gib(m.activation_bytes)} activations (the largest op: {m.activations.phase} "
-        f"{m.activations.op}) + {gib(m.reserve_bytes)} reserve",
+        f"{m.activations.op})",
+        f"{pad}+ {gib(m.reserve_bytes)} reserve",
     ]
 
 
