@@ -323,20 +323,24 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
           seed: int = 0, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256, chunked_prefill: bool = True,
           block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
-          tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, **options: Any) -> ServeResult:
+          tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, spec: str | None = None,
+          accept: str | float | None = None, **options: Any) -> ServeResult:
     """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
     default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
     fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
     ``stack`` the serving stack's costs (an id of ``stacks/`` or a YAML path; its fusions unless ``fuse`` is given).
     ``requests``: by default max(200, 8 × concurrency), so that the p99 rests on at least two samples above it.
-    ``progress`` is called with the count of finished requests."""
+    ``progress`` is called with the count of finished requests. ``spec``: speculative decoding, ``draft:MODEL:K``,
+    ``mtp:K`` or ``ngram:K``, with ``accept`` the chance each draft is accepted (``0.7``, or per position
+    ``"0.8,0.6,0.4"``); the run is then also simulated without it, for the speed-up."""
     from .engine.memory import reserve_bytes
     from .engine.parallel import Layout
     from .errors import UserError
     from .serving.kvcache import BlockPool
     from .serving.load import Lengths, closed_loop, open_loop, read_trace
     from .serving.scheduler import SchedulerConfig
-    from .serving.simulate import Simulation, simulate
+    from .serving.simulate import Simulation, compared, simulate
+    from .serving.speculation import speculate
     from .serving.stepmodel import StepModel, kv_capacity
     from .specs.stack import load_stack
 
@@ -375,8 +379,21 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
         raise UserError(f"a request of {longest.prompt:,} prompt and {longest.output:,} output tokens needs "
                         f"{longest.prompt + longest.output - 1:,} positions; model {step_model.base.model.id}'s "
                         f"{limit[1]} is {limit[0]:,}")
-    pool = BlockPool(capacity.blocks, block_size)
-    run = simulate(load, step_model, pool, config, progress)
+    speculation, spec_capacity = None, capacity
+    if spec is not None:
+        speculation, spec_capacity = speculate(spec, accept, step_model, capacity, max_num_batched_tokens, block_size,
+                                               reserve_bytes(g.capacity_bytes, reserve_gib),
+                                               lambda draft: base_workload(**{**options, "model": draft}))
+    elif accept is not None:
+        raise UserError("--accept without --spec: give the drafter (--spec draft:MODEL:K, mtp:K or ngram:K)")
+    run = simulate(load, step_model, BlockPool(spec_capacity.blocks, block_size), config, progress, speculation,
+                   seed)
+    outcome = None
+    if speculation is not None:
+        plain_model = StepModel(step_model.base, g, calibrated, layout, costs)
+        plain = simulate(load, plain_model, BlockPool(capacity.blocks, block_size), config)
+        outcome = compared(speculation, run, plain, plain_model, load, config)
     texts = ("trace", "trace") if trace is not None else (prompt_len.text(), output_len.text())
-    return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, capacity, costs,
-                                  texts[0], texts[1], seed, slo_ttft, slo_tpot))
+    return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, spec_capacity, costs,
+                                  texts[0], texts[1], seed, slo_ttft, slo_tpot, outcome))
+

@@ -55,7 +55,29 @@ def serve_json(r: Simulation) -> dict[str, Any]:
                   "max_tokens": run.max_tokens_in_step, "preemptions": run.preemptions},
         "timeline": [{"time_s": p.time_s, "sequences": p.sequences, "tokens": p.tokens, "kv_blocks": p.kv_blocks}
                      for p in run.timeline],
+        "speculation": _speculation_json(r),
     }
+
+
+def _speculation_json(r: Simulation) -> dict[str, Any] | None:
+    """Speculative decoding's figures, None where the run did not speculate."""
+    spec = r.speculation
+    if spec is None:
+        return None
+    from ..serving.speculation import expected_tokens
+
+    run, s = r.run, spec.speculation
+    tpot = run.tpot
+    return {"method": s.method, "draft_model": s.draft_id, "k": s.k, "acceptance": list(s.acceptance),
+            "expected_tokens_per_step": expected_tokens(s.acceptance), "tokens_per_step": spec.tokens_per_step,
+            "verifications": spec.verifications, "drafted": spec.drafted, "accepted": spec.accepted,
+            "plain": {"duration_s": spec.plain_duration_s, "tpot_s": spec.plain_tpot_s,
+                      "output_tokens_per_s": spec.plain_output_tokens / spec.plain_duration_s},
+            "speedup": {"output_tokens_per_s": (run.output_tokens / run.duration_s)
+                        / (spec.plain_output_tokens / spec.plain_duration_s),
+                        "tpot": None if tpot is None or spec.plain_tpot_s is None else spec.plain_tpot_s / tpot.mean},
+            "break_even_batch": spec.break_even_batch, "break_even_context": spec.context,
+            "break_even_search_limit": spec.batch_limit}
 
 
 def serve_rows(r: Simulation) -> list[dict[str, Any]]:
@@ -96,9 +118,32 @@ def print_serve(out: Console, r: Simulation) -> None:
     if r.slos:
         lines.append(f"goodput: {number(r.goodput / run.duration_s)} requests/s meet the targets "
                      f"({r.goodput:,} of {len(run.served):,})")
+    lines += _speculation_lines(r)
     lines.append(_stack_line(r))
     for line in lines:
         out.print(line, highlight=False)
+
+
+def _speculation_lines(r: Simulation) -> list[str]:
+    data = _speculation_json(r)
+    if data is None:
+        return []
+    spec = r.speculation
+    assert spec is not None
+    accept = ", ".join(f"{a:g}" for a in spec.speculation.acceptance)
+    tpot = data["speedup"]["tpot"]
+    where = data["break_even_batch"]
+    return [
+        f"speculation: {spec.speculation.label()}, acceptance {accept}: {data['tokens_per_step']:.2f} tokens a "
+        f"sequence and step (expected {data['expected_tokens_per_step']:.2f}), {spec.accepted:,} of "
+        f"{spec.drafted:,} drafts accepted",
+        f"against the same run without it: {data['speedup']['output_tokens_per_s']:.2f}× the output tokens/s"
+        + ("" if tpot is None else f", TPOT {duration(spec.plain_tpot_s or 0.0)} → "
+           f"{duration(spec.plain_tpot_s / tpot if spec.plain_tpot_s else 0.0)} ({tpot:.2f}×)"),
+        (f"speculation stops paying at a batch of {where:,} (a steady decode step at {spec.context:,} positions)"
+         if where is not None else f"speculation pays at every batch up to {spec.batch_limit:,} (a steady decode "
+                                   f"step at {spec.context:,} positions)"),
+    ]
 
 
 def _stack_line(r: Simulation) -> str:

@@ -12,6 +12,11 @@ Every token scheduled needs a slot in its request's KV blocks (``kvcache.BlockPo
 cannot get one preempts the latest admitted running request (vLLM's recompute preemption): that one's blocks are
 freed, and it goes back to the front of the queue to prefill again its prompt and the tokens it had generated,
 then goes on generating; a request that would have to preempt itself waits instead.
+
+Speculative decoding (``drafts`` k > 0, ``serving.speculation``): a decoding request (one that has generated a
+token and has one position left before its next) is scheduled 1 + d tokens, its last token and d drafts to verify,
+d = min(k, its output left − 1, the budget left − 1, its room in the KV cache − 1); the budget and the cache count
+all of them.
 """
 
 from __future__ import annotations
@@ -62,14 +67,16 @@ class Scheduled:
     live: Live
     new: int
     cached: int
+    drafts: int = 0  # of the new tokens, the drafts it verifies (speculative decoding)
 
 
 class Scheduler:
     """The waiting queue, the running requests and the KV cache; :meth:`step` forms the next step."""
 
-    def __init__(self, config: SchedulerConfig, pool: BlockPool) -> None:
+    def __init__(self, config: SchedulerConfig, pool: BlockPool, drafts: int = 0) -> None:
         self.config = config
         self.pool = pool
+        self.drafts = drafts  # the drafts a decoding request verifies a step (0: no speculation)
         self.waiting: deque[Live] = deque()
         self.running: list[Live] = []
         self.preemptions = 0
@@ -111,14 +118,18 @@ class Scheduler:
             rid = live.request.id
             if rid in preempted:
                 continue
-            new = min(live.target - live.computed, budget)
+            left = live.target - live.computed
+            drafting = self.drafts > 0 and left == 1 and live.generated > 0
+            if drafting:
+                left += min(self.drafts, live.request.output - live.generated - 1)
+            new = min(left, budget)
             if not self.pool.can_grow(rid, live.computed + new):
                 room = self.pool.room(rid, live.computed)
                 if room == 0 and not self._preempt_for(live, preempted, scheduled):
                     continue  # it waits, holding its blocks, for others to finish
                 new = min(new, self.pool.room(rid, live.computed))
             self.pool.grow(rid, live.computed + new)
-            out.append(Scheduled(live, new, live.computed))
+            out.append(Scheduled(live, new, live.computed, new - 1 if drafting else 0))
             scheduled.add(rid)
             budget -= new
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
@@ -142,9 +153,10 @@ class Scheduler:
         finishing a prompt), the budget holds them all, no waiting request can be admitted (none waits, or the
         sequence limit is reached), none emits its last token before the run's last step has passed, and the
         free KV blocks hold every request's growth (so none is preempted). 0 where the next step is not such a
-        step. The caller must end the run early where a request arrives (it could then be admitted)."""
+        step. The caller must end the run early where a request arrives (it could then be admitted). Always 0
+        under speculative decoding, whose steps emit a drawn number of tokens."""
         running = self.running
-        if not running or len(running) > self.config.max_num_batched_tokens:
+        if self.drafts or not running or len(running) > self.config.max_num_batched_tokens:
             return 0
         if self.waiting and len(running) < self.config.max_num_seqs:
             return 0
