@@ -324,7 +324,7 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
           block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
           tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, spec: str | None = None,
-          accept: str | float | None = None, **options: Any) -> ServeResult:
+          accept: str | float | None = None, shared_prefix: int | None = None, **options: Any) -> ServeResult:
     """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
     default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
     fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
@@ -332,12 +332,14 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     ``requests``: by default max(200, 8 × concurrency), so that the p99 rests on at least two samples above it.
     ``progress`` is called with the count of finished requests. ``spec``: speculative decoding, ``draft:MODEL:K``,
     ``mtp:K`` or ``ngram:K``, with ``accept`` the chance each draft is accepted (``0.7``, or per position
-    ``"0.8,0.6,0.4"``); the run is then also simulated without it, for the speed-up."""
+    ``"0.8,0.6,0.4"``); the run is then also simulated without it, for the speed-up. ``shared_prefix``: every
+    prompt's first tokens are one prefix, cached once its first request has computed them (a trace's ``prefix``
+    field gives each request's)."""
     from .engine.memory import reserve_bytes
     from .engine.parallel import Layout
     from .errors import UserError
     from .serving.kvcache import BlockPool
-    from .serving.load import Lengths, closed_loop, open_loop, read_trace
+    from .serving.load import Lengths, closed_loop, open_loop, read_trace, with_shared_prefix
     from .serving.scheduler import SchedulerConfig
     from .serving.simulate import Simulation, compared, simulate
     from .serving.speculation import speculate
@@ -363,6 +365,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     else:
         c = 1 if concurrency is None else concurrency
         load = closed_loop(c, max(200, 8 * c) if requests is None else requests, prompt_len, output_len, seed)
+    if shared_prefix is not None:
+        load = with_shared_prefix(load, shared_prefix)
     config = SchedulerConfig(max_num_batched_tokens, max_num_seqs, chunked_prefill)
     BlockPool.check_block_size(block_size)
     g = _gpu(gpu)

@@ -56,7 +56,18 @@ def serve_json(r: Simulation) -> dict[str, Any]:
         "timeline": [{"time_s": p.time_s, "sequences": p.sequences, "tokens": p.tokens, "kv_blocks": p.kv_blocks}
                      for p in run.timeline],
         "speculation": _speculation_json(r),
+        "prefix_cache": _prefix_json(r),
     }
+
+
+def _prefix_json(r: Simulation) -> dict[str, Any] | None:
+    """Prefix caching's figures, None where no request has a prefix."""
+    run = r.run
+    if not any(q.prefix_id is not None for q in r.load.requests):
+        return None
+    return {"lookups": run.prefix_lookups, "hits": run.prefix_hits,
+            "hit_rate": run.prefix_hits / run.prefix_lookups if run.prefix_lookups else 0.0,
+            "tokens_not_prefilled": run.prefix_tokens, "blocks_saved": run.prefix_blocks}
 
 
 def _speculation_json(r: Simulation) -> dict[str, Any] | None:
@@ -118,6 +129,11 @@ def print_serve(out: Console, r: Simulation) -> None:
     if r.slos:
         lines.append(f"goodput: {number(r.goodput / run.duration_s)} requests/s meet the targets "
                      f"({r.goodput:,} of {len(run.served):,})")
+    prefix = _prefix_json(r)
+    if prefix is not None:
+        lines.append(f"prefix cache: {prefix['hits']:,} of {prefix['lookups']:,} admissions found their prefix "
+                     f"cached ({prefix['hit_rate']:.0%}): {prefix['tokens_not_prefilled']:,} prompt tokens not "
+                     f"prefilled, {prefix['blocks_saved']:,} KV blocks not allocated")
     lines += _speculation_lines(r)
     lines.append(_stack_line(r))
     for line in lines:

@@ -17,6 +17,11 @@ Speculative decoding (``drafts`` k > 0, ``serving.speculation``): a decoding req
 token and has one position left before its next) is scheduled 1 + d tokens, its last token and d drafts to verify,
 d = min(k, its output left − 1, the budget left − 1, its room in the KV cache − 1); the budget and the cache count
 all of them.
+
+Prefix caching (``kvcache.BlockPool``): a request admitted with a prompt prefix whose blocks are cached holds
+them and is scheduled only the rest of its prompt (``cached`` = the prefix's full blocks, at most its prompt less
+one token, whose logits it needs); a request that computes a prefix not yet cached makes its full blocks the
+prefix's.
 """
 
 from __future__ import annotations
@@ -77,6 +82,9 @@ class Scheduler:
         self.config = config
         self.pool = pool
         self.drafts = drafts  # the drafts a decoding request verifies a step (0: no speculation)
+        # Prefix caching: admissions of a request with a prefix, those that found it cached, the prompt tokens and
+        # the blocks they found there.
+        self.prefix_lookups = self.prefix_hits = self.prefix_tokens = self.prefix_blocks = 0
         self.waiting: deque[Live] = deque()
         self.running: list[Live] = []
         self.preemptions = 0
@@ -134,18 +142,48 @@ class Scheduler:
             budget -= new
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             live = self.waiting[0]
-            left = live.target - live.computed
+            request = live.request
+            found = self._prefix_found(request)
+            hit = found * self.pool.block_size
+            left = live.target - hit
             if not self.config.chunked_prefill and left > budget:
                 break
             new = min(left, budget)
-            if not self.pool.can_grow(live.request.id, new):
+            cost = self.pool.attach_cost(request.prefix_id) if found else 0  # type: ignore[arg-type]
+            if self.pool.blocks_for(hit + new) - found + cost > self.pool.total - self.pool.used:
                 break
             self.waiting.popleft()
             self.running.append(live)
-            self.pool.grow(live.request.id, new)
-            out.append(Scheduled(live, new, 0))
+            if request.prefix_id is not None:
+                self.prefix_lookups += 1
+            if found:
+                self.pool.attach(request.id, request.prefix_id, found)  # type: ignore[arg-type]
+                self.prefix_hits += 1
+                self.prefix_tokens += hit
+                self.prefix_blocks += found
+                live.computed = hit
+            self.pool.grow(request.id, hit + new)
+            out.append(Scheduled(live, new, hit))
             budget -= new
         return out
+
+    def _prefix_found(self, request: Request) -> int:
+        """The blocks of ``request``'s prefix it finds cached: the prefix's full blocks, at most its prompt less
+        one token."""
+        if request.prefix_id is None:
+            return 0
+        return min(self.pool.cached_prefix(request.prefix_id), request.prefix // self.pool.block_size,
+                   (request.prompt - 1) // self.pool.block_size)
+
+    def share_prefix(self, live: Live) -> None:
+        """After a step: where ``live`` has computed its prefix's full blocks and no request holds that prefix
+        cached, its blocks become the prefix's."""
+        request, pool = live.request, self.pool
+        blocks = request.prefix // pool.block_size
+        if (request.prefix_id is not None and blocks and live.computed >= blocks * pool.block_size
+                and request.id not in pool.attached and not pool.cached_prefix(request.prefix_id)
+                and request.id in pool.held):
+            pool.share(request.id, request.prefix_id, blocks)
 
     def decode_run(self) -> int:
         """How many of the next steps are certain to be the same decodes of every running request, each step one
@@ -171,7 +209,7 @@ class Scheduler:
     def _blocks_to_grow(self, steps: int) -> int:
         """The blocks the running requests need to hold ``steps`` more positions each."""
         pool = self.pool
-        return sum(pool.blocks_for(live.computed + steps) - pool.held.get(live.request.id, 0)
+        return sum(pool.blocks_for(live.computed + steps) - pool.holds(live.request.id)
                    for live in self.running)
 
     def finish(self, live: Live) -> None:

@@ -18,7 +18,7 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..engine.parallel import Layout
 from ..errors import UserError
@@ -116,6 +116,12 @@ class Run:
     verified_tokens: int = 0
     drafted: int = 0
     accepted: int = 0
+    # Prefix caching: admissions of a request with a prefix, those that found it cached, the prompt tokens and the
+    # KV blocks they found there (not prefilled, not allocated).
+    prefix_lookups: int = 0
+    prefix_hits: int = 0
+    prefix_tokens: int = 0
+    prefix_blocks: int = 0
 
     @property
     def ttft(self) -> Stats | None:
@@ -247,13 +253,17 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                     _emit(live, t, scheduler, served, arrivals, queue, load, progress)
                 continue
             live.computed += s.new
+            if live.request.prefix_id is not None:
+                scheduler.share_prefix(live)
             if live.computed == live.target:
                 _emit(live, t, scheduler, served, arrivals, queue, load, progress)
     return Run(served=tuple(sorted(served, key=lambda s: s.request.id)), duration_s=t, steps=steps,
                prefill_steps=prefill_steps, prefill_time_s=prefill_time, max_tokens_in_step=most_tokens,
                kv_blocks=pool.total, kv_blocks_peak=pool.peak, block_size=pool.block_size,
                preemptions=scheduler.preemptions, timeline=_thin(timeline), verifications=verifications,
-               verified_tokens=verified, drafted=drafted, accepted=accepted)
+               verified_tokens=verified, drafted=drafted, accepted=accepted,
+               prefix_lookups=scheduler.prefix_lookups, prefix_hits=scheduler.prefix_hits,
+               prefix_tokens=scheduler.prefix_tokens, prefix_blocks=scheduler.prefix_blocks)
 
 
 def _decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool: BlockPool,
@@ -306,7 +316,7 @@ def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
     if load.kind == "concurrency":
         following = next(queue, None)  # type: ignore[call-overload]
         if following is not None:
-            heapq.heappush(arrivals, (t, following.id, Request(following.id, t, following.prompt, following.output)))
+            heapq.heappush(arrivals, (t, following.id, replace(following, arrival_s=t)))
 
 
 def _thin(points: list[Point]) -> tuple[Point, ...]:
