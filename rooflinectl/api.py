@@ -324,7 +324,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
           block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
           tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, spec: str | None = None,
-          accept: str | float | None = None, shared_prefix: int | None = None, **options: Any) -> ServeResult:
+          accept: str | float | None = None, shared_prefix: int | None = None,
+          price_per_gpu_hour: float | None = None, **options: Any) -> ServeResult:
     """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
     default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
     fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
@@ -334,10 +335,12 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     ``mtp:K`` or ``ngram:K``, with ``accept`` the chance each draft is accepted (``0.7``, or per position
     ``"0.8,0.6,0.4"``); the run is then also simulated without it, for the speed-up. ``shared_prefix``: every
     prompt's first tokens are one prefix, cached once its first request has computed them (a trace's ``prefix``
-    field gives each request's)."""
+    field gives each request's). ``price_per_gpu_hour``: dollars per million input and output tokens
+    (``serving.cost``); joules per output token come from the GPU file's board power where it has one."""
     from .engine.memory import reserve_bytes
     from .engine.parallel import Layout
     from .errors import UserError
+    from .serving.cost import run_costs
     from .serving.kvcache import BlockPool
     from .serving.load import Lengths, closed_loop, open_loop, read_trace, with_shared_prefix
     from .serving.scheduler import SchedulerConfig
@@ -398,6 +401,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
         plain = simulate(load, plain_model, BlockPool(capacity.blocks, block_size), config)
         outcome = compared(speculation, run, plain, plain_model, load, config)
     texts = ("trace", "trace") if trace is not None else (prompt_len.text(), output_len.text())
+    spent = run_costs(run.duration_s, run.busy_s, run.prefill_time_s, sum(s.request.prompt for s in run.served),
+                      run.output_tokens, layout.gpus, price_per_gpu_hour, None if g.power is None else g.power.board_w)
     return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, spec_capacity, costs,
-                                  texts[0], texts[1], seed, slo_ttft, slo_tpot, outcome))
+                                  texts[0], texts[1], seed, slo_ttft, slo_tpot, outcome, spent))
 

@@ -41,6 +41,8 @@ def serve(
                                "position 0.8,0.6,0.4 (each given the ones before it were)."),
     shared_prefix: int = typer.Option(None, "--shared-prefix", help="Every prompt's first TOKENS are the same: "
                                       "prefilled once, their KV blocks shared (prefix caching)."),
+    price_per_gpu_hour: float = typer.Option(None, "--price-per-gpu-hour", help="Dollars per GPU-hour: gives "
+                                             "dollars per million input and output tokens at the run's throughput."),
     dtype: opt.Dtype = None,
     kv_dtype: opt.KvDtype = None,
     weight_dtype: opt.WeightDtype = None,
@@ -78,6 +80,7 @@ def serve(
                            reserve_gib=reserve_gib, stack=stack, slo_ttft_ms=slo_ttft_ms,
                            slo_tpot_ms=slo_tpot_ms, calibrated=calibrated, tp=tp, pp=pp, progress=tick,
                            spec=spec, accept=accept, shared_prefix=shared_prefix,
+                           price_per_gpu_hour=price_per_gpu_hour,
                            model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                            act_dtype=act_dtype, group_size=group_size, attention=attention, fuse=fuse)
     if json:

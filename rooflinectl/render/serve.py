@@ -57,7 +57,18 @@ def serve_json(r: Simulation) -> dict[str, Any]:
                      for p in run.timeline],
         "speculation": _speculation_json(r),
         "prefix_cache": _prefix_json(r),
+        "cost": _cost_json(r),
     }
+
+
+def _cost_json(r: Simulation) -> dict[str, Any]:
+    c = r.costs
+    assert c is not None
+    return {"price_per_gpu_hour": c.price_per_gpu_hour, "usd_per_million_input_tokens": c.usd_per_million_input,
+            "usd_per_million_output_tokens": c.usd_per_million_output,
+            "usd_per_million_output_tokens_all_on_output": c.usd_per_million_output_all_on_output,
+            "board_w": c.board_w, "joules_per_output_token": c.joules_per_output_token, "busy_s": c.busy_s,
+            "input_tokens": c.input_tokens}
 
 
 def _prefix_json(r: Simulation) -> dict[str, Any] | None:
@@ -135,6 +146,7 @@ def print_serve(out: Console, r: Simulation) -> None:
                      f"cached ({prefix['hit_rate']:.0%}): {prefix['tokens_not_prefilled']:,} prompt tokens not "
                      f"prefilled, {prefix['blocks_saved']:,} KV blocks not allocated")
     lines += _speculation_lines(r)
+    lines += _cost_lines(r)
     lines.append(_stack_line(r))
     for line in lines:
         out.print(line, highlight=False)
@@ -160,6 +172,22 @@ def _speculation_lines(r: Simulation) -> list[str]:
          if where is not None else f"speculation pays at every batch up to {spec.batch_limit:,} (a steady decode "
                                    f"step at {spec.context:,} positions)"),
     ]
+
+
+def _cost_lines(r: Simulation) -> list[str]:
+    c = r.costs
+    if c is None:
+        return []
+    lines = []
+    if c.usd_per_million_input is not None and c.usd_per_million_output is not None:
+        lines.append(f"cost at ${c.price_per_gpu_hour:g} a GPU-hour: ${number(c.usd_per_million_input)} per million "
+                     f"input tokens and ${number(c.usd_per_million_output)} per million output tokens (the time "
+                     f"of steps carrying prompts to the input); ${number(c.usd_per_million_output_all_on_output or 0)}"
+                     f" per million output tokens with all of it on them")
+    if c.joules_per_output_token is not None:
+        lines.append(f"energy: at most {number(c.joules_per_output_token)} J per output token ({number(c.board_w or 0)}"
+                     f" W board power × {plural(r.layout.gpus, 'GPU')} × {duration(c.busy_s)} busy)")
+    return lines
 
 
 def _stack_line(r: Simulation) -> str:

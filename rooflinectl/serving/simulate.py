@@ -25,6 +25,7 @@ from ..errors import UserError
 from ..specs.hardware import GPU
 from ..specs.stack import Stack
 from ..specs.workload import Workload
+from .cost import Costs
 from .kvcache import BlockPool
 from .load import Load, Request
 from .scheduler import Live, Scheduler, SchedulerConfig
@@ -122,6 +123,7 @@ class Run:
     prefix_hits: int = 0
     prefix_tokens: int = 0
     prefix_blocks: int = 0
+    busy_s: float = 0.0  # the sum of the steps' times: the run's duration less its idle gaps
 
     @property
     def ttft(self) -> Stats | None:
@@ -170,6 +172,7 @@ class Simulation:
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
     speculation: SpecResult | None = None
+    costs: Costs | None = None
 
     @property
     def slos(self) -> bool:
@@ -206,13 +209,15 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
     timeline: list[Point] = []
     t = 0.0
     steps = prefill_steps = most_tokens = 0
-    prefill_time = 0.0
+    prefill_time = busy = 0.0
     while len(served) < len(load.requests):
         while arrivals and arrivals[0][0] <= t:
             scheduler.add(heapq.heappop(arrivals)[2])
         run = scheduler.decode_run()
         if run > 1:
+            start = t
             t, ran = _decode_run(run, t, model, scheduler, pool, arrivals, timeline)
+            busy += t - start
             steps += ran
             most_tokens = max(most_tokens, len(scheduler.running))
             continue
@@ -235,6 +240,7 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                     prompts[s.new, s.cached] = prompts.get((s.new, s.cached), 0) + 1
             dt += speculation.draft_time(prompts, [(s.cached, s.drafts) for s in batch if s.drafts])
         t += dt
+        busy += dt
         steps += 1
         tokens = sum(s.new for s in batch)
         most_tokens = max(most_tokens, tokens)
@@ -263,7 +269,7 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                preemptions=scheduler.preemptions, timeline=_thin(timeline), verifications=verifications,
                verified_tokens=verified, drafted=drafted, accepted=accepted,
                prefix_lookups=scheduler.prefix_lookups, prefix_hits=scheduler.prefix_hits,
-               prefix_tokens=scheduler.prefix_tokens, prefix_blocks=scheduler.prefix_blocks)
+               prefix_tokens=scheduler.prefix_tokens, prefix_blocks=scheduler.prefix_blocks, busy_s=busy)
 
 
 def _decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool: BlockPool,
