@@ -386,20 +386,29 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
           seed: int = 0, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256, chunked_prefill: bool = True,
           block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
-          tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, **options: Any) -> ServeResult:
+          tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, spec: str | None = None,
+          accept: str | float | None = None, shared_prefix: int | None = None,
+          price_per_gpu_hour: float | None = None, **options: Any) -> ServeResult:
     """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
     default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
     fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
     ``stack`` the serving stack's costs (an id of ``stacks/`` or a YAML path; its fusions unless ``fuse`` is given).
     ``requests``: by default max(200, 8 × concurrency), so that the p99 rests on at least two samples above it.
-    ``progress`` is called with the count of finished requests."""
+    ``progress`` is called with the count of finished requests. ``spec``: speculative decoding, ``draft:MODEL:K``,
+    ``mtp:K`` or ``ngram:K``, with ``accept`` the chance each draft is accepted (``0.7``, or per position
+    ``"0.8,0.6,0.4"``); the run is then also simulated without it, for the speed-up. ``shared_prefix``: every
+    prompt's first tokens are one prefix, cached once its first request has computed them (a trace's ``prefix``
+    field gives each request's). ``price_per_gpu_hour``: dollars per million input and output tokens
+    (``serving.cost``); joules per output token come from the GPU file's board power where it has one."""
     from .engine.memory import reserve_bytes
     from .engine.parallel import Layout
     from .errors import UserError
+    from .serving.cost import run_costs
     from .serving.kvcache import BlockPool
-    from .serving.load import Lengths, closed_loop, open_loop, read_trace
+    from .serving.load import Lengths, closed_loop, open_loop, read_trace, with_shared_prefix
     from .serving.scheduler import SchedulerConfig
-    from .serving.simulate import Simulation, simulate
+    from .serving.simulate import Simulation, compared, simulate
+    from .serving.speculation import speculate
     from .serving.stepmodel import StepModel, kv_capacity
     from .specs.stack import load_stack
 
@@ -422,6 +431,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     else:
         c = 1 if concurrency is None else concurrency
         load = closed_loop(c, max(200, 8 * c) if requests is None else requests, prompt_len, output_len, seed)
+    if shared_prefix is not None:
+        load = with_shared_prefix(load, shared_prefix)
     config = SchedulerConfig(max_num_batched_tokens, max_num_seqs, chunked_prefill)
     BlockPool.check_block_size(block_size)
     g = _gpu(gpu)
@@ -438,8 +449,23 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
         raise UserError(f"a request of {longest.prompt:,} prompt and {longest.output:,} output tokens needs "
                         f"{longest.prompt + longest.output - 1:,} positions; model {step_model.base.model.id}'s "
                         f"{limit[1]} is {limit[0]:,}")
-    pool = BlockPool(capacity.blocks, block_size)
-    run = simulate(load, step_model, pool, config, progress)
+    speculation, spec_capacity = None, capacity
+    if spec is not None:
+        speculation, spec_capacity = speculate(spec, accept, step_model, capacity, max_num_batched_tokens, block_size,
+                                               reserve_bytes(g.capacity_bytes, reserve_gib),
+                                               lambda draft: base_workload(**{**options, "model": draft}))
+    elif accept is not None:
+        raise UserError("--accept without --spec: give the drafter (--spec draft:MODEL:K, mtp:K or ngram:K)")
+    run = simulate(load, step_model, BlockPool(spec_capacity.blocks, block_size), config, progress, speculation,
+                   seed)
+    outcome = None
+    if speculation is not None:
+        plain_model = StepModel(step_model.base, g, calibrated, layout, costs)
+        plain = simulate(load, plain_model, BlockPool(capacity.blocks, block_size), config)
+        outcome = compared(speculation, run, plain, plain_model, load, config)
     texts = ("trace", "trace") if trace is not None else (prompt_len.text(), output_len.text())
-    return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, capacity, costs,
-                                  texts[0], texts[1], seed, slo_ttft, slo_tpot))
+    spent = run_costs(run.duration_s, run.busy_s, run.prefill_time_s, sum(s.request.prompt for s in run.served),
+                      run.output_tokens, layout.gpus, price_per_gpu_hour, None if g.power is None else g.power.board_w)
+    return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, spec_capacity, costs,
+                                  texts[0], texts[1], seed, slo_ttft, slo_tpot, outcome, spent))
+

@@ -35,6 +35,14 @@ def serve(
     slo_ttft_ms: float = typer.Option(None, "--slo-ttft-ms", help="A TTFT target: goodput counts the requests "
                                       "that meet it."),
     slo_tpot_ms: float = typer.Option(None, "--slo-tpot-ms", help="A TPOT target for goodput."),
+    spec: str = typer.Option(None, "--spec", help="Speculative decoding: draft:MODEL:K (a draft model), mtp:K "
+                             "(the model's multi-token-prediction layer) or ngram:K (prompt lookup), K drafts a step."),
+    accept: str = typer.Option(None, "--accept", help="With --spec: the chance a draft is accepted, 0.7, or per "
+                               "position 0.8,0.6,0.4 (each given the ones before it were)."),
+    shared_prefix: int = typer.Option(None, "--shared-prefix", help="Every prompt's first TOKENS are the same: "
+                                      "prefilled once, their KV blocks shared (prefix caching)."),
+    price_per_gpu_hour: float = typer.Option(None, "--price-per-gpu-hour", help="Dollars per GPU-hour: gives "
+                                             "dollars per million input and output tokens at the run's throughput."),
     dtype: opt.Dtype = None,
     kv_dtype: opt.KvDtype = None,
     weight_dtype: opt.WeightDtype = None,
@@ -56,6 +64,10 @@ def serve(
     Example: rooflinectl analyze serve --gpu h100 --model llama-3-8b --concurrency 32 --prompt 2048 --output 256
 
     Open loop: rooflinectl analyze serve --gpu h200 --rate 4 --prompt uniform:512-4096 --output 256
+
+    Prefix caching: rooflinectl analyze serve --gpu h100 --concurrency 16 --prompt 2048 --shared-prefix 1536
+
+    Speculative decoding: rooflinectl analyze serve --gpu h200 --model deepseek-v3 --tp 8 --spec mtp:1 --accept 0.85
     """
     one_format(json, csv)
     from .. import api
@@ -67,6 +79,8 @@ def serve(
                            max_num_seqs=max_num_seqs, chunked_prefill=chunked_prefill, block_size=block_size,
                            reserve_gib=reserve_gib, stack=stack, slo_ttft_ms=slo_ttft_ms,
                            slo_tpot_ms=slo_tpot_ms, calibrated=calibrated, tp=tp, pp=pp, progress=tick,
+                           spec=spec, accept=accept, shared_prefix=shared_prefix,
+                           price_per_gpu_hour=price_per_gpu_hour,
                            model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,
                            act_dtype=act_dtype, group_size=group_size, attention=attention, fuse=fuse)
     if json:

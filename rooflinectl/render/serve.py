@@ -55,7 +55,51 @@ def serve_json(r: Simulation) -> dict[str, Any]:
                   "max_tokens": run.max_tokens_in_step, "preemptions": run.preemptions},
         "timeline": [{"time_s": p.time_s, "sequences": p.sequences, "tokens": p.tokens, "kv_blocks": p.kv_blocks}
                      for p in run.timeline],
+        "speculation": _speculation_json(r),
+        "prefix_cache": _prefix_json(r),
+        "cost": _cost_json(r),
     }
+
+
+def _cost_json(r: Simulation) -> dict[str, Any]:
+    c = r.costs
+    assert c is not None
+    return {"price_per_gpu_hour": c.price_per_gpu_hour, "usd_per_million_input_tokens": c.usd_per_million_input,
+            "usd_per_million_output_tokens": c.usd_per_million_output,
+            "usd_per_million_output_tokens_all_on_output": c.usd_per_million_output_all_on_output,
+            "board_w": c.board_w, "joules_per_output_token": c.joules_per_output_token, "busy_s": c.busy_s,
+            "input_tokens": c.input_tokens}
+
+
+def _prefix_json(r: Simulation) -> dict[str, Any] | None:
+    """Prefix caching's figures, None where no request has a prefix."""
+    run = r.run
+    if not any(q.prefix_id is not None for q in r.load.requests):
+        return None
+    return {"lookups": run.prefix_lookups, "hits": run.prefix_hits,
+            "hit_rate": run.prefix_hits / run.prefix_lookups if run.prefix_lookups else 0.0,
+            "tokens_not_prefilled": run.prefix_tokens, "blocks_saved": run.prefix_blocks}
+
+
+def _speculation_json(r: Simulation) -> dict[str, Any] | None:
+    """Speculative decoding's figures, None where the run did not speculate."""
+    spec = r.speculation
+    if spec is None:
+        return None
+    from ..serving.speculation import expected_tokens
+
+    run, s = r.run, spec.speculation
+    tpot = run.tpot
+    return {"method": s.method, "draft_model": s.draft_id, "k": s.k, "acceptance": list(s.acceptance),
+            "expected_tokens_per_step": expected_tokens(s.acceptance), "tokens_per_step": spec.tokens_per_step,
+            "verifications": spec.verifications, "drafted": spec.drafted, "accepted": spec.accepted,
+            "plain": {"duration_s": spec.plain_duration_s, "tpot_s": spec.plain_tpot_s,
+                      "output_tokens_per_s": spec.plain_output_tokens / spec.plain_duration_s},
+            "speedup": {"output_tokens_per_s": (run.output_tokens / run.duration_s)
+                        / (spec.plain_output_tokens / spec.plain_duration_s),
+                        "tpot": None if tpot is None or spec.plain_tpot_s is None else spec.plain_tpot_s / tpot.mean},
+            "break_even_batch": spec.break_even_batch, "break_even_context": spec.context,
+            "break_even_search_limit": spec.batch_limit}
 
 
 def serve_rows(r: Simulation) -> list[dict[str, Any]]:
@@ -96,9 +140,54 @@ def print_serve(out: Console, r: Simulation) -> None:
     if r.slos:
         lines.append(f"goodput: {number(r.goodput / run.duration_s)} requests/s meet the targets "
                      f"({r.goodput:,} of {len(run.served):,})")
+    prefix = _prefix_json(r)
+    if prefix is not None:
+        lines.append(f"prefix cache: {prefix['hits']:,} of {prefix['lookups']:,} admissions found their prefix "
+                     f"cached ({prefix['hit_rate']:.0%}): {prefix['tokens_not_prefilled']:,} prompt tokens not "
+                     f"prefilled, {prefix['blocks_saved']:,} KV blocks not allocated")
+    lines += _speculation_lines(r)
+    lines += _cost_lines(r)
     lines.append(_stack_line(r))
     for line in lines:
         out.print(line, highlight=False)
+
+
+def _speculation_lines(r: Simulation) -> list[str]:
+    data = _speculation_json(r)
+    if data is None:
+        return []
+    spec = r.speculation
+    assert spec is not None
+    accept = ", ".join(f"{a:g}" for a in spec.speculation.acceptance)
+    tpot = data["speedup"]["tpot"]
+    where = data["break_even_batch"]
+    return [
+        f"speculation: {spec.speculation.label()}, acceptance {accept}: {data['tokens_per_step']:.2f} tokens a "
+        f"sequence and step (expected {data['expected_tokens_per_step']:.2f}), {spec.accepted:,} of "
+        f"{spec.drafted:,} drafts accepted",
+        f"against the same run without it: {data['speedup']['output_tokens_per_s']:.2f}× the output tokens/s"
+        + ("" if tpot is None else f", TPOT {duration(spec.plain_tpot_s or 0.0)} → "
+           f"{duration(spec.plain_tpot_s / tpot if spec.plain_tpot_s else 0.0)} ({tpot:.2f}×)"),
+        (f"speculation stops paying at a batch of {where:,} (a steady decode step at {spec.context:,} positions)"
+         if where is not None else f"speculation pays at every batch up to {spec.batch_limit:,} (a steady decode "
+                                   f"step at {spec.context:,} positions)"),
+    ]
+
+
+def _cost_lines(r: Simulation) -> list[str]:
+    c = r.costs
+    if c is None:
+        return []
+    lines = []
+    if c.usd_per_million_input is not None and c.usd_per_million_output is not None:
+        lines.append(f"cost at ${c.price_per_gpu_hour:g} a GPU-hour: ${number(c.usd_per_million_input)} per million "
+                     f"input tokens and ${number(c.usd_per_million_output)} per million output tokens (the time "
+                     f"of steps carrying prompts to the input); ${number(c.usd_per_million_output_all_on_output or 0)}"
+                     f" per million output tokens with all of it on them")
+    if c.joules_per_output_token is not None:
+        lines.append(f"energy: at most {number(c.joules_per_output_token)} J per output token ({number(c.board_w or 0)}"
+                     f" W board power × {plural(r.layout.gpus, 'GPU')} × {duration(c.busy_s)} busy)")
+    return lines
 
 
 def _stack_line(r: Simulation) -> str:

@@ -8,5 +8,7 @@ I/O, no torch, no sentences.
   kvcache.py    the paged KV cache: blocks per request, capacity from the memory model
   scheduler.py  which sequences run in the next step, and how many new tokens each
   stepmodel.py  a step's time from the engine, cached per shape
+  speculation.py  speculative decoding: drafts verified a step, their acceptance and the drafter's cost
+  cost.py       dollars per million tokens at a GPU-hour price, joules per output token at board power
   simulate.py   the event loop, and the metrics of a run (TTFT, TPOT, ITL, E2E percentiles, throughput)
 """

@@ -8,7 +8,7 @@ import csv
 import json
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -25,12 +25,15 @@ MAX_TOKENS = 2**30
 @dataclass(frozen=True)
 class Request:
     """One request: it arrives at ``arrival_s`` (a closed loop's later requests: when a client's last finishes),
-    with ``prompt`` tokens, and asks for ``output`` new tokens (``ignore_eos``: exactly that many)."""
+    with ``prompt`` tokens, and asks for ``output`` new tokens (``ignore_eos``: exactly that many). Its prompt's
+    first ``prefix`` tokens are the prefix ``prefix_id`` that other requests share (None: none)."""
 
     id: int
     arrival_s: float
     prompt: int
     output: int
+    prefix_id: int | None = None
+    prefix: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,27 @@ class Load:
         return "a trace's arrivals"
 
 
+def with_shared_prefix(load: Load, tokens: int) -> Load:
+    """``load`` with every request's first ``tokens`` prompt tokens one shared prefix (id 0; a shorter prompt is
+    all prefix)."""
+    if not 1 <= tokens <= MAX_TOKENS:
+        raise UserError(f"--shared-prefix {tokens:,}: give 1 to {MAX_TOKENS:,} tokens")
+    return replace(load, requests=tuple(replace(r, prefix_id=0, prefix=min(tokens, r.prompt)) for r in load.requests))
+
+
+def _prefix(text: str, where: str) -> tuple[int | None, int]:
+    """A trace's ``prefix`` field, ``ID:TOKENS`` (empty: none)."""
+    if not text.strip():
+        return None, 0
+    try:
+        pid, tokens = (int(v) for v in text.split(":"))
+    except ValueError:
+        raise UserError(f"{where}: prefix is ID:TOKENS (3:512), got '{text}'") from None
+    if pid < 0 or not 1 <= tokens <= MAX_TOKENS:
+        raise UserError(f"{where}: a prefix id at least 0 and 1 to {MAX_TOKENS:,} tokens")
+    return pid, tokens
+
+
 def _count(requests: int) -> None:
     if not 1 <= requests <= MAX_REQUESTS:
         raise UserError(f"--requests {requests:,}: give 1 to {MAX_REQUESTS:,}")
@@ -138,14 +162,15 @@ def open_loop(rate: float, requests: int, prompt: Lengths, output: Lengths, seed
 
 def read_trace(path: str) -> Load:
     """A trace file: JSON lines ``{"arrival_s": 0.5, "prompt": 512, "output": 128}`` or a CSV with the header
-    ``arrival_s,prompt,output``; arrivals at or after 0, in any order (sorted here); a bad line is a UserError
-    naming the file and the line."""
+    ``arrival_s,prompt,output``, each optionally with ``prefix``, ``ID:TOKENS`` (the prompt's first TOKENS are the
+    prefix ID that other requests share; at most the prompt); arrivals at or after 0, in any order (sorted here);
+    a bad line is a UserError naming the file and the line."""
     text = read_text(Path(path))
     rows: list[tuple[int, dict[str, object]]] = []
     if path.endswith(".csv"):
         reader = csv.DictReader(text.splitlines())
-        if reader.fieldnames is None or set(reader.fieldnames) != {"arrival_s", "prompt", "output"}:
-            raise UserError(f"{path}: a trace CSV has the header arrival_s,prompt,output")
+        if reader.fieldnames is None or set(reader.fieldnames) - {"prefix"} != {"arrival_s", "prompt", "output"}:
+            raise UserError(f"{path}: a trace CSV has the header arrival_s,prompt,output (and prefix)")
         rows = [(i + 2, dict(row)) for i, row in enumerate(reader)]
     else:
         for i, text_line in enumerate(text.splitlines()):
@@ -159,8 +184,9 @@ def read_trace(path: str) -> Load:
                 rows.append((i + 1, row))
     requests = []
     for line, row in rows:
-        if set(row) != {"arrival_s", "prompt", "output"}:
-            raise UserError(f"{path}:{line}: a request has arrival_s, prompt and output, got {', '.join(map(str, row))}")
+        if set(row) - {"prefix"} != {"arrival_s", "prompt", "output"}:
+            raise UserError(f"{path}:{line}: a request has arrival_s, prompt and output (and prefix), got "
+                            f"{', '.join(map(str, row))}")
         try:
             arrival = float(str(row["arrival_s"]))
             prompt, output = int(str(row["prompt"])), int(str(row["output"]))
@@ -168,7 +194,10 @@ def read_trace(path: str) -> Load:
             raise UserError(f"{path}:{line}: arrival_s is seconds, prompt and output whole tokens") from None
         if not (math.isfinite(arrival) and arrival >= 0 and 1 <= prompt <= MAX_TOKENS and 1 <= output <= MAX_TOKENS):
             raise UserError(f"{path}:{line}: arrival_s at or after 0, prompt and output 1 to {MAX_TOKENS:,} tokens")
-        requests.append((arrival, prompt, output))
+        pid, prefix = _prefix(str(row.get("prefix") or ""), f"{path}:{line}")
+        if prefix > prompt:
+            raise UserError(f"{path}:{line}: a prefix of {prefix:,} tokens in a prompt of {prompt:,}")
+        requests.append((arrival, prompt, output, pid, prefix))
     _count(len(requests))
     requests.sort(key=lambda r: r[0])
-    return Load("trace", tuple(Request(i, a, p, o) for i, (a, p, o) in enumerate(requests)))
+    return Load("trace", tuple(Request(i, a, p, o, pid, x) for i, (a, p, o, pid, x) in enumerate(requests)))

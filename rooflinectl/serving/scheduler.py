@@ -12,6 +12,16 @@ Every token scheduled needs a slot in its request's KV blocks (``kvcache.BlockPo
 cannot get one preempts the latest admitted running request (vLLM's recompute preemption): that one's blocks are
 freed, and it goes back to the front of the queue to prefill again its prompt and the tokens it had generated,
 then goes on generating; a request that would have to preempt itself waits instead.
+
+Speculative decoding (``drafts`` k > 0, ``serving.speculation``): a decoding request (one that has generated a
+token and has one position left before its next) is scheduled 1 + d tokens, its last token and d drafts to verify,
+d = min(k, its output left − 1, the budget left − 1, its room in the KV cache − 1); the budget and the cache count
+all of them.
+
+Prefix caching (``kvcache.BlockPool``): a request admitted with a prompt prefix whose blocks are cached holds
+them and is scheduled only the rest of its prompt (``cached`` = the prefix's full blocks, at most its prompt less
+one token, whose logits it needs); a request that computes a prefix not yet cached makes its full blocks the
+prefix's.
 """
 
 from __future__ import annotations
@@ -62,14 +72,19 @@ class Scheduled:
     live: Live
     new: int
     cached: int
+    drafts: int = 0  # of the new tokens, the drafts it verifies (speculative decoding)
 
 
 class Scheduler:
     """The waiting queue, the running requests and the KV cache; :meth:`step` forms the next step."""
 
-    def __init__(self, config: SchedulerConfig, pool: BlockPool) -> None:
+    def __init__(self, config: SchedulerConfig, pool: BlockPool, drafts: int = 0) -> None:
         self.config = config
         self.pool = pool
+        self.drafts = drafts  # the drafts a decoding request verifies a step (0: no speculation)
+        # Prefix caching: admissions of a request with a prefix, those that found it cached, the prompt tokens and
+        # the blocks they found there.
+        self.prefix_lookups = self.prefix_hits = self.prefix_tokens = self.prefix_blocks = 0
         self.waiting: deque[Live] = deque()
         self.running: list[Live] = []
         self.preemptions = 0
@@ -111,30 +126,64 @@ class Scheduler:
             rid = live.request.id
             if rid in preempted:
                 continue
-            new = min(live.target - live.computed, budget)
+            left = live.target - live.computed
+            drafting = self.drafts > 0 and left == 1 and live.generated > 0
+            if drafting:
+                left += min(self.drafts, live.request.output - live.generated - 1)
+            new = min(left, budget)
             if not self.pool.can_grow(rid, live.computed + new):
                 room = self.pool.room(rid, live.computed)
                 if room == 0 and not self._preempt_for(live, preempted, scheduled):
                     continue  # it waits, holding its blocks, for others to finish
                 new = min(new, self.pool.room(rid, live.computed))
             self.pool.grow(rid, live.computed + new)
-            out.append(Scheduled(live, new, live.computed))
+            out.append(Scheduled(live, new, live.computed, new - 1 if drafting else 0))
             scheduled.add(rid)
             budget -= new
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             live = self.waiting[0]
-            left = live.target - live.computed
+            request = live.request
+            found = self._prefix_found(request)
+            hit = found * self.pool.block_size
+            left = live.target - hit
             if not self.config.chunked_prefill and left > budget:
                 break
             new = min(left, budget)
-            if not self.pool.can_grow(live.request.id, new):
+            cost = self.pool.attach_cost(request.prefix_id) if found else 0  # type: ignore[arg-type]
+            if self.pool.blocks_for(hit + new) - found + cost > self.pool.total - self.pool.used:
                 break
             self.waiting.popleft()
             self.running.append(live)
-            self.pool.grow(live.request.id, new)
-            out.append(Scheduled(live, new, 0))
+            if request.prefix_id is not None:
+                self.prefix_lookups += 1
+            if found:
+                self.pool.attach(request.id, request.prefix_id, found)  # type: ignore[arg-type]
+                self.prefix_hits += 1
+                self.prefix_tokens += hit
+                self.prefix_blocks += found
+                live.computed = hit
+            self.pool.grow(request.id, hit + new)
+            out.append(Scheduled(live, new, hit))
             budget -= new
         return out
+
+    def _prefix_found(self, request: Request) -> int:
+        """The blocks of ``request``'s prefix it finds cached: the prefix's full blocks, at most its prompt less
+        one token."""
+        if request.prefix_id is None:
+            return 0
+        return min(self.pool.cached_prefix(request.prefix_id), request.prefix // self.pool.block_size,
+                   (request.prompt - 1) // self.pool.block_size)
+
+    def share_prefix(self, live: Live) -> None:
+        """After a step: where ``live`` has computed its prefix's full blocks and no request holds that prefix
+        cached, its blocks become the prefix's."""
+        request, pool = live.request, self.pool
+        blocks = request.prefix // pool.block_size
+        if (request.prefix_id is not None and blocks and live.computed >= blocks * pool.block_size
+                and request.id not in pool.attached and not pool.cached_prefix(request.prefix_id)
+                and request.id in pool.held):
+            pool.share(request.id, request.prefix_id, blocks)
 
     def decode_run(self) -> int:
         """How many of the next steps are certain to be the same decodes of every running request, each step one
@@ -142,9 +191,10 @@ class Scheduler:
         finishing a prompt), the budget holds them all, no waiting request can be admitted (none waits, or the
         sequence limit is reached), none emits its last token before the run's last step has passed, and the
         free KV blocks hold every request's growth (so none is preempted). 0 where the next step is not such a
-        step. The caller must end the run early where a request arrives (it could then be admitted)."""
+        step. The caller must end the run early where a request arrives (it could then be admitted). Always 0
+        under speculative decoding, whose steps emit a drawn number of tokens."""
         running = self.running
-        if not running or len(running) > self.config.max_num_batched_tokens:
+        if self.drafts or not running or len(running) > self.config.max_num_batched_tokens:
             return 0
         if self.waiting and len(running) < self.config.max_num_seqs:
             return 0
@@ -159,7 +209,7 @@ class Scheduler:
     def _blocks_to_grow(self, steps: int) -> int:
         """The blocks the running requests need to hold ``steps`` more positions each."""
         pool = self.pool
-        return sum(pool.blocks_for(live.computed + steps) - pool.held.get(live.request.id, 0)
+        return sum(pool.blocks_for(live.computed + steps) - pool.holds(live.request.id)
                    for live in self.running)
 
     def finish(self, live: Live) -> None:

@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..engine.parallel import Layout
 from ..errors import UserError
 from ..specs.hardware import GPU
 from ..specs.stack import Stack
 from ..specs.workload import Workload
+from .cost import Costs
 from .kvcache import BlockPool
 from .load import Load, Request
 from .scheduler import Live, Scheduler, SchedulerConfig
+from .speculation import SpecResult, Speculation
 from .stepmodel import Capacity, StepModel
 
 # The most points of the run's timeline a result keeps (evenly spaced over its steps): enough for a chart.
@@ -108,6 +111,19 @@ class Run:
     block_size: int
     preemptions: int
     timeline: tuple[Point, ...]
+    # Under speculative decoding: each sequence's verifications of drafts in a step, the tokens they emitted, the
+    # drafts verified and those accepted (0 without).
+    verifications: int = 0
+    verified_tokens: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    # Prefix caching: admissions of a request with a prefix, those that found it cached, the prompt tokens and the
+    # KV blocks they found there (not prefilled, not allocated).
+    prefix_lookups: int = 0
+    prefix_hits: int = 0
+    prefix_tokens: int = 0
+    prefix_blocks: int = 0
+    busy_s: float = 0.0  # the sum of the steps' times: the run's duration less its idle gaps
 
     @property
     def ttft(self) -> Stats | None:
@@ -155,6 +171,8 @@ class Simulation:
     seed: int
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
+    speculation: SpecResult | None = None
+    costs: Costs | None = None
 
     @property
     def slos(self) -> bool:
@@ -167,17 +185,22 @@ class Simulation:
 
 
 def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerConfig,
-             progress: Callable[[int], None] | None = None) -> Run:
+             progress: Callable[[int], None] | None = None, speculation: Speculation | None = None,
+             seed: int = 0) -> Run:
     """Serve ``load`` on the engine ``model`` prices (its stack's costs included), with ``pool``'s KV cache and
-    ``config``'s scheduler. ``progress`` is told each finished request."""
+    ``config``'s scheduler. ``progress`` is told each finished request. With ``speculation`` each decoding
+    sequence verifies drafts a step, its drafter's time is added to the step's, and its accepted drafts are drawn
+    from ``seed`` (``serving.speculation``)."""
     if not config.chunked_prefill:
         longest = max(r.prompt + r.output - 1 for r in load.requests)
         if longest > config.max_num_batched_tokens:
             raise UserError(f"without chunked prefill a step must hold a whole prompt (and a preempted request's "
                             f"tokens): {longest:,} tokens > --max-num-batched-tokens "
                             f"{config.max_num_batched_tokens:,}")
-    scheduler = Scheduler(config, pool)
+    scheduler = Scheduler(config, pool, 0 if speculation is None else speculation.k)
     latency = model.stack.request_latency_us / 1e6 if model.stack is not None else 0.0
+    rng = random.Random(seed)
+    verifications = verified = drafted = accepted = 0
     arrivals: list[tuple[float, int, Request]] = []  # (time, id, request), a heap
     queue = iter(load.requests)
     first = load.concurrency if load.kind == "concurrency" else len(load.requests)
@@ -187,13 +210,15 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
     timeline: list[Point] = []
     t = 0.0
     steps = prefill_steps = most_tokens = 0
-    prefill_time = 0.0
+    prefill_time = busy = 0.0
     while len(served) < len(load.requests):
         while arrivals and arrivals[0][0] <= t:
             scheduler.add(heapq.heappop(arrivals)[2])
         run = scheduler.decode_run()
         if run > 1:
+            start = t
             t, ran = _decode_run(run, t, model, scheduler, pool, arrivals, timeline)
+            busy += t - start
             steps += ran
             most_tokens = max(most_tokens, len(scheduler.running))
             continue
@@ -204,26 +229,48 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
             t = arrivals[0][0]
             continue
         groups: dict[tuple[int, int], int] = {}  # the step's groups: identical (new, cached) counted together
+        verifying: dict[tuple[int, int], int] = {}  # those that verify drafts
         for s in batch:
-            groups[s.new, s.cached] = groups.get((s.new, s.cached), 0) + 1
-        dt = model.time_counts(groups)
+            into = verifying if s.drafts else groups
+            into[s.new, s.cached] = into.get((s.new, s.cached), 0) + 1
+        dt = model.time_verify(groups, verifying) if verifying else model.time_counts(groups)
+        if speculation is not None:
+            prompts: dict[tuple[int, int], int] = {}
+            for s in batch:
+                if s.new > 1 and not s.drafts or s.live.generated == 0:
+                    prompts[s.new, s.cached] = prompts.get((s.new, s.cached), 0) + 1
+            dt += speculation.draft_time(prompts, [(s.cached, s.drafts) for s in batch if s.drafts])
         t += dt
+        busy += dt
         steps += 1
         tokens = sum(s.new for s in batch)
         most_tokens = max(most_tokens, tokens)
-        if any(s.new > 1 or s.live.generated == 0 for s in batch):
+        if any(s.new > 1 and not s.drafts or s.live.generated == 0 for s in batch):
             prefill_steps += 1
             prefill_time += dt
         timeline.append(Point(t, len(batch), tokens, pool.used))
         for s in batch:
             live = s.live
+            if s.drafts and speculation is not None:
+                kept = speculation.accepted(rng, s.drafts)
+                live.computed += 1 + kept
+                verifications, verified = verifications + 1, verified + kept + 1
+                drafted, accepted = drafted + s.drafts, accepted + kept
+                for _ in range(kept + 1):  # kept ≤ output left − 1: only the last can finish the request
+                    _emit(live, t, scheduler, served, arrivals, queue, load, progress, latency)
+                continue
             live.computed += s.new
+            if live.request.prefix_id is not None:
+                scheduler.share_prefix(live)
             if live.computed == live.target:
                 _emit(live, t, scheduler, served, arrivals, queue, load, progress, latency)
     return Run(served=tuple(sorted(served, key=lambda s: s.request.id)), duration_s=t, steps=steps,
                prefill_steps=prefill_steps, prefill_time_s=prefill_time, max_tokens_in_step=most_tokens,
                kv_blocks=pool.total, kv_blocks_peak=pool.peak, block_size=pool.block_size,
-               preemptions=scheduler.preemptions, timeline=_thin(timeline))
+               preemptions=scheduler.preemptions, timeline=_thin(timeline), verifications=verifications,
+               verified_tokens=verified, drafted=drafted, accepted=accepted,
+               prefix_lookups=scheduler.prefix_lookups, prefix_hits=scheduler.prefix_hits,
+               prefix_tokens=scheduler.prefix_tokens, prefix_blocks=scheduler.prefix_blocks, busy_s=busy)
 
 
 def _decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool: BlockPool,
@@ -277,7 +324,7 @@ def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
     if load.kind == "concurrency":
         following = next(queue, None)  # type: ignore[call-overload]
         if following is not None:
-            heapq.heappush(arrivals, (t, following.id, Request(following.id, t, following.prompt, following.output)))
+            heapq.heappush(arrivals, (t, following.id, replace(following, arrival_s=t)))
 
 
 def _thin(points: list[Point]) -> tuple[Point, ...]:
@@ -286,3 +333,17 @@ def _thin(points: list[Point]) -> tuple[Point, ...]:
         return tuple(points)
     step = len(points) / TIMELINE_POINTS
     return tuple(points[min(len(points) - 1, round(i * step))] for i in range(TIMELINE_POINTS - 1)) + (points[-1],)
+
+
+def compared(speculation: Speculation, run: Run, plain: Run, plain_model: StepModel, load: Load,
+             config: SchedulerConfig) -> SpecResult:
+    """What speculation did in ``run`` against ``plain`` (the same load without it), and the batch at which it
+    stops paying (``Speculation.break_even``) at a request's middle context, its mean prompt and half its mean
+    output, up to the most sequences a step of k + 1 tokens each may hold."""
+    requests = load.requests
+    context = round(sum(r.prompt + r.output / 2 for r in requests) / len(requests))
+    most = max(1, min(config.max_num_seqs, config.max_num_batched_tokens // (speculation.k + 1)))
+    tpot = plain.tpot
+    return SpecResult(speculation, run.verifications, run.verified_tokens, run.drafted, run.accepted,
+                      plain.duration_s, None if tpot is None else tpot.mean, plain.output_tokens,
+                      speculation.break_even(plain_model, context, most), context, most)

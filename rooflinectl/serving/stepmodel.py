@@ -258,6 +258,63 @@ class StepModel:
             counts[g.new, g.cached] = counts.get((g.new, g.cached), 0) + g.count
         return self.time_counts(counts, new_shape)
 
+    def _verify_parts(self, new: int, cached: int) -> Parts:
+        """One verifying sequence's attention parts: ``new`` query tokens (its last token and its drafts) after
+        ``cached`` positions. The engine's own group, but with MLA, whose engines verify in the absorbed (decode)
+        form (FlashMLA takes several queries a sequence): the FLOPs and activation bytes of ``new`` decodes after
+        cached … cached + new − 1 positions, and the latent read once, the last one's."""
+        if not self.mla:
+            return self._group_parts(new, cached)
+        rows = [self._group_parts(1, cached + j) for j in range(new)]
+        return tuple((name, sum(r[i][1] for r in rows), sum(r[i][2] - r[i][3] for r in rows) + rows[-1][i][3],
+                      rows[-1][i][3], w) for i, (name, _, _, _, w) in enumerate(rows[0]))
+
+    def time_verify(self, counts: dict[tuple[int, int], int], verifying: dict[tuple[int, int], int],
+                    new_shape: bool | None = None) -> float:
+        """:meth:`time_counts` of a step whose ``verifying`` groups {(new, cached): sequences} verify drafts
+        (``serving.speculation``) beside its other ``counts``. A verifying group is the engine's group of ``new``
+        tokens, but for two things: its logits are computed at every one of its tokens (the LM head over ``new``
+        rows a sequence, not the last alone), so the ops other than attention are those of its tokens as decodes;
+        and with MLA its attention is in the absorbed form (:meth:`_verify_parts`)."""
+        if not verifying:
+            return self.time_counts(counts, new_shape)
+        rest = dict(counts)
+        for (new, cached), c in verifying.items():
+            rest[1, cached] = rest.get((1, cached), 0) + new * c
+        other, kernels = self._rest_time(rest)
+        every = dict(counts)
+        for key, c in verifying.items():
+            every[key] = every.get(key, 0) + c
+        if self.dense or not self.mla:
+            ops = self.attention_ops(every)
+        else:
+            sums: dict[str, list[float]] = {}
+            groups = [(c, self._group_parts(*key)) for key, c in counts.items()]
+            for count, parts in groups + [(c, self._verify_parts(*key)) for key, c in verifying.items()]:
+                for name, flops, moved, kv, weights in parts:
+                    got = sums.setdefault(name, [0.0, 0.0, 0.0, weights])
+                    got[0] += count * flops
+                    got[1] += count * moved
+                    got[2] += count * kv
+                    got[3] = max(got[3], weights)
+            ops = [replace(self._ops[name], flops=f, bytes=m + w, kv_bytes=kv, weight_bytes=w)
+                   for name, (f, m, kv, w) in sums.items()]
+        attention, layers = 0.0, 0
+        for op in ops:
+            attention += self._time(op)
+            kernels += op.count
+            layers += self.attention_layers(op)
+        total = other + attention / self.attention_efficiency
+        if self.stack is None:
+            return total
+        key = self.shape(every)
+        if new_shape is None:
+            new_shape = key not in self.seen_shapes
+            self.seen_shapes.add(key)
+        return (total + key[1] * layers * self.stack.kv_position_ns / 1e9
+                + (kernels * self.stack.kernel_gap_us + self.stack.step_overhead_us
+                   + (self.stack.new_shape_us if new_shape else 0.0)) / 1e6)
+
 
 def scaled(roofs: Roofs, stack: Stack) -> Roofs:
     """``roofs`` with the bandwidth and every peak scaled by the stack's efficiencies."""

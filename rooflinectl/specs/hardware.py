@@ -193,6 +193,13 @@ class Interconnect(Sourced):
         return self
 
 
+class Power(Sourced):
+    """The board's power: ``board_w``, the most the board draws as its datasheet states it (NVIDIA's max TDP,
+    AMD's total board power), what bounds the energy of a busy GPU from above."""
+
+    board_w: Rate
+
+
 class GPU(Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     aliases: list[str] = Field(default_factory=list)
@@ -209,6 +216,7 @@ class GPU(Strict):
     limits: Limits | None = None
     compute: Compute
     interconnect: Interconnect | None = None
+    power: Power | None = None
     measured: Measured | None = None
     notes: str | None = None
 

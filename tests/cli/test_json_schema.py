@@ -179,6 +179,9 @@ GPU_SPEC = {
     "interconnect.scale_up.source": (str,), "interconnect.scale_up.derived": (dict,),
     "interconnect.scale_up.gpus": (int,),
     **_section("interconnect.scale_out", {"name": (str,), "bandwidth_gbit_s": (float,), "latency_us": (float,)}),
+    "power": (NONE,),
+    # no bundled power section derives anything (its map is always empty)
+    "power.source": (str,), "power.derived": (dict,), "power.board_w": (float,),
     "measured": (NONE,),
     # NONE: a section of collectives alone (calibrate --comm) has no one-GPU ceilings.
     "measured.device_name": (str, NONE), "measured.date": (str, NONE), "measured.command": (str, NONE),
@@ -200,7 +203,7 @@ GPU_SPEC = {
         "collectives.*[].busbw_gbps": (float,)}.items()},
 }
 GPU_MAPS = frozenset({"memory.derived", "limits.derived", "compute.derived", "interconnect.derived",
-                      "interconnect.scale_up.derived", "interconnect.scale_out.derived",
+                      "interconnect.scale_up.derived", "interconnect.scale_out.derived", "power.derived",
                       "compute.tensor_tflops", "compute.vector_tflops", "measured.tensor_tflops",
                       "measured.vector_tflops", "measured.tensor_tflops_check",
                       "measured.interconnect.collectives"})

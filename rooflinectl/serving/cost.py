@@ -1,0 +1,56 @@
+"""What a simulated run costs: dollars per million tokens at a GPU-hour price, and joules per output token at the
+board's power.
+
+Dollars: the run's GPUs are paid for its whole duration, idle or not: price × GPUs × duration / 3,600 s. That cost
+is split between the prompt (input) and the output tokens by GPU time: the time of the steps that carry prompt
+tokens goes to the input tokens, the time of the steps that only decode to the output tokens, each then divided by
+its tokens (and the idle time in the same shares). Rule chosen over one price for every token because prefill and
+decode use the GPU so differently (a prompt token costs a share of a compute-bound step, an output token a share of
+a step bound by the weights' bytes), which is why providers price them apart; chosen over a per-token split of
+each mixed step because it needs nothing the run does not keep. A mixed step (chunked prefill beside decodes)
+counts as prompt time, so at loads where most steps are mixed, the input price is an upper bound and the output
+price a lower one; ``all_on_output`` puts the whole cost on the output tokens, the other bound.
+
+Energy: the board's power (``specs.hardware.Power``, its datasheet's maximum) × GPUs × the run's busy time (the
+sum of its steps' times) / output tokens: an upper bound, since a GPU seldom draws its full board power, and one
+that leaves out idle power and the host.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Dollars per million input and output tokens (None without a price) and joules per output token (None
+    without the board's power)."""
+
+    price_per_gpu_hour: float | None
+    usd_per_million_input: float | None
+    usd_per_million_output: float | None
+    usd_per_million_output_all_on_output: float | None
+    board_w: float | None
+    joules_per_output_token: float | None
+    input_tokens: int
+    busy_s: float
+
+
+def run_costs(duration_s: float, busy_s: float, prefill_time_s: float, input_tokens: int, output_tokens: int,
+              gpus: int, price_per_gpu_hour: float | None, board_w: float | None) -> Costs:
+    """A run's costs (the module's docstring): its duration, busy time and time in steps that carry prompt tokens,
+    seconds; its prompt and output tokens; the GPUs it ran on."""
+    if price_per_gpu_hour is not None and not (math.isfinite(price_per_gpu_hour) and price_per_gpu_hour > 0):
+        raise UserError(f"--price-per-gpu-hour {price_per_gpu_hour}: give a positive price in dollars")
+    usd_in = usd_out = usd_all = None
+    if price_per_gpu_hour is not None:
+        total = price_per_gpu_hour * gpus * duration_s / 3600
+        share = prefill_time_s / busy_s if busy_s else 0.0
+        usd_in = total * share / input_tokens * 1e6
+        usd_out = total * (1 - share) / output_tokens * 1e6
+        usd_all = total / output_tokens * 1e6
+    joules = None if board_w is None else board_w * gpus * busy_s / output_tokens
+    return Costs(price_per_gpu_hour, usd_in, usd_out, usd_all, board_w, joules, input_tokens, busy_s)
