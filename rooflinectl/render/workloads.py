@@ -62,12 +62,17 @@ def models_table(models: list[Model]) -> Table:
 
 
 def attention_pattern(model: Model) -> str:
-    """The layers' attention in words: 'full', or '52 sliding (window 1024), 10 full'."""
-    if model.sliding_window is None:
+    """The layers' attention in words: 'full', '52 sliding (window 1024), 10 full', or '36 chunked (chunks of
+    8192), 12 full (NoPE)'."""
+    if model.sliding_window is None and model.attention_chunk_size is None:
         return "full"
-    local = model.sliding_layers
-    full = f", {model.num_layers - local} full" if local < model.num_layers else ""
-    return f"{local} sliding (window {model.sliding_window}){full}"
+    parts = [f"{n} {kind} ({what})" for kind, n, what in (
+        ("sliding", model.sliding_layers, f"window {model.sliding_window}"),
+        ("chunked", model.attention_layers("chunked"), f"chunks of {model.attention_chunk_size}")) if n]
+    full = model.attention_layers("full")
+    if full:
+        parts.append(f"{full} full" + (" (NoPE)" if model.nope_full_layers else ""))
+    return ", ".join(parts)
 
 
 def layer_pattern(model: Model) -> str:
@@ -79,7 +84,7 @@ def layer_pattern(model: Model) -> str:
     if model.mla is not None:
         norm += (f", latent attention (MLA: {model.mla.kv_lora_rank} + {model.mla.qk_rope_head_dim} cached values a "
                  f"token and layer)")
-    if model.sliding_window is not None:
+    if model.sliding_window is not None or model.attention_chunk_size is not None:
         norm += f"; attention: {attention_pattern(model)}"
     if moe is None:
         return f"{model.num_layers} dense (MLP {model.intermediate_size}){norm}"
@@ -89,6 +94,8 @@ def layer_pattern(model: Model) -> str:
         experts += f", + {moe.num_shared_experts} shared expert{'s' if moe.num_shared_experts > 1 else ''} of " \
                    f"width {each}"
     dense = f"{model.dense_layers} dense (MLP {model.intermediate_size}), then " if model.dense_layers else ""
+    if moe.moe_every > 1:
+        dense = f"{model.dense_layers} dense (MLP {model.intermediate_size}) and, every {moe.moe_every} layers, "
     return f"{dense}{model.moe_layers} MoE ({experts}){norm}"
 
 

@@ -7,6 +7,7 @@ Face ``config.json`` (nothing is downloaded; :mod:`specs.hf.config` reads its ke
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -50,8 +51,10 @@ MLP_KINDS: tuple[MlpKind, ...] = get_args(MlpKind)
 GATED_MLPS: tuple[MlpKind, ...] = ("gated_silu", "gated_gelu_tanh", "clamped_swiglu")
 # RMSNorm (a gain), or LayerNorm (a gain and a bias).
 NormKind = Literal["rmsnorm", "layernorm"]
-# A layer's attention: over every position, or over the last sliding_window positions.
-LayerAttention = Literal["sliding", "full"]
+# A layer's attention: over every position, over the last sliding_window positions, or over the positions of
+# its own attention_chunk_size chunk (Llama 4's chunked local attention).
+LayerAttention = Literal["sliding", "full", "chunked"]
+LAYER_ATTENTIONS: tuple[LayerAttention, ...] = ("full", "sliding", "chunked")
 # A soft cap's value (cap·tanh(x/cap)): the count does not depend on it; Gemma 2's are 50 and 30.
 Softcap = Annotated[float, Field(gt=0, le=1e6)]
 # Which matrices a model's quantized weight format covers: every linear layer, or the MoE experts alone.
@@ -112,6 +115,14 @@ class Model(Strict):
     sliding_window: Positions | None = Field(None, description="a sliding window")
     layer_pattern: list[LayerAttention] | None = Field(default=None, min_length=1, max_length=2**14,
                                                        description="a layer pattern")
+    # Chunked local attention (Llama 4): a query at position p attends to positions ⌊p/C⌋·C … p, its own chunk.
+    attention_chunk_size: Positions | None = Field(None, description="chunked local attention")
+    # NoPE full layers (Llama 4's no_rope_layers): the full-attention layers apply no RoPE; with
+    # attn_temperature_tuning their Q is scaled per position (Llama4TextAttention).
+    nope_full_layers: bool = Field(False, description="NoPE full-attention layers")
+    attn_temperature_tuning: bool = Field(False, description="position-scaled queries on the NoPE layers")
+    # Llama 4 Scout's use_qk_norm: a weightless RMSNorm over each head of Q and K, on the RoPE layers only.
+    rope_qk_l2_norm: bool = Field(False, description="weightless Q/K norms on the RoPE layers")
     qk_norm: bool = Field(False, description="Q/K norms")
     rotary_dim: HeadDim | None = Field(None, description="partial RoPE")
     # Biases on the Q, K and V projections (Qwen2/Qwen2.5: its architecture, no config key), on O, on the MLP's.
@@ -169,16 +180,28 @@ class Model(Strict):
         if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:
             raise invalid(f"moe.first_dense_layers ({self.moe.first_dense_layers}) leaves none of the "
                            f"{self.num_layers} layers with experts: drop 'moe' for a dense model")
+        if self.moe is not None and self.moe_layers == 0:
+            raise invalid(f"moe.moe_every ({self.moe.moe_every}) leaves none of the {self.num_layers} layers with "
+                           f"experts: drop 'moe' for a dense model")
         if refusal := group_size_refusal(self.group_size, self.weight_dtype):
             raise invalid(refusal)
         if self.layer_pattern is not None:
-            if self.sliding_window is None:
-                raise invalid("layer_pattern names sliding layers, but the model gives no sliding_window")
-            if "sliding" not in self.layer_pattern:
-                raise invalid("layer_pattern has no sliding layer: drop sliding_window and the pattern")
+            for kind, size, key in (("sliding", self.sliding_window, "sliding_window"),
+                                    ("chunked", self.attention_chunk_size, "attention_chunk_size")):
+                if kind in self.layer_pattern and size is None:
+                    raise invalid(f"layer_pattern names {kind} layers, but the model gives no {key}")
+            if set(self.layer_pattern) == {"full"}:
+                raise invalid("layer_pattern has no sliding layer (nor a chunked one): drop it and the window")
             if len(self.layer_pattern) > self.num_layers:
                 raise invalid(f"layer_pattern has {len(self.layer_pattern)} entries, more than the "
                                f"{self.num_layers} layers")
+        elif self.sliding_window is not None and self.attention_chunk_size is not None:
+            raise invalid("sliding_window and attention_chunk_size together need a layer_pattern saying which "
+                          "layers slide and which attend in chunks")
+        if self.attn_temperature_tuning and not self.nope_full_layers:
+            raise invalid("attn_temperature_tuning scales the queries of NoPE layers: give nope_full_layers")
+        if self.rope_qk_l2_norm and self.qk_norm:
+            raise invalid("qk_norm and rope_qk_l2_norm are two Q/K norms: a model has one")
         if self.rotary_dim is not None and (self.rotary_dim > self.head_dim or self.rotary_dim % 2):
             raise invalid(f"rotary_dim {self.rotary_dim}: RoPE rotates pairs of a head's {self.head_dim} "
                            f"dimensions (an even number, at most head_dim)")
@@ -211,40 +234,59 @@ class Model(Strict):
             return None
         return self.max_position_embeddings, "max_position_embeddings"
 
-    def layer_slides(self, layer: int) -> bool:
-        """Whether layer ``layer`` (0-based) attends through the sliding window: its entry of ``layer_pattern``
-        repeated from layer 0, or every layer where a window is given without a pattern."""
-        if self.sliding_window is None:
-            return False
-        if self.layer_pattern is None:
-            return True
-        return self.layer_pattern[layer % len(self.layer_pattern)] == "sliding"
+    def layer_attention(self, layer: int) -> LayerAttention:
+        """Layer ``layer``'s (0-based) attention: its entry of ``layer_pattern`` repeated from layer 0, or, with no
+        pattern, every layer sliding where a window is given, chunked where a chunk is, else full."""
+        if self.layer_pattern is not None:
+            return self.layer_pattern[layer % len(self.layer_pattern)]
+        if self.sliding_window is not None:
+            return "sliding"
+        return "chunked" if self.attention_chunk_size is not None else "full"
 
-    def _sliding_before(self, n: int) -> int:
-        """Sliding layers among layers 0 … n − 1, by whole periods of the pattern and the rest (a model of 2**14
-        layers is counted without a walk over them)."""
-        if self.sliding_window is None:
-            return 0
-        if self.layer_pattern is None:
-            return n
-        slides = [kind == "sliding" for kind in self.layer_pattern]
-        periods, rest = divmod(n, len(slides))
-        return periods * sum(slides) + sum(slides[:rest])
+    def layer_slides(self, layer: int) -> bool:
+        """Whether layer ``layer`` (0-based) attends through the sliding window."""
+        return self.layer_attention(layer) == "sliding"
+
+    def layer_is_moe(self, layer: int) -> bool:
+        """Whether layer ``layer`` (0-based) has the experts (``MoE.is_moe``)."""
+        return self.moe is not None and self.moe.is_moe(layer)
+
+    def layer_counts(self) -> dict[tuple[bool, LayerAttention], int]:
+        """How many layers there are of each kind, keyed (MoE MLP, attention): an MoE model's first
+        ``first_dense_layers`` layers are dense and then every ``moe_every``-th is MoE, and the attention pattern
+        runs over all layers from layer 0. Both repeat with period P = lcm(pattern, moe_every) from layer 0, so a
+        model of 2**14 layers is counted by one period, the whole periods and the rest (no walk over them all)."""
+        period = math.lcm(len(self.layer_pattern or [None]), self.moe.moe_every if self.moe else 1)
+        first = self.moe.first_dense_layers if self.moe else 0
+        counts: dict[tuple[bool, LayerAttention], int] = {}
+
+        def add(layers: range, times: int = 1) -> None:
+            for i in layers:
+                kind = (self.layer_is_moe(i), self.layer_attention(i))
+                counts[kind] = counts.get(kind, 0) + times
+
+        add(range(min(first, self.num_layers)))  # the first dense layers, one by one (DeepSeek: 1 to 3)
+        start = min(first, self.num_layers)
+        periods, rest = divmod(self.num_layers - start, period)
+        add(range(start, start + period), periods)
+        add(range(start, start + rest))
+        return {kind: n for kind, n in counts.items() if n}
+
+    def attention_layers(self, kind: LayerAttention) -> int:
+        """Layers whose attention is of ``kind``."""
+        return sum(n for (_, attention), n in self.layer_counts().items() if attention == kind)
 
     @property
     def sliding_layers(self) -> int:
         """Layers that attend through the sliding window."""
-        return self._sliding_before(self.num_layers)
+        return self.attention_layers("sliding")
 
-    def layer_counts(self) -> dict[tuple[bool, bool], int]:
-        """How many layers there are of each kind, keyed (MoE MLP, sliding attention): an MoE model's first
-        ``first_dense_layers`` layers are dense, and the window pattern runs over all layers from layer 0."""
-        dense, layers = self.dense_layers, self.num_layers
-        dense_sliding = self._sliding_before(dense)
-        moe_sliding = self._sliding_before(layers) - dense_sliding
-        counts = {(False, False): dense - dense_sliding, (False, True): dense_sliding,
-                  (True, False): layers - dense - moe_sliding, (True, True): moe_sliding}
-        return {kind: n for kind, n in counts.items() if n}
+    @property
+    def attention_affine_in_context(self) -> bool:
+        """Whether every attention op's FLOPs and bytes of a decode step are affine in the cached positions
+        (scores and K/V reads a + b·cached), as a serving step model may interpolate them: not with a sliding
+        window (min(context, W)) nor in chunks (context mod C)."""
+        return self.sliding_window is None and self.attention_chunk_size is None
 
     @property
     def rotary(self) -> int:
@@ -261,13 +303,13 @@ class Model(Strict):
 
     @property
     def dense_layers(self) -> int:
-        """Layers with the dense MLP: all of them, or an MoE model's first ``first_dense_layers``."""
-        return self.num_layers if self.moe is None else self.moe.first_dense_layers
+        """Layers with the dense MLP: all of them, or those of an MoE model without experts (``MoE.is_moe``)."""
+        return self.num_layers - self.moe_layers
 
     @property
     def moe_layers(self) -> int:
         """Layers whose MLP is the mixture of experts."""
-        return self.num_layers - self.dense_layers
+        return sum(n for (moe, _), n in self.layer_counts().items() if moe)
 
     def mlp_parameters(self, width: int) -> int:
         """One MLP of ``width`` (a dense MLP, an expert, the shared experts together): gate, up and down, 3·H·I

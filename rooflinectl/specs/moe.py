@@ -9,7 +9,7 @@ from pydantic import SerializerFunctionWrapHandler, model_serializer, model_vali
 from typing_extensions import Self
 
 from .load import Strict, invalid, leave_out_unused
-from .sizes import DenseLayers, Experts, MlpWidth, SharedExperts
+from .sizes import DenseLayers, Experts, Layers, MlpWidth, SharedExperts
 
 
 class MoE(Strict):
@@ -20,7 +20,9 @@ class MoE(Strict):
     ``expert_intermediate_size``, and ``num_shared_experts`` experts every token uses (DeepSeek, Qwen2-MoE: of
     width ``shared_expert_intermediate_size``, the routed width when not given). The first
     ``first_dense_layers`` layers (DeepSeek's ``first_k_dense_replace``) keep the dense MLP of the model's
-    ``intermediate_size``.
+    ``intermediate_size``. ``moe_every`` n: of the layers after those, only every n-th is MoE, layers n − 1,
+    2n − 1, … (Llama 4 Maverick's ``interleave_moe_layer_step`` 2: layers 1, 3, 5, …, as Llama4TextConfig's
+    ``moe_layers`` = range(n − 1, L, n)); the others keep the dense MLP.
     """
 
     num_experts: Experts
@@ -29,6 +31,7 @@ class MoE(Strict):
     num_shared_experts: SharedExperts = 0
     shared_expert_intermediate_size: MlpWidth | None = None
     first_dense_layers: DenseLayers = 0
+    moe_every: Layers = 1
     router_bias: bool = False  # a bias on each of the E logits (gpt-oss)
     # Which logits the router's softmax runs over: all E and then the top k picked from the probabilities
     # (Mixtral's and Qwen-MoE's MixtralSparseMoeBlock/Qwen2MoeSparseMoeBlock in transformers), or the k picked
@@ -39,7 +42,7 @@ class MoE(Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        return leave_out_unused(data, {"router_bias": False, "router_softmax": "experts"})
+        return leave_out_unused(data, {"router_bias": False, "router_softmax": "experts", "moe_every": 1})
 
     @model_validator(mode="after")
     def _top_k(self) -> Self:
@@ -49,6 +52,10 @@ class MoE(Strict):
         if self.shared_expert_intermediate_size is not None and self.num_shared_experts == 0:
             raise invalid("shared_expert_intermediate_size is given but num_shared_experts is 0")
         return self
+
+    def is_moe(self, layer: int) -> bool:
+        """Whether layer ``layer`` (0-based) has the experts: past the first dense layers, every ``moe_every``-th."""
+        return layer >= self.first_dense_layers and (layer + 1) % self.moe_every == 0
 
     @property
     def shared_width(self) -> int:

@@ -310,6 +310,9 @@ MOE_MODEL = {
     "quantized": (str,),
     "mla.q_lora_rank": (int, NONE), "mla.kv_lora_rank": (int,), "mla.qk_nope_head_dim": (int,),
     "mla.qk_rope_head_dim": (int,), "mla.v_head_dim": (int,),
+    # Llama 4's chunked attention, NoPE layers, weightless Q/K norm and interleaved experts.
+    "attention_chunk_size": (int, NONE), "nope_full_layers": (bool,), "attn_temperature_tuning": (bool,),
+    "rope_qk_l2_norm": (bool,), "moe.moe_every": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
                "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,),

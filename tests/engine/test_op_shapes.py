@@ -14,6 +14,7 @@ from rooflinectl.engine.count.op import (
     BIAS_FLOPS_PER_ELEMENT,
     NORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
+    WEIGHTLESS_RMSNORM_FLOPS_PER_ELEMENT,
     Op,
 )
 from rooflinectl.engine.count.transformer import step_ops
@@ -80,7 +81,9 @@ def test_shapes_say_what_the_engine_counted(model):
                 if part.kind == "norm":
                     assert part.tensor is not None
                     rows, width = part.tensor
-                    assert part.flops in {per * rows * width for per in NORM_FLOPS_PER_ELEMENT.values()}, part.name
+                    # The model's norms, or Llama 4 Scout's weightless Q/K norm.
+                    pers = {*NORM_FLOPS_PER_ELEMENT.values(), WEIGHTLESS_RMSNORM_FLOPS_PER_ELEMENT}
+                    assert part.flops in {per * rows * width for per in pers}, part.name
             if op.kind in ("linear", "expert", "router", "matmul"):
                 assert op.gemm is not None, op.name
             if op.kind == "attention":
@@ -89,6 +92,7 @@ def test_shapes_say_what_the_engine_counted(model):
                 assert s is not None, op.name
                 assert s.groups == w.seqs or (m.mla is not None and set(s.groups) < set(w.seqs)), op.name
                 assert (s.window is not None) == op.name.endswith("_local"), op.name
+                assert (s.chunk is not None) == op.name.endswith("_chunked"), op.name
                 assert s.heads == m.num_heads and s.heads % s.kv_heads == 0
 
 

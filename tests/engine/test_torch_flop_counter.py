@@ -64,7 +64,8 @@ def engine_matmul_flops(w: Workload) -> int:
         elif op.kind == "router":
             assert m.moe is not None
             e, k = m.moe.num_experts, m.moe.experts_per_token
-            flops = op.flops - (SOFTMAX_FLOPS_PER_ELEMENT + TOPK_FLOPS_PER_ELEMENT_PER_PICK * k) * w.tokens * e
+            softmaxed = k if m.moe.router_softmax == "top_k" else e  # its softmax (or sigmoid) over k or E
+            flops = op.flops - (SOFTMAX_FLOPS_PER_ELEMENT * softmaxed + TOPK_FLOPS_PER_ELEMENT_PER_PICK * k * e) * w.tokens
             assert flops == 2 * w.tokens * m.hidden_size * e
         else:
             continue
@@ -167,3 +168,36 @@ def test_mixtures_of_experts_match_torch_on_tiny_cpu_tensors(name, experts, tmp_
     assert model.moe is not None and model.moe.num_experts == 4 and model.moe.experts_per_token == 2
     hf = getattr(transformers, f"{name}ForCausalLM")(cfg)
     compare(hf.eval(), model, "cpu")
+
+
+def test_llama4_with_chunked_nope_and_interleaved_experts_matches_torch_on_tiny_cpu_tensors(tmp_path):
+    """Llama 4's text decoder, two layers: layer 0 dense (intermediate_size_mlp) and chunked with RoPE and the
+    weightless Q/K norm, layer 1 MoE (4 experts, top-1, a shared expert) and NoPE over every position
+    (interleave_moe_layer_step 2, no_rope_layer_interval 2). Llama4TextMoe runs every token through every
+    expert (bmm over all E, the unpicked ones weighted 0), so torch sees E/k times the engine's expert matmuls,
+    which count the N·k pairs a serving kernel runs. The chunk (16) is longer than the 9 positions: transformers'
+    chunked cache keeps C − 1 positions, so a decode past a chunk's end would attend to more than the engine's
+    own chunk; the chunk geometry is test_chunked_attention.py's."""
+    torch.manual_seed(0)
+    e, k = 4, 1
+    cfg = transformers.Llama4TextConfig(
+        **{**DENSE, "num_hidden_layers": 2}, intermediate_size_mlp=96, num_local_experts=e, num_experts_per_tok=k,
+        interleave_moe_layer_step=2, no_rope_layer_interval=2, attention_chunk_size=16, use_qk_norm=True)
+    cfg._attn_implementation = "eager"
+    model = engine_model(cfg, tmp_path)
+    assert model.layer_counts() == {(False, "chunked"): 1, (True, "full"): 1} and model.rope_qk_l2_norm
+    assert model.intermediate_size == 96 and model.moe is not None and model.moe.expert_intermediate_size == 160
+    hf = transformers.Llama4ForCausalLM(cfg).eval()
+    ids = torch.randint(0, model.vocab_size, (BATCH, PROMPT))
+    got, out = torch_flops(hf, input_ids=ids)
+
+    def expected(w: Workload) -> int:
+        experts = sum(op.count * op.flops for op in step_ops(w) if op.kind == "expert")
+        return engine_matmul_flops(w) + int(experts) * (e // k - 1)
+
+    prefill = resolve_workload("prefill", model=model, batch=BATCH, seq_len=PROMPT, attention="naive", fused=[])
+    assert got == expected(prefill), "prefill"
+    nxt = torch.randint(0, model.vocab_size, (BATCH, 1))
+    got, _ = torch_flops(hf, input_ids=nxt, past_key_values=out.past_key_values)
+    decode = resolve_workload("decode", model=model, batch=BATCH, context=PROMPT + 1, attention="naive", fused=[])
+    assert got == expected(decode), "decode"

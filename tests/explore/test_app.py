@@ -330,3 +330,15 @@ def test_the_save_confirmation_is_wrapped_not_cut(tmp_path, width):
         assert f"saved{path};rooflinectlanalyze{path}--gpuh100-sxm" in text
 
     explore(["s"], check, size=(width, 30), out_dir=tmp_path)
+
+
+def test_a_chunked_attention_model_explores_with_its_own_attention_ops():
+    """Llama 4 Scout's chunked layers show as attention_chunked beside the NoPE layers' attention, and the length
+    key (c) recounts both at twice the context."""
+    w = resolve_workload("decode", model="llama-4-scout", context=32768)
+
+    def check(app, pilot):
+        assert_shows(app, resolve_workload("decode", model="llama-4-scout", context=65536))
+        assert "attention_chunked" in [p.name for p in app.analysis.placements]
+
+    explore("c", check, workload=w)

@@ -142,6 +142,8 @@ PUBLISHED_POSITIONS = {
     "mixtral-8x7b": (32768, None),  # sliding_window: null
     "qwen3-30b-a3b": (40960, None), "qwen3-235b-a22b": (40960, None),  # use_sliding_window: false
     "qwen3-32b": (40960, None),  # use_sliding_window: false
+    # Chunked attention (8,192) is modelled and sets no limit: Scout's 10M, Maverick's 1M positions.
+    "llama-4-scout": (10485760, None), "llama-4-maverick": (1048576, None),
     # Sliding windows, modelled (issue 12): Gemma 3's local layers 1024, gpt-oss's 128.
     "gemma-3-27b": (131072, 1024), "gpt-oss-120b": (131072, 128), "gpt-oss-20b": (131072, 128),
     "deepseek-v3": (163840, None), "deepseek-v2": (163840, None), "deepseek-v2-lite": (163840, None),

@@ -17,6 +17,13 @@ kinds shows each with its own count.
   queries compute F(Lk) − F(Lk − T) per head: F(S) for a prefill of S tokens, min(Lk, W) for a decode step.
   Without a window (W = ∞) this is the full causal count T·(Lk − T) + T·(T + 1)/2.
 - Naive attention computes the full T × (positions read) score matrix, mask or not (as for full layers).
+- A chunked (local) layer (Llama 4's chunked attention, chunk C): the query at position p attends to positions
+  ⌊p/C⌋·C … p, the (p mod C) + 1 of its own chunk. Its ops are named with ``_chunked``. KV read: the T queries
+  together see ⌊(Lk − T)/C⌋·C … Lk − 1, Lk − ⌊(Lk − T)/C⌋·C positions (decode: (Lk − 1) mod C + 1). Scores,
+  causal flash: G(Lk) − G(Lk − T) per head, G(n) = Σ_{p=0}^{n−1} (p mod C + 1) = q·C(C + 1)/2 + r(r + 1)/2 for
+  n = q·C + r. KV held: min(positions, C), the most a sequence has held in that layer: the blocks of a chunk
+  already passed are freed when the next one starts (vLLM's hybrid KV-cache manager, its chunked local
+  attention spec), but a chunk's C positions stay held until it ends, so a cache is planned for C of them.
 - Attention sinks (gpt-oss): one learned logit per head in each softmax's denominator: per (query, head) row one
   compare into the row max, one subtract, one exp and one add into the sum (SINK_FLOPS_PER_ROW), and the h
   logits read once per layer (weight bytes, in ``dtype``).
@@ -45,16 +52,27 @@ from .primitives import flash_attention_op, score_matmul_op, softmax_op
 SINK_FLOPS_PER_ROW = 4
 
 
-def window_of(w: Workload, sliding: bool) -> int | None:
-    """The window a layer attends through: the model's ``sliding_window`` for a sliding layer, None for a full
-    one."""
-    return w.model.sliding_window if sliding else None
+def span_of(w: Workload, attention: str) -> tuple[int | None, int | None]:
+    """(window, chunk) of a layer whose attention is ``attention`` (full, sliding or chunked): the model's
+    ``sliding_window`` for a sliding layer, its ``attention_chunk_size`` for a chunked one, None otherwise."""
+    m = w.model
+    return (m.sliding_window if attention == "sliding" else None,
+            m.attention_chunk_size if attention == "chunked" else None)
 
 
-def positions_read(g: Seqs, window: int | None) -> int:
-    """KV positions per sequence a group's T queries read: Lk, or min(Lk, W + T − 1) through a window W."""
+def positions_read(g: Seqs, window: int | None, chunk: int | None = None) -> int:
+    """KV positions per sequence a group's T queries read: Lk, min(Lk, W + T − 1) through a window W, or
+    Lk − ⌊(Lk − T)/C⌋·C in chunks of C (from the chunk of the first new token on)."""
     lk = g.positions
+    if chunk is not None:
+        return lk - (lk - g.new) // chunk * chunk
     return lk if window is None else min(lk, window + g.new - 1)
+
+
+def _chunked_prefix(n: int, chunk: int) -> int:
+    """G(n) = Σ_{p=0}^{n−1} (p mod C + 1): the scores of the queries at positions 0 … n − 1 in chunks of C."""
+    whole, rest = divmod(n, chunk)
+    return whole * chunk * (chunk + 1) // 2 + rest * (rest + 1) // 2
 
 
 def _causal_prefix(n: int, window: int) -> int:
@@ -64,28 +82,34 @@ def _causal_prefix(n: int, window: int) -> int:
     return window * (window + 1) // 2 + (n - window) * window
 
 
-def group_scores(g: Seqs, causal: bool, causal_skip: bool, window: int | None = None) -> int:
+def group_scores(g: Seqs, causal: bool, causal_skip: bool, window: int | None = None,
+                 chunk: int | None = None) -> int:
     """Attention scores per (sequence, head) of one group. Without ``causal_skip`` (naive) or without a causal
     mask: T × the positions read. Causal with skip (flash): the unmasked ones, F(Lk) − F(Lk − T) (module
-    docstring), which is T·(Lk − T) + T·(T + 1)/2 without a window."""
+    docstring), which is T·(Lk − T) + T·(T + 1)/2 without a window; in chunks, G(Lk) − G(Lk − T)."""
     t, lk = g.new, g.positions
     if not (causal_skip and causal):
-        return t * positions_read(g, window)
+        return t * positions_read(g, window, chunk)
+    if chunk is not None:
+        return _chunked_prefix(lk, chunk) - _chunked_prefix(lk - t, chunk)
     if window is None:
         return t * (lk - t) + t * (t + 1) // 2
     return _causal_prefix(lk, window) - _causal_prefix(lk - t, window)
 
 
-def scores_computed(w: Workload, causal_skip: bool, window: int | None = None) -> int:
+def scores_computed(w: Workload, causal_skip: bool, window: int | None = None, chunk: int | None = None) -> int:
     """Attention scores per (sequence, head) of a preset step's one group (:func:`group_scores`)."""
-    return group_scores(w.uniform, w.causal, causal_skip, window)
+    return group_scores(w.uniform, w.causal, causal_skip, window, chunk)
 
 
-def positions_held(positions: int, window: int | None) -> int:
-    """KV positions one sequence of ``positions`` holds in a layer: all of them, or min(positions, W) in a
-    sliding layer. The assumption: positions that left the window are not kept (a ring buffer of W slots, or
-    vLLM's hybrid KV cache manager freeing the blocks wholly outside the window; block granularity, at most one
-    block per layer, is left out)."""
+def positions_held(positions: int, window: int | None, chunk: int | None = None) -> int:
+    """KV positions one sequence of ``positions`` holds in a layer: all of them, min(positions, W) in a
+    sliding layer, min(positions, C) in a chunked one. The assumption: positions that left the window, or whose
+    chunk has passed, are not kept (a ring buffer of W slots, or vLLM's hybrid KV cache manager freeing the
+    blocks wholly outside the window or before the current chunk; block granularity, at most one block per
+    layer, is left out), and a chunk's C positions are planned for whole (module docstring)."""
+    if chunk is not None:
+        return min(positions, chunk)
     return positions if window is None else min(positions, window)
 
 
@@ -120,20 +144,22 @@ def by_group(w: Workload, build: Callable[[Workload], list[Op]], what: str) -> l
             for op in ops]
 
 
-def attention_ops(w: Workload, window: int | None = None) -> list[Op]:
+def attention_ops(w: Workload, window: int | None = None, chunk: int | None = None) -> list[Op]:
     """The attention core of one layer: qk, softmax, pv (naive) or one fused attention kernel (flash); through
-    ``window`` (a sliding layer) each named with ``_local``. A mixed step: one kernel each over all its groups."""
-    return by_group(w, lambda one: _group_attention_ops(one, window), "the inputs")
+    ``window`` (a sliding layer) each named with ``_local``, in chunks of ``chunk`` with ``_chunked``. A mixed
+    step: one kernel each over all its groups."""
+    return by_group(w, lambda one: _group_attention_ops(one, window, chunk), "the inputs")
 
 
-def _group_attention_ops(w: Workload, window: int | None) -> list[Op]:
+def _group_attention_ops(w: Workload, window: int | None, chunk: int | None = None) -> list[Op]:
     """:func:`attention_ops` of a step of one group."""
     m = w.model
     g = w.uniform
     b, t, d = g.count, g.new, m.head_dim
-    lk = positions_read(g, window)
-    suffix = "" if window is None else "_local"
-    where = f"{lk} positions" + ("" if window is None else f" (window {window})")
+    lk = positions_read(g, window, chunk)
+    suffix = "_chunked" if chunk is not None else "" if window is None else "_local"
+    where = f"{lk} positions" + ("" if window is None else f" (window {window})") \
+        + ("" if chunk is None else f" (chunks of {chunk})")
     a, kv = dtype_bytes(w.dtype), dtype_bytes(w.kv_dtype)
     q_bytes = b * t * m.q_dim * a  # Q in, and O out, both N×h·d
     k_bytes = b * lk * m.kv_dim * kv  # K (and likewise V) of every KV head, read once
@@ -142,9 +168,9 @@ def _group_attention_ops(w: Workload, window: int | None) -> list[Op]:
     sink_bytes = m.num_heads * a if m.attention_sinks else 0
     cap = SOFTCAP_FLOPS_PER_ELEMENT if m.attn_logit_softcapping is not None else 0
     extras = (", sinks" if m.attention_sinks else "") + (", soft-capped scores" if cap else "")
-    shape = AttentionShape(m.num_heads, m.num_kv_heads, d, d, window, w.causal, w.seqs, "flash")
+    shape = AttentionShape(m.num_heads, m.num_kv_heads, d, d, window, w.causal, w.seqs, "flash", chunk)
     if w.attention == "flash":
-        s = b * m.num_heads * scores_computed(w, causal_skip=True, window=window)
+        s = b * m.num_heads * scores_computed(w, causal_skip=True, window=window, chunk=chunk)
         flash = flash_attention_op(
             "attention" + suffix, s, d, d, q_bytes, 2 * k_bytes, q_bytes, w.dtype,
             reads=f"Q, K, V (K, V: {where} × {m.num_kv_heads} KV heads, {w.kv_dtype})"
@@ -155,7 +181,7 @@ def _group_attention_ops(w: Workload, window: int | None) -> list[Op]:
         # A soft cap on each score, the sinks on each row, and the sink logits read once.
         return [replace(flash, flops=flash.flops + cap * s + sink_flops, bytes=flash.bytes + sink_bytes,
                         weight_bytes=sink_bytes)]
-    s = b * m.num_heads * scores_computed(w, causal_skip=False, window=window)
+    s = b * m.num_heads * scores_computed(w, causal_skip=False, window=window, chunk=chunk)
     score_bytes = s * a
     softmax = softmax_op("softmax" + suffix, rows, lk, w.dtype, attention=replace(shape, part="softmax"))
     if sink_flops or cap:

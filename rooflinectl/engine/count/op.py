@@ -18,6 +18,11 @@ from ...specs.step import Seqs
 # RMSNorm: square, add into the row's sum, multiply by the row's 1/rms, multiply by the gain (the per-row
 # mean, + eps and rsqrt are O(rows), not O(elements), and are left out).
 RMSNORM_FLOPS_PER_ELEMENT = 4
+# A weightless RMSNorm (Llama 4 Scout's Q/K norm): the RMSNorm's work without the multiply by a gain.
+WEIGHTLESS_RMSNORM_FLOPS_PER_ELEMENT = RMSNORM_FLOPS_PER_ELEMENT - 1
+# Llama 4's attention temperature on NoPE layers: Q times its position's scale, one multiply per element (the
+# scale 1 + β·log1p(⌊(p + 1)/floor⌋), a few FLOPs a token, is O(tokens) and left out).
+Q_TEMPERATURE_FLOPS_PER_ELEMENT = 1
 # Softmax: subtract the row max, exp, add into the row sum, divide by the sum, plus the compare of the max pass.
 SOFTMAX_FLOPS_PER_ELEMENT = 5
 # SiLU(x) = x / (1 + exp(-x)): negate, exp, add, divide.
@@ -113,7 +118,7 @@ AttentionPart = Literal["flash", "qk", "softmax", "pv"]
 class AttentionShape:
     """What an attention op computes over: ``heads`` query heads sharing ``kv_heads`` K and V heads (GQA; MLA's
     absorbed form: 1, the latent every head reads), queries and keys ``d_qk`` wide and values ``d_v``;
-    ``window`` the positions a sliding layer attends to (None: all of them); ``causal`` the mask; ``groups`` the
+    ``window`` the positions a sliding layer attends to (None: all of them), ``chunk`` a chunked layer's; ``causal`` the mask; ``groups`` the
     step's sequences, each ``count`` × ``new`` tokens after ``cached`` (one kernel runs them all); ``part``
     which op of the core it is. The scores and positions follow from them (``engine.count.attention``)."""
 
@@ -125,6 +130,7 @@ class AttentionShape:
     causal: bool
     groups: tuple[Seqs, ...]
     part: AttentionPart
+    chunk: int | None = None  # a chunked layer's chunk (Llama 4): each query sees its own chunk's positions
 
 
 def matmul_unit(dtype: str) -> Unit:

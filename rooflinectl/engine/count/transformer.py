@@ -18,8 +18,9 @@ Per layer (count L), unless fused (see ``specs.workload.FUSIONS``):
   attn_residual  x + attn                             reads 2·N×H; writes N×H
   mlp_norm, gate_proj, up_proj (N×H · H×I), act (SiLU(gate)·up on N×I), down_proj (N×I · I×H), mlp_residual
   (Qwen3's qk_norm adds q_norm and k_norm, RMSNorm over each head of Q and K, before rope.)
-Variants (``Model`` fields) add or rename ops: ``attention_local`` (a sliding layer's core,
-engine/count/attention.py), ``post_attn_norm`` and ``post_mlp_norm`` (``post_norms``), and a plain
+Variants (``Model`` fields) add or rename ops: ``attention_local`` and ``attention_chunked`` (a sliding or
+chunked layer's core, engine/count/attention.py), ``qk_l2_norm`` and ``q_temperature`` (Llama 4's RoPE and NoPE
+layers, engine/count/rope.py), ``post_attn_norm`` and ``post_mlp_norm`` (``post_norms``), and a plain
 ``gelu_tanh`` MLP has no gate_proj; norms, activations, biases and partial RoPE change counts only
 (docs/design.md, "The counting rules", states each).
 A mixture-of-experts layer (``Model.moe``) keeps the attention half and replaces the MLP with the router, the
@@ -42,9 +43,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...specs.model import LAYER_ATTENTIONS, LayerAttention
 from ...specs.workload import Workload
 from ...units import dtype_bytes
-from .attention import attention_ops, positions_held, scores_computed, window_of
+from .attention import attention_ops, positions_held, scores_computed, span_of
 from .block import linear as _linear
 from .block import projection as _projection
 from .block import projections as _projections
@@ -56,7 +58,6 @@ from .moe import experts_touched
 from .op import (
     BIAS_FLOPS_PER_ELEMENT,
     EMBED_SCALE_FLOPS_PER_ELEMENT,
-    ROPE_FLOPS_PER_ELEMENT,
     SOFTCAP_FLOPS_PER_ELEMENT,
     Op,
 )
@@ -71,6 +72,7 @@ from .primitives import (
     with_gated_act,
 )
 from .quant import linear_weight_bytes, weight_matrix_bytes
+from .rope import position_ops
 
 __all__ = ["attention_ops", "kv_cache_bytes_per_sequence", "layer_ops", "model_ops", "moe_layer_ops",
            "scores_computed", "step_ops", "weight_footprint_bytes"]
@@ -116,33 +118,11 @@ def _close_branch(ops: list[Op], w: Workload, branch: str) -> list[Op]:
     return [*ops, _residual(f"{branch}_residual", w)]
 
 
-def _rope(w: Workload) -> Op:
-    """RoPE on Q and K: the first ``rotary`` dimensions of each head (all of them but where ``rotary_dim`` says
-    fewer: Phi-3's partial_rotary_factor); only those are read and written, with each token's cos and sin rows
-    (rotary/2 each)."""
-    m = w.model
-    n, a = w.tokens, dtype_bytes(w.dtype)
-    rotated = n * (m.num_heads + m.num_kv_heads) * m.rotary
-    part = "" if m.rotary == m.head_dim else f" (the first {m.rotary} of each head's {m.head_dim})"
-    return Op(
-        name="rope",
-        kind="elementwise",
-        flops=ROPE_FLOPS_PER_ELEMENT * rotated,
-        # Q and K in and out, and each token's cos and sin rows (rotary/2 each).
-        bytes=2 * rotated * a + n * m.rotary * a,
-        unit="vector",
-        dtype="fp32",
-        reads=f"Q and K ({rotated:,} elements{part}), cos/sin rows of {w.tokens} positions",
-        writes="Q and K, rotated",
-        computes=f"{ROPE_FLOPS_PER_ELEMENT} FLOPs per element (4 multiplies, 2 adds per pair)",
-        elementwise="rope",
-    )
-
-
-def _attention_block(w: Workload, sliding: bool = False) -> list[Op]:
-    """The attention half of a block, in execution order: attn_norm … attn_residual (count 1); ``sliding``: a
-    layer that attends through the model's sliding window. A model with multi-head latent attention builds its
-    own (engine/count/mla.py; Model refuses windows and post norms beside it)."""
+def _attention_block(w: Workload, attention: LayerAttention = "full") -> list[Op]:
+    """The attention half of a block, in execution order: attn_norm … attn_residual (count 1); ``attention``:
+    the layer's kind (full, sliding through the model's window, chunked; engine.count.attention). A model with
+    multi-head latent attention builds its own (engine/count/mla.py; Model refuses windows and post norms beside
+    it). A NoPE full layer (``nope_full_layers``) has no RoPE (engine.count.rope)."""
     m = w.model
     if m.mla is not None:
         return mla_attention_block(w)
@@ -160,11 +140,11 @@ def _attention_block(w: Workload, sliding: bool = False) -> list[Op]:
         # d, between the projections and RoPE; a kernel of its own here (no fusion folds it).
         ops.append(rmsnorm_op("q_norm", n * m.num_heads, m.head_dim, w.dtype))
         ops.append(rmsnorm_op("k_norm", n * m.num_kv_heads, m.head_dim, w.dtype))
-    ops.append(_rope(w))
+    ops += position_ops(w, rotates=not (m.nope_full_layers and attention == "full"))
     new_kv = n * 2 * m.kv_dim
     ops.append(kv_write_op(new_kv, w.dtype, w.kv_dtype, reads=f"new K and V, {w.tokens}×{m.kv_dim} each",
                            writes=f"them into the KV cache in {w.kv_dtype}"))
-    ops.extend(attention_ops(w, window_of(w, sliding)))
+    ops.extend(attention_ops(w, *span_of(w, attention)))
     o_proj = _linear(w, "o_proj", m.q_dim, h)
     return _close_branch([*ops, _with_bias(o_proj, w, h) if m.o_bias else o_proj], w, "attn")
 
@@ -272,15 +252,15 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
     return _close_branch([*ops, combine], w, "mlp")
 
 
-def layer_ops(w: Workload, sliding: bool = False) -> list[Op]:
-    """The operations of one dense transformer block, in execution order (count 1); ``sliding``: its attention
-    through the model's sliding window."""
-    return [*_attention_block(w, sliding), *_dense_mlp_block(w)]
+def layer_ops(w: Workload, attention: LayerAttention = "full") -> list[Op]:
+    """The operations of one dense transformer block, in execution order (count 1); ``attention``: its
+    attention's kind (full, sliding, chunked)."""
+    return [*_attention_block(w, attention), *_dense_mlp_block(w)]
 
 
-def moe_layer_ops(w: Workload, sliding: bool = False) -> list[Op]:
+def moe_layer_ops(w: Workload, attention: LayerAttention = "full") -> list[Op]:
     """The operations of one MoE block, in execution order (count 1): attention, then the experts."""
-    return [*_attention_block(w, sliding), *_moe_mlp_block(w)]
+    return [*_attention_block(w, attention), *_moe_mlp_block(w)]
 
 
 def _merge_layers(blocks: list[tuple[list[Op], int]]) -> list[Op]:
@@ -354,27 +334,24 @@ def step_ops(w: Workload) -> list[Op]:
     if w.phase == "attention":
         if m.mla is not None:  # the expanded form's core in every layer (engine/count/mla.py)
             return [op.times(m.num_layers) for op in mla_attention_ops(w)]
-        full = sum(c for (_, slides), c in counts.items() if not slides)
-        return _merge_layers([(attention_ops(w), full),
-                              (attention_ops(w, window_of(w, True)), m.num_layers - full)])
+        return _merge_layers([(attention_ops(w, *span_of(w, kind)), m.attention_layers(kind))
+                              for kind in LAYER_ATTENTIONS])
     before, after = model_ops(w)
-    # Order of the kinds: dense before MoE (an MoE model's first dense layers), full before sliding.
-    blocks = [((moe_layer_ops if moe else layer_ops)(w, slides), counts[moe, slides])
-              for moe in (False, True) for slides in (False, True) if counts.get((moe, slides))]
+    # Order of the kinds: dense before MoE (an MoE model's first dense layers), full before sliding and chunked.
+    blocks = [((moe_layer_ops if moe else layer_ops)(w, kind), counts[moe, kind])
+              for moe in (False, True) for kind in LAYER_ATTENTIONS if counts.get((moe, kind))]
     return [*before, *_merge_layers(blocks), *after]
 
 
 def kv_cache_bytes_per_sequence(w: Workload, positions: int | None = None) -> float:
     """KV cache held for one sequence of ``positions`` (default: a preset step's kv_len): K and V of every layer
-    and KV head, over all positions in a full layer and min(positions, W) in a sliding one
-    (engine.count.attention.positions_held states the assumption)."""
+    and KV head, over all positions in a full layer, min(positions, W) in a sliding one and min(positions, C) in
+    a chunked one (engine.count.attention.positions_held states the assumption)."""
     m = w.model
     lk = w.kv_len if positions is None else positions
     if m.mla is not None:  # the latent cache: r + d_r values a position and layer (engine/count/mla.py)
         return mla_kv_cache_bytes_per_sequence(w, lk)
-    full = positions_held(lk, None)
-    local = positions_held(lk, m.sliding_window) if m.sliding_window is not None else full
-    positions = (m.num_layers - m.sliding_layers) * full + m.sliding_layers * local
+    positions = sum(m.attention_layers(kind) * positions_held(lk, *span_of(w, kind)) for kind in LAYER_ATTENTIONS)
     return 2 * m.kv_dim * positions * dtype_bytes(w.kv_dtype)
 
 

@@ -21,11 +21,12 @@ from .experts import (
     hf_moe,
     no_experts,
 )
+from .llama4 import LLAMA4_DEFAULTS, LLAMA4_MOE_KEYS, hf_llama4
 from .quant import hf_quantization
 
 _HF_MODEL_TYPES: tuple[str, ...] = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "phi3", "gemma2",
                                     "gemma3_text", "gemma3", "gpt_oss", "deepseek_v2", "deepseek_v3",
-                                    "kimi_k2")
+                                    "kimi_k2", "llama4", "llama4_text")
 # The transformers classes of those model types: a config's `architectures` entry names the class that builds the
 # model, and one outside these (a classifier head, a vision-language wrapper other than Gemma 3's) is refused by
 # name. Gemma3ForConditionalGeneration (model_type gemma3) nests its text decoder in text_config: the decoder is
@@ -37,6 +38,7 @@ _HF_CLASSES: dict[str, tuple[str, ...]] = {
     "gemma3": ("Gemma3ForConditionalGeneration",), "gpt_oss": ("GptOssForCausalLM",),
     "deepseek_v2": ("DeepseekV2ForCausalLM",), "deepseek_v3": ("DeepseekV3ForCausalLM",),
     "kimi_k2": ("DeepseekV3ForCausalLM",),
+    "llama4": ("Llama4ForConditionalGeneration",), "llama4_text": ("Llama4ForCausalLM",),
 }
 _HF_ARCHITECTURES: tuple[str, ...] = tuple(c for classes in _HF_CLASSES.values() for c in classes)
 # Model types near the ones read that are refused by name, with why.
@@ -56,7 +58,12 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
                     "max_position_embeddings": 131072, "sliding_window": 4096, "sliding_window_pattern": 6,
                     "tie_word_embeddings": True},
     "gpt_oss": {"head_dim": 64, "sliding_window": 128, "attention_bias": True, "tie_word_embeddings": False},
+    "llama4_text": LLAMA4_DEFAULTS,
 }
+# Vision-language configs whose text decoder is nested in text_config, by the decoder's model type: Gemma 3's
+# (Gemma3ForConditionalGeneration) and Llama 4's (Llama4ForConditionalGeneration). The decoder is imported; the
+# vision tower is not counted.
+_NESTED_TEXT: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 # The sliding-window pattern of the Gemma configs that give no layer_types (transformers' Gemma2/Gemma3 layers):
 # Gemma 2 alternates, layer 0 sliding; Gemma 3 slides except every sliding_window_pattern-th layer.
 _GEMMA_TYPES: tuple[str, ...] = ("gemma2", "gemma3_text")
@@ -115,16 +122,18 @@ def _hf_sliding_window(cfg: dict[str, Any], model_type: Any, path: Path) -> dict
 
 
 def _text_config(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The decoder's config: Gemma 3's vision-language config (model_type gemma3) nests it in ``text_config``
-    (the quantization_config, where there is one, stays at the top); any other config is its own."""
-    if cfg.get("model_type") != "gemma3":
+    """The decoder's config: a vision-language config (``_NESTED_TEXT``) nests it in ``text_config`` (the
+    quantization_config, where there is one, stays at the top); any other config is its own."""
+    top = cfg.get("model_type")
+    if top not in _NESTED_TEXT:
         return cfg
+    inner = _NESTED_TEXT[top]
     text = cfg.get("text_config")
     if not isinstance(text, dict):
-        raise UserError(f"{path}: field 'text_config': a gemma3 config nests its text decoder there (a mapping)")
-    text = {"model_type": "gemma3_text", **text}
-    if text["model_type"] != "gemma3_text":
-        raise UserError(f"{path}: field 'text_config.model_type': {text['model_type']!r}, expected gemma3_text")
+        raise UserError(f"{path}: field 'text_config': a {top} config nests its text decoder there (a mapping)")
+    text = {"model_type": inner, **text}
+    if text["model_type"] != inner:
+        raise UserError(f"{path}: field 'text_config.model_type': {text['model_type']!r}, expected {inner}")
     if "quantization_config" in cfg:
         text["quantization_config"] = cfg["quantization_config"]
     return text
@@ -201,6 +210,7 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     if isinstance(model_type, str) and model_type in _HF_DEFAULTS:
         cfg = {**_HF_DEFAULTS[model_type], **cfg}  # a key given (null included) is the config's
     own = HF_MOE_KEYS.get(model_type, ()) if isinstance(model_type, str) else ()
+    own += LLAMA4_MOE_KEYS if model_type == "llama4_text" else ()
     # Outside a model type's own expert keys, None, 0 or 1 mean "no experts"; anything else is an architecture
     # not modelled.
     unknown = sorted(k for k in HF_UNMODELLED_KEYS if k in cfg and k not in own and not no_experts(cfg[k]))
@@ -229,8 +239,8 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         "id": model_id,
         "name": str(cfg.get("_name_or_path") or cfg.get("model_type") or model_id),
         "source": f"Hugging Face config {path}"
-                  + ("; the text decoder of text_config (the vision tower is not counted)" if top_type == "gemma3"
-                     else "")
+                  + ("; the text decoder of text_config (the vision tower is not counted)"
+                     if top_type in _NESTED_TEXT else "")
                   # Phi3Attention's qkv_proj and Phi3MLP's gate_up_proj: one matrix each in the checkpoint; the
                   # FLOPs and weight bytes are the three (two) projections', the x reads those of --fuse.
                   + ("; its checkpoint fuses qkv_proj and gate_up_proj: --fuse qkv,gate_up counts that kernel"
@@ -255,6 +265,8 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         data.update(hf_deepseek(cfg, cast(str, model_type), path))
     elif model_type in HF_MOE_KEYS:
         data["moe"] = hf_moe(cfg, cast(str, model_type), path)
+    elif model_type == "llama4_text":
+        data.update(hf_llama4(cfg, path))
     data.update(hf_quantization(cfg, path, experts="moe" in data))
     if model_type == "qwen2" or biases["attention_bias"]:
         data["qkv_bias"] = True  # Qwen2Attention builds q_proj, k_proj, v_proj with bias=True (no config key)
