@@ -54,12 +54,12 @@ class StepModel:
             self.roofs = scaled(self.roofs, stack)
         self.scaled = stack is not None and not calibrated and (stack.bandwidth_efficiency, stack.compute_efficiency) != (1, 1)
         self.mla = base.model.mla is not None
-        self.affine = base.model.sliding_window is None  # attention parts affine in cached (_group_parts)
+        self.affine = base.model.attention_affine_in_context  # attention parts affine in cached (_group_parts)
         self.dense = stack is not None and stack.attention == "batch_dense"
-        if self.dense and base.model.sliding_window is not None:
+        if self.dense and not self.affine:
             raise UserError(f"stack '{stack.id}' runs a step's attention as one dense masked attention "  # type: ignore[union-attr]
-                            f"(batch_dense); model {base.model.id}'s sliding-window layers are not modelled that "
-                            f"way: use a stack whose attention is varlen")
+                            f"(batch_dense); model {base.model.id}'s sliding-window or chunked layers are not "
+                            f"modelled that way: use a stack whose attention is varlen")
         self.attention_efficiency = stack.attention_efficiency if stack is not None else 1.0
         self._rest: dict[tuple[object, ...], tuple[float, int]] = {}
         self._rest_ops: dict[tuple[object, ...], tuple[Op, ...]] = {}

@@ -52,6 +52,16 @@ def test_the_step_model_is_the_engines_analysis(model, options, layout):
         assert m.time(step) == pytest.approx(full, rel=1e-12)
 
 
+def test_chunked_attention_is_not_taken_for_affine_in_the_context():
+    # Llama 4 Scout's chunked layers read (context − 1) mod 8,192 + 1 positions: decodes just before, at and past
+    # a chunk's end, and far past it, priced as the engine analyses each.
+    m = StepModel(base("llama-4-scout"), H100, layout=Layout(tp=8))
+    for cached in (8190, 8191, 8192, 8193, 9000, 20000, 70000):
+        step = (Seqs(2, 1, cached), Seqs(1, 1, cached // 2))
+        full = analyze(m.base.with_seqs(step), H100, layout=Layout(tp=8)).totals.time_s
+        assert m.time(step) == pytest.approx(full, rel=1e-12)
+
+
 def test_one_request_is_the_sum_of_its_steps():
     # Concurrency 1, one request of 300 prompt and 5 output tokens: a prefill step of 300, then 4 decode steps
     # at 300, 301, 302, 303 cached positions, each timed by the engine alone.
