@@ -1,0 +1,846 @@
+"""The serving simulation against published runs of vLLM, SGLang and TensorRT-LLM on H100 SXM and B200: mean TPOT
+and mean TTFT, predicted and measured, per engine and GPU.
+
+    python benchmarks/serving_truth.py [CSV] [--json FILE]     # the report (markdown) on stdout
+    python benchmarks/serving_truth.py [CSV] --fit [--write-stacks]
+
+CSV: the published runs (default ``../shared/serving_truth/published_h100_b200.csv`` from the repository root;
+its README states the columns and the known faults). Data measured by others: read here at run time, never copied
+into the project.
+
+A row is used when it is aggregated serving (``mode`` agg) on one model copy without expert parallelism
+(``ep_effective`` 1: ``serve`` refuses --ep above 1), of a model bundled here (MODELS), in a quantization mapped
+here (``quant_options``). Each is simulated with ``api.serve``: ``concurrency`` clients in a closed loop, every
+request ``isl`` prompt and ``osl`` output tokens, ``tp_effective`` as --tp, max_num_seqs = concurrency (the engines
+were configured to hold every client), the scheduler's other limits at their defaults (8,192 tokens a step,
+chunked prefill, blocks of 16), the KV cache in bf16 (the runs do not record its type), and REQUESTS(concurrency)
+requests, fewer than the measured runs had, for speed: with fixed lengths in a closed loop the clients run in step,
+so the mean over a few rounds is the mean over many.
+
+Each row's predictions:
+- ``generate``: the static path, ``api.generate`` at batch = concurrency (every request prefilled at once, then
+  decoded together): TTFT is the batch's prefill, TPOT its mean decode step;
+- ``roofline``: ``api.serve`` with the ``roofline`` stack (the ops at the roofs, nothing between them);
+- ``stack``: ``api.serve`` with the engine's stack (``stacks/<backend>.yaml``).
+Per engine and GPU the report gives the mean absolute percentage error (MAPE) of each and the median ratio of
+predicted to measured.
+
+``--fit`` fits each engine's stack (one per engine, both GPUs) to the rows of the fitting half (``in_fit_half``: the
+SHA-256 of the row's id starts with an even hex digit) that the simulation represents (``Result.represented``: the
+clients' sequences fit the simulated KV cache, and the data's README names no fault), and reports every table on
+the other half. In a closed loop with fixed lengths the steps the engine runs do not depend on their times (a
+client's next request arrives at the end of the step that finished its last), so one recorded run per row prices
+every stack (``Linear``): a step costs Σ ops count · max(compute time / compute_efficiency, memory time /
+bandwidth_efficiency) (a collective's interconnect time unscaled; the attention ops' over attention_efficiency)
++ kernels × kernel_gap_us + step_overhead_us + sequences × sequence_overhead_us + KV positions × layers ×
+kv_position_ns, each request's TTFT and TPOT are sums of its steps' costs, and TTFT adds request_latency_us. For
+each (bandwidth_efficiency, compute_efficiency) of a grid the other figures are the non-negative minimizers of
+the sum of absolute relative errors of TPOT and TTFT over the fitting rows (iteratively reweighted least squares,
+each a non-negative least squares), the errors weighed by the targets (TPOT MAPE / 12% + TTFT MAPE / 25%); the grid
+point with the smallest weighted error wins. ``--write-stacks`` writes the three stack files with what was fitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import functools
+import hashlib
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CSV = "../shared/serving_truth/published_h100_b200.csv"
+
+# Hugging Face id → bundled model. DeepSeek-R1's config.json is DeepSeek-V3's architecture, every size the same.
+MODELS = {
+    "Qwen/Qwen3-32B": "qwen3-32b",
+    "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+}
+SYSTEMS = {"h100_sxm": "h100-sxm", "b200_sxm": "b200"}
+BACKENDS = ("vllm", "sglang", "trtllm")
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+# The fusions every one of the three engines loads its checkpoints into: Q, K and V as one matrix, gate and up as
+# one (vLLM's and SGLang's QKVParallelLinear and MergedColumnParallelLinear, TensorRT-LLM's fused QKV and gate_up).
+FUSED = ("qkv", "gate_up")
+# The efficiency grid --fit scans: every stack's efficiencies are one of these pairs.
+BANDWIDTH_GRID = tuple(round(0.40 + 0.05 * i, 2) for i in range(13))  # 0.40 … 1.00
+COMPUTE_GRID = tuple(round(0.20 + 0.05 * i, 2) for i in range(17))  # 0.20 … 1.00
+TARGET_TPOT, TARGET_TTFT = 12.0, 25.0  # MAPE targets, percent
+
+
+def requests_for(concurrency: int) -> int:
+    """Requests simulated per row: four rounds of the clients, at least 32. Fewer than the measured runs had (their
+    count is not recorded), for speed. All the clients start at once, so the first round queues for its prefills
+    and the mean TTFT falls as rounds are added (Qwen3-32B TP4 on H100, 4096/512 tokens, 128 clients, vLLM's
+    stack: 3.6 s over 2 rounds, 1.9 s over 4, 0.96 s over 10; measured 1.36 s); on a fifth of the fitting half
+    4 rounds came closest (TTFT error 39%, against 54% for 2 rounds and 47% for 10), TPOT hardly moves."""
+    return max(4 * concurrency, 32)
+
+
+def known_fault(case: Case) -> str | None:
+    """Why a row's TTFT is not the engine's steady state, by the data's README (its known faults), else None."""
+    if case.backend == "sglang" and case.model == "deepseek-v3" and case.system == "b200_sxm":
+        return "SGLang's DeepSeek runs on B200 (TTFTs of seconds even at low concurrency)"
+    if case.concurrency >= 512 and case.ttft_ms > 10_000:
+        return "concurrency 512 with a TTFT above 10 s (the engine did not hold every client)"
+    return None
+
+
+def in_fit_half(row_id: str) -> bool:
+    """The fitting half: rows whose id's SHA-256 (hex) starts with an even digit (0, 2, 4, 6, 8, a, c, e)."""
+    return int(hashlib.sha256(row_id.encode()).hexdigest()[0], 16) % 2 == 0
+
+
+class Skip(Exception):
+    """A row the validation cannot simulate; the message is the reason, counted in the report."""
+
+
+def quant_options(gemm: str, moe: str, has_experts: bool, fp4_peak: bool) -> dict[str, str]:
+    """--weight-dtype and --act-dtype of a row's quantization: '' → bf16 (the defaults); fp8 → fp8 weights and
+    activations; fp8_block → fp8_block weights (128×128 blocks) and fp8 activations; nvfp4 → nvfp4 weights, with
+    fp4 activations where the GPU has an fp4 peak (else bf16: w4a16). A model with experts takes the experts'
+    format (``moe``; its experts hold most of its weights), any other model the GEMMs' (``gemm``); an unknown
+    format is a Skip."""
+    mode = (moe if has_experts and moe else gemm).strip()
+    if mode == "":
+        return {}
+    if mode == "fp8":
+        return {"weight_dtype": "fp8", "act_dtype": "fp8"}
+    if mode == "fp8_block":
+        return {"weight_dtype": "fp8_block", "act_dtype": "fp8"}
+    if mode == "nvfp4":
+        return {"weight_dtype": "nvfp4", "act_dtype": "fp4"} if fp4_peak else {"weight_dtype": "nvfp4"}
+    raise Skip(f"quantization {mode} not mapped")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One usable row: what it measured and the options it is simulated with."""
+
+    id: str
+    backend: str
+    system: str
+    model: str
+    gpu: str
+    tp: int
+    concurrency: int
+    isl: int
+    osl: int
+    dtypes: tuple[tuple[str, str], ...]
+    tpot_ms: float
+    ttft_ms: float
+    fit: bool
+
+    @property
+    def options(self) -> dict[str, object]:
+        """api.serve's keywords but the stack and the fusions."""
+        return dict(gpu=self.gpu, model=self.model, tp=self.tp, concurrency=self.concurrency, prompt=self.isl,
+                    output=self.osl, requests=requests_for(self.concurrency), max_num_seqs=self.concurrency,
+                    **dict(self.dtypes))
+
+
+@functools.cache
+def _has_fp4(gpu: str) -> bool:
+    from rooflinectl.specs.hardware import load_gpu
+
+    return "fp4" in load_gpu(gpu).compute.tensor_tflops
+
+
+@functools.cache
+def _has_experts(model: str) -> bool:
+    from rooflinectl.specs.model import load_model
+
+    return load_model(model).moe is not None
+
+
+def case_of(row: dict[str, str]) -> Case:
+    """The row as a Case; a row that cannot be simulated is a Skip naming why."""
+
+    if row["mode"] != "agg":
+        raise Skip(f"mode {row['mode']} (disaggregated serving is not simulated)")
+    if row["ep_effective"] != "1":
+        raise Skip("expert parallelism (serve refuses --ep > 1)")
+    if row["attention_dp_size"] not in ("", "1"):
+        raise Skip("attention data parallelism")
+    if row["backend"] not in BACKENDS:
+        raise Skip(f"backend {row['backend']}")
+    if row["system"] not in SYSTEMS:
+        raise Skip(f"system {row['system']}")
+    if row["model_path"] not in MODELS:
+        raise Skip(f"no bundled model ({row['model_path']})")
+    model = MODELS[row["model_path"]]
+    gpu = SYSTEMS[row["system"]]
+    dtypes = quant_options(row["gemm_quant_mode"], row["moe_quant_mode"], _has_experts(model), _has_fp4(gpu))
+    tpot, ttft = float(row["silicon_tpot_ms"] or "nan"), float(row["silicon_ttft_ms"] or "nan")
+    if not (tpot > 0 and ttft > 0):
+        raise Skip("no measured TPOT or TTFT")
+    return Case(id=row["id"], backend=row["backend"], system=row["system"], model=model, gpu=gpu,
+                tp=int(row["tp_effective"]), concurrency=int(row["concurrency"]), isl=int(row["isl"]),
+                osl=int(row["osl"]), dtypes=tuple(sorted(dtypes.items())), tpot_ms=tpot, ttft_ms=ttft,
+                fit=in_fit_half(row["id"]))
+
+
+def read_cases(path: Path) -> tuple[list[Case], Counter[str], str]:
+    """The usable rows, the skipped ones counted by reason, and the CSV's source commit(s)."""
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    cases, skipped = [], Counter()
+    for row in rows:
+        try:
+            cases.append(case_of(row))
+        except Skip as why:
+            skipped[str(why)] += 1
+    commits = sorted({r["source_commit"] for r in rows})
+    return cases, skipped, ", ".join(commits)
+
+
+# --- the predictions ---------------------------------------------------------------------------------------------
+
+
+def predict_generate(case: Case) -> tuple[float, float]:
+    """(TTFT, TPOT) in ms of the static path: the batch of every client prefilled at once, then decoded."""
+    import rooflinectl.api as api
+
+    o = case.options
+    g = api.generate(gpu=o["gpu"], model=o["model"], tp=case.tp, prompt=case.isl, output=case.osl,
+                     batch=case.concurrency, **dict(case.dtypes)).generation
+    return g.ttft_s * 1e3, (g.tpot_s or 0.0) * 1e3
+
+
+def predict_serve(case: Case, stack: str) -> tuple[float, float]:
+    """(mean TTFT, mean TPOT) in ms of api.serve with ``stack`` (an id or a path)."""
+    import rooflinectl.api as api
+
+    run = api.serve(stack=stack, **case.options).run
+    assert run.ttft is not None and run.tpot is not None
+    return run.ttft.mean * 1e3, run.tpot.mean * 1e3
+
+
+# A stack's unknowns as the fit sees them, in the order of Linear's columns and of the fit's solution: µs per
+# kernel, µs per step, µs per sequence in a step, ns per KV position and layer, µs per request between engine and
+# client, and 1/attention_efficiency − 1 (the attention ops' extra time over their time at the roofs).
+UNKNOWNS = ("kernel_gap_us", "step_overhead_us", "sequence_overhead_us", "kv_position_ns", "request_latency_us",
+            "attention_extra")
+SCALES = (1e-6, 1e-6, 1e-6, 1e-9, 1e-6)  # the linear unknowns' units in seconds
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A row's mean TTFT and TPOT (seconds) as functions of a stack. At each grid point (b, c) of the efficiencies
+    the ops' time and the attention ops' part of it are numbers; the rest is linear in the stack's other figures:
+    mean = ops(b, c) + attention(b, c) · attention_extra + Σ_j column_j · unknown_j · SCALES_j, the columns being
+    the kernels, the steps, the sequences, the KV positions × layers (each step's, weighted as the steps enter
+    the mean) and the requests' latency (1 for TTFT, 0 for TPOT)."""
+
+    ops: dict[tuple[float, float], tuple[float, float]]  # (b, c) → (TTFT, TPOT) of the ops at the roofs scaled
+    attention: dict[tuple[float, float], tuple[float, float]]  # (b, c) → the attention ops' share of that
+    columns: tuple[tuple[float, ...], tuple[float, ...]]  # (TTFT, TPOT) × the linear unknowns
+
+    def at(self, b: float, c: float, x: Sequence[float]) -> tuple[float, float]:
+        """(mean TTFT, mean TPOT) in ms at grid point (b, c) and unknowns ``x`` (UNKNOWNS' order and units)."""
+        out = []
+        for m in (0, 1):
+            fixed = sum(col * v * scale for col, v, scale in zip(self.columns[m], x[:-1], SCALES))
+            out.append((self.ops[(b, c)][m] + self.attention[(b, c)][m] * x[-1] + fixed) * 1e3)
+        return out[0], out[1]
+
+    def to_json(self) -> dict[str, object]:
+        return {"ops": [[b, c, *v] for (b, c), v in self.ops.items()],
+                "attention": [[b, c, *v] for (b, c), v in self.attention.items()],
+                "columns": [list(col) for col in self.columns]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Linear:
+        return cls({(b, c): (t, p) for b, c, t, p in d["ops"]}, {(b, c): (t, p) for b, c, t, p in d["attention"]},
+                   (tuple(d["columns"][0]), tuple(d["columns"][1])))
+
+
+class _Clock:
+    """A step model for ``simulate`` that prices every step at one second and keeps the steps it was given: the
+    run's times are then step counts (a token at time k came out of the k-th step), exact in floats."""
+
+    stack = None  # no costs beyond the steps: request latencies are priced by the fit
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[tuple[tuple[int, int], int], ...]] = []
+
+    def time_counts(self, counts: dict[tuple[int, int], int]) -> float:
+        self.steps.append(tuple(sorted(counts.items())))
+        return 1.0
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A case's run: the groups of every step in order ({(new, cached): sequences} as sorted items), and each
+    served request's (arrival, first token, last token, output tokens) as step counts."""
+
+    steps: list[tuple[tuple[tuple[int, int], int], ...]]
+    requests: list[tuple[int, int, int, int]]
+    kv_blocks: int
+
+
+def step_model(case: Case, fused: Sequence[str]):
+    """``api.serve``'s step model of the case (its roofs, no stack) with these fusions."""
+    import rooflinectl.api as api
+    from rooflinectl.engine.parallel import Layout
+    from rooflinectl.serving.stepmodel import StepModel
+    from rooflinectl.specs.hardware import load_gpu
+
+    base = api.base_workload(model=case.model, fuse=list(fused), **dict(case.dtypes))
+    return StepModel(base, load_gpu(case.gpu), False, Layout(case.tp), None)
+
+
+def record(case: Case, model, reuse: Recorded | None = None) -> Recorded:
+    """The steps ``api.serve`` runs for the case (its closed loop, scheduler and KV cache, ``model``'s fusions): in
+    a closed loop with fixed lengths they do not depend on the steps' times (a client's next request arrives at the
+    end of the step that finished its last), so any clock records them. ``reuse``: steps recorded with other
+    fusions, the same where the KV cache has as many blocks (nothing else differs)."""
+    from rooflinectl.engine.memory import reserve_bytes
+    from rooflinectl.errors import UserError
+    from rooflinectl.serving.kvcache import BlockPool
+    from rooflinectl.serving.load import Lengths, closed_loop
+    from rooflinectl.serving.scheduler import SchedulerConfig
+    from rooflinectl.serving.simulate import simulate
+    from rooflinectl.serving.stepmodel import kv_capacity
+
+    o = case.options
+    load = closed_loop(case.concurrency, int(o["requests"]), Lengths("fixed", case.isl), Lengths("fixed", case.osl),
+                       0)
+    capacity = kv_capacity(model, 8192, 16, reserve_bytes(model.gpu.capacity_bytes, None))
+    if capacity.blocks == 0:
+        raise UserError(f"{case.model} on {case.gpu} TP{case.tp}: no room for the KV cache")
+    if reuse is not None and reuse.kv_blocks == capacity.blocks:
+        return reuse
+    clock = _Clock()
+    run = simulate(load, clock, BlockPool(capacity.blocks, 16), SchedulerConfig(8192, case.concurrency, True))  # type: ignore[arg-type]
+    requests = [(round(s.request.arrival_s), round(s.token_times_s[0]), round(s.token_times_s[-1]),
+                 len(s.token_times_s)) for s in run.served]
+    return Recorded(clock.steps, requests, capacity.blocks)
+
+
+def step_weights(rec: Recorded) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, its weight in the mean TTFT and in the mean TPOT: mean TTFT = Σ weight · step time (a request's
+    TTFT is the sum of the steps from its arrival to its first token), likewise TPOT (the steps after its first
+    token to its last, over output − 1). Step k (from 0) ends at time k + 1 of the record."""
+    n = len(rec.steps)
+    ttft, tpot = np.zeros(n + 1), np.zeros(n + 1)
+    decoding = sum(1 for r in rec.requests if r[3] > 1)
+    for arrival, first, last, tokens in rec.requests:
+        ttft[arrival] += 1 / len(rec.requests)
+        ttft[first] -= 1 / len(rec.requests)
+        if tokens > 1:
+            w = 1 / (tokens - 1) / decoding
+            tpot[first] += w
+            tpot[last] -= w
+    return np.cumsum(ttft)[:n], np.cumsum(tpot)[:n]
+
+
+def linear_of(case: Case, rec: Recorded, model, grid: Iterable[tuple[float, float]]) -> Linear:
+    """The case's mean TTFT and TPOT as linear functions of the stack (``Linear``) from its recorded steps, each
+    step's ops taken from ``model`` (``StepModel.step_ops``; its fusions must be those it was recorded with)."""
+    from rooflinectl.engine.roofline import place
+
+    w_ttft, w_tpot = step_weights(rec)
+    by_key: dict[tuple, list[float]] = {}  # a step's groups → its [ttft weight, tpot weight]
+    for i, key in enumerate(rec.steps):
+        acc = by_key.setdefault(key, [0.0, 0.0])
+        acc[0] += w_ttft[i]
+        acc[1] += w_tpot[i]
+    # an op's (compute time, memory time, collective?, attention?) → its [ttft, tpot] weights × its instances
+    weights: dict[tuple[float, float, bool, bool], list[float]] = {}
+
+    def add(ops: Sequence, is_attention: bool, a: float, b: float) -> None:
+        for op in ops:
+            p = place(op, model.roofs)
+            k = (p.compute_time_s, p.memory_time_s, op.kind == "communication", is_attention)  # one instance
+            acc = weights.setdefault(k, [0.0, 0.0])
+            acc[0] += a * op.count
+            acc[1] += b * op.count
+
+    columns = np.zeros((2, len(SCALES)))
+    columns[0, 4] = 1.0  # every request's TTFT pays the latency once; TPOT never
+    rest_weights: dict[int, list] = {}  # the ops other than attention, by identity → [ops, ttft, tpot weights]
+    for key, (a, b) in by_key.items():
+        counts = dict(key)
+        tokens, positions = model.shape(counts)
+        rest, attention = model.step_ops(counts)
+        kernels = sum(op.count for op in rest) + sum(op.count for op in attention)
+        layers = sum(model.attention_layers(op) for op in attention)
+        per_step = np.array([kernels, 1.0, sum(counts.values()), positions * layers, 0.0])
+        columns[0] += a * per_step
+        columns[1] += b * per_step
+        shared = rest_weights.setdefault(id(rest), [rest, 0.0, 0.0])  # one tuple for the steps sharing them
+        shared[1] += a
+        shared[2] += b
+        add(attention, True, a, b)
+    for rest, a, b in rest_weights.values():
+        add(rest, False, a, b)
+    keys = list(weights)
+    ct, mt = np.array([k[0] for k in keys]), np.array([k[1] for k in keys])
+    comm, att = np.array([k[2] for k in keys]), np.array([k[3] for k in keys])
+    wt, wp = np.array([weights[k][0] for k in keys]), np.array([weights[k][1] for k in keys])
+    ops, attn = {}, {}
+    for b, c in grid:
+        # a collective's time is the interconnect's: a stack's bandwidth efficiency scales HBM alone
+        t = np.maximum(ct / c, np.where(comm, mt, mt / b))
+        ops[(b, c)] = (float(wt @ t), float(wp @ t))
+        attn[(b, c)] = (float(wt @ (t * att)), float(wp @ (t * att)))
+    return Linear(ops, attn, (tuple(columns[0]), tuple(columns[1])))  # type: ignore[arg-type]
+
+
+# --- the fit -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fitted:
+    backend: str
+    bandwidth_efficiency: float
+    compute_efficiency: float
+    figures: dict[str, float]  # UNKNOWNS but attention_extra, rounded as the stack file states them
+    attention_efficiency: float
+    rows: int
+    tpot_mape: float  # on the fitting rows
+    ttft_mape: float
+
+    @property
+    def unknowns(self) -> tuple[float, ...]:
+        """The figures in UNKNOWNS' order."""
+        return (*(self.figures[k] for k in UNKNOWNS[:-1]), 1 / self.attention_efficiency - 1)
+
+
+def nnls(a: np.ndarray, y: np.ndarray, iterations: int = 100) -> np.ndarray:
+    """argmin_{x ≥ 0} ‖a x − y‖² by Lawson and Hanson's active-set method (Solving Least Squares Problems, 1974,
+    ch. 23): move the variable whose gradient most wants to grow into the free set, solve there, and step back
+    along the segment to the first variable that would turn negative."""
+    n = a.shape[1]
+    x = np.zeros(n)
+    free = np.zeros(n, dtype=bool)
+    for _ in range(iterations):
+        gradient = a.T @ (y - a @ x)
+        if free.all() or (gradient[~free] <= 1e-12 * max(1.0, float(np.abs(gradient).max()))).all():
+            break
+        j = int(np.argmax(np.where(free, -np.inf, gradient)))
+        free[j] = True
+        while True:
+            z = np.zeros(n)
+            z[free], *_ = np.linalg.lstsq(a[:, free], y, rcond=None)
+            if (z[free] > 0).all():
+                x = z
+                break
+            shrinking = free & (z <= 0)
+            alpha = float(np.min(x[shrinking] / (x[shrinking] - z[shrinking])))
+            x = x + alpha * (z - x)
+            free &= x > 1e-15
+            x[~free] = 0.0
+    return x
+
+
+def fit_unknowns(lins: Sequence[Linear], cases: Sequence[Case], b: float, c: float) -> tuple[np.ndarray, float]:
+    """(UNKNOWNS at grid point (b, c), the weighted sum of the absolute relative errors): the non-negative
+    figures that minimize the sum of the absolute relative errors of TPOT and TTFT over the rows (iteratively
+    reweighted least squares on the relative residuals, each solved by ``nnls``)."""
+    rows_a, rows_y = [], []
+    for lin, case in zip(lins, cases):
+        # relative residual = (ops + Σ column·x)/measured − 1 → a·x − y
+        for m, measured in ((1, case.tpot_ms / 1e3), (0, case.ttft_ms / 1e3)):
+            rows_a.append([*(col * unit / measured for col, unit in zip(lin.columns[m], SCALES)),
+                           lin.attention[(b, c)][m] / measured])
+            rows_y.append(1 - lin.ops[(b, c)][m] / measured)
+    a, y = np.array(rows_a), np.array(rows_y)
+    # Each metric's residuals count in proportion to its target: a TTFT error of 25% weighs as a TPOT one of 12%.
+    scale = np.tile([1 / TARGET_TPOT, 1 / TARGET_TTFT], len(lins))
+    w = np.ones(len(y))
+    x = np.zeros(a.shape[1])
+    for _ in range(20):
+        sw = np.sqrt(w * scale)
+        x = nnls(a * sw[:, None], y * sw)
+        r = np.abs(a @ x - y)
+        w = 1 / np.maximum(r, 1e-3)
+    r = np.abs(a @ x - y)
+    return x, float((r * scale * 100).sum())
+
+
+def fit_backend(backend: str, lins: Sequence[Linear], cases: Sequence[Case]) -> Fitted:
+    """The grid point and figures with the smallest weighted error over ``cases``, rounded as the stack file
+    states them."""
+    best: tuple[float, float, float, np.ndarray] | None = None
+    for b in BANDWIDTH_GRID:
+        for c in COMPUTE_GRID:
+            x, cost = fit_unknowns(lins, cases, b, c)
+            if best is None or cost < best[0]:
+                best = (cost, b, c, x)
+    assert best is not None
+    _, b, c, x = best
+    digits = {"kv_position_ns": 2, "kernel_gap_us": 2}
+    figures = {k: round(float(v), digits.get(k, 1)) for k, v in zip(UNKNOWNS[:-1], x)}
+    f = Fitted(backend, b, c, figures, round(1 / (1 + float(x[-1])), 3), len(cases), 0.0, 0.0)
+    tpot = [abs(lin.at(b, c, f.unknowns)[1] / k.tpot_ms - 1) * 100 for lin, k in zip(lins, cases)]
+    ttft = [abs(lin.at(b, c, f.unknowns)[0] / k.ttft_ms - 1) * 100 for lin, k in zip(lins, cases)]
+    return replace(f, tpot_mape=statistics.fmean(tpot), ttft_mape=statistics.fmean(ttft))
+
+
+# --- the report --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    case: Case
+    predictions: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # method → (TTFT, TPOT) ms
+    kv_tokens: int = 0  # the tokens its simulated KV cache holds
+
+    @property
+    def represented(self) -> bool:
+        """Whether the simulation represents the row: its clients' sequences fit the simulated KV cache, and the
+        data's README names no fault in it."""
+        return not self.kv_bound and known_fault(self.case) is None
+
+    @property
+    def kv_bound(self) -> bool:
+        """Whether the simulated KV cache holds fewer tokens than every client's whole sequence: the simulation
+        then queues or preempts requests where the engine, given its own memory split, may not have."""
+        return self.kv_tokens < self.case.concurrency * (self.case.isl + self.case.osl)
+    errors: dict[str, str] = field(default_factory=dict)  # method → why it has no prediction
+
+
+def _stats(results: Sequence[Result], method: str) -> tuple[int, str, str, str, str]:
+    pairs = [(r.predictions[method], r.case) for r in results if r.predictions.get(method)]
+    if not pairs:
+        return 0, "—", "—", "—", "—"
+    tpot = [p[1] / k.tpot_ms for p, k in pairs]
+    ttft = [p[0] / k.ttft_ms for p, k in pairs]
+
+    def mape(xs: list[float]) -> str:
+        return f"{statistics.fmean(abs(x - 1) for x in xs) * 100:.1f}%"
+
+    return (len(pairs), mape(tpot), f"{statistics.median(tpot):.2f}", mape(ttft), f"{statistics.median(ttft):.2f}")
+
+
+METHOD_TITLES = {"generate": "before: generate", "roofline": "before: serve, roofline stack",
+                 "stack": "after: serve, engine stack"}
+
+
+def table(results: Sequence[Result], methods: Sequence[str]) -> list[str]:
+    lines = ["| engine | GPU | method | rows | TPOT MAPE | TPOT median ratio | TTFT MAPE | TTFT median ratio |",
+             "|---|---|---|--:|--:|--:|--:|--:|"]
+    groups = sorted({(r.case.backend, r.case.system) for r in results},
+                    key=lambda k: (BACKENDS.index(k[0]), k[1]))
+    for backend, system in [*groups, ("all", "all")]:
+        rs = [r for r in results if backend == "all" or (r.case.backend, r.case.system) == (backend, system)]
+        for m in methods:
+            n, tm, tr, fm, fr = _stats(rs, m)
+            name = "**all**" if backend == "all" else ENGINE_NAMES[backend]
+            gpu = "" if backend == "all" else SYSTEMS[system]
+            lines.append(f"| {name} | {gpu} | {METHOD_TITLES[m]} | {n} | {tm} | {tr} | {fm} | {fr} |")
+    return lines
+
+
+def worst(results: Sequence[Result], method: str, metric: int, k: int = 8) -> list[str]:
+    """The k rows the method misses most on a metric (0 TTFT, 1 TPOT), as markdown lines: what dominates."""
+    name = ("TTFT", "TPOT")[metric]
+    scored = []
+    for r in results:
+        p = r.predictions.get(method)
+        if p:
+            meas = r.case.ttft_ms if metric == 0 else r.case.tpot_ms
+            scored.append((abs(p[metric] / meas - 1), p[metric], meas, r.case))
+    scored.sort(key=lambda s: -s[0])
+    lines = [f"| {name} error | predicted ms | measured ms | engine | GPU | model | TP | quant | c | isl/osl |",
+             "|--:|--:|--:|---|---|---|--:|---|--:|---|"]
+    for e, p, m, c in scored[:k]:
+        q = dict(c.dtypes).get("weight_dtype", "bf16")
+        lines.append(f"| {e * 100:.0f}% | {p:,.1f} | {m:,.1f} | {c.backend} | {c.gpu} | {c.model} | {c.tp} | {q} | "
+                     f"{c.concurrency} | {c.isl}/{c.osl} |")
+    return lines
+
+
+def git_head() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+STACK_TEXT = """\
+# {name}'s costs beyond the roofline, fitted to published runs of it on H100 SXM and B200 (one stack for both GPUs).
+id: {id}
+name: {name}
+source: >-
+  fitted by benchmarks/serving_truth.py --fit to the published runs of {name} in {csv_name} (ai-dynamo/aiconfigurator's
+  silicon_sample.csv at commit {commit}) that it simulates (agg, no expert parallelism, a bundled model) and
+  whose id's SHA-256 starts with an even hex digit, less those whose clients' sequences overflow the simulated KV
+  cache and those the data's README flags: {rows} rows; on the other half's rows it represents ({held} rows)
+  mean TPOT is off by {tpot:.1f}% and mean TTFT by {ttft:.1f}% (mean absolute error; docs/serving.md, "Validation
+  against published runs")
+step_overhead_us: {step_overhead_us}
+kernel_gap_us: {kernel_gap_us}
+sequence_overhead_us: {sequence_overhead_us}
+request_latency_us: {request_latency_us}
+bandwidth_efficiency: {b}
+compute_efficiency: {c}
+attention_efficiency: {ae}
+kv_position_ns: {kv_position_ns}
+fused: [{fused}]
+notes: >-
+  Reproduce: python benchmarks/serving_truth.py --fit --write-stacks (from the repository root, the CSV at
+  {csv_default}). The figures are one fit over both GPUs, every model and quantization: they absorb what
+  the roofline does not model (attention and MoE kernels below the roofs, the KV cache's type, which the runs do not
+  record, the engine's scheduler) and are not measurements of {name} itself. fused: the Q/K/V and gate/up weights
+  {name} loads as one matrix each.
+"""
+
+
+def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid: list | None,
+                  started: float) -> tuple[list[Result], dict[str, Linear], Counter[str]]:
+    """Every case's predictions (``Result``), with ``grid``: each case's ``Linear`` over it too, and the cases
+    ``serve`` refused counted by reason. ``cache``: a folder that keeps each case's predictions."""
+    from rooflinectl.errors import UserError
+
+    def cache_path(case: Case, what: str) -> Path | None:
+        if cache is None:
+            return None
+        key = hashlib.sha256(json.dumps([case.id, case.options, what], default=str).encode()).hexdigest()[:20]
+        return cache / f"{key}.json"
+
+    def cached(case: Case, what: str, compute: Callable[[], object]) -> object:
+        path = cache_path(case, what)
+        if path is not None and path.exists():
+            return json.loads(path.read_text())
+        value = compute()
+        if path is not None:
+            path.write_text(json.dumps(value))
+        return value
+
+    full_grid = [(b, c) for b in BANDWIDTH_GRID for c in COMPUTE_GRID]
+    grid_what = f"grid {FUSED} {full_grid}"
+
+    results: list[Result] = []
+    linears: dict[str, Linear] = {}
+    failed: Counter[str] = Counter()
+    for i, case in enumerate(cases):
+        r = Result(case)
+        recorded: dict[tuple[str, ...], tuple[object, Recorded]] = {}  # fusions → (step model, steps)
+
+        def steps_with(fused: Sequence[str], case: Case = case, recorded: dict = recorded) -> tuple[object, Recorded]:
+            key = tuple(fused)
+            if key not in recorded:
+                model = step_model(case, fused)
+                other = next(iter(recorded.values()), None)
+                recorded[key] = (model, record(case, model, other[1] if other else None))
+            return recorded[key]
+
+        def serve_at(fused: Sequence[str], b: float, c: float, x: Sequence[float], case: Case = case) -> list:
+            kept = cache_path(case, grid_what)
+            if tuple(fused) == FUSED and (b, c) in full_grid and kept is not None and kept.exists():
+                # a --fit run priced these steps at every grid point: the same sums
+                return list(Linear.from_json(json.loads(kept.read_text())).at(b, c, x))
+            model, rec = steps_with(fused)
+            return list(linear_of(case, rec, model, [(b, c)]).at(b, c, x))
+
+        methods: dict[str, tuple[str, Callable[[], object]]] = {
+            "generate": ("generate", lambda case=case: list(predict_generate(case))),
+            "roofline": ("roofline", lambda: serve_at((), 1.0, 1.0, (0.0, 0.0, 0.0, 0.0))),
+        }
+        if case.backend in stacks:
+            st = stacks[case.backend]
+            x = (*(getattr(st, k) for k in UNKNOWNS[:-1]), 1 / st.attention_efficiency - 1)
+            methods["stack"] = (f"stack {list(st.fused)} {st.bandwidth_efficiency} {st.compute_efficiency} {x}",
+                                lambda st=st, x=x: serve_at(st.fused, st.bandwidth_efficiency,
+                                                            st.compute_efficiency, x))
+        for m, (what, compute) in methods.items():
+            try:
+                r.predictions[m] = tuple(cached(case, what, compute))  # type: ignore[arg-type]
+            except UserError as e:
+                r.predictions[m] = None
+                r.errors[m] = _reason(str(e))
+        if r.predictions.get("roofline") is None:
+            failed[f"serve: {r.errors.get('roofline', '')}"] += 1
+            continue
+        r.kv_tokens = int(cached(case, "kv tokens", lambda case=case: kv_tokens(case)))  # type: ignore[call-overload]
+        if grid is not None:
+            def make_linear(case: Case = case) -> dict:
+                model, rec = steps_with(FUSED)
+                return linear_of(case, rec, model, grid).to_json()
+            linears[case.id] = Linear.from_json(cached(case, grid_what, make_linear))  # type: ignore[arg-type]
+        results.append(r)
+        if (i + 1) % 25 == 0:
+            print(f"{i + 1}/{len(cases)} rows, {time.time() - started:.0f} s", file=sys.stderr)
+    return results, linears, failed
+
+
+def kv_tokens(case: Case) -> int:
+    """The tokens the case's KV cache holds (api.serve's: the GPU less weights, activations and the reserve)."""
+    from rooflinectl.engine.memory import reserve_bytes
+    from rooflinectl.serving.stepmodel import kv_capacity
+
+    model = step_model(case, ())
+    return kv_capacity(model, 8192, 16, reserve_bytes(model.gpu.capacity_bytes, None)).blocks * 16
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("csv", nargs="?", default=DEFAULT_CSV, help=f"the published runs (default {DEFAULT_CSV})")
+    ap.add_argument("--json", metavar="FILE", help="also write every row's predictions as JSON")
+    ap.add_argument("--fit", action="store_true", help="fit each engine's stack on the fitting half")
+    ap.add_argument("--write-stacks", action="store_true", help="with --fit: write stacks/<engine>.yaml")
+    ap.add_argument("--backend", choices=BACKENDS, action="append", help="only this engine (repeatable)")
+    ap.add_argument("--limit", type=int, help="only the first N usable rows (a quick look)")
+    ap.add_argument("--cache", metavar="DIR", help="keep each row's predictions here and reuse them")
+    ap.add_argument("--shard", metavar="I/N", help="only every N-th usable row from the I-th (0-based): run N of "
+                    "these in parallel with one --cache, then once without --shard to report")
+    ap.add_argument("--check", type=int, metavar="N", help="run api.serve itself on N of the rows and compare")
+    args = ap.parse_args(argv)
+    if args.write_stacks and not args.fit:
+        ap.error("--write-stacks needs --fit")
+
+    os.chdir(ROOT)
+    csv_path = Path(args.csv)
+    cases, skipped, commit = read_cases(csv_path)
+    if args.backend:
+        cases = [c for c in cases if c.backend in args.backend]
+    if args.limit:
+        cases = cases[:args.limit]
+    if args.shard:
+        index, shards = (int(v) for v in args.shard.split("/"))
+        cases = cases[index::shards]
+    cache = Path(args.cache) if args.cache else None
+    if cache:
+        cache.mkdir(parents=True, exist_ok=True)
+    grid = [(b, c) for b in BANDWIDTH_GRID for c in COMPUTE_GRID]
+    started = time.time()
+    from rooflinectl.specs.stack import load_stack
+
+    stacks = {b: load_stack(b) for b in BACKENDS if (ROOT / "stacks" / f"{b}.yaml").exists()} if not args.fit else {}
+    results, linears, failed = simulate_rows(cases, cache, stacks, grid if args.fit else None, started)
+    for reason, n in failed.items():
+        skipped[reason] += n
+    check_lines = check(results, args.check, stacks) if args.check else []
+
+    fitted: dict[str, Fitted] = {}
+    if args.fit:
+        for backend in BACKENDS:
+            # the fitting half's rows the simulation represents: their clients' sequences fit its KV cache, and
+            # the data's README names no fault in them
+            rs = [r for r in results if r.case.backend == backend and r.case.fit and r.represented]
+            if not rs:
+                continue
+            fitted[backend] = f = fit_backend(backend, [linears[r.case.id] for r in rs], [r.case for r in rs])
+            for r in results:
+                if r.case.backend == backend:
+                    r.predictions["stack"] = linears[r.case.id].at(f.bandwidth_efficiency, f.compute_efficiency,
+                                                                   f.unknowns)
+
+    held = [r for r in results if not r.case.fit]
+    fit_rows = [r for r in results if r.case.fit]
+    out = sys.stdout
+    w = out.write
+    w("# Serving simulation against published runs\n\n")
+    w(f"{csv_path} (source commit {commit}); rooflinectl {git_head()}; {datetime.date.today()}; "
+      f"{platform.node() or 'this machine'} ({platform.processor() or platform.machine()}, Python "
+      f"{platform.python_version()}); {time.time() - started:.0f} s.\n\n")
+    w(f"Rows simulated: {len(results)} ({len(fit_rows)} in the fitting half: SHA-256 of the id starts with an even "
+      f"hex digit; {len(held)} held out). Requests per row: max(4 × concurrency, 32).\n\n")
+    w("Rows skipped, by reason:\n\n| reason | rows |\n|---|--:|\n")
+    for reason, n in skipped.most_common():
+        w(f"| {reason} | {n} |\n")
+    methods = ["generate", "roofline", "stack"]
+    if fitted:
+        names = ["bandwidth_efficiency", "compute_efficiency", *UNKNOWNS[:-1], "attention_efficiency"]
+        w("\n## Fitted stacks\n\n| engine | " + " | ".join(names) + " | rows fitted | TPOT MAPE (fitted rows) | "
+          "TTFT MAPE (fitted rows) |\n|---|" + "--:|" * (len(names) + 3) + "\n")
+        for f in fitted.values():
+            values = [f.bandwidth_efficiency, f.compute_efficiency, *f.figures.values(), f.attention_efficiency]
+            w(f"| {ENGINE_NAMES[f.backend]} | " + " | ".join(str(v) for v in values)
+              + f" | {f.rows} | {f.tpot_mape:.1f}% | {f.ttft_mape:.1f}% |\n")
+    w("\n## Held-out rows (not fitted on)\n\n")
+    w("\n".join(table(held, methods)) + "\n")
+    clean = [r for r in held if not r.kv_bound and known_fault(r.case) is None]
+    faults = Counter(why for r in held if (why := known_fault(r.case)) is not None)
+    bound = sum(1 for r in held if r.kv_bound and known_fault(r.case) is None)
+    w("\n## Held-out rows the simulation represents\n\n")
+    w(f"The held-out rows less {bound} whose clients' whole sequences do not fit the simulated KV cache (it then "
+      f"queues and preempts; api.serve's reserve is 10% of HBM) and the README's known faults: "
+      + "; ".join(f"{n} rows: {why}" for why, n in faults.items()) + ".\n\n")
+    w("\n".join(table(clean, methods)) + "\n")
+    w("\n## Fitted rows\n\n")
+    w("\n".join(table(fit_rows, methods)) + "\n")
+    for metric in (1, 0):
+        w(f"\n## Largest {('TTFT', 'TPOT')[metric]} errors of the engine stacks, held-out rows\n\n")
+        w("\n".join(worst(held, "stack", metric)) + "\n")
+    if check_lines:
+        w("\n## The replay against api.serve\n\n" + "\n".join(check_lines) + "\n")
+    gen_missing = Counter(v for r in results for m, v in r.errors.items() if m == "generate")
+    if gen_missing:
+        w("\ngenerate has no prediction for " + ", ".join(f"{n} rows ({why})" for why, n in gen_missing.items())
+          + ".\n")
+
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "csv": str(csv_path), "source_commit": commit, "skipped": dict(skipped),
+            "fitted": {k: vars(v) for k, v in fitted.items()},
+            "rows": [{"id": r.case.id, "backend": r.case.backend, "system": r.case.system, "fit": r.case.fit,
+                      "model": r.case.model, "tp": r.case.tp, "concurrency": r.case.concurrency, "isl": r.case.isl,
+                      "osl": r.case.osl, "dtypes": dict(r.case.dtypes), "kv_bound": r.kv_bound,
+                      "known_fault": known_fault(r.case),
+                      "measured": {"ttft_ms": r.case.ttft_ms, "tpot_ms": r.case.tpot_ms},
+                      "predicted": {m: (None if p is None else {"ttft_ms": p[0], "tpot_ms": p[1]})
+                                    for m, p in r.predictions.items()}} for r in results]}, indent=1))
+
+    if args.write_stacks:
+        for backend, f in fitted.items():
+            rs = [r for r in held if r.case.backend == backend and r.represented]
+            _, tm, _, fm, _ = _stats(rs, "stack")
+            text = STACK_TEXT.format(
+                id=backend, name=ENGINE_NAMES[backend], csv_name=csv_path.name, commit=commit, rows=f.rows,
+                held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), b=f.bandwidth_efficiency,
+                c=f.compute_efficiency, ae=f.attention_efficiency, fused=", ".join(FUSED), **f.figures,
+                csv_default=DEFAULT_CSV)
+            (ROOT / "stacks" / f"{backend}.yaml").write_text(text)
+    return 0
+
+
+def _reason(message: str) -> str:
+    """An error as a reason to count: its numbers as N, its first clause."""
+    return re.sub(r"\d[\d,.]*", "N", message.split(";")[0])[:120]
+
+
+def check(results: Sequence[Result], n: int, stacks: dict) -> list[str]:
+    """``api.serve`` itself on n of the rows (evenly spaced), with the roofline stack and the engine's: the largest
+    relative difference from the replay's predictions, as report lines."""
+    picked = list(results)[:: max(1, len(results) // n)][:n]
+    worst_diff, runs = 0.0, 0
+    for r in picked:
+        for m, stack in (("roofline", "roofline"), ("stack", r.case.backend)):
+            if m == "stack" and r.case.backend not in stacks:
+                continue
+            p = r.predictions.get(m)
+            if p is None:
+                continue
+            ttft, tpot = predict_serve(r.case, stack)
+            worst_diff = max(worst_diff, abs(ttft / p[0] - 1), abs(tpot / p[1] - 1))
+            runs += 1
+    return [f"api.serve on {len(picked)} rows ({runs} runs): the largest relative difference from the replay's mean "
+            f"TTFT or TPOT is {worst_diff:.1e}."]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""benchmarks/serving_truth.py without the published runs: a row's quantization maps to dtypes or is refused, and
+a recorded run re-priced under a stack is that stack's simulation."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+import rooflinectl as rl
+
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "serving_truth.py"
+spec = importlib.util.spec_from_file_location("serving_truth", SCRIPT)
+assert spec is not None and spec.loader is not None
+st = importlib.util.module_from_spec(spec)
+sys.modules["serving_truth"] = st  # its dataclasses look their module up
+spec.loader.exec_module(st)
+
+
+@pytest.mark.parametrize(("gemm", "moe", "experts", "fp4", "expected"), [
+    ("", "", False, True, {}),
+    ("fp8", "fp8", False, False, {"weight_dtype": "fp8", "act_dtype": "fp8"}),
+    ("fp8", "fp8_block", True, True, {"weight_dtype": "fp8_block", "act_dtype": "fp8"}),
+    ("fp8", "fp8_block", False, True, {"weight_dtype": "fp8", "act_dtype": "fp8"}),
+    ("nvfp4", "nvfp4", True, True, {"weight_dtype": "nvfp4", "act_dtype": "fp4"}),
+    ("nvfp4", "nvfp4", True, False, {"weight_dtype": "nvfp4"}),
+])
+def test_a_rows_quantization_maps_to_dtypes(gemm, moe, experts, fp4, expected):
+    assert st.quant_options(gemm, moe, experts, fp4) == expected
+
+
+@pytest.mark.parametrize(("gemm", "moe"), [("int4_wo", "int4_wo"), ("fp8", "w4a16_mxfp4"), ("mxfp8", "")])
+def test_an_unknown_quantization_is_skipped_by_name(gemm, moe):
+    with pytest.raises(st.Skip, match="not mapped"):
+        st.quant_options(gemm, moe, True, True)
+
+
+def _row(**over):
+    row = {"id": "r1", "mode": "agg", "ep_effective": "1", "attention_dp_size": "1", "backend": "vllm",
+           "system": "h100_sxm", "model_path": "Qwen/Qwen3-32B", "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8",
+           "silicon_tpot_ms": "20", "silicon_ttft_ms": "100", "tp_effective": "2", "concurrency": "8", "isl": "1024",
+           "osl": "128"}
+    return {**row, **over}
+
+
+def test_a_row_becomes_serves_options():
+    case = st.case_of(_row())
+    assert case.options == dict(gpu="h100-sxm", model="qwen3-32b", tp=2, concurrency=8, prompt=1024, output=128,
+                                requests=32, max_num_seqs=8, weight_dtype="fp8", act_dtype="fp8")
+
+
+@pytest.mark.parametrize(("over", "reason"), [({"mode": "disagg"}, "mode disagg"), ({"ep_effective": "8"}, "expert"),
+                                              ({"model_path": "MiniMaxAI/MiniMax-M2.5"}, "no bundled model"),
+                                              ({"gemm_quant_mode": "int4_wo"}, "int4_wo not mapped")])
+def test_a_row_that_cannot_be_simulated_says_why(over, reason):
+    with pytest.raises(st.Skip, match=reason):
+        st.case_of(_row(**over))
+
+
+@pytest.mark.parametrize("model", ["llama-3-8b", "deepseek-v3"])
+def test_a_recorded_run_repriced_under_a_stack_is_that_stacks_simulation(tmp_path, model):
+    """The replay the fit rests on: the steps recorded once with a unit clock, each priced from StepModel.step_ops
+    under the efficiencies and the stack's linear figures, give api.serve's own mean TTFT and TPOT under that
+    stack (a dense model, and MLA, whose ops other than attention are keyed by its groups)."""
+    gpu, tp = ("h100-sxm", 2) if model == "llama-3-8b" else ("b200", 8)
+    case = st.Case(id="t", backend="vllm", system="h100_sxm", model=model, gpu=gpu, tp=tp,
+                   concurrency=3, isl=700, osl=40, dtypes=(("act_dtype", "fp8"), ("weight_dtype", "fp8")),
+                   tpot_ms=1.0, ttft_ms=1.0, fit=True)
+    b, c, attention = 0.7, 0.45, 0.8
+    figures = {"kernel_gap_us": 3.5, "step_overhead_us": 120.0, "sequence_overhead_us": 9.0, "kv_position_ns": 2.5,
+               "request_latency_us": 4000.0}
+    path = tmp_path / "mine.yaml"
+    path.write_text("id: mine\nname: mine\nsource: a test\n" + "".join(f"{k}: {v}\n" for k, v in figures.items())
+                    + f"bandwidth_efficiency: {b}\ncompute_efficiency: {c}\nattention_efficiency: {attention}\n"
+                    f"fused: [{', '.join(st.FUSED)}]\n")
+    x = (*(figures[k] for k in st.UNKNOWNS[:-1]), 1 / attention - 1)
+    zero = (0.0,) * len(st.UNKNOWNS)
+    for stack, fused, point in ((str(path), st.FUSED, (b, c, x)), ("roofline", (), (1.0, 1.0, zero))):
+        model_ = st.step_model(case, fused)
+        steps = st.record(case, model_)
+        ttft, tpot = st.linear_of(case, steps, model_, [point[:2]]).at(*point)
+        got = rl.serve(stack=stack, **case.options).run
+        assert got.steps == len(steps.steps)
+        assert got.ttft is not None and got.tpot is not None
+        assert ttft == pytest.approx(got.ttft.mean * 1e3, rel=1e-9)
+        assert tpot == pytest.approx(got.tpot.mean * 1e3, rel=1e-9)
+
+
+def test_the_fit_recovers_the_figures_it_was_made_with():
+    """Rows whose measured means are a stack's own predictions are fitted back to that stack's figures."""
+    grid = [(b, c) for b in st.BANDWIDTH_GRID for c in st.COMPUTE_GRID]
+    truth = (2.0, 40.0, 6.0, 1.5, 3000.0, 0.25)  # UNKNOWNS: µs, µs, µs, ns, µs, then 1/0.8 − 1
+    lins, cases = [], []
+    for i in range(8):
+        # memory-bound parts over b, compute-bound ones over c, attention apart: no two alike across the rows
+        ops = {(b_, c_): ((1 + i) * 0.01 / b_ + 0.002 * (1 + i % 3) ** 2 / c_, (1 + i) * 0.001 / b_ + 1e-4 * i / c_)
+               for b_, c_ in grid}
+        attn = {(b_, c_): (0.003 * (i % 4) / b_, 0.0004 * (1 + i % 2) / b_) for b_, c_ in grid}
+        columns = ((800.0 * (i + 2), 10.0 * (i + 1), 30.0 * (i + 1) ** 2, 5e5 * (i + 1) ** 2, 1.0),
+                   (600.0 + 40 * i, 1.0, 4.0 + i, 2e5 * (i + 3), 0.0))
+        lin = st.Linear(ops, attn, columns)
+        ttft, tpot = lin.at(0.8, 0.6, truth)
+        lins.append(lin)
+        cases.append(st.Case(id=str(i), backend="vllm", system="h100_sxm", model="llama-3-8b", gpu="h100-sxm",
+                             tp=1, concurrency=1, isl=1, osl=2, dtypes=(), tpot_ms=tpot, ttft_ms=ttft, fit=True))
+    f = st.fit_backend("vllm", lins, cases)
+    assert (f.bandwidth_efficiency, f.compute_efficiency) == (0.8, 0.6)
+    assert f.unknowns == pytest.approx(truth, rel=1e-2)
+
+    assert f.tpot_mape < 0.1 and f.ttft_mape < 0.1
+
+
+def test_nnls_is_the_best_non_negative_solution():
+    """Lawson and Hanson's method against every subset of the columns solved unconstrained (the definition)."""
+    import itertools
+
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        a, y = rng.normal(size=(30, 4)), rng.normal(size=30)
+        x = st.nnls(a, y)
+        assert (x >= 0).all()
+        best = float(y @ y)
+        for k in range(1, 5):
+            for cols in itertools.combinations(range(4), k):
+                z, *_ = np.linalg.lstsq(a[:, cols], y, rcond=None)
+                if (z >= 0).all():
+                    best = min(best, float(np.sum((a[:, cols] @ z - y) ** 2)))
+        assert float(np.sum((a @ x - y) ** 2)) == pytest.approx(best, rel=1e-9)
