@@ -223,7 +223,8 @@ def calibrate_comm(request: CommRequest) -> CommCalibration | None:
 
     check_launch(request.world_size)
     if request.world_size is not None or int(os.environ["RANK"]) == 0:  # the rank that writes (another node's
-        check_writable(request.output, "-o")                            # ranks may not have that folder)
+        check_writable(request.output, "-o", replaces_input=True)          # ranks may not have that folder;
+                                                                            # -o may be the spec it merges into)
     try:
         import torch.distributed as dist
         from torch.multiprocessing.spawn import ProcessRaisedException, spawn
