@@ -75,6 +75,12 @@ def check_launch(world_size: int | None) -> None:
         n = world_size
     if n < 2:
         raise UserError(f"calibrate --comm: {n} process; collectives need at least 2 ({HOW_TO_RUN})")
+    # --world-size starts one local process a rank (a torch import of ~300 MB each): more than the machine's cores
+    # cannot all run (1,000 ranks forked until fork failed and never exited), whatever the devices.
+    cores = os.cpu_count() or 1
+    if world_size is not None and world_size > cores:
+        raise UserError(f"--world-size {world_size}: more local processes than this machine's {cores} cores; one "
+                        f"rank a GPU, or torchrun across nodes")
 
 
 def _free_port() -> int:
