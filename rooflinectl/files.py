@@ -10,6 +10,12 @@ temporary file is removed and the old file is intact. A destination that is a li
 is refused (writing through a link would overwrite whatever it points to). :func:`check_writable` asks the same
 questions before minutes of work, and creates nothing.
 
+No writer replaces a file the same command read: inside :func:`command_inputs` (every CLI command runs in one)
+each file read is remembered by its device and inode, and a destination that is one of them is refused (a
+``--save`` equal to ``--model`` overwrote the config.json with the record; ``plot -o`` over the ``--gpu`` spec
+put a chart in its place). A writer whose job is to update the file it read (calibrate's ``-o`` merging its
+measured section into the spec) says so with ``replaces_input=True``.
+
 Every failure is a :class:`UserError` of one line naming the path.
 """
 
@@ -19,6 +25,9 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from .errors import UserError
@@ -26,6 +35,19 @@ from .errors import UserError
 # Spec files (hardware, models, scenarios, config.json) are a few KiB; a measurement record of many shapes is
 # tens of KiB. 4 MiB is far above any real one and parses in well under a second.
 MAX_READ_BYTES = 4 * 2**20
+
+# The (device, inode) of every file read inside command_inputs(); None outside one (a library caller's session).
+_INPUTS: ContextVar[set[tuple[int, int]] | None] = ContextVar("rooflinectl_inputs", default=None)
+
+
+@contextmanager
+def command_inputs() -> Iterator[None]:
+    """One command's reads: a file read inside it may not be replaced by a write inside it."""
+    token = _INPUTS.set(set())
+    try:
+        yield
+    finally:
+        _INPUTS.reset(token)
 
 
 def _reason(err: OSError) -> str:
@@ -80,8 +102,12 @@ def read_text(path: Path | str, max_bytes: int = MAX_READ_BYTES) -> str:
     try:
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)
+            opened = os.fstat(f.fileno())
     except OSError as err:
         raise UserError(f"{path}: cannot read: {_reason(err)}") from None
+    inputs = _INPUTS.get()
+    if inputs is not None:
+        inputs.add((opened.st_dev, opened.st_ino))
     if len(data) > max_bytes:  # it grew after the stat
         raise UserError(f"{path}: more than the {max_bytes:,} bytes a spec or record may have")
     try:
@@ -128,22 +154,36 @@ def _check_folder(path: Path, option: str) -> Path:
     return folder
 
 
-def check_writable(path: Path | str, option: str = "") -> None:
+def _refuse_an_input(path: Path, option: str) -> None:
+    """A UserError when ``path`` is a file this command has read (see the module's docstring)."""
+    inputs = _INPUTS.get()
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return  # no such file (or one _refuse_special has refused): nothing read is replaced
+    if inputs and (st.st_dev, st.st_ino) in inputs:
+        raise UserError(f"{option + ' ' if option else ''}{path}: cannot write: this command read it as an input; "
+                        f"give another path")
+
+
+def check_writable(path: Path | str, option: str = "", replaces_input: bool = False) -> None:
     """A UserError now, before any work, when :func:`write_atomic` could not write ``path``. Creates nothing."""
     path = Path(path)
     if len(path.name.encode()) > 255:
         raise UserError(f"{option + ' ' if option else ''}{path}: cannot write: the name is too long")
     _refuse_special(path, option)
     _check_folder(path, option)
+    if not replaces_input:
+        _refuse_an_input(path, option)
 
 
-def write_atomic(path: Path | str, data: bytes | str, option: str = "") -> None:
+def write_atomic(path: Path | str, data: bytes | str, option: str = "", replaces_input: bool = False) -> None:
     """Write ``data`` (str as UTF-8) to ``path`` all at once or not at all (see the module's docstring).
 
     A new file gets the permissions the umask gives; a replaced file keeps its own.
     """
     path = Path(path)
-    check_writable(path, option)
+    check_writable(path, option, replaces_input)
     folder = path.parent
     payload = data.encode() if isinstance(data, str) else data
     prefix = f"{option} {path}" if option else str(path)

@@ -15,6 +15,7 @@ SLOW = {
     "measure/test_comm_gloo.py": "calibrate --comm starts two processes that talk through gloo",
     "kernels/": "every kernel runs in Triton's interpreter on the CPU, numpy op by numpy op",
     "fuzz/": "hypothesis runs hundreds of whole commands a test",
+    "specs/test_hf_oracle.py": "transformers builds about 270 published models on the meta device",
     "measure/test_harness.py::test_anatomy_of_a_kernel_compiled_for_hopper_on_the_cpu": "compiles for sm_90",
     # measure --interpret end to end: a fresh process each, every kernel in Triton's interpreter.
     "cli/test_cli_measure.py::test_golden_measure_interpret": "measure --interpret",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rooflinectl.errors import UserError
-from rooflinectl.files import MAX_READ_BYTES, check_writable, is_file, read_text, write_atomic
+from rooflinectl.files import MAX_READ_BYTES, check_writable, command_inputs, is_file, read_text, write_atomic
 
 
 def test_read_text_refuses_what_is_not_a_small_utf8_file(tmp_path):
@@ -119,3 +119,46 @@ def test_an_unknown_users_home_is_one_line(tmp_path):
                  ["analyze", "decode", "--model", "~nobody-such-user-x/m.yaml"],
                  ["analyze", "~nobody-such-user-x/w.yaml"]):
         assert_one_line_error(cli(*args), "~nobody-such-user-x/", "no such file")
+
+
+def test_no_writer_replaces_a_file_its_command_read(tmp_path):
+    spec, other, link = tmp_path / "gpu.yaml", tmp_path / "out.svg", tmp_path / "hard.svg"
+    spec.write_text("id: x\n")
+    os.link(spec, link)  # the same file by another name
+    with command_inputs():
+        read_text(spec)
+        for path in (spec, link):
+            with pytest.raises(UserError, match=f"-o {path}: cannot write: this command read it as an input"):
+                write_atomic(path, "<svg/>", "-o")
+        write_atomic(other, "<svg/>", "-o")  # a file it did not read
+        write_atomic(spec, "id: y\n", "-o", replaces_input=True)  # a writer that updates the file it read
+    assert spec.read_text() == "id: y\n"
+    write_atomic(spec, "id: z\n")  # outside a command (a library caller) nothing is remembered
+    assert spec.read_text() == "id: z\n"
+
+
+@pytest.mark.parametrize("command", [
+    ["plot", "decode", "--gpu", "{gpu}", "-o", "{gpu}"],
+    ["plot", "decode", "--gpu", "h100", "--model", "{model}", "-o", "{model}"],
+    ["measure", "--workload", "decode", "--model", "{config}", "--batch", "1", "--context", "8", "--device", "cpu",
+     "--save", "{config}"],
+    ["profile", "--model", "{config}", "--device", "cpu", "--batch", "1", "--context", "8", "--save", "{config}"],
+])
+def test_an_output_path_equal_to_an_input_is_refused_and_the_input_kept(tmp_path, command):
+    from helpers import assert_one_line_error, cli
+
+    if command[0] in ("measure", "profile"):
+        pytest.importorskip("torch")
+    if command[0] == "profile":
+        pytest.importorskip("transformers")
+    root = Path(__file__).parents[1]
+    files = {"gpu": tmp_path / "gpu.svg", "model": tmp_path / "model.svg", "config": tmp_path / "config.json"}
+    files["gpu"].write_text((root / "hardware" / "h100-sxm.yaml").read_text())
+    files["model"].write_text((root / "workloads" / "models" / "llama-3-8b.yaml").read_text())
+    files["config"].write_text('{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
+                               '"num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, '
+                               '"vocab_size": 256}')
+    before = {k: p.read_bytes() for k, p in files.items()}
+    args = [a.format(**{k: str(p) for k, p in files.items()}) for a in command]
+    assert_one_line_error(cli(*args), "cannot write: this command read it as an input")
+    assert {k: p.read_bytes() for k, p in files.items()} == before

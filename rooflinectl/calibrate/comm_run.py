@@ -75,6 +75,12 @@ def check_launch(world_size: int | None) -> None:
         n = world_size
     if n < 2:
         raise UserError(f"calibrate --comm: {n} process; collectives need at least 2 ({HOW_TO_RUN})")
+    # --world-size starts one local process a rank (a torch import of ~300 MB each): more than the machine's cores
+    # cannot all run (1,000 ranks forked until fork failed and never exited), whatever the devices.
+    cores = os.cpu_count() or 1
+    if world_size is not None and world_size > cores:
+        raise UserError(f"--world-size {world_size}: more local processes than this machine's {cores} cores; one "
+                        f"rank a GPU, or torchrun across nodes")
 
 
 def _free_port() -> int:
@@ -223,7 +229,8 @@ def calibrate_comm(request: CommRequest) -> CommCalibration | None:
 
     check_launch(request.world_size)
     if request.world_size is not None or int(os.environ["RANK"]) == 0:  # the rank that writes (another node's
-        check_writable(request.output, "-o")                            # ranks may not have that folder)
+        check_writable(request.output, "-o", replaces_input=True)          # ranks may not have that folder;
+                                                                            # -o may be the spec it merges into)
     try:
         import torch.distributed as dist
         from torch.multiprocessing.spawn import ProcessRaisedException, spawn

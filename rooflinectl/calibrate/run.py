@@ -60,7 +60,7 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     from ..measure.device import device_info, now, require_cuda, require_gpu_stack, resolve_spec
     from ..shell import command_line
 
-    check_writable(output, "-o")
+    check_writable(output, "-o", replaces_input=True)  # -o may be the spec it merges into
     torch_version, triton_version = require_gpu_stack("calibrate")
     require_cuda("calibrate")  # its message offers no --interpret: calibrate has none
     spec = resolve_spec(gpu, "cuda")

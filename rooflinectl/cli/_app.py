@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from ..errors import UserError
+from ..files import command_inputs
 from ..render.console import console as plain_console
 
 DEFAULT_GPU = "h100-sxm"
@@ -81,7 +82,8 @@ def command(target: typer.Typer = app, *args: Any, **kwargs: Any) -> Callable[[C
         @functools.wraps(fn)
         def wrapper(*a: P.args, **kw: P.kwargs) -> R:
             try:
-                return fn(*a, **kw)
+                with command_inputs():  # no writer of this command replaces a file it read
+                    return fn(*a, **kw)
             except UserError as err:
                 raise fail(str(err)) from None
 

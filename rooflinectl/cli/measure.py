@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from ..errors import UserError
+from ..records.kernel import MAX_SEED
 from . import options as opt
 from ._app import app, command, console, one_format, print_json
 from .measure_workload import Device, WorkloadSeqLen, measure_workload
@@ -82,7 +83,8 @@ def measure(
     save: Path = typer.Option(None, "--save", help="Write the record as JSON (what 'plot --measured' reads)."),
     interpret: bool = typer.Option(False, "--interpret", help="Run in Triton's interpreter on the CPU: "
                                                               "correctness only, small shapes, no timing."),
-    seed: int = typer.Option(None, "--seed", help="Seed of the random inputs (default: a fresh one, recorded)."),
+    seed: int = typer.Option(None, "--seed", min=0, max=MAX_SEED,
+                             help="Seed of the random inputs (default: a fresh one, recorded)."),
     timer: str = typer.Option(None, "--timer", help="cuda_graph (the default): replays of a CUDA graph of the "
                                                     "rotated runs, no launch gaps, no L2 flush; events: CUDA "
                                                     "events around each run, the L2 flushed before each."),

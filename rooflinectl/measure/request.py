@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast, get_args
 
 from ..errors import UserError
-from ..records.kernel import BaselineName, MeasurementFile, Timer
+from ..records.kernel import MAX_BYTES, MAX_FLOPS, BaselineName, MeasurementFile, Timer
 from ..shell import command_line
 
 if TYPE_CHECKING:
@@ -125,6 +125,10 @@ def prepare(request: MeasureRequest) -> Prepared:
         dtype = "fp16" if "fp16" in kernel.dtypes else "fp32"
     for s in shapes:
         kernel.check(s, dtype)
+        op = kernel.op(s, dtype)  # a record holds what a run can be (records.kernel's bounds): refused before any run
+        if op.bytes > MAX_BYTES or op.flops > MAX_FLOPS:
+            raise UserError(f"--shape {'x'.join(map(str, s))}: {op.bytes:.3g} bytes and {op.flops:.3g} FLOPs, "
+                            f"beyond what one kernel run can be ({MAX_BYTES:.0e} bytes, {MAX_FLOPS:.0e} FLOPs)")
     device = "cpu" if request.interpret else "cuda"
     if not request.interpret:
         require_cuda()

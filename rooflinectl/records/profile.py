@@ -16,7 +16,7 @@ from ..engine.count.op import OpKind
 from ..errors import UserError
 from ..files import write_atomic
 from ..specs.load import read_json, validate
-from .kernel import DeviceInfo, MeasurementFile, ShapeRecord
+from .kernel import MAX_BYTES, MAX_FLOPS, MAX_TIME_S, DeviceInfo, MeasurementFile, ShapeRecord
 
 KIND = "profile"
 SCHEMA_VERSION = 1
@@ -46,11 +46,13 @@ class OpProfile(_Record):
     unit: Literal["tensor", "vector"]
     op_dtype: str
     count: int = Field(ge=1)  # instances in the step (layers)
-    flops: int = Field(ge=0)  # the step's: one instance × count
-    bytes: int = Field(ge=1)
+    # The step's (one instance × count), bounded as a measure record's, which plot --measured makes of it.
+    flops: int = Field(ge=0, le=MAX_FLOPS)
+    bytes: int = Field(ge=1, le=MAX_BYTES)
     predicted_s: float | None = None  # under the spec's roofs
     calibrated_s: float | None = None  # under the GPU file's measured ceilings, where it has them
-    measured_s: float | None = None  # the op's work; None: nothing ran in its range
+    # the op's work; None: nothing ran in its range
+    measured_s: float | None = Field(default=None, ge=0, le=MAX_TIME_S, allow_inf_nan=False)
     launches: int = Field(ge=0)
     achieved_gbps: float | None = None  # bytes / measured_s
     achieved_tflops: float | None = None  # flops / measured_s

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from ..errors import UserError, format_validation_error
 from ..specs.load import read_json
 from . import profile, step
 from .kernel import MeasurementFile
@@ -25,8 +28,11 @@ def read_record(path: Path) -> MeasurementFile | step.WorkloadRun | profile.Prof
 def read_measurements(path: Path) -> MeasurementFile:
     """Any record as measured records of ops (a workload run's ops, a profile's ops: each kind's conversion)."""
     record = read_record(path)
-    if isinstance(record, profile.ProfileRecord):
-        return record.to_measurement()
-    if isinstance(record, step.WorkloadRun):
-        return step.as_measurement(record)
+    try:
+        if isinstance(record, profile.ProfileRecord):
+            return record.to_measurement()
+        if isinstance(record, step.WorkloadRun):
+            return step.as_measurement(record)
+    except ValidationError as err:  # a figure its own schema allows and a measured op's does not
+        raise UserError(format_validation_error(f"{path} (its ops as measured records)", err)) from None
     return record

@@ -18,7 +18,8 @@ from pydantic import Field
 # of orders of magnitude below float64's 1.8e308: nothing overflows, and roofline.analyze refuses a step beyond
 # any GPU's reach (MAX_STEP_FLOPS) with one line.
 HiddenSize = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576: the residual stream's width
-Layers = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 layers
+MAX_LAYERS = 2**14  # 16,384 layers: a config.json's window pattern is refused past it before it is built
+Layers = Annotated[int, Field(gt=0, le=MAX_LAYERS)]
 Heads = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 query or KV heads
 HeadDim = Annotated[int, Field(gt=0, le=2**14)]  # 16,384 per head
 MlpWidth = Annotated[int, Field(gt=0, le=2**22)]  # 4,194,304: the MLP's intermediate size

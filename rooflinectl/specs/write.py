@@ -98,5 +98,7 @@ def write_measured(spec: GPU, out: Path, *, ceilings: Measured | None = None, op
     text = _header(spec, ceilings, interconnect, out) + yaml.safe_dump(data, sort_keys=False, allow_unicode=True,
                                                                       width=110)
     gpu = validate(GPU, yaml.load(text, Loader=SAFE_LOADER), str(out))  # the same rules as load_gpu_file's
-    write_atomic(out, text, "-o")  # a unique temporary file, then os.replace: never OUT.tmp, never half a file
+    # A unique temporary file, then os.replace: never OUT.tmp, never half a file; OUT may be the spec read (the
+    # measured section merged into it is this writer's job).
+    write_atomic(out, text, "-o", replaces_input=True)
     return gpu

@@ -60,7 +60,8 @@ def test_int4_keeps_the_bias_in_dtype():
 
 def test_importer_sets_qwen2_bias_and_reads_attention_and_mlp_bias(tmp_path):
     cfg = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 512,
-           "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1000}
+           "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 1024,
+           "vocab_size": 1000}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     m = model_from_hf_config(path)
@@ -76,7 +77,8 @@ def test_importer_sets_qwen2_bias_and_reads_attention_and_mlp_bias(tmp_path):
     # Per layer beyond the unbiased count: q, k, v biases 512 + 2·512 (8 KV heads of 64), o 512, MLP 2·1024 + 512.
     plain = m.model_copy(update={"qkv_bias": False, "o_bias": False, "mlp_bias": False})
     assert m.parameter_count() - plain.parameter_count() == 2 * (3 * 512 + 512 + 2 * 1024 + 512) == 9_216
-    path.write_text(json.dumps({**cfg, "attention_bias": "yes"}))
+    path.write_text(json.dumps({**cfg, "model_type": "llama", "architectures": ["LlamaForCausalLM"],
+                                "attention_bias": "yes"}))
     with pytest.raises(UserError, match="field 'attention_bias': expected true or false"):
         model_from_hf_config(path)
 

@@ -308,6 +308,9 @@ _TORCHRUN = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "
 @pytest.mark.parametrize("args, env, fragments", [
     ((), {}, ("torchrun --nproc-per-node N -m rooflinectl calibrate --comm", "--world-size N")),
     (("--world-size", "1"), {}, ("--world-size 1", "at least 2")),
+    # One local process a rank: past the cores (about 300 MB of torch each) it is refused before any starts.
+    (("--world-size", "1000", "--gpu", "h200"), {}, ("--world-size 1000", "cores")),
+    (("--world-size", "99999999999999999999", "--gpu", "h200"), {}, ("--world-size 99999999999999999999",)),
     (("--world-size", "2"), _TORCHRUN, ("under torchrun", "leave --world-size out")),
     (("--world-size", "2", "--collectives", "all_reduse"), {}, ("unknown collective 'all_reduse'", "all_reduce")),
     (("--world-size", "2", "--comm-max", "2GiB"), {}, ("--comm-max 2GiB", "4 KiB to 1 GiB")),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import assert_one_line_error, cli
+from rooflinectl.cli import main
 from rooflinectl.errors import UserError
 from rooflinectl.measure.request import MeasureRequest, baselines_for, reproducing_command, timer_for
 
@@ -49,3 +52,25 @@ def test_the_default_timer_is_graph_replay_and_cuda_graph_is_its_alias():
         timer_for(MeasureRequest(kernel="copy", timer="wall"))
     with pytest.raises(UserError, match="--cuda-graph asks for --timer cuda_graph, not --timer events"):
         timer_for(MeasureRequest(kernel="copy", timer="events", cuda_graph=True))
+
+
+def test_a_shape_beyond_what_a_record_holds_is_refused_before_it_runs():
+    # 99,999,999,999² fp32 elements read and written: 8e22 bytes, past the record's 1e15 (records.kernel.MAX_BYTES);
+    # the error record of the failed run used to fail its own validation (a traceback).
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    result = cli("measure", "--kernel", "fused_softmax", "--interpret", "--shape", "99999999999x99999999999")
+    assert_one_line_error(result, "--shape 99999999999x99999999999", "beyond what one kernel run can be")
+
+
+@pytest.mark.parametrize("seed", [str(2**64), "99999999999999999999", "-1"])
+def test_a_seed_torch_cannot_take_is_refused_in_one_line(seed, monkeypatch, capsys):
+    # torch.Generator.manual_seed takes at most 2**64 − 1, and a run adds 1000 per op to the seed: refused as a
+    # usage error (the console entry point's one line), before anything runs.
+    monkeypatch.setattr(sys, "argv", ["rooflinectl", "measure", "--workload", "decode", "--device", "cpu",
+                                      "--seed", seed])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    out, err = capsys.readouterr()
+    assert (exit_.value.code, out) == (2, "")
+    assert err.startswith("error: Invalid value for '--seed'") and len(err.strip().splitlines()) == 1

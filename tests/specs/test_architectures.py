@@ -11,7 +11,8 @@ from helpers import assert_one_line_error, cli
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import model_from_hf_config
 
-DENSE = {"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 1024,
+DENSE = {"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
+         "intermediate_size": 1024,
          "vocab_size": 1000}
 MOE = {"num_local_experts": 8, "num_experts_per_tok": 2}
 QWEN3_MOE = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256}

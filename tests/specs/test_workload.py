@@ -221,7 +221,7 @@ def test_config_json_positions_are_read(tmp_path, extra, expected):
 @pytest.mark.parametrize("extra, reason", [
     ({"max_position_embeddings": 0}, "max_position_embeddings"),
     ({"max_position_embeddings": "4096"}, "max_position_embeddings"),
-    ({"sliding_window": 4096, "use_sliding_window": "false"}, "field 'use_sliding_window'"),
+    ({"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": "false"}, "field 'use_sliding_window'"),
 ])
 def test_config_json_bad_positions_are_refused(tmp_path, extra, reason):
     import json

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ...errors import UserError
+from ..sizes import MAX_LAYERS
 from .experts import (
     DEEPSEEK_TYPES,
     HF_MOE_KEYS,
@@ -46,79 +47,135 @@ _HF_REFUSED: dict[str, str] = {
     "phi3small": "Phi-3-small's block-sparse attention and GEGELU MLP are not modelled",
     "phimoe": "Phi-3.5-MoE's experts are not modelled",
 }
-# Defaults of transformers' config classes for keys a Hugging Face config.json leaves out when they equal them
-# (Gemma 3 27B's text_config gives no vocab_size or max_position_embeddings): Gemma2Config, Gemma3TextConfig,
-# GptOssConfig. Sizes that set a model's shape (hidden_size, layers, heads, intermediate_size) have no default
-# here: a config without them is refused.
+# Defaults of transformers' config classes (LlamaConfig … DeepseekV3Config, transformers 5.25) for the keys a
+# config.json may leave out, by model type: what the class builds when the key is absent (a key given, null
+# included, is the config's). Gemma 3 27B's text_config gives no vocab_size or max_position_embeddings; Mistral's
+# later configs no sliding_window (MistralConfig: 4096); Qwen3's head_dim is 128 whatever the hidden size
+# (Qwen3-0.6B: hidden 1,024, 16 heads). A missing num_key_value_heads is the class's default, not always the
+# heads (MistralConfig 8, Qwen3MoeConfig 4, Qwen2Config 32); null is the heads in every class. The sizes that set
+# a model's shape (hidden_size, layers, heads, intermediate_size, the experts' counts and widths) have no default
+# here: a config without them is refused. tests/specs/test_hf_oracle.py builds each type with transformers.
 _HF_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma2": {"vocab_size": 256000, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
-               "max_position_embeddings": 8192, "sliding_window": 4096, "tie_word_embeddings": True,
-               "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0},
-    "gemma3_text": {"vocab_size": 262208, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
-                    "max_position_embeddings": 131072, "sliding_window": 4096, "sliding_window_pattern": 6,
-                    "tie_word_embeddings": True},
-    "gpt_oss": {"head_dim": 64, "sliding_window": 128, "attention_bias": True, "tie_word_embeddings": False},
+    "mistral": {"num_key_value_heads": 8, "sliding_window": 4096},
+    "mixtral": {"num_key_value_heads": 8},
+    "qwen2": {"num_key_value_heads": 32, "use_sliding_window": False, "sliding_window": 4096,
+              "max_window_layers": 28},
+    "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "use_sliding_window": False, "sliding_window": 4096,
+              "max_window_layers": 28},
+    "qwen3_moe": {"num_key_value_heads": 4, "use_sliding_window": False, "sliding_window": 4096},
+    "gemma2": {"vocab_size": 256000, "num_key_value_heads": 4, "head_dim": 256,
+               "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 8192, "sliding_window": 4096,
+               "tie_word_embeddings": True, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0},
+    "gemma3_text": {"vocab_size": 262208, "num_key_value_heads": 4, "head_dim": 256,
+                    "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072,
+                    "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True},
+    "gpt_oss": {"num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128, "attention_bias": True,
+                "tie_word_embeddings": False},
+    # DeepseekV2Config and DeepseekV3Config, and DeepSeek's own modelling code, all default q_lora_rank to 1536
+    # (null: one full-rank q_proj, DeepSeek-V2-Lite).
+    **{t: {"q_lora_rank": 1536} for t in DEEPSEEK_TYPES},
     "llama4_text": LLAMA4_DEFAULTS,
+}
+# The keys whose class field is a plain whole number (MistralConfig's num_key_value_heads: int = 8): transformers
+# refuses null there, and so does the importer, rather than read it as the heads as the other classes do.
+_HF_NOT_NULL: dict[str, tuple[str, ...]] = {
+    t: ("num_key_value_heads",) for t in ("mistral", "mixtral", "qwen3_moe", "gemma2", "gemma3_text", "gpt_oss")}
+# The bias keys each model type's transformers class reads (LlamaAttention/LlamaMLP; the attention of Qwen3,
+# Qwen3-MoE, Gemma 2/3 and gpt-oss); every other type builds its projections without biases whatever the key says
+# (Mistral, Mixtral, Qwen2's o_proj and MLP, Phi-3, DeepSeek-V3), and the key is ignored as transformers ignores
+# it. DeepSeek's attention_bias (and DeepSeek-V2's mlp_bias) are refused by specs.hf.experts.
+_HF_BIAS_KEYS: dict[str, tuple[str, ...]] = {
+    "llama": ("attention_bias", "mlp_bias"), "qwen3": ("attention_bias",), "qwen3_moe": ("attention_bias",),
+    "gemma2": ("attention_bias",), "gemma3_text": ("attention_bias",), "gpt_oss": ("attention_bias",),
+}
+# How each model type's attention reads a window (transformers' attention classes): "every" layer through
+# sliding_window (MistralAttention, MixtralAttention, Phi3Attention: layer_types ignored); "switch", every layer
+# while use_sliding_window is true (Qwen3MoeAttention: layer_types and max_window_layers ignored); "qwen", while
+# use_sliding_window is true, by layer_types, else the layers from max_window_layers on (Qwen2Config,
+# Qwen3Config); "types", by layer_types, else the class's own pattern (Gemma 2 and gpt-oss alternate from a
+# sliding layer 0, Gemma 3 slides except every sliding_window_pattern-th layer). A type not listed (Llama,
+# DeepSeek) has no window whatever the config says.
+_HF_WINDOWS: dict[str, str] = {
+    "mistral": "every", "mixtral": "every", "phi3": "every", "qwen3_moe": "switch", "qwen2": "qwen", "qwen3": "qwen",
+    "gemma2": "types", "gemma3_text": "types", "gpt_oss": "types",
 }
 # Vision-language configs whose text decoder is nested in text_config, by the decoder's model type: Gemma 3's
 # (Gemma3ForConditionalGeneration) and Llama 4's (Llama4ForConditionalGeneration). The decoder is imported; the
 # vision tower is not counted.
 _NESTED_TEXT: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
-# The sliding-window pattern of the Gemma configs that give no layer_types (transformers' Gemma2/Gemma3 layers):
-# Gemma 2 alternates, layer 0 sliding; Gemma 3 slides except every sliding_window_pattern-th layer.
 _GEMMA_TYPES: tuple[str, ...] = ("gemma2", "gemma3_text")
 
 
 def _period(pattern: list[str]) -> list[str]:
     """The shortest prefix whose repetition from layer 0, cut at the pattern's length, gives the pattern: Gemma
-    3's 62 layers read back as its period of six."""
-    for p in range(1, len(pattern) + 1):
-        if all(pattern[i] == pattern[i % p] for i in range(len(pattern))):
-            return pattern[:p]
-    return pattern  # unreachable: the whole pattern is its own period
+    3's 62 layers read back as its period of six. That is the pattern's smallest period, n − π(n − 1) with π the
+    prefix function (Knuth–Morris–Pratt), found in time linear in the layers."""
+    border = [0] * len(pattern)
+    k = 0
+    for i in range(1, len(pattern)):
+        while k and pattern[i] != pattern[k]:
+            k = border[k - 1]
+        if pattern[i] == pattern[k]:
+            k += 1
+        border[i] = k
+    return pattern[:len(pattern) - border[-1]]
 
 
 def _hf_sliding_window(cfg: dict[str, Any], model_type: Any, path: Path) -> dict[str, Any]:
-    """``sliding_window`` and ``layer_pattern`` of a config, in this order of keys: ``layer_types`` (transformers'
-    newer configs, gpt-oss: one 'sliding_attention' or 'full_attention' per layer); Gemma 2 (alternating, layer
-    0 sliding) and Gemma 3 (``sliding_window_pattern`` p: p − 1 sliding then one full); Qwen2/Qwen3
-    (``use_sliding_window``: false turns the window off; on, the layers from ``max_window_layers`` on slide);
-    otherwise (Mistral 7B v0.1, Phi-3) a ``sliding_window`` slides every layer. null or absent means none; {}
-    when no layer slides."""
-    use = cfg.get("use_sliding_window", True)
-    if type(use) is not bool:
-        raise UserError(f"{path}: field 'use_sliding_window': expected true or false, got {use!r}")
+    """``sliding_window`` and ``layer_pattern`` of a config, read as its model type's attention reads them
+    (:data:`_HF_WINDOWS`). null or absent means none; {} when no layer slides. No per-layer list is built for more
+    layers than a model may have: validation refuses those by name."""
+    kind = _HF_WINDOWS.get(model_type) if isinstance(model_type, str) else None
+    if kind in ("switch", "qwen"):
+        use = cfg.get("use_sliding_window")
+        if type(use) is not bool:
+            raise UserError(f"{path}: field 'use_sliding_window': expected true or false, got {use!r}")
+        if not use:
+            return {}  # Qwen2Config and its kin drop sliding_window
     window = cfg.get("sliding_window")
-    if not use or window is None:
+    if kind is None or window is None:
         return {}
     layers = cfg.get("num_hidden_layers")
-    if not (type(layers) is int and layers > 0):
-        return {"sliding_window": window}  # validation names the bad num_layers
+    if kind in ("every", "switch") or not (type(layers) is int and 0 < layers <= MAX_LAYERS):
+        return {"sliding_window": window}  # every layer slides, or validation names the bad num_layers
     types = cfg.get("layer_types")
     if types is not None:
         names = {"sliding_attention": "sliding", "full_attention": "full"}
-        if not (isinstance(types, list) and len(types) == layers and all(t in names for t in types)):
+        if not (isinstance(types, list) and len(types) == layers
+                and all(isinstance(t, str) and t in names for t in types)):
             raise UserError(f"{path}: field 'layer_types': expected {layers} entries of 'sliding_attention' or "
                             f"'full_attention' (other attention kinds are not modelled)")
         pattern = [names[t] for t in types]
-    elif model_type == "gemma2":
-        pattern = ["sliding", "full"]
     elif model_type == "gemma3_text":
         every = cfg.get("sliding_window_pattern")
         if not (type(every) is int and every > 0):
             raise UserError(f"{path}: field 'sliding_window_pattern': expected a positive integer, got {every!r}")
-        pattern = ["sliding"] * (every - 1) + ["full"]
-    elif model_type in ("qwen2", "qwen3", "qwen3_moe"):
-        first = cfg.get("max_window_layers", 28)  # Qwen2Config's default
+        pattern = ["sliding"] * min(every - 1, layers) + ["full"]
+    elif kind == "qwen":
+        first = cfg.get("max_window_layers")
         if not (type(first) is int and first >= 0):
             raise UserError(f"{path}: field 'max_window_layers': expected a whole number, got {first!r}")
         pattern = ["full"] * min(first, layers) + ["sliding"] * max(0, layers - first)
     else:
-        return {"sliding_window": window}  # every layer slides
-    if "sliding" not in pattern:
+        pattern = ["sliding", "full"]
+    if "sliding" not in pattern[:layers]:
         return {}
     pattern = _period(pattern[:layers])
     return {"sliding_window": window, "layer_pattern": None if pattern == ["sliding"] else pattern}
+
+
+def _check_defaults(cfg: dict[str, Any], model_type: str, path: Path) -> None:
+    """Refuses null where the class takes a whole number (:data:`_HF_NOT_NULL`), and a missing
+    num_key_value_heads whose class default (Qwen2Config: 32) does not divide the heads the config states, naming
+    the missing key rather than the default it was given."""
+    for key in _HF_NOT_NULL.get(model_type, ()):
+        if key in cfg and cfg[key] is None:
+            raise UserError(f"{path}: field '{key}': null, where the {model_type} config takes a whole number "
+                            f"(absent: {_HF_DEFAULTS[model_type][key]})")
+    kv, heads = _HF_DEFAULTS[model_type].get("num_key_value_heads"), cfg.get("num_attention_heads")
+    if "num_key_value_heads" not in cfg and kv is not None and type(heads) is int and heads > 0 and heads % kv:
+        raise UserError(f"{path}: field 'num_key_value_heads': missing, and the {model_type} default of {kv} "
+                        f"does not divide num_attention_heads {heads}; give it")
 
 
 def _text_config(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -132,6 +189,10 @@ def _text_config(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     if not isinstance(text, dict):
         raise UserError(f"{path}: field 'text_config': a {top} config nests its text decoder there (a mapping)")
     text = {"model_type": inner, **text}
+    if top == "gemma3":
+        # Gemma3ForConditionalGeneration ties its LM head by the top-level tie_word_embeddings (Gemma3Config:
+        # true); the text decoder's own key builds nothing.
+        text["tie_word_embeddings"] = cfg.get("tie_word_embeddings", True)
     if text["model_type"] != inner:
         raise UserError(f"{path}: field 'text_config.model_type': {text['model_type']!r}, expected {inner}")
     if "quantization_config" in cfg:
@@ -189,6 +250,8 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     # architecture it does not count (experts outside Mixtral, Qwen3-MoE and gpt-oss, MLA's low-rank
     # attention), is refused by name.
     top_type = cfg.get("model_type")
+    if top_type is not None and not isinstance(top_type, str):
+        raise UserError(f"{path}: field 'model_type': expected a name such as 'llama', got {top_type!r}")
     if top_type in _HF_REFUSED:
         raise UserError(f"{path}: field 'model_type': '{top_type}' is not modelled: {_HF_REFUSED[top_type]}")
     if top_type is not None and top_type not in _HF_MODEL_TYPES:
@@ -208,6 +271,7 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     cfg = _text_config(cfg, path)
     model_type = cfg.get("model_type")
     if isinstance(model_type, str) and model_type in _HF_DEFAULTS:
+        _check_defaults(cfg, model_type, path)
         cfg = {**_HF_DEFAULTS[model_type], **cfg}  # a key given (null included) is the config's
     own = HF_MOE_KEYS.get(model_type, ()) if isinstance(model_type, str) else ()
     own += LLAMA4_MOE_KEYS if model_type == "llama4_text" else ()
@@ -217,11 +281,11 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     if unknown:
         raise UserError(f"{path}: field '{unknown[0]}': mixture-of-experts models are modelled only as model_type "
                         f"{', '.join(HF_MOE_KEYS)}, and latent attention as the last {len(DEEPSEEK_TYPES)}")
-    # transformers' attention_bias (Llama, Qwen3, gpt-oss) puts a bias on q, k, v and o_proj; mlp_bias (Llama)
-    # on gate, up and down.
+    # transformers' attention_bias puts a bias on q, k, v and o_proj; mlp_bias (Llama) on gate, up and down; read
+    # on the model types whose classes read them (_HF_BIAS_KEYS), ignored on the others.
     biases = {}
     for key in ("attention_bias", "mlp_bias"):
-        value = cfg.get(key, False)
+        value = cfg.get(key, False) if key in _HF_BIAS_KEYS.get(str(model_type), ()) else False
         if type(value) is not bool:
             raise UserError(f"{path}: field '{key}': expected true or false, got {value!r}")
         biases[key] = value

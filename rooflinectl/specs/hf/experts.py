@@ -100,6 +100,8 @@ def hf_deepseek(cfg: dict[str, Any], model_type: str, path: Path) -> dict[str, A
 
     if cfg.get("attention_bias") is True:  # DeepseekV3Attention: biases on q_a_proj, kv_a_proj_with_mqa, o_proj
         raise UserError(f"{path}: field 'attention_bias': biases on MLA's projections are not modelled")
+    if model_type == "deepseek_v2" and cfg.get("mlp_bias") is True:  # DeepseekV2MLP: the dense and shared MLPs
+        raise UserError(f"{path}: field 'mlp_bias': biases on DeepSeek-V2's MLPs are not modelled")
     freq = cfg.get("moe_layer_freq", 1)
     if freq != 1 or type(freq) is not int:
         raise UserError(f"{path}: field 'moe_layer_freq': {freq!r} puts dense layers between the MoE ones, which is "
@@ -115,6 +117,13 @@ def hf_deepseek(cfg: dict[str, Any], model_type: str, path: Path) -> dict[str, A
     mla = {"q_lora_rank": cfg.get("q_lora_rank"), "kv_lora_rank": need("kv_lora_rank"),
            "qk_nope_head_dim": need("qk_nope_head_dim"), "qk_rope_head_dim": need("qk_rope_head_dim"),
            "v_head_dim": need("v_head_dim")}
+    # The shared experts and the dense first layers have no default to read: DeepseekV2Config gives 2 and 0,
+    # DeepseekV3Config 1 and 3, and DeepSeek's own modelling code none and 0; a config without them does not say
+    # which model it is.
+    for key in ("n_shared_experts", "first_k_dense_replace"):
+        if key not in cfg:
+            raise UserError(f"{path}: field '{key}': missing from the {model_type} config (transformers' and "
+                            f"DeepSeek's defaults differ; give it, 0 for none)")
     return {"moe": moe, "mla": mla}
 
 

@@ -24,13 +24,25 @@ def hf_quantization(cfg: dict[str, Any], path: Path, experts: bool) -> dict[str,
     that keeps its attention unquantized is refused (which of its MLPs are quantized is not said)."""
     fields = _hf_quantized_format(cfg, path)
     q = cfg.get("quantization_config")
-    modules = (q.get("modules_to_not_convert") or []) if isinstance(q, dict) else []
+    modules = _unconverted(q, path) if isinstance(q, dict) else []
     if any(isinstance(m, str) and m.endswith("self_attn") for m in modules):
         if not experts:
             raise UserError(f"{path}: field 'quantization_config.modules_to_not_convert': the attention stays "
                             f"unquantized in a model without experts, which is not modelled")
         fields["quantized"] = "experts"
     return fields
+
+
+def _unconverted(q: dict[str, Any], path: Path) -> list[Any]:
+    """``modules_to_not_convert``: a list of module names (null or absent: none), never a string read letter by
+    letter."""
+    modules = q.get("modules_to_not_convert")
+    if modules is None:
+        return []
+    if not isinstance(modules, list):
+        raise UserError(f"{path}: field 'quantization_config.modules_to_not_convert': expected a list of module "
+                        f"names, got {modules!r}")
+    return modules
 
 
 def _hf_quantized_format(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -53,7 +65,7 @@ def _hf_quantized_format(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     if method not in _HF_QUANT_METHODS:
         raise UserError(f"{where}.quant_method': {method!r} is not modelled; rooflinectl reads "
                         f"{', '.join(_HF_QUANT_METHODS)}")
-    for module in q.get("modules_to_not_convert") or []:
+    for module in _unconverted(q, path):
         if not (isinstance(module, str) and module.endswith((*_HF_UNQUANTIZED_OK, "self_attn"))):
             raise UserError(f"{where}.modules_to_not_convert': {module!r} stays unquantized, which is not modelled "
                             f"(the embedding, LM head, router, and an MoE model's attention, stay in dtype)")
