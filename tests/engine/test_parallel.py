@@ -317,8 +317,9 @@ def test_bad_pp():
 def test_compare_and_pareto_rows_per_degree(tmp_path: Path):
     import json
 
+    # The static batch (a simulated one is checked against rl.generate in tests/serving/test_batch.py).
     r = cli("compare", "--gpu", "h100", "--model", "llama-3-70b", "--tp", "4", "--tp", "8", "--batch", "64",
-            "--json")
+            "--stack", "roofline", "--no-chunked-prefill", "--json")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["gpus"]
     assert [(x["gpu"], x["tp"], x["gpus"]) for x in rows] == [("h100-sxm TP4", 4, 4), ("h100-sxm TP8", 8, 8)]
