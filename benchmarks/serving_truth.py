@@ -585,12 +585,12 @@ STACK_TEXT = """\
 id: {id}
 name: {name}
 source: >-
-  fitted by benchmarks/serving_truth.py --fit to the published runs of {name} in {csv_name} (ai-dynamo/aiconfigurator's
-  silicon_sample.csv at commit {commit}) that it simulates (agg, no expert parallelism, a bundled model) and
-  whose id's SHA-256 starts with an even hex digit, less those whose clients' sequences overflow the simulated KV
-  cache and those the data's README flags: {rows} rows; on the other half's rows it represents ({held} rows)
-  mean TPOT is off by {tpot:.1f}% and mean TTFT by {ttft:.1f}% (mean absolute error; docs/serving.md, "Validation
-  against published runs")
+  fitted by benchmarks/serving_truth.py --fit to the published runs of {name} in {csv_name}
+  (ai-dynamo/aiconfigurator's silicon_sample.csv at commit {commit}) that it simulates (agg, no expert
+  parallelism, a bundled model) and whose id's SHA-256 starts with an even hex digit, less those whose clients'
+  sequences overflow the simulated KV cache and those the data's README flags: {rows} rows; on the other half's
+  rows it represents ({held} rows) mean TPOT is off by {tpot:.1f}% and mean TTFT by {ttft:.1f}% (mean absolute
+  error; docs/serving.md, "Validation against published runs")
 step_overhead_us: {step_overhead_us}
 kernel_gap_us: {kernel_gap_us}
 sequence_overhead_us: {sequence_overhead_us}
@@ -602,10 +602,11 @@ kv_position_ns: {kv_position_ns}
 fused: [{fused}]
 notes: >-
   Reproduce: python benchmarks/serving_truth.py --fit --write-stacks (from the repository root, the CSV at
-  {csv_default}). The figures are one fit over both GPUs, every model and quantization: they absorb what
-  the roofline does not model (attention and MoE kernels below the roofs, the KV cache's type, which the runs do not
-  record, the engine's scheduler) and are not measurements of {name} itself. fused: the Q/K/V and gate/up weights
-  {name} loads as one matrix each.
+  {csv_default}). The figures are one fit over both GPUs, every model and quantization: they absorb what the
+  roofline does not model (attention and MoE kernels below the roofs, the KV cache's type, which the runs do not
+  record, the engine's scheduler and API server) and are not measurements of {name} itself; the published runs
+  used the engine's own scheduler limits, which the fit simulated as 8,192 tokens a step with chunked prefill and
+  as many sequences as clients. fused: the Q/K/V and gate/up weights {name} loads as one matrix each.
 """
 
 
@@ -707,6 +708,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cache", metavar="DIR", help="keep each row's predictions here and reuse them")
     ap.add_argument("--shard", metavar="I/N", help="only every N-th usable row from the I-th (0-based): run N of "
                     "these in parallel with one --cache, then once without --shard to report")
+    ap.add_argument("--reverse", action="store_true", help="the rows from the last: a second process on one "
+                    "shard and one --cache meets the first in the middle")
     ap.add_argument("--check", type=int, metavar="N", help="run api.serve itself on N of the rows and compare")
     args = ap.parse_args(argv)
     if args.write_stacks and not args.fit:
@@ -722,6 +725,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.shard:
         index, shards = (int(v) for v in args.shard.split("/"))
         cases = cases[index::shards]
+    if args.reverse:
+        cases = cases[::-1]
     cache = Path(args.cache) if args.cache else None
     if cache:
         cache.mkdir(parents=True, exist_ok=True)
