@@ -156,15 +156,35 @@ def decode_series(step: Callable[[int], Analysis], first: int, last: int) -> Dec
     step's time is Σ count·max(F(c)/peak, B(c)/bandwidth) over its ops in order, the expression and order of
     ``roofline.place`` and ``roofline.analyze``, and under a calibrated op model each op's max read through the
     model's curves as ``roofline.timed_by_model`` reads it (engine.calibrated.curve_time, the same function on
-    the same floats); otherwise every step is analysed."""
+    the same floats). A series that is not affine as a whole is split in halves, each tried the same way, down to
+    series too short to fit: a count affine by pieces (a sliding window's reads stop growing at the window) is
+    then analysed only near its breaks."""
     if last < first:
         raise ValueError(f"an empty decode series: {first} … {last}")
+    whole = _series(step, first, last, split=last - first + 1 >= 4 * _ANALYSE_ALL_BELOW)
+    if whole is not None:
+        return whole
+    middle = (first + last) // 2
+    low, high = decode_series(step, first, middle), decode_series(step, middle + 1, last)
+    if [p.name for p in low.first.placements] != [p.name for p in high.first.placements]:
+        raise ValueError("the decode steps of one request have different ops")  # a bug in the engine
+    return DecodeSeries(first=low.first, last=high.last, step_times_s=low.step_times_s + high.step_times_s,
+                        op_times_s=tuple(a + b for a, b in zip(low.op_times_s, high.op_times_s)),
+                        memory_bound_s=low.memory_bound_s + high.memory_bound_s,
+                        analysed_every_step=low.analysed_every_step and high.analysed_every_step)
+
+
+def _series(step: Callable[[int], Analysis], first: int, last: int, split: bool = False) -> DecodeSeries | None:
+    """:func:`decode_series` over one stretch: affine as a whole, or every step analysed; None where it is not
+    affine and ``split`` says the caller splits it instead."""
     a_first = step(first)
     a_last = step(last) if last != first else a_first
     coeffs = None
     if last - first + 1 >= _ANALYSE_ALL_BELOW:
         middle = (first + last) // 2
         coeffs = _affine([a_first, step(first + 1), step(middle), a_last], (0, 1, middle - first, last - first))
+    if coeffs is None and split:
+        return None
     op_totals = [0.0] * len(a_first.placements)
     times: list[float] = []
     memory_bound = 0.0

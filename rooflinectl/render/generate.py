@@ -266,8 +266,11 @@ def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batc
 def simulated_lines(g: BatchRun, largest_batch: int) -> list[str]:
     """The summary of a simulated closed batch: the requests' means, with the spread the chunks give them."""
     r, t = g.request, g.ttft
-    lines = [f"time to first token:   {duration(t.mean)} mean of {r.batch:,} requests (p50 {duration(t.p50)}, p99 "
-             f"{duration(t.p99)})"]
+    if r.batch == 1:
+        lines = [f"time to first token:   {duration(t.mean)} (one request)"]
+    else:
+        lines = [f"time to first token:   {duration(t.mean)} mean of {r.batch:,} requests (p50 {duration(t.p50)}, "
+                 f"p99 {duration(t.p99)})"]
     if g.tpot_s is not None and g.tpot_first_s is not None and g.tpot_last_s is not None:
         lines.append(f"time per output token: {duration(g.tpot_s)} mean of (E2E − TTFT) / {r.output - 1:,} "
                      f"(decode-only steps {duration(g.tpot_first_s)} … {duration(g.tpot_last_s)})")

@@ -163,19 +163,30 @@ class StepModel:
         """Each attention op's (name, FLOPs, activation bytes, KV bytes, weight bytes) for one sequence of a
         group. Without a sliding window every one of them is affine in the cached positions for a given ``new``
         (scores T·cached + T(T+1)/2, K and V read over cached + T positions), so a decode group's parts come from
-        two analyses, at 0 and 1 cached; otherwise each (new, cached) is analysed once."""
+        two analyses, at 0 and 1 cached. With a sliding window of W (and no chunks) a decode's sliding layers read
+        min(cached + 1, W) positions: constant from cached = W − 1 on, while the full layers' parts stay affine, so
+        past the window the parts are affine again, from two analyses at W + 1 and W + 2 cached. Otherwise each
+        (new, cached) is analysed once."""
         key = (new, cached)
         parts = self._parts.get(key)
         if parts is None:
+            window = self.base.model.sliding_window
             if new == 1 and self.affine and cached > 1:
-                base, slope = self._group_parts(1, 0), self._group_parts(1, 1)
-                parts = tuple((name, f + cached * (f1 - f), m + cached * (m1 - m), k + cached * (k1 - k),
-                               w + cached * (w1 - w))
-                              for (name, f, m, k, w), (_, f1, m1, k1, w1) in zip(base, slope))
+                parts = self._line(0, cached)
+            elif (new == 1 and window is not None and self.base.model.attention_chunk_size is None
+                  and cached > window + 2):
+                parts = self._line(window + 1, cached)
             else:
                 parts = self._attention_parts(self.base.with_seqs((Seqs(1, new, cached),)))
             self._parts[key] = parts
         return parts
+
+    def _line(self, start: int, cached: int) -> Parts:
+        """A decode's parts at ``cached`` on the line through its parts at ``start`` and ``start + 1`` cached."""
+        base, next_ = self._group_parts(1, start), self._group_parts(1, start + 1)
+        steps = cached - start
+        return tuple((name, f + steps * (f1 - f), m + steps * (m1 - m), k + steps * (k1 - k), w + steps * (w1 - w))
+                     for (name, f, m, k, w), (_, f1, m1, k1, w1) in zip(base, next_))
 
     @staticmethod
     def shape(counts: dict[tuple[int, int], int]) -> tuple[int, int]:

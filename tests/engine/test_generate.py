@@ -127,15 +127,18 @@ def test_long_outputs_analyse_four_steps_and_stay_exact():
 
 def test_counts_not_affine_in_the_context_are_analysed_step_by_step():
     """A step function whose counts jump (contexts rounded up to blocks of 16, as a paged cache might read) fails
-    the affine check, and every step is analysed: the sums are still the steps'."""
+    the affine check as a whole; its halves are tried in turn, down to stretches analysed step by step, and the
+    sums are still the steps'. Too short to split (under 16 steps), it is analysed step by step."""
     b = base()
 
     def paged(c):
         return decode_at(b, 4, (c + 15) // 16 * 16)
 
     series = decode_series(paged, 101, 140)
-    assert series.analysed_every_step
     assert list(series.step_times_s) == [paged(c).totals.time_s for c in range(101, 141)]
+    short = decode_series(paged, 110, 121)
+    assert short.analysed_every_step
+    assert list(short.step_times_s) == [paged(c).totals.time_s for c in range(110, 122)]
 
 
 # --- requests refused -------------------------------------------------------------------------------------------
@@ -156,12 +159,20 @@ def test_bad_requests_are_refused(request_, fragment):
 def test_a_series_across_a_sliding_window_is_its_steps():
     """Mistral 7B v0.1 slides every layer through a window of 4,096: a decode step reads min(context, 4,096)
     positions, affine on each side of the window but not across it. A series that crosses it (contexts 4,001 …
-    4,199) leaves the line through its first two steps at the last one and is analysed step by step; one wholly
-    past it (5,001 … 5,199: every step reads 4,096 positions) is affine again. Both equal analyze's steps."""
+    4,199) leaves the line through its first two steps at the last one and is split: each half tried again, the
+    half holding the window's edge split further; one wholly past it (5,001 … 5,199: every step reads 4,096
+    positions) is affine again. Both equal analyze's steps, and the one across the window analyses a few dozen
+    steps, not 199."""
     b = base("mistral-7b")
-    across = generate(b, Request(4000, 200, 1), on(H100), 0.0).decode
-    assert across is not None and across.analysed_every_step
+    calls = []
+
+    def counted(c):
+        calls.append(c)
+        return decode_at(b, 1, c)
+
+    across = decode_series(counted, 4001, 4199)
     assert list(across.step_times_s) == [decode_at(b, 1, c).totals.time_s for c in range(4001, 4200)]
+    assert len(calls) < 80
     past = generate(b, Request(5000, 200, 1), on(H100), 0.0).decode
     assert past is not None and not past.analysed_every_step
     assert list(past.step_times_s) == [decode_at(b, 1, c).totals.time_s for c in range(5001, 5200)]

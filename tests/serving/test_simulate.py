@@ -62,6 +62,22 @@ def test_chunked_attention_is_not_taken_for_affine_in_the_context():
         assert m.time(step) == pytest.approx(full, rel=1e-12)
 
 
+@pytest.mark.parametrize(("model", "layout"), [("gemma-3-27b", Layout()), ("gpt-oss-20b", Layout()),
+                                               ("mistral-7b", Layout(tp=2))])
+def test_decodes_past_a_sliding_window_are_the_engines(model, layout):
+    # Past the window a sliding layer reads W positions whatever the context, the full layers one more a token:
+    # the step model's line through two anchors past W must be each decode's analysis, at the window's edge too.
+    m = StepModel(base(model), H100, layout=layout)
+    w = m.base.model.sliding_window
+    limit = m.base.model.max_length()
+    for cached in (w - 2, w - 1, w, w + 1, w + 3, w + 4, 3 * w + 17, 40 * w):
+        if limit is not None and cached + 6 > limit[0]:
+            continue
+        step = (Seqs(3, 1, cached), Seqs(1, 1, cached + 5))
+        full = analyze(m.base.with_seqs(step), H100, layout=layout).totals.time_s
+        assert m.time(step) == pytest.approx(full, rel=1e-12), cached
+
+
 def test_one_request_is_the_sum_of_its_steps():
     # Concurrency 1, one request of 300 prompt and 5 output tokens: a prefill step of 300, then 4 decode steps
     # at 300, 301, 302, 303 cached positions, each timed by the engine alone.
