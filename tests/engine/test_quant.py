@@ -217,3 +217,15 @@ def test_every_gpu_runs_w4a4_on_its_fp4_peak_or_refuses_it(gpu_id):
     assert a4.totals.flops == a16.totals.flops
     assert a4.totals.weight_bytes < a16.totals.weight_bytes
     assert a4.totals.time_s <= a16.totals.time_s
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 48, 5000, -1, 2**23])
+def test_a_group_size_no_quantizer_makes_is_one_line(size):
+    # Powers of two from 16 to 2**22 (per-column, a config's -1, read as 2**22) are the layouts quantizers store.
+    result = cli("analyze", "decode", "--weight-dtype", "int4", "--group-size", str(size))
+    assert_one_line_error(result, "no group size a quantizer makes")
+
+
+@pytest.mark.parametrize("size", [16, 32, 64, 128, 1024, 2**22])
+def test_the_group_sizes_quantizers_make_are_taken(size):
+    assert cli("analyze", "decode", "--weight-dtype", "int4", "--group-size", str(size), "--json").exit_code == 0
