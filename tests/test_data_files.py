@@ -91,6 +91,23 @@ def test_user_hardware_folder_is_searched(tmp_path, monkeypatch):
     assert load_gpu("h100").id == "h100-sxm"
 
 
+def test_a_users_alias_does_not_take_a_bundled_gpus_name_unseen(tmp_path, monkeypatch):
+    # A file of the user's with its own id but the alias "h100": --gpu h100 would have run on it with no word.
+    text = (ROOT / "hardware" / "h100-sxm.yaml").read_text()
+    text = text.replace("id: h100-sxm", "id: my-gpu").replace("aliases: [h100, h100-sxm5]", "aliases: [h100, mine]")
+    (tmp_path / "my-gpu.yaml").write_text(text)
+    monkeypatch.setenv("ROOFLINECTL_HARDWARE_PATH", str(tmp_path))
+    with pytest.raises(UserError, match="'h100' is both .*h100-sxm.yaml and an alias in .*my-gpu.yaml"):
+        load_gpu("h100")
+    assert load_gpu("mine").id == "my-gpu" and load_gpu("h100-sxm").id == "h100-sxm"
+    # A file with the bundled GPU's own id replaces it on purpose, as the user's folders shadow the bundled one.
+    (tmp_path / "my-gpu.yaml").write_text(text.replace("id: my-gpu", "id: h100-sxm").replace("[h100, mine]",
+                                                                                              "[h100]"))
+    from rooflinectl.specs.hardware import _catalog
+
+    assert load_gpu("h100").id == "h100-sxm" and _catalog()["h100"] == tmp_path / "my-gpu.yaml"
+
+
 DATA_FILES = sorted([*(ROOT / "hardware").glob("*.yaml"), *(ROOT / "workloads").rglob("*.yaml")])
 
 

@@ -339,14 +339,34 @@ def load_gpu_file(path: Path) -> GPU:
 
 def _catalog() -> dict[str, Path]:
     """Every known GPU file by id and alias; the user's folders shadow the bundled one."""
+    return _catalog_and_claims()[0]
+
+
+def _catalog_and_claims() -> tuple[dict[str, Path], dict[str, tuple[Path, Path]]]:
+    """The catalog, and the names a user's file takes from another file by an alias: {name: (the user's file,
+    the file whose id or alias it was)}. A file with a bundled GPU's own id replaces that GPU on purpose (the
+    user's folders shadow the bundled one); an alias that takes another GPU's name would do it unseen, and
+    :func:`load_gpu` refuses the name."""
     names: dict[str, Path] = {}
+    ids: dict[Path, str] = {}
+    claims: dict[str, tuple[Path, Path]] = {}
     for folder in reversed(search_dirs("hardware", HARDWARE_PATH_ENV)):
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.y*ml")):
-            for name in _names(path):
-                names[name.lower()] = path
-    return names
+            found = _names(path)
+            if found:
+                ids[path] = found[0].lower()
+            for i, name in enumerate(found):
+                key = name.lower()
+                other = names.get(key)
+                if i > 0 and other is not None and other != path and ids.get(other) != ids.get(path):
+                    # an alias over another GPU's name
+                    claims[key] = (path, names[key])
+                elif i == 0:
+                    claims.pop(key, None)
+                names[key] = path
+    return names, claims
 
 
 _ID_LINE = re.compile(r"^id:[ \t]*(.*?)[ \t]*(?:[ \t]#.*)?$", re.MULTILINE)
@@ -398,8 +418,12 @@ def load_gpu(name: str) -> GPU:
     """A GPU by id, alias (case-insensitive) or path to a YAML file."""
     if looks_like_path(name):
         return load_gpu_file(user_path(name))
-    catalog = _catalog()
+    catalog, claims = _catalog_and_claims()
     path = catalog.get(name.lower())
     if path is None:
         raise UserError(f"unknown GPU '{name}'{closest(name, catalog)}; 'rooflinectl hardware list' shows them all")
+    if name.lower() in claims:
+        mine, theirs = claims[name.lower()]
+        raise UserError(f"GPU '{name}' is both {theirs} and an alias in {mine}: give a path, or an id of one of "
+                        f"them, or take the alias out of {mine.name}")
     return load_gpu_file(path)
