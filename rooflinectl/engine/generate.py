@@ -235,8 +235,47 @@ class OpTime:
         return self.prefill_s + self.decode_s
 
 
+class BatchRates:
+    """The rates of a served batch, one rule for the static batch (:class:`Generation`) and the simulated one
+    (``serving.batch.BatchRun``): per GPU, B·O output tokens (B·(P + O) with the prompts) over ``span_s``, the
+    time from the requests' arrival to the batch's last token, and the GPUs one copy spans; per request, O over
+    its end-to-end time and, while decoding, 1 / TPOT."""
+
+    request: Request
+    gpus: int
+
+    @property
+    def span_s(self) -> float:
+        raise NotImplementedError
+
+    @property
+    def e2e_s(self) -> float:
+        raise NotImplementedError
+
+    @property
+    def tpot_s(self) -> float | None:
+        raise NotImplementedError
+
+    @property
+    def output_tokens_per_s_per_gpu(self) -> float:
+        return self.request.batch * self.request.output / self.span_s / self.gpus
+
+    @property
+    def total_tokens_per_s_per_gpu(self) -> float:
+        r = self.request
+        return r.batch * (r.prompt + r.output) / self.span_s / self.gpus
+
+    @property
+    def output_tokens_per_s_per_request(self) -> float:
+        return self.request.output / self.e2e_s
+
+    @property
+    def decode_tokens_per_s_per_request(self) -> float | None:
+        return 1 / self.tpot_s if self.tpot_s is not None else None
+
+
 @dataclass(frozen=True)
-class Generation:
+class Generation(BatchRates):
     request: Request
     prefill: Analysis
     decode: DecodeSeries | None  # None: one output token, no decode step
@@ -268,21 +307,9 @@ class Generation:
         return self.decode.step_times_s[-1] if self.decode is not None else None
 
     @property
-    def output_tokens_per_s_per_gpu(self) -> float:
-        return self.request.batch * self.request.output / self.e2e_s / self.gpus
-
-    @property
-    def total_tokens_per_s_per_gpu(self) -> float:
-        r = self.request
-        return r.batch * (r.prompt + r.output) / self.e2e_s / self.gpus
-
-    @property
-    def output_tokens_per_s_per_request(self) -> float:
-        return self.request.output / self.e2e_s
-
-    @property
-    def decode_tokens_per_s_per_request(self) -> float | None:
-        return 1 / self.tpot_s if self.tpot_s is not None else None
+    def span_s(self) -> float:
+        """Every request starts and ends together: the span is the end-to-end time."""
+        return self.e2e_s
 
     def phase_bound(self, phase: str) -> tuple[str, float]:
         """(the bound of the ops that take most of the phase's time, that share of it)."""

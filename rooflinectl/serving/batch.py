@@ -25,6 +25,7 @@ from functools import cached_property
 from ..engine.calibrated import timed_by_model
 from ..engine.generate import (
     MAX_BATCH,
+    BatchRates,
     OpTime,
     Request,
     StepAnalyzer,
@@ -157,7 +158,7 @@ def breakdown(model: StepModel, steps: list[tuple[Counts, float]], prompt: int, 
 
 
 @dataclass(frozen=True)
-class BatchRun:
+class BatchRun(BatchRates):
     """A closed batch served by the simulated engine: the request, the run, the memory it holds, and the steps it
     ran ({(new, cached): sequences}, seconds, in order). Its figures have the names of ``engine.generate``'s
     ``Generation`` (the module's docstring says what each is here)."""
@@ -199,6 +200,10 @@ class BatchRun:
         """From the arrival to the batch's last token."""
         return self.run.duration_s
 
+    @property
+    def span_s(self) -> float:
+        return self.duration_s
+
     def _decode_steps(self) -> list[tuple[Counts, float]]:
         p = self.request.prompt
         return [s for s in self.steps if all(cached >= p for _, cached in s[0])]
@@ -224,23 +229,6 @@ class BatchRun:
     @property
     def decode_steps(self) -> int:
         return len(self._decode_steps())
-
-    @property
-    def output_tokens_per_s_per_gpu(self) -> float:
-        return self.request.batch * self.request.output / self.duration_s / self.gpus
-
-    @property
-    def total_tokens_per_s_per_gpu(self) -> float:
-        r = self.request
-        return r.batch * (r.prompt + r.output) / self.duration_s / self.gpus
-
-    @property
-    def output_tokens_per_s_per_request(self) -> float:
-        return self.request.output / self.e2e_s
-
-    @property
-    def decode_tokens_per_s_per_request(self) -> float | None:
-        return 1 / self.tpot_s if self.tpot_s is not None else None
 
     @cached_property
     def breakdown(self) -> Breakdown:
