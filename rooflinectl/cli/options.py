@@ -131,7 +131,7 @@ def workload_overrides(
     the API's one rule (``api.step_options``). ``experts_touched`` is analyze's alone: a sweep of batch or length
     (plot, explore) changes the tokens of the step, and with them the experts that can be touched, so there the
     uniform expectation is the count."""
-    from ..api import step_options
+    from ..api.common import step_options
 
     return dict(batch=batch, seq_len=seq_len, context=context,
                 **step_options(model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,

@@ -1,0 +1,279 @@
+"""The Python API: what the commands compute, for notebooks and scripts (``import rooflinectl as rl``).
+
+Each function takes the command's options as keywords and returns a typed result whose ``to_dict()`` is exactly
+the command's ``--json`` (the commands print it from the same call) and whose ``to_pandas()`` is its table, where
+pandas is installed. Bad input raises :class:`rooflinectl.errors.UserError` with the command's one-line message.
+
+    import rooflinectl as rl
+    r = rl.analyze("decode", gpu="h100", model="llama-3-8b", batch=64, context=4096)
+    r.totals.time_s, r.to_dict()["ops"][0]["name"]
+    rl.analyze_step(gpu="h100", seqs=[rl.Seqs(16, 1, 4095), rl.Seqs(1, 512, 1024)])
+
+Nothing heavy is imported here: each function imports what it uses when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..specs.step import Seqs
+from .common import DEFAULT_GPU, _flat, _frame, _gpu, base_workload, gpu, model, step_options
+from .serve import ServeResult, serve
+
+if TYPE_CHECKING:
+    from ..engine.choice import Choice, Curve, StaticServer
+    from ..engine.generate import Generation, StepAnalyzer
+    from ..engine.roofline import Analysis, Placement, Totals
+    from ..serving.batch import BatchRun, BatchServer, Method
+    from ..specs.hardware import GPU
+    from ..specs.workload import Workload
+
+__all__ = ["DEFAULT_GPU", "CompareResult", "GenerateResult", "Seqs", "ServeResult", "StepResult", "analyze",
+           "analyze_step", "compare", "generate", "gpu", "model", "serve"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step placed on a GPU's roofline (``analyze``, ``analyze step``): the engine's :class:`Analysis`."""
+
+    analysis: Analysis
+
+    @property
+    def totals(self) -> Totals:
+        return self.analysis.totals
+
+    @property
+    def placements(self) -> tuple[Placement, ...]:
+        return self.analysis.placements
+
+    @property
+    def workload(self) -> Workload:
+        return self.analysis.workload
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's ``--json``."""
+        from ..render.analysis import analysis_json
+
+        return analysis_json(self.analysis)
+
+    def to_pandas(self) -> Any:
+        """One row an op, the columns of ``to_dict()["ops"]``."""
+        return _frame(self.to_dict()["ops"])
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """A batch of requests served end to end (``analyze generate``), and the largest batch that fits."""
+
+    generation: Generation | BatchRun  # the static batch, or the simulated closed batch
+    largest_batch: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's ``--json``."""
+        from ..render.generate import generation_json
+
+        return generation_json(self.generation, self.largest_batch)
+
+    def to_pandas(self) -> Any:
+        """One row: ``to_dict()`` flattened, its nested keys joined by dots (``latency.ttft_s``)."""
+        return _frame([_flat(self.to_dict())])
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """One request on several GPUs (``compare``): a row a GPU and layout."""
+
+    choices: tuple[Choice, ...]
+    names: tuple[str, ...]  # each row's GPU name
+    prompt: int
+    output: int
+    model_id: str
+    types: str  # the step's data types in words (Workload.types_label: quantized weights named)
+    method: Method  # how each batch was served: simulated (stack, chunked prefill) or the static batch
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's ``--json``."""
+        from ..render.compare import compare_json
+
+        return compare_json(list(self.choices), list(self.names), self.prompt, self.output, self.model_id,
+                            self.method)
+
+    def to_pandas(self) -> Any:
+        """One row a GPU and layout, the command's CSV columns."""
+        from ..render.compare import compare_rows
+
+        return _frame(compare_rows(list(self.choices), list(self.names), self.method))
+
+
+def _place(w: Workload, gpu_spec: str | GPU, calibrated: bool, tp: int, ep: int, pp: int) -> StepResult:
+    from ..engine.parallel import Layout
+    from ..engine.roofline import analyze as place_step
+
+    return StepResult(place_step(w, _gpu(gpu_spec), calibrated=calibrated, layout=Layout(tp, ep, pp)))
+
+
+def analyze(workload: str = "decode", *, gpu: str | GPU = DEFAULT_GPU, batch: int | None = None,
+            context: int | None = None, seq_len: int | None = None, calibrated: bool = False, tp: int = 1,
+            ep: int = 1, pp: int = 1, **options: Any) -> StepResult:
+    """Every op of one step on ``gpu``'s roofline: ``workload`` a phase (decode, prefill, attention) or a
+    workload YAML; ``options`` those of :func:`step_options` (model, dtypes, attention, fuse …)."""
+    from ..specs.scenario import resolve_workload
+
+    w = resolve_workload(workload, batch=batch, context=context, seq_len=seq_len, **step_options(**options))
+    return _place(w, gpu, calibrated, tp, ep, pp)
+
+
+def analyze_step(*, seqs: Sequence[Seqs | str], gpu: str | GPU = DEFAULT_GPU, calibrated: bool = False,
+                 tp: int = 1, ep: int = 1, pp: int = 1, **options: Any) -> StepResult:
+    """A step made of groups of sequences (``Seqs(count, new, cached)`` or ``"16x1@4095"``): a decode or prefill
+    step where the groups make one (the same numbers as :func:`analyze`), else a mixed step."""
+    from ..errors import UserError
+    from ..specs.scenario import resolve_step
+
+    groups = tuple(Seqs.parse(g) if isinstance(g, str) else g for g in seqs)
+    if not groups:
+        raise UserError("a step needs at least one group of sequences (--seqs COUNTxNEW[@CACHED])")
+    w = resolve_step(groups, **step_options(**options))
+    return _place(w, gpu, calibrated, tp, ep, pp)
+
+
+def step_analyzer(g: GPU, calibrated: bool, tp: int = 1, ep: int = 1, pp: int = 1) -> StepAnalyzer:
+    """Each step of a request placed under ``g``'s roofs, on one GPU of the layout (engine.parallel)."""
+    from ..engine.parallel import Layout, check_interconnect
+    from ..engine.roofline import analyze as place_step
+
+    layout = Layout(tp, ep, pp)
+    check_interconnect(g, layout)
+
+    def analyze_one(w: Workload) -> Analysis:
+        return place_step(w, g, calibrated, layout)
+
+    return analyze_one
+
+
+def layout_label(gpu_id: str, tp: int, ep: int, pp: int, several: bool) -> str:
+    """A row's (a curve's) name: the GPU, and its degrees where they are not 1 or where several TP degrees are
+    compared ("h100-sxm TP4", "h200 EP8", "h100-sxm TP4 PP2")."""
+    parts = [gpu_id]
+    if tp > 1 or several:
+        parts.append(f"TP{tp}")
+    if ep > 1:
+        parts.append(f"EP{ep}")
+    if pp > 1:
+        parts.append(f"PP{pp}")
+    return " ".join(parts)
+
+
+def _server(g: GPU, prompt: int, output: int, reserve_gib: float | None, calibrated: bool, tp: int, ep: int,
+            pp: int, stack: str, chunked_prefill: bool, max_num_batched_tokens: int | None,
+            options: dict[str, Any]) -> tuple[StaticServer | BatchServer, Workload, Method]:
+    """How ``g`` serves a batch of the request: the static batch of ``engine.generate`` (no chunked prefill, a
+    stack with no costs), else the simulated closed batch (``serving.batch``); and the step options it runs."""
+    from ..engine.choice import StaticServer
+    from ..engine.memory import reserve_bytes
+    from ..engine.parallel import Layout
+    from ..errors import UserError
+    from ..serving.batch import BatchServer, Method
+    from ..serving.scheduler import SchedulerConfig
+    from ..specs.stack import load_stack
+
+    if max_num_batched_tokens is not None and not chunked_prefill:
+        raise UserError("--max-num-batched-tokens with --no-chunked-prefill: without chunked prefill one step "
+                        "holds the whole batch's prompts; the budget is chunked prefill's")
+    budget = SchedulerConfig.max_num_batched_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    method = Method(load_stack(stack), chunked_prefill, budget)
+    if not method.static and options.get("fuse") is None:
+        options = {**options, "fuse": list(method.stack.fused)}
+    base = base_workload(**options)
+    analyze_one = step_analyzer(g, calibrated, tp, ep, pp)
+    reserve = reserve_bytes(g.capacity_bytes, reserve_gib)
+    if method.static:
+        return StaticServer(base, prompt, output, analyze_one, reserve, tp * ep * pp), base, method
+    return (BatchServer(base, g, prompt, output, reserve, method, analyze_one, calibrated, Layout(tp, ep, pp)), base,
+            method)
+
+
+def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = 2048, output: int = 256, batch: int = 1,
+             reserve_gib: float | None = None, calibrated: bool = False, tp: int = 1, ep: int = 1, pp: int = 1,
+             stack: str = "roofline", chunked_prefill: bool = True, max_num_batched_tokens: int | None = None,
+             **options: Any) -> GenerateResult:
+    """``batch`` requests of ``prompt`` tokens and ``output`` new tokens arriving at once, with no request after
+    them: TTFT, TPOT, latency, tokens/s and memory. With ``chunked_prefill`` (the default) the serving simulation
+    runs them (a closed batch: ``analyze serve --concurrency B`` with B requests and no refills), prompts in chunks
+    of ``max_num_batched_tokens`` (default 8,192) beside the decodes, on ``stack``; with ``chunked_prefill=False``
+    and the ``roofline`` stack, the static batch: every prompt in one prefill step, then the decode steps. A batch
+    that does not fit is a UserError naming the largest that does."""
+    from ..engine.generate import Request, check_request
+    from ..errors import UserError
+    from ..render.generate import memory_sum
+    from ..serving.batch import BatchServer
+
+    g = _gpu(gpu)
+    server, base, _ = _server(g, prompt, output, reserve_gib, calibrated, tp, ep, pp, stack, chunked_prefill,
+                              max_num_batched_tokens, options)
+    request = Request(prompt, output, batch)
+    check_request(base, request)
+    memory = server.budget(batch)
+    block = server.method.block_size if isinstance(server, BatchServer) and server.method.chunked_prefill else None
+    if not memory.fits:
+        where = g.id if tp * ep * pp == 1 else f"{g.id} at --tp {tp} --ep {ep} --pp {pp} (per GPU)"
+        raise UserError(f"batch {batch:,} does not fit on {where}: "
+                        f"{memory_sum(memory, batch, request.longest_context, block)}; "
+                        f"largest batch that fits: "
+                        f"{server.largest():,} (--reserve-gib sets the reserve)")
+    return GenerateResult(server.serve(batch), server.largest())
+
+
+def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
+            batch: int | None = None, tpot_ms: float | None = None, reserve_gib: float | None = None,
+            calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1, pp: int = 1, stack: str = "roofline",
+            chunked_prefill: bool = True, max_num_batched_tokens: int | None = None,
+            **options: Any) -> CompareResult:
+    """One request on each GPU of ``gpus`` (and each TP degree of ``tp``): at ``batch``, at the largest batch
+    whose mean TPOT is at most ``tpot_ms``, or at the largest batch that fits; each batch served as
+    :func:`generate` serves it (``stack``, ``chunked_prefill``, ``max_num_batched_tokens``)."""
+    from ..engine.choice import choose_batch
+    from ..engine.parallel import Layout
+    from ..errors import UserError
+
+    if tpot_ms is not None and not tpot_ms > 0:
+        raise UserError(f"--tpot-ms {tpot_ms}: give a positive number of milliseconds")
+    choices, names = [], []
+    base = None
+    for spec in gpus:
+        g = _gpu(spec)
+        for t in tp:
+            label = layout_label(g.id, t, ep, pp, several=len(tp) > 1)
+            server, base, method = _server(g, prompt, output, reserve_gib, calibrated, t, ep, pp, stack,
+                                           chunked_prefill, max_num_batched_tokens, options)
+            choices.append(choose_batch(server, base, prompt, output, label, batch,
+                                        None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
+            names.append(g.name)
+    assert base is not None
+    return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label(), method)
+
+
+def curves(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
+           reserve_gib: float | None = None, calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1,
+           pp: int = 1, stack: str = "roofline", chunked_prefill: bool = True,
+           max_num_batched_tokens: int | None = None, **options: Any) -> tuple[list[Curve], Workload, Method]:
+    """``plot pareto``'s curves: on each GPU of ``gpus`` and TP degree of ``tp``, the request served as
+    :func:`generate` serves it at batch 1, 2, 4, … and the largest that fits; and the step options they ran."""
+    from ..engine.choice import check_curve_output, serve_curve
+    from ..engine.parallel import Layout
+
+    check_curve_output(output)
+    out, base = [], None
+    for spec in gpus:
+        g = _gpu(spec)
+        for t in tp:
+            server, base, method = _server(g, prompt, output, reserve_gib, calibrated, t, ep, pp, stack,
+                                           chunked_prefill, max_num_batched_tokens, options)
+            out.append(serve_curve(server, output, layout_label(g.id, t, ep, pp, several=len(tp) > 1),
+                                   Layout(t, ep, pp)))
+    assert base is not None
+    return out, base, method
+
+

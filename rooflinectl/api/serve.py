@@ -1,0 +1,132 @@
+"""``rl.serve``: a serving engine simulated step by step (``analyze serve``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .common import DEFAULT_GPU, _frame, _gpu, base_workload
+
+if TYPE_CHECKING:
+    from ..serving.simulate import Run, Simulation
+    from ..specs.hardware import GPU
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """A simulated serving run (``analyze serve``): the :class:`serving.simulate.Simulation`."""
+
+    simulation: Simulation
+
+    @property
+    def run(self) -> Run:
+        return self.simulation.run
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's ``--json``."""
+        from ..render.serve import serve_json
+
+        return serve_json(self.simulation)
+
+    def to_pandas(self) -> Any:
+        """One row a request: arrival, lengths, TTFT, TPOT, E2E, preemptions (seconds)."""
+        return _frame([{"id": s.request.id, "arrival_s": s.request.arrival_s, "prompt": s.request.prompt,
+                        "output": s.request.output, "ttft_s": s.ttft_s, "tpot_s": s.tpot_s, "e2e_s": s.e2e_s,
+                        "preemptions": s.preemptions} for s in self.run.served])
+
+def _positive_ms(value: float | None, what: str) -> float | None:
+    from ..errors import UserError
+
+    if value is None:
+        return None
+    if not value > 0 or value != value or value == float("inf"):
+        raise UserError(f"{what} {value}: give a positive number of milliseconds")
+    return value / 1e3
+
+def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate: float | None = None,
+          trace: str | None = None, prompt: int | str = 2048, output: int | str = 256, requests: int | None = None,
+          seed: int = 0, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256, chunked_prefill: bool = True,
+          block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
+          slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
+          tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, spec: str | None = None,
+          accept: str | float | None = None, shared_prefix: int | None = None,
+          price_per_gpu_hour: float | None = None, **options: Any) -> ServeResult:
+    """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
+    default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
+    fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
+    ``stack`` the serving stack's costs (an id of ``stacks/`` or a YAML path; its fusions unless ``fuse`` is given).
+    ``requests``: by default max(200, 8 × concurrency), so that the p99 rests on at least two samples above it.
+    ``progress`` is called with the count of finished requests. ``spec``: speculative decoding, ``draft:MODEL:K``,
+    ``mtp:K`` or ``ngram:K``, with ``accept`` the chance each draft is accepted (``0.7``, or per position
+    ``"0.8,0.6,0.4"``); the run is then also simulated without it, for the speed-up. ``shared_prefix``: every
+    prompt's first tokens are one prefix, cached once its first request has computed them (a trace's ``prefix``
+    field gives each request's). ``price_per_gpu_hour``: dollars per million input and output tokens
+    (``serving.cost``); joules per output token come from the GPU file's board power where it has one."""
+    from ..engine.memory import reserve_bytes
+    from ..engine.parallel import Layout
+    from ..errors import UserError
+    from ..serving.cost import run_costs
+    from ..serving.kvcache import BlockPool
+    from ..serving.load import Lengths, closed_loop, open_loop, read_trace, with_shared_prefix
+    from ..serving.scheduler import SchedulerConfig
+    from ..serving.simulate import Simulation, compared, simulate
+    from ..serving.speculation import speculate
+    from ..serving.stepmodel import StepModel, kv_capacity
+    from ..specs.stack import load_stack
+
+    given = [name for name, v in (("--concurrency", concurrency), ("--rate", rate), ("--trace", trace))
+             if v is not None]
+    if len(given) > 1:
+        raise UserError(f"{' and '.join(given)}: give one load (a closed loop, an open loop or a trace)")
+    if ep > 1:
+        raise UserError("--ep in analyze serve: expert parallelism's data-parallel attention is not simulated yet; "
+                        "use --tp")
+    slo_ttft, slo_tpot = _positive_ms(slo_ttft_ms, "--slo-ttft-ms"), _positive_ms(slo_tpot_ms, "--slo-tpot-ms")
+    prompt_len = Lengths.parse(str(prompt), "--prompt")
+    output_len = Lengths.parse(str(output), "--output")
+    if trace is not None:
+        if requests is not None:
+            raise UserError("--requests with --trace: the trace's requests are the run's")
+        load = read_trace(trace)
+    elif rate is not None:
+        load = open_loop(rate, 200 if requests is None else requests, prompt_len, output_len, seed)
+    else:
+        c = 1 if concurrency is None else concurrency
+        load = closed_loop(c, max(200, 8 * c) if requests is None else requests, prompt_len, output_len, seed)
+    if shared_prefix is not None:
+        load = with_shared_prefix(load, shared_prefix)
+    config = SchedulerConfig(max_num_batched_tokens, max_num_seqs, chunked_prefill)
+    BlockPool.check_block_size(block_size)
+    g = _gpu(gpu)
+    layout = Layout(tp, ep, pp)
+    costs = load_stack(stack)
+    if options.get("fuse") is None:
+        options = {**options, "fuse": list(costs.fused)}
+    step_model = StepModel(base_workload(**options), g, calibrated, layout, costs)
+    capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,
+                                                                                          reserve_gib))
+    limit = step_model.base.model.max_length()
+    longest = max(load.requests, key=lambda r: r.prompt + r.output)
+    if limit is not None and longest.prompt + longest.output - 1 > limit[0]:
+        raise UserError(f"a request of {longest.prompt:,} prompt and {longest.output:,} output tokens needs "
+                        f"{longest.prompt + longest.output - 1:,} positions; model {step_model.base.model.id}'s "
+                        f"{limit[1]} is {limit[0]:,}")
+    speculation, spec_capacity = None, capacity
+    if spec is not None:
+        speculation, spec_capacity = speculate(spec, accept, step_model, capacity, max_num_batched_tokens, block_size,
+                                               reserve_bytes(g.capacity_bytes, reserve_gib),
+                                               lambda draft: base_workload(**{**options, "model": draft}))
+    elif accept is not None:
+        raise UserError("--accept without --spec: give the drafter (--spec draft:MODEL:K, mtp:K or ngram:K)")
+    run = simulate(load, step_model, BlockPool(spec_capacity.blocks, block_size), config, progress, speculation,
+                   seed)
+    outcome = None
+    if speculation is not None:
+        plain_model = StepModel(step_model.base, g, calibrated, layout, costs)
+        plain = simulate(load, plain_model, BlockPool(capacity.blocks, block_size), config)
+        outcome = compared(speculation, run, plain, plain_model, load, config)
+    texts = ("trace", "trace") if trace is not None else (prompt_len.text(), output_len.text())
+    spent = run_costs(run.duration_s, run.busy_s, run.prefill_time_s, sum(s.request.prompt for s in run.served),
+                      run.output_tokens, layout.gpus, price_per_gpu_hour, None if g.power is None else g.power.board_w)
+    return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, spec_capacity, costs,
+                                  texts[0], texts[1], seed, slo_ttft, slo_tpot, outcome, spent))
