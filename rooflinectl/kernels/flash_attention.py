@@ -36,16 +36,19 @@ class FlashConfig:
     block_n: int
     num_warps: int
     num_stages: int
+    # Triton's warp specialization of the K/V loop (``tl.range(..., warp_specialize=True)``): producer warps load
+    # while consumer warps compute, FlashAttention-3's structure, where the Triton build supports it on the GPU.
+    warp_specialize: bool = False
 
 
 @triton.jit
 def _attn_blocks(
     acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, start, stop, n_ctx, skn, skd, svn, svd, qk_scale,
-    BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, WARP_SPEC: tl.constexpr,
 ):  # fmt: skip
     # K/V rows [start, stop) in blocks of BLOCK_N: reads BLOCK_N×d of K and of V each, 4·BLOCK_M·BLOCK_N·d FLOPs.
     offs_n = tl.arange(0, BLOCK_N)
-    for n0 in tl.range(start, stop, BLOCK_N):
+    for n0 in tl.range(start, stop, BLOCK_N, warp_specialize=WARP_SPEC):
         cols = n0 + offs_n
         k_ptrs = k_base + cols[None, :].to(tl.int64) * skn + offs_d[:, None] * skd  # d×BLOCK_N: Kᵀ
         v_ptrs = v_base + cols[:, None].to(tl.int64) * svn + offs_d[None, :] * svd
@@ -81,6 +84,7 @@ def _flash_fwd_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, n_ctx, n_heads, group, qk_scale,
     sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, som, sod,
     HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+    WARP_SPEC: tl.constexpr,
 ):  # fmt: skip
     # Program (query block, sequence·head). Under a causal mask the last query blocks have the most work, so they
     # start first (the grid runs axis 0 in order): the short blocks fill the tail.
@@ -108,16 +112,16 @@ def _flash_fwd_kernel(
         # Left of the diagonal: whole blocks, no mask (BLOCK_M is a multiple of BLOCK_N, and m0 ≤ n_ctx). Then the
         # diagonal block, masked; nothing right of it.
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, m0, n_ctx,
-                                     skn, skd, svn, svd, qk_scale, BLOCK_N, False, True)
+                                     skn, skd, svn, svd, qk_scale, BLOCK_N, False, True, WARP_SPEC)
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, m0,
                                      tl.minimum(m0 + BLOCK_M, n_ctx), n_ctx,
-                                     skn, skd, svn, svd, qk_scale, BLOCK_N, True, True)
+                                     skn, skd, svn, svd, qk_scale, BLOCK_N, True, True, False)
     else:
         full = (n_ctx // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, full, n_ctx,
-                                     skn, skd, svn, svd, qk_scale, BLOCK_N, False, False)
+                                     skn, skd, svn, svd, qk_scale, BLOCK_N, False, False, WARP_SPEC)
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, full, n_ctx, n_ctx,
-                                     skn, skd, svn, svd, qk_scale, BLOCK_N, True, False)
+                                     skn, skd, svn, svd, qk_scale, BLOCK_N, True, False, False)
     out = acc / l_i[:, None]
     tl.store(o_base + offs_m[:, None].to(tl.int64) * som + offs_d[None, :] * sod,
              out.to(o_ptr.dtype.element_ty), mask=row_ok)
@@ -173,7 +177,7 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
     handle = _flash_fwd_kernel[grid](
         q, k, v, out, s, h, h // g, LOG2E / math.sqrt(d),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        HEAD_D=d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal,
+        HEAD_D=d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal, WARP_SPEC=cfg.warp_specialize,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return cfg, grid, handle

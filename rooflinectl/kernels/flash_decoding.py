@@ -40,11 +40,12 @@ class DecodeConfig:
 
 @triton.jit
 def _flash_decode_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, len_ptr, part_o_ptr, part_lse_ptr, count_ptr,
-    n_kv_heads, chunk, n_splits, qk_scale,
+    q_ptr, k_ptr, v_ptr, o_ptr, len_ptr, part_o_ptr, part_lse_ptr, count_ptr, table_ptr,
+    n_kv_heads, chunk, n_splits, qk_scale, stb,
     sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, sod,
     HEAD_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-    SPLITS_PAD: tl.constexpr, HEADS_STEP: tl.constexpr, ONE_SPLIT: tl.constexpr,
+    SPLITS_PAD: tl.constexpr, HEADS_STEP: tl.constexpr, ONE_SPLIT: tl.constexpr, PAGE: tl.constexpr,
+    TABLE_PAD: tl.constexpr,
 ):  # fmt: skip
     split = tl.program_id(0)
     bk = tl.program_id(1)
@@ -60,21 +61,39 @@ def _flash_decode_kernel(
     row_ok = rows < GROUP
     q = tl.load(q_ptr + b.to(tl.int64) * sqb + heads[:, None] * sqh + offs_d[None, :] * sqd,
                 mask=row_ok[:, None], other=0.0)
-    k_base = k_ptr + b.to(tl.int64) * skb + kvh.to(tl.int64) * skh
-    v_base = v_ptr + b.to(tl.int64) * svb + kvh.to(tl.int64) * svh
+    k_base = k_ptr + kvh.to(tl.int64) * skh
+    v_base = v_ptr + kvh.to(tl.int64) * svh
 
     m_i = tl.full([GROUP_PAD], -float("inf"), dtype=tl.float32)
     l_i = tl.zeros([GROUP_PAD], dtype=tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_D], dtype=tl.float32)
     offs_n = tl.arange(0, BLOCK_N)
+    if PAGE > 0 and TABLE_PAD > 0:
+        # The split's page numbers, loaded once before the loop: the loop's K/V addresses then come from
+        # registers and the induction variable alone, so Triton's pipeliner multi-buffers the K/V loads (a page
+        # number loaded inside the loop feeds the loads of its own iteration, and they were not pipelined).
+        first_page = start // PAGE
+        slots = tl.arange(0, TABLE_PAD)
+        split_pages = tl.load(table_ptr + b.to(tl.int64) * stb + first_page + slots,
+                              mask=(first_page + slots) * PAGE < stop, other=0)
     # Reads BLOCK_N×d of K and of V a step, 4·group·BLOCK_N·d FLOPs (the padded rows compute zeros, unstored).
     for n0 in tl.range(start, stop, BLOCK_N):
         cols = n0 + offs_n
         keep = cols < stop
-        k = tl.load(k_base + cols[None, :].to(tl.int64) * skn + offs_d[:, None] * skd, mask=keep[None, :],
-                    other=0.0)
-        v = tl.load(v_base + cols[:, None].to(tl.int64) * svn + offs_d[None, :] * svd, mask=keep[:, None],
-                    other=0.0)
+        if PAGE > 0:
+            # Paged cache: position p of sequence b sits at slot p % PAGE of page table[b, p // PAGE] (the K/V
+            # tensors' first two strides are the page's and the slot's).
+            if TABLE_PAD > 0:
+                page = tl.gather(split_pages, tl.minimum(cols // PAGE - first_page, TABLE_PAD - 1), 0).to(tl.int64)
+            else:  # a split of more pages than a register tile holds: one int32 a position, from the L1
+                page = tl.load(table_ptr + b.to(tl.int64) * stb + cols // PAGE, mask=keep, other=0).to(tl.int64)
+            k_rows = page * skb + (cols % PAGE) * skn
+            v_rows = page * svb + (cols % PAGE) * svn
+        else:
+            k_rows = b.to(tl.int64) * skb + cols.to(tl.int64) * skn
+            v_rows = b.to(tl.int64) * svb + cols.to(tl.int64) * svn
+        k = tl.load(k_base + k_rows[None, :] + offs_d[:, None] * skd, mask=keep[None, :], other=0.0)
+        v = tl.load(v_base + v_rows[:, None] + offs_d[None, :] * svd, mask=keep[:, None], other=0.0)
         qk = tl.dot(q, k) * qk_scale
         qk = tl.where(keep[None, :], qk, -float("inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))  # the block's first column is kept: finite
@@ -138,39 +157,67 @@ def _heads_step(group: int, splits: int, d: int) -> int:
     return min(_next_pow2(group), 1 << (fit.bit_length() - 1))
 
 
-# The split rule, measured on an H200, bf16, 32/8 heads, d 128 (benchmarks/decode_lab_gpu.py run 1 of 2026-12-03, in
-# docs/results/h200-2026-12-03-decode/lab/, and benchmarks/attention_gpu.py run 4 before it):
-# - one program an SM where each split is short: 1 × 1,024 in 16 splits of 64 positions took 6.61 µs, against 7.28
-#   with 8 and 6.97 with 32; 1 × 4,096 in 16 splits 10.46, against 10.85 with 32;
-# - two programs an SM where a split would pass _LONG_SPLIT positions and the (sequence, K/V head) pairs are few
-#   (a quarter of the SMs or fewer): 1 × 16,384 in 32 splits took 22.28 µs, against 23.37 with 16 and 27.23 with
-#   64; at batch 16 (128 pairs) one program an SM stays (16 × 4,096: 2 splits 67.67 µs, 3 splits 72.7-75.7 in run 4);
-# - a single split reads its sequence in blocks of 128: 64 × 4,096 took 244.9 µs, against 289.0 with blocks of 64;
-#   with several splits blocks of 64 were faster (16 × 1,024: 21.96 against 26.87; 16 × 16,384: 244.7 against 248.8).
+# The split rule, measured on an H200 (bf16, d 128; benchmarks/decode_grid_gpu.py run 1 of 2026-12-04, in
+# docs/results/h200-2026-12-04-decode-grid/, over batch 1-256, 32/32, 32/8, 28/4 and 64/4 heads, 1,000-16,384
+# positions; µs below are its medians). Where the (sequence, K/V head) pairs are a quarter of the SMs or fewer (the
+# latency regime) the positions are split until the programs fill the SMs once, or twice where a split would pass
+# _LONG_SPLIT positions, rounded down to a power of two (the combine's tile is padded to one):
+#   1 × 32/8 × 1,024: 16 splits 6.6, 8 7.2; 1 × 32/8 × 16,384: 32 splits 21.9, 16 23.8;
+#   1 × 32/32 × 16,384: 8 splits 66.9, 9 (the unrounded 2·132/32) 74.4, 16 76.1.
+# Past that (the bandwidth regime) each pair gets ⌊SMs / pairs⌋ splits, at least one, in blocks of 128:
+#   16 × 28/4 × 4,096 (64 pairs): 2 splits of blocks of 128 36.6, of 64 38.2, 3 splits 38.3, 1 split 47.0;
+#   16 × 32/8 × 4,096 (128 pairs): 1 split 63.9, 2 splits 70.0 (66.6 in blocks of 64);
+# and blocks of 64 once the pairs pass 6 programs an SM, where programs of 128 go 3 to an SM less often than
+# their tail costs: 256 × 32/8 × 1,000 (2,048 pairs) 243.9 against 247.0; at 512 pairs the 64-blocks' tail is
+# worse (64 × 32/8 × 4,096: 276.3 against 243.6).
 _LONG_SPLIT = 512  # between the measured 241 positions a split (1 × 4,096: one program an SM faster) and 964
 # (1 × 16,384: two faster); lengths in between were not measured
 _MIN_SPLIT = 64
 _BLOCK_N = 64
-_BLOCK_N_ONE_SPLIT = 128
+_BLOCK_N_FEW_SPLITS = 128
+_MANY_PAIRS_PER_SM = 6
 _MAX_SPLITS = 32  # 33 to 64 splits pad the combine's tiles to 64: 1 × 4,096 in 64 splits took 14.85 µs, in 32 10.85
+
+
+def _floor_pow2(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
 
 
 def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None = None, num_warps: int = 4,
                   num_stages: int = 3, programs_per_sm: int | None = None,
-                  min_split: int = _MIN_SPLIT) -> DecodeConfig:
-    """Splits for ``programs_per_sm`` programs on every SM (by the rule above when None), none shorter than
-    ``min_split`` positions, at most ``_MAX_SPLITS``; every split gets whole blocks and positions (none empty)."""
+                  min_split: int = _MIN_SPLIT, splits: int | None = None) -> DecodeConfig:
+    """Splits by the rule above (``splits``, or ``programs_per_sm`` programs on every SM, when given), none
+    shorter than ``min_split`` positions, at most ``_MAX_SPLITS``; every split gets whole blocks and positions
+    (none empty)."""
     pairs = batch * kv_heads
     sms = sm_count()
-    if programs_per_sm is None:
-        one = -(-sms // pairs)
-        programs_per_sm = 2 if 4 * pairs <= sms and max_len > _LONG_SPLIT * one else 1
-    want = -(-programs_per_sm * sms // pairs)
     most = max(1, -(-max_len // max(min_split, block_n or _BLOCK_N)))
+    if splits is not None:
+        want = splits
+    elif programs_per_sm is not None:
+        want = -(-programs_per_sm * sms // pairs)
+    elif 4 * pairs <= sms:
+        one = -(-sms // pairs)
+        want = _floor_pow2(-(-(2 if max_len > _LONG_SPLIT * one else 1) * sms // pairs))
+    else:
+        want = max(1, sms // pairs)
     splits = max(1, min(want, most, _MAX_SPLITS))
-    block = block_n or (_BLOCK_N_ONE_SPLIT if splits == 1 else _BLOCK_N)
+    few = splits <= 2 and pairs < _MANY_PAIRS_PER_SM * sms
+    block = block_n or (_BLOCK_N_FEW_SPLITS if few else _BLOCK_N)
     chunk = triton.cdiv(triton.cdiv(max_len, splits), block) * block  # positions a split, whole blocks
     return DecodeConfig(block, triton.cdiv(max_len, chunk), num_warps, num_stages)
+
+
+_MAX_TABLE_PAD = 512  # page numbers a split holds in registers: 4 int32 a thread at 4 warps
+
+
+def _table_pad(chunk: int, page: int) -> int:
+    """Page numbers a split loads before its loop (a power of two covering its pages, one more where a split
+    starts inside a page), or 0 when unpaged or more than ``_MAX_TABLE_PAD``."""
+    if page == 0:
+        return 0
+    pad = _next_pow2(-(-chunk // page) + 1)
+    return pad if pad <= _MAX_TABLE_PAD else 0
 
 
 class _Counters:
@@ -189,12 +236,29 @@ class _Counters:
 _COUNTERS = _Counters()
 
 
-def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, scratch=None):
-    """o = attention of q (B×h×d) over the first lengths[b] positions of K, V (B×g×L_max×d), into ``out``."""
+def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, scratch=None, table=None):
+    """o = attention of q (B×h×d) over the first lengths[b] positions of K and V, into ``out``.
+
+    Contiguous (``table`` None): K and V are B×g×L_max×d. Paged: K and V are P×page×g×d (P pages of ``page``
+    positions: vLLM's and FlashInfer's NHD layout) and ``table`` (int32, B × pages a sequence) names each sequence's
+    pages in order; any strides are read, so a P×g×page×d (HND) view works too when passed as ``k.transpose(1, 2)``.
+    """
     b, h, d = q.shape
-    _, g, l_max, _ = k.shape
-    if k.shape[0] != b or k.shape[3] != d or v.shape != k.shape or h % g or out.shape != q.shape:
-        raise ValueError(f"flash_decoding: q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}")
+    if table is None:
+        _, g, l_max, _ = k.shape
+        k_strides, v_strides = k.stride(), v.stride()  # (sequence, head, position, d)
+        page, st_b = 0, 0
+        ok = k.shape[0] == b
+    else:
+        _, page, g, _ = k.shape
+        l_max = table.shape[1] * page
+        k_strides = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))  # (page, head, slot, d)
+        v_strides = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
+        st_b = table.stride(0)
+        ok = table.shape[0] == b and table.stride(1) == 1 and page & (page - 1) == 0
+    if not ok or k.shape[3] != d or v.shape != k.shape or h % g or out.shape != q.shape:
+        raise ValueError(f"flash_decoding: q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"
+                         + ("" if table is None else f", table {tuple(table.shape)}"))
     group = h // g
     cfg = config or decode_config(b, g, l_max)
     chunk = triton.cdiv(triton.cdiv(l_max, cfg.splits), cfg.block_n) * cfg.block_n  # per split, whole blocks
@@ -205,13 +269,28 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
     counts = _COUNTERS.get(q.device, b * g)
     grid = (cfg.splits, b * g)
     handle = _flash_decode_kernel[grid](
-        q, k, v, out, lengths, part_o, part_lse, counts, g, chunk, cfg.splits, LOG2E / math.sqrt(d),
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        q, k, v, out, lengths, part_o, part_lse, counts, lengths if table is None else table,
+        g, chunk, cfg.splits, LOG2E / math.sqrt(d), st_b,
+        *q.stride(), *k_strides, *v_strides, *out.stride(),
         HEAD_D=d, GROUP=group, GROUP_PAD=max(16, _next_pow2(group)), BLOCK_N=cfg.block_n,
         SPLITS_PAD=_next_pow2(cfg.splits), HEADS_STEP=_heads_step(group, cfg.splits, d), ONE_SPLIT=cfg.splits == 1,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        PAGE=page, TABLE_PAD=_table_pad(chunk, page), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return cfg, grid, handle
+
+
+def decode_candidates(batch: int, kv_heads: int, max_len: int) -> list[DecodeConfig]:
+    """The rule's config first, then its neighbours: one and two programs an SM, one split more and one fewer,
+    bigger blocks with 8 warps, a deeper pipeline."""
+    chosen = decode_config(batch, kv_heads, max_len)
+    return list(dict.fromkeys([
+        chosen, decode_config(batch, kv_heads, max_len, programs_per_sm=1),
+        decode_config(batch, kv_heads, max_len, programs_per_sm=2),
+        decode_config(batch, kv_heads, max_len, splits=chosen.splits + 1),
+        decode_config(batch, kv_heads, max_len, splits=max(1, chosen.splits - 1)),
+        decode_config(batch, kv_heads, max_len, block_n=128, num_warps=8),
+        decode_config(batch, kv_heads, max_len, num_stages=4),
+    ]))
 
 
 def decode_reference(q, k, v, lengths) -> torch.Tensor:
@@ -272,10 +351,7 @@ class FlashDecoding(Kernel):
 
     def candidates(self, shape, dtype, gpu=None) -> list[DecodeConfig]:
         b, _, g, n, _ = shape
-        return list(dict.fromkeys([self.config_for(shape, dtype), decode_config(b, g, n, programs_per_sm=1),
-                                   decode_config(b, g, n, programs_per_sm=2),
-                                   decode_config(b, g, n, block_n=128, num_warps=8),
-                                   decode_config(b, g, n, num_stages=4)]))
+        return decode_candidates(b, g, n)
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: DecodeConfig | None = None) -> None:
         q, k = inputs["q"], inputs["k"]

@@ -51,6 +51,11 @@ _INFOS = (
         "rooflinectl.kernels.flash_decoding",
     ),
     KernelInfo(
+        "flash_decoding_paged",
+        "flash_decoding over a paged KV cache: pages read through a block table",
+        "rooflinectl.kernels.paged_decoding",
+    ),
+    KernelInfo(
         "naive_attention",
         "attention in three kernels, QKᵀ scores written to HBM, softmax, P·V: what flash avoids",
         "rooflinectl.kernels.naive_attention",

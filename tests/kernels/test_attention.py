@@ -97,19 +97,85 @@ def test_flash_decoding_combine_in_several_head_tiles():
 
 
 def test_flash_decoding_split_rule():
-    """The rule's choices on a 132-SM H200 at the shapes it was measured at (the table beside decode_config)."""
+    """The rule's choices on a 132-SM H200 at shapes it was measured at (the table beside decode_config)."""
     from unittest import mock
 
     from rooflinectl.kernels import flash_decoding as fd
 
     with mock.patch.object(fd, "sm_count", lambda: 132):
-        got = {(b, n): (c.splits, c.block_n) for b, n in [(1, 1024), (1, 4096), (1, 16384), (16, 1024), (16, 4096),
-                                                          (64, 4096), (1, 1), (2, 300)]
-               for c in [fd.decode_config(b, 8, n)]}
-    # 1 × 1,024: 132 SMs over 8 pairs want 17 splits; 1,024 positions give 16 of 64. 1 × 16,384: 17 splits would
-    # be 964 positions each (> 512), so two programs an SM: 33, capped at 32. Batch 16: 128 pairs, 2 splits.
-    assert got == {(1, 1024): (16, 64), (1, 4096): (16, 64), (1, 16384): (32, 64), (16, 1024): (2, 64),
-                   (16, 4096): (2, 64), (64, 4096): (1, 128), (1, 1): (1, 128), (2, 300): (5, 64)}
+        got = {(b, g, n): (c.splits, c.block_n)
+               for b, g, n in [(1, 8, 1024), (1, 8, 16384), (1, 32, 16384), (1, 32, 1024), (16, 4, 4096),
+                               (16, 8, 4096), (64, 8, 4096), (256, 8, 1000), (1, 8, 1), (2, 8, 300)]
+               for c in [fd.decode_config(b, g, n)]}
+    # Latency regime (pairs ≤ 132/4), rounded down to a power of two: 1 × 8 pairs at 1,024 want ⌈132/8⌉ = 17 ->
+    # 16; at 16,384 a split of 132/8 would pass 512 positions, so two programs an SM: ⌈264/8⌉ = 33 -> 32; 32 MHA
+    # pairs at 16,384: ⌈264/32⌉ = 9 -> 8, at 1,024 ⌈132/32⌉ = 5 -> 4. Bandwidth regime: ⌊132/pairs⌋ splits,
+    # blocks of 128 while at most 2 splits and pairs < 6·132, else 64: 64 pairs -> 2, 128 and 512 -> 1, 2,048 ->
+    # 1 in blocks of 64. 2 × 300 (16 pairs): ⌈132/16⌉ = 9 -> 8 splits, 300 positions in blocks of 64 give 5.
+    assert got == {(1, 8, 1024): (16, 64), (1, 8, 16384): (32, 64), (1, 32, 16384): (8, 64), (1, 32, 1024): (4, 64),
+                   (16, 4, 4096): (2, 128), (16, 8, 4096): (1, 128), (64, 8, 4096): (1, 128),
+                   (256, 8, 1000): (1, 64), (1, 8, 1): (1, 128), (2, 8, 300): (5, 64)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("heads", "kv_heads", "lengths", "page"),
+                         [(4, 4, [1], 16), (7, 1, [45, 1, 130], 16), (8, 2, [300, 17], 32), (6, 2, [33, 70], 1)])
+def test_paged_decoding_equals_contiguous(dtype, heads, kv_heads, lengths, page):
+    """Through a block table of pages scattered at random (the slots past each length and the spare pages NaN),
+    the output is bit-identical to the contiguous kernel's on the same positions under the same config, and
+    within tolerance of float64: several splits, one split, the rule's; pages held before the loop and (page 1,
+    more pages a split than a register tile holds) read inside it."""
+    from rooflinectl.kernels.flash_decoding import DecodeConfig, decode_reference, flash_decoding
+    from rooflinectl.kernels.paged_decoding import gather_pages, make_paged_inputs
+
+    x = make_paged_inputs(len(lengths), heads, kv_heads, lengths, 16, page, dtype, "cpu", _gen(page),
+                          spare_pages=3)
+    unused = torch.ones(x["k"].shape[0], dtype=torch.bool)
+    unused[x["table"].flatten().long()] = False
+    x["k"][unused] = float("nan")
+    x["v"][unused] = float("nan")
+    for i, n in enumerate(lengths):
+        for j, p in enumerate(x["table"][i].tolist()):
+            x["k"][p, max(0, n - j * page):] = float("nan")
+            x["v"][p, max(0, n - j * page):] = float("nan")
+    kc, vc = gather_pages(x["k"], x["table"]).contiguous(), gather_pages(x["v"], x["table"]).contiguous()
+    ref = decode_reference(x["q"], kc, vc, x["lengths"])
+    k = get_kernel("flash_decoding_paged")
+    for cfg in (DecodeConfig(block_n=16, splits=5, num_warps=4, num_stages=2),
+                DecodeConfig(block_n=16, splits=1, num_warps=4, num_stages=2), None):
+        paged = torch.full_like(x["q"], float("nan"))
+        used, _, _ = flash_decoding(x["q"], x["k"], x["v"], x["lengths"], paged, cfg, table=x["table"])
+        contiguous = torch.full_like(x["q"], float("nan"))
+        flash_decoding(x["q"], kc, vc, x["lengths"], contiguous, used)
+        assert torch.equal(paged, contiguous), used
+        assert relative_error(paged, ref) <= k.tolerance(dtype)
+
+
+def test_paged_decoding_table_tile():
+    """A split holds its page numbers in registers when they fit 512 (one more than its pages where it may start
+    inside one, to a power of two): 256 positions in pages of 16 -> 17 -> 32; pages of 1 -> 257 -> 512; 1,024
+    positions in pages of 1 -> 2,048 > 512, read per block instead; no pages, none."""
+    from rooflinectl.kernels.flash_decoding import _table_pad
+
+    assert _table_pad(256, 16) == 32 and _table_pad(256, 1) == 512 and _table_pad(1024, 1) == 0
+    assert _table_pad(64, 64) == 2 and _table_pad(4096, 0) == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_paged_decoding_harness_shapes(dtype):
+    k = get_kernel("flash_decoding_paged")
+    for shape in k.interpret_shapes:
+        _check(k, k.make_inputs(shape, dtype, "cpu", _gen(11)), dtype)
+
+
+def test_paged_decoding_counts_the_table():
+    """Bytes: flash_decoding's (q and o, K and V once) plus the table's int32 page numbers: 16 × ⌈4,096/16⌉ × 4."""
+    paged = get_kernel("flash_decoding_paged").op((16, 32, 8, 4096, 128, 16), "bf16")
+    plain = get_kernel("flash_decoding").op((16, 32, 8, 4096, 128), "bf16")
+    assert paged.bytes == plain.bytes + 16 * 256 * 4 and paged.kv_bytes == plain.kv_bytes
+    assert paged.flops == plain.flops
+    with pytest.raises(UserError, match="power of two"):
+        get_kernel("flash_decoding_paged").parse_shape("1x4x4x16x16x24")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -108,6 +108,7 @@ def test_ops_are_named_as_the_engine_names_them_without_the_shape():
         # The attention core, as transformer.attention_ops names the flash op (naive: its three kernels summed).
         "flash_attention": ("attention", "attention", ()),
         "flash_decoding": ("attention", "attention", ()),
+        "flash_decoding_paged": ("attention", "attention", ()),
         "naive_attention": ("attention", "attention", ()),
     }
     assert [op.name for op in get_kernel("rmsnorm_linear").unfused_ops((1, 64, 32), "bf16")] == ["rmsnorm", "linear"]
