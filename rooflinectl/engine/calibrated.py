@@ -51,6 +51,9 @@ Bound = Literal["memory", "compute"]
 OP_CLASS: dict[OpKind, OpClass] = {
     "linear": "gemm", "matmul": "gemm", "expert": "gemm", "router": "gemm",
     "attention": "attention",
+    # A recurrent core is a per-sequence kernel over its state as attention is over its cache; a conv streams its
+    # input once, as the memory-bound elementwise kernels do.
+    "recurrent": "attention", "conv": "memory",
     "norm": "norm", "elementwise": "memory", "gather": "gather", "copy": "copy",
 }
 # Where a memory-bound class has no curve, the residual add's: the simplest kernel that reads its inputs and writes

@@ -12,6 +12,7 @@ from ..specs.dtypes import DEFAULT_GROUP_SIZE, DType, WeightDType
 from ..specs.model import Model
 from ..specs.step import Seqs
 from ..specs.workload import Workload
+from .count.recurrent import state_bytes_per_sequence
 from .count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 
 # Weight formats with no scales, in which the whole step may run (dtype = weight format).
@@ -36,9 +37,18 @@ def _exact(x: float) -> int:
 
 
 def kv_cache_bytes_per_token(model: Model, kv_dtype: DType = "bf16") -> int:
-    """KV cache one token adds, all layers, in ``kv_dtype``: the engine's cache of one sequence at one position
-    (for a GQA model, layers × 2 (K and V) × KV heads × head_dim × bytes)."""
-    return _exact(kv_cache_bytes_per_sequence(one_token_step(model, kv_dtype=kv_dtype)))
+    """KV cache one token adds, all layers, in ``kv_dtype``: the engine's cache of one sequence at two positions
+    less its cache at one (for a GQA model, attention layers × 2 (K and V) × KV heads × head_dim × bytes; a
+    recurrent layer's fixed state is in both, and out of the difference)."""
+    def held(n: int) -> float:
+        return kv_cache_bytes_per_sequence(one_token_step(model, kv_dtype=kv_dtype, positions=n))
+    return _exact(held(2) - held(1))
+
+
+def recurrent_state_bytes(model: Model, dtype: DType = "bf16") -> int:
+    """The fixed state one sequence holds in the model's recurrent layers, whatever its length (0 without
+    any): engine.count.recurrent.state_bytes_per_sequence, in the activations' ``dtype``."""
+    return _exact(state_bytes_per_sequence(one_token_step(model, dtype=dtype)))
 
 
 def kv_cache_bytes_per_token_past_window(model: Model, kv_dtype: DType = "bf16") -> int | None:

@@ -265,6 +265,7 @@ class BatchServer:
             budget = method.max_num_batched_tokens
             SchedulerConfig(max_num_batched_tokens=budget)  # checks the budget
             self.capacity = kv_capacity(self.model, budget, method.block_size, reserve_bytes)
+            self.blocks_per_request += self.capacity.state_blocks  # a recurrent model's state, per request
             # The step kv_capacity sizes: the budget's tokens as sequences the model's positions allow.
             limit = base.model.max_length()
             longest = min(budget, limit[0] if limit else budget)
@@ -302,7 +303,7 @@ class BatchServer:
         model = self.model
         model.seen_shapes.clear()  # a run's new attention shapes are its own
         model.steps.clear()
-        run = simulate(load, model, BlockPool(blocks, m.block_size),
+        run = simulate(load, model, BlockPool(blocks, m.block_size, self.capacity.state_blocks if self.capacity else 0),
                        SchedulerConfig(tokens, max_num_seqs=batch, chunked_prefill=m.chunked_prefill))
         steps = tuple(model.steps)
         first = model.analyze(_seqs(steps[0][0]))

@@ -7,7 +7,11 @@ Prefix caching: the full blocks of a prompt's shared prefix, once a request has 
 only the rest of its prompt; the blocks count once in ``used``. When the last request holding them goes they are
 free (out of ``used``) but keep their content, ``idle``, so that a later request may still find them, until a
 request needs the room: then the idle prefixes are evicted, the least recently freed first (vLLM's free-block
-queue, which evicts the least recently used cached block)."""
+queue, which evicts the least recently used cached block).
+
+A model with recurrent layers (Gated DeltaNet) holds, beside the K and V of its attention layers, a state of fixed
+size per sequence: ``state_blocks`` blocks each request holds from its first position on, whatever its length
+(vLLM's hybrid cache manager gives each sequence's state whole pages of the same pool)."""
 
 from __future__ import annotations
 
@@ -17,12 +21,13 @@ from ..errors import UserError
 class BlockPool:
     """``total`` blocks of ``block_size`` positions; each request's blocks by its id."""
 
-    def __init__(self, total: int, block_size: int) -> None:
+    def __init__(self, total: int, block_size: int, state_blocks: int = 0) -> None:
         self.check_block_size(block_size)
         if total < 1:
             raise UserError("no room for a single KV block: the weights and activations fill the GPU")
         self.total = total
         self.block_size = block_size
+        self.state_blocks = state_blocks
         self.held: dict[int, int] = {}  # each request's own blocks
         self.used = 0
         self.peak = 0
@@ -37,11 +42,12 @@ class BlockPool:
 
     @property
     def most_positions(self) -> int:
-        """The most positions one request can hold: every block."""
-        return self.total * self.block_size
+        """The most positions one request can hold: every block but its state's."""
+        return max(0, self.total - self.state_blocks) * self.block_size
 
     def blocks_for(self, positions: int) -> int:
-        return -(-positions // self.block_size)
+        """The blocks a request of ``positions`` holds: its positions', and its state's once it has any."""
+        return -(-positions // self.block_size) + (self.state_blocks if positions > 0 else 0)
 
     def holds(self, rid: int) -> int:
         """The blocks request ``rid``'s positions are in: its own and its prefix's."""
@@ -53,7 +59,7 @@ class BlockPool:
 
     def room(self, rid: int, positions: int) -> int:
         """How many positions request ``rid``, holding ``positions`` now, can add with the blocks left."""
-        blocks = self.holds(rid) + self.total - self.used
+        blocks = self.holds(rid) + self.total - self.used - (self.state_blocks if positions or self.holds(rid) else 0)
         return max(0, blocks * self.block_size - positions)
 
     def grow(self, rid: int, positions: int) -> None:

@@ -4,7 +4,8 @@ A step of groups G (``specs.step.Seqs``) costs what ``engine.roofline.analyze`` 
 - every op but attention depends only on the step's token count N, its sequences B, its decode sequences D
   (new = 1: MLA runs them in the absorbed form) and, for MLA, the positions its prompt groups expand; those ops
   are timed once per key from one analysis of a step with the same key (the decodes folded into one group);
-- each attention op is one kernel over all groups whose FLOPs, activation bytes and KV bytes are the sums of each
+- each attention op (and each op of a recurrent layer: engine.count.op.PER_SEQUENCE_KINDS, each sequence's own
+  work) is one kernel over all groups whose FLOPs, activation bytes and KV bytes are the sums of each
   group's (engine.count.attention.by_group), its weights read once: each group's part is taken from the analysis of
   that group alone (one sequence, cached by its new and cached tokens) and the sums are placed under the roofs
   (or timed by the calibrated op model) as the engine places them.
@@ -24,7 +25,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..engine.calibrated import timed_by_model
-from ..engine.count.op import Op
+from ..engine.count.op import PER_SEQUENCE_KINDS, Op
 from ..engine.parallel import Layout
 from ..engine.roofline import Analysis, analyze, place
 from ..errors import UserError
@@ -56,10 +57,10 @@ class StepModel:
         self.mla = base.model.mla is not None
         self.affine = base.model.attention_affine_in_context  # attention parts affine in cached (_group_parts)
         self.dense = stack is not None and stack.attention == "batch_dense"
-        if self.dense and not self.affine:
+        if self.dense and (not self.affine or base.model.linear_attention is not None):
             raise UserError(f"stack '{stack.id}' runs a step's attention as one dense masked attention "  # type: ignore[union-attr]
-                            f"(batch_dense); model {base.model.id}'s sliding-window or chunked layers are not "
-                            f"modelled that way: use a stack whose attention is varlen")
+                            f"(batch_dense); model {base.model.id}'s sliding-window, chunked or recurrent layers "
+                            f"are not modelled that way: use a stack whose attention is varlen")
         self.attention_efficiency = stack.attention_efficiency if stack is not None else 1.0
         self._rest: dict[tuple[object, ...], tuple[float, int]] = {}
         self._rest_ops: dict[tuple[object, ...], tuple[Op, ...]] = {}
@@ -105,7 +106,7 @@ class StepModel:
                 tokens, sequences = sum(new * c for (new, _), c in counts.items()), sum(counts.values())
                 share, more = divmod(tokens, sequences)
                 folded = tuple(Seqs(c, n) for c, n in ((more, share + 1), (sequences - more, share)) if c)
-            rest = [p for p in self.analyze(folded).placements if p.op.kind != "attention"]
+            rest = [p for p in self.analyze(folded).placements if p.op.kind not in PER_SEQUENCE_KINDS]
             time = sum(self._time(p.op) if self.scaled else p.total_time_s for p in rest)
             self._rest[key] = (time, sum(p.op.count for p in rest))
             self._rest_ops[key] = tuple(p.op for p in rest)
@@ -117,7 +118,7 @@ class StepModel:
         self.analyses += 1
         found = []
         for p in analyze(w, self.gpu, self.calibrated, self.layout).placements:
-            if p.op.kind == "attention":
+            if p.op.kind in PER_SEQUENCE_KINDS:
                 op = p.op
                 self._ops.setdefault(op.name, op)
                 found.append((op.name, op.flops, op.bytes - op.weight_bytes, op.kv_bytes, op.weight_bytes))
@@ -162,8 +163,8 @@ class StepModel:
     def _group_parts(self, new: int, cached: int) -> Parts:
         """Each attention op's (name, FLOPs, activation bytes, KV bytes, weight bytes) for one sequence of a
         group. Without a sliding window every one of them is affine in the cached positions for a given ``new``
-        (scores T·cached + T(T+1)/2, K and V read over cached + T positions), so a decode group's parts come from
-        two analyses, at 0 and 1 cached. With a sliding window of W (and no chunks) a decode's sliding layers read
+        (scores T·cached + T(T+1)/2, K and V read over cached + T positions; a recurrent layer's state, read from 1
+        cached on, constant), so a decode group's parts come from two analyses, at 1 and 2 cached. With a sliding window of W (and no chunks) a decode's sliding layers read
         min(cached + 1, W) positions: constant from cached = W − 1 on, while the full layers' parts stay affine, so
         past the window the parts are affine again, from two analyses at W + 1 and W + 2 cached. Otherwise each
         (new, cached) is analysed once."""
@@ -171,8 +172,9 @@ class StepModel:
         parts = self._parts.get(key)
         if parts is None:
             window = self.base.model.sliding_window
-            if new == 1 and self.affine and cached > 1:
-                parts = self._line(0, cached)
+            if new == 1 and self.affine and cached > 2:
+                # From 1 cached on: a recurrent layer reads its state only where a sequence has cached positions.
+                parts = self._line(1, cached)
             elif (new == 1 and window is not None and self.base.model.attention_chunk_size is None
                   and cached > window + 2):
                 parts = self._line(window + 1, cached)
@@ -341,7 +343,9 @@ def scaled(roofs: Roofs, stack: Stack) -> Roofs:
 class Capacity:
     """What one GPU holds beside the KV cache, and the cache's blocks: HBM less the weights, the largest
     activation live set of a full step (``engine.memory.activation_live_set`` of a step of the token budget) and
-    the reserve, divided by one block's K and V on that GPU (all layers, ``block_size`` positions)."""
+    the reserve, divided by one block's K and V on that GPU (all layers, ``block_size`` positions). A model with
+    recurrent layers holds its fixed state per sequence in ``state_blocks`` whole blocks of the same pool
+    (``serving.kvcache``)."""
 
     capacity_bytes: float
     weight_bytes: float
@@ -349,6 +353,7 @@ class Capacity:
     reserve_bytes: float
     block_bytes: float
     blocks: int
+    state_blocks: int = 0
 
 
 def kv_capacity(model: StepModel, budget_tokens: int, block_size: int, reserve: float) -> Capacity:
@@ -359,10 +364,21 @@ def kv_capacity(model: StepModel, budget_tokens: int, block_size: int, reserve: 
     longest = min(budget_tokens, limit[0] if limit else budget_tokens)
     full = model.analyze((Seqs(max(1, budget_tokens // longest), longest),))
     block = model.analyze((Seqs(1, block_size),)) if limit is None or block_size <= limit[0] else full
-    block_bytes = block.totals.kv_cache_bytes_per_sequence * (block_size / block.workload.uniform.positions)
+    held = block.totals.kv_cache_bytes_per_sequence
+    state_blocks = 0
+    if model.base.model.linear_attention is not None:
+        # The cache a sequence holds is its attention layers' K and V, growing by block_bytes a block (all of
+        # them full: Model refuses a window or chunks beside linear layers), and its fixed state: two lengths
+        # tell them apart.
+        positions = block.workload.uniform.positions
+        twice = model.analyze((Seqs(1, 2 * positions),)).totals.kv_cache_bytes_per_sequence
+        block_bytes = (twice - held) * (block_size / positions)
+        state_blocks = math.ceil((2 * held - twice) / block_bytes)
+    else:
+        block_bytes = held * (block_size / block.workload.uniform.positions)
     weights = full.totals.weight_footprint_bytes
     activations = activation_live_set([full]).bytes
     capacity = model.gpu.capacity_bytes
     room = capacity - reserve - weights - activations
     return Capacity(capacity, weights, activations, reserve, block_bytes,
-                    max(0, math.floor(room / block_bytes)) if room > 0 else 0)
+                    max(0, math.floor(room / block_bytes)) if room > 0 else 0, state_blocks)

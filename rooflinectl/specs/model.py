@@ -37,6 +37,7 @@ from .load import (
 )
 from .mla import MLA
 from .moe import MoE
+from .recurrent import GatedDeltaNet
 from .sizes import HeadDim, Heads, HiddenSize, Layers, MlpWidth, Positions, Vocab
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
@@ -51,10 +52,13 @@ MLP_KINDS: tuple[MlpKind, ...] = get_args(MlpKind)
 GATED_MLPS: tuple[MlpKind, ...] = ("gated_silu", "gated_gelu_tanh", "clamped_swiglu")
 # RMSNorm (a gain), or LayerNorm (a gain and a bias).
 NormKind = Literal["rmsnorm", "layernorm"]
-# A layer's attention: over every position, over the last sliding_window positions, or over the positions of
-# its own attention_chunk_size chunk (Llama 4's chunked local attention).
-LayerAttention = Literal["sliding", "full", "chunked"]
-LAYER_ATTENTIONS: tuple[LayerAttention, ...] = ("full", "sliding", "chunked")
+# A layer's attention: over every position, over the last sliding_window positions, over the positions of
+# its own attention_chunk_size chunk (Llama 4's chunked local attention), or none: a recurrent layer with a
+# fixed state per sequence in its place (``linear``: Gated DeltaNet, ``Model.linear_attention``).
+LayerAttention = Literal["sliding", "full", "chunked", "linear"]
+LAYER_ATTENTIONS: tuple[LayerAttention, ...] = ("full", "sliding", "chunked", "linear")
+# The kinds that attend over cached positions and hold a KV cache; the others hold a recurrent state.
+KV_ATTENTIONS: tuple[LayerAttention, ...] = ("full", "sliding", "chunked")
 # A soft cap's value (cap·tanh(x/cap)): the count does not depend on it; Gemma 2's are 50 and 30.
 Softcap = Annotated[float, Field(gt=0, le=1e6)]
 # Which matrices a model's quantized weight format covers: every linear layer, or the MoE experts alone.
@@ -137,6 +141,11 @@ class Model(Strict):
     # width per head, qk_nope_head_dim + qk_rope_head_dim, and num_kv_heads is num_heads (each head gets its own
     # K and V from the shared latent: DeepSeek's config.json gives num_key_value_heads = num_attention_heads).
     mla: MLA | None = Field(None, description="multi-head latent attention")
+    # Gated DeltaNet linear attention on the layers ``layer_pattern`` names ``linear`` (Qwen3-Next).
+    linear_attention: GatedDeltaNet | None = Field(None, description="Gated DeltaNet linear attention")
+    # Qwen3-Next's gated attention: q_proj also gives a gate per output of attention, which is multiplied by
+    # sigmoid(gate) before o_proj (Qwen3NextAttention).
+    attn_output_gate: bool = Field(False, description="a sigmoid gate on the attention's output")
     # The checkpoint's weight format where its linear layers are stored quantized (config.json's
     # quantization_config), and int4's group along k; None: the workload's dtype. A scenario's or the command
     # line's weight_dtype (and group_size) wins over it (workload_from_scenario). ``quantized`` says which
@@ -187,7 +196,8 @@ class Model(Strict):
             raise invalid(refusal)
         if self.layer_pattern is not None:
             for kind, size, key in (("sliding", self.sliding_window, "sliding_window"),
-                                    ("chunked", self.attention_chunk_size, "attention_chunk_size")):
+                                    ("chunked", self.attention_chunk_size, "attention_chunk_size"),
+                                    ("linear", self.linear_attention, "linear_attention")):
                 if kind in self.layer_pattern and size is None:
                     raise invalid(f"layer_pattern names {kind} layers, but the model gives no {key}")
             if set(self.layer_pattern) == {"full"}:
@@ -195,9 +205,15 @@ class Model(Strict):
             if len(self.layer_pattern) > self.num_layers:
                 raise invalid(f"layer_pattern has {len(self.layer_pattern)} entries, more than the "
                                f"{self.num_layers} layers")
+            if set(self.layer_pattern) == {"linear"}:
+                raise invalid("layer_pattern has no attention layer: a model of linear layers alone is not modelled")
         elif self.sliding_window is not None and self.attention_chunk_size is not None:
             raise invalid("sliding_window and attention_chunk_size together need a layer_pattern saying which "
                           "layers slide and which attend in chunks")
+        if self.linear_attention is not None and "linear" not in (self.layer_pattern or []):
+            raise invalid("linear_attention is given, but layer_pattern names no linear layer")
+        if self.linear_attention is not None and (self.sliding_window or self.attention_chunk_size):
+            raise invalid("linear layers beside sliding or chunked attention are not modelled")
         if self.attn_temperature_tuning and not self.nope_full_layers:
             raise invalid("attn_temperature_tuning scales the queries of NoPE layers: give nope_full_layers")
         if self.rope_qk_l2_norm and self.qk_norm:
@@ -333,9 +349,9 @@ class Model(Strict):
         h = self.hidden_size
         if self.mla is not None:  # MLA's matrices and its two latent norms (MLA.parameters) in place of Q, K, V, O
             attention = self.mla.parameters(h, self.num_heads)
-        else:
-            attention = h * (self.q_dim + 2 * self.kv_dim) + self.q_dim * h
-        attention += (4 if self.post_norms else 2) * self.norm_parameters
+        else:  # attn_output_gate: q_proj gives the gate too, h·d more outputs
+            attention = h * ((2 if self.attn_output_gate else 1) * self.q_dim + 2 * self.kv_dim) + self.q_dim * h
+        norms = (4 if self.post_norms else 2) * self.norm_parameters
         if self.qk_norm:
             attention += 2 * self.head_dim
         if self.qkv_bias:
@@ -344,11 +360,14 @@ class Model(Strict):
             attention += h
         if self.attention_sinks:
             attention += self.num_heads  # one learned logit per head
-        total = self.num_layers * attention + self.dense_layers * self.mlp_parameters(self.intermediate_size)
+        linear = self.attention_layers("linear")  # Gated DeltaNet's weights in place of the attention's
+        total = (self.num_layers * norms + (self.num_layers - linear) * attention
+                 + (linear * self.linear_attention.parameters(h) if self.linear_attention else 0)
+                 + self.dense_layers * self.mlp_parameters(self.intermediate_size))
         if self.moe is not None:
             e = self.moe
             router = h * e.num_experts + (e.num_experts if e.router_bias else 0)
-            shared = self.mlp_parameters(e.shared_width) if e.shared_width else 0
+            shared = self.mlp_parameters(e.shared_width) + (h if e.shared_expert_gate else 0) if e.shared_width else 0
             total += self.moe_layers * (router + experts * self.mlp_parameters(e.expert_intermediate_size) + shared)
         head = 0 if self.tie_embeddings else self.vocab_size * h
         return total + self.vocab_size * h + self.norm_parameters + head

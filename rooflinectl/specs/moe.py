@@ -33,6 +33,9 @@ class MoE(Strict):
     first_dense_layers: DenseLayers = 0
     moe_every: Layers = 1
     router_bias: bool = False  # a bias on each of the E logits (gpt-oss)
+    # Qwen2-MoE's and Qwen3-Next's shared_expert_gate: an H → 1 linear whose sigmoid scales the shared experts'
+    # output, per token.
+    shared_expert_gate: bool = False
     # Which logits the router's softmax runs over: all E and then the top k picked from the probabilities
     # (Mixtral's and Qwen-MoE's MixtralSparseMoeBlock/Qwen2MoeSparseMoeBlock in transformers), or the k picked
     # logits alone, top-k first (gpt-oss's GptOssTopKRouter). DeepSeek-V3's sigmoid scores, 4 FLOPs and a bias
@@ -42,7 +45,8 @@ class MoE(Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        return leave_out_unused(data, {"router_bias": False, "router_softmax": "experts", "moe_every": 1})
+        return leave_out_unused(data, {"router_bias": False, "router_softmax": "experts", "moe_every": 1,
+                                       "shared_expert_gate": False})
 
     @model_validator(mode="after")
     def _top_k(self) -> Self:
@@ -51,6 +55,8 @@ class MoE(Strict):
                            f"a token picks its top-k among the layer's experts")
         if self.shared_expert_intermediate_size is not None and self.num_shared_experts == 0:
             raise invalid("shared_expert_intermediate_size is given but num_shared_experts is 0")
+        if self.shared_expert_gate and self.num_shared_experts == 0:
+            raise invalid("shared_expert_gate scales the shared experts' output, but num_shared_experts is 0")
         return self
 
     def is_moe(self, layer: int) -> bool:

@@ -313,6 +313,11 @@ MOE_MODEL = {
     # Llama 4's chunked attention, NoPE layers, weightless Q/K norm and interleaved experts.
     "attention_chunk_size": (int, NONE), "nope_full_layers": (bool,), "attn_temperature_tuning": (bool,),
     "rope_qk_l2_norm": (bool,), "moe.moe_every": (int,),
+    # Qwen3-Next's partial RoPE, gated attention, Gated DeltaNet layers and gated shared expert.
+    "rotary_dim": (int, NONE), "attn_output_gate": (bool,), "linear_attention.num_key_heads": (int,),
+    "linear_attention.num_value_heads": (int,), "linear_attention.key_head_dim": (int,),
+    "linear_attention.value_head_dim": (int,), "linear_attention.conv_kernel": (int,),
+    "moe.shared_expert_gate": (bool,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
                "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,),

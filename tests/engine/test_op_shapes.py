@@ -12,6 +12,7 @@ import pytest
 from rooflinectl.engine.count.attention import group_scores
 from rooflinectl.engine.count.op import (
     BIAS_FLOPS_PER_ELEMENT,
+    GATED_RMSNORM_FLOPS_PER_ELEMENT,
     NORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
     WEIGHTLESS_RMSNORM_FLOPS_PER_ELEMENT,
@@ -81,8 +82,9 @@ def test_shapes_say_what_the_engine_counted(model):
                 if part.kind == "norm":
                     assert part.tensor is not None
                     rows, width = part.tensor
-                    # The model's norms, or Llama 4 Scout's weightless Q/K norm.
-                    pers = {*NORM_FLOPS_PER_ELEMENT.values(), WEIGHTLESS_RMSNORM_FLOPS_PER_ELEMENT}
+                    # The model's norms, Llama 4 Scout's weightless Q/K norm, or Gated DeltaNet's gated norm.
+                    pers = {*NORM_FLOPS_PER_ELEMENT.values(), WEIGHTLESS_RMSNORM_FLOPS_PER_ELEMENT,
+                            GATED_RMSNORM_FLOPS_PER_ELEMENT}
                     assert part.flops in {per * rows * width for per in pers}, part.name
             if op.kind in ("linear", "expert", "router", "matmul"):
                 assert op.gemm is not None, op.name

@@ -201,3 +201,47 @@ def test_llama4_with_chunked_nope_and_interleaved_experts_matches_torch_on_tiny_
     got, _ = torch_flops(hf, input_ids=nxt, past_key_values=out.past_key_values)
     decode = resolve_workload("decode", model=model, batch=BATCH, context=PROMPT + 1, attention="naive", fused=[])
     assert got == expected(decode), "decode"
+
+
+def test_qwen3_next_with_a_linear_and_a_gated_full_layer_matches_torch_on_tiny_cpu_tensors(tmp_path):
+    """Qwen3-Next, two layers: layer 0 Gated DeltaNet, layer 1 gated full attention (full_attention_interval 2),
+    both MoE (4 experts, top-2, a gated shared expert). Beside the projections torch counts, in the linear
+    layer, the chunked delta rule's matmuls (torch_chunk_gated_delta_rule: β·K·Kᵀ, Q·Kᵀ, the state read twice,
+    the intra-chunk product and the state update; not its triangular solve, its decays, norms and gates, which
+    the engine's delta_rule_chunked op counts beside them) and the conv as a padded F.conv1d: T + K − 1 outputs
+    a channel in a prefill (padding K − 1, then cut to T) and 2 in a decode step (its cache keeps K inputs, one
+    more than the taps need), 2·K FLOPs each. The decode's recurrent delta rule is elementwise: torch counts
+    none of it."""
+    from rooflinectl.engine.count.recurrent import DELTA_RULE_CHUNK, chunked_flops_per_head
+
+    torch.manual_seed(0)
+    cfg = transformers.Qwen3NextConfig(
+        **{**DENSE, "num_hidden_layers": 2}, full_attention_interval=2, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=48, shared_expert_intermediate_size=32, linear_num_key_heads=2,
+        linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=12, linear_conv_kernel_dim=4)
+    cfg._attn_implementation = "eager"
+    cfg._experts_implementation = "eager"
+    model = engine_model(cfg, tmp_path)
+    assert model.layer_counts() == {(True, "linear"): 1, (True, "full"): 1}
+    hf = transformers.Qwen3NextForCausalLM(cfg).eval().requires_grad_(False)
+    assert model.parameter_count() == sum(p.numel() for p in hf.parameters())
+    gdn = model.linear_attention
+    assert gdn is not None
+    c, dk, dv, taps, channels = DELTA_RULE_CHUNK, 8, 12, 4, gdn.conv_channels
+    heads = BATCH * gdn.num_value_heads
+    ids = torch.randint(0, model.vocab_size, (BATCH, PROMPT))
+    got, out = torch_flops(hf, input_ids=ids)
+    prefill = resolve_workload("prefill", model=model, batch=BATCH, seq_len=PROMPT, attention="naive", fused=[])
+    rule = next(op for op in step_ops(prefill) if op.name == "delta_rule_chunked")
+    # The engine's op less what torch does not count: the solve (c²·(d_k + d_v)) and the state's decay (d_k·d_v)
+    # per chunk and head, the norms and gates per token.
+    chunks = -(-PROMPT // c)
+    not_matmul = heads * chunks * (c * c * (dk + dv) + dk * dv) + BATCH * PROMPT * (7 * gdn.key_dim + 9 * 4)
+    assert rule.flops - not_matmul == heads * chunks * (c * c * (4 * dk + 2 * dv) + 6 * c * dk * dv)
+    assert chunked_flops_per_head(PROMPT, dk, dv) * heads + BATCH * PROMPT * (7 * gdn.key_dim + 9 * 4) == rule.flops
+    conv = 2 * taps * BATCH * channels * (PROMPT + taps - 1)
+    assert got == engine_matmul_flops(prefill) + rule.flops - not_matmul + conv, "prefill"
+    nxt = torch.randint(0, model.vocab_size, (BATCH, 1))
+    got, _ = torch_flops(hf, input_ids=nxt, past_key_values=out.past_key_values)
+    decode = resolve_workload("decode", model=model, batch=BATCH, context=PROMPT + 1, attention="naive", fused=[])
+    assert got == engine_matmul_flops(decode) + 2 * taps * BATCH * channels * 2, "decode"

@@ -29,6 +29,12 @@ SOFTMAX_FLOPS_PER_ELEMENT = 5
 SILU_FLOPS_PER_ELEMENT = 4
 # The gated MLP's activation: SiLU(gate) × up, one multiply more.
 GATED_ACT_FLOPS_PER_ELEMENT = SILU_FLOPS_PER_ELEMENT + 1
+# Gated DeltaNet's output norm (Qwen3NextRMSNormGated): RMSNorm, then times SiLU(z): RMSNorm's 4, SiLU's 4, the
+# multiply 1.
+GATED_RMSNORM_FLOPS_PER_ELEMENT = RMSNORM_FLOPS_PER_ELEMENT + SILU_FLOPS_PER_ELEMENT + 1
+# A sigmoid gate on an output (Qwen3-Next's gated attention, o·sigmoid(gate)): sigmoid 4 (negate, exp, add,
+# divide) and the multiply 1.
+SIGMOID_GATE_FLOPS_PER_ELEMENT = SILU_FLOPS_PER_ELEMENT + 1
 # LayerNorm: add into the row's sum (the mean), subtract the mean, square, add into the variance, multiply by
 # 1/σ, multiply by the gain, add the bias (mean, variance, + eps and rsqrt per row are O(rows), left out).
 LAYERNORM_FLOPS_PER_ELEMENT = 7
@@ -88,9 +94,15 @@ Elementwise = Literal["rope", "activation", "residual"]
 #   matmul      a matmul of two activations or of a benchmark's two operands (no weights)
 #   router      a mixture-of-experts gate: the H×E matmul, softmax and top-k of each token
 #   expert      a routed expert's matmul: each token's row times the weights of the experts it is routed to
+#   recurrent   a recurrent layer's core (Gated DeltaNet's delta rule): each sequence's fixed-size state read,
+#               updated by each new token and written back, in place of attention over a KV cache
+#   conv        a short causal depthwise convolution with its per-sequence state (Gated DeltaNet's, Mamba's)
 # Parallel serving adds: communication.
 OpKind = Literal["linear", "attention", "norm", "elementwise", "gather", "copy", "matmul", "expert", "router",
-                 "communication"]
+                 "recurrent", "conv", "communication"]
+# The kinds whose work is each sequence's own (its cached positions, or its state): one kernel over a step's
+# groups, each group counted alone (engine.count.attention.by_group); a serving step model prices them by group.
+PER_SEQUENCE_KINDS: tuple[OpKind, ...] = ("attention", "recurrent", "conv")
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...specs.model import LAYER_ATTENTIONS, LayerAttention
+from ...specs.model import KV_ATTENTIONS, LAYER_ATTENTIONS, LayerAttention
 from ...specs.workload import Workload
 from ...units import dtype_bytes
 from .attention import attention_ops, positions_held, scores_computed, span_of
@@ -58,6 +58,7 @@ from .moe import experts_touched
 from .op import (
     BIAS_FLOPS_PER_ELEMENT,
     EMBED_SCALE_FLOPS_PER_ELEMENT,
+    SIGMOID_GATE_FLOPS_PER_ELEMENT,
     SOFTCAP_FLOPS_PER_ELEMENT,
     Op,
 )
@@ -72,6 +73,7 @@ from .primitives import (
     with_gated_act,
 )
 from .quant import linear_weight_bytes, weight_matrix_bytes
+from .recurrent import gated_deltanet_block, state_bytes_per_sequence
 from .rope import position_ops
 
 __all__ = ["attention_ops", "kv_cache_bytes_per_sequence", "layer_ops", "model_ops", "moe_layer_ops",
@@ -126,12 +128,15 @@ def _attention_block(w: Workload, attention: LayerAttention = "full") -> list[Op
     m = w.model
     if m.mla is not None:
         return mla_attention_block(w)
+    if attention == "linear":  # Gated DeltaNet in place of attention (engine/count/recurrent.py)
+        return _close_branch(gated_deltanet_block(w), w, "attn")
     n, h = w.tokens, m.hidden_size
     fused = set(w.fused)
     norm = norm_op("attn_norm", n, h, w.dtype, m.norm)
     norm_in = "norm_linear" in fused
     ops: list[Op] = [] if norm_in else [norm]
-    qkv = [_qkv(w, name, width, False) for name, width in (("q_proj", m.q_dim), ("k_proj", m.kv_dim),
+    q_out = (2 if m.attn_output_gate else 1) * m.q_dim  # a gated attention's q_proj gives Q and the gate
+    qkv = [_qkv(w, name, width, False) for name, width in (("q_proj", q_out), ("k_proj", m.kv_dim),
                                                            ("v_proj", m.kv_dim))]
     ops += _projections(qkv, norm if norm_in else None, "qkv_proj" if "qkv" in fused else None,
                         lambda name, n_out, with_norm: _qkv(w, name, n_out, with_norm))
@@ -145,8 +150,20 @@ def _attention_block(w: Workload, attention: LayerAttention = "full") -> list[Op
     ops.append(kv_write_op(new_kv, w.dtype, w.kv_dtype, reads=f"new K and V, {w.tokens}×{m.kv_dim} each",
                            writes=f"them into the KV cache in {w.kv_dtype}"))
     ops.extend(attention_ops(w, *span_of(w, attention)))
+    if m.attn_output_gate:
+        ops.append(_output_gate(w))
     o_proj = _linear(w, "o_proj", m.q_dim, h)
     return _close_branch([*ops, _with_bias(o_proj, w, h) if m.o_bias else o_proj], w, "attn")
+
+
+def _output_gate(w: Workload) -> Op:
+    """Qwen3-Next's gated attention: the attention's output times sigmoid(gate), the gate q_proj's second half:
+    reads both (N×h·d each), writes N×h·d; SIGMOID_GATE_FLOPS_PER_ELEMENT each."""
+    n, q = w.tokens, w.model.q_dim
+    return Op(name="attn_gate", kind="elementwise", flops=SIGMOID_GATE_FLOPS_PER_ELEMENT * n * q,
+              bytes=3 * n * q * dtype_bytes(w.dtype), unit="vector", dtype="fp32",
+              reads=f"O and the gate, {n}×{q} each", writes=f"{n}×{q}",
+              computes=f"O·sigmoid(gate): {SIGMOID_GATE_FLOPS_PER_ELEMENT} FLOPs per element", tensor=(n, q))
 
 
 def _gated_mlp(w: Workload, prefix: str, width: int, norm: Op | None) -> list[Op]:
@@ -237,17 +254,26 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
     shared = moe.shared_width > 0
     if shared:
         ops += _gated_mlp(w, "shared_", moe.shared_width, None)
+    if moe.shared_expert_gate:
+        # Qwen2-MoE's and Qwen3-Next's shared_expert_gate: N×H · H×1; its sigmoid and the multiply of the shared
+        # output by it are moe_combine's (below).
+        # Kept in dtype whatever the checkpoint's format (vLLM builds it with no quant_config).
+        ops.append(matmul_op("shared_expert_gate", n, h, 1, w.dtype))
+    gate = moe.shared_expert_gate
     combine = Op(
         name="moe_combine",
         kind="elementwise",
-        flops=(2 * k - 1 + (1 if shared else 0)) * n * h,
-        bytes=(pairs * h + pairs + (n * h if shared else 0) + n * h) * a,
+        flops=(2 * k - 1 + (1 if shared else 0) + (1 if gate else 0)) * n * h
+              + (SIGMOID_GATE_FLOPS_PER_ELEMENT - 1) * (n if gate else 0),
+        bytes=(pairs * h + pairs + (n * h if shared else 0) + (n if gate else 0) + n * h) * a,
         unit="vector",
         dtype="fp32",
-        reads=f"{pairs}×{h} expert outputs, their {pairs} router weights" + (f", shared {n}×{h}" if shared else ""),
+        reads=f"{pairs}×{h} expert outputs, their {pairs} router weights" + (f", shared {n}×{h}" if shared else "")
+              + (f", {n} shared gate logits" if gate else ""),
         writes=f"{n}×{h}",
         computes=f"per element: {k} multiplies by the router weights, {k - 1} add{'s' if k != 2 else ''}"
-                 + (", 1 add of the shared experts' output" if shared else ""),
+                 + (", 1 add of the shared experts' output" if shared else "")
+                 + (" times sigmoid of its gate (a sigmoid a token, a multiply)" if gate else ""),
     )
     return _close_branch([*ops, combine], w, "mlp")
 
@@ -335,7 +361,7 @@ def step_ops(w: Workload) -> list[Op]:
         if m.mla is not None:  # the expanded form's core in every layer (engine/count/mla.py)
             return [op.times(m.num_layers) for op in mla_attention_ops(w)]
         return _merge_layers([(attention_ops(w, *span_of(w, kind)), m.attention_layers(kind))
-                              for kind in LAYER_ATTENTIONS])
+                              for kind in KV_ATTENTIONS])
     before, after = model_ops(w)
     # Order of the kinds: dense before MoE (an MoE model's first dense layers), full before sliding and chunked.
     blocks = [((moe_layer_ops if moe else layer_ops)(w, kind), counts[moe, kind])
@@ -344,15 +370,17 @@ def step_ops(w: Workload) -> list[Op]:
 
 
 def kv_cache_bytes_per_sequence(w: Workload, positions: int | None = None) -> float:
-    """KV cache held for one sequence of ``positions`` (default: a preset step's kv_len): K and V of every layer
-    and KV head, over all positions in a full layer, min(positions, W) in a sliding one and min(positions, C) in
-    a chunked one (engine.count.attention.positions_held states the assumption)."""
+    """The cache held for one sequence of ``positions`` (default: a preset step's kv_len): K and V of every
+    attention layer and KV head, over all positions in a full layer, min(positions, W) in a sliding one and
+    min(positions, C) in a chunked one (engine.count.attention.positions_held states the assumption), and the
+    fixed recurrent state of every linear layer (engine.count.recurrent.state_bytes_per_sequence), whatever the
+    positions."""
     m = w.model
     lk = w.kv_len if positions is None else positions
     if m.mla is not None:  # the latent cache: r + d_r values a position and layer (engine/count/mla.py)
         return mla_kv_cache_bytes_per_sequence(w, lk)
-    positions = sum(m.attention_layers(kind) * positions_held(lk, *span_of(w, kind)) for kind in LAYER_ATTENTIONS)
-    return 2 * m.kv_dim * positions * dtype_bytes(w.kv_dtype)
+    positions = sum(m.attention_layers(kind) * positions_held(lk, *span_of(w, kind)) for kind in KV_ATTENTIONS)
+    return 2 * m.kv_dim * positions * dtype_bytes(w.kv_dtype) + state_bytes_per_sequence(w)
 
 
 def _linear_matrices(w: Workload) -> list[tuple[int, int, int]]:
@@ -370,7 +398,12 @@ def _linear_matrices(w: Workload) -> list[tuple[int, int, int]]:
     elif m.mla is not None:  # MLA's q_a/q_b (or q), kv_a_proj_with_mqa, kv_b_proj and o_proj for Q, K, V, O
         mats = mla_linear_matrices(m)
     else:
-        mats = [(m.num_layers, h, q), (2 * m.num_layers, h, kv), (m.num_layers, q, h)]
+        a = m.num_layers - m.attention_layers("linear")  # layers with Q, K, V, O
+        mats = [(a, h, (2 if m.attn_output_gate else 1) * q), (2 * a, h, kv), (a, q, h)]
+        if m.linear_attention is not None:  # Gated DeltaNet's in_proj_qkvz, in_proj_ba and out_proj
+            g, lin = m.linear_attention, m.num_layers - a
+            mats += [(lin, h, 2 * g.key_dim + 2 * g.value_dim), (lin, h, 2 * g.num_value_heads),
+                     (lin, g.value_dim, h)]
     if m.dense_layers and not experts_only:
         i = m.intermediate_size
         mats += [(ins * m.dense_layers, h, i), (m.dense_layers, i, h)]

@@ -66,6 +66,12 @@ def per_gpu_model(model: Model, t: int, whole_experts: bool = False) -> Model:
     heads = _split("attention heads", model.num_heads, t, model)
     data["num_heads"] = heads
     data["num_kv_heads"] = heads if model.mla is not None else kv_heads_per_gpu(model, t)
+    if model.linear_attention is not None:  # Gated DeltaNet's heads split as attention's (vLLM), with its state
+        lin = model.linear_attention
+        data["linear_attention"] = {**data["linear_attention"],
+                                    "num_key_heads": _split("linear-attention key heads", lin.num_key_heads, t, model),
+                                    "num_value_heads": _split("linear-attention value heads", lin.num_value_heads,
+                                                              t, model)}
     if model.dense_layers:
         data["intermediate_size"] = _split("MLP width (intermediate_size)", model.intermediate_size, t, model)
     if model.moe is not None:
