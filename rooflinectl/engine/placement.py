@@ -85,6 +85,8 @@ def place(op: Op, roofs: Roofs) -> Placement:
     bytes / max(interconnect bytes / its bandwidth, network bytes / the network's), the binding link's time."""
     if op.kind == "communication":
         crosses = op.network_bytes > 0
+        if op.collective in roofs.unusable_collectives and not crosses:
+            raise UserError(f"{roofs.gpu_id}: {roofs.unusable_collectives[op.collective]}")
         measured = roofs.measured_collectives.get(op.collective) if op.collective and not crosses else None
         gbps, latency_us = measured or (roofs.interconnect_gbps, roofs.interconnect_latency_us)
         if gbps is None or latency_us is None:

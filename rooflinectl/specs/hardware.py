@@ -279,8 +279,9 @@ class GPU(Strict):
         comm = self.measured.interconnect
         if comm is None:
             return roofs
-        fits = {c: fit for c in COLLECTIVES if (fit := comm.fit(c)) is not None}
-        return roofs.model_copy(update={"measured_collectives": fits})
+        unusable = {c: why for c in COLLECTIVES if (why := comm.no_latency(c)) is not None}
+        fits = {c: fit for c in COLLECTIVES if (fit := comm.fit(c)) is not None and c not in unusable}
+        return roofs.model_copy(update={"measured_collectives": fits, "unusable_collectives": unusable})
 
 
 class Roofs(Strict):
@@ -303,6 +304,9 @@ class Roofs(Strict):
     # Measured (GB/s bus bandwidth, µs) per collective (``calibrate --comm``, MeasuredInterconnect.fit): a
     # collective op of one of these is timed with them in place of the two figures above; empty for the spec.
     measured_collectives: dict[Collective, tuple[float, float]] = Field(default_factory=dict)
+    # The measured collectives whose curve gives no latency (MeasuredInterconnect.no_latency), with why: a
+    # collective op of one is refused, not timed by an extrapolation nor silently by the datasheet.
+    unusable_collectives: dict[Collective, str] = Field(default_factory=dict)
 
     @property
     def bandwidth(self) -> float:
