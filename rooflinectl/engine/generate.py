@@ -195,7 +195,7 @@ def _series(step: Callable[[int], Analysis], first: int, last: int, split: bool 
                 raise ValueError("the decode steps of one request have different ops")  # a bug in the engine
             for i, p in enumerate(a.placements):
                 op_totals[i] += p.total_time_s
-                if p.bound == "memory":
+                if p.bound != "compute":  # memory, or a collective's link: the phase's "memory" share
                     memory_bound += p.total_time_s
             times.append(a.totals.time_s)
     else:

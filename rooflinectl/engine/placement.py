@@ -7,7 +7,9 @@ whichever term is larger (memory on a tie: the op sits exactly at the ridge). ``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Literal
 
 from ..errors import UserError
 from ..specs.hardware import Roofs
@@ -28,6 +30,9 @@ class Placement:
     model_time_s: float | None = None
     time_model: str | None = None
     time_note: str | None = None  # where that curve is not the op's own (class, bound) one: why (CurveTime.note)
+    # A collective's binding link: the interconnect (the scale-up domain's) or the scale-out network; None for
+    # every other op.
+    link: Literal["interconnect", "network"] | None = None
 
     @property
     def name(self) -> str:
@@ -53,6 +58,9 @@ class Placement:
 
     @property
     def bound(self) -> str:
+        """compute or memory (memory on a tie); for a collective, the link whose bytes take longest."""
+        if self.link is not None:
+            return self.link
         return "compute" if self.compute_time_s > self.memory_time_s else "memory"
 
     @property
@@ -65,22 +73,39 @@ class Placement:
 
 
 def place(op: Op, roofs: Roofs) -> Placement:
-    """Place one operation under ``roofs``. A collective (kind ``communication``) moves its bytes over the
-    interconnect, not HBM: its roof is the interconnect's bandwidth in one direction and its time
-    latency + bytes / bandwidth (engine/parallel/ states the model). Where the roofs carry that collective's
-    measured bus bandwidth and latency (``analyze --calibrated`` of a file ``calibrate --comm`` wrote), those are
-    the bandwidth and the latency: busbw × time is the bytes one GPU sends (nccl-tests' definition), the op's
-    ``bytes``; a point-to-point send, never measured, keeps the datasheet's."""
-    peak = roofs.peak(op.dtype, op.unit)
+    """Place one operation under ``roofs``. A collective (kind ``communication``) moves its bytes over links, not
+    HBM, and computes nothing (no compute roof: an infinite peak, so that its compute time is 0). Within the
+    scale-up domain its roof is the interconnect's bandwidth in one direction and its time latency + bytes /
+    bandwidth. Where the roofs carry that collective's measured bus bandwidth and latency (``analyze
+    --calibrated`` of a file ``calibrate --comm`` wrote on one domain's GPUs), those are the bandwidth and the
+    latency: busbw × time is the bytes one GPU sends (nccl-tests' definition), the op's ``bytes``; a
+    point-to-point send, never measured, keeps the datasheet's. Past the domain (``op.network_bytes``: the
+    two-level algorithms of engine/parallel/network.py) the interconnect and the scale-out network run at once:
+    latency = the interconnect's + each network step's hop, and the bandwidth is the collective's bus bandwidth,
+    bytes / max(interconnect bytes / its bandwidth, network bytes / the network's), the binding link's time."""
     if op.kind == "communication":
-        measured = roofs.measured_collectives.get(op.collective) if op.collective else None
+        crosses = op.network_bytes > 0
+        if op.collective in roofs.unusable_collectives and not crosses:
+            raise UserError(f"{roofs.gpu_id}: {roofs.unusable_collectives[op.collective]}")
+        measured = roofs.measured_collectives.get(op.collective) if op.collective and not crosses else None
         gbps, latency_us = measured or (roofs.interconnect_gbps, roofs.interconnect_latency_us)
         if gbps is None or latency_us is None:
             raise UserError(f"{roofs.gpu_id}: the GPU file gives no interconnect, so a collective cannot be timed")
         bandwidth = gbps * 1e9
         latency = latency_us * 1e-6
-        return Placement(op=op, peak_flops=peak, bandwidth=bandwidth, compute_time_s=op.flops / peak,
-                         memory_time_s=latency + op.bytes / bandwidth, latency_s=latency)
+        link: Literal["interconnect", "network"] = "interconnect"
+        if crosses:
+            if roofs.network_gbps is None or roofs.network_latency_us is None:
+                raise UserError(f"{roofs.gpu_id}: the GPU file gives no scale_out network, so a collective past "
+                                f"its scale-up domain cannot be timed")
+            up = (op.bytes - op.network_bytes) / bandwidth
+            out = op.network_bytes / (roofs.network_gbps * 1e9)
+            link = "network" if out >= up else "interconnect"
+            bandwidth = op.bytes / max(up, out)
+            latency += op.network_steps * roofs.network_latency_us * 1e-6
+        return Placement(op=op, peak_flops=math.inf, bandwidth=bandwidth, compute_time_s=0.0,
+                         memory_time_s=latency + op.bytes / bandwidth, latency_s=latency, link=link)
+    peak = roofs.peak(op.dtype, op.compute_unit)
     return Placement(
         op=op,
         peak_flops=peak,

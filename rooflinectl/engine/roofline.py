@@ -23,10 +23,12 @@ from .count.quant import kernel_name
 from .count.transformer import step_ops
 from .parallel import (
     Layout,
+    NetworkUse,
     check_interconnect,
     communication_ops,
     expert_ops_per_gpu,
     kv_bytes_per_sequence_per_gpu,
+    network_use,
     per_gpu_workload,
     weight_bytes_per_gpu,
 )
@@ -146,6 +148,8 @@ class Analysis:
     # The calibrated op model that timed the ops (``analyze --calibrated`` of a file that has one); None: the
     # roofline's times, under ``roofs``.
     op_model: OpModel | None = None
+    # What the layout's collectives cross (engine.parallel.network_use); None on one GPU.
+    network: NetworkUse | None = None
 
     @property
     def roofline_time_s(self) -> float:
@@ -188,10 +192,11 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     roofs = gpu.roofs(calibrated)
     roofs.peak(workload.matmul_dtype, matmul_unit(workload.matmul_dtype))  # a clear error up front
     check_interconnect(gpu, layout)
+    net = network_use(gpu, layout)
     whole = workload
     workload = per_gpu_workload(whole, layout)
     ops = expert_ops_per_gpu(step_ops(workload), whole, workload, layout)
-    ops += communication_ops(whole, layout)
+    ops += communication_ops(whole, layout, net)
     if len({op.name for op in ops}) != len(ops):
         raise ValueError("two ops of one step share a name")  # a bug in the engine: names are lookups
     placed = [place(op, roofs) for op in ops]
@@ -236,8 +241,9 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     # The step's collectives that a measured interconnect timed (calibrate --comm), for the layout's note.
     measured = [c for c in roofs.measured_collectives if any(p.op.collective == c for p in placed)]
     return Analysis(workload=workload, gpu=gpu, roofs=roofs, placements=tuple(placed), totals=totals, flash=flash,
-                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout, measured)),
-                    whole=None if layout.single else whole, op_model=op_model)
+                    layout=layout, layout_notes=tuple(parallel_notes(whole, layout, measured, net)),
+                    whole=None if layout.single else whole, op_model=op_model,
+                    network=None if layout.single else net)
 
 
 SWEEP_FIELDS = SIZE_FIELDS

@@ -77,6 +77,8 @@ def compute_roofs(a: Analysis) -> dict[str, float]:
     """The flat roofs the ops sit under, by label ('bf16', 'fp32 vector'), highest first."""
     roofs = {a.workload.dtype + ("" if a.compute_unit == "tensor" else " vector"): a.peak_flops}
     for p in a.placements:
+        if p.op.unit == "link":  # a collective sits under no compute roof
+            continue
         label = p.op.dtype + ("" if p.op.unit == "tensor" else " vector")
         roofs.setdefault(label, p.peak_flops)
     return dict(sorted(roofs.items(), key=lambda kv: -kv[1]))

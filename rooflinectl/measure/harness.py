@@ -283,7 +283,7 @@ def measure_shape(kernel: Kernel, shape: tuple[int, ...], plan: Plan, spec: GPU 
             kernel=kernel.name, op=op.name, shape=list(shape), shape_text=shape_text(shape),
             # Whole counts (records.ShapeRecord): every kernel's count is a whole number held in a float.
             shape_format=kernel.shape_format, dtype=plan.dtype, flops=round(op.flops), bytes=round(op.bytes),
-            unit=op.unit,
+            unit=op.compute_unit,
             op_dtype=op.dtype, op_kind=op.kind, op_fuses=list(op.fuses), status=status,
             correctness=checked.correctness if checked else None, error=error,
             time_s=timed.timing.median_s if timed else None, timing=timed.timing if timed else None,

@@ -245,8 +245,8 @@ def roof_lines(a: Analysis, on_chip: bool = True) -> list[Roof]:
                         f"{gpu.interconnect.name} {si(bw, 'B/s')} a direction", 0, 0))
     in_play: list[tuple[Unit, str]] = [(a.compute_unit, a.workload.matmul_dtype)]  # a.compute_unit
     for p in a.placements:
-        if (p.op.unit, p.op.dtype) not in in_play:
-            in_play.append((p.op.unit, p.op.dtype))
+        if p.op.unit != "link" and (p.op.compute_unit, p.op.dtype) not in in_play:  # a collective has no compute roof
+            in_play.append((p.op.compute_unit, p.op.dtype))
     for unit, dtype in sorted(in_play, key=lambda ud: -r.peak(ud[1], ud[0])):
         peak = r.peak(dtype, unit)
         unit_name = "TOPS" if dtype == "int8" else "FLOP/s"

@@ -289,7 +289,7 @@ def _record(req: ProfileRequest, w: Workload, ops: list[Op], a: Attribution, spe
             if gpu_clock:
                 pct = 100 * measured_share(whole, spec_roofs, measured).fraction
         rows.append(OpProfile(
-            op=op.name, kind=op.kind, fuses=list(op.fuses), unit=op.unit, op_dtype=op.dtype, count=op.count,
+            op=op.name, kind=op.kind, fuses=list(op.fuses), unit=op.compute_unit, op_dtype=op.dtype, count=op.count,
             flops=round(whole.flops), bytes=max(1, round(whole.bytes)),
             predicted_s=place(whole, spec_roofs).time_s,
             calibrated_s=_calibrated_s(op, whole, spec, calibrated),

@@ -18,7 +18,8 @@ from ..units import rate as rate_text
 from .console import natural_width
 from .verdict import verdict
 
-BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
+# A collective's bound is its binding link: the interconnect (the scale-up domain's) or the scale-out network.
+BOUND_STYLE = {"memory": "cyan", "compute": "magenta", "interconnect": "green", "network": "yellow"}
 
 
 def analysis_json(a: Analysis) -> dict[str, Any]:
@@ -123,7 +124,26 @@ def parallel_json(a: Analysis) -> dict[str, Any]:
         **({"measured_collectives": {c: {"busbw_gbps": gbps, "latency_us": us}
                                      for c, (gbps, us) in a.roofs.measured_collectives.items()}}
            if a.roofs.measured_collectives else {}),
+        **({"network": network_json(a)} if a.network is not None else {}),
         "notes": list(a.layout_notes),
+    }
+
+
+def network_json(a: Analysis) -> dict[str, Any]:
+    """What the layout's collectives cross: the scale-up domain (GPUs, link), whether any group or PP send crosses
+    it, each group's span, and the scale-out network (one direction per GPU, a step's latency) where it crosses."""
+    net = a.network
+    assert net is not None
+    so = net.scale_out
+    return {
+        "scale_up_gpus": net.domain,
+        "scale_up_link": net.link,
+        "crosses_scale_up": net.crosses,
+        "groups": [{"option": flag, "gpus": s.gpus, "domains": s.domains, "gpus_per_domain": s.per_domain}
+                   for flag, s in net.groups],
+        "pp_sends_across": net.pp_sends_across,
+        **({"scale_out": {"name": so.name, "gbps": so.bandwidth_gbps, "latency_us": so.latency_us}}
+           if net.crosses and so is not None else {}),
     }
 
 
@@ -134,6 +154,7 @@ def op_json(p: Placement) -> dict[str, Any]:
     words, and its placement. Every field is the engine's Op or Placement, copied: whatever kind an op has, it
     comes through this one path."""
     op = p.op
+    link = op.kind == "communication"
     return {
         "name": op.name,
         "kind": op.kind,
@@ -144,7 +165,10 @@ def op_json(p: Placement) -> dict[str, Any]:
         "per_model": op.per_model,
         "count": op.count,
         "flops": op.flops,
-        "bytes": op.bytes,
+        # A collective's bytes are sent over links, not HBM traffic: HBM bytes 0, link bytes (and the scale-out
+        # network's part of them) beside.
+        "bytes": 0 if link else op.bytes,
+        **({"link_bytes": op.bytes, "network_bytes": op.network_bytes} if link else {}),
         "weight_bytes": op.weight_bytes,
         "kv_bytes": op.kv_bytes,
         "reads": op.reads,
@@ -270,6 +294,9 @@ def print_analysis(console: Console, a: Analysis) -> None:
     if left_out:
         console.print(f"({console.width} columns: {', '.join(left_out)} left out; a wider terminal, --csv or --json "
                       f"show every column)", highlight=False)
+    if any(p.op.kind == "communication" for p in a.placements):
+        console.print("(a communication op's bytes are what one GPU sends over the link its bound names, not HBM "
+                      "traffic)", highlight=False)
     for line in totals_lines(a):
         console.print(line, highlight=False)
     console.print()

@@ -145,7 +145,7 @@ def breakdown(model: StepModel, steps: list[tuple[Counts, float]], prompt: int, 
             if model.op_model is not None:
                 p = timed_by_model(p, model.op_model)
             s[2] += p.total_time_s
-            if p.bound == "memory":
+            if p.bound != "compute":  # memory, or a collective's link (engine.generate's rule)
                 s[3] += p.total_time_s
             row = ops.setdefault(op.name, [op.kind, 0.0, 0.0])
             row[1 if phase == "prefill" else 2] += p.total_time_s  # type: ignore[operator]

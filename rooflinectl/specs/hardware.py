@@ -254,6 +254,7 @@ class GPU(Strict):
     def roofs(self, calibrated: bool = False) -> Roofs:
         """The roofs an operation is placed under: the spec sheet's, or those with the measured ceilings put in
         (:meth:`Roofs.with_ceilings`)."""
+        scale_out = self.interconnect.scale_out if self.interconnect else None
         spec = Roofs(
             gpu_id=self.id,
             label="spec",
@@ -264,6 +265,8 @@ class GPU(Strict):
             smem_bandwidth_gbps=self.memory.smem_bandwidth_gbps,
             interconnect_gbps=self.interconnect.per_direction_gbps if self.interconnect else None,
             interconnect_latency_us=self.interconnect.latency_us if self.interconnect else None,
+            network_gbps=scale_out.bandwidth_gbps if scale_out else None,
+            network_latency_us=scale_out.latency_us if scale_out else None,
         )
         if not calibrated:
             return spec
@@ -276,8 +279,9 @@ class GPU(Strict):
         comm = self.measured.interconnect
         if comm is None:
             return roofs
-        fits = {c: fit for c in COLLECTIVES if (fit := comm.fit(c)) is not None}
-        return roofs.model_copy(update={"measured_collectives": fits})
+        unusable = {c: why for c in COLLECTIVES if (why := comm.no_latency(c)) is not None}
+        fits = {c: fit for c in COLLECTIVES if (fit := comm.fit(c)) is not None and c not in unusable}
+        return roofs.model_copy(update={"measured_collectives": fits, "unusable_collectives": unusable})
 
 
 class Roofs(Strict):
@@ -293,9 +297,16 @@ class Roofs(Strict):
     # The interconnect's roof, one direction (GB/s), and one collective's fixed cost; None: no interconnect given.
     interconnect_gbps: float | None = None
     interconnect_latency_us: float | None = None
+    # The scale-out network past the scale-up domain, one direction per GPU (GB/s), and one hop's latency; None:
+    # the file gives none. Only a group past the domain uses them (engine/parallel/network.py).
+    network_gbps: float | None = None
+    network_latency_us: float | None = None
     # Measured (GB/s bus bandwidth, µs) per collective (``calibrate --comm``, MeasuredInterconnect.fit): a
     # collective op of one of these is timed with them in place of the two figures above; empty for the spec.
     measured_collectives: dict[Collective, tuple[float, float]] = Field(default_factory=dict)
+    # The measured collectives whose curve gives no latency (MeasuredInterconnect.no_latency), with why: a
+    # collective op of one is refused, not timed by an extrapolation nor silently by the datasheet.
+    unusable_collectives: dict[Collective, str] = Field(default_factory=dict)
 
     @property
     def bandwidth(self) -> float:

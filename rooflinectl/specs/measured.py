@@ -57,6 +57,12 @@ class CommPoint(Strict):
     busbw_gbps: Gbps
 
 
+# The most of the largest size's bus bandwidth the smallest size may reach for its time to be read as a latency:
+# at busbw_small ≤ ½ busbw_large its bytes take at most half its time at the largest size's rate. A curve from
+# calibrate --comm's 4 KiB is far below (NVLink, NCCL: about 0.4 of 376 GB/s, tests/measure/test_comm.py).
+LATENCY_BUSBW_SHARE = 0.5
+
+
 class MeasuredInterconnect(Strict):
     """What ``rooflinectl calibrate --comm`` measured: each collective's curve over message sizes, on ``gpu_count``
     ranks, with where, when and how. Written beside the datasheet's ``interconnect``; ``analyze --calibrated``
@@ -99,6 +105,25 @@ class MeasuredInterconnect(Strict):
         if not points:
             return None
         return points[-1].busbw_gbps, points[0].time_s * 1e6
+
+    def no_latency(self, collective: Collective) -> str | None:
+        """Why ``collective``'s curve gives no latency to read (:meth:`fit` reads it at the smallest size), or
+        None where it does. Only a time mostly made of fixed cost is a latency: one size alone gives its whole
+        time, and a smallest size already at over half the largest's bus bandwidth spends over half its time on
+        its bytes; either read as the latency would charge every small collective a large transfer (one 1 GiB
+        point made each 8 KB decode all-reduce 3.6 ms). The engine refuses to time that collective with it rather
+        than extrapolate one point."""
+        points = self.collectives.get(collective)
+        if not points:
+            return None
+        if len(points) < 2:
+            return (f"measured {collective} at one size ({points[0].bytes} bytes), which gives a bandwidth and no "
+                    f"latency; measure two sizes or more from a few KiB (calibrate --comm starts at 4 KiB)")
+        if points[0].busbw_gbps > LATENCY_BUSBW_SHARE * points[-1].busbw_gbps:
+            return (f"measured {collective} from {points[0].bytes} bytes, which already runs at "
+                    f"{points[0].busbw_gbps:g} GB/s, over half the {points[-1].busbw_gbps:g} of the largest size: "
+                    f"its time is no latency; measure from a few KiB up to where the bandwidth levels off")
+        return None
 
 
 # --- the calibrated op model (``calibrate``'s probes; engine/calibrated.py fits and predicts with it) ----------

@@ -176,7 +176,11 @@ def test_cli_tp_json():
     data = json.loads(r.stdout)
     assert data["parallel"]["tp"] == 8 and data["parallel"]["interconnect_gbps"] == 450
     ops = {o["name"]: o for o in data["ops"]}
-    assert ops["attn_all_reduce"]["bytes"] == 917_504 and ops["attn_all_reduce"]["kind"] == "communication"
+    ar = ops["attn_all_reduce"]
+    # 2·7/8 of 32×8192×2 bytes, sent over NVLink: link bytes, no HBM bytes, bound by its link, in bf16.
+    assert (ar["link_bytes"], ar["network_bytes"], ar["bytes"]) == (917_504, 0, 0) and ar["kind"] == "communication"
+    assert (ar["bound"], ar["unit"], ar["dtype"]) == ("interconnect", "link", "bf16")
+    assert data["parallel"]["network"]["crosses_scale_up"] is False
 
 
 # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1 config.json): H 4096, L 32, h 32, g 8, d 128, E 8 experts of width

@@ -234,6 +234,33 @@ def test_strict_refusal_of_bad_fields(tmp_path, change, fragment):
     assert_one_line_error(cli("hardware", "show", path), "my-8xh200.yaml")
 
 
+def _one_point(m) -> None:
+    m["interconnect"]["collectives"]["all_reduce"] = m["interconnect"]["collectives"]["all_reduce"][1:]
+
+
+def _two_large(m) -> None:
+    # 512 MiB in 2.5 ms beside 1 GiB in 5 ms: both at busbw 375.81 GB/s, no latency in either
+    m["interconnect"]["collectives"]["all_reduce"][0] = comm_point("all_reduce", GIB // 2, 0.0025, 8).model_dump()
+
+
+@pytest.mark.parametrize("change, fragment", [(_one_point, "at one size (1073741824 bytes)"),
+                                              (_two_large, "its time is no latency")])
+def test_a_curve_without_a_latency_point_times_no_collective(tmp_path, change, fragment):
+    """The latency is read at the smallest size: one point alone (its whole 5 ms, read as the latency, would make
+    every 8 KB decode all-reduce cost 5 ms), or a smallest size already at full bus bandwidth, gives none: the file
+    loads and shows, but a collective it would time is refused in one line rather than extrapolated; the other
+    measured collective (all_gather, from 4 KiB at 0.36 GB/s beside 376) still times its ops."""
+    path = _file_with(tmp_path, change)
+    gpu = load_gpu_file(path)
+    assert fragment in gpu.measured.interconnect.no_latency("all_reduce")
+    assert gpu.measured.interconnect.no_latency("all_gather") is None
+    assert cli("hardware", "show", path).exit_code == 0
+    assert cli("analyze", "decode", "--gpu", path, "--calibrated").exit_code == 0  # one GPU: no collective
+    assert_one_line_error(cli("analyze", "decode", "--gpu", path, "--tp", "2", "--calibrated"), fragment)
+    roofs = gpu.roofs(calibrated=True)
+    assert "all_reduce" not in roofs.measured_collectives and "all_gather" in roofs.measured_collectives
+
+
 def test_hardware_show_prints_the_measured_beside_the_datasheet(tmp_path):
     out = tmp_path / "my-8xh200.yaml"
     write_measured(H200, out, interconnect=_comm())

@@ -76,7 +76,11 @@ TOPK_FLOPS_PER_ELEMENT_PER_PICK = 1
 # The router's top-k expert ids are int32 (what vLLM's and SGLang's routing kernels write).
 EXPERT_ID_BYTES = 4
 
+# The compute units an op's FLOPs run on: the tensor cores or the vector units.
 Unit = Literal["tensor", "vector"]
+# The unit whose roof an op sits under: a compute unit, or for a collective (kind "communication") the link it
+# moves its bytes over, no compute unit.
+OpUnit = Literal["tensor", "vector", "link"]
 # Which elementwise operation an op of kind "elementwise" is, where the kernels that run it differ enough to be
 # timed apart (the calibrated op model has a curve for each): RoPE (several eager ops in a PyTorch stack), the MLP's
 # activation (SiLU(gate)·up: two), the residual add (one). Other elementwise ops (biases, the MoE combine, scales)
@@ -157,7 +161,9 @@ class Op:
 
     ``kind`` says what the op is (see OpKind) and ``fuses`` the kinds of work folded into it beyond its own
     (``("norm",)`` for an RMSNorm in a projection's prologue); ``unit`` and ``dtype`` pick the compute roof (tensor cores at the op's data type for matmuls; the vector units
-    in fp32 for elementwise work, which computes in fp32). ``weight_bytes`` and ``kv_bytes`` are the parts of
+    in fp32 for elementwise work, which computes in fp32). A collective (kind "communication") has no compute
+    roof: its unit is "link", its dtype the one it moves, and its ``bytes`` are what one GPU sends over the links,
+    not HBM traffic. ``weight_bytes`` and ``kv_bytes`` are the parts of
     ``bytes`` that are weights read and KV cache read, for the step's totals. ``reads``/``writes``/``computes``
     say in words what the count is made of. ``per_model`` marks the ops that run once per step outside the
     layer stack (embedding, final norm, LM head), which the verdict keeps apart from the layers' ops: the LM head
@@ -168,7 +174,7 @@ class Op:
     kind: OpKind
     flops: float
     bytes: float
-    unit: Unit
+    unit: OpUnit
     dtype: str
     reads: str
     writes: str
@@ -186,6 +192,10 @@ class Op:
     # A communication op's collective, by nccl-tests' name: what ``analyze --calibrated`` times it with where the
     # GPU file measured that collective (``calibrate --comm``); None for a point-to-point send and every other op.
     collective: Collective | None = None
+    # A communication op of a group past the scale-up domain (engine/parallel/network.py): the part of ``bytes``
+    # that crosses the scale-out network, and the network steps whose hop latency it pays; 0 within the domain.
+    network_bytes: float = 0
+    network_steps: int = 0
     # Which elementwise operation (``Elementwise``) an op of kind "elementwise" is; None for every other op.
     elementwise: Elementwise | None = None
     # The shape the op works on, so that what runs it (measure, profile, explore) reads it here rather than from
@@ -201,13 +211,22 @@ class Op:
     covers: tuple[Op, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.flops < 0 or self.bytes <= 0 or self.count < 1:
-            raise ValueError(f"op {self.name}: flops {self.flops}, bytes {self.bytes}, count {self.count}")
+        if self.flops < 0 or self.bytes <= 0 or self.count < 1 or not 0 <= self.network_bytes <= self.bytes:
+            raise ValueError(f"op {self.name}: flops {self.flops}, bytes {self.bytes}, count {self.count}, "
+                             f"network bytes {self.network_bytes}")
 
     @property
     def intensity(self) -> float:
         """Arithmetic intensity, FLOP per HBM byte."""
         return self.flops / self.bytes
+
+    @property
+    def compute_unit(self) -> Unit:
+        """The compute unit an op that runs on the GPU's cores sits under; a collective has none (a ValueError:
+        nothing that runs or measures kernels meets one)."""
+        if self.unit == "link":
+            raise ValueError(f"op {self.name}: a collective runs on no compute unit")
+        return self.unit
 
     def times(self, count: int) -> Op:
         return replace(self, count=count)

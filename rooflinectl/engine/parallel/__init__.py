@@ -3,7 +3,8 @@ Pure: no I/O.
 
 The package: ``layout`` (the degrees, checked), ``shard`` (one GPU's model, workload, expert ops, KV cache and
 weights; the layouts' table), ``collectives`` (the communication ops and their bytes; their table),
-``summary`` (the notes beside the per-GPU figures).
+``network`` (the scale-up domain and the scale-out network a group crosses, and the two-level algorithms past the
+domain), ``summary`` (the notes beside the per-GPU figures).
 
 The rule: one GPU's step is the engine's own step of a model with that GPU's sizes (``per_gpu_workload``),
 which ``engine.count.transformer`` counts unchanged, plus the collectives, ops of kind ``communication`` on
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from .collectives import all_gather_bytes, all_reduce_bytes, communication_ops
 from .layout import MAX_DEGREE, Layout, check_degree, check_interconnect
+from .network import NetworkUse, Span, network_use
 from .shard import (
     check_experts,
     expert_ops_per_gpu,
@@ -32,6 +34,8 @@ from .summary import notes
 __all__ = [
     "MAX_DEGREE",
     "Layout",
+    "NetworkUse",
+    "Span",
     "all_gather_bytes",
     "all_reduce_bytes",
     "check_degree",
@@ -41,6 +45,7 @@ __all__ = [
     "expert_ops_per_gpu",
     "kv_bytes_per_sequence_per_gpu",
     "kv_heads_per_gpu",
+    "network_use",
     "notes",
     "padded_vocab",
     "per_gpu_model",

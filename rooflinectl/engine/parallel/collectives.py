@@ -11,7 +11,10 @@ bandwidth by the same factors): an all-reduce of S bytes sends 2(t−1)/t·S, an
   combine_all_to_all   n the GPU's tokens (under uniform routing it receives as many as it sends)
   pp_send              PP, between stages: the N×H activations, point to point, p − 1 times
 
-How each is timed: docs/design.md, "Parallelism".
+Each moves the activations' data type (``dtype``) over the links (``unit`` "link"), no compute unit. A group past
+the GPU file's scale-up domain splits each GPU's bytes between the interconnect and the scale-out network
+(network.py states the two-level algorithms; ``network_bytes`` is the network's part). How each is timed:
+docs/design.md, "Parallelism".
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ...specs.workload import Workload
 from ...units import dtype_bytes
 from ..count.op import Op
 from .layout import Layout
+from .network import NetworkUse, Span
 from .shard import integral, padded_vocab, sequences_per_gpu
 
 
@@ -38,41 +42,77 @@ _ALGORITHMS: dict[Collective, str] = {"all_reduce": "all-reduce", "all_gather": 
                                       "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all"}
 
 
+def _network(collective: Collective, span: Span, buffer: float) -> tuple[int | float, int]:
+    """(network bytes, network steps) of one GPU's ``collective`` over ``span``; (0, 0) within one domain.
+    ``buffer``: an all-reduce's S, an all-gather's result T, an all-to-all's pairs."""
+    if not span.crosses:
+        return 0, 0
+    if collective == "all_reduce":
+        return span.all_reduce_network_bytes(buffer), span.all_reduce_steps
+    if collective == "all_gather":
+        return span.all_gather_network_bytes(buffer), span.all_gather_steps
+    return span.all_to_all_network_bytes(buffer), 1
+
+
 def _collective(name: str, what: str, collective: Collective, buffer: float, sent: int | float, t: int, count: int,
-                per_model: bool = False) -> Op:
+                dtype: str, span: Span, whole: float, per_model: bool = False) -> Op:
+    """One collective op; ``whole`` is what the network split reads (:func:`_network`)."""
     algorithm = _ALGORITHMS[collective]
+    network, steps = _network(collective, span, whole)
+    how = (f"ring {algorithm}: sends {sent:,} bytes a GPU over the interconnect" if not span.crosses else
+           f"{algorithm} over {span.domains} domains of {span.per_domain}: sends {sent:,} bytes a GPU, "
+           f"{network:,} of them over the scale-out network")
     return Op(
         name=name,
         kind="communication",
         flops=0,
         bytes=sent,
-        unit="vector",
-        dtype="fp32",
+        unit="link",
+        dtype=dtype,
         reads=f"{what}: {buffer:,} bytes on each of {t} GPUs",
         writes="the result on every GPU",
-        computes=f"ring {algorithm}: sends {sent:,} bytes a GPU over the interconnect; cannot overlap "
-                 f"(the next op needs its result)",
+        computes=f"{how}; cannot overlap (the next op needs its result)",
         count=count,
         per_model=per_model,
         collective=collective,
+        network_bytes=network,
+        network_steps=steps,
     )
 
 
-def communication_ops(w: Workload, layout: Layout) -> list[Op]:
-    """The collectives of one step of ``w`` (the whole model's workload) under ``layout``, one GPU's bytes each;
-    none on one GPU. The attention phase (the attention core alone) has none: its heads need no other GPU's."""
+def _pp_sends(w: Workload, layout: Layout, net: NetworkUse) -> list[Op]:
+    """PP's p − 1 sends of the N×H activations: those between stages in one domain over the interconnect
+    (``pp_send``), those across a domain boundary over the scale-out network (``pp_send_network``)."""
+    x = integral(w.tokens * w.model.hidden_size * dtype_bytes(w.dtype))
+    across = net.pp_sends_across
+    within = layout.pp - 1 - across
+    reads = f"x {w.tokens}×{w.model.hidden_size} at the end of a stage"
+    sends = []
+    if within:
+        sends.append(Op(name="pp_send", kind="communication", flops=0, bytes=x, unit="link", dtype=w.dtype,
+                        reads=reads, writes="it on the next stage's GPU",
+                        computes=f"point-to-point: sends {x:,} bytes; cannot overlap (the next stage needs it)",
+                        count=within))
+    if across:
+        sends.append(Op(name="pp_send_network", kind="communication", flops=0, bytes=x, unit="link", dtype=w.dtype,
+                        reads=reads, writes="it on the next stage's GPU, in another domain",
+                        computes=f"point-to-point over the scale-out network: sends {x:,} bytes; cannot overlap "
+                                 f"(the next stage needs it)",
+                        count=across, network_bytes=x, network_steps=1))
+    return sends
+
+
+def communication_ops(w: Workload, layout: Layout, net: NetworkUse) -> list[Op]:
+    """The collectives of one step of ``w`` (the whole model's workload) under ``layout``, one GPU's bytes each,
+    split between the links as ``net`` (network.network_use of the GPU) says; none on one GPU. The attention phase
+    (the attention core alone) has none: its heads need no other GPU's."""
     t = layout.tp
     if layout.single or w.phase == "attention":
         return []
-    sends = []
-    if layout.pp > 1:
-        x = w.tokens * w.model.hidden_size * dtype_bytes(w.dtype)
-        sends = [Op(name="pp_send", kind="communication", flops=0, bytes=integral(x), unit="vector", dtype="fp32",
-                    reads=f"x {w.tokens}×{w.model.hidden_size} at the end of a stage", writes="it on the next stage's GPU",
-                    computes=f"point-to-point: sends {integral(x):,} bytes; cannot overlap (the next stage needs it)",
-                    count=layout.pp - 1)]
-        if t == 1:
-            return sends
+    sends = _pp_sends(w, layout, net) if layout.pp > 1 else []
+    if t == 1 and not layout.dp_attention:
+        return sends
+    span = net.groups[0][1]
     m = w.model
     a = dtype_bytes(w.dtype)
     if layout.dp_attention:
@@ -82,16 +122,17 @@ def communication_ops(w: Workload, layout: Layout) -> list[Op]:
         pairs = n * k * m.hidden_size * a  # its tokens' k copies of H, in the activations' type
         sent = integral(pairs * (e - 1) / e) if (pairs * (e - 1)) % e else integral(pairs * (e - 1) // e)
         return [_collective(name, f"{n} tokens × top-{k} copies of {m.hidden_size}", "all_to_all", pairs, sent, e,
-                            m.moe_layers) for name in ("dispatch_all_to_all", "combine_all_to_all")]
+                            m.moe_layers, w.dtype, span, pairs) for name in ("dispatch_all_to_all", "combine_all_to_all")]
     activations = w.tokens * m.hidden_size * a  # N×H, in the activations' type
     logits = w.batch * padded_vocab(m.vocab_size, t) * a  # B×V, the last token of each sequence
     return [*sends,
         _collective("embed_all_reduce", f"x {w.tokens}×{m.hidden_size}", "all_reduce", activations,
-                    all_reduce_bytes(activations, t), t, 1, per_model=True),
+                    all_reduce_bytes(activations, t), t, 1, w.dtype, span, activations, per_model=True),
         _collective("attn_all_reduce", f"o_proj's partial sums {w.tokens}×{m.hidden_size}", "all_reduce",
-                    activations, all_reduce_bytes(activations, t), t, m.num_layers),
+                    activations, all_reduce_bytes(activations, t), t, m.num_layers, w.dtype, span, activations),
         _collective("mlp_all_reduce", f"the MLP's partial sums {w.tokens}×{m.hidden_size}", "all_reduce",
-                    activations, all_reduce_bytes(activations, t), t, m.num_layers),
+                    activations, all_reduce_bytes(activations, t), t, m.num_layers, w.dtype, span, activations),
         _collective("logits_all_gather", f"logits {w.batch}×{padded_vocab(m.vocab_size, t) // t} a GPU",
-                    "all_gather", logits // t, all_gather_bytes(logits, t), t, 1, per_model=True),
+                    "all_gather", logits // t, all_gather_bytes(logits, t), t, 1, w.dtype, span, logits,
+                    per_model=True),
     ]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from ...specs.workload import Workload
 from .layout import Layout
+from .network import NetworkUse
 from .shard import padded_vocab, sequences_per_gpu
 
 
@@ -18,11 +19,33 @@ def _timed_with(line: str, measured: Sequence[str]) -> str:
             f"latency calibrate --comm measured, any other with the datasheet's interconnect")
 
 
-def notes(w: Workload, layout: Layout, measured: Sequence[str] = ()) -> list[str]:
+def crossing(net: NetworkUse | None, pp: int) -> list[str]:
+    """One line where the layout's collectives cross the scale-up domain: which group, over what, and how."""
+    if net is None or not net.crosses or net.scale_out is None:
+        return []
+    what = [f"{flag} {s.gpus} spans {s.domains} {net.domain}-GPU {net.link} domains" for flag, s in net.groups
+            if s.crosses]
+    if net.pp_sends_across:
+        what.append(f"{net.pp_sends_across} of the {pp - 1} PP sends go between {net.domain}-GPU domains")
+    so = net.scale_out
+    return [f"past the scale-up domain: {'; '.join(what)}; what crosses goes over {so.name}, "
+            f"{so.bandwidth_gbps:g} GB/s a GPU a direction + {so.latency_us:g} µs a step (two-level collectives: "
+            f"within each domain, then a ring across domains; measured collectives time only groups within one)"]
+
+
+def notes(w: Workload, layout: Layout, measured: Sequence[str] = (), net: NetworkUse | None = None) -> list[str]:
     """What a reader of the per-GPU numbers must know about the layout, one line each. ``measured``: the
-    collectives the roofs carry measured figures for (``Roofs.measured_collectives``)."""
+    collectives the roofs carry measured figures for (``Roofs.measured_collectives``); ``net``: what the
+    layout's collectives cross (network.network_use), a line where they cross the scale-up domain."""
     if layout.single:
         return []
+    across = crossing(net, layout.pp)
+    return _notes(w, layout, measured, "within the domain" if across else "") + across
+
+
+def _notes(w: Workload, layout: Layout, measured: Sequence[str], where: str) -> list[str]:
+    """:func:`notes` but the crossing line; ``where`` qualifies the ring algorithms ("within the domain" where a
+    group crosses it)."""
     m, t = w.model, layout.tp
     pp = []
     if layout.pp > 1:
@@ -56,6 +79,7 @@ def notes(w: Workload, layout: Layout, measured: Sequence[str] = ()) -> list[str
                    f"({t // m.num_kv_heads} copies of each)")
     if padded_vocab(m.vocab_size, t) != m.vocab_size:
         out.append(f"vocabulary padded from {m.vocab_size:,} to {padded_vocab(m.vocab_size, t):,} for {t} GPUs")
-    out.append(_timed_with("collectives modelled (ring algorithms, interconnect roof and latency), not measured",
+    rings = f"ring algorithms {where}, " if where else "ring algorithms, "
+    out.append(_timed_with(f"collectives modelled ({rings}interconnect roof and latency), not measured",
                            measured))
     return out

@@ -106,7 +106,7 @@ def set_count(case: Case, l2_bytes: int, device: str) -> int:
 def _op_record(case: Case, spec: GPU | None, calibrated: Calibrated | None) -> WorkloadOp:
     op = case.op
     rec = WorkloadOp(name=op.name, kind=op.kind, count=op.count, flops=int(op.flops), bytes=int(op.bytes),
-                     unit=op.unit, op_dtype=op.dtype, fuses=list(op.fuses), elementwise=op.elementwise,
+                     unit=op.compute_unit, op_dtype=op.dtype, fuses=list(op.fuses), elementwise=op.elementwise,
                      dtype=case.dtype, runner=case.runner)
     update: dict[str, Any] = {}
     if spec is not None:
