@@ -61,7 +61,7 @@ def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSO
     Example: rooflinectl workloads list
     """
     one_format(json, csv)
-    from ..render.workloads import catalog_json, catalog_view
+    from ..render.workloads import catalog_json, print_catalog
     from ..specs.model import list_models
     from ..specs.scenario import list_scenarios
 
@@ -73,7 +73,7 @@ def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSO
 
         print(catalog_csv(scenarios, models), end="")
     else:
-        console().print(catalog_view(scenarios, models))
+        print_catalog(console(), scenarios, models)
 
 
 @command(workloads_app, "show")

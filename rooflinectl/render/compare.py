@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -14,6 +15,7 @@ from ..engine.choice import Choice, Curve, Served
 from ..engine.parallel import Layout
 from ..serving.batch import Method
 from ..units import duration, number
+from .console import print_table
 from .csvout import to_csv  # noqa: F401  (compare's and pareto's --csv)
 from .generate import method_json
 
@@ -68,6 +70,11 @@ def compare_notes(choices: Sequence[Choice]) -> list[str]:
     return [f"{c.gpu}: {c.note}" for c in choices if c.generation is None]
 
 
+# The columns a narrow terminal drops first (``render.console.print_table``): the largest batch, which equals the
+# batch under the default rule, and the end-to-end latency, which is TTFT + (output − 1) × TPOT.
+COMPARE_OPTIONAL_COLUMNS = ("largest", "end-to-end")
+
+
 def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str, method: Method) -> Table:
     table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
                   show_edge=False)
@@ -83,6 +90,17 @@ def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str, m
         table.add_row(row["gpu"], f"{row['batch']:,}", f"{row['largest_batch']:,}", duration(row["ttft_s"]), tpot,
                       duration(row["e2e_s"]), number(row['output_tokens_per_s_per_gpu']), row["bound"])
     return table
+
+
+def print_compare(console: Console, choices: Sequence[Choice], names: Sequence[str], title: str,
+                  method: Method) -> None:
+    """``compare``'s text: the table, whole at the console's width, then why a GPU has no numbers."""
+    print_table(console, compare_table(choices, names, title, method), COMPARE_OPTIONAL_COLUMNS)
+    notes = compare_notes(choices)
+    if notes:
+        console.print()
+    for line in notes:
+        console.print(line, highlight=False)
 
 
 CURVE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "batch", "largest_batch", "tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",

@@ -29,7 +29,7 @@ def test_workloads_show_an_moe_model_states_its_parameters_and_layers():
     assert data["parameters"] == {"total": 46_702_792_704, "active_per_token": 12_879_925_248}
     assert data["layers"] == {"dense": 0, "moe": 32, "sliding": 0}
     assert data["moe"]["num_experts"] == 8
-    listed = cli("workloads", "list").stdout
+    listed = cli("workloads", "list", env={"COLUMNS": "120"}).stdout
     assert "top-2 of 8×14336" in listed
 
 
