@@ -117,7 +117,9 @@ def curve_rows(curves: Sequence[Curve], method: Method) -> list[dict[str, Any]]:
             for c in curves for g in c.points]
 
 
-def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str, method: Method) -> dict[str, Any]:
+def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str | None,
+                method: Method) -> dict[str, Any]:
+    """``plot pareto --json``; ``path`` the chart written with it (None: none, without ``-o``)."""
     return {
         "path": path,
         "request": {"prompt": prompt, "output": output},

@@ -185,7 +185,7 @@ def test_compare_text_names_what_does_not_fit():
 # --- plot pareto ------------------------------------------------------------------------------------------------
 
 PARETO = {
-    "path": (str,), "request.prompt": (int,), "request.output": (int,),
+    "path": (str, type(None)), "request.prompt": (int,), "request.output": (int,),
     "gpus[].gpu": (str,), "gpus[].tp": (int,), "gpus[].ep": (int,), "gpus[].pp": (int,),
     "gpus[].gpus": (int,), "gpus[].largest_batch": (int,), "gpus[].fits": (bool,),
     "gpus[].memory_at_limit_bytes": (int,), "gpus[].capacity_bytes": (int,),
@@ -298,6 +298,21 @@ def test_pareto_refuses_a_model_that_fits_nowhere_and_writes_nothing(tmp_path):
     assert_one_line_error(cli("plot", "pareto", "--gpu", "a100", "--model", "llama-3.1-405b", "-o", str(chart),
                               "--json"), "fits on none of the GPUs", "--tp")
     assert not chart.exists()
+
+
+def test_pareto_json_and_csv_write_a_chart_only_when_asked(tmp_path, monkeypatch):
+    """--json and --csv print the points: no pareto.png appears unless -o names a chart."""
+    monkeypatch.chdir(tmp_path)
+    args = ["plot", "pareto", "--gpu", "h100", "--model", "llama-3-8b", "--output", "16"]
+    data = run_json(*args)
+    assert data["path"] is None and data["points"]
+    assert cli(*args, "--csv").exit_code == 0
+    assert list(tmp_path.iterdir()) == []
+    assert run_json(*args, "-o", "p.svg")["path"] == "p.svg"
+    assert [p.name for p in tmp_path.iterdir()] == ["p.svg"]
+    # A plain run writes the default chart and says so.
+    assert cli(*args).stdout.startswith("wrote pareto.png (llama-3-8b: h100-sxm up to batch ")
+    assert (tmp_path / "pareto.png").exists()
 
 
 def test_compare_and_pareto_name_quantized_weights():
