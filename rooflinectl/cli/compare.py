@@ -64,9 +64,9 @@ def compare(
     if json:
         print_json(result.to_dict())
     elif csv:
-        print(to_csv(compare_rows(choices, names, result.method), COMPARE_FIELDS), end="")
+        print(to_csv(compare_rows(choices, names, result.method, result.workload), COMPARE_FIELDS), end="")
     else:
         rule = choices[0].rule
         title = (f"{result.model_id}, prompt {prompt:,}, output {output:,}, {result.types}; batch: {rule}\n"
                  f"{result.method.text()}")
-        print_compare(console(), choices, names, title, result.method)
+        print_compare(console(), choices, names, title, result.method, result.workload)

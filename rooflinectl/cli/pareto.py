@@ -94,9 +94,9 @@ def pareto(
         from ..render.csvout import to_csv
 
         if json:
-            print_json(curves_json(curves, prompt, output, None if chart is None else str(chart), method))
+            print_json(curves_json(curves, prompt, output, None if chart is None else str(chart), method, base))
         else:
-            print(to_csv(curve_rows(curves, method), CURVE_FIELDS), end="")
+            print(to_csv(curve_rows(curves, method, base), CURVE_FIELDS), end="")
     else:
         limits = ", ".join(f"{c.gpu} up to batch {c.largest_batch:,}" if c.largest_batch else f"{c.gpu} does not fit"
                            for c in curves)
