@@ -16,7 +16,7 @@ from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..units import duration, gib, number, plural, si
 from ..units import rate as rate_text
 from .console import print_table
-from .verdict import verdict
+from .verdict import kv_read_text, verdict
 
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta"}
 
@@ -213,7 +213,7 @@ def totals_lines(a: Analysis) -> list[str]:
     kernel = f" ({a.kernel})" if w.quantized else ""
     return [
         f"step: {si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} of HBM traffic, {duration(t.time_s)} predicted; {rate}",
-        f"reads {si(t.weight_bytes, 'B')} of weights and {si(t.kv_cache_bytes, 'B')} of KV cache; "
+        f"reads {si(t.weight_bytes, 'B')} of weights and {kv_read_text(a, lambda x: si(x, 'B'))}; "
         f"holds {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)} "
         f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
         f"roofs: {number(a.roofs.bandwidth_gbps)} GB/s, {number(a.peak_flops / 1e12)} TFLOP/s {w.matmul_dtype}{kernel}; "
