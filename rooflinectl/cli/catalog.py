@@ -5,10 +5,10 @@ from __future__ import annotations
 import typer
 
 from . import options as opt
-from ._app import app, command, console, one_format, print_json
+from ._app import Group, app, command, console, one_format, print_json
 
-hardware_app = typer.Typer(help="The GPU specs: list them, show one with its ridge points.", no_args_is_help=True)
-workloads_app = typer.Typer(help="The bundled scenarios and models.", no_args_is_help=True)
+hardware_app = typer.Typer(cls=Group, help="The GPU specs: list them, show one with its ridge points.", no_args_is_help=True)
+workloads_app = typer.Typer(cls=Group, help="The bundled scenarios and models.", no_args_is_help=True)
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(workloads_app, name="workloads")
 
