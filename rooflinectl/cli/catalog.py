@@ -92,12 +92,13 @@ def workloads_show(
 
     spec: Scenario | Model
     try:
-        spec = load_scenario(name)
+        # A config.json is a model's: its own error, never the scenario reader's.
+        spec = load_model(name) if name.endswith(".json") else load_scenario(name)
     except UserError as scenario_error:  # not a scenario: a model, or the scenario's message
         try:
             spec = load_model(name)
-        except UserError:
-            raise scenario_error from None
+        except UserError as model_error:  # a model's file says what is wrong with it as a model
+            raise (model_error if "not a scenario file" in str(scenario_error) else scenario_error) from None
     if json:
         print_json(spec_json(spec))
     else:
