@@ -92,19 +92,20 @@ class CompareResult:
     model_id: str
     types: str  # the step's data types in words (Workload.types_label: quantized weights named)
     method: Method  # how each batch was served: simulated (stack, chunked prefill) or the static batch
+    workload: Workload  # the step options every row ran: the model and its data types
 
     def to_dict(self) -> dict[str, Any]:
         """The command's ``--json``."""
         from ..render.compare import compare_json
 
-        return compare_json(list(self.choices), list(self.names), self.prompt, self.output, self.model_id,
-                            self.method)
+        return compare_json(list(self.choices), list(self.names), self.prompt, self.output, self.method,
+                            self.workload)
 
     def to_pandas(self) -> Any:
         """One row a GPU and layout, the command's CSV columns."""
         from ..render.compare import compare_rows
 
-        return _frame(compare_rows(list(self.choices), list(self.names), self.method))
+        return _frame(compare_rows(list(self.choices), list(self.names), self.method, self.workload))
 
 
 def _place(w: Workload, gpu_spec: str | GPU, calibrated: bool, tp: int, ep: int, pp: int) -> StepResult:
@@ -252,7 +253,8 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
                                         None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
             names.append(g.name)
     assert base is not None
-    return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label(), method)
+    return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label(), method,
+                         base)
 
 
 def curves(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,

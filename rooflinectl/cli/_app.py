@@ -11,6 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from ..errors import UserError
 from ..files import command_inputs
@@ -20,7 +21,28 @@ DEFAULT_GPU = "h100-sxm"
 P = ParamSpec("P")
 R = TypeVar("R")
 
+class _FlagsWithoutType:
+    """Help that shows no value type beside a flag: typer 0.29 with click 8.5 prints ``<bool>`` after ``--json``,
+    ``--help`` and ``--causal --no-causal``, which take no value. An empty metavar leaves that column blank."""
+
+    def get_params(self, ctx: Any) -> Any:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class Command(_FlagsWithoutType, TyperCommand):
+    """Every rooflinectl command's click class (see :class:`_FlagsWithoutType`)."""
+
+
+class Group(_FlagsWithoutType, TyperGroup):
+    """Every rooflinectl group's click class (see :class:`_FlagsWithoutType`)."""
+
+
 app = typer.Typer(
+    cls=Group,
     name="rooflinectl",
     help="Roofline analysis of LLM inference: is each operation bound by bytes or by FLOPs, and how far from "
     "the ceiling is it?",
@@ -88,7 +110,7 @@ def command(target: typer.Typer = app, *args: Any, **kwargs: Any) -> Callable[[C
                 raise fail(str(err)) from None
 
         wrapper.__doc__ = one_line_paragraphs(fn.__doc__)
-        return target.command(*args, **kwargs)(wrapper)
+        return target.command(*args, **{"cls": Command, **kwargs})(wrapper)
 
     return decorate
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import typer
 
 from . import options as opt
-from ._app import app, command, console, one_format, print_json
+from ._app import Group, app, command, console, one_format, print_json
 
-hardware_app = typer.Typer(help="The GPU specs: list them, show one with its ridge points.", no_args_is_help=True)
-workloads_app = typer.Typer(help="The bundled scenarios and models.", no_args_is_help=True)
+hardware_app = typer.Typer(cls=Group, help="The GPU specs: list them, show one with its ridge points.", no_args_is_help=True)
+workloads_app = typer.Typer(cls=Group, help="The bundled scenarios and models.", no_args_is_help=True)
 app.add_typer(hardware_app, name="hardware")
 app.add_typer(workloads_app, name="workloads")
 
@@ -61,7 +61,7 @@ def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSO
     Example: rooflinectl workloads list
     """
     one_format(json, csv)
-    from ..render.workloads import catalog_json, catalog_view
+    from ..render.workloads import catalog_json, print_catalog
     from ..specs.model import list_models
     from ..specs.scenario import list_scenarios
 
@@ -73,7 +73,7 @@ def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSO
 
         print(catalog_csv(scenarios, models), end="")
     else:
-        console().print(catalog_view(scenarios, models))
+        print_catalog(console(), scenarios, models)
 
 
 @command(workloads_app, "show")
@@ -92,12 +92,13 @@ def workloads_show(
 
     spec: Scenario | Model
     try:
-        spec = load_scenario(name)
+        # A config.json is a model's: its own error, never the scenario reader's.
+        spec = load_model(name) if name.endswith(".json") else load_scenario(name)
     except UserError as scenario_error:  # not a scenario: a model, or the scenario's message
         try:
             spec = load_model(name)
-        except UserError:
-            raise scenario_error from None
+        except UserError as model_error:  # a model's file says what is wrong with it as a model
+            raise (model_error if "not a scenario file" in str(scenario_error) else scenario_error) from None
     if json:
         print_json(spec_json(spec))
     else:

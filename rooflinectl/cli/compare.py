@@ -51,7 +51,7 @@ def compare(
     --tp 4 --tp 8
     """
     from .. import api
-    from ..render.compare import COMPARE_FIELDS, compare_notes, compare_rows, compare_table
+    from ..render.compare import COMPARE_FIELDS, compare_rows, print_compare
     from ..render.csvout import to_csv
 
     one_format(json, csv)
@@ -64,15 +64,9 @@ def compare(
     if json:
         print_json(result.to_dict())
     elif csv:
-        print(to_csv(compare_rows(choices, names, result.method), COMPARE_FIELDS), end="")
+        print(to_csv(compare_rows(choices, names, result.method, result.workload), COMPARE_FIELDS), end="")
     else:
         rule = choices[0].rule
         title = (f"{result.model_id}, prompt {prompt:,}, output {output:,}, {result.types}; batch: {rule}\n"
                  f"{result.method.text()}")
-        out = console()
-        out.print(compare_table(choices, names, title, result.method))
-        notes = compare_notes(choices)
-        if notes:
-            out.print()
-        for line in notes:
-            out.print(line, highlight=False)
+        print_compare(console(), choices, names, title, result.method, result.workload)

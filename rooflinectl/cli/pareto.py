@@ -13,6 +13,9 @@ from ._app import DEFAULT_GPU, command, one_format, print_json
 # Its own app: `plot` hands it `plot pareto …` (cli.routing).
 pareto_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
+# The chart a plain `plot pareto` writes.
+DEFAULT_CHART = "pareto.png"
+
 # The most GPUs one chart draws: one colour and marker each (plot.chart.GPU_COLORS).
 MAX_GPUS = 6
 
@@ -38,7 +41,8 @@ def pareto(
     tp: opt.Tps = None,
     ep: opt.Ep = 1,
     pp: opt.Pp = 1,
-    chart: Path = typer.Option(Path("pareto.png"), "-o", "--chart", help="The file to write: .png, .svg or .pdf."),
+    chart: Path | None = typer.Option(None, "-o", "--chart", help="The file to write: .png, .svg or .pdf (default "
+                               "pareto.png; with --json or --csv, none unless given)."),
     json: bool = typer.Option(False, "--json", help="Print every point (and each GPU's limit) as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print every point as CSV."),
 ) -> None:
@@ -60,7 +64,10 @@ def pareto(
     from ..units import gib
 
     one_format(json, csv)
-    check_output(chart)
+    if chart is None and not (json or csv):  # --json and --csv print the points; a chart only where asked
+        chart = Path(DEFAULT_CHART)
+    if chart is not None:
+        check_output(chart)
     names = gpu or [DEFAULT_GPU]
     degrees = tp or [1]
     if len(names) * len(degrees) > MAX_GPUS:
@@ -75,20 +82,21 @@ def pareto(
         raise UserError(f"{base.model.id} fits on none of the GPUs given: one request needs {gib(need.total_bytes)} "
                         f"({gib(need.weight_bytes)} of weights) of {gib(need.capacity_bytes, 0)}; split it with --tp "
                         f"or --pp, or quantize it (--weight-dtype)")
-    from ..plot.pareto import draw_pareto
-
     title = (f"{base.model.id}, prompt {prompt:,}, output {output:,}, {base.types_label()}, {base.attention} attention\n"
              f"batch 1, 2, 4, … up to the largest that fits (weights + KV cache + activations + reserve)\n"
              f"{method.text()}")
-    draw_pareto(curves, title, base.model.id, chart)
+    if chart is not None:
+        from ..plot.pareto import draw_pareto
+
+        draw_pareto(curves, title, base.model.id, chart)
     if json or csv:
         from ..render.compare import CURVE_FIELDS, curve_rows, curves_json
         from ..render.csvout import to_csv
 
         if json:
-            print_json(curves_json(curves, prompt, output, str(chart), method))
+            print_json(curves_json(curves, prompt, output, None if chart is None else str(chart), method, base))
         else:
-            print(to_csv(curve_rows(curves, method), CURVE_FIELDS), end="")
+            print(to_csv(curve_rows(curves, method, base), CURVE_FIELDS), end="")
     else:
         limits = ", ".join(f"{c.gpu} up to batch {c.largest_batch:,}" if c.largest_batch else f"{c.gpu} does not fit"
                            for c in curves)

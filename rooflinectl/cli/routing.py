@@ -13,15 +13,16 @@ import importlib
 from typing import Any
 
 import typer
-from typer.core import TyperCommand
+
+from ._app import Command
 
 
-def routed(**subcommands: str) -> type[TyperCommand]:
-    """A TyperCommand class that hands ``<word> …`` to the typer app ``module:attribute`` that ``subcommands``
+def routed(**subcommands: str) -> type[Command]:
+    """A command class (``_app.Command``) that hands ``<word> …`` to the typer app ``module:attribute`` that ``subcommands``
     names for that word (imported when used, so that ``rooflinectl --help`` stays light); its help ends with
     a line naming them."""
 
-    class Routed(TyperCommand):
+    class Routed(Command):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             words = ", ".join(f"'{self.name} {word} --help'" for word in subcommands)

@@ -15,8 +15,8 @@ from ..engine.roofline import Analysis, Placement
 from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
 from ..units import duration, gib, number, plural, si
 from ..units import rate as rate_text
-from .console import natural_width
-from .verdict import verdict
+from .console import print_table
+from .verdict import kv_read_text, verdict
 
 # A collective's bound is its binding link: the interconnect (the scale-up domain's) or the scale-out network.
 BOUND_STYLE = {"memory": "cyan", "compute": "magenta", "interconnect": "green", "network": "yellow"}
@@ -188,10 +188,10 @@ def op_json(p: Placement) -> dict[str, Any]:
 OPTIONAL_COLUMNS = ("TFLOP/s", "FLOP/B", "kind", "FLOPs")
 
 
-def ops_table(a: Analysis, selected: str | None = None, leave_out: tuple[str, ...] = ()) -> Table:
+def ops_table(a: Analysis, selected: str | None = None) -> Table:
     """One row per op: its count, one instance's FLOPs and bytes, intensity, bound, attainable rate; then the
-    time of all its instances in the step and their share of the step. No cell wraps: a narrow terminal gets the
-    table without the columns ``leave_out`` names (:func:`fitted_ops_table` picks them)."""
+    time of all its instances in the step and their share of the step. No cell wraps: on a narrow terminal
+    ``print_table`` drops OPTIONAL_COLUMNS until it fits."""
     w = a.workload
     # A Text, not a str, wherever a user's name goes: a str title or cell is markup to a console that reads it
     # (render.console's has markup off; Textual's and a caller's own may not).
@@ -203,10 +203,9 @@ def ops_table(a: Analysis, selected: str | None = None, leave_out: tuple[str, ..
         ("op", "left", 12), ("kind", "left", 4), ("×", "right", 2), ("FLOPs", "right", 6), ("bytes", "right", 6),
         ("FLOP/B", "right", 6), ("bound", "left", 7), ("TFLOP/s", "right", 6), ("time×n", "right", 7),
         ("share", "right", 5))
-    kept = [c for c in columns if c[0] not in leave_out]
-    for col, justify, width in kept:
+    for col, justify, width in columns:
         table.add_column(col, justify=justify, no_wrap=True, min_width=width)
-    names = [c[0] for c in kept]
+    names = [c[0] for c in columns]
     for p in a.placements:
         cells: dict[str, str | Text] = {
             "op": p.name,
@@ -224,21 +223,6 @@ def ops_table(a: Analysis, selected: str | None = None, leave_out: tuple[str, ..
     return table
 
 
-def fitted_ops_table(console: Console, a: Analysis) -> tuple[Table, tuple[str, ...]]:
-    """:func:`ops_table` at the console's width: the optional columns dropped, in order, until every cell fits
-    whole; (the table, the columns left out)."""
-    left_out: tuple[str, ...] = ()
-    for drop in ("", *OPTIONAL_COLUMNS):
-        left_out = (*left_out, drop) if drop else left_out
-        table = ops_table(a, leave_out=left_out)
-        title, table.title = table.title, None  # the title wraps at any width
-        whole = natural_width(table)
-        table.title = title
-        if whole <= console.width:
-            break
-    return table, left_out
-
-
 def totals_lines(a: Analysis) -> list[str]:
     t, w = a.totals, a.workload
     batch = (a.whole or w).batch  # tokens/s are the model copy's: of all its sequences
@@ -253,7 +237,7 @@ def totals_lines(a: Analysis) -> list[str]:
     kernel = f" ({a.kernel})" if w.quantized else ""
     return [
         f"step: {si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} of HBM traffic, {duration(t.time_s)} predicted; {rate}",
-        f"reads {si(t.weight_bytes, 'B')} of weights and {si(t.kv_cache_bytes, 'B')} of KV cache; "
+        f"reads {si(t.weight_bytes, 'B')} of weights and {kv_read_text(a, lambda x: si(x, 'B'))}; "
         f"holds {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)} "
         f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
         f"roofs: {number(a.roofs.bandwidth_gbps)} GB/s, {number(a.peak_flops / 1e12)} TFLOP/s {w.matmul_dtype}{kernel}; "
@@ -289,11 +273,7 @@ def parallel_lines(a: Analysis) -> list[str]:
 
 
 def print_analysis(console: Console, a: Analysis) -> None:
-    table, left_out = fitted_ops_table(console, a)
-    console.print(table)
-    if left_out:
-        console.print(f"({console.width} columns: {', '.join(left_out)} left out; a wider terminal, --csv or --json "
-                      f"show every column)", highlight=False)
+    print_table(console, ops_table(a), OPTIONAL_COLUMNS)
     if any(p.op.kind == "communication" for p in a.placements):
         console.print("(a communication op's bytes are what one GPU sends over the link its bound names, not HBM "
                       "traffic)", highlight=False)

@@ -7,13 +7,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich import box
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..engine.choice import Choice, Curve, Served
 from ..engine.parallel import Layout
 from ..serving.batch import Method
+from ..specs.dtypes import GROUPED_WEIGHT_DTYPES
+from ..specs.workload import Workload
 from ..units import duration, number
+from .console import print_table
 from .csvout import to_csv  # noqa: F401  (compare's and pareto's --csv)
 from .generate import method_json
 
@@ -25,9 +29,10 @@ def _bound(g: Served) -> str:
     return f"{bound} {share:.0%}" + ("" if phase == "decode" else " (prefill)")
 
 
+TYPE_FIELDS = ("dtype", "weight_dtype", "group_size", "act_dtype", "kv_dtype")
 COMPARE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "name", "rule", "batch", "largest_batch", "ttft_s", "tpot_s", "e2e_s",
                   "output_tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu", "bound", "note", "stack",
-                  "chunked_prefill")
+                  "chunked_prefill", *TYPE_FIELDS)
 
 
 def _method(m: Method) -> dict[str, Any]:
@@ -36,12 +41,20 @@ def _method(m: Method) -> dict[str, Any]:
     return {"stack": j["stack"], "chunked_prefill": j["chunked_prefill"]}
 
 
+def _types(w: Workload) -> dict[str, Any]:
+    """A row's data types: the step's, the linear layers' weights (with int4's group) and inputs, the KV cache's."""
+    group = w.group_size if w.weights in GROUPED_WEIGHT_DTYPES else None
+    return {"dtype": w.dtype, "weight_dtype": w.weights, "group_size": group, "act_dtype": w.matmul_dtype,
+            "kv_dtype": w.kv_dtype}
+
+
 def _degrees(layout: Layout) -> dict[str, Any]:
     """A row's layout (engine.parallel): the degrees and the GPUs one copy of the model spans."""
     return {"tp": layout.tp, "ep": layout.ep, "pp": layout.pp, "gpus": layout.gpus}
 
 
-def compare_rows(choices: Sequence[Choice], names: Sequence[str], method: Method) -> list[dict[str, Any]]:
+def compare_rows(choices: Sequence[Choice], names: Sequence[str], method: Method,
+                 workload: Workload) -> list[dict[str, Any]]:
     """One row per GPU; the request's numbers are None where no batch qualifies (``note`` says why)."""
     rows = []
     for c, name in zip(choices, names, strict=True):
@@ -52,15 +65,15 @@ def compare_rows(choices: Sequence[Choice], names: Sequence[str], method: Method
             "ttft_s": g.ttft_s if g else None, "tpot_s": g.tpot_s if g else None, "e2e_s": g.e2e_s if g else None,
             "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu if g else None,
             "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu if g else None,
-            "bound": _bound(g) if g else None, "note": c.note, **_method(method),
+            "bound": _bound(g) if g else None, "note": c.note, **_method(method), **_types(workload),
         })
     return rows
 
 
-def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, output: int, model: str,
-                 method: Method) -> dict[str, Any]:
-    return {"request": {"prompt": prompt, "output": output}, "model": model, "method": method_json(method),
-            "gpus": compare_rows(choices, names, method)}
+def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, output: int, method: Method,
+                 workload: Workload) -> dict[str, Any]:
+    return {"request": {"prompt": prompt, "output": output}, "model": workload.model.id, **_types(workload),
+            "method": method_json(method), "gpus": compare_rows(choices, names, method, workload)}
 
 
 def compare_notes(choices: Sequence[Choice]) -> list[str]:
@@ -68,14 +81,20 @@ def compare_notes(choices: Sequence[Choice]) -> list[str]:
     return [f"{c.gpu}: {c.note}" for c in choices if c.generation is None]
 
 
-def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str, method: Method) -> Table:
+# The columns a narrow terminal drops first (``render.console.print_table``): the largest batch, which equals the
+# batch under the default rule, and the end-to-end latency, which is TTFT + (output − 1) × TPOT.
+COMPARE_OPTIONAL_COLUMNS = ("largest", "end-to-end")
+
+
+def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str, method: Method,
+                  workload: Workload) -> Table:
     table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
                   show_edge=False)
     for col, justify in (("GPU", "left"), ("batch", "right"), ("largest", "right"), ("TTFT", "right"),
                          ("TPOT", "right"), ("end-to-end", "right"), ("out tok/s/GPU", "right"),
                          ("decode bound", "left")):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for row in compare_rows(choices, names, method):
+    for row in compare_rows(choices, names, method, workload):
         if row["batch"] is None:
             table.add_row(row["gpu"], "—", f"{row['largest_batch']:,}", "—", "—", "—", "—", "—")
             continue
@@ -85,28 +104,42 @@ def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str, m
     return table
 
 
+def print_compare(console: Console, choices: Sequence[Choice], names: Sequence[str], title: str,
+                  method: Method, workload: Workload) -> None:
+    """``compare``'s text: the table, whole at the console's width, then why a GPU has no numbers."""
+    print_table(console, compare_table(choices, names, title, method, workload), COMPARE_OPTIONAL_COLUMNS)
+    notes = compare_notes(choices)
+    if notes:
+        console.print()
+    for line in notes:
+        console.print(line, highlight=False)
+
+
 CURVE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "batch", "largest_batch", "tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",
-                "total_tokens_per_s_per_gpu", "memory_bytes", "capacity_bytes", "stack", "chunked_prefill")
+                "total_tokens_per_s_per_gpu", "memory_bytes", "capacity_bytes", "stack", "chunked_prefill", *TYPE_FIELDS)
 
 
-def curve_rows(curves: Sequence[Curve], method: Method) -> list[dict[str, Any]]:
+def curve_rows(curves: Sequence[Curve], method: Method, workload: Workload) -> list[dict[str, Any]]:
     """Every point of every GPU's curve (a GPU where nothing fits has none)."""
     return [{"gpu": c.gpu, **_degrees(c.layout), "batch": g.request.batch, "largest_batch": c.largest_batch, "tpot_s": g.tpot_s,
              "ttft_s": g.ttft_s, "e2e_s": g.e2e_s, "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu,
              "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu,
              "memory_bytes": round(g.memory.total_bytes), "capacity_bytes": round(g.memory.capacity_bytes),
-             **_method(method)}
+             **_method(method), **_types(workload)}
             for c in curves for g in c.points]
 
 
-def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str, method: Method) -> dict[str, Any]:
+def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str | None, method: Method,
+                workload: Workload) -> dict[str, Any]:
+    """``plot pareto --json``; ``path`` the chart written with it (None: none, without ``-o``)."""
     return {
         "path": path,
         "request": {"prompt": prompt, "output": output},
+        "model": workload.model.id, **_types(workload),
         "method": method_json(method),
         "gpus": [{"gpu": c.gpu, **_degrees(c.layout), "largest_batch": c.largest_batch,
                   "fits": c.largest_batch > 0,
                   "memory_at_limit_bytes": round(c.limit.total_bytes),
                   "capacity_bytes": round(c.limit.capacity_bytes)} for c in curves],
-        "points": curve_rows(curves, method),
+        "points": curve_rows(curves, method, workload),
     }

@@ -9,7 +9,10 @@ not recolour numbers and paths by its guesses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console, RenderableType
+from rich.table import Table
 
 
 def console(stderr: bool = False) -> Console:
@@ -24,3 +27,43 @@ def natural_width(renderable: RenderableType) -> int:
     drawn = io.StringIO()
     Console(file=drawn, width=100_000, color_system=None, highlight=False, markup=False).print(renderable)
     return max((len(line.rstrip()) for line in drawn.getvalue().splitlines()), default=0)
+
+
+def fit_table(table: Table, width: int, optional: Sequence[str]) -> tuple[Table, tuple[str, ...]]:
+    """``table`` with no cell wrapped or cut at ``width`` columns: the ``optional`` columns (by header) dropped
+    in order until every cell fits whole; (the table, the columns left out). One that fits no narrower keeps its
+    natural width (:func:`print_table` prints it so): a name or a number is never cut to fit a terminal."""
+    left_out: tuple[str, ...] = ()
+    for drop in ("", *optional):
+        if drop:
+            left_out = (*left_out, drop)
+            table.columns = [c for c in table.columns if str(c.header) != drop]
+            for index, column in enumerate(table.columns):
+                column._index = index  # rich pads the first and last columns by this index
+        for column in table.columns:
+            column.no_wrap = True
+        title, table.title = table.title, None  # a title wraps at any width
+        whole = natural_width(table)
+        table.title = title
+        if whole <= width:
+            break
+    return table, left_out
+
+
+def left_out_line(width: int, left_out: Sequence[str]) -> str:
+    """The one line that says which columns a table left out at ``width`` columns (within ``width``)."""
+    line = f"(left out at {width} columns: {', '.join(left_out)}; --json has all)"
+    return line if len(line) <= width else f"(left out: {', '.join(left_out)})"
+
+
+def print_table(console: Console, table: Table, optional: Sequence[str] = ()) -> None:
+    """Print ``table`` whole at the console's width (:func:`fit_table`), then the line saying what it left out.
+    A table wider than the console even so prints at its natural width: a terminal wraps its lines, but a pipe
+    and grep get every row on one line, whole."""
+    table, left_out = fit_table(table, console.width, optional)
+    title, table.title = table.title, None
+    whole = natural_width(table)
+    table.title = title
+    console.print(table, width=max(console.width, whole))
+    if left_out:
+        console.print(left_out_line(console.width, left_out), highlight=False)

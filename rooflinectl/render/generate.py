@@ -16,6 +16,7 @@ from ..engine.memory import MemoryBudget
 from ..engine.roofline import Analysis
 from ..serving.batch import BatchRun, Method
 from ..units import duration, gib, number
+from .console import print_table
 
 # A served batch: the static one, or the simulated closed batch.
 Batch = Generation | BatchRun
@@ -178,6 +179,11 @@ def title_lines(g: Batch) -> list[str]:
             *a.layout_notes]
 
 
+# The phase table's columns a narrow terminal drops first (``render.console.print_table``): the step count, which
+# the summary's TPOT line and --json also give.
+PHASE_OPTIONAL_COLUMNS = ("steps",)
+
+
 def phase_table(g: Batch) -> Table:
     table = _table("phases")
     for col, justify in (("phase", "left"), ("steps", "right"), ("time", "right"), ("share", "right"),
@@ -247,11 +253,26 @@ def _kv_text(batch: int, longest_context: int, block_size: int | None) -> str:
     return f"{batch:,} × {-(-longest_context // block_size):,} blocks of {block_size} positions"
 
 
+# The summary's labels ("time to first token:   ") are this wide; a value that wraps keeps under itself.
+LABEL_WIDTH = len("time to first token:   ")
+
+
+def print_labelled(console: Console, lines: list[str]) -> None:
+    """The summary's lines, each a LABEL_WIDTH label then its value; a value too long for the console wraps at
+    its words under itself, never under the label."""
+    grid = Table.grid()
+    grid.add_column(no_wrap=True, min_width=LABEL_WIDTH)
+    grid.add_column()
+    for line in lines:
+        grid.add_row(Text(line[:LABEL_WIDTH]), Text(line[LABEL_WIDTH:]))
+    console.print(grid)
+
+
 def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batch: int,
                  block_size: int | None = None) -> list[str]:
     """The memory budget in four lines of the summary's layout (``block_size``: the paged cache's), each part
     on a line of its own so that no line outgrows a 100-column terminal."""
-    pad = " " * len("time to first token:   ")
+    pad = " " * LABEL_WIDTH
     return [
         f"memory:                {gib(m.total_bytes)} of {gib(m.capacity_bytes, 0)}, "
         f"{'fits' if m.fits else 'does not fit'}; largest batch that fits: {largest_batch:,}",
@@ -296,9 +317,8 @@ def print_generation(console: Console, g: Batch, largest_batch: int) -> None:
     for line in title_lines(g):
         console.print(Text(line), highlight=False)
     console.print()
-    console.print(phase_table(g))
+    print_table(console, phase_table(g), PHASE_OPTIONAL_COLUMNS)
     console.print()
-    for line in summary_lines(g, largest_batch):
-        console.print(line, highlight=False)
+    print_labelled(console, summary_lines(g, largest_batch))
     console.print()
-    console.print(ops_table(g))
+    print_table(console, ops_table(g))

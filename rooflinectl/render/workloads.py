@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
-from rich.console import Group
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -19,6 +19,7 @@ from ..specs.dtypes import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, DType
 from ..specs.model import Model
 from ..specs.scenario import Scenario
 from ..units import billions, binary_size
+from .console import print_table
 
 
 def scenarios_table(scenarios: dict[str, Scenario]) -> Table:
@@ -50,7 +51,8 @@ def mlp_text(model: Model) -> str:
 def models_table(models: list[Model]) -> Table:
     """One row per model; ``params`` is the model's own ``parameter_count()`` (every expert), ``active`` its
     ``active_parameter_count()`` (the weights one token uses)."""
-    m = Table(title="Models (--model ID)", title_justify="left", box=box.SIMPLE_HEAD)
+    m = Table(title="Models (--model ID)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+              collapse_padding=True)
     for col in ("id", "params", "active", "hidden", "layers", "heads/kv", "mlp", "vocab"):
         m.add_column(col, no_wrap=True, justify="left" if col == "id" else "right")
     for model in models:
@@ -136,9 +138,15 @@ def memory_lines(model: Model) -> list[str]:
     return [kv_line, f"weights: {'; '.join(weights)}"]
 
 
-def catalog_view(scenarios: dict[str, Scenario], models: list[Model]) -> Group:
-    """``workloads list``: the scenarios, then the models."""
-    return Group(scenarios_table(scenarios), models_table(models))
+# The models table's columns a narrow terminal drops first, in this order (``render.console.print_table``): the
+# MLP in words is the widest, and ``workloads show ID`` gives it and the rest of each model.
+MODEL_OPTIONAL_COLUMNS = ("mlp", "vocab", "heads/kv", "hidden")
+
+
+def print_catalog(console: Console, scenarios: dict[str, Scenario], models: list[Model]) -> None:
+    """``workloads list``: the scenarios, then the models, no name or number cut at the console's width."""
+    print_table(console, scenarios_table(scenarios))
+    print_table(console, models_table(models), MODEL_OPTIONAL_COLUMNS)
 
 
 def catalog_json(scenarios: dict[str, Scenario], models: list[Model]) -> dict[str, Any]:

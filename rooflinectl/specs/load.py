@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -235,12 +236,41 @@ def read_yaml(path: Path, loader: type[yaml.SafeLoader] | None = None) -> dict[s
 M = TypeVar("M", bound=BaseModel)
 
 
-def validate(model: type[M], data: dict[str, Any], source: str) -> M:
-    """Validate ``data`` as ``model``; a failure becomes one line naming ``source``, the field and the reason."""
+# The kinds of spec file, each by the keys only it has (a config.json by transformers' keys), and the schema
+# class that reads it: a file of one kind given where another is read is named as what it is, not as a list of
+# unknown keys ("field 'architectures': Extra inputs are not permitted (and 33 more errors)").
+_FILE_KINDS = (
+    ("a model's config.json", any, ("model_type", "architectures", "num_hidden_layers"), "Model"),
+    ("a GPU file", all, ("memory", "compute"), "GPU"),
+    ("a model file", all, ("hidden_size", "num_layers"), "Model"),
+    ("a scenario file", all, ("phase",), "Scenario"),
+)
+_SCHEMA_KINDS = {"GPU": "a GPU file", "Model": "a model file or config.json", "Scenario": "a scenario file"}
+
+
+def _wrong_kind(model: type[BaseModel], data: dict[str, Any], source: str) -> str | None:
+    """'X: this is a model's config.json, not a GPU file', where ``data`` is plainly a spec of another kind."""
+    expected = _SCHEMA_KINDS.get(model.__name__)
+    if expected is None:
+        return None
+    for kind, test, keys, schema in _FILE_KINDS:
+        if schema != model.__name__ and test(k in data for k in keys):
+            return f"{source}: this is {kind}, not {expected}"
+    return None
+
+
+def validate(model: type[M], data: dict[str, Any], source: str, names: Mapping[str, str] | None = None) -> M:
+    """Validate ``data`` as ``model``; a failure becomes one line naming ``source``, the fields and the reasons
+    (``names``: a field's key as the user's file spells it), or the kind of file it is where it is another's."""
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        raise UserError(format_validation_error(source, err)) from None
+        if any(e.get("type") == "extra_forbidden" for e in err.errors(include_url=False, include_context=False,
+                                                                      include_input=False)[:1000]):
+            wrong = _wrong_kind(model, data, source)
+            if wrong is not None:
+                raise UserError(wrong) from None
+        raise UserError(format_validation_error(source, err, names)) from None
     except RecursionError:
         raise UserError(f"{source}: nested too deeply to be a spec") from None
 

@@ -22,7 +22,7 @@ from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 from ..errors import UserError, closest
 from ..files import user_path
 from .dtypes import GroupSize, WeightDType, group_size_refusal
-from .hf.config import model_fields
+from .hf.config import HF_KEY_OF_FIELD, model_fields
 from .load import (
     Id,
     Name,
@@ -402,7 +402,7 @@ def list_models() -> list[Model]:
 
 def model_from_hf_config(path: Path) -> Model:
     """A Model from a Hugging Face ``config.json`` (the keys and refusals: :mod:`specs.hf.config`)."""
-    return validate(Model, model_fields(read_json(path), path), str(path))
+    return validate(Model, model_fields(read_json(path), path), str(path), HF_KEY_OF_FIELD)
 
 
 def load_model(name: str) -> Model:

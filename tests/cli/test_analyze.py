@@ -109,13 +109,13 @@ def test_bad_input_is_one_line_and_exit_2(args, fragments):
     "text, fragments",
     [
         ("phase: decode\nmodel: llama-3-8b\ncontext: [1, 2\n", ["malformed YAML", "line"]),
-        ("phase: decode\nmodel: llama-3-8b\ncontext: 64\nbacth: 4\n", ["bacth", "Extra inputs"]),
+        ("phase: decode\nmodel: llama-3-8b\ncontext: 64\nbacth: 4\n", ["bacth", "unknown key"]),
         ("phase: decode\nmodel: llama-3-8b\ncontext: -64\n", ["context", "greater than 0"]),
         ("- just\n- a list\n", ["mapping"]),
         # Issue 18: an incomplete inline model said "field 'model.str' … (and 9 more errors)".
         ("phase: decode\ncontext: 64\nmodel:\n  id: m\n  name: M\n  source: s\n  hidden_size: 64\n"
          "  num_layers: 2\n  num_heads: 4\n  num_kv_heads: 4\n  head_dim: 16\n  vocab_size: 100\n",
-         ["field 'model.intermediate_size': Field required"]),
+         ["field 'model.intermediate_size': missing"]),
         ("phase: decode\ncontext: 64\nmodel: 12\n", ["field 'model'", "an inline model", "not int"]),
         ("phase: decode\nmodel: llama-2-7b\ncontext: 4097\n", ["llama-2-7b's max_position_embeddings of 4,096"]),
     ],

@@ -29,7 +29,7 @@ def test_workloads_show_an_moe_model_states_its_parameters_and_layers():
     assert data["parameters"] == {"total": 46_702_792_704, "active_per_token": 12_879_925_248}
     assert data["layers"] == {"dense": 0, "moe": 32, "sliding": 0}
     assert data["moe"]["num_experts"] == 8
-    listed = cli("workloads", "list").stdout
+    listed = cli("workloads", "list", env={"COLUMNS": "120"}).stdout
     assert "top-2 of 8×14336" in listed
 
 
@@ -90,3 +90,23 @@ def test_workloads_show_of_a_quantized_checkpoint_adds_its_format(tmp_path):
     shown = " ".join(cli("workloads", "show", str(path)).stdout.split())  # the long line wraps at the width
     assert ("# weights: 16,060,522,496 B (15 GiB) in bf16; 5,700,591,616 B (5.31 GiB) in int4 g128 (the "
             "checkpoint's format)") in shown
+
+
+def test_errors_of_a_config_json_name_its_own_keys_in_plain_words(tmp_path):
+    """A config.json's value out of range names its key as the file spells it (num_hidden_layers, not the
+    internal num_layers), in plain words; `workloads show` reports the config's own error, not the scenario
+    reader's; `--gpu config.json` says what the file is."""
+    from helpers import assert_one_line_error
+
+    config = tmp_path / "config.json"
+    config.write_text('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, '
+                      '"num_hidden_layers": 0, "num_attention_heads": 32, "num_key_value_heads": 8, '
+                      '"intermediate_size": 8192, "vocab_size": 128256}')
+    message = "config.json: field 'num_hidden_layers': must be greater than 0"
+    assert_one_line_error(cli("workloads", "show", str(config)), message)
+    assert_one_line_error(cli("analyze", "decode", "--model", str(config)), message)
+    assert_one_line_error(cli("analyze", "decode", "--gpu", str(config)), "this is a model's config.json, not a GPU "
+                          "file")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("phase: decode\nmodel: llama-3-8b\nbatch: 0\ncontext: 10\n")
+    assert_one_line_error(cli("analyze", str(scenario)), "s.yaml: field 'batch': must be greater than 0")

@@ -126,3 +126,26 @@ def test_no_help_text_holds_brackets_that_rich_would_swallow():
         offenders += [f"{' '.join(path)}: {t}" for t in texts if "[" in t]
     assert len(list(_all_commands(root))) >= 8
     assert offenders == []
+
+
+def test_no_help_shows_a_type_beside_a_flag():
+    """A flag takes no value: its help row shows none (typer 0.29 printed '<bool>' beside --json, --help and
+    '--causal --no-causal'). Every group, command and routed sub-command ('analyze generate', 'plot pareto')."""
+    import re
+
+    import typer.main
+
+    from helpers import cli
+    from rooflinectl.cli import app
+
+    root = typer.main.get_command(app)
+    paths = [(), *(path for path, _ in _all_commands(root))]
+    for _, cmd in _all_commands(root):  # a routed command's epilog names its sub-commands
+        paths += [tuple(words.split()[:-1]) for words in re.findall(r"'([^']+ --help)'", cmd.epilog or "")]
+    assert ("analyze", "generate") in paths and ("plot", "pareto") in paths and ("hardware",) in paths
+    for path in paths:
+        out = cli(*path, "--help").stdout
+        assert "--help" in out and "Show this message and exit." in out, path
+        assert "<bool>" not in out, path
+    causal = next(line for line in cli("analyze", "--help").stdout.splitlines() if "--no-causal" in line)
+    assert re.search(r"--no-causal +Causal mask", causal), causal

@@ -146,8 +146,10 @@ ROW = {"gpu": (str,), "tp": (int,), "ep": (int,), "pp": (int,), "gpus": (int,), 
        "ttft_s": (float, NONE), "tpot_s": (float, NONE), "e2e_s": (float, NONE),
        "output_tokens_per_s_per_gpu": (float, NONE), "total_tokens_per_s_per_gpu": (float, NONE),
        "bound": (str, NONE), "note": (str,), "stack": (str,), "chunked_prefill": (bool,)}
-COMPARE = {"request.prompt": (int,), "request.output": (int,), "model": (str, NONE), **METHOD,
-           **{f"gpus[].{k}": v for k, v in ROW.items()}}
+# The data types every row and point ran, and the whole output's (a script tells an int4 run from a bf16 one).
+TYPES = {"dtype": (str,), "weight_dtype": (str,), "group_size": (int, NONE), "act_dtype": (str,), "kv_dtype": (str,)}
+COMPARE = {"request.prompt": (int,), "request.output": (int,), "model": (str, NONE), **METHOD, **TYPES,
+           **{f"gpus[].{k}": v for k, v in {**ROW, **TYPES}.items()}}
 
 
 def test_compare_json_schema_and_rows():
@@ -185,7 +187,7 @@ def test_compare_text_names_what_does_not_fit():
 # --- plot pareto ------------------------------------------------------------------------------------------------
 
 PARETO = {
-    "path": (str,), "request.prompt": (int,), "request.output": (int,),
+    "path": (str, type(None)), "request.prompt": (int,), "request.output": (int,),
     "gpus[].gpu": (str,), "gpus[].tp": (int,), "gpus[].ep": (int,), "gpus[].pp": (int,),
     "gpus[].gpus": (int,), "gpus[].largest_batch": (int,), "gpus[].fits": (bool,),
     "gpus[].memory_at_limit_bytes": (int,), "gpus[].capacity_bytes": (int,),
@@ -195,6 +197,7 @@ PARETO = {
                                            "total_tokens_per_s_per_gpu")},
     "points[].gpu": (str,), "points[].tp": (int,), "points[].ep": (int,), "points[].pp": (int,),
     "points[].gpus": (int,), "points[].stack": (str,), "points[].chunked_prefill": (bool,), **METHOD,
+    "model": (str,), **TYPES, **{f"points[].{k}": v for k, v in TYPES.items()},
 }
 
 
@@ -300,6 +303,32 @@ def test_pareto_refuses_a_model_that_fits_nowhere_and_writes_nothing(tmp_path):
     assert not chart.exists()
 
 
+def test_pareto_json_and_csv_write_a_chart_only_when_asked(tmp_path, monkeypatch):
+    """--json and --csv print the points: no pareto.png appears unless -o names a chart."""
+    monkeypatch.chdir(tmp_path)
+    args = ["plot", "pareto", "--gpu", "h100", "--model", "llama-3-8b", "--output", "16"]
+    data = run_json(*args)
+    assert data["path"] is None and data["points"]
+    assert cli(*args, "--csv").exit_code == 0
+    assert list(tmp_path.iterdir()) == []
+    assert run_json(*args, "-o", "p.svg")["path"] == "p.svg"
+    assert [p.name for p in tmp_path.iterdir()] == ["p.svg"]
+    # A plain run writes the default chart and says so.
+    assert cli(*args).stdout.startswith("wrote pareto.png (llama-3-8b: h100-sxm up to batch ")
+    assert (tmp_path / "pareto.png").exists()
+
+
 def test_compare_and_pareto_name_quantized_weights():
     out = cli("compare", "--gpu", "h100", "--model", "llama-3-8b", "--weight-dtype", "int4").stdout
     assert "int4 g128 weights, bf16 activations" in out.splitlines()[0]
+    # --json and --csv carry the types, the output's and each row's or point's: int4 g128, gpt-oss's own mxfp4.
+    int4 = {"dtype": "bf16", "weight_dtype": "int4", "group_size": 128, "act_dtype": "bf16", "kv_dtype": "bf16"}
+    data = run_json("compare", "--gpu", "h100", "--model", "llama-3-8b", "--weight-dtype", "int4")
+    assert {k: data[k] for k in int4} == int4 and {k: data["gpus"][0][k] for k in int4} == int4
+    (row,) = csv.DictReader(io.StringIO(cli("compare", "--gpu", "h100", "--model", "gpt-oss-120b", "--csv").stdout))
+    assert (row["weight_dtype"], row["group_size"], row["act_dtype"]) == ("mxfp4", "", "bf16")
+    args = ["plot", "pareto", "--gpu", "h100", "--model", "gpt-oss-20b", "--output", "8"]
+    data = run_json(*args)
+    assert data["weight_dtype"] == "mxfp4" and {p["weight_dtype"] for p in data["points"]} == {"mxfp4"}
+    rows = list(csv.DictReader(io.StringIO(cli(*args, "--csv").stdout)))
+    assert {r["weight_dtype"] for r in rows} == {"mxfp4"}

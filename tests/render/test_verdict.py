@@ -62,3 +62,21 @@ def test_no_flash_alternative_where_the_verdict_does_not_compare(phase, size, at
     a = analyze(resolve_workload(phase, model="llama-3-8b", attention=attention, **size), H100)
     assert a.flash is None
     assert not any(x.startswith("Naive attention moves") for x in verdict(a))
+
+
+def test_mla_prefill_names_the_expanded_keys_and_values_and_the_latent_cache():
+    """MLA's prefill reads per-head K and V that kv_b_proj expanded, not its cache: DeepSeek-V3 at 4,096 tokens
+    reads 61 layers × 4,096 × (128·128 K_nope + 64 shared k_pe + 128·128 V) × 2 B, from a latent cache of
+    61 × 4,096 × 576 × 2 B, 57 times less; decode reads the cache itself."""
+    from rooflinectl.render.analysis import totals_lines
+    from rooflinectl.render.verdict import kv_read_text
+
+    a = analyze(resolve_workload("prefill", model="deepseek-v3", seq_len=4096), load_gpu("h200"))
+    expanded, latent = 61 * 4096 * (128 * 128 + 64 + 128 * 128) * 2, 61 * 4096 * 576 * 2
+    assert (expanded, latent) == (16_406_544_384, 287_834_112) and expanded // latent == 57
+    assert a.totals.kv_cache_bytes == expanded
+    assert kv_read_text(a, decimal_bytes) == \
+        f"{decimal_bytes(expanded)} of K and V expanded from {decimal_bytes(latent)} of latent KV cache"
+    assert "16.4 GB of K and V expanded from 288 MB of latent KV cache" in totals_lines(a)[1]
+    d = analyze(resolve_workload("decode", model="deepseek-v3", context=4096), load_gpu("h200"))
+    assert kv_read_text(d, decimal_bytes) == f"{decimal_bytes(latent)} of KV cache"

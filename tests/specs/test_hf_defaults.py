@@ -126,7 +126,7 @@ def test_keys_of_the_wrong_type_are_one_line(tmp_path, cfg, reason):
 ])
 def test_too_many_layers_are_refused_before_a_list_of_them_is_built(tmp_path, cfg):
     # A billion layers would take gigabytes as a list (and then a quadratic search for its period).
-    with pytest.raises(UserError, match="num_layers"):
+    with pytest.raises(UserError, match="field 'num_hidden_layers'"):
         read(tmp_path, cfg)
 
 

@@ -58,8 +58,12 @@ def test_read_json_errors(tmp_path):
 
 def test_validate_names_the_field_and_an_unknown_key_first():
     assert validate(Point, {"x_mib": 2}, "p.yaml") == Point(x_mib=2.0)
-    with pytest.raises(UserError, match=r"^p.yaml: field 'x_mb': Extra inputs are not permitted \(and 1 more error\)$"):
+    # In the user's words, every error on the one line (up to three, then a count), the unknown key first.
+    with pytest.raises(UserError, match=r"^p.yaml: field 'x_mb': unknown key; field 'x_mib': missing$"):
         validate(Point, {"x_mb": 2}, "p.yaml")
+    with pytest.raises(UserError, match=r"^p.yaml: field 'a': unknown key; field 'b': unknown key; field 'c': "
+                                         r"unknown key; and 2 more errors$"):
+        validate(Point, {"a": 1, "b": 2, "c": 3, "d": 4}, "p.yaml")
 
 
 def test_strict_models_are_frozen():
@@ -101,3 +105,23 @@ def test_control_characters_in_json_are_refused_and_tabs_newlines_crlf_are_not(t
     crlf = tmp_path / "crlf.yaml"
     crlf.write_bytes(b"notes: >-\r\n  folded\r\n  text\r\nname: \"quoted\r\n  two\"\r\n")
     assert read_yaml(crlf) == {"notes": "folded text", "name": "quoted two"}
+
+
+def test_a_spec_of_another_kind_is_named_as_what_it_is(tmp_path):
+    """A config.json given as a GPU, a GPU file as a model, a scenario as a GPU: what the file is, in one line,
+    not the other schema's unknown keys ("field 'architectures': Extra inputs are not permitted (and 33 more
+    errors)")."""
+    from pathlib import Path
+
+    from rooflinectl.specs.hardware import load_gpu
+    from rooflinectl.specs.model import load_model
+
+    root = Path(__file__).parents[2]
+    config = tmp_path / "config.json"
+    config.write_text('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64}')
+    with pytest.raises(UserError, match=r"config.json: this is a model's config.json, not a GPU file$"):
+        load_gpu(str(config))
+    with pytest.raises(UserError, match=r"h100-sxm.yaml: this is a GPU file, not a model file or config.json$"):
+        load_model(str(root / "hardware" / "h100-sxm.yaml"))
+    with pytest.raises(UserError, match=r"decode.yaml: this is a scenario file, not a GPU file$"):
+        load_gpu(str(root / "workloads" / "decode.yaml"))

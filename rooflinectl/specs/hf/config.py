@@ -243,6 +243,11 @@ def _hf_rotary_dim(cfg: dict[str, Any], head_dim: Any, path: Path) -> Any:
     return int(head_dim * factor) if type(head_dim) is int else None
 
 
+# The Model fields that a config.json spells otherwise (transformers' names), for messages about its values.
+HF_KEY_OF_FIELD = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
+                   "num_kv_heads": "num_key_value_heads", "tie_embeddings": "tie_word_embeddings"}
+
+
 def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     """The Model fields of a Hugging Face ``config.json``'s keys (Llama/Mistral/Qwen2/Qwen3/Phi-3-style; Gemma
     2/3 with their norms, GELU and window pattern; Mixtral, Qwen3-MoE and gpt-oss with their experts), for
