@@ -106,7 +106,7 @@ def test_list_needs_no_torch():
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert [r["name"] for r in rows] == ["fused_softmax", "copy", "matmul", "rmsnorm_linear", "flash_attention",
-                                        "flash_decoding", "naive_attention"]
+                                        "flash_decoding", "flash_decoding_paged", "naive_attention"]
     # "available" (whether a registered kernel's module was installed) is gone: every registered kernel ships
     # with the package, so it was always true (issue 11, dead code).
     assert all(set(r) == {"name", "summary"} for r in rows)
