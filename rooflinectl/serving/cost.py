@@ -43,14 +43,23 @@ def run_costs(duration_s: float, busy_s: float, prefill_time_s: float, input_tok
               gpus: int, price_per_gpu_hour: float | None, board_w: float | None) -> Costs:
     """A run's costs (the module's docstring): its duration, busy time and time in steps that carry prompt tokens,
     seconds; its prompt and output tokens; the GPUs it ran on."""
+    return split_costs(duration_s, gpus, prefill_time_s / busy_s if busy_s else 0.0, busy_s * gpus, input_tokens,
+                       output_tokens, price_per_gpu_hour, board_w)
+
+
+def split_costs(duration_s: float, gpus: int, input_share: float, busy_gpu_s: float, input_tokens: int,
+                output_tokens: int, price_per_gpu_hour: float | None, board_w: float | None) -> Costs:
+    """Costs of ``gpus`` GPUs paid for ``duration_s``, ``input_share`` of the cost on the input tokens, busy for
+    ``busy_gpu_s`` GPU-seconds in all. Several replicas: their steps' time summed (aggregated, the share being their
+    prompt-carrying time's); disaggregated, the prefill GPUs' cost goes to the input tokens (share = prefill GPUs
+    / GPUs) and the decode GPUs' to the output tokens, each GPU's busy time its replica's."""
     if price_per_gpu_hour is not None and not (math.isfinite(price_per_gpu_hour) and price_per_gpu_hour > 0):
         raise UserError(f"--price-per-gpu-hour {price_per_gpu_hour}: give a positive price in dollars")
     usd_in = usd_out = usd_all = None
     if price_per_gpu_hour is not None:
         total = price_per_gpu_hour * gpus * duration_s / 3600
-        share = prefill_time_s / busy_s if busy_s else 0.0
-        usd_in = total * share / input_tokens * 1e6
-        usd_out = total * (1 - share) / output_tokens * 1e6
+        usd_in = total * input_share / input_tokens * 1e6
+        usd_out = total * (1 - input_share) / output_tokens * 1e6
         usd_all = total / output_tokens * 1e6
-    joules = None if board_w is None else board_w * gpus * busy_s / output_tokens
-    return Costs(price_per_gpu_hour, usd_in, usd_out, usd_all, board_w, joules, input_tokens, busy_s)
+    joules = None if board_w is None else board_w * busy_gpu_s / output_tokens
+    return Costs(price_per_gpu_hour, usd_in, usd_out, usd_all, board_w, joules, input_tokens, busy_gpu_s / gpus)
