@@ -53,7 +53,7 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
           price_per_gpu_hour: float | None = None, disagg: str | tuple[int, int] | None = None, replicas: int = 1,
           prefill_tp: int | None = None, prefill_ep: int | None = None, decode_tp: int | None = None,
           decode_ep: int | None = None, prefill_max_num_batched_tokens: int | None = None,
-          kv_transfer: str = "after", **options: Any) -> ServeResult:
+          prefill_max_num_seqs: int | None = None, kv_transfer: str = "after", **options: Any) -> ServeResult:
     """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
     default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
     fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
@@ -67,7 +67,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     (``serving.cost``); joules per output token come from the GPU file's board power where it has one.
     ``replicas``: that many copies of the model, each an engine, requests routed to the least loaded;
     ``disagg=(P, D)`` (or ``"P:D"``): P prefill replicas (``prefill_tp``, ``prefill_ep`` and their own token budget
-    ``prefill_max_num_batched_tokens``, by default ``tp``, ``ep`` and ``max_num_batched_tokens``) and D decode
+    ``prefill_max_num_batched_tokens`` and sequence limit ``prefill_max_num_seqs``, by default ``tp``, ``ep`` and
+    the scheduler's) and D decode
     replicas (``decode_tp``, ``decode_ep``), each request's KV cache moved between them ``kv_transfer`` ``"after"``
     its prefill or ``"overlap"``-ped with it layer by layer (``serving.replicas``, ``serving.transfer``)."""
     from ..engine.memory import reserve_bytes
@@ -121,7 +122,7 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
                             "replicas; give one engine")
         return _deployed(load, step_model, disagg, replicas, config, block_size, reserve_bytes(
             g.capacity_bytes, reserve_gib), (prefill_tp or tp, prefill_ep or ep, decode_tp or tp, decode_ep or ep, pp),
-            prefill_max_num_batched_tokens, kv_transfer, progress, price_per_gpu_hour,
+            (prefill_max_num_batched_tokens, prefill_max_num_seqs), kv_transfer, progress, price_per_gpu_hour,
             (prompt_len.text(), output_len.text()) if trace is None else ("trace", "trace"), seed, slo_ttft, slo_tpot)
     capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,
                                                                                           reserve_gib))
@@ -157,14 +158,13 @@ def _serial(layout: Any, flag: str) -> None:
 
 def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, replicas: int,
               config: Any, block_size: int, reserve: float, degrees: tuple[int, int, int, int, int],
-              prefill_budget: int | None, kv_transfer: str, progress: Any, price: float | None,
+              prefill_limits: tuple[int | None, int | None], kv_transfer: str, progress: Any, price: float | None,
               texts: tuple[str, str], seed: int, slo_ttft: float | None, slo_tpot: float | None) -> ServeResult:
     """``serve`` on several replicas: aggregated copies of ``model``, or prefill and decode replicas apart."""
-    from dataclasses import replace
-
     from ..engine.parallel import Layout
     from ..errors import UserError
     from ..serving.replicas import check_replicas, deployment_costs, parse_disagg, serve_replicas, side
+    from ..serving.scheduler import SchedulerConfig
     from ..serving.simulate import Simulation
     from ..serving.stepmodel import StepModel, kv_capacity
     from ..serving.transfer import KvTransfer, kv_link
@@ -184,7 +184,8 @@ def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, repli
         prefill_layout, decode_layout = Layout(ptp, pep, pp), Layout(dtp, dep, pp)
         _serial(prefill_layout, "--prefill-ep")
         _serial(decode_layout, "--decode-ep")
-        prefill_config = replace(config, max_num_batched_tokens=prefill_budget or config.max_num_batched_tokens)
+        prefill_config = SchedulerConfig(prefill_limits[0] or config.max_num_batched_tokens,
+                                         prefill_limits[1] or config.max_num_seqs, config.chunked_prefill)
         prefill_model = StepModel(base, g, model.calibrated, prefill_layout, stack)
         decode_model = StepModel(base, g, model.calibrated, decode_layout, stack)
         prefill_capacity = kv_capacity(prefill_model, prefill_config.max_num_batched_tokens, block_size, reserve)

@@ -66,6 +66,8 @@ def serve(
     prefill_max_num_batched_tokens: int = typer.Option(None, "--prefill-max-num-batched-tokens", help="With "
                                                        "--disagg: a prefill step's token budget (default "
                                                        "--max-num-batched-tokens)."),
+    prefill_max_num_seqs: int = typer.Option(None, "--prefill-max-num-seqs", help="With --disagg: a prefill step's "
+                                             "sequence limit (default --max-num-seqs)."),
     kv_transfer: str = typer.Option("after", "--kv-transfer", help="With --disagg: send a request's KV 'after' its "
                                     "prefill (the default, as vLLM, SGLang and TensorRT-LLM do) or 'overlap' it with "
                                     "the prefill layer by layer."),
@@ -99,6 +101,7 @@ def serve(
                            replicas=replicas, disagg=disagg, prefill_tp=prefill_tp, prefill_ep=prefill_ep,
                            decode_tp=decode_tp, decode_ep=decode_ep, kv_transfer=kv_transfer,
                            prefill_max_num_batched_tokens=prefill_max_num_batched_tokens,
+                           prefill_max_num_seqs=prefill_max_num_seqs,
                            spec=spec, accept=accept, shared_prefix=shared_prefix,
                            price_per_gpu_hour=price_per_gpu_hour,
                            model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,

@@ -13,6 +13,7 @@ from rich.text import Text
 from ..engine.choice import Choice, Curve, Served
 from ..engine.parallel import Layout
 from ..serving.batch import Method
+from ..serving.cost import Pricing
 from ..units import duration, number
 from .csvout import to_csv  # noqa: F401  (compare's and pareto's --csv)
 from .generate import method_json
@@ -27,7 +28,15 @@ def _bound(g: Served) -> str:
 
 COMPARE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "name", "rule", "batch", "largest_batch", "ttft_s", "tpot_s", "e2e_s",
                   "output_tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu", "bound", "note", "stack",
-                  "chunked_prefill")
+                  "chunked_prefill", "usd_per_million_output_tokens", "joules_per_output_token")
+
+
+def _costs(g: Served | None, pricing: Sequence[Pricing], i: int) -> dict[str, float | None]:
+    """A served batch's dollars per million output tokens and joules per output token (serving.cost.Pricing);
+    None without a price, a board power, or a batch."""
+    usd, joules = pricing[i].per_output_token(g.output_tokens_per_s_per_gpu) if g and i < len(pricing) else (None,
+                                                                                                           None)
+    return {"usd_per_million_output_tokens": usd, "joules_per_output_token": joules}
 
 
 def _method(m: Method) -> dict[str, Any]:
@@ -41,10 +50,11 @@ def _degrees(layout: Layout) -> dict[str, Any]:
     return {"tp": layout.tp, "ep": layout.ep, "pp": layout.pp, "gpus": layout.gpus}
 
 
-def compare_rows(choices: Sequence[Choice], names: Sequence[str], method: Method) -> list[dict[str, Any]]:
+def compare_rows(choices: Sequence[Choice], names: Sequence[str], method: Method,
+                 pricing: Sequence[Pricing] = ()) -> list[dict[str, Any]]:
     """One row per GPU; the request's numbers are None where no batch qualifies (``note`` says why)."""
     rows = []
-    for c, name in zip(choices, names, strict=True):
+    for i, (c, name) in enumerate(zip(choices, names, strict=True)):
         g = c.generation
         rows.append({
             "gpu": c.gpu, **_degrees(c.layout), "name": name, "rule": c.rule,
@@ -52,15 +62,16 @@ def compare_rows(choices: Sequence[Choice], names: Sequence[str], method: Method
             "ttft_s": g.ttft_s if g else None, "tpot_s": g.tpot_s if g else None, "e2e_s": g.e2e_s if g else None,
             "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu if g else None,
             "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu if g else None,
-            "bound": _bound(g) if g else None, "note": c.note, **_method(method),
+            "bound": _bound(g) if g else None, "note": c.note, **_method(method), **_costs(g, pricing, i),
         })
     return rows
 
 
 def compare_json(choices: Sequence[Choice], names: Sequence[str], prompt: int, output: int, model: str,
-                 method: Method) -> dict[str, Any]:
+                 method: Method, pricing: Sequence[Pricing] = ()) -> dict[str, Any]:
+    price = pricing[0].price_per_gpu_hour if pricing else None
     return {"request": {"prompt": prompt, "output": output}, "model": model, "method": method_json(method),
-            "gpus": compare_rows(choices, names, method)}
+            "price_per_gpu_hour": price, "gpus": compare_rows(choices, names, method, pricing)}
 
 
 def compare_notes(choices: Sequence[Choice]) -> list[str]:
@@ -68,38 +79,49 @@ def compare_notes(choices: Sequence[Choice]) -> list[str]:
     return [f"{c.gpu}: {c.note}" for c in choices if c.generation is None]
 
 
-def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str, method: Method) -> Table:
+def compare_table(choices: Sequence[Choice], names: Sequence[str], title: str, method: Method,
+                  pricing: Sequence[Pricing] = ()) -> Table:
+    """The rows as a table; with a price (``pricing``), the columns $ per million output tokens and J per output
+    token."""
+    priced = any(p.price_per_gpu_hour is not None for p in pricing)
     table = Table(title=Text(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
                   show_edge=False)
     for col, justify in (("GPU", "left"), ("batch", "right"), ("largest", "right"), ("TTFT", "right"),
                          ("TPOT", "right"), ("end-to-end", "right"), ("out tok/s/GPU", "right"),
-                         ("decode bound", "left")):
-        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for row in compare_rows(choices, names, method):
+                         *((("$/M out", "right"), ("J/tok", "right")) if priced else ()), ("decode bound", "left")):
+        table.add_column(col, justify=justify, no_wrap=True)
+    for row in compare_rows(choices, names, method, pricing):
+        costs = [_maybe(row["usd_per_million_output_tokens"]), _maybe(row["joules_per_output_token"])] if priced else []
         if row["batch"] is None:
-            table.add_row(row["gpu"], "—", f"{row['largest_batch']:,}", "—", "—", "—", "—", "—")
+            table.add_row(row["gpu"], "—", f"{row['largest_batch']:,}", "—", "—", "—", "—", *costs, "—")
             continue
         tpot = duration(row["tpot_s"]) if row["tpot_s"] is not None else "—"
         table.add_row(row["gpu"], f"{row['batch']:,}", f"{row['largest_batch']:,}", duration(row["ttft_s"]), tpot,
-                      duration(row["e2e_s"]), number(row['output_tokens_per_s_per_gpu']), row["bound"])
+                      duration(row["e2e_s"]), number(row['output_tokens_per_s_per_gpu']), *costs, row["bound"])
     return table
 
 
+def _maybe(x: float | None) -> str:
+    return "—" if x is None else number(x)
+
+
 CURVE_FIELDS = ("gpu", "tp", "ep", "pp", "gpus", "batch", "largest_batch", "tpot_s", "ttft_s", "e2e_s", "output_tokens_per_s_per_gpu",
-                "total_tokens_per_s_per_gpu", "memory_bytes", "capacity_bytes", "stack", "chunked_prefill")
+                "total_tokens_per_s_per_gpu", "memory_bytes", "capacity_bytes", "stack", "chunked_prefill",
+                "usd_per_million_output_tokens", "joules_per_output_token")
 
 
-def curve_rows(curves: Sequence[Curve], method: Method) -> list[dict[str, Any]]:
+def curve_rows(curves: Sequence[Curve], method: Method, pricing: Sequence[Pricing] = ()) -> list[dict[str, Any]]:
     """Every point of every GPU's curve (a GPU where nothing fits has none)."""
     return [{"gpu": c.gpu, **_degrees(c.layout), "batch": g.request.batch, "largest_batch": c.largest_batch, "tpot_s": g.tpot_s,
              "ttft_s": g.ttft_s, "e2e_s": g.e2e_s, "output_tokens_per_s_per_gpu": g.output_tokens_per_s_per_gpu,
              "total_tokens_per_s_per_gpu": g.total_tokens_per_s_per_gpu,
              "memory_bytes": round(g.memory.total_bytes), "capacity_bytes": round(g.memory.capacity_bytes),
-             **_method(method)}
-            for c in curves for g in c.points]
+             **_method(method), **_costs(g, pricing, i)}
+            for i, c in enumerate(curves) for g in c.points]
 
 
-def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str, method: Method) -> dict[str, Any]:
+def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str, method: Method,
+                pricing: Sequence[Pricing] = ()) -> dict[str, Any]:
     return {
         "path": path,
         "request": {"prompt": prompt, "output": output},
@@ -108,5 +130,6 @@ def curves_json(curves: Sequence[Curve], prompt: int, output: int, path: str, me
                   "fits": c.largest_batch > 0,
                   "memory_at_limit_bytes": round(c.limit.total_bytes),
                   "capacity_bytes": round(c.limit.capacity_bytes)} for c in curves],
-        "points": curve_rows(curves, method),
+        "price_per_gpu_hour": pricing[0].price_per_gpu_hour if pricing else None,
+        "points": curve_rows(curves, method, pricing),
     }

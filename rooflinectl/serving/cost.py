@@ -63,3 +63,26 @@ def split_costs(duration_s: float, gpus: int, input_share: float, busy_gpu_s: fl
         usd_all = total / output_tokens * 1e6
     joules = None if board_w is None else board_w * busy_gpu_s / output_tokens
     return Costs(price_per_gpu_hour, usd_in, usd_out, usd_all, board_w, joules, input_tokens, busy_gpu_s / gpus)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """A GPU's price and board power, for the served batches of ``compare`` and ``plot pareto``: a closed batch
+    keeps its GPUs busy from its start to its last token, so per output token it costs price / 3,600 s / (output
+    tokens/s per GPU) dollars, all of it on the output tokens (its prompts are paid through them, as ``serve``'s
+    all-on-output figure), and board power / (output tokens/s per GPU) joules, an upper bound as in ``serve``."""
+
+    price_per_gpu_hour: float | None
+    board_w: float | None
+
+    def __post_init__(self) -> None:
+        p = self.price_per_gpu_hour
+        if p is not None and not (math.isfinite(p) and p > 0):
+            raise UserError(f"--price-per-gpu-hour {p}: give a positive price in dollars")
+
+    def per_output_token(self, tokens_per_s_per_gpu: float) -> tuple[float | None, float | None]:
+        """(dollars per million output tokens, joules per output token) at that throughput; None where the price
+        or the board power is not known."""
+        usd = None if self.price_per_gpu_hour is None else self.price_per_gpu_hour / 3600 / tokens_per_s_per_gpu * 1e6
+        joules = None if self.board_w is None else self.board_w / tokens_per_s_per_gpu
+        return usd, joules
