@@ -27,11 +27,12 @@ if TYPE_CHECKING:
     from ..engine.generate import Generation, StepAnalyzer
     from ..engine.roofline import Analysis, Placement, Totals
     from ..serving.batch import BatchRun, BatchServer, Method
+    from ..serving.cost import Pricing
     from ..specs.hardware import GPU
     from ..specs.workload import Workload
 
 __all__ = ["DEFAULT_GPU", "CompareResult", "GenerateResult", "Seqs", "ServeResult", "StepResult", "analyze",
-           "analyze_step", "compare", "generate", "gpu", "model", "serve"]
+           "analyze_step", "compare", "generate", "gpu", "model", "pricing", "serve"]
 
 
 @dataclass(frozen=True)
@@ -93,19 +94,20 @@ class CompareResult:
     types: str  # the step's data types in words (Workload.types_label: quantized weights named)
     method: Method  # how each batch was served: simulated (stack, chunked prefill) or the static batch
     workload: Workload  # the step options every row ran: the model and its data types
+    pricing: tuple[Pricing, ...] = ()  # each row's GPU price and board power (serving.cost.Pricing)
 
     def to_dict(self) -> dict[str, Any]:
         """The command's ``--json``."""
         from ..render.compare import compare_json
 
         return compare_json(list(self.choices), list(self.names), self.prompt, self.output, self.method,
-                            self.workload)
+                            self.workload, self.pricing)
 
     def to_pandas(self) -> Any:
         """One row a GPU and layout, the command's CSV columns."""
         from ..render.compare import compare_rows
 
-        return _frame(compare_rows(list(self.choices), list(self.names), self.method, self.workload))
+        return _frame(compare_rows(list(self.choices), list(self.names), self.method, self.workload, self.pricing))
 
 
 def _place(w: Workload, gpu_spec: str | GPU, calibrated: bool, tp: int, ep: int, pp: int) -> StepResult:
@@ -231,10 +233,12 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
             batch: int | None = None, tpot_ms: float | None = None, reserve_gib: float | None = None,
             calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1, pp: int = 1, stack: str = "roofline",
             chunked_prefill: bool = True, max_num_batched_tokens: int | None = None,
-            **options: Any) -> CompareResult:
+            price_per_gpu_hour: float | None = None, **options: Any) -> CompareResult:
     """One request on each GPU of ``gpus`` (and each TP degree of ``tp``): at ``batch``, at the largest batch
     whose mean TPOT is at most ``tpot_ms``, or at the largest batch that fits; each batch served as
-    :func:`generate` serves it (``stack``, ``chunked_prefill``, ``max_num_batched_tokens``)."""
+    :func:`generate` serves it (``stack``, ``chunked_prefill``, ``max_num_batched_tokens``); with
+    ``price_per_gpu_hour`` and the GPU files' board power, dollars and joules per output token
+    (``serving.cost.Pricing``)."""
     from ..engine.choice import choose_batch
     from ..engine.parallel import Layout
     from ..errors import UserError
@@ -254,7 +258,19 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
             names.append(g.name)
     assert base is not None
     return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label(), method,
-                         base)
+                         base, pricing(gpus=gpus, tp=tp, price_per_gpu_hour=price_per_gpu_hour))
+
+
+def pricing(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), tp: Sequence[int] = (1,),
+            price_per_gpu_hour: float | None = None) -> tuple[Pricing, ...]:
+    """Each GPU's (and TP degree's, in :func:`compare`'s and :func:`curves`' order) price and board power."""
+    from ..serving.cost import Pricing
+
+    out = []
+    for spec in gpus:
+        g = _gpu(spec)
+        out += [Pricing(price_per_gpu_hour, None if g.power is None else g.power.board_w)] * len(tp)
+    return tuple(out)
 
 
 def curves(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,

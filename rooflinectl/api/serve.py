@@ -50,7 +50,10 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
           tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, spec: str | None = None,
           accept: str | float | None = None, shared_prefix: int | None = None,
-          price_per_gpu_hour: float | None = None, **options: Any) -> ServeResult:
+          price_per_gpu_hour: float | None = None, disagg: str | tuple[int, int] | None = None, replicas: int = 1,
+          prefill_tp: int | None = None, prefill_ep: int | None = None, decode_tp: int | None = None,
+          decode_ep: int | None = None, prefill_max_num_batched_tokens: int | None = None,
+          prefill_max_num_seqs: int | None = None, kv_transfer: str = "after", **options: Any) -> ServeResult:
     """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
     default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
     fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
@@ -61,7 +64,13 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     ``"0.8,0.6,0.4"``); the run is then also simulated without it, for the speed-up. ``shared_prefix``: every
     prompt's first tokens are one prefix, cached once its first request has computed them (a trace's ``prefix``
     field gives each request's). ``price_per_gpu_hour``: dollars per million input and output tokens
-    (``serving.cost``); joules per output token come from the GPU file's board power where it has one."""
+    (``serving.cost``); joules per output token come from the GPU file's board power where it has one.
+    ``replicas``: that many copies of the model, each an engine, requests routed to the least loaded;
+    ``disagg=(P, D)`` (or ``"P:D"``): P prefill replicas (``prefill_tp``, ``prefill_ep`` and their own token budget
+    ``prefill_max_num_batched_tokens`` and sequence limit ``prefill_max_num_seqs``, by default ``tp``, ``ep`` and
+    the scheduler's) and D decode
+    replicas (``decode_tp``, ``decode_ep``), each request's KV cache moved between them ``kv_transfer`` ``"after"``
+    its prefill or ``"overlap"``-ped with it layer by layer (``serving.replicas``, ``serving.transfer``)."""
     from ..engine.memory import reserve_bytes
     from ..engine.parallel import Layout
     from ..errors import UserError
@@ -78,9 +87,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
              if v is not None]
     if len(given) > 1:
         raise UserError(f"{' and '.join(given)}: give one load (a closed loop, an open loop or a trace)")
-    if ep > 1:
-        raise UserError("--ep in analyze serve: expert parallelism's data-parallel attention is not simulated yet; "
-                        "use --tp")
+    layout = Layout(tp, ep, pp)
+    _serial(layout, "--ep")
     slo_ttft, slo_tpot = _positive_ms(slo_ttft_ms, "--slo-ttft-ms"), _positive_ms(slo_tpot_ms, "--slo-tpot-ms")
     prompt_len = Lengths.parse(str(prompt), "--prompt")
     output_len = Lengths.parse(str(output), "--output")
@@ -98,19 +106,26 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     config = SchedulerConfig(max_num_batched_tokens, max_num_seqs, chunked_prefill)
     BlockPool.check_block_size(block_size)
     g = _gpu(gpu)
-    layout = Layout(tp, ep, pp)
     costs = load_stack(stack)
     if options.get("fuse") is None:
         options = {**options, "fuse": list(costs.fused)}
     step_model = StepModel(base_workload(**options), g, calibrated, layout, costs)
-    capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,
-                                                                                          reserve_gib))
     limit = step_model.base.model.max_length()
     longest = max(load.requests, key=lambda r: r.prompt + r.output)
     if limit is not None and longest.prompt + longest.output - 1 > limit[0]:
         raise UserError(f"a request of {longest.prompt:,} prompt and {longest.output:,} output tokens needs "
                         f"{longest.prompt + longest.output - 1:,} positions; model {step_model.base.model.id}'s "
                         f"{limit[1]} is {limit[0]:,}")
+    if disagg is not None or replicas != 1:
+        if spec is not None or accept is not None or any(r.prefix_id is not None for r in load.requests):
+            raise UserError("--spec, --accept and prefixes with --disagg or --replicas: not simulated on several "
+                            "replicas; give one engine")
+        return _deployed(load, step_model, disagg, replicas, config, block_size, reserve_bytes(
+            g.capacity_bytes, reserve_gib), (prefill_tp or tp, prefill_ep or ep, decode_tp or tp, decode_ep or ep, pp),
+            (prefill_max_num_batched_tokens, prefill_max_num_seqs), kv_transfer, progress, price_per_gpu_hour,
+            (prompt_len.text(), output_len.text()) if trace is None else ("trace", "trace"), seed, slo_ttft, slo_tpot)
+    capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,
+                                                                                          reserve_gib))
     speculation, spec_capacity = None, capacity
     if spec is not None:
         speculation, spec_capacity = speculate(spec, accept, step_model, capacity, max_num_batched_tokens, block_size,
@@ -130,3 +145,58 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
                       run.output_tokens, layout.gpus, price_per_gpu_hour, None if g.power is None else g.power.board_w)
     return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, spec_capacity, costs,
                                   texts[0], texts[1], seed, slo_ttft, slo_tpot, outcome, spent))
+
+
+def _serial(layout: Any, flag: str) -> None:
+    """A layout ``serve`` simulates: expert parallelism only with tensor parallelism on the same GPUs."""
+    from ..errors import UserError
+
+    if layout.dp_attention:
+        raise UserError(f"{flag} {layout.ep} alone in analyze serve: expert parallelism's data-parallel attention is "
+                        f"not simulated yet; give --tp {layout.ep} with it (the experts spread over the TP GPUs)")
+
+
+def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, replicas: int,
+              config: Any, block_size: int, reserve: float, degrees: tuple[int, int, int, int, int],
+              prefill_limits: tuple[int | None, int | None], kv_transfer: str, progress: Any, price: float | None,
+              texts: tuple[str, str], seed: int, slo_ttft: float | None, slo_tpot: float | None) -> ServeResult:
+    """``serve`` on several replicas: aggregated copies of ``model``, or prefill and decode replicas apart."""
+    from ..engine.parallel import Layout
+    from ..errors import UserError
+    from ..serving.replicas import check_replicas, deployment_costs, parse_disagg, serve_replicas, side
+    from ..serving.scheduler import SchedulerConfig
+    from ..serving.simulate import Simulation
+    from ..serving.stepmodel import StepModel, kv_capacity
+    from ..serving.transfer import KvTransfer, kv_link
+
+    g, base, stack = model.gpu, model.base, model.stack
+    latency = stack.request_latency_us / 1e6 if stack is not None else 0.0
+    if disagg is None:
+        check_replicas(replicas)
+        decode_model, decode_capacity = model, kv_capacity(model, config.max_num_batched_tokens, block_size, reserve)
+        sides = [side("aggregated", replicas, model, decode_capacity, config, block_size)]
+        transfer = None
+    else:
+        if replicas != 1:
+            raise UserError("--replicas with --disagg: give the prefill and decode replicas as --disagg P:D")
+        p, d = parse_disagg(disagg)
+        ptp, pep, dtp, dep, pp = degrees
+        prefill_layout, decode_layout = Layout(ptp, pep, pp), Layout(dtp, dep, pp)
+        _serial(prefill_layout, "--prefill-ep")
+        _serial(decode_layout, "--decode-ep")
+        prefill_config = SchedulerConfig(prefill_limits[0] or config.max_num_batched_tokens,
+                                         prefill_limits[1] or config.max_num_seqs, config.chunked_prefill)
+        prefill_model = StepModel(base, g, model.calibrated, prefill_layout, stack)
+        decode_model = StepModel(base, g, model.calibrated, decode_layout, stack)
+        prefill_capacity = kv_capacity(prefill_model, prefill_config.max_num_batched_tokens, block_size, reserve)
+        decode_capacity = kv_capacity(decode_model, config.max_num_batched_tokens, block_size, reserve)
+        gpus = p * prefill_layout.gpus + d * decode_layout.gpus
+        transfer = KvTransfer(base, prefill_layout, decode_layout, kv_link(g, gpus), kv_transfer)  # type: ignore[arg-type]
+        sides = [side("prefill", p, prefill_model, prefill_capacity, prefill_config, block_size),
+                 side("decode", d, decode_model, decode_capacity, config, block_size)]
+    deployment = serve_replicas(load, sides, transfer, latency, progress)
+    run = deployment.run
+    spent = deployment_costs(deployment, sum(s.request.prompt for s in run.served), price,
+                             None if g.power is None else g.power.board_w)
+    return ServeResult(Simulation(run, g, base, decode_model.layout, model.calibrated, load, config, decode_capacity,
+                                  stack, texts[0], texts[1], seed, slo_ttft, slo_tpot, None, spent, deployment))

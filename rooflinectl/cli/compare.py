@@ -33,6 +33,8 @@ def compare(
     tp: opt.Tps = None,
     ep: opt.Ep = 1,
     pp: opt.Pp = 1,
+    price_per_gpu_hour: float = typer.Option(None, "--price-per-gpu-hour", help="Dollars per GPU-hour: adds "
+                                             "$ per million output tokens and joules per output token."),
     json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
 ) -> None:
@@ -49,6 +51,9 @@ def compare(
 
     Tensor parallelism, a row per GPU and degree: rooflinectl compare --gpu h100 --gpu h200 --model llama-3-70b
     --tp 4 --tp 8
+
+    Cost and energy: rooflinectl compare --gpu h100 --gpu b200 --model llama-3-8b --tpot-ms 20
+    --price-per-gpu-hour 2.5
     """
     from .. import api
     from ..render.compare import COMPARE_FIELDS, compare_rows, print_compare
@@ -59,14 +64,16 @@ def compare(
                          stack=stack, chunked_prefill=chunked_prefill, max_num_batched_tokens=max_num_batched_tokens,
                          reserve_gib=reserve_gib, calibrated=calibrated, tp=tp or [1], ep=ep, pp=pp, model=model,
                          dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype, act_dtype=act_dtype,
-                         group_size=group_size, attention=attention, fuse=fuse)
+                         group_size=group_size, attention=attention, fuse=fuse,
+                         price_per_gpu_hour=price_per_gpu_hour)
     choices, names = list(result.choices), list(result.names)
     if json:
         print_json(result.to_dict())
     elif csv:
-        print(to_csv(compare_rows(choices, names, result.method, result.workload), COMPARE_FIELDS), end="")
+        print(to_csv(compare_rows(choices, names, result.method, result.workload, result.pricing), COMPARE_FIELDS),
+              end="")
     else:
         rule = choices[0].rule
         title = (f"{result.model_id}, prompt {prompt:,}, output {output:,}, {result.types}; batch: {rule}\n"
                  f"{result.method.text()}")
-        print_compare(console(), choices, names, title, result.method, result.workload)
+        print_compare(console(), choices, names, title, result.method, result.workload, result.pricing)

@@ -41,6 +41,10 @@ def pareto(
     tp: opt.Tps = None,
     ep: opt.Ep = 1,
     pp: opt.Pp = 1,
+    price_per_gpu_hour: float = typer.Option(None, "--price-per-gpu-hour", help="Dollars per GPU-hour: each point's "
+                                             "$ per million output tokens (--json, --csv, and --y usd)."),
+    y: str = typer.Option("tokens", "--y", help="The y axis: tokens (output tokens/s per GPU), usd ($ per million "
+                          "output tokens, with --price-per-gpu-hour) or joules (J per output token, board power)."),
     chart: Path | None = typer.Option(None, "-o", "--chart", help="The file to write: .png, .svg or .pdf (default "
                                "pareto.png; with --json or --csv, none unless given)."),
     json: bool = typer.Option(False, "--json", help="Print every point (and each GPU's limit) as JSON."),
@@ -58,9 +62,13 @@ def pareto(
 
     Tensor parallelism, a curve per GPU and degree: rooflinectl plot pareto --gpu h100 --gpu h200 --model llama-3-70b
     --tp 4 --tp 8
+
+    Cost per token: rooflinectl plot pareto --gpu h100 --gpu b200 --model llama-3-8b --price-per-gpu-hour 2.5
+    --y usd -o cost.png
     """
     from .. import api
     from ..plot.chart import check_output
+    from ..plot.pareto import check_y
     from ..units import gib
 
     one_format(json, csv)
@@ -72,6 +80,8 @@ def pareto(
     degrees = tp or [1]
     if len(names) * len(degrees) > MAX_GPUS:
         raise UserError(f"--gpu and --tp: {len(names) * len(degrees)} curves; one chart draws at most {MAX_GPUS}")
+    pricing = api.pricing(gpus=names, tp=degrees, price_per_gpu_hour=price_per_gpu_hour)
+    check_y(y, pricing)
     curves, base, method = api.curves(
         gpus=names, prompt=prompt, output=output, reserve_gib=reserve_gib, calibrated=calibrated, tp=degrees, ep=ep,
         pp=pp, stack=stack, chunked_prefill=chunked_prefill, max_num_batched_tokens=max_num_batched_tokens,
@@ -88,15 +98,16 @@ def pareto(
     if chart is not None:
         from ..plot.pareto import draw_pareto
 
-        draw_pareto(curves, title, base.model.id, chart)
+        draw_pareto(curves, title, base.model.id, chart, y, pricing)
     if json or csv:
         from ..render.compare import CURVE_FIELDS, curve_rows, curves_json
         from ..render.csvout import to_csv
 
         if json:
-            print_json(curves_json(curves, prompt, output, None if chart is None else str(chart), method, base))
+            print_json(curves_json(curves, prompt, output, None if chart is None else str(chart), method, base,
+                                   pricing))
         else:
-            print(to_csv(curve_rows(curves, method, base), CURVE_FIELDS), end="")
+            print(to_csv(curve_rows(curves, method, base, pricing), CURVE_FIELDS), end="")
     else:
         limits = ", ".join(f"{c.gpu} up to batch {c.largest_batch:,}" if c.largest_batch else f"{c.gpu} does not fit"
                            for c in curves)

@@ -53,7 +53,24 @@ def serve(
     reserve_gib: opt.Reserve = None,
     calibrated: opt.Calibrated = False,
     tp: opt.Tp = 1,
+    ep: opt.Ep = 1,
     pp: opt.Pp = 1,
+    replicas: int = typer.Option(1, "--replicas", help="Copies of the model, each an engine on its own GPUs "
+                                 "(data parallel): requests go to the least loaded."),
+    disagg: str = typer.Option(None, "--disagg", help="P:D: P prefill replicas and D decode replicas apart, each "
+                               "request's KV cache moved from one to the other over the interconnect."),
+    prefill_tp: int = typer.Option(None, "--prefill-tp", help="With --disagg: a prefill replica's TP (default --tp)."),
+    prefill_ep: int = typer.Option(None, "--prefill-ep", help="With --disagg: a prefill replica's EP (default --ep)."),
+    decode_tp: int = typer.Option(None, "--decode-tp", help="With --disagg: a decode replica's TP (default --tp)."),
+    decode_ep: int = typer.Option(None, "--decode-ep", help="With --disagg: a decode replica's EP (default --ep)."),
+    prefill_max_num_batched_tokens: int = typer.Option(None, "--prefill-max-num-batched-tokens", help="With "
+                                                       "--disagg: a prefill step's token budget (default "
+                                                       "--max-num-batched-tokens)."),
+    prefill_max_num_seqs: int = typer.Option(None, "--prefill-max-num-seqs", help="With --disagg: a prefill step's "
+                                             "sequence limit (default --max-num-seqs)."),
+    kv_transfer: str = typer.Option("after", "--kv-transfer", help="With --disagg: send a request's KV 'after' its "
+                                    "prefill (the default, as vLLM, SGLang and TensorRT-LLM do) or 'overlap' it with "
+                                    "the prefill layer by layer."),
     json: opt.Json = False,
     csv: opt.Csv = False,
 ) -> None:
@@ -68,6 +85,8 @@ def serve(
     Prefix caching: rooflinectl analyze serve --gpu h100 --concurrency 16 --prompt 2048 --shared-prefix 1536
 
     Speculative decoding: rooflinectl analyze serve --gpu h200 --model deepseek-v3 --tp 8 --spec mtp:1 --accept 0.85
+
+    Disaggregated: rooflinectl analyze serve --gpu h100 --model llama-3.1-70b --disagg 1:3 --tp 2 --concurrency 64
     """
     one_format(json, csv)
     from .. import api
@@ -78,7 +97,11 @@ def serve(
                            requests=requests, seed=seed, max_num_batched_tokens=max_num_batched_tokens,
                            max_num_seqs=max_num_seqs, chunked_prefill=chunked_prefill, block_size=block_size,
                            reserve_gib=reserve_gib, stack=stack, slo_ttft_ms=slo_ttft_ms,
-                           slo_tpot_ms=slo_tpot_ms, calibrated=calibrated, tp=tp, pp=pp, progress=tick,
+                           slo_tpot_ms=slo_tpot_ms, calibrated=calibrated, tp=tp, ep=ep, pp=pp, progress=tick,
+                           replicas=replicas, disagg=disagg, prefill_tp=prefill_tp, prefill_ep=prefill_ep,
+                           decode_tp=decode_tp, decode_ep=decode_ep, kv_transfer=kv_transfer,
+                           prefill_max_num_batched_tokens=prefill_max_num_batched_tokens,
+                           prefill_max_num_seqs=prefill_max_num_seqs,
                            spec=spec, accept=accept, shared_prefix=shared_prefix,
                            price_per_gpu_hour=price_per_gpu_hour,
                            model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype,

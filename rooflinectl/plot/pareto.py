@@ -18,6 +18,7 @@ from typing import Any
 from ..engine.choice import Curve
 from ..errors import UserError
 from ..files import write_atomic
+from ..serving.cost import Pricing
 from ..units import gib
 from .chart import GPU_COLORS, GPU_MARKERS, check_output
 
@@ -43,7 +44,34 @@ class Series:
     note: str  # a GPU where nothing fits: why
 
 
-def series(curves: Sequence[Curve], model: str) -> list[Series]:
+# The y axes ``--y`` offers: output tokens/s per GPU (the default), or what an output token costs at the GPU's price
+# or board power (serving.cost.Pricing: a closed batch's GPUs are busy from its start to its last token).
+Y_AXES = {"tokens": "output tokens/s per GPU",
+          "usd": "$ per million output tokens (GPU-hours at the price given, all on the output tokens)",
+          "joules": "J per output token (board power, an upper bound)"}
+
+
+def _y(tokens_per_s: float, y: str, pricing: Pricing | None) -> float:
+    if y == "tokens":
+        return tokens_per_s
+    assert pricing is not None
+    usd, joules = pricing.per_output_token(tokens_per_s)
+    value = usd if y == "usd" else joules
+    assert value is not None
+    return value
+
+
+def check_y(y: str, pricing: Sequence[Pricing]) -> None:
+    """``--y`` names an axis, and what it needs is given: a price for usd, every GPU's board power for joules."""
+    if y not in Y_AXES:
+        raise UserError(f"--y {y}: give one of {', '.join(Y_AXES)}")
+    if y == "usd" and any(p.price_per_gpu_hour is None for p in pricing):
+        raise UserError("--y usd: give --price-per-gpu-hour")
+    if y == "joules" and any(p.board_w is None for p in pricing):
+        raise UserError("--y joules: a GPU file given states no board power (power.board_w)")
+
+
+def series(curves: Sequence[Curve], model: str, y: str = "tokens", pricing: Sequence[Pricing] = ()) -> list[Series]:
     out = []
     for i, c in enumerate(curves):
         note = ""
@@ -55,13 +83,16 @@ def series(curves: Sequence[Curve], model: str) -> list[Series]:
         out.append(Series(
             gpu=c.gpu, color=GPU_COLORS[i % len(GPU_COLORS)], marker=GPU_MARKERS[i % len(GPU_MARKERS)],
             tpot_ms=tuple((g.tpot_s or 0.0) * 1e3 for g in c.points),
-            tokens_per_s=tuple(g.output_tokens_per_s_per_gpu for g in c.points),
+            tokens_per_s=tuple(_y(g.output_tokens_per_s_per_gpu, y, pricing[i] if pricing else None)
+                               for g in c.points),
             batches=tuple(g.request.batch for g in c.points), note=note))
     return out
 
 
-def draw_pareto(curves: Sequence[Curve], title: str, model: str, path: Path) -> Any:
-    """Draw the curves to ``path`` (format from its extension); returns the figure."""
+def draw_pareto(curves: Sequence[Curve], title: str, model: str, path: Path, y: str = "tokens",
+                pricing: Sequence[Pricing] = ()) -> Any:
+    """Draw the curves to ``path`` (format from its extension), ``y`` one of Y_AXES; returns the figure."""
+    check_y(y, pricing)
     check_output(path)
     import matplotlib
 
@@ -71,7 +102,7 @@ def draw_pareto(curves: Sequence[Curve], title: str, model: str, path: Path) -> 
     with matplotlib.rc_context({"text.parse_math": False}):
         fig, ax = plt.subplots(figsize=SIZE_IN)
         try:
-            _draw(fig, ax, series(curves, model), title)
+            _draw(fig, ax, series(curves, model, y, pricing), title, Y_AXES[y])
             buffer = io.BytesIO()
             fig.savefig(buffer, dpi=DPI, format=Path(path).suffix.lower().lstrip("."))
         except (OSError, ValueError) as err:
@@ -81,7 +112,7 @@ def draw_pareto(curves: Sequence[Curve], title: str, model: str, path: Path) -> 
     return fig
 
 
-def _draw(fig: Any, ax: Any, all_series: list[Series], title: str) -> None:
+def _draw(fig: Any, ax: Any, all_series: list[Series], title: str, ylabel: str = Y_AXES["tokens"]) -> None:
     drawn = [s for s in all_series if s.batches]
     for s in drawn:
         ax.plot(s.tpot_ms, s.tokens_per_s, color=s.color, marker=s.marker, markersize=5, linewidth=1.5,
@@ -94,13 +125,13 @@ def _draw(fig: Any, ax: Any, all_series: list[Series], title: str) -> None:
     ax.set_yscale("log")
     ax.set_xscale("log")
     # Plain numbers at 1, 2 and 5 of each decade (mathtext, which writes 10^3, is off: names print as written).
-    for axis, form in ((ax.xaxis, "{:g}"), (ax.yaxis, "{:,.0f}")):
+    for axis, form in ((ax.xaxis, "{:g}"), (ax.yaxis, "{:,.0f}" if ylabel == Y_AXES["tokens"] else "{:g}")):
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(FuncFormatter(lambda v, _, form=form: form.format(v)))
         axis.set_minor_formatter(NullFormatter())
     # Static or simulated, TPOT is each request's (end-to-end − TTFT) / (output − 1), averaged over the requests.
     ax.set_xlabel("time per output token (ms, mean over the requests of (end-to-end − TTFT) / (output − 1))")
-    ax.set_ylabel("output tokens/s per GPU")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9.5, loc="left")
     ax.grid(True, which="major", alpha=0.3)
     ax.grid(True, which="minor", alpha=0.1)
@@ -119,7 +150,9 @@ def _draw(fig: Any, ax: Any, all_series: list[Series], title: str) -> None:
             ax.plot([], [], linestyle="none", marker="x", color=NOT_FIT_COLOR, label=note)
         # Lower right: the curves rise from the lower left to the upper right, and the corner of slow steps at
         # low throughput is the one no curve reaches.
-        legend = ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+        # (A cost falls as the batch grows: its curves leave the upper right empty instead.)
+        corner = "lower right" if ylabel == Y_AXES["tokens"] else "upper right"
+        legend = ax.legend(loc=corner, fontsize=8, framealpha=0.9)
         for text in legend.get_texts():
             if text.get_text() in notes:
                 text.set_color(NOT_FIT_COLOR)

@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..units import duration, gib, number, plural, si
+from .deployment import deployment_json, deployment_lines
+from .deployment import label as deployment_label
 
 if TYPE_CHECKING:
     from ..serving.simulate import Simulation, Stats
@@ -46,19 +48,26 @@ def serve_json(r: Simulation) -> dict[str, Any]:
             "duration_s": run.duration_s,
             "requests_per_s": len(run.served) / run.duration_s,
             "output_tokens_per_s": run.output_tokens / run.duration_s,
-            "output_tokens_per_s_per_gpu": run.output_tokens / run.duration_s / r.layout.gpus,
+            "output_tokens_per_s_per_gpu": run.output_tokens / run.duration_s / r.gpus,
             **({"goodput_requests_per_s": r.goodput / run.duration_s,
                 "slo_ttft_s": r.slo_ttft_s, "slo_tpot_s": r.slo_tpot_s} if r.slos else {}),
         },
         "steps": {"count": run.steps, "prefill_steps": run.prefill_steps,
-                  "prefill_time_share": run.prefill_time_s / run.duration_s,
+                  "prefill_time_share": run.prefill_time_s / _busy(r),
                   "max_tokens": run.max_tokens_in_step, "preemptions": run.preemptions},
         "timeline": [{"time_s": p.time_s, "sequences": p.sequences, "tokens": p.tokens, "kv_blocks": p.kv_blocks}
                      for p in run.timeline],
         "speculation": _speculation_json(r),
         "prefix_cache": _prefix_json(r),
         "cost": _cost_json(r),
+        "deployment": deployment_json(r),
     }
+
+
+def _busy(r: Simulation) -> float:
+    """The time the steps' shares are of: the run's duration on one engine, the replicas' busy time summed on
+    several."""
+    return r.run.duration_s if r.deployment is None else r.run.busy_s
 
 
 def _cost_json(r: Simulation) -> dict[str, Any]:
@@ -110,7 +119,10 @@ def serve_rows(r: Simulation) -> list[dict[str, Any]]:
 
 def print_serve(out: Console, r: Simulation) -> None:
     run, cap = r.run, r.capacity
-    title = (f"{r.base.model.id} on {r.gpu.name}{'' if r.layout.single else f' ({r.layout.label()})'}: "
+    where = f" ({r.layout.label()})" if r.deployment is None and not r.layout.single else ""
+    if r.deployment is not None:
+        where = f", {deployment_label(r)}"
+    title = (f"{r.base.model.id} on {r.gpu.name}{where}: "
              f"{r.load.text()}, {plural(len(r.load.requests), 'request')} of {r.prompt_text} prompt and "
              f"{r.output_text} output tokens")
     out.print(title, highlight=False)
@@ -124,17 +136,18 @@ def print_serve(out: Console, r: Simulation) -> None:
         else:
             table.add_row(label, duration(s.mean), duration(s.p50), duration(s.p90), duration(s.p99))
     out.print(table)
-    gpus = r.layout.gpus
+    gpus = r.gpus
     tokens_s = run.output_tokens / run.duration_s
     lines = [
         f"throughput: {number(len(run.served) / run.duration_s)} requests/s, {number(tokens_s)} output tokens/s"
         + (f" ({number(tokens_s / gpus)} per GPU)" if gpus > 1 else "")
         + f" over {duration(run.duration_s)}",
-        f"steps: {run.steps:,}; {run.prefill_time_s / run.duration_s:.0%} of the time in steps that carry prompt "
+        f"steps: {run.steps:,}; {run.prefill_time_s / _busy(r):.0%} of the time in steps that carry prompt "
         f"tokens; at most {run.max_tokens_in_step:,} tokens a step; {plural(run.preemptions, 'preemption')}",
-        f"KV cache: {cap.blocks:,} blocks of {run.block_size} positions ({si(cap.block_bytes, 'B')} each), at most "
-        f"{run.kv_blocks_peak:,} in use; beside weights {gib(cap.weight_bytes)}, activations "
-        f"{gib(cap.activation_bytes)} and a reserve of {gib(cap.reserve_bytes)} in {gib(cap.capacity_bytes, 0)}",
+        *([f"KV cache: {cap.blocks:,} blocks of {run.block_size} positions ({si(cap.block_bytes, 'B')} each), at "
+           f"most {run.kv_blocks_peak:,} in use; beside weights {gib(cap.weight_bytes)}, activations "
+           f"{gib(cap.activation_bytes)} and a reserve of {gib(cap.reserve_bytes)} in {gib(cap.capacity_bytes, 0)}"]
+          if r.deployment is None else deployment_lines(r)),
         "TPOT is each request's (E2E − TTFT)/(output − 1), averaged over requests; ITL every gap between tokens.",
     ]
     if r.slos:
@@ -186,7 +199,8 @@ def _cost_lines(r: Simulation) -> list[str]:
                      f" per million output tokens with all of it on them")
     if c.joules_per_output_token is not None:
         lines.append(f"energy: at most {number(c.joules_per_output_token)} J per output token ({number(c.board_w or 0)}"
-                     f" W board power × {plural(r.layout.gpus, 'GPU')} × {duration(c.busy_s)} busy)")
+                     f" W board power × {plural(r.gpus, 'GPU')} × {duration(c.busy_s)} busy"
+                     + (")" if r.deployment is None else " a GPU on average)"))
     return lines
 
 

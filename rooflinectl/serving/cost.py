@@ -43,14 +43,46 @@ def run_costs(duration_s: float, busy_s: float, prefill_time_s: float, input_tok
               gpus: int, price_per_gpu_hour: float | None, board_w: float | None) -> Costs:
     """A run's costs (the module's docstring): its duration, busy time and time in steps that carry prompt tokens,
     seconds; its prompt and output tokens; the GPUs it ran on."""
+    return split_costs(duration_s, gpus, prefill_time_s / busy_s if busy_s else 0.0, busy_s * gpus, input_tokens,
+                       output_tokens, price_per_gpu_hour, board_w)
+
+
+def split_costs(duration_s: float, gpus: int, input_share: float, busy_gpu_s: float, input_tokens: int,
+                output_tokens: int, price_per_gpu_hour: float | None, board_w: float | None) -> Costs:
+    """Costs of ``gpus`` GPUs paid for ``duration_s``, ``input_share`` of the cost on the input tokens, busy for
+    ``busy_gpu_s`` GPU-seconds in all. Several replicas: their steps' time summed (aggregated, the share being their
+    prompt-carrying time's); disaggregated, the prefill GPUs' cost goes to the input tokens (share = prefill GPUs
+    / GPUs) and the decode GPUs' to the output tokens, each GPU's busy time its replica's."""
     if price_per_gpu_hour is not None and not (math.isfinite(price_per_gpu_hour) and price_per_gpu_hour > 0):
         raise UserError(f"--price-per-gpu-hour {price_per_gpu_hour}: give a positive price in dollars")
     usd_in = usd_out = usd_all = None
     if price_per_gpu_hour is not None:
         total = price_per_gpu_hour * gpus * duration_s / 3600
-        share = prefill_time_s / busy_s if busy_s else 0.0
-        usd_in = total * share / input_tokens * 1e6
-        usd_out = total * (1 - share) / output_tokens * 1e6
+        usd_in = total * input_share / input_tokens * 1e6
+        usd_out = total * (1 - input_share) / output_tokens * 1e6
         usd_all = total / output_tokens * 1e6
-    joules = None if board_w is None else board_w * gpus * busy_s / output_tokens
-    return Costs(price_per_gpu_hour, usd_in, usd_out, usd_all, board_w, joules, input_tokens, busy_s)
+    joules = None if board_w is None else board_w * busy_gpu_s / output_tokens
+    return Costs(price_per_gpu_hour, usd_in, usd_out, usd_all, board_w, joules, input_tokens, busy_gpu_s / gpus)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """A GPU's price and board power, for the served batches of ``compare`` and ``plot pareto``: a closed batch
+    keeps its GPUs busy from its start to its last token, so per output token it costs price / 3,600 s / (output
+    tokens/s per GPU) dollars, all of it on the output tokens (its prompts are paid through them, as ``serve``'s
+    all-on-output figure), and board power / (output tokens/s per GPU) joules, an upper bound as in ``serve``."""
+
+    price_per_gpu_hour: float | None
+    board_w: float | None
+
+    def __post_init__(self) -> None:
+        p = self.price_per_gpu_hour
+        if p is not None and not (math.isfinite(p) and p > 0):
+            raise UserError(f"--price-per-gpu-hour {p}: give a positive price in dollars")
+
+    def per_output_token(self, tokens_per_s_per_gpu: float) -> tuple[float | None, float | None]:
+        """(dollars per million output tokens, joules per output token) at that throughput; None where the price
+        or the board power is not known."""
+        usd = None if self.price_per_gpu_hour is None else self.price_per_gpu_hour / 3600 / tokens_per_s_per_gpu * 1e6
+        joules = None if self.board_w is None else self.board_w / tokens_per_s_per_gpu
+        return usd, joules

@@ -89,12 +89,19 @@ class Scheduler:
         self.running: list[Live] = []
         self.preemptions = 0
 
-    def add(self, request: Request) -> None:
-        if request.prompt + request.output - 1 > self.pool.most_positions:
+    def add(self, request: Request, positions: int | None = None) -> None:
+        """Queue ``request``, which will hold ``positions`` here at most (default: prompt + output − 1)."""
+        self.queue(Live(request, target=request.prompt), positions)
+
+    def queue(self, live: Live, positions: int | None = None) -> None:
+        """Queue ``live``, which may arrive with positions computed elsewhere (a decode replica's request, its
+        prompt's KV moved from a prefill replica): it is admitted with them, scheduled what is left."""
+        request = live.request
+        most = request.prompt + request.output - 1 if positions is None else positions
+        if most > self.pool.most_positions:
             raise UserError(f"request {request.id}: {request.prompt:,} + {request.output:,} tokens need "
-                            f"{self.pool.blocks_for(request.prompt + request.output - 1):,} KV blocks; the cache "
-                            f"holds {self.pool.total:,}")
-        self.waiting.append(Live(request, target=request.prompt))
+                            f"{self.pool.blocks_for(most):,} KV blocks; the cache holds {self.pool.total:,}")
+        self.waiting.append(live)
 
     def _preempt_for(self, live: Live, preempted: set[int], scheduled: set[int]) -> bool:
         """Free blocks for ``live``'s next token by preempting the latest admitted running requests, none already
@@ -143,8 +150,8 @@ class Scheduler:
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             live = self.waiting[0]
             request = live.request
-            found = self._prefix_found(request)
-            hit = found * self.pool.block_size
+            found = self._prefix_found(request) if live.computed == 0 else 0
+            hit = found * self.pool.block_size or live.computed
             left = live.target - hit
             if not self.config.chunked_prefill and left > budget:
                 break

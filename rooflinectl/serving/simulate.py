@@ -19,6 +19,7 @@ import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from ..engine.parallel import Layout
 from ..errors import UserError
@@ -31,6 +32,9 @@ from .load import Load, Request
 from .scheduler import Live, Scheduler, SchedulerConfig
 from .speculation import SpecResult, Speculation
 from .stepmodel import Capacity, StepModel
+from .transfer import Link, TransferMode
+
+Role = Literal["aggregated", "prefill", "decode"]  # a replica's job in a deployment (serving.replicas)
 
 # The most points of the run's timeline a result keeps (evenly spaced over its steps): enough for a chart.
 TIMELINE_POINTS = 500
@@ -153,6 +157,58 @@ class Run:
 
 
 @dataclass(frozen=True)
+class Side:
+    """The replicas of one role: how many, their layout, KV cache and scheduler, and their totals (steps, busy and
+    prompt-carrying time summed over the replicas; the most tokens and KV blocks one replica had)."""
+
+    role: Role
+    replicas: int
+    layout: Layout
+    capacity: Capacity
+    config: SchedulerConfig
+    steps: int
+    busy_s: float
+    prefill_time_s: float
+    max_tokens_in_step: int
+    kv_blocks_peak: int
+    preemptions: int
+    requests: tuple[int, ...]  # each replica's requests
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.layout.gpus
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """The KV transfers of a disaggregated run: the rule and link, their count and bytes (the whole model's KV of
+    every prompt; the busiest link's share), each one's time on the link and each request's wait for its KV
+    (arrival at the decode replica − the prefill's end: what TTFT pays beyond the prefill)."""
+
+    mode: TransferMode
+    link: Link
+    count: int
+    kv_bytes: float
+    link_bytes: float
+    time: Stats | None
+    wait: Stats | None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A run on several replicas: the whole run (every request's times; steps, busy time and preemptions summed over
+    replicas; the timeline of the first replica that decodes), each role's replicas, and the KV transfers."""
+
+    run: Run
+    sides: tuple[Side, ...]
+    transfers: Transfers | None
+
+    @property
+    def gpus(self) -> int:
+        return sum(s.gpus for s in self.sides)
+
+
+@dataclass(frozen=True)
 class Simulation:
     """A run and what it was run on: the GPU, the model's step options, the layout, the load, the scheduler, the
     KV cache's capacity, the serving stack, and the latency targets goodput counts against."""
@@ -173,6 +229,12 @@ class Simulation:
     slo_tpot_s: float | None = None
     speculation: SpecResult | None = None
     costs: Costs | None = None
+    deployment: Deployment | None = None  # on several replicas (serving.replicas): layout etc. are the decoders'
+
+    @property
+    def gpus(self) -> int:
+        """The GPUs the run used: one copy's, or every replica's."""
+        return self.layout.gpus if self.deployment is None else self.deployment.gpus
 
     @property
     def slos(self) -> bool:
@@ -217,7 +279,8 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
         run = scheduler.decode_run()
         if run > 1:
             start = t
-            t, ran = _decode_run(run, t, model, scheduler, pool, arrivals, timeline)
+            t, ran = decode_run(run, t, model, scheduler, pool, arrivals[0][0] if arrivals else math.inf,
+                                timeline)
             busy += t - start
             steps += ran
             most_tokens = max(most_tokens, len(scheduler.running))
@@ -273,12 +336,13 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                prefix_tokens=scheduler.prefix_tokens, prefix_blocks=scheduler.prefix_blocks, busy_s=busy)
 
 
-def _decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool: BlockPool,
-                arrivals: list[tuple[float, int, Request]], timeline: list[Point]) -> tuple[float, int]:
+def decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool: BlockPool, horizon: float,
+               timeline: list[Point]) -> tuple[float, int]:
     """Up to ``most`` steps of the same decodes of every running request (``Scheduler.decode_run``) from time
     ``t``: each step priced as the loop prices it, the requests' state advanced once at the end, which is what
     the loop would leave (every request one position, one token and one block's share further a step). Ends
-    early at the end of a step by which a request has arrived (it may be admitted). Returns (time, steps run)."""
+    early at the end of a step that reaches ``horizon`` (by then a request may have arrived, and be admitted).
+    Returns (time, steps run)."""
     running = scheduler.running
     groups: dict[int, int] = {}  # cached positions → requests, in the loop's order
     for live in running:
@@ -290,7 +354,7 @@ def _decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, poo
     times: list[float] = []
     used, n = pool.used, len(running)
     for i in range(most):
-        if i and arrivals and arrivals[0][0] <= t:
+        if i and horizon <= t:
             break
         t += model.time_counts({(1, cached + i): count for cached, count in groups.items()})
         used += opened[i]

@@ -145,10 +145,12 @@ def test_bad_input_is_one_line(args, fragments, tmp_path, monkeypatch):
 ROW = {"gpu": (str,), "tp": (int,), "ep": (int,), "pp": (int,), "gpus": (int,), "name": (str,), "rule": (str,), "batch": (int, NONE), "largest_batch": (int,),
        "ttft_s": (float, NONE), "tpot_s": (float, NONE), "e2e_s": (float, NONE),
        "output_tokens_per_s_per_gpu": (float, NONE), "total_tokens_per_s_per_gpu": (float, NONE),
-       "bound": (str, NONE), "note": (str,), "stack": (str,), "chunked_prefill": (bool,)}
+       "bound": (str, NONE), "note": (str,), "stack": (str,), "chunked_prefill": (bool,),
+       "usd_per_million_output_tokens": (NONE,), "joules_per_output_token": (float, NONE)}
 # The data types every row and point ran, and the whole output's (a script tells an int4 run from a bf16 one).
 TYPES = {"dtype": (str,), "weight_dtype": (str,), "group_size": (int, NONE), "act_dtype": (str,), "kv_dtype": (str,)}
 COMPARE = {"request.prompt": (int,), "request.output": (int,), "model": (str, NONE), **METHOD, **TYPES,
+           "price_per_gpu_hour": (NONE,),
            **{f"gpus[].{k}": v for k, v in {**ROW, **TYPES}.items()}}
 
 
@@ -198,6 +200,8 @@ PARETO = {
     "points[].gpu": (str,), "points[].tp": (int,), "points[].ep": (int,), "points[].pp": (int,),
     "points[].gpus": (int,), "points[].stack": (str,), "points[].chunked_prefill": (bool,), **METHOD,
     "model": (str,), **TYPES, **{f"points[].{k}": v for k, v in TYPES.items()},
+    "price_per_gpu_hour": (NONE,), "points[].usd_per_million_output_tokens": (NONE,),
+    "points[].joules_per_output_token": (float,),
 }
 
 

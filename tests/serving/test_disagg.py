@@ -1,0 +1,168 @@
+"""Serving on several replicas (serving.replicas) and the KV transfer of disaggregated serving (serving.transfer):
+bytes and link times by hand, a one-request run summed by hand, conservation, and one replica equal to one engine."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+import rooflinectl as rl
+from helpers import assert_one_line_error, cli
+from rooflinectl.api.common import base_workload
+from rooflinectl.engine.parallel import Layout
+from rooflinectl.serving.kvcache import BlockPool
+from rooflinectl.serving.load import Lengths, closed_loop, open_loop
+from rooflinectl.serving.replicas import serve_replicas, side
+from rooflinectl.serving.scheduler import SchedulerConfig
+from rooflinectl.serving.simulate import simulate
+from rooflinectl.serving.stepmodel import StepModel, kv_capacity
+from rooflinectl.serving.transfer import KvTransfer, Link, kv_link
+from rooflinectl.specs.hardware import load_gpu
+
+# DeepSeek-V3's latent cache: 61 layers × (512 + 64) values × 2 bytes (bf16) × 4,096 positions.
+DSV3_4096 = 61 * (512 + 64) * 2 * 4096
+NVLINK4 = Link("NVLink 4 (18 links)", True, 450.0, 10.0)  # H100/H200: 900 GB/s both ways, 10 µs (their files)
+
+
+def test_kv_transfer_of_a_deepseek_v3_request_by_hand():
+    assert DSV3_4096 == 287_834_112
+    base = base_workload(model="deepseek-v3")
+    h200 = load_gpu("h200")
+    # 8 GPUs fit the HGX H200's NVLink domain; 16 do not, and go over its 400 Gb/s NDR port a GPU (50 GB/s, 5 µs).
+    assert kv_link(h200, 8) == NVLINK4
+    assert kv_link(h200, 16) == Link("InfiniBand NDR (ConnectX-7), one port a GPU", False, 50.0, 5.0)
+    x = KvTransfer(base, Layout(tp=8), Layout(tp=8), kv_link(h200, 8), "after")
+    assert x.request_bytes(4096) == DSV3_4096
+    # MLA's latent is replicated on every TP rank: each of the 8 decode GPUs receives all of it, the 8 prefill GPUs
+    # send 8 copies between them, one each: the busiest link moves one latent.
+    assert x.link_bytes(4096) == DSV3_4096
+    assert x.seconds(4096) == pytest.approx(10e-6 + 287_834_112 / 450e9, rel=1e-12)  # 0.650 ms
+    out = KvTransfer(base, Layout(tp=8), Layout(tp=8), kv_link(h200, 16), "after")
+    assert out.seconds(4096) == pytest.approx(5e-6 + 287_834_112 / 50e9, rel=1e-12)  # 5.76 ms
+    # One prefill GPU feeding 8 decode GPUs sends 8 latents over its one link.
+    assert KvTransfer(base, Layout(), Layout(tp=8), NVLINK4, "after").link_bytes(4096) == 8 * DSV3_4096
+    # In fp8 the cache is half.
+    assert KvTransfer(base_workload(model="deepseek-v3", kv_dtype="fp8"), Layout(tp=8), Layout(tp=8), NVLINK4,
+                      "after").request_bytes(4096) == DSV3_4096 // 2
+
+
+def test_kv_transfer_of_a_gqa_request_by_hand():
+    # Llama 3 70B: 80 layers × 2 (K, V) × 8 KV heads × 128 × 2 bytes = 327,680 bytes a token.
+    b = 80 * 2 * 8 * 128 * 2 * 4096
+    base = base_workload(model="llama-3-70b")
+    x = KvTransfer(base, Layout(tp=4), Layout(tp=8), NVLINK4, "after")
+    assert x.request_bytes(4096) == b
+    # A TP-8 decode GPU holds 1 of the 8 KV heads (b/8); the 4 prefill GPUs send the 8 shares between them (b/4).
+    assert x.link_bytes(4096) == b / 4
+    assert KvTransfer(base, Layout(), Layout(tp=4), NVLINK4, "after").link_bytes(4096) == b
+
+
+def test_a_deployment_past_the_scale_up_domain_needs_a_scale_out_network():
+    # The L4's file: a domain of one GPU (PCIe) and no scale-out network.
+    assert_one_line_error(cli("analyze", "serve", "--gpu", "l4", "--model", "llama-3-8b", "--disagg", "1:1",
+                              "--requests", "2"), "scale-out")
+
+
+@pytest.mark.parametrize("mode", ["after", "overlap"])
+def test_one_request_is_its_prefill_steps_transfer_and_decode_steps(mode):
+    # Llama 3 8B on H100s, one request of 3,000 prompt and 4 output tokens, prefill budget 2,048 tokens a step.
+    r = rl.serve(gpu="h100", model="llama-3-8b", concurrency=1, requests=1, prompt=3000, output=4,
+                 disagg=(1, 1), prefill_max_num_batched_tokens=2048, kv_transfer=mode)
+    m = StepModel(base_workload(model="llama-3-8b"), load_gpu("h100"))
+    prefill = m.time_counts({(2048, 0): 1}) + m.time_counts({(952, 2048): 1})
+    kv = 32 * 2 * 8 * 128 * 2 * 3000  # 32 layers × K, V × 8 KV heads × 128 × 2 bytes × 3,000 positions
+    if mode == "after":
+        ttft = prefill + 10e-6 + kv / 450e9
+    else:  # the link keeps up with the compute: what is left after the prefill is the last layer's last chunk
+        ttft = prefill + 10e-6 + kv * 952 / 3000 / 32 / 450e9
+    decode = [m.time_counts({(1, 3000 + i): 1}) for i in range(3)]
+    (served,) = r.run.served
+    assert served.ttft_s == pytest.approx(ttft, rel=1e-12)
+    assert served.token_times_s[1:] == pytest.approx([ttft + sum(decode[:i + 1]) for i in range(3)], rel=1e-12)
+    d = r.simulation.deployment
+    assert d is not None and d.transfers is not None and d.transfers.kv_bytes == kv
+    assert d.gpus == 2 and [s.steps for s in d.sides] == [2, 3]
+
+
+def test_every_request_is_prefilled_once_and_decoded_once():
+    n = 60
+    r = rl.serve(gpu="h100", model="llama-3-8b", concurrency=12, requests=n, prompt="uniform:16-3000",
+                 output="uniform:1-64", seed=5, disagg=(2, 3), max_num_seqs=8, prefill_max_num_batched_tokens=1024)
+    run, d = r.run, r.simulation.deployment
+    assert d is not None and d.transfers is not None
+    requests = r.simulation.load.requests
+    assert [s.request.id for s in run.served] == [q.id for q in requests]
+    assert all(len(s.token_times_s) == s.request.output for s in run.served)
+    assert all(list(s.token_times_s) == sorted(s.token_times_s) for s in run.served)
+    prefill, decode = d.sides
+    more = sum(1 for q in requests if q.output > 1)
+    assert sum(prefill.requests) == n and sum(decode.requests) == more == d.transfers.count
+    assert 1 <= min(prefill.requests) and 1 <= min(decode.requests)  # the least loaded takes work from each
+    # Each request's prompt is prefilled once: the prefill replicas' steps carry exactly the prompts' tokens.
+    assert prefill.prefill_time_s == prefill.busy_s
+    assert decode.prefill_time_s == 0.0 and decode.preemptions == 0
+    assert d.transfers.kv_bytes == sum(32 * 2 * 8 * 128 * 2 * q.prompt for q in requests if q.output > 1)
+    assert min(s.ttft_s for s in run.served) > 0
+
+
+@pytest.mark.parametrize("kind", ["closed", "open"])
+def test_one_aggregated_replica_is_one_engine(kind):
+    # The deployment's event loop with one aggregated replica runs the same steps as simulate, preemptions
+    # included (a small KV cache forces them).
+    prompt, output = Lengths.parse("uniform:100-3000", "--prompt"), Lengths.parse("uniform:1-200", "--output")
+    load = (closed_loop(8, 40, prompt, output, 3) if kind == "closed" else open_loop(5.0, 40, prompt, output, 3))
+    m = StepModel(base_workload(model="llama-3-8b"), load_gpu("h100"))
+    config = SchedulerConfig(2048, 16)
+    capacity = replace(kv_capacity(m, 2048, 16, 8 * 2**30), blocks=300)
+    one = simulate(load, m, BlockPool(300, 16), config)
+    many = serve_replicas(load, [side("aggregated", 1, m, capacity, config, 16)], None).run
+    assert one.preemptions > 0
+    assert (many.served, many.steps, many.duration_s, many.preemptions) == (one.served, one.steps, one.duration_s,
+                                                                            one.preemptions)
+
+
+def test_two_replicas_serve_two_clients_apart():
+    one = rl.serve(gpu="h100", model="llama-3-8b", concurrency=1, requests=1, prompt=512, output=16).run
+    two = rl.serve(gpu="h100", model="llama-3-8b", concurrency=2, requests=2, prompt=512, output=16, replicas=2)
+    assert [s.token_times_s for s in two.run.served] == [one.served[0].token_times_s] * 2
+    d = two.simulation.deployment
+    assert d is not None and d.gpus == 2 and d.sides[0].requests == (1, 1)
+
+
+def test_disaggregated_costs_put_the_prefill_gpus_on_the_input():
+    r = rl.serve(gpu="h100", model="llama-3-8b", concurrency=4, requests=8, prompt=1024, output=32, disagg=(1, 3),
+                 price_per_gpu_hour=2.0)
+    data = r.to_dict()
+    c, run = data["cost"], r.run
+    total = 2.0 * 4 * run.duration_s / 3600  # 4 GPUs for the run's duration
+    assert c["usd_per_million_input_tokens"] == pytest.approx(total / 4 / (8 * 1024) * 1e6, rel=1e-12)
+    assert c["usd_per_million_output_tokens"] == pytest.approx(total * 3 / 4 / (8 * 32) * 1e6, rel=1e-12)
+    d = r.simulation.deployment
+    assert d is not None
+    busy = sum(s.busy_s for s in d.sides)  # one GPU a replica
+    assert c["joules_per_output_token"] == pytest.approx(700 * busy / (8 * 32), rel=1e-12)
+    assert data["throughput"]["output_tokens_per_s_per_gpu"] == pytest.approx(8 * 32 / run.duration_s / 4,
+                                                                              rel=1e-12)
+
+
+def test_cli_json_is_the_api_and_bad_input_is_one_line():
+    args = ["analyze", "serve", "--gpu", "h100", "--model", "llama-3-8b", "--concurrency", "4", "--requests", "8",
+            "--prompt", "512", "--output", "16", "--disagg", "1:2", "--kv-transfer", "overlap"]
+    data = json.loads(cli(*args, "--json").stdout)
+    assert data == rl.serve(gpu="h100", model="llama-3-8b", concurrency=4, requests=8, prompt=512, output=16,
+                            disagg="1:2", kv_transfer="overlap").to_dict()
+    dep = data["deployment"]
+    assert dep["gpus"] == 3 and [s["role"] for s in dep["sides"]] == ["prefill", "decode"]
+    assert dep["kv_transfer"]["mode"] == "overlap" and dep["kv_transfer"]["transfers"] == 8
+    assert rl.serve(gpu="h100", model="llama-3-8b", requests=2, output=4).to_dict()["deployment"] is None
+    base = ["analyze", "serve", "--model", "llama-3-8b", "--requests", "2"]
+    assert_one_line_error(cli(*base, "--disagg", "0:1"), "--disagg 0:1")
+    assert_one_line_error(cli(*base, "--disagg", "two"), "--disagg two")
+    assert_one_line_error(cli(*base, "--replicas", "0"), "--replicas 0")
+    assert_one_line_error(cli(*base, "--disagg", "1:1", "--replicas", "2"), "--replicas")
+    assert_one_line_error(cli(*base, "--disagg", "1:1", "--kv-transfer", "later"), "--kv-transfer later")
+    assert_one_line_error(cli(*base, "--disagg", "1:1", "--spec", "ngram:2", "--accept", "0.5"), "--spec")
+    assert_one_line_error(cli("analyze", "serve", "--model", "mixtral-8x7b", "--disagg", "1:1", "--decode-ep", "2",
+                              "--requests", "2"), "--decode-ep 2")
