@@ -166,6 +166,11 @@ def checks():
     ok &= check_contiguous(32, 32, [3000] * 4, 128)
     for s in (1, 2, 3, 5, 8):
         ok &= check_contiguous(32, 32, [4096, 4000, 17, 1], 128, decode_config(4, 32, 4096 + 37, splits=s))
+        ok &= check_contiguous(32, 32, [4096, 4000, 17, 1], 128,
+                               decode_config(4, 32, 4096 + 37, splits=s, tensor_cores=False))
+        ok &= check_contiguous(32, 16, [4096, 4000, 17, 1], 128,
+                               decode_config(4, 16, 4096 + 37, splits=s, tensor_cores=False))
+    ok &= check_paged(32, 32, [5000, 17, 64], 128, 16, cfg=decode_config(3, 32, 5008, tensor_cores=False))
     return ok
 
 
@@ -369,7 +374,7 @@ def grid(quick):
 
 def rule_grid():
     """The shipped rule only, against SDPA, over the same grid (the confirmation run after the rule was set)."""
-    for h, g in LAYOUTS:
+    for h, g in [*LAYOUTS, (32, 16)]:
         for b, n in POINTS:
             lengths = [n] * b
             d = 128
@@ -380,13 +385,95 @@ def rule_grid():
             row = {"shape": [b, h, g, n, d], "rule": str(rule), "sets": sets_n}
             row["ours"] = timed(lambda i, sets=sets, outs=outs, rule=rule: flash_decoding(
                 sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], rule), list(range(sets_n)))
+            row["alternatives"] = {}
+            if rule.splits <= 2:  # the blocks the rule chose between, at its splits
+                for bn, st in ((128, 3), (64, 3), (64, 2)):
+                    alt = decode_config(b, g, n, splits=rule.splits, block_n=bn, num_stages=st)
+                    if alt != rule:
+                        row["alternatives"][str(alt)] = timed(
+                            lambda i, sets=sets, outs=outs, alt=alt: flash_decoding(
+                                sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], alt),
+                            list(range(sets_n)))
             row["sdpa"] = timed(lambda i, sets=sets, gqa=h != g: torch.nn.functional.scaled_dot_product_attention(
                 sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=gqa), list(range(sets_n)))
             RES.setdefault("rule_grid", []).append(row)
-            log(f"rule {b}x{h}/{g}x{n} sp{rule.splits} n{rule.block_n}: ours {row['ours'][0] * 1e6:.1f} µs, "
-                f"sdpa {row['sdpa'][0] * 1e6:.1f} -> {row['sdpa'][0] / row['ours'][0]:.3f}x")
+            alts = ", ".join(f"n{k.split('block_n=')[1].split(',')[0]} s{k.split('num_stages=')[1].split(',')[0]} "
+                             f"{v[0] * 1e6:.1f}" for k, v in row["alternatives"].items())
+            log(f"rule {b}x{h}/{g}x{n} sp{rule.splits} n{rule.block_n} s{rule.num_stages}: ours "
+                f"{row['ours'][0] * 1e6:.1f} µs, sdpa {row['sdpa'][0] * 1e6:.1f} -> "
+                f"{row['sdpa'][0] / row['ours'][0]:.3f}x{' | ' + alts if alts else ''}")
             sets = outs = None
             torch.cuda.empty_cache()
+
+
+def cuda_core_lab():
+    """One and two query heads a K/V head: the products on the tensor cores (rows padded to 16) against the CUDA
+    cores (the group's own rows), at the rule's splits and around them, against SDPA."""
+    shapes = [(1, 32, 32, 1024), (1, 32, 32, 4096), (4, 32, 32, 4096), (16, 32, 32, 1024), (16, 32, 32, 4096),
+              (64, 32, 32, 4096), (256, 32, 32, 1000), (1, 32, 16, 4096), (16, 32, 16, 1024), (16, 32, 16, 4096),
+              (64, 32, 16, 4096)]
+    for b, h, g, n in shapes:
+        d = 128
+        sets_n = min(input_sets(2 * b * g * n * d * 2 + 4 * b * h * d, L2), 16)
+        sets = [make_decode_inputs(b, h, g, [n] * b, d, "bf16", DEV, gen(b + n + i)) for i in range(sets_n)]
+        outs = [torch.empty_like(x["q"]) for x in sets]
+        rule = decode_config(b, g, n)
+        cfgs = [("dot rule", rule), ("cuda rule", decode_config(b, g, n, tensor_cores=False))]
+        for s_ in sorted({max(1, rule.splits // 2), 2 * rule.splits}):
+            cfgs.append((f"cuda sp{s_}", decode_config(b, g, n, splits=s_, tensor_cores=False)))
+        for bn in (32, 64, 128):
+            cfgs.append((f"cuda n{bn}", decode_config(b, g, n, block_n=bn, tensor_cores=False)))
+        cfgs.append(("cuda w8", decode_config(b, g, n, num_warps=8, tensor_cores=False)))
+        row = {"shape": [b, h, g, n, d], "sets": sets_n, "times": {}}
+        for label, cfg in cfgs:
+            try:
+                t = timed(lambda i, cfg=cfg, sets=sets, outs=outs: flash_decoding(
+                    sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], cfg), list(range(sets_n)))
+                row["times"][f"{label} {cfg}"] = t
+                log(f"cuda-lab {b}x{h}/{g}x{n} {label} n{cfg.block_n} sp{cfg.splits} w{cfg.num_warps}: "
+                    f"{t[0] * 1e6:.1f} µs")
+            except Exception as err:
+                log(f"cuda-lab {b}x{h}/{g}x{n} {label}: {type(err).__name__}: {str(err)[:150]}")
+        t = timed(lambda i, sets=sets, gqa=h != g: torch.nn.functional.scaled_dot_product_attention(
+            sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=gqa), list(range(sets_n)))
+        row["times"]["sdpa"] = t
+        log(f"cuda-lab {b}x{h}/{g}x{n} sdpa: {t[0] * 1e6:.1f} µs")
+        RES.setdefault("cuda_core_lab", []).append(row)
+        sets = outs = None
+        torch.cuda.empty_cache()
+
+
+def miss_lab():
+    """The shapes where the rule's config trails SDPA: every block (32, 64, 128) × pipeline depth (2-4) × warps
+    (4, 8) at the rule's splits, and half and twice its splits, against SDPA."""
+    shapes = [(16, 32, 32, 1024), (16, 32, 16, 1024), (1, 32, 32, 1024), (1, 64, 4, 4096), (1, 64, 4, 3000),
+              (256, 28, 4, 1000), (64, 32, 16, 4096)]
+    for b, h, g, n in shapes:
+        d = 128
+        sets_n = min(input_sets(2 * b * g * n * d * 2 + 4 * b * h * d, L2), 16)
+        sets = [make_decode_inputs(b, h, g, [n] * b, d, "bf16", DEV, gen(b + n + i)) for i in range(sets_n)]
+        outs = [torch.empty_like(x["q"]) for x in sets]
+        rule = decode_config(b, g, n)
+        cfgs = [decode_config(b, g, n, splits=rule.splits, block_n=bn, num_stages=st, num_warps=w)
+                for bn in (32, 64, 128) for st in (2, 3, 4) for w in (4, 8)]
+        cfgs += [decode_config(b, g, n, splits=sp) for sp in {max(1, rule.splits // 2), 2 * rule.splits}]
+        row = {"shape": [b, h, g, n, d], "rule": str(rule), "times": {}}
+        for cfg in dict.fromkeys([rule, *cfgs]):
+            try:
+                t = timed(lambda i, cfg=cfg, sets=sets, outs=outs: flash_decoding(
+                    sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], cfg), list(range(sets_n)))
+                row["times"][str(cfg)] = t
+            except Exception as err:
+                row["times"][str(cfg)] = {"error": str(err)[:150]}
+        t = timed(lambda i, sets=sets, gqa=h != g: torch.nn.functional.scaled_dot_product_attention(
+            sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=gqa), list(range(sets_n)))
+        row["times"]["sdpa"] = t
+        ok = sorted((v[0], k) for k, v in row["times"].items() if isinstance(v, tuple) and k != "sdpa")
+        log(f"miss-lab {b}x{h}/{g}x{n}: rule {row['times'][str(rule)][0] * 1e6:.1f} µs, sdpa {t[0] * 1e6:.1f}; "
+            + "; ".join(f"{k.replace('DecodeConfig', '')} {v * 1e6:.1f}" for v, k in ok[:4]))
+        RES.setdefault("miss_lab", []).append(row)
+        sets = outs = None
+        torch.cuda.empty_cache()
 
 
 def paged_lab():
@@ -512,6 +599,12 @@ def main():
         warm_clocks()
         RES["env"]["copy_bytes_per_s"] = copy_ceiling()
         log(f"copy ceiling (SM kernel, read + write): {RES['env']['copy_bytes_per_s'] / 1e12:.3f} TB/s")
+        if "--miss-lab" in sys.argv:
+            warm_clocks()
+            miss_lab()
+        if "--cuda-core-lab" in sys.argv:
+            warm_clocks()
+            cuda_core_lab()
         if "--paged-lab" in sys.argv:
             warm_clocks()
             paged_lab()

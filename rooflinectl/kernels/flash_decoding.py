@@ -36,6 +36,13 @@ class DecodeConfig:
     splits: int  # programs per (sequence, K/V head)
     num_warps: int
     num_stages: int
+    # The two products on the tensor cores (tl.dot, the group's rows padded to 16) or on the CUDA cores (a
+    # broadcast multiply and sum over the group's own rows, unpadded): for one or two query heads a K/V head the
+    # dot computes 8 to 16 times the rows it keeps, yet it stays faster at every shape measured: 16 × 32/32 ×
+    # 1,024 68.3 µs on the tensor cores against 70.0-99.9 on the CUDA cores, 64 × 32/16 × 4,096 492 against
+    # 1,115-1,718 (H200, benchmarks/decode_grid_gpu.py --cuda-core-lab, run 4 of 2026-12-04). The rule never
+    # picks the CUDA cores; the switch stays for that measurement.
+    tensor_cores: bool = True
 
 
 @triton.jit
@@ -45,7 +52,7 @@ def _flash_decode_kernel(
     sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, sod,
     HEAD_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
     SPLITS_PAD: tl.constexpr, HEADS_STEP: tl.constexpr, ONE_SPLIT: tl.constexpr, PAGE: tl.constexpr,
-    TABLE_PAD: tl.constexpr,
+    TABLE_PAD: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
     split = tl.program_id(0)
     bk = tl.program_id(1)
@@ -94,13 +101,20 @@ def _flash_decode_kernel(
             v_rows = b.to(tl.int64) * svb + cols.to(tl.int64) * svn
         k = tl.load(k_base + k_rows[None, :] + offs_d[:, None] * skd, mask=keep[None, :], other=0.0)
         v = tl.load(v_base + v_rows[:, None] + offs_d[None, :] * svd, mask=keep[:, None], other=0.0)
-        qk = tl.dot(q, k) * qk_scale
+        if DOT:
+            qk = tl.dot(q, k) * qk_scale
+        else:  # GROUP_PAD rows × d × BLOCK_N multiplies, summed over d
+            qk = tl.sum(q.to(tl.float32)[:, :, None] * k.to(tl.float32)[None, :, :], 1) * qk_scale
         qk = tl.where(keep[None, :], qk, -float("inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))  # the block's first column is kept: finite
         p = tl.math.exp2(qk - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        if DOT:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        else:  # P rounded to the cache's type as the dot path rounds it, then rows × BLOCK_N × d, summed
+            pv = p.to(v.dtype).to(tl.float32)
+            acc = acc * alpha[:, None] + tl.sum(pv[:, :, None] * v.to(tl.float32)[None, :, :], 1)
         m_i = m_new
 
     if ONE_SPLIT:
@@ -164,18 +178,27 @@ def _heads_step(group: int, splits: int, d: int) -> int:
 # _LONG_SPLIT positions, rounded down to a power of two (the combine's tile is padded to one):
 #   1 × 32/8 × 1,024: 16 splits 6.6, 8 7.2; 1 × 32/8 × 16,384: 32 splits 21.9, 16 23.8;
 #   1 × 32/32 × 16,384: 8 splits 66.9, 9 (the unrounded 2·132/32) 74.4, 16 76.1.
-# Past that (the bandwidth regime) each pair gets ⌊SMs / pairs⌋ splits, at least one, in blocks of 128:
-#   16 × 28/4 × 4,096 (64 pairs): 2 splits of blocks of 128 36.6, of 64 38.2, 3 splits 38.3, 1 split 47.0;
-#   16 × 32/8 × 4,096 (128 pairs): 1 split 63.9, 2 splits 70.0 (66.6 in blocks of 64);
-# and blocks of 64 once the pairs pass 6 programs an SM, where programs of 128 go 3 to an SM less often than
-# their tail costs: 256 × 32/8 × 1,000 (2,048 pairs) 243.9 against 247.0; at 512 pairs the 64-blocks' tail is
-# worse (64 × 32/8 × 4,096: 276.3 against 243.6).
+# Past that (the bandwidth regime) each pair gets ⌊SMs / pairs⌋ splits, at least one. With three splits or more,
+# blocks of 64 in 3 stages; with one or two the blocks are what lets every program run in one wave of co-resident
+# programs (a second, partial wave runs its programs one to an SM, too few to keep HBM busy):
+#   - pairs ≤ SMs: blocks of 128, 3 stages (139 kB, one an SM): 16 × 32/8 × 4,096 (128 pairs) 63.9 µs, 2 splits
+#     70.0; 16 × 28/4 × 4,096 (64 pairs, 2 splits) 36.6 against 38.2 in blocks of 64;
+#   - up to 3 an SM: blocks of 64, 3 stages (72 kB): 16 × 32/16 × 1,024 (256 pairs) 34.5 against 36.7 in 128s;
+#   - up to 5 an SM: blocks of 64, 2 stages: 16 × 32/32 × 1,024 (512 pairs) 64.3 against 68.3 in 128s;
+#   - more: blocks of 128 for programs of _LONG_PROGRAM positions or more until 12 an SM (64 × 32/16 × 4,096,
+#     1,024 pairs: 477.4 against 492.0 in 64s), else 64 (256 × 28/4 × 1,000, 1,024 pairs: 127.8 against 131.4;
+#     256 × 32/8 × 1,000, 2,048 pairs: 242.7 against 247.3).
+# (Runs 1, 5 and 6 of 2026-12-04; at 512 pairs 3-stage 64s leave a tail: 64 × 32/8 × 4,096 276.6 against 242.3 in
+# 2-stage 64s.)
 _LONG_SPLIT = 512  # between the measured 241 positions a split (1 × 4,096: one program an SM faster) and 964
 # (1 × 16,384: two faster); lengths in between were not measured
 _MIN_SPLIT = 64
 _BLOCK_N = 64
 _BLOCK_N_FEW_SPLITS = 128
-_MANY_PAIRS_PER_SM = 6
+_ONE_WAVE_OF_64S = 3  # programs of 64-position blocks an SM holds at 3 stages (72 kB of the 228)
+_ONE_WAVE_OF_SHALLOW_64S = 5  # and at 2 stages
+_MANY_PAIRS_PER_SM = 12
+_LONG_PROGRAM = 2048  # between the measured 1,000 positions a program (64s faster) and 4,096 (128s faster)
 _MAX_SPLITS = 32  # 33 to 64 splits pad the combine's tiles to 64: 1 × 4,096 in 64 splits took 14.85 µs, in 32 10.85
 
 
@@ -185,7 +208,8 @@ def _floor_pow2(n: int) -> int:
 
 def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None = None, num_warps: int = 4,
                   num_stages: int = 3, programs_per_sm: int | None = None,
-                  min_split: int = _MIN_SPLIT, splits: int | None = None) -> DecodeConfig:
+                  min_split: int = _MIN_SPLIT, splits: int | None = None,
+                  tensor_cores: bool = True) -> DecodeConfig:
     """Splits by the rule above (``splits``, or ``programs_per_sm`` programs on every SM, when given), none
     shorter than ``min_split`` positions, at most ``_MAX_SPLITS``; every split gets whole blocks and positions
     (none empty)."""
@@ -202,10 +226,19 @@ def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None =
     else:
         want = max(1, sms // pairs)
     splits = max(1, min(want, most, _MAX_SPLITS))
-    few = splits <= 2 and pairs < _MANY_PAIRS_PER_SM * sms
-    block = block_n or (_BLOCK_N_FEW_SPLITS if few else _BLOCK_N)
+    block, stages = _BLOCK_N, num_stages
+    if splits <= 2 and 4 * pairs > sms and block_n is None and num_stages == 3:
+        programs = pairs * splits
+        long = -(-max_len // splits) >= _LONG_PROGRAM
+        if programs <= sms or (long and _ONE_WAVE_OF_SHALLOW_64S * sms < programs < _MANY_PAIRS_PER_SM * sms):
+            block = _BLOCK_N_FEW_SPLITS
+        elif programs > _ONE_WAVE_OF_64S * sms and programs <= _ONE_WAVE_OF_SHALLOW_64S * sms:
+            stages = 2
+    elif splits == 1 and block_n is None:
+        block = _BLOCK_N_FEW_SPLITS  # a whole sequence in one program: blocks of 128 (64 × 4,096, run 1)
+    block = block_n or block
     chunk = triton.cdiv(triton.cdiv(max_len, splits), block) * block  # positions a split, whole blocks
-    return DecodeConfig(block, triton.cdiv(max_len, chunk), num_warps, num_stages)
+    return DecodeConfig(block, triton.cdiv(max_len, chunk), num_warps, stages, tensor_cores)
 
 
 _MAX_TABLE_PAD = 512  # page numbers a split holds in registers: 4 int32 a thread at 4 warps
@@ -272,9 +305,10 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
         q, k, v, out, lengths, part_o, part_lse, counts, lengths if table is None else table,
         g, chunk, cfg.splits, LOG2E / math.sqrt(d), st_b,
         *q.stride(), *k_strides, *v_strides, *out.stride(),
-        HEAD_D=d, GROUP=group, GROUP_PAD=max(16, _next_pow2(group)), BLOCK_N=cfg.block_n,
+        HEAD_D=d, GROUP=group, GROUP_PAD=max(16 if cfg.tensor_cores else 1, _next_pow2(group)),
+        BLOCK_N=cfg.block_n,
         SPLITS_PAD=_next_pow2(cfg.splits), HEADS_STEP=_heads_step(group, cfg.splits, d), ONE_SPLIT=cfg.splits == 1,
-        PAGE=page, TABLE_PAD=_table_pad(chunk, page), num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        PAGE=page, TABLE_PAD=_table_pad(chunk, page), DOT=cfg.tensor_cores, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return cfg, grid, handle
 

@@ -80,6 +80,23 @@ def test_flash_decoding_ragged_batch(dtype, heads, kv_heads, lengths):
     _check(k, inputs, dtype)  # the chosen config
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (8, 4), (7, 1)])
+def test_flash_decoding_on_the_cuda_cores(dtype, heads, kv_heads):
+    """The products as broadcast multiply-and-sum over the group's own rows (no padding to 16) compute the same
+    attention: ragged lengths, NaN past each end, several splits and one."""
+    from rooflinectl.kernels.flash_decoding import DecodeConfig, make_decode_inputs
+
+    k = get_kernel("flash_decoding")
+    lengths = [45, 1, 130]
+    inputs = make_decode_inputs(3, heads, kv_heads, lengths, 16, dtype, "cpu", _gen(heads), l_max=139)
+    for i, n in enumerate(lengths):
+        inputs["k"][i, :, n:] = float("nan")
+        inputs["v"][i, :, n:] = float("nan")
+    for splits in (3, 1):
+        _check(k, inputs, dtype, DecodeConfig(16, splits, 4, 2, tensor_cores=False))
+
+
 def test_flash_decoding_combine_in_several_head_tiles():
     """Where a group's partials outgrow one combine tile, the heads are combined a few at a time: 7 query heads a
     K/V head, 40 splits (padded to 64) at d 64 fit 4 heads a tile, so two tiles, the second with one padded head."""
@@ -103,18 +120,22 @@ def test_flash_decoding_split_rule():
     from rooflinectl.kernels import flash_decoding as fd
 
     with mock.patch.object(fd, "sm_count", lambda: 132):
-        got = {(b, g, n): (c.splits, c.block_n)
+        got = {(b, g, n): (c.splits, c.block_n, c.num_stages)
                for b, g, n in [(1, 8, 1024), (1, 8, 16384), (1, 32, 16384), (1, 32, 1024), (16, 4, 4096),
-                               (16, 8, 4096), (64, 8, 4096), (256, 8, 1000), (1, 8, 1), (2, 8, 300)]
+                               (16, 8, 4096), (16, 16, 1024), (16, 32, 1024), (64, 16, 4096), (256, 4, 1000),
+                               (256, 8, 1000), (1, 8, 1), (2, 8, 300)]
                for c in [fd.decode_config(b, g, n)]}
     # Latency regime (pairs ≤ 132/4), rounded down to a power of two: 1 × 8 pairs at 1,024 want ⌈132/8⌉ = 17 ->
     # 16; at 16,384 a split of 132/8 would pass 512 positions, so two programs an SM: ⌈264/8⌉ = 33 -> 32; 32 MHA
-    # pairs at 16,384: ⌈264/32⌉ = 9 -> 8, at 1,024 ⌈132/32⌉ = 5 -> 4. Bandwidth regime: ⌊132/pairs⌋ splits,
-    # blocks of 128 while at most 2 splits and pairs < 6·132, else 64: 64 pairs -> 2, 128 and 512 -> 1, 2,048 ->
-    # 1 in blocks of 64. 2 × 300 (16 pairs): ⌈132/16⌉ = 9 -> 8 splits, 300 positions in blocks of 64 give 5.
-    assert got == {(1, 8, 1024): (16, 64), (1, 8, 16384): (32, 64), (1, 32, 16384): (8, 64), (1, 32, 1024): (4, 64),
-                   (16, 4, 4096): (2, 128), (16, 8, 4096): (1, 128), (64, 8, 4096): (1, 128),
-                   (256, 8, 1000): (1, 64), (1, 8, 1): (1, 128), (2, 8, 300): (5, 64)}
+    # pairs at 16,384: ⌈264/32⌉ = 9 -> 8, at 1,024 ⌈132/32⌉ = 5 -> 4. 2 × 300 (16 pairs): 8 splits, 300
+    # positions in blocks of 64 give 5. Bandwidth regime: ⌊132/pairs⌋ splits; the blocks by one wave: 64 pairs ×
+    # 2 and 128 × 1 ≤ 132 programs: 128s; 256 ≤ 3·132: 64s in 3 stages; 512 ≤ 5·132: 64s in 2 stages; 1,024 of
+    # 4,096 positions: 128s, of 1,000: 64s; 2,048 ≥ 12·132: 64s. One position: one split of 128.
+    assert got == {(1, 8, 1024): (16, 64, 3), (1, 8, 16384): (32, 64, 3), (1, 32, 16384): (8, 64, 3),
+                   (1, 32, 1024): (4, 64, 3), (16, 4, 4096): (2, 128, 3), (16, 8, 4096): (1, 128, 3),
+                   (16, 16, 1024): (1, 64, 3), (16, 32, 1024): (1, 64, 2), (64, 16, 4096): (1, 128, 3),
+                   (256, 4, 1000): (1, 64, 3), (256, 8, 1000): (1, 64, 3), (1, 8, 1): (1, 128, 3),
+                   (2, 8, 300): (5, 64, 3)}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
