@@ -539,8 +539,11 @@ def paged_lab():
 def prefill(shapes):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    cfgs = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, True), FlashConfig(128, 128, 4, 3, True),
-            FlashConfig(128, 64, 4, 3, True), FlashConfig(128, 128, 8, 2, True)]
+    cfgs = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, True)]
+    if "--prefill-tma" in sys.argv:  # K and V through tensor descriptors, with and without the other switches
+        cfgs = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, tma=True),
+                FlashConfig(128, 128, 8, 4, tma=True), FlashConfig(128, 128, 8, 2, tma=True),
+                FlashConfig(128, 64, 8, 4, tma=True), FlashConfig(128, 128, 8, 3, True, tma=True)]
     for b, h, g, s, d in shapes:
         fl = 4 * b * h * s * s * d / 2
         x = [{"q": torch.randn(b, h, s, d, device=DEV, dtype=torch.bfloat16, generator=gen(i)),
@@ -551,7 +554,7 @@ def prefill(shapes):
         row = {"shape": [b, h, g, s, d], "times": {}}
         for cfg in cfgs:
             name = f"ours {cfg.block_m}x{cfg.block_n} w{cfg.num_warps} s{cfg.num_stages}" + (
-                " ws" if cfg.warp_specialize else "")
+                " ws" if cfg.warp_specialize else "") + (" tma" if cfg.tma else "")
             try:
                 outs[0].fill_(float("nan"))
                 flash_attention(x[0]["q"], x[0]["k"], x[0]["v"], outs[0], True, cfg)
@@ -620,7 +623,8 @@ def main():
         log(f"elapsed {time.time() - t0:.0f} s")
         if "--skip-prefill" not in sys.argv:
             warm_clocks()
-            prefill([(1, 32, 8, 4096, 128), (1, 32, 8, 16384, 128), (4, 32, 8, 4096, 128)][: 1 if quick else None])
+            prefill([(1, 32, 8, 4096, 128), (1, 32, 8, 8192, 128), (1, 32, 8, 16384, 128), (4, 32, 8, 4096, 128)]
+                    [: 1 if quick else None])
     except Exception:
         traceback.print_exc()
     finally:

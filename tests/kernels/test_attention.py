@@ -46,6 +46,21 @@ def test_flash_attention_non_causal_and_big_blocks(dtype):
             assert err <= k.tolerance(dtype), (causal, cfg, err)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flash_attention_through_tensor_descriptors(dtype):
+    """K and V read by TMA boxes of a (B·g) × S × d view compute the same attention, causal and not, at a length
+    that is no multiple of the blocks (the last box reaches past S and reads zeros, not the next head's rows)."""
+    from rooflinectl.kernels.flash_attention import FlashConfig, attention_reference, flash_attention
+
+    k = get_kernel("flash_attention")
+    inputs = k.make_inputs((2, 4, 2, 45, 16), dtype, "cpu", _gen(9))
+    q, kk, v = inputs["q"], inputs["k"], inputs["v"]
+    for causal in (False, True):
+        out = torch.full_like(q, float("nan"))
+        flash_attention(q, kk, v, out, causal, FlashConfig(32, 16, 4, 2, tma=True))
+        assert relative_error(out, attention_reference(q, kk, v, causal)) <= k.tolerance(dtype), causal
+
+
 def test_flash_attention_masks_the_future():
     """Changing the last position's K and V changes only the last query's output under the causal mask."""
     k = get_kernel("flash_attention")
