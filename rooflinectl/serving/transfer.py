@@ -13,7 +13,8 @@ bandwidth (a transfer moves one way; the other way is free for the opposite traf
 
 The link: the interconnect's (NVLink, Infinity Fabric: its one-way bandwidth and latency) where the whole deployment
 fits its scale-up domain (P × prefill GPUs + D × decode GPUs ≤ ``scale_up.gpus``: the replicas can be placed in
-one NVLink domain), else each GPU's scale-out NIC (``scale_out``: 400 Gb/s InfiniBand is 50 GB/s one way); a GPU
+one NVLink domain; a PCIe part's peers are all reached over PCIe, as ``engine.parallel.network.Fabric`` rules for
+the collectives), else each GPU's scale-out NIC (``scale_out``: 400 Gb/s InfiniBand is 50 GB/s one way); a GPU
 file without a scale-out network is refused there.
 
 Overlap (``--kv-transfer``): ``after`` sends a request's KV once its prefill has finished (vLLM's NIXL and
@@ -31,6 +32,7 @@ from typing import Literal
 
 from ..engine.count.transformer import kv_cache_bytes_per_sequence
 from ..engine.parallel import Layout, kv_bytes_per_sequence_per_gpu, per_gpu_workload
+from ..engine.parallel.network import Fabric
 from ..errors import UserError
 from ..specs.hardware import GPU
 from ..specs.workload import Workload
@@ -60,8 +62,8 @@ def kv_link(gpu: GPU, gpus: int) -> Link:
     if ic is None:
         raise UserError(f"{gpu.id}: the GPU file gives no interconnect, so a KV transfer between replicas cannot be "
                         f"timed; add an 'interconnect' section")
-    domain = ic.scale_up.gpus if ic.scale_up is not None else 1
-    if gpus <= domain:
+    domain = Fabric.of(gpu).domain  # the collectives' rule: no bound on a PCIe part or a file stating no domain
+    if domain is None or gpus <= domain:
         return Link(ic.name, True, ic.per_direction_gbps, ic.latency_us)
     if ic.scale_out is None:
         raise UserError(f"{gpu.id}: {gpus} GPUs exceed its scale-up domain of {domain} and the GPU file gives no "

@@ -60,9 +60,19 @@ def test_kv_transfer_of_a_gqa_request_by_hand():
 
 
 def test_a_deployment_past_the_scale_up_domain_needs_a_scale_out_network():
-    # The L4's file: a domain of one GPU (PCIe) and no scale-out network.
-    assert_one_line_error(cli("analyze", "serve", "--gpu", "l4", "--model", "llama-3-8b", "--disagg", "1:1",
-                              "--requests", "2"), "scale-out")
+    # The MI300X's file: an 8-GPU Infinity Fabric domain and no scale-out network; TP 8 twice is 16 GPUs.
+    assert_one_line_error(cli("analyze", "serve", "--gpu", "mi300x", "--model", "llama-3-8b", "--tp", "8",
+                              "--disagg", "1:1", "--requests", "2"), "scale-out")
+
+
+def test_a_pcie_part_moves_the_kv_over_pcie():
+    """A PCIe card reaches every peer over PCIe, the rule the collectives follow (engine.parallel.network.Fabric):
+    Llama 3 8B's 512-token prompt is 32 layers × K, V × 8 heads × 128 × 2 bytes × 512 = 67,108,864 bytes, on the
+    L4's PCIe 4.0 x16 at 32 GB/s one way after 20 µs: 2.117152 ms."""
+    r = rl.serve(gpu="l4", model="llama-3-8b", weight_dtype="int4", concurrency=1, requests=2, prompt=512, output=8,
+                 disagg=(1, 1)).to_dict()["deployment"]["kv_transfer"]
+    assert r["link"] == "PCIe 4.0 x16" and r["kv_bytes_per_request"] == 32 * 2 * 8 * 128 * 2 * 512
+    assert r["link_time_s"]["mean"] == pytest.approx(20e-6 + 67_108_864 / 32e9)
 
 
 @pytest.mark.parametrize("mode", ["after", "overlap"])
