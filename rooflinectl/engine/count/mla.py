@@ -42,6 +42,9 @@ Rules beyond engine.count.transformer's (docs/design.md, "Multi-head latent atte
 - The expanded form's shared RoPE key is read once per position for all heads. Its K and V are activations in
   ``dtype``, not the cache; they are the keys and values attention reads (``kv_bytes``).
 - Causal skipping and the flash/naive split follow ``engine.count.attention.scores_computed``.
+- With DeepSeek Sparse Attention (``Model.sparse_attention``) every phase runs the absorbed form, the indexer's ops
+  (``engine.count.dsa``) come after kv_a_norm and before the core, and the core (``sparse_latent_attention``) reads
+  each query's selected positions alone; the cache holds the indexer's fp8 keys beside the latent.
 """
 
 from __future__ import annotations
