@@ -54,6 +54,8 @@ OP_CLASS: dict[OpKind, OpClass] = {
     # A recurrent core is a per-sequence kernel over its state as attention is over its cache; a conv streams its
     # input once, as the memory-bound elementwise kernels do.
     "recurrent": "attention", "conv": "memory",
+    # The sparse indexer scores each query against a per-sequence key cache, as attention does.
+    "indexer": "attention",
     "norm": "norm", "elementwise": "memory", "gather": "gather", "copy": "copy",
 }
 # Where a memory-bound class has no curve, the residual add's: the simplest kernel that reads its inputs and writes

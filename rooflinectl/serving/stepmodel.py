@@ -59,8 +59,8 @@ class StepModel:
         self.dense = stack is not None and stack.attention == "batch_dense"
         if self.dense and (not self.affine or base.model.linear_attention is not None):
             raise UserError(f"stack '{stack.id}' runs a step's attention as one dense masked attention "  # type: ignore[union-attr]
-                            f"(batch_dense); model {base.model.id}'s sliding-window, chunked or recurrent layers "
-                            f"are not modelled that way: use a stack whose attention is varlen")
+                            f"(batch_dense); model {base.model.id}'s sliding-window, chunked, sparse or recurrent "
+                            f"layers are not modelled that way: use a stack whose attention is varlen")
         self.attention_efficiency = stack.attention_efficiency if stack is not None else 1.0
         self._rest: dict[tuple[object, ...], tuple[float, int]] = {}
         self._rest_ops: dict[tuple[object, ...], tuple[Op, ...]] = {}
@@ -166,12 +166,13 @@ class StepModel:
         (scores T·cached + T(T+1)/2, K and V read over cached + T positions; a recurrent layer's state, read from 1
         cached on, constant), so a decode group's parts come from two analyses, at 1 and 2 cached. With a sliding window of W (and no chunks) a decode's sliding layers read
         min(cached + 1, W) positions: constant from cached = W − 1 on, while the full layers' parts stay affine, so
-        past the window the parts are affine again, from two analyses at W + 1 and W + 2 cached. Otherwise each
+        past the window the parts are affine again, from two analyses at W + 1 and W + 2 cached; likewise past
+        sparse attention's top-k K (its core constant, its indexer affine). Otherwise each
         (new, cached) is analysed once."""
         key = (new, cached)
         parts = self._parts.get(key)
         if parts is None:
-            window = self.base.model.sliding_window
+            window = self.base.model.attention_span  # a sliding window, or sparse attention's top-k
             if new == 1 and self.affine and cached > 2:
                 # From 1 cached on: a recurrent layer reads its state only where a sequence has cached positions.
                 parts = self._line(1, cached)

@@ -21,6 +21,7 @@ from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 
 from ..errors import UserError, closest
 from ..files import user_path
+from .dsa import SparseAttention
 from .dtypes import GroupSize, WeightDType, group_size_refusal
 from .hf.config import HF_KEY_OF_FIELD, model_fields
 from .load import (
@@ -70,7 +71,7 @@ SHOWN_AT_DEFAULT = ("mlp", "tie_embeddings", "max_position_embeddings", "sliding
 # The variants engine/count/mla.py models beside multi-head latent attention (its MLP's and the model's); any other (an
 # attention variant DeepSeek's attention does not have: Q/K norms, biases, sinks, windows, post norms, LayerNorm, a
 # new field) is refused with it.
-MLA_MODELS = ("mla", "moe", "mlp", "mlp_bias", "tie_embeddings", "scale_embeddings", "max_position_embeddings",
+MLA_MODELS = ("mla", "sparse_attention", "moe", "mlp", "mlp_bias", "tie_embeddings", "scale_embeddings", "max_position_embeddings",
               "final_logit_softcapping", "weight_dtype", "group_size", "quantized")
 
 
@@ -141,6 +142,9 @@ class Model(Strict):
     # width per head, qk_nope_head_dim + qk_rope_head_dim, and num_kv_heads is num_heads (each head gets its own
     # K and V from the shared latent: DeepSeek's config.json gives num_key_value_heads = num_attention_heads).
     mla: MLA | None = Field(None, description="multi-head latent attention")
+    # DeepSeek Sparse Attention beside MLA in every layer (DeepSeek-V3.2-Exp): a lightning indexer picks each
+    # query's top-k cached positions, and the latent attention reads those alone.
+    sparse_attention: SparseAttention | None = Field(None, description="DeepSeek sparse attention")
     # Gated DeltaNet linear attention on the layers ``layer_pattern`` names ``linear`` (Qwen3-Next).
     linear_attention: GatedDeltaNet | None = Field(None, description="Gated DeltaNet linear attention")
     # Qwen3-Next's gated attention: q_proj also gives a gate per output of attention, which is multiplied by
@@ -225,6 +229,8 @@ class Model(Strict):
             raise invalid("quantized: experts, but the model has no experts (drop it, or give 'moe')")
         if self.mla is not None:
             self._check_mla(self.mla)
+        if self.sparse_attention is not None and (self.mla is None or self.mla.q_lora_rank is None):
+            raise invalid("sparse_attention's indexer reads MLA's Q latent: give 'mla' with a q_lora_rank")
         return self
 
     def _check_mla(self, mla: MLA) -> None:
@@ -301,8 +307,16 @@ class Model(Strict):
     def attention_affine_in_context(self) -> bool:
         """Whether every attention op's FLOPs and bytes of a decode step are affine in the cached positions
         (scores and K/V reads a + b·cached), as a serving step model may interpolate them: not with a sliding
-        window (min(context, W)) nor in chunks (context mod C)."""
-        return self.sliding_window is None and self.attention_chunk_size is None
+        window (min(context, W)), in chunks (context mod C) nor sparse (min(context, top-k))."""
+        return self.sliding_window is None and self.attention_chunk_size is None and self.sparse_attention is None
+
+    @property
+    def attention_span(self) -> int | None:
+        """The most positions a decode's attention reads a layer, past which its parts grow no more (or grow
+        affinely, the sparse indexer's): the sliding window, or sparse attention's top-k; None: all of them."""
+        if self.sparse_attention is not None:
+            return self.sparse_attention.index_topk
+        return self.sliding_window
 
     @property
     def rotary(self) -> int:
@@ -349,6 +363,8 @@ class Model(Strict):
         h = self.hidden_size
         if self.mla is not None:  # MLA's matrices and its two latent norms (MLA.parameters) in place of Q, K, V, O
             attention = self.mla.parameters(h, self.num_heads)
+            if self.sparse_attention is not None and self.mla.q_lora_rank is not None:  # the indexer's weights
+                attention += self.sparse_attention.parameters(h, self.mla.q_lora_rank)
         else:  # attn_output_gate: q_proj gives the gate too, h·d more outputs
             attention = h * ((2 if self.attn_output_gate else 1) * self.q_dim + 2 * self.kv_dim) + self.q_dim * h
         norms = (4 if self.post_norms else 2) * self.norm_parameters

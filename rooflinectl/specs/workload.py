@@ -182,6 +182,15 @@ class Workload(Strict):
         return self
 
     @model_validator(mode="after")
+    def _sparse_attention_is_flash(self) -> Self:
+        """Sparse attention (DeepSeek-V3.2's DSA) runs as one kernel over each query's selected positions; naive
+        attention's score matrix through HBM has no sparse form. A UserError, one line."""
+        if self.attention == "naive" and self.model.sparse_attention is not None:
+            raise UserError(f"attention naive: model {self.model.id}'s sparse attention runs as one kernel over "
+                            f"each query's selected positions (no score matrix through HBM); use flash")
+        return self
+
+    @model_validator(mode="after")
     def _experts_touched_possible(self) -> Self:
         """A stated number of experts touched is one the step can touch: a model with experts, at least the k
         that one token uses, at most the layer's E and at most the k of each token of the step (N·k). A

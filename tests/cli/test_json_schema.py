@@ -318,6 +318,9 @@ MOE_MODEL = {
     "linear_attention.num_value_heads": (int,), "linear_attention.key_head_dim": (int,),
     "linear_attention.value_head_dim": (int,), "linear_attention.conv_kernel": (int,),
     "moe.shared_expert_gate": (bool,),
+    # DeepSeek-V3.2's sparse attention: the lightning indexer's sizes.
+    "sparse_attention.index_n_heads": (int,), "sparse_attention.index_head_dim": (int,),
+    "sparse_attention.index_topk": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
                "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,),

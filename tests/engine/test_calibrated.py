@@ -157,7 +157,7 @@ def test_every_op_kind_but_communication_has_a_class(kind):
     op = Op(name="x", kind=kind, flops=1, bytes=1, unit="vector", dtype="fp32", reads="", writes="", computes="")
     expected = {"linear": "gemm", "matmul": "gemm", "expert": "gemm", "router": "gemm", "attention": "attention",
                 "norm": "norm", "elementwise": "memory", "gather": "gather", "copy": "copy",
-                "recurrent": "attention", "conv": "memory", "communication": None}
+                "recurrent": "attention", "conv": "memory", "indexer": "attention", "communication": None}
     assert op_class(op) == expected[kind] == OP_CLASS.get(kind)
 
 

@@ -34,6 +34,7 @@ def base(model: str = "llama-3-8b", **options):
     ("llama-3-8b", {}, Layout()),
     ("mixtral-8x7b", {"fused": ["qkv", "gate_up"]}, Layout(tp=2)),
     ("deepseek-v3", {}, Layout(tp=8)),
+    ("deepseek-v3.2-exp", {"weight_dtype": "fp8"}, Layout(tp=8)),
     ("gemma-3-27b", {}, Layout()),
     ("gpt-oss-20b", {"attention": "naive"}, Layout()),
     ("qwen2-7b", {"weight_dtype": "int4"}, Layout(pp=2)),
@@ -261,3 +262,13 @@ def test_a_static_batch_is_the_simulation_without_refills_or_chunks():
     assert run.ttft.mean == pytest.approx(static.ttft_s, rel=1e-12)
     assert run.tpot.mean == pytest.approx(static.tpot_s, rel=1e-12)
     assert run.e2e.mean == pytest.approx(static.e2e_s, rel=1e-12)
+
+
+def test_decodes_past_the_sparse_top_k_are_the_engines():
+    # DeepSeek-V3.2's attention reads min(context, 2,048) selected positions and its indexer every one: past the
+    # top-k the step model's line through two anchors must be each decode's analysis, at the edge too.
+    m = StepModel(base("deepseek-v3.2-exp", weight_dtype="fp8"), H100, layout=Layout(tp=8))
+    for cached in (2045, 2046, 2047, 2048, 2049, 2051, 9000, 120000):
+        step = (Seqs(3, 1, cached), Seqs(1, 1, cached + 5))
+        full = analyze(m.base.with_seqs(step), H100, layout=Layout(tp=8)).totals.time_s
+        assert m.time(step) == pytest.approx(full, rel=1e-12), cached

@@ -205,8 +205,8 @@ def test_transformers_head_dim_is_read(tmp_path):
     ({"n_routed_experts": None}, "field 'n_routed_experts': missing"),
     ({"num_key_value_heads": 8}, "num_kv_heads \\(8\\) must be num_heads \\(128\\) with MLA"),
     ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [64, 64]}}, "weight_block_size"),
-    ({"architectures": ["DeepseekV32ForCausalLM"]}, "'DeepseekV32ForCausalLM' is not modelled"),
-    ({"model_type": "deepseek_v32"}, "'deepseek_v32' is not modelled"),
+    ({"architectures": ["DeepseekV4ForCausalLM"]}, "'DeepseekV4ForCausalLM' is not modelled"),
+    ({"model_type": "deepseek_v4"}, "'deepseek_v4' is not modelled"),
     ({"hidden_act": "gelu"}, "field 'hidden_act'"),
     ({"attention_bias": True}, "field 'attention_bias'"),
 ])

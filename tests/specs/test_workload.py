@@ -148,6 +148,7 @@ PUBLISHED_POSITIONS = {
     "gemma-3-27b": (131072, 1024), "gpt-oss-120b": (131072, 128), "gpt-oss-20b": (131072, 128),
     "deepseek-v3": (163840, None), "deepseek-v2": (163840, None), "deepseek-v2-lite": (163840, None),
     "kimi-k2": (131072, None),  # no sliding_window key
+    "deepseek-v3.2-exp": (163840, None),  # a sparse top-2,048 selection, no window
     "qwen3-next-80b-a3b": (262144, None),  # no window: Gated DeltaNet layers beside full attention
 }
 

@@ -42,6 +42,9 @@ Rules beyond engine.count.transformer's (docs/design.md, "Multi-head latent atte
 - The expanded form's shared RoPE key is read once per position for all heads. Its K and V are activations in
   ``dtype``, not the cache; they are the keys and values attention reads (``kv_bytes``).
 - Causal skipping and the flash/naive split follow ``engine.count.attention.scores_computed``.
+- With DeepSeek Sparse Attention (``Model.sparse_attention``) every phase runs the absorbed form, the indexer's ops
+  (``engine.count.dsa``) come after kv_a_norm and before the core, and the core (``sparse_latent_attention``) reads
+  each query's selected positions alone; the cache holds the indexer's fp8 keys beside the latent.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ from ...specs.workload import Workload
 from ...units import dtype_bytes
 from .attention import by_group, scores_computed
 from .block import linear, projection, projections, residual, with_residual
-from .op import ROPE_FLOPS_PER_ELEMENT, AttentionShape, Gemm, Op, matmul_unit
+from .dsa import indexer_ops, indexer_projections, selected_positions
+from .op import POSITION_ID_BYTES, ROPE_FLOPS_PER_ELEMENT, AttentionShape, Gemm, Op, matmul_unit
 from .primitives import flash_attention_op, kv_write_op, rmsnorm_op, score_matmul_op, softmax_op
 
 
@@ -144,6 +148,18 @@ def _absorbed_core(w: Workload) -> list[Op]:
     cache_bytes = b * lk * d_qk * kv  # [c_kv, k_pe] of Lk positions per sequence, once for all h heads
     # Every head reads the one latent: h query heads over one KV head, values r wide.
     shape = AttentionShape(h, 1, d_qk, r, None, w.causal, w.seqs, "flash")
+    dsa = m.sparse_attention
+    if dsa is not None:  # the selected rows alone, and their ids (engine/count/dsa.py; Workload refuses naive)
+        picked = b * selected_positions(w.uniform, w.causal, dsa.index_topk)
+        cache_bytes = picked * (d_qk * kv + POSITION_ID_BYTES)
+        s = h * picked
+        return [flash_attention_op(
+            "sparse_latent_attention", s, d_qk, r, q_bytes, cache_bytes, o_bytes, w.dtype,
+            reads=f"Q {w.tokens}×{h}×{d_qk}; per query its top {dsa.index_topk} latent rows × {d_qk} "
+                  f"({w.kv_dtype}) and their ids, {picked:,} rows in all, read once for all {h} heads",
+            writes=f"O {w.tokens}×{h}×{r} (latent)",
+            computes=f"{s:,} scores on chip over the selected positions: QKᵀ over {d_qk}, online softmax, PV "
+                     f"over {r}", attention=replace(shape, topk=dsa.index_topk))]
     if w.attention == "flash":
         s = b * h * scores_computed(w, causal_skip=True)
         # The values are the cached latent itself: the flash kernel reads them with the keys.
@@ -211,7 +227,11 @@ def _expanded_core(w: Workload) -> list[Op]:
 def mla_attention_ops(w: Workload) -> list[Op]:
     """The attention core of one MLA layer, as the phase runs it: decode the weight-absorbed form's attention
     over the latent cache (without q_absorb and v_up), prefill and the attention phase the expanded form's
-    attention (without kv_b_proj). The attention phase counts this core alone, as it does for GQA."""
+    attention (without kv_b_proj). The attention phase counts this core alone, as it does for GQA; with sparse
+    attention the core is the indexer's score and top-k and the absorbed form's attention over the selected
+    positions, in every phase."""
+    if w.model.sparse_attention is not None:
+        return [*indexer_ops(w), *_absorbed_core(w)]
     return _absorbed_core(w) if w.phase == "decode" else _expanded_core(w)
 
 
@@ -220,7 +240,7 @@ def _forms(w: Workload) -> tuple[Workload | None, Workload | None]:
     None where the step has none, as vLLM's and SGLang's MLA backends split a mixed batch."""
     decode = tuple(g for g in w.seqs if g.new == 1)
     rest = tuple(g for g in w.seqs if g.new > 1)
-    if not rest:
+    if not rest or w.model.sparse_attention is not None:  # sparse attention: the absorbed form only
         return w, None
     if not decode:
         return None, w
@@ -239,10 +259,14 @@ def mla_attention_block(w: Workload) -> list[Op]:
     norm = rmsnorm_op("attn_norm", w.tokens, m.hidden_size, w.dtype)
     ops: list[Op] = [] if norm_in else [norm]
     ops += _first_projections(w, norm if norm_in else None)
+    if m.sparse_attention is not None:  # the lightning indexer's per-token ops (engine/count/dsa.py)
+        ops += indexer_projections(w, norm if norm_in else None)
     ops += _rope_and_cache(w)
     absorbed, expanded = _forms(w)
     if absorbed is not None:
         ops.append(_per_head_matmul(absorbed, "q_absorb", mla.qk_nope_head_dim, r, "W_UK"))
+        if m.sparse_attention is not None:  # each query's top-k positions, before the attention over them
+            ops += indexer_ops(absorbed)
         core = by_group(absorbed, _absorbed_core, "the inputs")
         if expanded is not None:  # both forms' naive cores have a softmax: the absorbed one's is the latent's
             core = [replace(op, name="latent_softmax") if op.name == "softmax" else op for op in core]
@@ -263,13 +287,18 @@ def mla_attention_block(w: Workload) -> list[Op]:
 
 def mla_kv_cache_bytes_per_sequence(w: Workload, positions: int) -> float:
     """The latent cache of one sequence of ``positions``: L layers × (r + d_r) values × positions × kv bytes
-    (DeepSeek-V3 in bf16: 61 × 576 × 2 = 70,272 bytes per token)."""
+    (DeepSeek-V3 in bf16: 61 × 576 × 2 = 70,272 bytes per token), and with sparse attention the indexer's fp8
+    keys beside it, L × positions × their bytes a token whatever kv_dtype (DeepSeek-V3.2-Exp: 61 × 132 = 8,052)."""
     m = w.model
-    return m.num_layers * _mla(w).latent_dim * positions * dtype_bytes(w.kv_dtype)
+    index = m.sparse_attention.key_bytes_per_token if m.sparse_attention is not None else 0
+    return m.num_layers * (_mla(w).latent_dim * dtype_bytes(w.kv_dtype) + index) * positions
 
 
 def mla_linear_matrices(m: Model) -> list[tuple[int, int, int]]:
     """Each layer's quantizable attention matrices as (count, k, n): q_a/q_b (or q), kv_a_proj_with_mqa,
     kv_b_proj, o_proj (MLA.matrices)."""
     assert m.mla is not None
-    return [(m.num_layers, k, n) for _, k, n in m.mla.matrices(m.hidden_size, m.num_heads)]
+    mats = m.mla.matrices(m.hidden_size, m.num_heads)
+    if m.sparse_attention is not None and m.mla.q_lora_rank is not None:  # the indexer's wq_b, wk, weights_proj
+        mats += m.sparse_attention.matrices(m.hidden_size, m.mla.q_lora_rank)
+    return [(m.num_layers, k, n) for _, k, n in mats]

@@ -73,6 +73,14 @@ RESIDUAL_FLOPS_PER_ELEMENT = 1
 # A mixture-of-experts router picks each token's top k of E logits by k passes of max over them: one compare per
 # logit per pass (a sort or a heap does fewer, a bitonic top-k more; all are small beside the gate's 2·H·E).
 TOPK_FLOPS_PER_ELEMENT_PER_PICK = 1
+# DeepSeek Sparse Attention's indexer, per query, cached position and index head beyond the d_I-wide dot product
+# (2·d_I): ReLU of the logit 1, times the head's weight 1, add into the position's score 1.
+INDEX_HEAD_FLOPS_PER_SCORE = 3
+# Its top-k selection over a query's scores: a radix (threshold) select compares each score once with the running
+# threshold (vLLM's top_k_per_row, DeepSelect); a memory-bound pass over the scores, whatever k.
+TOPK_SELECT_FLOPS_PER_ELEMENT = 1
+# Position ids the indexer selects are int32 (the top-k kernels' output that FlashMLA's sparse kernels read).
+POSITION_ID_BYTES = 4
 # The router's top-k expert ids are int32 (what vLLM's and SGLang's routing kernels write).
 EXPERT_ID_BYTES = 4
 
@@ -101,12 +109,14 @@ Elementwise = Literal["rope", "activation", "residual"]
 #   recurrent   a recurrent layer's core (Gated DeltaNet's delta rule): each sequence's fixed-size state read,
 #               updated by each new token and written back, in place of attention over a KV cache
 #   conv        a short causal depthwise convolution with its per-sequence state (Gated DeltaNet's, Mamba's)
+#   indexer     a sparse-attention indexer's per-sequence work (DeepSeek-V3.2's lightning indexer): each query's
+#               score of every cached position against its key cache, and the top-k selection over those scores
 # Parallel serving adds: communication.
 OpKind = Literal["linear", "attention", "norm", "elementwise", "gather", "copy", "matmul", "expert", "router",
-                 "recurrent", "conv", "communication"]
+                 "recurrent", "conv", "indexer", "communication"]
 # The kinds whose work is each sequence's own (its cached positions, or its state): one kernel over a step's
 # groups, each group counted alone (engine.count.attention.by_group); a serving step model prices them by group.
-PER_SEQUENCE_KINDS: tuple[OpKind, ...] = ("attention", "recurrent", "conv")
+PER_SEQUENCE_KINDS: tuple[OpKind, ...] = ("attention", "recurrent", "conv", "indexer")
 
 
 @dataclass(frozen=True)
@@ -147,6 +157,9 @@ class AttentionShape:
     groups: tuple[Seqs, ...]
     part: AttentionPart
     chunk: int | None = None  # a chunked layer's chunk (Llama 4): each query sees its own chunk's positions
+    # Sparse attention (DeepSeek-V3.2's DSA): each query attends to at most ``topk`` of the positions it sees, those
+    # its indexer selected; its scores are min(visible, topk) a query.
+    topk: int | None = None
 
 
 def matmul_unit(dtype: str) -> Unit:

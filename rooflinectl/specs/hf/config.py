@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from ...errors import UserError
 from ..sizes import MAX_LAYERS
+from .deepseek_v32 import DEEPSEEK_V32_DEFAULTS, hf_deepseek_v32
 from .experts import (
     DEEPSEEK_TYPES,
     HF_MOE_KEYS,
@@ -28,7 +29,7 @@ from .qwen3_next import QWEN3_NEXT_DEFAULTS, QWEN3_NEXT_MOE_KEYS, hf_qwen3_next
 
 _HF_MODEL_TYPES: tuple[str, ...] = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "phi3", "gemma2",
                                     "gemma3_text", "gemma3", "gpt_oss", "deepseek_v2", "deepseek_v3",
-                                    "kimi_k2", "llama4", "llama4_text", "qwen3_next")
+                                    "kimi_k2", "deepseek_v32", "llama4", "llama4_text", "qwen3_next")
 # The transformers classes of those model types: a config's `architectures` entry names the class that builds the
 # model, and one outside these (a classifier head, a vision-language wrapper other than Gemma 3's) is refused by
 # name. Gemma3ForConditionalGeneration (model_type gemma3) nests its text decoder in text_config: the decoder is
@@ -39,7 +40,7 @@ _HF_CLASSES: dict[str, tuple[str, ...]] = {
     "phi3": ("Phi3ForCausalLM",), "gemma2": ("Gemma2ForCausalLM",), "gemma3_text": ("Gemma3ForCausalLM",),
     "gemma3": ("Gemma3ForConditionalGeneration",), "gpt_oss": ("GptOssForCausalLM",),
     "deepseek_v2": ("DeepseekV2ForCausalLM",), "deepseek_v3": ("DeepseekV3ForCausalLM",),
-    "kimi_k2": ("DeepseekV3ForCausalLM",),
+    "kimi_k2": ("DeepseekV3ForCausalLM",), "deepseek_v32": ("DeepseekV32ForCausalLM",),
     "llama4": ("Llama4ForConditionalGeneration",), "llama4_text": ("Llama4ForCausalLM",),
     "qwen3_next": ("Qwen3NextForCausalLM",),
 }
@@ -76,6 +77,7 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     # DeepseekV2Config and DeepseekV3Config, and DeepSeek's own modelling code, all default q_lora_rank to 1536
     # (null: one full-rank q_proj, DeepSeek-V2-Lite).
     **{t: {"q_lora_rank": 1536} for t in DEEPSEEK_TYPES},
+    "deepseek_v32": {"q_lora_rank": 1536, **DEEPSEEK_V32_DEFAULTS},
     "llama4_text": LLAMA4_DEFAULTS,
     "qwen3_next": QWEN3_NEXT_DEFAULTS,
 }
@@ -336,6 +338,8 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         data["rotary_dim"] = rotary
     if model_type in DEEPSEEK_TYPES:
         data.update(hf_deepseek(cfg, cast(str, model_type), path))
+        if model_type == "deepseek_v32":
+            data.update(hf_deepseek_v32(cfg, path))
     elif model_type in HF_MOE_KEYS:
         data["moe"] = hf_moe(cfg, cast(str, model_type), path)
     elif model_type == "llama4_text":

@@ -10,9 +10,9 @@ from typing import Any
 
 from ...errors import UserError
 
-# DeepSeek-V2/V3 and Kimi K2 (model_type kimi_k2, built by DeepseekV3ForCausalLM): experts and MLA, read by
-# hf_deepseek.
-DEEPSEEK_TYPES: tuple[str, ...] = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+# DeepSeek-V2/V3, Kimi K2 (model_type kimi_k2, built by DeepseekV3ForCausalLM) and DeepSeek-V3.2 (its sparse
+# attention read by specs.hf.deepseek_v32): experts and MLA, read by hf_deepseek.
+DEEPSEEK_TYPES: tuple[str, ...] = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
 _DEEPSEEK_KEYS: tuple[str, ...] = (
     "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts", "first_k_dense_replace",
     "moe_layer_freq", "n_group", "topk_group", "norm_topk_prob", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
