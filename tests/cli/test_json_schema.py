@@ -318,6 +318,9 @@ MOE_MODEL = {
     "linear_attention.num_value_heads": (int,), "linear_attention.key_head_dim": (int,),
     "linear_attention.value_head_dim": (int,), "linear_attention.conv_kernel": (int,),
     "moe.shared_expert_gate": (bool,),
+    # Nemotron-H's Mamba-2 layers.
+    "mamba.num_heads": (int,), "mamba.head_dim": (int,), "mamba.state_size": (int,), "mamba.n_groups": (int,),
+    "mamba.conv_kernel": (int,), "mamba.conv_bias": (bool,), "mamba.chunk_size": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
                "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,),

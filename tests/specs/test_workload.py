@@ -149,6 +149,7 @@ PUBLISHED_POSITIONS = {
     "deepseek-v3": (163840, None), "deepseek-v2": (163840, None), "deepseek-v2-lite": (163840, None),
     "kimi-k2": (131072, None),  # no sliding_window key
     "qwen3-next-80b-a3b": (262144, None),  # no window: Gated DeltaNet layers beside full attention
+    "nemotron-h-8b": (8192, None),  # no window: Mamba-2 layers beside full attention
 }
 
 
