@@ -116,3 +116,12 @@ def test_the_serving_capacity_gives_each_sequence_its_state_in_whole_blocks():
     # A block: 16 positions of the 4 attention layers' K and V; the state: 51,806,208 B, 197.6 blocks → 198.
     assert cap.block_bytes == 16 * 4 * KV_POSITION_LAYER == 262_144
     assert cap.state_blocks == 198
+
+
+def test_pipeline_stages_hold_equal_shares_of_each_kind():
+    from rooflinectl.engine.parallel.shard import stage_workload
+
+    # The pattern is not periodic: each stage's model takes the first stage's L/p entries, and the kinds' counts
+    # must be 1/p of the whole (24 Mamba-2, 4 attention, 24 MLP): 13 layers at pp 4, 6 + 1 + 6.
+    stage = stage_workload(resolve_workload("decode", model=MODEL), 4).model
+    assert stage.layer_counts() == {(False, "mamba"): 6, (False, "full"): 1, (False, "mlp"): 6}

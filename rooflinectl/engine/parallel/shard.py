@@ -214,7 +214,9 @@ def stage_workload(per_gpu: Workload, p: int) -> Workload:
     m = per_gpu.model
     if m.num_layers % p:
         raise UserError(f"--pp {p}: model {m.id} has {m.num_layers} layers, which {p} stages cannot split evenly")
-    stage = validate(Model, {**m.model_dump(), "num_layers": m.num_layers // p}, f"model {m.id} at --pp {p}")
+    layers, pattern = m.num_layers // p, m.layer_pattern
+    cut = {"layer_pattern": pattern[:layers]} if pattern and len(pattern) > layers else {}  # the first stage's
+    stage = validate(Model, {**m.model_dump(), "num_layers": layers, **cut}, f"model {m.id} at --pp {p}")
     whole_counts = m.layer_counts()
     if {kind: n * p for kind, n in stage.layer_counts().items()} != whole_counts:
         raise UserError(f"--pp {p}: model {m.id}'s stages would hold different kinds of layer (dense and MoE, "
