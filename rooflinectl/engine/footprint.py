@@ -12,8 +12,11 @@ from ..specs.dtypes import DEFAULT_GROUP_SIZE, DType, WeightDType
 from ..specs.model import Model
 from ..specs.step import Seqs
 from ..specs.workload import Workload
-from .count.recurrent import state_bytes_per_sequence
-from .count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
+from .count.transformer import (
+    fixed_state_bytes_per_sequence,
+    kv_cache_bytes_per_sequence,
+    weight_footprint_bytes,
+)
 
 # Weight formats with no scales, in which the whole step may run (dtype = weight format).
 _PLAIN: tuple[str, ...] = ("fp32", "bf16", "fp16")
@@ -47,8 +50,8 @@ def kv_cache_bytes_per_token(model: Model, kv_dtype: DType = "bf16") -> int:
 
 def recurrent_state_bytes(model: Model, dtype: DType = "bf16") -> int:
     """The fixed state one sequence holds in the model's recurrent layers, whatever its length (0 without
-    any): engine.count.recurrent.state_bytes_per_sequence, in the activations' ``dtype``."""
-    return _exact(state_bytes_per_sequence(one_token_step(model, dtype=dtype)))
+    any): engine.count.transformer.fixed_state_bytes_per_sequence, in the activations' ``dtype``."""
+    return _exact(fixed_state_bytes_per_sequence(one_token_step(model, dtype=dtype)))
 
 
 def kv_cache_bytes_per_token_past_window(model: Model, kv_dtype: DType = "bf16") -> int | None:

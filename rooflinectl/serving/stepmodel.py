@@ -57,7 +57,7 @@ class StepModel:
         self.mla = base.model.mla is not None
         self.affine = base.model.attention_affine_in_context  # attention parts affine in cached (_group_parts)
         self.dense = stack is not None and stack.attention == "batch_dense"
-        if self.dense and (not self.affine or base.model.linear_attention is not None):
+        if self.dense and (not self.affine or base.model.recurrent):
             raise UserError(f"stack '{stack.id}' runs a step's attention as one dense masked attention "  # type: ignore[union-attr]
                             f"(batch_dense); model {base.model.id}'s sliding-window, chunked, sparse or recurrent "
                             f"layers are not modelled that way: use a stack whose attention is varlen")
@@ -367,9 +367,9 @@ def kv_capacity(model: StepModel, budget_tokens: int, block_size: int, reserve: 
     block = model.analyze((Seqs(1, block_size),)) if limit is None or block_size <= limit[0] else full
     held = block.totals.kv_cache_bytes_per_sequence
     state_blocks = 0
-    if model.base.model.linear_attention is not None:
+    if model.base.model.recurrent:
         # The cache a sequence holds is its attention layers' K and V, growing by block_bytes a block (all of
-        # them full: Model refuses a window or chunks beside linear layers), and its fixed state: two lengths
+        # them full: Model refuses a window or chunks beside recurrent layers), and its fixed state: two lengths
         # tell them apart.
         positions = block.workload.uniform.positions
         twice = model.analyze((Seqs(1, 2 * positions),)).totals.kv_cache_bytes_per_sequence

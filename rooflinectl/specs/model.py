@@ -40,6 +40,7 @@ from .mla import MLA
 from .moe import MoE
 from .recurrent import GatedDeltaNet
 from .sizes import HeadDim, Heads, HiddenSize, Layers, MlpWidth, Positions, Vocab
+from .ssm import Mamba2
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
 
@@ -48,16 +49,19 @@ WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
 #   gated_gelu_tanh  down(GELU_tanh(gate(x)) · up(x)): Gemma (hidden_activation gelu_pytorch_tanh)
 #   gelu_tanh        down(GELU_tanh(up(x))): the plain two-matrix MLP (GPT-2's gelu_new)
 #   clamped_swiglu   down((clamp(up, ±7) + 1) · g·σ(1.702·g)), g = min(gate, 7): gpt-oss's experts
-MlpKind = Literal["gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu"]
+#   relu2            down(ReLU(up(x))²): the plain two-matrix MLP with squared ReLU (Nemotron-H)
+MlpKind = Literal["gated_silu", "gated_gelu_tanh", "gelu_tanh", "clamped_swiglu", "relu2"]
 MLP_KINDS: tuple[MlpKind, ...] = get_args(MlpKind)
 GATED_MLPS: tuple[MlpKind, ...] = ("gated_silu", "gated_gelu_tanh", "clamped_swiglu")
 # RMSNorm (a gain), or LayerNorm (a gain and a bias).
 NormKind = Literal["rmsnorm", "layernorm"]
 # A layer's attention: over every position, over the last sliding_window positions, over the positions of
 # its own attention_chunk_size chunk (Llama 4's chunked local attention), or none: a recurrent layer with a
-# fixed state per sequence in its place (``linear``: Gated DeltaNet, ``Model.linear_attention``).
-LayerAttention = Literal["sliding", "full", "chunked", "linear"]
-LAYER_ATTENTIONS: tuple[LayerAttention, ...] = ("full", "sliding", "chunked", "linear")
+# fixed state per sequence in its place (``linear``: Gated DeltaNet, ``Model.linear_attention``; ``mamba``: Mamba-2,
+# ``Model.mamba``), or ``mlp``: a layer of an MLP alone. A pattern with ``mlp`` layers makes every layer one branch
+# (Nemotron-H's blocks: a norm, one mixer or the MLP, the residual add): its other layers have no MLP.
+LayerAttention = Literal["full", "sliding", "chunked", "linear", "mamba", "mlp"]
+LAYER_ATTENTIONS: tuple[LayerAttention, ...] = get_args(LayerAttention)
 # The kinds that attend over cached positions and hold a KV cache; the others hold a recurrent state.
 KV_ATTENTIONS: tuple[LayerAttention, ...] = ("full", "sliding", "chunked")
 # A soft cap's value (cap·tanh(x/cap)): the count does not depend on it; Gemma 2's are 50 and 30.
@@ -147,6 +151,8 @@ class Model(Strict):
     sparse_attention: SparseAttention | None = Field(None, description="DeepSeek sparse attention")
     # Gated DeltaNet linear attention on the layers ``layer_pattern`` names ``linear`` (Qwen3-Next).
     linear_attention: GatedDeltaNet | None = Field(None, description="Gated DeltaNet linear attention")
+    # Mamba-2 state-space layers on the layers ``layer_pattern`` names ``mamba`` (Nemotron-H).
+    mamba: Mamba2 | None = Field(None, description="Mamba-2 state-space layers")
     # Qwen3-Next's gated attention: q_proj also gives a gate per output of attention, which is multiplied by
     # sigmoid(gate) before o_proj (Qwen3NextAttention).
     attn_output_gate: bool = Field(False, description="a sigmoid gate on the attention's output")
@@ -201,7 +207,8 @@ class Model(Strict):
         if self.layer_pattern is not None:
             for kind, size, key in (("sliding", self.sliding_window, "sliding_window"),
                                     ("chunked", self.attention_chunk_size, "attention_chunk_size"),
-                                    ("linear", self.linear_attention, "linear_attention")):
+                                    ("linear", self.linear_attention, "linear_attention"),
+                                    ("mamba", self.mamba, "mamba")):
                 if kind in self.layer_pattern and size is None:
                     raise invalid(f"layer_pattern names {kind} layers, but the model gives no {key}")
             if set(self.layer_pattern) == {"full"}:
@@ -209,15 +216,19 @@ class Model(Strict):
             if len(self.layer_pattern) > self.num_layers:
                 raise invalid(f"layer_pattern has {len(self.layer_pattern)} entries, more than the "
                                f"{self.num_layers} layers")
-            if set(self.layer_pattern) == {"linear"}:
-                raise invalid("layer_pattern has no attention layer: a model of linear layers alone is not modelled")
+            if not set(self.layer_pattern) & set(KV_ATTENTIONS):
+                raise invalid("layer_pattern has no attention layer: a model without one is not modelled")
+            if self.mlp_apart and (self.moe is not None or self.post_norms):
+                raise invalid("mlp layers apart from the mixers, with experts or post norms, are not modelled")
         elif self.sliding_window is not None and self.attention_chunk_size is not None:
             raise invalid("sliding_window and attention_chunk_size together need a layer_pattern saying which "
                           "layers slide and which attend in chunks")
-        if self.linear_attention is not None and "linear" not in (self.layer_pattern or []):
-            raise invalid("linear_attention is given, but layer_pattern names no linear layer")
-        if self.linear_attention is not None and (self.sliding_window or self.attention_chunk_size):
-            raise invalid("linear layers beside sliding or chunked attention are not modelled")
+        for kind, given in (("linear", self.linear_attention), ("mamba", self.mamba)):
+            if given is not None and kind not in (self.layer_pattern or []):
+                raise invalid(f"{'linear_attention' if kind == 'linear' else kind} is given, but layer_pattern "
+                              f"names no {kind} layer")
+        if self.recurrent and (self.sliding_window or self.attention_chunk_size):
+            raise invalid("linear or mamba layers beside sliding or chunked attention are not modelled")
         if self.attn_temperature_tuning and not self.nope_full_layers:
             raise invalid("attn_temperature_tuning scales the queries of NoPE layers: give nope_full_layers")
         if self.rope_qk_l2_norm and self.qk_norm:
@@ -299,6 +310,20 @@ class Model(Strict):
         return sum(n for (_, attention), n in self.layer_counts().items() if attention == kind)
 
     @property
+    def mlp_apart(self) -> bool:
+        """Whether the MLP is a layer of its own (``mlp`` layers in the pattern) and the mixers' layers have none."""
+        return "mlp" in (self.layer_pattern or [])
+
+    def layer_has_mlp(self, kind: LayerAttention) -> bool:
+        """Whether a layer of ``kind`` has an MLP (and, but for ``mlp`` layers, a mixer before it)."""
+        return kind == "mlp" or not self.mlp_apart
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether some layers keep a fixed state per sequence (Gated DeltaNet or Mamba-2) in place of a cache."""
+        return self.linear_attention is not None or self.mamba is not None
+
+    @property
     def sliding_layers(self) -> int:
         """Layers that attend through the sliding window."""
         return self.attention_layers("sliding")
@@ -333,8 +358,9 @@ class Model(Strict):
 
     @property
     def dense_layers(self) -> int:
-        """Layers with the dense MLP: all of them, or those of an MoE model without experts (``MoE.is_moe``)."""
-        return self.num_layers - self.moe_layers
+        """Layers with the dense MLP: all of them (the ``mlp`` layers where the MLP is apart), or those of an MoE
+        model without experts (``MoE.is_moe``)."""
+        return (self.attention_layers("mlp") if self.mlp_apart else self.num_layers) - self.moe_layers
 
     @property
     def moe_layers(self) -> int:
@@ -367,7 +393,7 @@ class Model(Strict):
                 attention += self.sparse_attention.parameters(h, self.mla.q_lora_rank)
         else:  # attn_output_gate: q_proj gives the gate too, h·d more outputs
             attention = h * ((2 if self.attn_output_gate else 1) * self.q_dim + 2 * self.kv_dim) + self.q_dim * h
-        norms = (4 if self.post_norms else 2) * self.norm_parameters
+        norms = (4 if self.post_norms else 1 if self.mlp_apart else 2) * self.norm_parameters
         if self.qk_norm:
             attention += 2 * self.head_dim
         if self.qkv_bias:
@@ -377,8 +403,10 @@ class Model(Strict):
         if self.attention_sinks:
             attention += self.num_heads  # one learned logit per head
         linear = self.attention_layers("linear")  # Gated DeltaNet's weights in place of the attention's
-        total = (self.num_layers * norms + (self.num_layers - linear) * attention
+        mamba = self.attention_layers("mamba")  # and Mamba-2's
+        total = (self.num_layers * norms + sum(map(self.attention_layers, KV_ATTENTIONS)) * attention
                  + (linear * self.linear_attention.parameters(h) if self.linear_attention else 0)
+                 + (mamba * self.mamba.parameters(h) if self.mamba else 0)
                  + self.dense_layers * self.mlp_parameters(self.intermediate_size))
         if self.moe is not None:
             e = self.moe

@@ -321,6 +321,9 @@ MOE_MODEL = {
     # DeepSeek-V3.2's sparse attention: the lightning indexer's sizes.
     "sparse_attention.index_n_heads": (int,), "sparse_attention.index_head_dim": (int,),
     "sparse_attention.index_topk": (int,),
+    # Nemotron-H's Mamba-2 layers.
+    "mamba.num_heads": (int,), "mamba.head_dim": (int,), "mamba.state_size": (int,), "mamba.n_groups": (int,),
+    "mamba.conv_kernel": (int,), "mamba.conv_bias": (bool,), "mamba.chunk_size": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
                "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,),

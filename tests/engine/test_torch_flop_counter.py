@@ -245,3 +245,53 @@ def test_qwen3_next_with_a_linear_and_a_gated_full_layer_matches_torch_on_tiny_c
     got, _ = torch_flops(hf, input_ids=nxt, past_key_values=out.past_key_values)
     decode = resolve_workload("decode", model=model, batch=BATCH, context=PROMPT + 1, attention="naive", fused=[])
     assert got == engine_matmul_flops(decode) + 2 * taps * BATCH * channels * 2, "decode"
+
+
+def test_nemotron_h_with_mamba_attention_and_mlp_layers_matches_torch_on_tiny_cpu_tensors(tmp_path):
+    """Nemotron-H, four one-branch layers "M*-M": two Mamba-2 (8 heads of 8, state 16, 2 groups, chunks of 4),
+    one attention without RoPE, one squared-ReLU MLP. Beside the projections torch counts, in each Mamba-2 layer,
+    transformers' torch SSD (mamba2_chunk_scan): per chunk and head C·Bᵀ (2·c²·S: it widens B and C to every head,
+    where the engine's kernel computes them per group), the masked scores times x (2·c²·P), the chunk's state
+    (2·c·S·P) and its read by C (2·c·S·P), and per head the chunk-to-chunk state passing as one einsum over the
+    (K + 1)² pairs of chunks (2·(K + 1)²·P·S, where the engine counts the scan's 2·P·S a chunk); not the
+    decays, gates and D·x, which the engine's ssm_scan_chunked counts beside them. The conv is a padded F.conv1d:
+    T + w − 1 outputs a channel in a prefill and 2 in a decode step, 2·w FLOPs each (as Qwen3-Next's). The decode's
+    recurrent scan is elementwise but for its read-out, a bmm of 2·P·S a head."""
+    from rooflinectl.engine.count.ssm import SSM_FLOPS_PER_CHANNEL, SSM_GATE_FLOPS_PER_HEAD, chunked_flops
+
+    torch.manual_seed(0)
+    cfg = transformers.NemotronHConfig(
+        **{k: v for k, v in DENSE.items() if k != "num_hidden_layers"}, hybrid_override_pattern="M*-M",
+        mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=4)
+    cfg._attn_implementation = "eager"
+    folder = tmp_path / "nemotron_h"
+    folder.mkdir()
+    data = cfg.to_dict()
+    data.pop("time_step_limit")  # (0, inf): JSON has no Infinity, and the key builds no weight
+    (folder / "config.json").write_text(json.dumps(data, default=str))
+    model = model_from_hf_config(folder / "config.json")
+    assert model.layer_counts() == {(False, "mamba"): 2, (False, "full"): 1, (False, "mlp"): 1}
+    hf = transformers.NemotronHForCausalLM(cfg).eval().requires_grad_(False)
+    assert model.parameter_count() == sum(p.numel() for p in hf.parameters())
+    ssm = model.mamba
+    assert ssm is not None
+    h, p, s, g, c, taps, channels = 8, 8, 16, 2, 4, 4, ssm.conv_channels
+    chunks = -(-PROMPT // c)
+    ids = torch.randint(0, model.vocab_size, (BATCH, PROMPT))
+    got, out = torch_flops(hf, input_ids=ids)
+    prefill = resolve_workload("prefill", model=model, batch=BATCH, seq_len=PROMPT, attention="naive", fused=[])
+    scan = next(op for op in step_ops(prefill) if op.name == "ssm_scan_chunked")
+    per_token = SSM_GATE_FLOPS_PER_HEAD * h + SSM_FLOPS_PER_CHANNEL * ssm.inner
+    assert scan.flops == BATCH * chunked_flops(PROMPT, ssm) + BATCH * PROMPT * per_token
+    # The engine's chunked core less what torch does not count (the mask c², the decays c·(S + P) a chunk and
+    # head) and with torch's own C·Bᵀ per head and state passing, per sequence:
+    matmuls = chunks * (h * (2 * c * c * p + 4 * c * s * p) + g * 2 * c * c * s)
+    assert chunked_flops(PROMPT, ssm) == matmuls + chunks * h * (c * c + c * (s + p) + 2 * p * s)
+    torch_ssd = BATCH * (matmuls + chunks * (h - g) * 2 * c * c * s + h * 2 * (chunks + 1) ** 2 * p * s)
+    conv = 2 * taps * BATCH * channels * (PROMPT + taps - 1)
+    assert got == engine_matmul_flops(prefill) + 2 * (torch_ssd + conv), "prefill"
+    nxt = torch.randint(0, model.vocab_size, (BATCH, 1))
+    got, _ = torch_flops(hf, input_ids=nxt, past_key_values=out.past_key_values)
+    decode = resolve_workload("decode", model=model, batch=BATCH, context=PROMPT + 1, attention="naive", fused=[])
+    readout = BATCH * h * 2 * p * s
+    assert got == engine_matmul_flops(decode) + 2 * (readout + 2 * taps * BATCH * channels * 2), "decode"

@@ -45,6 +45,8 @@ GELU_TANH_FLOPS_PER_ELEMENT = 9
 # gpt-oss's experts' clamped SwiGLU (transformers' GptOssExperts): g = min(gate, 7) 1, u = clamp(up, −7, 7) 2,
 # 1.702·g 1, sigmoid 4 (negate, exp, add, divide), g·σ 1, u + 1 1, the product 1.
 CLAMPED_SWIGLU_FLOPS_PER_ELEMENT = 11
+# Squared ReLU (Nemotron-H's relu2, transformers' ReLUSquaredActivation): max(x, 0) 1, the square 1.
+RELU2_FLOPS_PER_ELEMENT = 2
 # Each norm kind's FLOPs per element (Model.norm), and its name in words.
 NORM_FLOPS_PER_ELEMENT = {"rmsnorm": RMSNORM_FLOPS_PER_ELEMENT, "layernorm": LAYERNORM_FLOPS_PER_ELEMENT}
 NORM_LABEL = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
@@ -55,10 +57,11 @@ MLP_ACT_FLOPS_PER_ELEMENT = {
     "gated_gelu_tanh": GELU_TANH_FLOPS_PER_ELEMENT + 1,
     "gelu_tanh": GELU_TANH_FLOPS_PER_ELEMENT,
     "clamped_swiglu": CLAMPED_SWIGLU_FLOPS_PER_ELEMENT,
+    "relu2": RELU2_FLOPS_PER_ELEMENT,
 }
 MLP_ACT_FORMULA = {
     "gated_silu": "SiLU(gate)·up", "gated_gelu_tanh": "GELU_tanh(gate)·up", "gelu_tanh": "GELU_tanh(up)",
-    "clamped_swiglu": "(clamp(up)+1)·g·σ(1.702g)",
+    "clamped_swiglu": "(clamp(up)+1)·g·σ(1.702g)", "relu2": "ReLU(up)²",
 }
 # Logit soft-capping, cap·tanh(x/cap) (Gemma 2): divide, tanh, multiply.
 SOFTCAP_FLOPS_PER_ELEMENT = 3

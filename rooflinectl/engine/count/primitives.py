@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
+from ...specs.model import GATED_MLPS
 from ...units import dtype_bytes
 from .op import (
     EXPERT_ID_BYTES,
@@ -124,11 +125,12 @@ def rmsnorm_linear_op(name: str, m: int, k: int, n: int, dtype: str, *, weight_d
 
 def gated_act_op(name: str, rows: int, width: int, dtype: str, mlp: str = "gated_silu") -> Op:
     """The MLP's activation on rows×width (``mlp``: a Model.mlp kind): a gated kind reads gate and up and writes
-    their product (SiLU(gate)·up for gated_silu); the plain gelu_tanh reads up alone and writes GELU_tanh(up).
+    their product (SiLU(gate)·up for gated_silu); a plain kind reads up alone and writes its activation
+    (GELU_tanh(up), ReLU(up)²).
     MLP_ACT_FLOPS_PER_ELEMENT[mlp] FLOPs per element written."""
     per = MLP_ACT_FLOPS_PER_ELEMENT[mlp]
     formula = MLP_ACT_FORMULA[mlp]
-    inputs = 1 if mlp == "gelu_tanh" else 2
+    inputs = 2 if mlp in GATED_MLPS else 1
     return Op(
         name=name,
         kind="elementwise",

@@ -148,7 +148,7 @@ def _delta_rule_op(w: Workload) -> Op:
     )
 
 
-def _by_form(w: Workload, build: Callable[[Workload], Op]) -> list[Op]:
+def by_form(w: Workload, build: Callable[[Workload], Op]) -> list[Op]:
     """The op ``build`` makes of each group, one kernel over the decode groups and one over the others."""
     ops: list[Op] = []
     for decode in (True, False):
@@ -156,6 +156,15 @@ def _by_form(w: Workload, build: Callable[[Workload], Op]) -> list[Op]:
         if seqs:
             ops += by_group(w.with_seqs(seqs), lambda one: [build(one)], "the inputs")
     return ops
+
+
+def one_kernel(conv: list[Op]) -> list[Op]:
+    """A conv built by :func:`by_form` as the one kernel it is whatever the groups' forms: the decode groups' op and
+    the others' summed, the taps read once."""
+    if len(conv) < 2:
+        return conv
+    return [replace(conv[0], flops=conv[0].flops + conv[1].flops, bytes=conv[0].bytes + conv[1].bytes
+                    - conv[1].weight_bytes, kv_bytes=conv[0].kv_bytes + conv[1].kv_bytes)]
 
 
 def gated_deltanet_block(w: Workload) -> list[Op]:
@@ -170,12 +179,8 @@ def gated_deltanet_block(w: Workload) -> list[Op]:
                                  ("in_proj_ba", 2 * gdn.num_value_heads))]
     ops += projections(first, norm if norm_in else None, None,
                        lambda name, n_out, with_norm: projection(w, name, h, n_out, with_norm))
-    conv = _by_form(w, _conv_op)
-    if len(conv) > 1:  # the conv is one kernel whatever the groups' forms
-        conv = [replace(conv[0], flops=conv[0].flops + conv[1].flops, bytes=conv[0].bytes + conv[1].bytes
-                        - conv[1].weight_bytes, kv_bytes=conv[0].kv_bytes + conv[1].kv_bytes)]
-    ops += conv
-    ops += _by_form(w, _delta_rule_op)
+    ops += one_kernel(by_form(w, _conv_op))
+    ops += by_form(w, _delta_rule_op)
     rows = n * gdn.num_value_heads
     gated = norm_op("gated_norm", rows, gdn.value_head_dim, w.dtype)
     ops.append(replace(gated, flops=GATED_RMSNORM_FLOPS_PER_ELEMENT * rows * gdn.value_head_dim,

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...specs.model import KV_ATTENTIONS, LAYER_ATTENTIONS, LayerAttention
+from ...specs.model import GATED_MLPS, KV_ATTENTIONS, LAYER_ATTENTIONS, LayerAttention
 from ...specs.workload import Workload
 from ...units import dtype_bytes
 from .attention import attention_ops, positions_held, scores_computed, span_of
@@ -75,6 +75,8 @@ from .primitives import (
 from .quant import linear_weight_bytes, weight_matrix_bytes
 from .recurrent import gated_deltanet_block, state_bytes_per_sequence
 from .rope import position_ops
+from .ssm import mamba2_block
+from .ssm import state_bytes_per_sequence as ssm_state_bytes
 
 __all__ = ["attention_ops", "kv_cache_bytes_per_sequence", "layer_ops", "model_ops", "moe_layer_ops",
            "scores_computed", "step_ops", "weight_footprint_bytes"]
@@ -130,6 +132,8 @@ def _attention_block(w: Workload, attention: LayerAttention = "full") -> list[Op
         return mla_attention_block(w)
     if attention == "linear":  # Gated DeltaNet in place of attention (engine/count/recurrent.py)
         return _close_branch(gated_deltanet_block(w), w, "attn")
+    if attention == "mamba":  # Mamba-2 in place of attention (engine/count/ssm.py)
+        return _close_branch(mamba2_block(w), w, "attn")
     n, h = w.tokens, m.hidden_size
     fused = set(w.fused)
     norm = norm_op("attn_norm", n, h, w.dtype, m.norm)
@@ -181,7 +185,7 @@ def _gated_mlp(w: Workload, prefix: str, width: int, norm: Op | None) -> list[Op
         return _with_bias(op, w, n_out) if m.mlp_bias else op
 
     # A plain MLP (gelu_tanh) has no gate: Workload refuses gate_up and act fusions for it.
-    names = ["up_proj"] if m.mlp == "gelu_tanh" else ["gate_proj", "up_proj"]
+    names = ["up_proj"] if m.mlp not in GATED_MLPS else ["gate_proj", "up_proj"]
     ops = _projections([proj(prefix + name, h, width, False) for name in names], norm,
                        prefix + "gate_up_proj" if "gate_up" in fused else None,
                        lambda name, n_out, with_norm: proj(name, h, n_out, with_norm))
@@ -241,7 +245,7 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
         # gpt-oss's experts' biases: the bias of each expert touched read once, one add per output of a pair.
         return _with_bias(op, w, n_out, rows=pairs, vectors=x) if m.mlp_bias else op
 
-    names = ["expert_up_proj"] if m.mlp == "gelu_tanh" else ["expert_gate_proj", "expert_up_proj"]
+    names = ["expert_up_proj"] if m.mlp not in GATED_MLPS else ["expert_gate_proj", "expert_up_proj"]
     projections = _projections([expert(name, h, ie) for name in names], None,
                                "expert_gate_up_proj" if "gate_up" in fused else None,
                                lambda name, n_out, _: expert(name, h, n_out))
@@ -278,15 +282,22 @@ def _moe_mlp_block(w: Workload) -> list[Op]:
     return _close_branch([*ops, combine], w, "mlp")
 
 
+def _mixer(w: Workload, attention: LayerAttention) -> list[Op]:
+    """A layer's first half, its attention (or recurrent mixer); none in an ``mlp`` layer."""
+    return [] if attention == "mlp" else _attention_block(w, attention)
+
+
 def layer_ops(w: Workload, attention: LayerAttention = "full") -> list[Op]:
     """The operations of one dense transformer block, in execution order (count 1); ``attention``: its
-    attention's kind (full, sliding, chunked)."""
-    return [*_attention_block(w, attention), *_dense_mlp_block(w)]
+    attention's kind (full, sliding, chunked, linear, mamba; or mlp, an MLP alone). Where the MLP is a layer
+    apart (``Model.mlp_apart``: Nemotron-H), the other layers are their mixer alone."""
+    mlp = _dense_mlp_block(w) if w.model.layer_has_mlp(attention) else []
+    return [*_mixer(w, attention), *mlp]
 
 
 def moe_layer_ops(w: Workload, attention: LayerAttention = "full") -> list[Op]:
     """The operations of one MoE block, in execution order (count 1): attention, then the experts."""
-    return [*_attention_block(w, attention), *_moe_mlp_block(w)]
+    return [*_mixer(w, attention), *_moe_mlp_block(w)]
 
 
 def _merge_layers(blocks: list[tuple[list[Op], int]]) -> list[Op]:
@@ -373,14 +384,19 @@ def kv_cache_bytes_per_sequence(w: Workload, positions: int | None = None) -> fl
     """The cache held for one sequence of ``positions`` (default: a preset step's kv_len): K and V of every
     attention layer and KV head, over all positions in a full layer, min(positions, W) in a sliding one and
     min(positions, C) in a chunked one (engine.count.attention.positions_held states the assumption), and the
-    fixed recurrent state of every linear layer (engine.count.recurrent.state_bytes_per_sequence), whatever the
+    fixed state of every linear and mamba layer (:func:`fixed_state_bytes_per_sequence`), whatever the
     positions."""
     m = w.model
     lk = w.kv_len if positions is None else positions
     if m.mla is not None:  # the latent cache: r + d_r values a position and layer (engine/count/mla.py)
         return mla_kv_cache_bytes_per_sequence(w, lk)
     positions = sum(m.attention_layers(kind) * positions_held(lk, *span_of(w, kind)) for kind in KV_ATTENTIONS)
-    return 2 * m.kv_dim * positions * dtype_bytes(w.kv_dtype) + state_bytes_per_sequence(w)
+    return 2 * m.kv_dim * positions * dtype_bytes(w.kv_dtype) + fixed_state_bytes_per_sequence(w)
+
+
+def fixed_state_bytes_per_sequence(w: Workload) -> float:
+    """One sequence's fixed state: Gated DeltaNet's (engine.count.recurrent) and Mamba-2's (engine.count.ssm)."""
+    return state_bytes_per_sequence(w) + ssm_state_bytes(w)
 
 
 def _linear_matrices(w: Workload) -> list[tuple[int, int, int]]:
@@ -391,19 +407,22 @@ def _linear_matrices(w: Workload) -> list[tuple[int, int, int]]:
     among them (engine.count.quant: they stay in the activations' type)."""
     m = w.model
     h, q, kv = m.hidden_size, m.q_dim, m.kv_dim
-    ins = 1 if m.mlp == "gelu_tanh" else 2  # up (and gate): H×I each
+    ins = 2 if m.mlp in GATED_MLPS else 1  # up (and gate): H×I each
     experts_only = m.quantized == "experts"
     if experts_only:
         mats = []
     elif m.mla is not None:  # MLA's q_a/q_b (or q), kv_a_proj_with_mqa, kv_b_proj and o_proj for Q, K, V, O
         mats = mla_linear_matrices(m)
     else:
-        a = m.num_layers - m.attention_layers("linear")  # layers with Q, K, V, O
+        a = sum(map(m.attention_layers, KV_ATTENTIONS))  # layers with Q, K, V, O
         mats = [(a, h, (2 if m.attn_output_gate else 1) * q), (2 * a, h, kv), (a, q, h)]
         if m.linear_attention is not None:  # Gated DeltaNet's in_proj_qkvz, in_proj_ba and out_proj
-            g, lin = m.linear_attention, m.num_layers - a
+            g, lin = m.linear_attention, m.attention_layers("linear")
             mats += [(lin, h, 2 * g.key_dim + 2 * g.value_dim), (lin, h, 2 * g.num_value_heads),
                      (lin, g.value_dim, h)]
+        if m.mamba is not None:  # Mamba-2's in_proj and out_proj
+            mam = m.attention_layers("mamba")
+            mats += [(mam, h, m.mamba.in_proj_width), (mam, m.mamba.inner, h)]
     if m.dense_layers and not experts_only:
         i = m.intermediate_size
         mats += [(ins * m.dense_layers, h, i), (m.dense_layers, i, h)]

@@ -7,6 +7,8 @@ With ``tp`` = t (Megatron-LM, arXiv 1909.08053, section 3, as vLLM and SGLang se
   MLA         q_b_proj and kv_b_proj column-parallel (h/t heads), o_proj row-parallel; q_a_proj,
               kv_a_proj_with_mqa and the latent cache replicated (every head reads the whole latent)
   MLP         gate and up column-parallel, down row-parallel: width I/t; every expert's width I_e/t too
+  Mamba-2     in_proj column-parallel (h/t heads, G/t groups of B and C), the conv and state with them, out_proj
+              row-parallel (Gated DeltaNet's key and value heads split so too)
   vocabulary  the embedding and the LM head, V/t rows each (V padded up to the next multiple of t)
   the rest    replicated: norms, RoPE, residual adds, biases of row-parallel layers, the router's gate
 With ``ep`` = e (DeepSeek-V3's layout, arXiv 2412.19437, section 3.4): the attention data-parallel, ⌈B/e⌉ of
@@ -72,6 +74,9 @@ def per_gpu_model(model: Model, t: int, whole_experts: bool = False) -> Model:
                                     "num_key_heads": _split("linear-attention key heads", lin.num_key_heads, t, model),
                                     "num_value_heads": _split("linear-attention value heads", lin.num_value_heads,
                                                               t, model)}
+    if model.mamba is not None:  # Mamba-2's heads and groups split (vLLM's MambaMixer2), its state with them
+        data["mamba"] = {**data["mamba"], "num_heads": _split("Mamba heads", model.mamba.num_heads, t, model),
+                         "n_groups": _split("Mamba groups", model.mamba.n_groups, t, model)}
     if model.dense_layers:
         data["intermediate_size"] = _split("MLP width (intermediate_size)", model.intermediate_size, t, model)
     if model.moe is not None:
@@ -127,7 +132,7 @@ def _expert_shapes(w: Workload) -> list[tuple[int, int]]:
     m = w.model
     assert m.moe is not None
     h, ie = m.hidden_size, m.moe.expert_intermediate_size
-    if m.mlp == "gelu_tanh":
+    if m.mlp not in GATED_MLPS:
         return [(h, ie), (ie, h)]
     return [(h, ie), (h, ie), (ie, h)]
 
@@ -209,7 +214,9 @@ def stage_workload(per_gpu: Workload, p: int) -> Workload:
     m = per_gpu.model
     if m.num_layers % p:
         raise UserError(f"--pp {p}: model {m.id} has {m.num_layers} layers, which {p} stages cannot split evenly")
-    stage = validate(Model, {**m.model_dump(), "num_layers": m.num_layers // p}, f"model {m.id} at --pp {p}")
+    layers, pattern = m.num_layers // p, m.layer_pattern
+    cut = {"layer_pattern": pattern[:layers]} if pattern and len(pattern) > layers else {}  # the first stage's
+    stage = validate(Model, {**m.model_dump(), "num_layers": layers, **cut}, f"model {m.id} at --pp {p}")
     whole_counts = m.layer_counts()
     if {kind: n * p for kind, n in stage.layer_counts().items()} != whole_counts:
         raise UserError(f"--pp {p}: model {m.id}'s stages would hold different kinds of layer (dense and MoE, "

@@ -24,12 +24,13 @@ from .experts import (
     no_experts,
 )
 from .llama4 import LLAMA4_DEFAULTS, LLAMA4_MOE_KEYS, hf_llama4
+from .nemotron_h import NEMOTRON_H_DEFAULTS, NEMOTRON_H_MOE_KEYS, hf_nemotron_h, nemotron_h_keys
 from .quant import hf_quantization
 from .qwen3_next import QWEN3_NEXT_DEFAULTS, QWEN3_NEXT_MOE_KEYS, hf_qwen3_next
 
 _HF_MODEL_TYPES: tuple[str, ...] = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "phi3", "gemma2",
                                     "gemma3_text", "gemma3", "gpt_oss", "deepseek_v2", "deepseek_v3",
-                                    "kimi_k2", "deepseek_v32", "llama4", "llama4_text", "qwen3_next")
+                                    "kimi_k2", "deepseek_v32", "llama4", "llama4_text", "qwen3_next", "nemotron_h")
 # The transformers classes of those model types: a config's `architectures` entry names the class that builds the
 # model, and one outside these (a classifier head, a vision-language wrapper other than Gemma 3's) is refused by
 # name. Gemma3ForConditionalGeneration (model_type gemma3) nests its text decoder in text_config: the decoder is
@@ -42,7 +43,7 @@ _HF_CLASSES: dict[str, tuple[str, ...]] = {
     "deepseek_v2": ("DeepseekV2ForCausalLM",), "deepseek_v3": ("DeepseekV3ForCausalLM",),
     "kimi_k2": ("DeepseekV3ForCausalLM",), "deepseek_v32": ("DeepseekV32ForCausalLM",),
     "llama4": ("Llama4ForConditionalGeneration",), "llama4_text": ("Llama4ForCausalLM",),
-    "qwen3_next": ("Qwen3NextForCausalLM",),
+    "qwen3_next": ("Qwen3NextForCausalLM",), "nemotron_h": ("NemotronHForCausalLM",),
 }
 _HF_ARCHITECTURES: tuple[str, ...] = tuple(c for classes in _HF_CLASSES.values() for c in classes)
 # Model types near the ones read that are refused by name, with why.
@@ -80,6 +81,7 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "deepseek_v32": {"q_lora_rank": 1536, **DEEPSEEK_V32_DEFAULTS},
     "llama4_text": LLAMA4_DEFAULTS,
     "qwen3_next": QWEN3_NEXT_DEFAULTS,
+    "nemotron_h": NEMOTRON_H_DEFAULTS,
 }
 # The keys whose class field is a plain whole number (MistralConfig's num_key_value_heads: int = 8): transformers
 # refuses null there, and so does the importer, rather than read it as the heads as the other classes do.
@@ -92,6 +94,7 @@ _HF_NOT_NULL: dict[str, tuple[str, ...]] = {
 _HF_BIAS_KEYS: dict[str, tuple[str, ...]] = {
     "llama": ("attention_bias", "mlp_bias"), "qwen3": ("attention_bias",), "qwen3_moe": ("attention_bias",),
     "gemma2": ("attention_bias",), "gemma3_text": ("attention_bias",), "gpt_oss": ("attention_bias",),
+    "nemotron_h": ("mlp_bias",),
 }
 # How each model type's attention reads a window (transformers' attention classes): "every" layer through
 # sliding_window (MistralAttention, MixtralAttention, Phi3Attention: layer_types ignored); "switch", every layer
@@ -283,9 +286,12 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     if isinstance(model_type, str) and model_type in _HF_DEFAULTS:
         _check_defaults(cfg, model_type, path)
         cfg = {**_HF_DEFAULTS[model_type], **cfg}  # a key given (null included) is the config's
+    if model_type == "nemotron_h":
+        cfg = nemotron_h_keys(cfg, path)
     own = HF_MOE_KEYS.get(model_type, ()) if isinstance(model_type, str) else ()
     own += LLAMA4_MOE_KEYS if model_type == "llama4_text" else ()
     own += QWEN3_NEXT_MOE_KEYS if model_type == "qwen3_next" else ()
+    own += NEMOTRON_H_MOE_KEYS if model_type == "nemotron_h" else ()
     # Outside a model type's own expert keys, None, 0 or 1 mean "no experts"; anything else is an architecture
     # not modelled.
     unknown = sorted(k for k in HF_UNMODELLED_KEYS if k in cfg and k not in own and not no_experts(cfg[k]))
@@ -346,6 +352,8 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         data.update(hf_llama4(cfg, path))
     elif model_type == "qwen3_next":
         data.update(hf_qwen3_next(cfg, path))
+    elif model_type == "nemotron_h":
+        data.update(hf_nemotron_h(cfg, path))
     data.update(hf_quantization(cfg, path, experts="moe" in data))
     if model_type == "qwen2" or biases["attention_bias"]:
         data["qkv_bias"] = True  # Qwen2Attention builds q_proj, k_proj, v_proj with bias=True (no config key)
