@@ -23,8 +23,9 @@ from .dtypes import (
     GroupSize,
     WeightDType,
 )
+from .layers import GATED_MLPS
 from .load import Strict, invalid, validate
-from .model import GATED_MLPS, Model
+from .model import Model
 from .sizes import Experts
 from .step import MAX_GROUPS, Phase, Seqs, preset_phase, seqs_text
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from ...specs.model import GATED_MLPS
+from ...specs.layers import GATED_MLPS
 from ...units import dtype_bytes
 from .op import (
     EXPERT_ID_BYTES,

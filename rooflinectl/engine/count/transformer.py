@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...specs.model import GATED_MLPS, KV_ATTENTIONS, LAYER_ATTENTIONS, LayerAttention
+from ...specs.layers import GATED_MLPS, KV_ATTENTIONS, LAYER_ATTENTIONS, LayerAttention
 from ...specs.workload import Workload
 from ...units import dtype_bytes
 from .attention import attention_ops, positions_held, scores_computed, span_of

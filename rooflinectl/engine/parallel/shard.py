@@ -24,8 +24,9 @@ from dataclasses import replace
 from typing import Any
 
 from ...errors import UserError
+from ...specs.layers import GATED_MLPS
 from ...specs.load import validate
-from ...specs.model import GATED_MLPS, Model
+from ...specs.model import Model
 from ...specs.workload import Workload
 from ...units import dtype_bytes
 from ..count.moe import experts_touched
