@@ -19,7 +19,9 @@ from .console import print_table
 from .verdict import kv_read_text, verdict
 
 # A collective's bound is its binding link: the interconnect (the scale-up domain's) or the scale-out network.
-BOUND_STYLE = {"memory": "cyan", "compute": "magenta", "interconnect": "green", "network": "yellow"}
+# Under the calibrated op model an op's limit may be its launch floor instead (engine.calibrated.CurveTime.limit).
+BOUND_STYLE = {"memory": "cyan", "compute": "magenta", "interconnect": "green", "network": "yellow",
+               "launch": "red"}
 
 
 def analysis_json(a: Analysis) -> dict[str, Any]:
@@ -178,8 +180,11 @@ def op_json(p: Placement) -> dict[str, Any]:
         "bound": p.bound,
         "attainable_tflops": p.attainable_flops / 1e12,
         "time_s": p.time_s,
-        # Timed by the calibrated op model only: the roofline's time beside it, and which curve gave it.
-        **({"roofline_time_s": p.roofline_time_s, "time_model": p.time_model} if p.time_model is not None else {}),
+        # Timed by the calibrated op model only: the roofline's time beside it, which curve gave it, what set the
+        # model's time (memory, compute or launch: the launch floor) and the rate at that time (FLOPs / time_s);
+        # bound and attainable_tflops above stay the roofline's.
+        **({"roofline_time_s": p.roofline_time_s, "time_model": p.time_model, "model_limit": p.limit,
+            "model_tflops": p.achieved_flops / 1e12} if p.time_model is not None else {}),
     }
 
 
@@ -189,9 +194,11 @@ OPTIONAL_COLUMNS = ("TFLOP/s", "FLOP/B", "kind", "FLOPs")
 
 
 def ops_table(a: Analysis, selected: str | None = None) -> Table:
-    """One row per op: its count, one instance's FLOPs and bytes, intensity, bound, attainable rate; then the
-    time of all its instances in the step and their share of the step. No cell wraps: on a narrow terminal
-    ``print_table`` drops OPTIONAL_COLUMNS until it fits."""
+    """One row per op: its count, one instance's FLOPs and bytes, intensity, bound, rate; then the time of all its
+    instances in the step and their share of the step. The bound and rate describe what gave the time: the
+    roofline's bound and attainable rate, or under the calibrated op model its limit (memory, compute or the
+    launch floor) and its FLOPs over the model's time (:data:`OP_MODEL_COLUMNS` says so under the table). No cell
+    wraps: on a narrow terminal ``print_table`` drops OPTIONAL_COLUMNS until it fits."""
     w = a.workload
     # A Text, not a str, wherever a user's name goes: a str title or cell is markup to a console that reads it
     # (render.console's has markup off; Textual's and a caller's own may not).
@@ -214,8 +221,8 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
             "FLOPs": si(p.op.flops, sep=""),
             "bytes": si(p.op.bytes, "B", sep=""),
             "FLOP/B": number(p.intensity),
-            "bound": Text(p.bound, style=BOUND_STYLE[p.bound]),
-            "TFLOP/s": number(p.attainable_flops / 1e12),
+            "bound": Text(p.limit, style=BOUND_STYLE[p.limit]),
+            "TFLOP/s": number(p.achieved_flops / 1e12),
             "time×n": duration(p.total_time_s, sep=""),
             "share": f"{p.share:.1%}",
         }
@@ -272,8 +279,14 @@ def parallel_lines(a: Analysis) -> list[str]:
     ]
 
 
+OP_MODEL_COLUMNS = ("(op model: bound is what set each op's time, its class's memory- or compute-bound curve or the "
+                    "launch floor; TFLOP/s is its FLOPs over that time)")
+
+
 def print_analysis(console: Console, a: Analysis) -> None:
     print_table(console, ops_table(a), OPTIONAL_COLUMNS)
+    if a.op_model is not None:
+        console.print(OP_MODEL_COLUMNS, highlight=False)
     if any(p.op.kind == "communication" for p in a.placements):
         console.print("(a communication op's bytes are what one GPU sends over the link its bound names, not HBM "
                       "traffic)", highlight=False)

@@ -89,7 +89,8 @@ ANALYZE = {
     # --calibrated only: the time model; with an op model, its figures and each op's roofline time and curve.
     "time_model.op_model": (bool,), "time_model.note": (str,), "time_model.launch_floor_s": (float,),
     "time_model.timer": (str,), "time_model.grid": (str,), "time_model.roofline_time_s": (float,),
-    "ops[].roofline_time_s": (float,), "ops[].time_model": (str,),
+    "ops[].roofline_time_s": (float,), "ops[].time_model": (str,), "ops[].model_limit": (str,),
+    "ops[].model_tflops": (float,),
 }
 
 ANALYZE_CASES = [
