@@ -25,8 +25,11 @@ BOUND_STYLE = {"memory": "cyan", "compute": "magenta", "interconnect": "green", 
 
 
 def analysis_json(a: Analysis) -> dict[str, Any]:
-    """The stable ``--json`` shape: each op's flops/bytes are for one instance, ``count`` how many run."""
-    w = a.workload
+    """The stable ``--json`` shape: each op's flops/bytes are for one instance, ``count`` how many run. Over several
+    GPUs every batch and rate states its scope: ``workload`` is the whole deployment's step as asked (its batch,
+    its experts touched), ``parallel.batch_per_gpu`` the sequences one GPU runs, ``ops`` and ``totals`` one GPU's
+    but ``totals.tokens_per_s``, the deployment's (``tokens_per_s_per_gpu`` beside it)."""
+    w = a.whole or a.workload
     return {
         "hardware": {
             "id": a.gpu.id,
@@ -55,7 +58,7 @@ def analysis_json(a: Analysis) -> dict[str, Any]:
             # expectation: a real number, so always a float).
             **({"experts_touched": experts_touched(w)} if w.model.moe is not None else {}),
         },
-        # More than one GPU only: the layout, and every figure below is one GPU's.
+        # More than one GPU only: the layout, and every figure below is one GPU's but totals.tokens_per_s.
         **({"parallel": parallel_json(a)} if not a.layout.single else {}),
         "ops": [op_json(p) for p in a.placements],
         # Under --calibrated only: whether the GPU file's op model timed the ops, and what it is.
@@ -121,6 +124,8 @@ def parallel_json(a: Analysis) -> dict[str, Any]:
         "ep": a.layout.ep,
         "pp": a.layout.pp,
         "gpus": a.layout.gpus,
+        # The sequences one GPU runs: the whole batch under TP and PP, ⌈B/e⌉ (the busiest GPU's) under EP alone.
+        "batch_per_gpu": a.workload.batch,
         "interconnect_gbps": a.roofs.interconnect_gbps,
         "interconnect_latency_us": a.roofs.interconnect_latency_us,
         **({"measured_collectives": {c: {"busbw_gbps": gbps, "latency_us": us}
@@ -246,7 +251,8 @@ def totals_lines(a: Analysis) -> list[str]:
         f"step: {si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} of HBM traffic, {duration(t.time_s)} predicted; {rate}",
         f"reads {si(t.weight_bytes, 'B')} of weights and {kv_read_text(a, lambda x: si(x, 'B'))}; "
         f"holds {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)} "
-        f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
+        f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,}"
+        f"{f' over the {a.layout.batch_shards} GPUs' if a.layout.batch_shards > 1 else ''})",
         f"roofs: {number(a.roofs.bandwidth_gbps)} GB/s, {number(a.peak_flops / 1e12)} TFLOP/s {w.matmul_dtype}{kernel}; "
         f"ridge {number(a.ridge)} FLOP/byte",
         *time_model_lines(a),

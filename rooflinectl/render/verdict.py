@@ -100,6 +100,14 @@ def op_model_lines(a: Analysis) -> list[str]:
             f"{floor}."]
 
 
+def whole_batch(a: Analysis, whole: float) -> str:
+    """Under EP alone (each GPU runs ⌈B/e⌉ of the B sequences), the words after a GPU's batch that say so and give
+    the whole deployment's, ``whole``, so that no batch reads as the other's; elsewhere nothing (every GPU runs
+    them all)."""
+    shards = a.layout.batch_shards
+    return f" a GPU, {whole:,.0f} over its {shards} GPUs" if shards > 1 else ""
+
+
 def verdict(a: Analysis) -> list[str]:
     """A few sentences under the table. The bound shares are of what set each op's time (``Placement.limit``:
     the roofline's bound, or the op model's limit under ``--calibrated``)."""
@@ -118,7 +126,8 @@ def verdict(a: Analysis) -> list[str]:
         if w.phase == "decode":
             what = "every weight" if w.model.moe is None else "the weights it uses (all but the untouched experts)"
             lines.append(
-                f"Decode reads {what} once per step for only {w.tokens} new token{'s' if w.tokens > 1 else ''}: "
+                f"Decode reads {what} once per step for only {w.tokens} new token{'s' if w.tokens > 1 else ''}"
+                f"{whole_batch(a, (a.whole or w).tokens)}: "
                 f"{linear} sit at intensity {number(intensity)} FLOP/byte (about 2·batch/bytes-per-weight), {side} "
                 f"{where}: {bound}."
             )
@@ -127,7 +136,7 @@ def verdict(a: Analysis) -> list[str]:
             elif intensity < ridge:
                 lines.append(
                     f"Batching shares each weight read among more tokens: they would turn compute-bound at "
-                    f"batch ≈ {round(turn):,}."
+                    f"batch ≈ {round(turn):,}{whole_batch(a, round(turn) * a.layout.batch_shards)}."
                 )
             lines.append(
                 f"Memory-bound ops take {memory_share:.0%} of the step; it reads {_gb(t.weight_bytes)} of weights and "
@@ -176,6 +185,8 @@ def verdict(a: Analysis) -> list[str]:
     length = "this mix's mean KV per sequence" if w.phase == "mixed" else "this length"
     lines.append(
         f"Weights and KV cache take {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)}: {fit}; "
-        f"the largest batch that fits at {length} is {t.max_batch:,} (activations not counted)."
+        f"the largest batch that fits at {length} is {t.max_batch:,}"
+        + (f" over the {a.layout.batch_shards} GPUs, {t.max_batch // a.layout.batch_shards:,} a GPU"
+           if a.layout.batch_shards > 1 else "") + " (activations not counted)."
     )
     return lines
