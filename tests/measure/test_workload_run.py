@@ -13,6 +13,7 @@ from helpers import assert_one_line_error, cli
 from rooflinectl.errors import UserError
 from rooflinectl.measure.harness import Reporter
 from rooflinectl.measure.step import runners
+from rooflinectl.measure.step.cases import runner_on
 from rooflinectl.measure.step.run import NO_CALIBRATED_NOTE, WorkloadRequest, run_workload
 from rooflinectl.records.step import WorkloadRun, as_measurement, load_workload
 from rooflinectl.specs.hardware import load_gpu
@@ -78,6 +79,14 @@ def test_every_op_checked_and_the_step_run_with_errors_by_hand():
     assert step.output_finite is True
     att = next(o for o in run.ops if o.name == "attention")
     assert att.backend.startswith("picked by torch: ")
+    # Labelled by the device that ran them: on the CPU no runner is cuBLAS.
+    assert head.runner == "F.linear (torch's CPU BLAS mm)"
+    assert not any("cuBLAS" in o.runner for o in run.ops)
+
+
+def test_runners_name_the_gpus_blas_only_on_a_gpu():
+    assert runner_on("torch.bmm (cuBLAS)", "cuda") == "torch.bmm (cuBLAS)"
+    assert runner_on("torch.bmm (cuBLAS)", "cpu") == "torch.bmm (torch's CPU BLAS)"
 
 
 def test_a_calibrated_model_is_used_where_given():

@@ -71,6 +71,12 @@ class TensorSpec:
         return self.nbytes if self.counted is None else self.counted
 
 
+def runner_on(runner: str, device: str) -> str:
+    """``runner``'s words for the device that ran it: a GPU's matmuls are cuBLAS's; on the CPU torch calls the BLAS
+    it was built with (MKL, oneDNN or OpenBLAS), so the words name that, never cuBLAS."""
+    return runner if device == "cuda" else runner.replace("cuBLAS", "torch's CPU BLAS")
+
+
 @dataclass(frozen=True)
 class Case:
     """The engine op (its count included) and how to run it: ``family`` picks the runner (``execute.run``)."""

@@ -41,7 +41,7 @@ from ...units import MIB
 from .. import bench
 from ..device import device_info, now, require_cuda, require_gpu_stack, resolve_spec, set_interpret
 from ..harness import Reporter, one_line
-from .cases import Case, build_cases
+from .cases import Case, build_cases, runner_on
 from .execute import check, materialize, run
 from .graph import StepMemory, build_step, plan_memory
 
@@ -103,11 +103,11 @@ def set_count(case: Case, l2_bytes: int, device: str) -> int:
     return n
 
 
-def _op_record(case: Case, spec: GPU | None, calibrated: Calibrated | None) -> WorkloadOp:
+def _op_record(case: Case, spec: GPU | None, calibrated: Calibrated | None, device: str) -> WorkloadOp:
     op = case.op
     rec = WorkloadOp(name=op.name, kind=op.kind, count=op.count, flops=int(op.flops), bytes=int(op.bytes),
                      unit=op.compute_unit, op_dtype=op.dtype, fuses=list(op.fuses), elementwise=op.elementwise,
-                     dtype=case.dtype, runner=case.runner)
+                     dtype=case.dtype, runner=runner_on(case.runner, device))
     update: dict[str, Any] = {}
     if spec is not None:
         p = place(op, spec.roofs())
@@ -232,7 +232,7 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
     ops: list[WorkloadOp] = []
     for i, case in enumerate(cases):
         reporter.step(f"{case.name} ×{case.count}")
-        rec = _op_record(case, spec, calibrated)
+        rec = _op_record(case, spec, calibrated, device)
         try:
             c = check(case, device, seed + 1000 * i)
             rec = rec.model_copy(update={"check": OpCheck(rel_error=c.rel_error, tolerance=c.tolerance,
