@@ -321,10 +321,11 @@ MOE_MODEL = {
     "moe.shared_expert_gate": (bool,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
-               "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,),
+               "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,), "layers.linear": (int,),
                # The KV cache one token adds (all layers, in its dtype) and the weights' bytes by format (bf16, and
                # a quantized checkpoint's own: a map keyed by data type).
-               "kv_cache.dtype": (str,), "kv_cache.bytes_per_token": (int,), "weight_bytes.*": (int,)}
+               "kv_cache.dtype": (str,), "kv_cache.bytes_per_token": (int,), "kv_cache.layers": (int,),
+               "kv_cache.recurrent_state_bytes_per_sequence": (int,), "weight_bytes.*": (int,)}
 SCENARIO = {
     "phase": (str,), "model": (str,), "description": (str, NONE), "batch": (int,), "seq_len": (int, NONE),
     "context": (int, NONE), "dtype": (str,), "kv_dtype": (str, NONE), "attention": (str,), "causal": (bool,),
