@@ -164,6 +164,7 @@ def settings_line(k: state.Knobs, a: Analysis) -> Text:
     parts = [
         ("", k.gpu.id + roofs), ("", k.phase), ("", k.model.id), ("batch ", f"{k.batch:,}"),
         (f"{k.length_name} ", f"{k.length:,}"), ("", k.dtype + kv), ("attn ", k.attention),
+        *([("", f"{k.layout.label()}, per GPU")] if not k.layout.single else []),
     ]
     out = Text(no_wrap=True, overflow="ellipsis")
     for i, (name, value) in enumerate(parts):
