@@ -80,3 +80,16 @@ def test_without_the_op_model_the_columns_are_the_roofline(gpu):
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(" ") and line.split()}
     # q_proj at the H100's 3.35 TB/s: 33.55 MFLOP over 33.57 MB / 3.35e12 B/s = 3.35 TFLOP/s.
     assert rows["q_proj"][7] == "3.35"
+
+
+def test_the_csv_carries_the_op_models_limit_and_rate_beside_the_roofline(gpu):
+    import csv
+    import io
+
+    rows = {r["op"]: r for r in csv.DictReader(io.StringIO(cli(*ARGS, "--gpu", gpu, "--csv").stdout))}
+    q, r = rows["q_proj"], rows["attn_residual"]
+    flops, moved = 2 * 4096 * 4096, 4096 * 4096 * 2 + 2 * 4096 * 2
+    assert (q["bound"], q["model_limit"], r["model_limit"]) == ("memory", "memory", "launch")
+    assert float(q["model_tflops"]) == pytest.approx(flops / (2 * moved / BW) / 1e12)
+    plain = next(csv.DictReader(io.StringIO(cli("analyze", "decode", "--gpu", "h100", "--csv").stdout)))
+    assert plain["model_limit"] == plain["model_tflops"] == ""
