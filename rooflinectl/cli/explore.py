@@ -50,6 +50,9 @@ def explore(
     causal: opt.Causal = None,
     fuse: opt.Fuse = None,
     calibrated: opt.Calibrated = False,
+    tp: opt.Tp = 1,
+    ep: opt.Ep = 1,
+    pp: opt.Pp = 1,
     out_dir: Path = typer.Option(Path("."), "--out-dir", "-o", help="Where the s and x keys save files."),
     serve: bool = typer.Option(False, "--serve", help="Serve explore to a browser (textual-serve), one app per "
                                "tab, instead of running it in this terminal."),
@@ -60,8 +63,9 @@ def explore(
     """Explore a workload's roofline interactively: keys change phase, batch, length, dtype, attention, model
     and GPU, and the ops table, chart, totals and verdict follow at once.
 
-    Example: rooflinectl explore decode --gpu h100 --model llama-3-70b
+    Example: rooflinectl explore decode --gpu h100 --model llama-3-70b --tp 4
     """
+    from ..engine.parallel import Layout
     from ..specs.hardware import load_gpu
     from ..specs.scenario import resolve_workload
 
@@ -69,6 +73,7 @@ def explore(
         workload, **workload_overrides(model, batch, seq_len, context, dtype, kv_dtype, attention, causal, fuse)
     )
     g = load_gpu(gpu)
+    layout = Layout(tp, ep, pp)
     if not is_dir(out_dir):  # a name too long or a folder we may not read is "no such folder", not a traceback
         raise UserError(f"--out-dir {out_dir}: no such folder (or one that may not be read)")
     if serve:
@@ -86,7 +91,7 @@ def explore(
         )
     from ..explore.app import ExploreApp
 
-    ui = ExploreApp(w, g, calibrated=calibrated, gpu_ref=gpu_reference(gpu), out_dir=out_dir)
+    ui = ExploreApp(w, g, calibrated=calibrated, layout=layout, gpu_ref=gpu_reference(gpu), out_dir=out_dir)
     ui.run()  # Textual restores the terminal on the way out, an unexpected error included
     if ui.return_code:
         raise typer.Exit(ui.return_code)

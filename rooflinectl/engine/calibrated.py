@@ -72,14 +72,19 @@ def op_class(op: Op) -> OpClass | None:
     return OP_CLASS.get(op.kind)
 
 
+Limit = Literal["memory", "compute", "launch"]
+
+
 @dataclass(frozen=True)
 class CurveTime:
-    """One instance's time by the model, the curve it was read from (None: t_roof + the launch floor), and a note
-    when that curve is not the op's own (class, bound) curve."""
+    """One instance's time by the model, the curve it was read from (None: t_roof + the launch floor), a note
+    when that curve is not the op's own (class, bound) curve, and what set the time: ``launch`` where the launch
+    floor is the time, else the bound of the curve read (of the roofline where none was)."""
 
     time_s: float
     curve: OpCurve | None
     note: str | None
+    limit: Limit
 
     def describe(self) -> str:
         """In words: which curve gave the time, or why none did."""
@@ -126,9 +131,12 @@ def curve_time(cls: OpClass, bound: Bound, roof_s: float, model: OpModel) -> Cur
             continue
         note = None if i == 0 else (f"no {bound}-bound curve for {cls}, so its {other}-bound one" if c == cls
                                     else f"no curve for {cls}, so the {c} {b}-bound one")
-        return CurveTime(max(model.launch_floor_s, read_curve(curve.points, roof_s)), curve, note)
+        read = read_curve(curve.points, roof_s)
+        if read <= model.launch_floor_s:
+            return CurveTime(model.launch_floor_s, curve, note, "launch")
+        return CurveTime(read, curve, note, curve.bound)
     return CurveTime(roof_s + model.launch_floor_s, None,
-                     f"no calibrated curve for {cls}: roofline time plus the launch floor")
+                     f"no calibrated curve for {cls}: roofline time plus the launch floor", bound)
 
 
 def _bound(p: Placement) -> Bound:
@@ -155,7 +163,7 @@ def timed_by_model(p: Placement, model: OpModel) -> Placement:
     if cls is None:
         return p
     t = curve_time(cls, _bound(p), p.roofline_time_s, model)
-    return replace(p, model_time_s=t.time_s, time_model=t.describe(), time_note=t.note)
+    return replace(p, model_time_s=t.time_s, time_model=t.describe(), time_note=t.note, model_limit=t.limit)
 
 
 def fit(samples: Sequence[tuple[Op, float, str]], roofs: Roofs, launch_floor_s: float, grid: str,

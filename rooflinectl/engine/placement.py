@@ -30,6 +30,8 @@ class Placement:
     model_time_s: float | None = None
     time_model: str | None = None
     time_note: str | None = None  # where that curve is not the op's own (class, bound) one: why (CurveTime.note)
+    # What set the op model's time: the launch floor, or the memory- or compute-bound curve read (CurveTime.limit).
+    model_limit: Literal["memory", "compute", "launch"] | None = None
     # A collective's binding link: the interconnect (the scale-up domain's) or the scale-out network; None for
     # every other op.
     link: Literal["interconnect", "network"] | None = None
@@ -64,8 +66,21 @@ class Placement:
         return "compute" if self.compute_time_s > self.memory_time_s else "memory"
 
     @property
+    def limit(self) -> str:
+        """What set :attr:`time_s`: the op model's limit (memory, compute or launch) where it timed the op, else
+        the roofline's :attr:`bound`."""
+        return self.bound if self.model_limit is None else self.model_limit
+
+    @property
     def attainable_flops(self) -> float:
+        """FLOP/s at the roofs: min(peak, intensity × bandwidth)."""
         return min(self.peak_flops, self.intensity * self.bandwidth)
+
+    @property
+    def achieved_flops(self) -> float:
+        """FLOP/s at the predicted time: FLOPs / :attr:`time_s`, the attainable rate where the roofline timed the
+        op, and what the op model says the kernel reaches where it did."""
+        return self.attainable_flops if self.model_time_s is None else self.op.flops / self.model_time_s
 
     @property
     def ridge(self) -> float:

@@ -26,6 +26,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
+from ..engine.parallel import Layout
 from ..engine.roofline import Analysis
 from ..errors import UserError
 from ..render.verdict import verdict
@@ -90,13 +91,14 @@ class ExploreApp(App[None]):
         gpu: GPU,
         *,
         calibrated: bool = False,
+        layout: Layout = Layout(),
         gpu_ref: str | None = None,
         out_dir: Path = Path("."),
         models: list[Model] | None = None,
         gpus: list[GPU] | None = None,
     ):
         super().__init__()
-        self.knobs = state.Knobs.from_workload(workload, gpu, calibrated)
+        self.knobs = state.Knobs.from_workload(workload, gpu, calibrated, layout)
         self.analysis = self.knobs.analyze()  # bad input fails here, before the terminal is taken over
         self.models = list(models if models is not None else list_models())
         if all(m.id != workload.model.id for m in self.models):
@@ -241,7 +243,8 @@ class ExploreApp(App[None]):
         except UserError as err:
             self.status(str(err), error=True)
             return
-        self.status(f"saved {path}; rooflinectl analyze {path} --gpu {self.gpu_refs[self.knobs.gpu.id]}")
+        self.status(f"saved {path}; rooflinectl analyze {path} --gpu {self.gpu_refs[self.knobs.gpu.id]}"
+                    f"{state.layout_flags(self.knobs.layout)}")
 
     def action_save_chart(self) -> None:
         path = self.out_dir / state.workload_filename(self.knobs).replace(".yaml", ".png")

@@ -42,7 +42,7 @@ def table_row(p: Placement) -> tuple[str, ...]:
         p.name,
         intensity_text(p.intensity),
         " " + p.op.kind,
-        number(p.attainable_flops / 1e12),
+        number(p.achieved_flops / 1e12),
         duration(p.total_time_s, sep=""),
         f"{p.share:.1%}",
     )
@@ -69,7 +69,7 @@ class OpsTable(Widget):
 
     def set_rows(self, placements: list[Placement], selected_index: int) -> None:
         self.rows = [table_row(p) for p in placements]
-        self.bounds = [p.bound for p in placements]
+        self.bounds = [p.limit for p in placements]
         self.select(selected_index)
 
     def select(self, index: int) -> None:
@@ -164,6 +164,7 @@ def settings_line(k: state.Knobs, a: Analysis) -> Text:
     parts = [
         ("", k.gpu.id + roofs), ("", k.phase), ("", k.model.id), ("batch ", f"{k.batch:,}"),
         (f"{k.length_name} ", f"{k.length:,}"), ("", k.dtype + kv), ("attn ", k.attention),
+        *([("", f"{k.layout.label()}, per GPU")] if not k.layout.single else []),
     ]
     out = Text(no_wrap=True, overflow="ellipsis")
     for i, (name, value) in enumerate(parts):
@@ -198,7 +199,7 @@ def totals_text(a: Analysis) -> Text:
 def detail_text(p: Placement, a: Analysis) -> Text:
     lines = describe(p, a)
     out = Text()
-    out.append(lines[0], style=f"bold {BOUND_STYLE[p.bound]}")
+    out.append(lines[0], style=f"bold {BOUND_STYLE[p.limit]}")
     for line in lines[1:]:
         out.append("\n")
         out.append(line, style="italic" if line.startswith("→") else "")

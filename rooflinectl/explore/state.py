@@ -17,6 +17,7 @@ from typing import TypeVar
 import yaml
 
 from ..engine.count.op import matmul_unit
+from ..engine.parallel import Layout
 from ..engine.roofline import Analysis, analyze
 from ..errors import UserError
 from ..files import write_atomic
@@ -47,9 +48,10 @@ class Knobs:
     causal: bool = True
     fused: tuple[str, ...] = ()
     calibrated: bool = False
+    layout: Layout = Layout()  # the GPUs one copy spans (--tp, --ep, --pp): every figure is then one GPU's
 
     @classmethod
-    def from_workload(cls, w: Workload, gpu: GPU, calibrated: bool = False) -> Knobs:
+    def from_workload(cls, w: Workload, gpu: GPU, calibrated: bool = False, layout: Layout = Layout()) -> Knobs:
         """The knobs of ``w``; one that states ``experts_touched`` is refused rather than dropped: the batch and
         length keys change the step's tokens, and with them the experts a step can touch, so explore counts the
         uniform expectation only (cli/options.py's workload_overrides says the same of --experts-touched)."""
@@ -63,7 +65,7 @@ class Knobs:
             phase=w.phase, model=w.model, gpu=gpu, batch=w.batch,
             length=w.length,
             dtype=w.dtype, kv_dtype=w.kv_dtype, attention=w.attention, causal=w.causal, fused=tuple(w.fused),
-            calibrated=calibrated,
+            calibrated=calibrated, layout=layout,
         )
 
     @property
@@ -84,7 +86,7 @@ class Knobs:
 
     def analyze(self) -> Analysis:
         """The engine's analysis of these knobs; a UserError when the GPU lacks the data type's peak."""
-        return analyze(self.workload(), self.gpu, calibrated=self.calibrated)
+        return analyze(self.workload(), self.gpu, calibrated=self.calibrated, layout=self.layout)
 
 
 def _itself(item: object) -> object:
@@ -155,6 +157,12 @@ def next_gpu(k: Knobs, gpus: list[GPU]) -> tuple[Knobs, list[str]]:
 # --- saving --------------------------------------------------------------------------------------------------
 
 
+def layout_flags(layout: Layout) -> str:
+    """The options that give ``layout`` to a command (none for one GPU), as ' --tp 4 --pp 2'."""
+    return "".join(f" --{name} {n}" for name, n in (("tp", layout.tp), ("ep", layout.ep), ("pp", layout.pp))
+                   if n > 1)
+
+
 def workload_yaml(k: Knobs, gpu_ref: str, path: str = "FILE") -> str:
     """A workload file that ``rooflinectl analyze PATH --gpu GPU_REF`` reads back to the same analysis (a model
     that is not in the catalog is written inline by ``scenario_from_workload``)."""
@@ -162,7 +170,7 @@ def workload_yaml(k: Knobs, gpu_ref: str, path: str = "FILE") -> str:
     data = {"phase": scenario.phase,
             "description": f"saved by rooflinectl explore: {k.workload().label()} on {k.gpu.name}",
             **scenario.model_dump(exclude_none=True, exclude={"phase", "description"}, mode="json")}
-    flags = " --calibrated" if k.calibrated else ""
+    flags = layout_flags(k.layout) + (" --calibrated" if k.calibrated else "")
     header = f"# Reproduce with: rooflinectl analyze {path} --gpu {gpu_ref}{flags}\n"
     return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1000)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, get_args
 
@@ -151,6 +152,25 @@ def free_memory(device: str) -> int | None:
 
     torch.cuda.empty_cache()  # blocks torch caches but no longer uses count as free
     return int(torch.cuda.mem_get_info()[0])
+
+
+def available_memory(device: str) -> int | None:
+    """Bytes a run on ``device`` may allocate: the GPU's free memory; on the CPU the memory Linux reports
+    available (/proc/meminfo's MemAvailable: free and reclaimable), else the machine's physical memory; None
+    where neither is known."""
+    if device == "cuda":
+        return free_memory(device)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # given in kB (KiB)
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def sync(device: str) -> None:

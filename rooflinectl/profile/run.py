@@ -123,6 +123,8 @@ def run_profile(req: ProfileRequest, gpu: str | None = None, default_gpu: str = 
         info = info.model_copy(update={"name": f"CPU ({platform.processor() or platform.machine()})"})
         notes.append(f"CPU time, not a GPU figure: the CPU ops' self time; predictions are for {spec.name}, "
                      f"given for reference, with no share of its roof")
+        notes.append(f"--device cpu runs the model in {w.dtype}, not the bf16 of a GPU run: the CPU's bf16 matmuls are "
+                     f"slow and beside the point")
     if a.harness is not None:
         notes.append(f"not in the step: the cache position's reset before it, {a.harness.events} "
                      f"{'kernels' if req.device == 'cuda' else 'CPU ops'}, {duration(a.harness.time_s)}")

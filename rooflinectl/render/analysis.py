@@ -19,12 +19,17 @@ from .console import print_table
 from .verdict import kv_read_text, verdict
 
 # A collective's bound is its binding link: the interconnect (the scale-up domain's) or the scale-out network.
-BOUND_STYLE = {"memory": "cyan", "compute": "magenta", "interconnect": "green", "network": "yellow"}
+# Under the calibrated op model an op's limit may be its launch floor instead (engine.calibrated.CurveTime.limit).
+BOUND_STYLE = {"memory": "cyan", "compute": "magenta", "interconnect": "green", "network": "yellow",
+               "launch": "red"}
 
 
 def analysis_json(a: Analysis) -> dict[str, Any]:
-    """The stable ``--json`` shape: each op's flops/bytes are for one instance, ``count`` how many run."""
-    w = a.workload
+    """The stable ``--json`` shape: each op's flops/bytes are for one instance, ``count`` how many run. Over several
+    GPUs every batch and rate states its scope: ``workload`` is the whole deployment's step as asked (its batch,
+    its experts touched), ``parallel.batch_per_gpu`` the sequences one GPU runs, ``ops`` and ``totals`` one GPU's
+    but ``totals.tokens_per_s``, the deployment's (``tokens_per_s_per_gpu`` beside it)."""
+    w = a.whole or a.workload
     return {
         "hardware": {
             "id": a.gpu.id,
@@ -53,7 +58,7 @@ def analysis_json(a: Analysis) -> dict[str, Any]:
             # expectation: a real number, so always a float).
             **({"experts_touched": experts_touched(w)} if w.model.moe is not None else {}),
         },
-        # More than one GPU only: the layout, and every figure below is one GPU's.
+        # More than one GPU only: the layout, and every figure below is one GPU's but totals.tokens_per_s.
         **({"parallel": parallel_json(a)} if not a.layout.single else {}),
         "ops": [op_json(p) for p in a.placements],
         # Under --calibrated only: whether the GPU file's op model timed the ops, and what it is.
@@ -119,6 +124,8 @@ def parallel_json(a: Analysis) -> dict[str, Any]:
         "ep": a.layout.ep,
         "pp": a.layout.pp,
         "gpus": a.layout.gpus,
+        # The sequences one GPU runs: the whole batch under TP and PP, ⌈B/e⌉ (the busiest GPU's) under EP alone.
+        "batch_per_gpu": a.workload.batch,
         "interconnect_gbps": a.roofs.interconnect_gbps,
         "interconnect_latency_us": a.roofs.interconnect_latency_us,
         **({"measured_collectives": {c: {"busbw_gbps": gbps, "latency_us": us}
@@ -178,8 +185,11 @@ def op_json(p: Placement) -> dict[str, Any]:
         "bound": p.bound,
         "attainable_tflops": p.attainable_flops / 1e12,
         "time_s": p.time_s,
-        # Timed by the calibrated op model only: the roofline's time beside it, and which curve gave it.
-        **({"roofline_time_s": p.roofline_time_s, "time_model": p.time_model} if p.time_model is not None else {}),
+        # Timed by the calibrated op model only: the roofline's time beside it, which curve gave it, what set the
+        # model's time (memory, compute or launch: the launch floor) and the rate at that time (FLOPs / time_s);
+        # bound and attainable_tflops above stay the roofline's.
+        **({"roofline_time_s": p.roofline_time_s, "time_model": p.time_model, "model_limit": p.limit,
+            "model_tflops": p.achieved_flops / 1e12} if p.time_model is not None else {}),
     }
 
 
@@ -189,9 +199,11 @@ OPTIONAL_COLUMNS = ("TFLOP/s", "FLOP/B", "kind", "FLOPs")
 
 
 def ops_table(a: Analysis, selected: str | None = None) -> Table:
-    """One row per op: its count, one instance's FLOPs and bytes, intensity, bound, attainable rate; then the
-    time of all its instances in the step and their share of the step. No cell wraps: on a narrow terminal
-    ``print_table`` drops OPTIONAL_COLUMNS until it fits."""
+    """One row per op: its count, one instance's FLOPs and bytes, intensity, bound, rate; then the time of all its
+    instances in the step and their share of the step. The bound and rate describe what gave the time: the
+    roofline's bound and attainable rate, or under the calibrated op model its limit (memory, compute or the
+    launch floor) and its FLOPs over the model's time (:data:`OP_MODEL_COLUMNS` says so under the table). No cell
+    wraps: on a narrow terminal ``print_table`` drops OPTIONAL_COLUMNS until it fits."""
     w = a.workload
     # A Text, not a str, wherever a user's name goes: a str title or cell is markup to a console that reads it
     # (render.console's has markup off; Textual's and a caller's own may not).
@@ -214,8 +226,8 @@ def ops_table(a: Analysis, selected: str | None = None) -> Table:
             "FLOPs": si(p.op.flops, sep=""),
             "bytes": si(p.op.bytes, "B", sep=""),
             "FLOP/B": number(p.intensity),
-            "bound": Text(p.bound, style=BOUND_STYLE[p.bound]),
-            "TFLOP/s": number(p.attainable_flops / 1e12),
+            "bound": Text(p.limit, style=BOUND_STYLE[p.limit]),
+            "TFLOP/s": number(p.achieved_flops / 1e12),
             "time×n": duration(p.total_time_s, sep=""),
             "share": f"{p.share:.1%}",
         }
@@ -239,7 +251,8 @@ def totals_lines(a: Analysis) -> list[str]:
         f"step: {si(t.flops, 'FLOP')}, {si(t.bytes, 'B')} of HBM traffic, {duration(t.time_s)} predicted; {rate}",
         f"reads {si(t.weight_bytes, 'B')} of weights and {kv_read_text(a, lambda x: si(x, 'B'))}; "
         f"holds {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)} "
-        f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,})",
+        f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,}"
+        f"{f' over the {a.layout.batch_shards} GPUs' if a.layout.batch_shards > 1 else ''})",
         f"roofs: {number(a.roofs.bandwidth_gbps)} GB/s, {number(a.peak_flops / 1e12)} TFLOP/s {w.matmul_dtype}{kernel}; "
         f"ridge {number(a.ridge)} FLOP/byte",
         *time_model_lines(a),
@@ -272,8 +285,14 @@ def parallel_lines(a: Analysis) -> list[str]:
     ]
 
 
+OP_MODEL_COLUMNS = ("(op model: bound is what set each op's time, its class's memory- or compute-bound curve or the "
+                    "launch floor; TFLOP/s is its FLOPs over that time)")
+
+
 def print_analysis(console: Console, a: Analysis) -> None:
     print_table(console, ops_table(a), OPTIONAL_COLUMNS)
+    if a.op_model is not None:
+        console.print(OP_MODEL_COLUMNS, highlight=False)
     if any(p.op.kind == "communication" for p in a.placements):
         console.print("(a communication op's bytes are what one GPU sends over the link its bound names, not HBM "
                       "traffic)", highlight=False)

@@ -29,18 +29,21 @@ def to_csv(rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
 
 
 ANALYSIS_FIELDS = ("op", "kind", "unit", "dtype", "count", "flops", "bytes", "link_bytes", "intensity", "bound",
-                   "attainable_tflops", "time_s", "total_time_s", "share")
+                   "attainable_tflops", "time_s", "total_time_s", "share", "model_limit", "model_tflops")
 
 
 def analysis_csv(a: Analysis) -> str:
     """``analyze --csv``: the ops table, one instance's FLOPs and HBM bytes (a collective's bytes, sent over links,
-    in ``link_bytes``, empty for every other op), all instances' time and share."""
+    in ``link_bytes``, empty for every other op), all instances' time and share; where the calibrated op model
+    timed the op, what set its time and its FLOPs over that time (``--json``'s model_limit, model_tflops; empty
+    otherwise: bound and attainable_tflops are the roofline's)."""
     link = "communication"
     rows = [{"op": p.name, "kind": p.op.kind, "unit": p.op.unit, "dtype": p.op.dtype, "count": p.op.count,
              "flops": p.op.flops, "bytes": 0 if p.op.kind == link else p.op.bytes,
              "link_bytes": p.op.bytes if p.op.kind == link else None, "intensity": p.intensity, "bound": p.bound,
              "attainable_tflops": p.attainable_flops / 1e12, "time_s": p.time_s, "total_time_s": p.total_time_s,
-             "share": p.share} for p in a.placements]
+             "share": p.share, **({"model_limit": p.limit, "model_tflops": p.achieved_flops / 1e12}
+                                  if p.model_time_s is not None else {})} for p in a.placements]
     return to_csv(rows, ANALYSIS_FIELDS)
 
 

@@ -57,7 +57,18 @@ def _prose(con: Console, text: str) -> None:
     con.print(wrapped.replace("\u00a0", " "), soft_wrap=True)
 
 
+# What the ops table's times are: one instance's, as measure --workload's columns are; the record keeps the step's.
+PER_INSTANCE = ("predicted, calib. and measured: one instance's time (the step's over its × count, as measure "
+                "--workload gives them); overhead: the step's")
+
+
+def _each(total_s: float | None, count: int) -> float | None:
+    return None if total_s is None else total_s / count
+
+
 def ops_table(r: ProfileRecord) -> Table:
+    """One row an op: its count, one instance's predicted and measured time (the record's step totals over the
+    count), the CPU ops or kernels that ran for it, its rates, and the step's overhead in its range."""
     gpu = r.clock == "gpu kernels"
     calibrated = any(o.calibrated_s is not None for o in r.ops)
     t = _table()
@@ -74,10 +85,10 @@ def ops_table(r: ProfileRecord) -> Table:
         t.add_column("%roof", justify="right", no_wrap=True)
     t.add_column("overhead", justify="right", no_wrap=True)  # its kernels by name: the overhead table
     for o in r.ops:
-        row = [o.op, str(o.count), _t(o.predicted_s)]
+        row = [o.op, str(o.count), _t(_each(o.predicted_s, o.count))]
         if calibrated:
-            row.append(_t(o.calibrated_s))
-        row += [_t(o.measured_s), f"{o.launches:,}", _n(o.achieved_gbps), _n(o.achieved_tflops)]
+            row.append(_t(_each(o.calibrated_s, o.count)))
+        row += [_t(_each(o.measured_s, o.count)), f"{o.launches:,}", _n(o.achieved_gbps), _n(o.achieved_tflops)]
         if gpu:
             row.append("-" if o.roof_pct is None else f"{o.roof_pct:.0f}")
         row.append(duration(sum(k.time_s for k in o.overhead)) if o.overhead else "-")
@@ -113,6 +124,7 @@ def totals_line(r: ProfileRecord) -> str:
 def print_profile(con: Console, r: ProfileRecord) -> None:
     con.print(headline(r))
     con.print(ops_table(r))
+    _prose(con, PER_INSTANCE)
     overhead = [(o.op, k) for o in r.ops for k in o.overhead]
     if overhead:
         con.print("Overhead: in an op's range, not counted by the roofline")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..engine.count.moe import experts_touched, tokens_to_touch
-from ..engine.roofline import ALL_EXPERTS, Analysis, linear_summary
+from ..engine.roofline import ALL_EXPERTS, Analysis, layer_linears, linear_summary
 from ..units import decimal_bytes, duration, gib, number, plural
 
 
@@ -79,12 +79,42 @@ def side_of_ridge(intensity: float, ridge: float) -> tuple[str, str]:
     return ("left of", "memory-bound") if intensity < ridge else ("right of", "compute-bound")
 
 
+def op_model_lines(a: Analysis) -> list[str]:
+    """Under the calibrated op model: the step's time against its time at the roofs, the rate the layers' linear
+    ops reach in the model's time against their attainable one, and the share of the step the launch floor sets.
+    The sentences above it place the ops on the roofline (intensity against the ridge); this one says how far the
+    measured kernels fall short of it."""
+    if a.op_model is None:
+        return []
+    linear = layer_linears(a)
+    flops = sum(p.op.flops * p.op.count for p in linear)
+    model = sum(p.total_time_s for p in linear)
+    roof = sum(p.roofline_time_s * p.op.count for p in linear)
+    reach = (f"; the layers' linear ops reach {number(flops / model / 1e12)} TFLOP/s in it, {roof / model:.0%} of "
+             f"the {number(flops / roof / 1e12)} TFLOP/s their roofs allow" if linear and flops > 0 else "")
+    launch = sum(p.share for p in a.placements if p.limit == "launch")
+    floor = (f"; ops held at the launch floor ({duration(a.op_model.launch_floor_s)}) take {launch:.0%} of it"
+             if launch > 0 else "")
+    return [f"Timed by the calibrated op model, the step takes {duration(a.totals.time_s)}, "
+            f"{a.totals.time_s / a.roofline_time_s:.2f}× its {duration(a.roofline_time_s)} at the roofs{reach}"
+            f"{floor}."]
+
+
+def whole_batch(a: Analysis, whole: float) -> str:
+    """Under EP alone (each GPU runs ⌈B/e⌉ of the B sequences), the words after a GPU's batch that say so and give
+    the whole deployment's, ``whole``, so that no batch reads as the other's; elsewhere nothing (every GPU runs
+    them all)."""
+    shards = a.layout.batch_shards
+    return f" a GPU, {whole:,.0f} over its {shards} GPUs" if shards > 1 else ""
+
+
 def verdict(a: Analysis) -> list[str]:
-    """A few sentences under the table."""
+    """A few sentences under the table. The bound shares are of what set each op's time (``Placement.limit``:
+    the roofline's bound, or the op model's limit under ``--calibrated``)."""
     w, t = a.workload, a.totals
     ridge = a.ridge
     lines: list[str] = []
-    memory_share = sum(p.share for p in a.placements if p.bound == "memory")
+    memory_share = sum(p.share for p in a.placements if p.limit == "memory")
     where = f"{a.gpu.id}'s ridge at {number(ridge)} FLOP/byte ({w.matmul_dtype})"
 
     if w.phase in ("decode", "prefill"):
@@ -96,7 +126,8 @@ def verdict(a: Analysis) -> list[str]:
         if w.phase == "decode":
             what = "every weight" if w.model.moe is None else "the weights it uses (all but the untouched experts)"
             lines.append(
-                f"Decode reads {what} once per step for only {w.tokens} new token{'s' if w.tokens > 1 else ''}: "
+                f"Decode reads {what} once per step for only {w.tokens} new token{'s' if w.tokens > 1 else ''}"
+                f"{whole_batch(a, (a.whole or w).tokens)}: "
                 f"{linear} sit at intensity {number(intensity)} FLOP/byte (about 2·batch/bytes-per-weight), {side} "
                 f"{where}: {bound}."
             )
@@ -105,7 +136,7 @@ def verdict(a: Analysis) -> list[str]:
             elif intensity < ridge:
                 lines.append(
                     f"Batching shares each weight read among more tokens: they would turn compute-bound at "
-                    f"batch ≈ {round(turn):,}."
+                    f"batch ≈ {round(turn):,}{whole_batch(a, round(turn) * a.layout.batch_shards)}."
                 )
             lines.append(
                 f"Memory-bound ops take {memory_share:.0%} of the step; it reads {_gb(t.weight_bytes)} of weights and "
@@ -149,10 +180,13 @@ def verdict(a: Analysis) -> list[str]:
             f"scores on chip and moves {_gb(flash_bytes)}: the step would take "
             f"{duration(a.flash.totals.time_s)} instead of {duration(t.time_s)}."
         )
+    lines += op_model_lines(a)
     fit = "fits" if t.fits else "does NOT fit"
     length = "this mix's mean KV per sequence" if w.phase == "mixed" else "this length"
     lines.append(
         f"Weights and KV cache take {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)}: {fit}; "
-        f"the largest batch that fits at {length} is {t.max_batch:,} (activations not counted)."
+        f"the largest batch that fits at {length} is {t.max_batch:,}"
+        + (f" over the {a.layout.batch_shards} GPUs, {t.max_batch // a.layout.batch_shards:,} a GPU"
+           if a.layout.batch_shards > 1 else "") + " (activations not counted)."
     )
     return lines

@@ -13,6 +13,7 @@ from rich.text import Text
 from ..engine.footprint import (
     kv_cache_bytes_per_token,
     kv_cache_bytes_per_token_past_window,
+    recurrent_state_bytes,
     weight_bytes_by_format,
 )
 from ..specs.dtypes import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, DType
@@ -64,11 +65,12 @@ def models_table(models: list[Model]) -> Table:
 
 
 def attention_pattern(model: Model) -> str:
-    """The layers' attention in words: 'full', '52 sliding (window 1024), 10 full', or '36 chunked (chunks of
-    8192), 12 full (NoPE)'."""
-    if model.sliding_window is None and model.attention_chunk_size is None:
+    """The layers' attention in words: 'full', '52 sliding (window 1024), 10 full', '36 chunked (chunks of
+    8192), 12 full (NoPE)' or '36 linear (Gated DeltaNet, a fixed state), 12 full'."""
+    if model.sliding_window is None and model.attention_chunk_size is None and model.linear_attention is None:
         return "full"
     parts = [f"{n} {kind} ({what})" for kind, n, what in (
+        ("linear", model.attention_layers("linear"), "Gated DeltaNet, a fixed state"),
         ("sliding", model.sliding_layers, f"window {model.sliding_window}"),
         ("chunked", model.attention_layers("chunked"), f"chunks of {model.attention_chunk_size}")) if n]
     full = model.attention_layers("full")
@@ -86,7 +88,7 @@ def layer_pattern(model: Model) -> str:
     if model.mla is not None:
         norm += (f", latent attention (MLA: {model.mla.kv_lora_rank} + {model.mla.qk_rope_head_dim} cached values a "
                  f"token and layer)")
-    if model.sliding_window is not None or model.attention_chunk_size is not None:
+    if model.sliding_window is not None or model.attention_chunk_size is not None or model.linear_attention:
         norm += f"; attention: {attention_pattern(model)}"
     if moe is None:
         return f"{model.num_layers} dense (MLP {model.intermediate_size}){norm}"
@@ -112,22 +114,38 @@ def model_json(model: Model) -> dict[str, Any]:
     return {
         **model.model_dump(),
         "parameters": {"total": model.parameter_count(), "active_per_token": model.active_parameter_count()},
-        "layers": {"dense": model.dense_layers, "moe": model.moe_layers, "sliding": model.sliding_layers},
-        "kv_cache": {"dtype": KV_DTYPE, "bytes_per_token": kv_cache_bytes_per_token(model, KV_DTYPE)},
+        "layers": {"dense": model.dense_layers, "moe": model.moe_layers, "sliding": model.sliding_layers,
+                   "linear": model.attention_layers("linear")},
+        # The layers that hold a KV cache (all but the linear ones), and the fixed state a sequence holds in the
+        # linear layers whatever its length (0 without any).
+        "kv_cache": {"dtype": KV_DTYPE, "bytes_per_token": kv_cache_bytes_per_token(model, KV_DTYPE),
+                     "layers": kv_layers(model),
+                     "recurrent_state_bytes_per_sequence": recurrent_state_bytes(model, KV_DTYPE)},
         "weight_bytes": weight_bytes_by_format(model),
     }
 
 
+def kv_layers(model: Model) -> int:
+    """The layers that hold a KV cache: every attention layer; a linear (recurrent) layer holds a fixed state."""
+    return model.num_layers - model.attention_layers("linear")
+
+
 def memory_lines(model: Model) -> list[str]:
-    """The KV cache a token adds and the weights' bytes, for ``workloads show``: '131,072 B (128 KiB) per
-    token, all 32 layers, bf16'; '16,060,522,496 B (15 GiB) in bf16'."""
+    """The KV cache a token adds, the fixed recurrent state where the model has linear layers, and the weights'
+    bytes, for ``workloads show``: '131,072 B (128 KiB) per token, all 32 layers, bf16'; '24,576 B (24 KiB), the
+    12 full layers of 48 (the 36 linear layers hold a fixed state instead), bf16'; '16,060,522,496 B (15 GiB) in
+    bf16'."""
     kv = kv_cache_bytes_per_token(model, KV_DTYPE)
     weights = []
     for fmt, n in weight_bytes_by_format(model).items():
         what = fmt if fmt not in GROUPED_WEIGHT_DTYPES else f"{fmt} g{model.group_size or DEFAULT_GROUP_SIZE}"
         own = " (the checkpoint's format)" if fmt == model.weight_dtype else ""
         weights.append(f"{n:,} B ({binary_size(n)}) in {what}{own}")
-    kv_line = f"KV cache per token: {kv:,} B ({binary_size(kv)}), all {model.num_layers} layers, {KV_DTYPE}"
+    linear = model.attention_layers("linear")
+    held = (f"all {model.num_layers} layers" if not linear else
+            f"the {kv_layers(model)} attention layers of {model.num_layers} (the {linear} linear layers hold a fixed "
+            f"state instead)")
+    kv_line = f"KV cache per token: {kv:,} B ({binary_size(kv)}), {held}, {KV_DTYPE}"
     past = kv_cache_bytes_per_token_past_window(model, KV_DTYPE)
     if past == 0:
         kv_line += (f", up to {model.sliding_window:,} positions; none beyond (every layer slides: it holds its "
@@ -135,7 +153,10 @@ def memory_lines(model: Model) -> list[str]:
     elif past is not None and past != kv:
         kv_line += (f", up to {model.sliding_window:,} positions; then {past:,} B ({binary_size(past)}) a token "
                     f"(the {model.sliding_layers} sliding layers hold their last {model.sliding_window:,})")
-    return [kv_line, f"weights: {'; '.join(weights)}"]
+    state = recurrent_state_bytes(model, KV_DTYPE)
+    recurrent = ([f"recurrent state per sequence: {state:,} B ({binary_size(state)}), the {linear} linear layers' "
+                  f"(convolution window and state matrix), whatever the length, {KV_DTYPE}"] if state else [])
+    return [kv_line, *recurrent, f"weights: {'; '.join(weights)}"]
 
 
 # The models table's columns a narrow terminal drops first, in this order (``render.console.print_table``): the

@@ -27,7 +27,7 @@ def test_workloads_show_an_moe_model_states_its_parameters_and_layers():
     assert "# layers: 48 MoE (top-8 of 128 experts of width 768), q/k RMSNorm per head" in shown
     data = json.loads(cli("workloads", "show", "mixtral-8x7b", "--json").stdout)
     assert data["parameters"] == {"total": 46_702_792_704, "active_per_token": 12_879_925_248}
-    assert data["layers"] == {"dense": 0, "moe": 32, "sliding": 0}
+    assert data["layers"] == {"dense": 0, "moe": 32, "sliding": 0, "linear": 0}
     assert data["moe"]["num_experts"] == 8
     listed = cli("workloads", "list", env={"COLUMNS": "120"}).stdout
     assert "top-2 of 8×14336" in listed
@@ -62,13 +62,38 @@ def test_workloads_show_states_kv_bytes_per_token_and_weight_bytes():
     assert "# KV cache per token: 131,072 B (128 KiB), all 32 layers, bf16\n" in shown
     assert "# weights: 16,060,522,496 B (15 GiB) in bf16" in shown
     data = json.loads(cli("workloads", "show", "llama-3-8b", "--json").stdout)
-    assert data["kv_cache"] == {"dtype": "bf16", "bytes_per_token": 131_072}
+    assert data["kv_cache"] == {"dtype": "bf16", "bytes_per_token": 131_072, "layers": 32,
+                                "recurrent_state_bytes_per_sequence": 0}
     assert data["weight_bytes"] == {"bf16": LLAMA_8B_PARAMS * 2}
     # Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json): 48 layers × 2 × 4 KV heads × 128 × 2 B = 98,304 B; every
     # expert is held: 30,532,122,624 parameters × 2 B.
     data = json.loads(cli("workloads", "show", "qwen3-30b-a3b", "--json").stdout)
     assert data["kv_cache"]["bytes_per_token"] == 48 * 2 * 4 * 128 * 2 == 98_304
     assert data["weight_bytes"] == {"bf16": 30_532_122_624 * 2}
+
+
+def test_workloads_show_of_a_hybrid_model_names_the_layers_that_hold_kv_and_the_fixed_state(tmp_path):
+    """Qwen3-Next 80B-A3B (Qwen/Qwen3-Next-80B-A3B-Instruct config.json): 48 layers of the pattern (linear,
+    linear, linear, full). Only the 12 full layers hold KV: 12 × 2 × 2 KV heads × 256 × 2 B = 24,576 B a token.
+    The 36 Gated DeltaNet layers hold a fixed state a sequence: the delta rule's 32 value heads × 128 × 128 and
+    the conv's (4 − 1) taps × (16·128 + 16·128 + 32·128 = 8,192) channels, 548,864 values, × 36 × 2 B =
+    39,518,208 B."""
+    assert 12 * 2 * 2 * 256 * 2 == 24_576 and (32 * 128 * 128 + 3 * 8192) * 36 * 2 == 39_518_208
+    shown = cli("workloads", "show", "qwen3-next-80b-a3b", env={"COLUMNS": "80"}).stdout
+    assert "layer_pattern: [linear, linear, linear, full]\n" in shown
+    assert "; attention: 36 linear (Gated DeltaNet, a fixed state), 12 full\n" in shown
+    assert ("# KV cache per token: 24,576 B (24 KiB), the 12 attention layers of 48 (the 36 linear layers hold a "
+            "fixed state instead), bf16\n") in shown
+    assert "# recurrent state per sequence: 39,518,208 B (37.7 MiB), the 36 linear layers'" in shown
+    data = json.loads(cli("workloads", "show", "qwen3-next-80b-a3b", "--json").stdout)
+    assert data["kv_cache"] == {"dtype": "bf16", "bytes_per_token": 24_576, "layers": 12,
+                                "recurrent_state_bytes_per_sequence": 39_518_208}
+    assert data["layers"]["linear"] == 36
+    # What it prints at 80 columns is a model file that loads back as the same model.
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(shown)
+    again = json.loads(cli("workloads", "show", str(mine), "--json").stdout)
+    assert {k: v for k, v in again.items() if k != "id"} == {k: v for k, v in data.items() if k != "id"}
 
 
 def test_workloads_show_of_a_quantized_checkpoint_adds_its_format(tmp_path):

@@ -89,7 +89,8 @@ ANALYZE = {
     # --calibrated only: the time model; with an op model, its figures and each op's roofline time and curve.
     "time_model.op_model": (bool,), "time_model.note": (str,), "time_model.launch_floor_s": (float,),
     "time_model.timer": (str,), "time_model.grid": (str,), "time_model.roofline_time_s": (float,),
-    "ops[].roofline_time_s": (float,), "ops[].time_model": (str,),
+    "ops[].roofline_time_s": (float,), "ops[].time_model": (str,), "ops[].model_limit": (str,),
+    "ops[].model_tflops": (float,),
 }
 
 ANALYZE_CASES = [
@@ -326,10 +327,11 @@ MOE_MODEL = {
     "mamba.conv_kernel": (int,), "mamba.conv_bias": (bool,), "mamba.chunk_size": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
-               "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,),
+               "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,), "layers.linear": (int,),
                # The KV cache one token adds (all layers, in its dtype) and the weights' bytes by format (bf16, and
                # a quantized checkpoint's own: a map keyed by data type).
-               "kv_cache.dtype": (str,), "kv_cache.bytes_per_token": (int,), "weight_bytes.*": (int,)}
+               "kv_cache.dtype": (str,), "kv_cache.bytes_per_token": (int,), "kv_cache.layers": (int,),
+               "kv_cache.recurrent_state_bytes_per_sequence": (int,), "weight_bytes.*": (int,)}
 SCENARIO = {
     "phase": (str,), "model": (str,), "description": (str, NONE), "batch": (int,), "seq_len": (int, NONE),
     "context": (int, NONE), "dtype": (str,), "kv_dtype": (str, NONE), "attention": (str,), "causal": (bool,),

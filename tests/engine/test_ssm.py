@@ -119,7 +119,7 @@ def test_the_serving_capacity_gives_each_sequence_its_state_in_whole_blocks():
 
 
 def test_pipeline_stages_hold_equal_shares_of_each_kind():
-    from rooflinectl.engine.parallel.shard import stage_workload
+    from rooflinectl.engine.parallel.stages import stage_workload
 
     # The pattern is not periodic: each stage's model takes the first stage's L/p entries, and the kinds' counts
     # must be 1/p of the whole (24 Mamba-2, 4 attention, 24 MLP): 13 layers at pp 4, 6 + 1 + 6.

@@ -342,3 +342,31 @@ def test_a_chunked_attention_model_explores_with_its_own_attention_ops():
         assert "attention_chunked" in [p.name for p in app.analysis.placements]
 
     explore("c", check, workload=w)
+
+
+def test_a_layout_over_gpus_is_analysed_per_gpu_and_saved_with_its_flags(tmp_path):
+    """--tp 4 on Llama 3 70B: explore shows the engine's per-GPU analysis (the same as analyze --tp 4), says so
+    in its settings line, and the saved file's command carries the layout."""
+    from rooflinectl.engine.parallel import Layout
+    from rooflinectl.engine.roofline import analyze
+    from rooflinectl.specs.hardware import load_gpu
+
+    w = resolve_workload("decode", model="llama-3-70b", batch=8)
+
+    def check(app, pilot):
+        expected = analyze(w, load_gpu("h100"), layout=Layout(tp=4))
+        assert app.analysis.totals.time_s == expected.totals.time_s
+        assert app.analysis.placement("attn_all_reduce").op.count == 80
+        assert "TP 4, per GPU" in screen_text(app)
+        path = tmp_path / state.workload_filename(app.knobs)
+        assert path.read_text().startswith(f"# Reproduce with: rooflinectl analyze {path} --gpu h100-sxm --tp 4\n")
+        shown = json.loads(cli("analyze", str(path), "--gpu", "h100-sxm", "--tp", "4", "--json").stdout)
+        assert shown["totals"]["time_s"] == expected.totals.time_s
+
+    explore(["s"], check, workload=w, layout=Layout(tp=4), out_dir=tmp_path)
+
+
+def test_a_layout_explore_refuses_is_one_line_before_the_terminal():
+    from helpers import assert_one_line_error
+
+    assert_one_line_error(cli("explore", "--model", "mixtral-8x7b", "--tp", "2", "--ep", "4"), "--ep 4")

@@ -160,3 +160,21 @@ def test_predictions_under_the_spec_and_the_measured_ceilings(tmp_path, tmp_path
     assert math.isclose(q.predicted_s, 34816 / 3350e9, rel_tol=1e-12)
     assert math.isclose(q.calibrated_s, 34816 / 2950e9, rel_tol=1e-12)
     assert all(o.calibrated_s is not None for o in r.ops)
+    # The table gives one instance's times, as measure --workload's does: 34,816 B over 2 layers, / 3,350 GB/s
+    # = 5.2 ns (the record keeps the step's 10.4 ns), and / 2,950 GB/s = 5.9 ns; and it says so, and that the
+    # CPU ran fp32.
+    from io import StringIO
+
+    from rich.console import Console
+
+    from rooflinectl.render.profile import print_profile
+    from rooflinectl.units import duration
+
+    con = Console(file=StringIO(), width=200, no_color=True)
+    print_profile(con, r)
+    out = con.file.getvalue()  # type: ignore[attr-defined]
+    row = next(line for line in out.splitlines() if line.split()[:1] == ["q_proj"])
+    each = f" {duration(34816 / 2 / 3350e9)} {duration(34816 / 2 / 2950e9)} "
+    assert each == " 5.2 ns 5.9 ns " and each in " ".join(row.split()) + " "
+    assert "one instance's time" in " ".join(out.split())
+    assert any(n.startswith("--device cpu runs the model in fp32, not the bf16 of a GPU run") for n in r.notes)

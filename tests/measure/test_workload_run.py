@@ -13,6 +13,7 @@ from helpers import assert_one_line_error, cli
 from rooflinectl.errors import UserError
 from rooflinectl.measure.harness import Reporter
 from rooflinectl.measure.step import runners
+from rooflinectl.measure.step.cases import runner_on
 from rooflinectl.measure.step.run import NO_CALIBRATED_NOTE, WorkloadRequest, run_workload
 from rooflinectl.records.step import WorkloadRun, as_measurement, load_workload
 from rooflinectl.specs.hardware import load_gpu
@@ -78,6 +79,14 @@ def test_every_op_checked_and_the_step_run_with_errors_by_hand():
     assert step.output_finite is True
     att = next(o for o in run.ops if o.name == "attention")
     assert att.backend.startswith("picked by torch: ")
+    # Labelled by the device that ran them: on the CPU no runner is cuBLAS.
+    assert head.runner == "F.linear (torch's CPU BLAS mm)"
+    assert not any("cuBLAS" in o.runner for o in run.ops)
+
+
+def test_runners_name_the_gpus_blas_only_on_a_gpu():
+    assert runner_on("torch.bmm (cuBLAS)", "cuda") == "torch.bmm (cuBLAS)"
+    assert runner_on("torch.bmm (cuBLAS)", "cpu") == "torch.bmm (torch's CPU BLAS)"
 
 
 def test_a_calibrated_model_is_used_where_given():
@@ -213,3 +222,30 @@ def test_the_gpu_files_op_model_times_each_op_as_analyze_calibrated_does():
         assert o.predicted_calibrated_s >= load_gpu(example).measured.op_model.launch_floor_s
     assert run.step.predicted_calibrated_s == pytest.approx(sum(p.time_s * p.op.count for p in placed.values()))
     assert NO_CALIBRATED_NOTE not in run.notes
+
+
+def test_an_op_too_large_for_the_devices_memory_is_refused_before_any_runs(monkeypatch):
+    """The tiny model's lm_head at batch 2 (x 2×64 and W 128×64 in, y 2×128 out, bf16) allocates
+    (128 + 8192 + 256)·2 = 17,152 B; its check takes 4× that. With less memory available than the largest op's
+    check, nothing runs: the reporter never starts."""
+    from rooflinectl.measure import bench
+    from rooflinectl.measure.step.cases import build_cases
+
+    w = resolve_workload("decode", model=TINY, batch=2, context=64)
+    cases = {c.name: c for c in build_cases(w)}
+    assert cases["lm_head"].alloc_bytes == (2 * 64 + 128 * 64 + 2 * 128) * 2 == 17_152
+    need = 4 * max(c.alloc_bytes for c in cases.values())
+    rec = Recorder()
+    monkeypatch.setattr(bench, "available_memory", lambda device: need - 1)
+    with pytest.raises(UserError, match="more than the 0.0 GB the CPU has available: give a smaller --batch"):
+        run_workload(WorkloadRequest(w, device="cpu", gpu="h200", seed=7, command="test"), rec, time_fn=fake_time)
+    assert rec.total is None
+    monkeypatch.setattr(bench, "available_memory", lambda device: need)
+    run, _ = _run(batch=2, context=64)
+    assert not run.failed
+
+
+def test_a_batch_of_a_million_on_the_cpu_is_one_line():
+    # Llama 3 8B at context 4,096: one layer's K and V caches alone are 2 × 10⁶ × 4,096 × 8 × 128 × 2 B = 16.8 TB.
+    assert_one_line_error(cli("measure", "--workload", "decode", "--device", "cpu", "--batch", "1000000"),
+                          "checking op attention takes about", "give a smaller --batch or length")

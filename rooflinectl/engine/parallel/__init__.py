@@ -3,7 +3,7 @@ Pure: no I/O.
 
 The package: ``layout`` (the degrees, checked), ``shard`` (one GPU's model, workload, expert ops, KV cache and
 weights; the layouts' table), ``collectives`` (the communication ops and their bytes; their table),
-``network`` (the scale-up domain and the scale-out network a group crosses, and the two-level algorithms past the
+``stages`` (the layers each pipeline stage holds, and the heaviest), ``network`` (the scale-up domain and the scale-out network a group crosses, and the two-level algorithms past the
 domain), ``summary`` (the notes beside the per-GPU figures).
 
 The rule: one GPU's step is the engine's own step of a model with that GPU's sizes (``per_gpu_workload``),
@@ -26,9 +26,9 @@ from .shard import (
     per_gpu_model,
     per_gpu_workload,
     sequences_per_gpu,
-    stage_workload,
     weight_bytes_per_gpu,
 )
+from .stages import stage_note, stage_workload
 from .summary import notes
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "per_gpu_model",
     "per_gpu_workload",
     "sequences_per_gpu",
+    "stage_note",
     "stage_workload",
     "weight_bytes_per_gpu",
 ]

@@ -34,6 +34,7 @@ from ..count.op import Op
 from ..count.quant import weight_matrix_bytes
 from ..count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
 from .layout import Layout
+from .stages import stage_workload
 
 
 def _split(what: str, total: int, t: int, model: Model) -> int:
@@ -209,22 +210,6 @@ def _local_combine(op: Op, per_gpu: Workload, e: int) -> Op:
     )
 
 
-def stage_workload(per_gpu: Workload, p: int) -> Workload:
-    """One pipeline stage of one GPU's step: its model with L/p layers; refused where p does not divide L or
-    where the stages would differ."""
-    m = per_gpu.model
-    if m.num_layers % p:
-        raise UserError(f"--pp {p}: model {m.id} has {m.num_layers} layers, which {p} stages cannot split evenly")
-    layers, pattern = m.num_layers // p, m.layer_pattern
-    cut = {"layer_pattern": pattern[:layers]} if pattern and len(pattern) > layers else {}  # the first stage's
-    stage = validate(Model, {**m.model_dump(), "num_layers": layers, **cut}, f"model {m.id} at --pp {p}")
-    whole_counts = m.layer_counts()
-    if {kind: n * p for kind, n in stage.layer_counts().items()} != whole_counts:
-        raise UserError(f"--pp {p}: model {m.id}'s stages would hold different kinds of layer (dense and MoE, "
-                        f"full and sliding); not modelled")
-    return validate(Workload, {**dict(per_gpu), "model": stage}, f"{per_gpu.label()} per stage")
-
-
 def kv_bytes_per_sequence_per_gpu(per_gpu: Workload, layout: Layout, positions: int | None = None) -> float:
     """One sequence's KV cache on one GPU, at ``positions`` (default: a preset step's kv_len): of its stage's
     layers under PP."""
@@ -236,7 +221,7 @@ def kv_bytes_per_sequence_per_gpu(per_gpu: Workload, layout: Layout, positions: 
 def weight_bytes_per_gpu(whole: Workload, per_gpu: Workload, layout: Layout) -> float:
     """The weights one GPU holds: the per-GPU model's footprint; under EP less the E − E/e experts of each MoE
     layer that live on other GPUs (each expert's matrices as stored, with its biases); under PP the heaviest
-    stage's: its L/p layers and one V×H table (the last stage's LM head, and the final norm), the other end's
+    stage's (stages.stage_workload): its L/p layers and one V×H table (the last stage's LM head, and the final norm), the other end's
     table left out where the two are not tied."""
     if layout.pp > 1:
         stage = stage_workload(per_gpu, layout.pp)

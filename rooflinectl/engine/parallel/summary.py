@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from ...specs.workload import Workload
 from .layout import Layout
 from .network import NetworkUse
-from .shard import padded_vocab, sequences_per_gpu
+from .shard import padded_vocab, per_gpu_workload, sequences_per_gpu
+from .stages import stage_note
 
 
 def _timed_with(line: str, measured: Sequence[str]) -> str:
@@ -54,6 +55,8 @@ def _notes(w: Workload, layout: Layout, measured: Sequence[str], where: str) -> 
               f"all {p} stages (one micro-batch: each GPU idles {(p - 1) / p:.0%} of it); with M micro-batches the "
               f"bubble is (p−1)/(M+p−1) of the time (GPipe), {(p - 1) / (2 * p - 1):.0%} at M = {p}; memory is one "
               f"stage's"]
+        differ = stage_note(per_gpu_workload(w, layout), p)
+        pp += [differ] if differ else []
         if t == 1:
             return [*pp, "point-to-point sends between stages modelled, not measured"]  # calibrate --comm: no p2p
     if layout.dp_attention:

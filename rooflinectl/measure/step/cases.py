@@ -24,6 +24,7 @@ Shapes, for a step of B sequences, T new tokens each (N = B·T), Lk positions at
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ...engine.count.attention import kv_positions_held, positions_read
@@ -71,6 +72,12 @@ class TensorSpec:
         return self.nbytes if self.counted is None else self.counted
 
 
+def runner_on(runner: str, device: str) -> str:
+    """``runner``'s words for the device that ran it: a GPU's matmuls are cuBLAS's; on the CPU torch calls the BLAS
+    it was built with (MKL, oneDNN or OpenBLAS), so the words name that, never cuBLAS."""
+    return runner if device == "cuda" else runner.replace("cuBLAS", "torch's CPU BLAS")
+
+
 @dataclass(frozen=True)
 class Case:
     """The engine op (its count included) and how to run it: ``family`` picks the runner (``execute.run``)."""
@@ -82,6 +89,12 @@ class Case:
     outputs: tuple[tuple[int, ...], ...]  # the shapes written, in ``dtype``
     dtype: str
     params: dict[str, int | bool] = field(default_factory=dict)
+
+    @property
+    def alloc_bytes(self) -> int:
+        """Bytes one run of the case allocates: its input tensors and its outputs in ``dtype``."""
+        return sum(t.nbytes for t in self.inputs) + sum(math.prod(s) for s in self.outputs) * int(dtype_bytes(
+            self.dtype))
 
     @property
     def name(self) -> str:

@@ -61,7 +61,8 @@ def _cache_bytes(w: Workload, sliding: bool) -> int:
 
 
 def plan_memory(w: Workload, cases: list[Case], free_bytes: int | None) -> StepMemory:
-    """Distinct layers where they fit in ``STEP_MEMORY_SHARE`` of ``free_bytes`` (None: the CPU, no limit)."""
+    """Distinct layers where they fit in ``STEP_MEMORY_SHARE`` of ``free_bytes`` (the device's: bench.available_memory;
+    None: not known, no limit)."""
     m = w.model
     layer, per_model = _layer_cases(cases), [c for c in cases if c.op.per_model]
     layer_w = _weights_bytes(layer)

@@ -41,7 +41,7 @@ from ...units import MIB
 from .. import bench
 from ..device import device_info, now, require_cuda, require_gpu_stack, resolve_spec, set_interpret
 from ..harness import Reporter, one_line
-from .cases import Case, build_cases
+from .cases import Case, build_cases, runner_on
 from .execute import check, materialize, run
 from .graph import StepMemory, build_step, plan_memory
 
@@ -103,11 +103,11 @@ def set_count(case: Case, l2_bytes: int, device: str) -> int:
     return n
 
 
-def _op_record(case: Case, spec: GPU | None, calibrated: Calibrated | None) -> WorkloadOp:
+def _op_record(case: Case, spec: GPU | None, calibrated: Calibrated | None, device: str) -> WorkloadOp:
     op = case.op
     rec = WorkloadOp(name=op.name, kind=op.kind, count=op.count, flops=int(op.flops), bytes=int(op.bytes),
                      unit=op.compute_unit, op_dtype=op.dtype, fuses=list(op.fuses), elementwise=op.elementwise,
-                     dtype=case.dtype, runner=case.runner)
+                     dtype=case.dtype, runner=runner_on(case.runner, device))
     update: dict[str, Any] = {}
     if spec is not None:
         p = place(op, spec.roofs())
@@ -212,6 +212,27 @@ def op_model_time(spec: GPU) -> Calibrated | None:
     return time
 
 
+# What checking one op holds at once, over its inputs and outputs (``Case.alloc_bytes``): those, a reference in
+# fp32 of both (2× their bytes in bf16 or fp16) and the flattened copies compared (execute.check): under 4×.
+CHECK_MEMORY_FACTOR = 4
+
+
+def check_fits(cases: list[Case], device: str) -> None:
+    """Refuse, before any op runs, a workload whose largest op cannot be checked in the memory the device has
+    (``bench.available_memory``): CHECK_MEMORY_FACTOR × its inputs and outputs. The whole step is bounded after
+    the ops (``plan_memory``: one layer replayed, or the step's error beside the per-op table)."""
+    room = bench.available_memory(device)
+    if room is None or not cases:
+        return
+    big = max(cases, key=lambda c: c.alloc_bytes)
+    need = CHECK_MEMORY_FACTOR * big.alloc_bytes
+    if need > room:
+        where = "the GPU has free" if device == "cuda" else "the CPU has available"
+        raise UserError(f"measure --workload: checking op {big.name} takes about {need / 1e9:,.1f} GB (its inputs "
+                        f"and outputs and their reference), more than the {room / 1e9:,.1f} GB {where}: give a "
+                        f"smaller --batch or length")
+
+
 def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calibrated | None = None,
                  time_fn: TimeFn | None = None) -> WorkloadRun:
     """Check and time every op of the request's workload, then the whole step; the run's record."""
@@ -220,6 +241,7 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
     w, device = request.workload, request.device
     cases = build_cases(w)  # refuses what cannot be run before any device is touched
     spec, info, torch_version, triton_version = _prepare(request, cases)
+    check_fits(cases, device)
     seed = request.seed if request.seed is not None else int(torch.randint(0, 2**31 - 1, (1,)).item())
     time_fn = time_fn or (gpu_time(request.warmup_ms, request.rep_ms) if device == "cuda" else cpu_time)
     if calibrated is None and spec is not None:
@@ -232,7 +254,7 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
     ops: list[WorkloadOp] = []
     for i, case in enumerate(cases):
         reporter.step(f"{case.name} ×{case.count}")
-        rec = _op_record(case, spec, calibrated)
+        rec = _op_record(case, spec, calibrated, device)
         try:
             c = check(case, device, seed + 1000 * i)
             rec = rec.model_copy(update={"check": OpCheck(rel_error=c.rel_error, tolerance=c.tolerance,
@@ -259,7 +281,7 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
         reporter.advance()
     reporter.step("the whole step")
     try:
-        memory = plan_memory(w, cases, bench.free_memory(device))
+        memory = plan_memory(w, cases, bench.available_memory(device))
     except UserError as err:  # the step does not fit even with one layer replayed: the per-op table still stands
         step = WorkloadStep(capture="cuda_graph" if device == "cuda" else "sequential",
                             layers="shared_weights_and_caches", memory_bytes=0, error=str(err))
