@@ -152,6 +152,7 @@ PUBLISHED_POSITIONS = {
     "qwen3-next-80b-a3b": (262144, None),  # no window: Gated DeltaNet layers beside full attention
     "nemotron-h-8b": (8192, None),  # no window: Mamba-2 layers beside full attention
     "glm-4.5": (131072, None),  # config.json's max_position_embeddings (GLM-4.6's: 202,752)
+    "minimax-m2": (196608, None),  # config.json's max_position_embeddings
 }
 
 
