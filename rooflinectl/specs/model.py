@@ -114,6 +114,8 @@ class Model(Strict):
     # Llama 4 Scout's use_qk_norm: a weightless RMSNorm over each head of Q and K, on the RoPE layers only.
     rope_qk_l2_norm: bool = Field(False, description="weightless Q/K norms on the RoPE layers")
     qk_norm: bool = Field(False, description="Q/K norms")
+    # MiniMax-M2's qk_norm_type per_layer: one RMSNorm over all of Q (gain h·d) and one over K (g·d), not per head.
+    qk_norm_per_layer: bool = Field(False, description="Q/K norms over the whole layer's Q and K")
     rotary_dim: HeadDim | None = Field(None, description="partial RoPE")
     # Biases on the Q, K and V projections (Qwen2/Qwen2.5: its architecture, no config key), on O, on the MLP's.
     qkv_bias: bool = Field(False, description="biases on Q, K and V")
@@ -212,6 +214,8 @@ class Model(Strict):
             raise invalid("linear or mamba layers beside sliding or chunked attention are not modelled")
         if self.attn_temperature_tuning and not self.nope_full_layers:
             raise invalid("attn_temperature_tuning scales the queries of NoPE layers: give nope_full_layers")
+        if self.qk_norm_per_layer and not self.qk_norm:
+            raise invalid("qk_norm_per_layer says how the Q/K norms are taken: give qk_norm")
         if self.rope_qk_l2_norm and self.qk_norm:
             raise invalid("qk_norm and rope_qk_l2_norm are two Q/K norms: a model has one")
         if self.rotary_dim is not None and (self.rotary_dim > self.head_dim or self.rotary_dim % 2):
@@ -375,8 +379,8 @@ class Model(Strict):
         else:  # attn_output_gate: q_proj gives the gate too, h·d more outputs
             attention = h * ((2 if self.attn_output_gate else 1) * self.q_dim + 2 * self.kv_dim) + self.q_dim * h
         norms = (4 if self.post_norms else 1 if self.mlp_apart else 2) * self.norm_parameters
-        if self.qk_norm:
-            attention += 2 * self.head_dim
+        if self.qk_norm:  # a gain per element of Q and K (per layer), or of one head of each
+            attention += self.q_dim + self.kv_dim if self.qk_norm_per_layer else 2 * self.head_dim
         if self.qkv_bias:
             attention += self.q_dim + 2 * self.kv_dim  # one bias per output of Q, K and V
         if self.o_bias:

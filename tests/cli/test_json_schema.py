@@ -301,7 +301,8 @@ MODEL = {
 # config.json's quantized weight format is no bundled model's), and what `workloads show` adds to a model: its parameters
 # and layers, computed.
 MOE_MODEL = {
-    **MODEL, "qk_norm": (bool,), "qkv_bias": (bool,), "moe.num_experts": (int,), "moe.experts_per_token": (int,),
+    **MODEL, "qk_norm": (bool,), "qk_norm_per_layer": (bool,), "qkv_bias": (bool,), "moe.num_experts": (int,),
+    "moe.experts_per_token": (int,),
     "moe.expert_intermediate_size": (int,), "moe.num_shared_experts": (int,),
     "moe.shared_expert_intermediate_size": (int, NONE), "moe.first_dense_layers": (int,),
     # Issue 12's variants: Gemma 3's norms, GELU and window pattern, gpt-oss's biases, sinks and MXFP4 experts.

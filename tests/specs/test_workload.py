@@ -151,6 +151,8 @@ PUBLISHED_POSITIONS = {
     "deepseek-v3.2-exp": (163840, None),  # a sparse top-2,048 selection, no window
     "qwen3-next-80b-a3b": (262144, None),  # no window: Gated DeltaNet layers beside full attention
     "nemotron-h-8b": (8192, None),  # no window: Mamba-2 layers beside full attention
+    "glm-4.5": (131072, None),  # config.json's max_position_embeddings (GLM-4.6's: 202,752)
+    "minimax-m2": (196608, None),  # config.json's max_position_embeddings
 }
 
 

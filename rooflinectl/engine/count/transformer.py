@@ -145,10 +145,11 @@ def _attention_block(w: Workload, attention: LayerAttention = "full") -> list[Op
     ops += _projections(qkv, norm if norm_in else None, "qkv_proj" if "qkv" in fused else None,
                         lambda name, n_out, with_norm: _qkv(w, name, n_out, with_norm))
     if m.qk_norm:
-        # Qwen3, Gemma 3: RMSNorm over each head of Q (N·h rows of d) and of K (N·g rows), each with its gain of
-        # d, between the projections and RoPE; a kernel of its own here (no fusion folds it).
-        ops.append(rmsnorm_op("q_norm", n * m.num_heads, m.head_dim, w.dtype))
-        ops.append(rmsnorm_op("k_norm", n * m.num_kv_heads, m.head_dim, w.dtype))
+        # Qwen3, Gemma 3: RMSNorm over each head of Q (N·h rows of d) and of K (N·g rows), gain d, before RoPE, a
+        # kernel of its own; MiniMax-M2's per layer: N rows of h·d and of g·d, a gain of each row's width.
+        for name, heads in (("q_norm", m.num_heads), ("k_norm", m.num_kv_heads)):
+            rows, width = (n, heads * m.head_dim) if m.qk_norm_per_layer else (n * heads, m.head_dim)
+            ops.append(rmsnorm_op(name, rows, width, w.dtype))
     ops += position_ops(w, rotates=not (m.nope_full_layers and attention == "full"))
     new_kv = n * 2 * m.kv_dim
     ops.append(kv_write_op(new_kv, w.dtype, w.kv_dtype, reads=f"new K and V, {w.tokens}×{m.kv_dim} each",

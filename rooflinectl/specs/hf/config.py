@@ -23,14 +23,17 @@ from .experts import (
     hf_moe,
     no_experts,
 )
+from .glm4_moe import GLM4_MOE_DEFAULTS, GLM4_MOE_KEYS, glm4_moe_keys, hf_glm4_moe
 from .llama4 import LLAMA4_DEFAULTS, LLAMA4_MOE_KEYS, hf_llama4
+from .minimax_m2 import MINIMAX_M2_DEFAULTS, MINIMAX_M2_MOE_KEYS, hf_minimax_m2, minimax_m2_keys
 from .nemotron_h import NEMOTRON_H_DEFAULTS, NEMOTRON_H_MOE_KEYS, hf_nemotron_h, nemotron_h_keys
 from .quant import hf_quantization
 from .qwen3_next import QWEN3_NEXT_DEFAULTS, QWEN3_NEXT_MOE_KEYS, hf_qwen3_next
 
 _HF_MODEL_TYPES: tuple[str, ...] = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "phi3", "gemma2",
                                     "gemma3_text", "gemma3", "gpt_oss", "deepseek_v2", "deepseek_v3",
-                                    "kimi_k2", "deepseek_v32", "llama4", "llama4_text", "qwen3_next", "nemotron_h")
+                                    "kimi_k2", "deepseek_v32", "llama4", "llama4_text", "qwen3_next", "nemotron_h",
+                                    "glm4_moe", "minimax_m2")
 # The transformers classes of those model types: a config's `architectures` entry names the class that builds the
 # model, and one outside these (a classifier head, a vision-language wrapper other than Gemma 3's) is refused by
 # name. Gemma3ForConditionalGeneration (model_type gemma3) nests its text decoder in text_config: the decoder is
@@ -44,6 +47,7 @@ _HF_CLASSES: dict[str, tuple[str, ...]] = {
     "kimi_k2": ("DeepseekV3ForCausalLM",), "deepseek_v32": ("DeepseekV32ForCausalLM",),
     "llama4": ("Llama4ForConditionalGeneration",), "llama4_text": ("Llama4ForCausalLM",),
     "qwen3_next": ("Qwen3NextForCausalLM",), "nemotron_h": ("NemotronHForCausalLM",),
+    "glm4_moe": ("Glm4MoeForCausalLM",), "minimax_m2": ("MiniMaxM2ForCausalLM",),
 }
 _HF_ARCHITECTURES: tuple[str, ...] = tuple(c for classes in _HF_CLASSES.values() for c in classes)
 # Model types near the ones read that are refused by name, with why.
@@ -82,15 +86,19 @@ _HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "llama4_text": LLAMA4_DEFAULTS,
     "qwen3_next": QWEN3_NEXT_DEFAULTS,
     "nemotron_h": NEMOTRON_H_DEFAULTS,
+    "glm4_moe": GLM4_MOE_DEFAULTS,
+    "minimax_m2": MINIMAX_M2_DEFAULTS,
 }
 # The keys whose class field is a plain whole number (MistralConfig's num_key_value_heads: int = 8): transformers
 # refuses null there, and so does the importer, rather than read it as the heads as the other classes do.
 _HF_NOT_NULL: dict[str, tuple[str, ...]] = {
-    t: ("num_key_value_heads",) for t in ("mistral", "mixtral", "qwen3_moe", "gemma2", "gemma3_text", "gpt_oss")}
+    t: ("num_key_value_heads",) for t in ("mistral", "mixtral", "qwen3_moe", "gemma2", "gemma3_text", "gpt_oss",
+                                                 "glm4_moe", "minimax_m2")}
 # The bias keys each model type's transformers class reads (LlamaAttention/LlamaMLP; the attention of Qwen3,
 # Qwen3-MoE, Gemma 2/3 and gpt-oss); every other type builds its projections without biases whatever the key says
 # (Mistral, Mixtral, Qwen2's o_proj and MLP, Phi-3, DeepSeek-V3), and the key is ignored as transformers ignores
-# it. DeepSeek's attention_bias (and DeepSeek-V2's mlp_bias) are refused by specs.hf.experts.
+# it. DeepSeek's attention_bias (and DeepSeek-V2's mlp_bias) are refused by specs.hf.experts; GLM-4.5's (q, k and v
+# alone) is read by specs.hf.glm4_moe.
 _HF_BIAS_KEYS: dict[str, tuple[str, ...]] = {
     "llama": ("attention_bias", "mlp_bias"), "qwen3": ("attention_bias",), "qwen3_moe": ("attention_bias",),
     "gemma2": ("attention_bias",), "gemma3_text": ("attention_bias",), "gpt_oss": ("attention_bias",),
@@ -288,10 +296,16 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         cfg = {**_HF_DEFAULTS[model_type], **cfg}  # a key given (null included) is the config's
     if model_type == "nemotron_h":
         cfg = nemotron_h_keys(cfg, path)
+    if model_type == "glm4_moe":
+        cfg = glm4_moe_keys(cfg)
+    if model_type == "minimax_m2":
+        cfg = minimax_m2_keys(cfg)
     own = HF_MOE_KEYS.get(model_type, ()) if isinstance(model_type, str) else ()
     own += LLAMA4_MOE_KEYS if model_type == "llama4_text" else ()
     own += QWEN3_NEXT_MOE_KEYS if model_type == "qwen3_next" else ()
     own += NEMOTRON_H_MOE_KEYS if model_type == "nemotron_h" else ()
+    own += GLM4_MOE_KEYS if model_type == "glm4_moe" else ()
+    own += MINIMAX_M2_MOE_KEYS if model_type == "minimax_m2" else ()
     # Outside a model type's own expert keys, None, 0 or 1 mean "no experts"; anything else is an architecture
     # not modelled.
     unknown = sorted(k for k in HF_UNMODELLED_KEYS if k in cfg and k not in own and not no_experts(cfg[k]))
@@ -354,6 +368,10 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         data.update(hf_qwen3_next(cfg, path))
     elif model_type == "nemotron_h":
         data.update(hf_nemotron_h(cfg, path))
+    elif model_type == "glm4_moe":
+        data.update(hf_glm4_moe(cfg, path))
+    elif model_type == "minimax_m2":
+        data.update(hf_minimax_m2(cfg, path))
     data.update(hf_quantization(cfg, path, experts="moe" in data))
     if model_type == "qwen2" or biases["attention_bias"]:
         data["qkv_bias"] = True  # Qwen2Attention builds q_proj, k_proj, v_proj with bias=True (no config key)
