@@ -84,7 +84,9 @@ def layer_pattern(model: Model) -> str:
     then 58 MoE (…, + 1 shared expert of width 2048)'; ', q/k RMSNorm per head' and the latent attention where
     the model has them, and the attention's sliding and full layers where it has a window."""
     moe = model.moe
-    norm = ", q/k RMSNorm per head" if model.qk_norm else ""
+    norm = ""
+    if model.qk_norm:
+        norm = ", q/k RMSNorm over the whole Q and K" if model.qk_norm_per_layer else ", q/k RMSNorm per head"
     if model.mla is not None:
         norm += (f", latent attention (MLA: {model.mla.kv_lora_rank} + {model.mla.qk_rope_head_dim} cached values a "
                  f"token and layer)")

@@ -90,3 +90,11 @@ def test_rotary_dim_absent_reads_rope_parameters(tmp_path):
 def test_what_is_not_modelled_is_refused_by_its_key(tmp_path, changes, field):
     with pytest.raises(UserError, match=f"field '{field}'"):
         model_from_hf_config(write(tmp_path, {**PUBLISHED, **changes}))
+
+
+def test_workloads_show_names_the_norm_over_the_whole_q_and_k():
+    from rooflinectl.render.workloads import layer_pattern
+    from rooflinectl.specs.model import load_model
+
+    assert ", q/k RMSNorm over the whole Q and K" in layer_pattern(load_model("minimax-m2"))
+    assert ", q/k RMSNorm per head" in layer_pattern(load_model("qwen3-32b"))
