@@ -275,6 +275,11 @@ class GPU(Strict):
                 f"{self.id} has no measured ceilings: run 'rooflinectl calibrate -o FILE' on that GPU "
                 f"and pass --gpu FILE"
             )
+        if over := self.measured.above(self.memory.hbm_bandwidth_gbps, self.compute.tensor_tflops,
+                                       self.compute.vector_tflops):
+            device = f" (measured on {self.measured.device_name})" if self.measured.device_name else ""
+            raise UserError(f"{self.id}: the measured section{device} is faster than this GPU's datasheet allows: "
+                            f"{'; '.join(over)}; it was measured on another GPU, or a datasheet figure is wrong")
         roofs = spec.with_ceilings(self.measured)
         comm = self.measured.interconnect
         if comm is None:

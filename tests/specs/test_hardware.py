@@ -288,6 +288,27 @@ def test_calibrated_gpu_roofs_are_the_spec_with_its_measured_section():
     assert gpu.roofs(calibrated=True).vector_tflops["fp32"] == 51.0
 
 
+def test_a_measured_section_faster_than_the_datasheet_is_another_gpus():
+    """An A100 80 GB file (2,039 GB/s, 312 bf16 TFLOP/s) carrying an H200's measurements (a copy at 4,281 GB/s,
+    bf16 at 788) is refused for --calibrated, each ceiling named; 5% past the datasheet (2,141 GB/s) still passes:
+    2,100 does, 2,150 does not."""
+    h200_run = Measured(device_name="NVIDIA H200", date="2026-12-03", command="rooflinectl calibrate",
+                        torch_version="2.11", copy_bandwidth_gbps=4281.0, tensor_tflops={"bf16": 788.0})
+    a100 = load_gpu("a100-80gb").model_copy(update={"measured": h200_run})
+    with pytest.raises(UserError, match=r"measured on NVIDIA H200\) is faster than this GPU's datasheet allows: "
+                                        r"a copy at 4,281 GB/s against HBM's 2,039; bf16 tensor at 788 TFLOP/s "
+                                        r"against the datasheet's 312"):
+        a100.roofs(calibrated=True)
+    for copy, ok in ((2100.0, True), (2150.0, False)):
+        close = h200_run.model_copy(update={"copy_bandwidth_gbps": copy, "tensor_tflops": {"bf16": 290.0}})
+        gpu = load_gpu("a100-80gb").model_copy(update={"measured": close})
+        if ok:
+            assert gpu.roofs(calibrated=True).bandwidth_gbps == copy
+        else:
+            with pytest.raises(UserError, match="faster than this GPU's datasheet"):
+                gpu.roofs(calibrated=True)
+
+
 def test_measured_requires_the_copy_bandwidth():
     with pytest.raises(ValueError):
         Measured.model_validate({"device_name": "x", "date": "d", "command": "c", "torch_version": "2.5"})
