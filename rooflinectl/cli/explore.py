@@ -44,7 +44,7 @@ def explore(
     batch: opt.Batch = None,
     seq_len: opt.SeqLen = None,
     context: opt.Context = None,
-    dtype: opt.Dtype = None,
+    dtype: opt.DtypeAll = None,
     kv_dtype: opt.KvDtype = None,
     attention: opt.Attention = None,
     causal: opt.Causal = None,

@@ -33,6 +33,10 @@ Dtype = Annotated[str | None, typer.Option(
     "--dtype", help=f"Weights and activations: {', '.join(DTYPES)} (an explicit --weight-dtype or --act-dtype "
     "overrides it for its own part).",
 )]
+# explore's: it has no --weight-dtype or --act-dtype (its model key changes the model, not its data types).
+DtypeAll = Annotated[str | None, typer.Option(
+    "--dtype", help=f"Weights, activations and (unless --kv-dtype) the KV cache: {', '.join(DTYPES)}.",
+)]
 WeightDtype = Annotated[str | None, typer.Option(
     "--weight-dtype", help=f"The linear layers' weights: {', '.join(WEIGHT_DTYPES)}, scales counted (int4_zp: "
     "int4 with AWQ's zero points) (default: --dtype; embedding, LM head, norms and router stay in the activations' "

@@ -149,3 +149,17 @@ def test_no_help_shows_a_type_beside_a_flag():
         assert "<bool>" not in out, path
     causal = next(line for line in cli("analyze", "--help").stdout.splitlines() if "--no-causal" in line)
     assert re.search(r"--no-causal +Causal mask", causal), causal
+
+
+
+def test_explore_help_names_no_data_type_option_it_lacks():
+    """explore takes --dtype and --kv-dtype alone: its --dtype help once told of --weight-dtype and --act-dtype."""
+    import typer.main
+
+    from rooflinectl.cli import app
+
+    explore = typer.main.get_command(app).commands["explore"]  # type: ignore[attr-defined]
+    own = {name for p in explore.params for name in p.opts}
+    helps = " ".join(getattr(p, "help", None) or "" for p in explore.params)
+    assert "--dtype" in own and "--weight-dtype" not in own and "--act-dtype" not in own
+    assert "--weight-dtype" not in helps and "--act-dtype" not in helps
