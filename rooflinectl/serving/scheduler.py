@@ -122,6 +122,7 @@ class Scheduler:
     def step(self) -> list[Scheduled]:
         """The next step's requests, each with its new tokens; empty where nothing can run."""
         budget = self.config.max_num_batched_tokens
+        block_size = self.pool.block_size
         out: list[Scheduled] = []
         preempted: set[int] = set()
         scheduled: set[int] = set()
@@ -138,12 +139,15 @@ class Scheduler:
             if drafting:
                 left += min(self.drafts, live.request.output - live.generated - 1)
             new = min(left, budget)
-            if not self.pool.can_grow(rid, live.computed + new):
-                room = self.pool.room(rid, live.computed)
-                if room == 0 and not self._preempt_for(live, preempted, scheduled):
-                    continue  # it waits, holding its blocks, for others to finish
-                new = min(new, self.pool.room(rid, live.computed))
-            self.pool.grow(rid, live.computed + new)
+            # One more position inside a block it already holds (not its first position, not at a block's
+            # start) takes no block: nothing to check or grow. Most decode steps of a long batch are these.
+            if new != 1 or not live.computed % block_size:
+                if not self.pool.can_grow(rid, live.computed + new):
+                    room = self.pool.room(rid, live.computed)
+                    if room == 0 and not self._preempt_for(live, preempted, scheduled):
+                        continue  # it waits, holding its blocks, for others to finish
+                    new = min(new, self.pool.room(rid, live.computed))
+                self.pool.grow(rid, live.computed + new)
             out.append(Scheduled(live, new, live.computed, new - 1 if drafting else 0))
             scheduled.add(rid)
             budget -= new

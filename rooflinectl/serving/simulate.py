@@ -293,9 +293,12 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
             continue
         groups: dict[tuple[int, int], int] = {}  # the step's groups: identical (new, cached) counted together
         verifying: dict[tuple[int, int], int] = {}  # those that verify drafts
+        tokens, prefilling = 0, False  # the step's tokens; whether it carries a prompt's (a first token's) work
         for s in batch:
             into = verifying if s.drafts else groups
             into[s.new, s.cached] = into.get((s.new, s.cached), 0) + 1
+            tokens += s.new
+            prefilling = prefilling or (s.new > 1 and not s.drafts) or s.live.generated == 0
         dt = model.time_verify(groups, verifying) if verifying else model.time_counts(groups)
         if speculation is not None:
             prompts: dict[tuple[int, int], int] = {}
@@ -306,9 +309,8 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
         t += dt
         busy += dt
         steps += 1
-        tokens = sum(s.new for s in batch)
         most_tokens = max(most_tokens, tokens)
-        if any(s.new > 1 and not s.drafts or s.live.generated == 0 for s in batch):
+        if prefilling:
             prefill_steps += 1
             prefill_time += dt
         timeline.append(Point(t, len(batch), tokens, pool.used))
@@ -325,7 +327,13 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
             live.computed += s.new
             if live.request.prefix_id is not None:
                 scheduler.share_prefix(live)
-            if live.computed == live.target:
+            if live.computed != live.target:
+                continue
+            if live.generated + 1 < live.request.output:  # _emit's first case, inline: a token, not the last
+                live.generated += 1
+                live.token_times_s.append(t)
+                live.target += 1
+            else:
                 _emit(live, t, scheduler, served, arrivals, queue, load, progress, latency)
     return Run(served=tuple(sorted(served, key=lambda s: s.request.id)), duration_s=t, steps=steps,
                prefill_steps=prefill_steps, prefill_time_s=prefill_time, max_tokens_in_step=most_tokens,
