@@ -199,29 +199,39 @@ class Scheduler:
     def decode_run(self) -> int:
         """How many of the next steps are certain to be the same decodes of every running request, each step one
         token for each, with nothing else scheduled: every running request decodes a generated token (none is
-        finishing a prompt), the budget holds them all, no waiting request can be admitted (none waits, or the
-        sequence limit is reached), none emits its last token before the run's last step has passed, and the
+        finishing a prompt), no waiting request can be admitted (none waits, or the sequence limit or the token
+        budget is reached), none emits its last token before the run's last step has passed, and the
         free KV blocks hold every request's growth (so none is preempted). 0 where the next step is not such a
         step. The caller must end the run early where a request arrives (it could then be admitted). Always 0
-        under speculative decoding, whose steps emit a drawn number of tokens."""
+        under speculative decoding, whose steps emit a drawn number of tokens. Where more requests run than the
+        token budget holds, the run is the budget's first requests' (:meth:`decoding`)."""
         running = self.running
-        if self.drafts or not running or len(running) > self.config.max_num_batched_tokens:
+        if self.drafts or not running:
             return 0
-        if self.waiting and len(running) < self.config.max_num_seqs:
+        # A waiting request is admitted where the decodes leave budget and a sequence slot: not during the run.
+        if self.waiting and len(running) < min(self.config.max_num_seqs, self.config.max_num_batched_tokens):
             return 0
-        steps = min(live.request.output - live.generated for live in running) - 1
-        if steps < 1 or any(live.target - live.computed != 1 or live.generated == 0 for live in running):
+        if any(live.target - live.computed != 1 or live.generated == 0 for live in running):
+            return 0
+        decoding = self.decoding()
+        steps = min(live.request.output - live.generated for live in decoding) - 1
+        if steps < 1:
             return 0
         free = self.pool.total - self.pool.used
-        while steps > 0 and self._blocks_to_grow(steps) > free:
+        while steps > 0 and self._blocks_to_grow(decoding, steps) > free:
             steps //= 2
         return steps
 
-    def _blocks_to_grow(self, steps: int) -> int:
-        """The blocks the running requests need to hold ``steps`` more positions each."""
+    def decoding(self) -> list[Live]:
+        """The requests a step of decodes alone runs: every running one, or, where more run than the token budget
+        holds, the budget's first in running order (``step`` serves decodes in that order until the budget is
+        spent; the others wait, and no waiting request is admitted, the budget being spent)."""
+        return self.running[: self.config.max_num_batched_tokens]
+
+    def _blocks_to_grow(self, decoding: list[Live], steps: int) -> int:
+        """The blocks ``decoding`` needs to hold ``steps`` more positions each."""
         pool = self.pool
-        return sum(pool.blocks_for(live.computed + steps) - pool.holds(live.request.id)
-                   for live in self.running)
+        return sum(pool.blocks_for(live.computed + steps) - pool.holds(live.request.id) for live in decoding)
 
     def finish(self, live: Live) -> None:
         self.running.remove(live)

@@ -283,7 +283,7 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                                 timeline)
             busy += t - start
             steps += ran
-            most_tokens = max(most_tokens, len(scheduler.running))
+            most_tokens = max(most_tokens, len(scheduler.decoding()))
             continue
         batch = scheduler.step()
         if not batch:
@@ -351,7 +351,7 @@ def decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool
     the loop would leave (every request one position, one token and one block's share further a step). Ends
     early at the end of a step that reaches ``horizon`` (by then a request may have arrived, and be admitted).
     Returns (time, steps run)."""
-    running = scheduler.running
+    running = scheduler.decoding()
     groups: dict[int, int] = {}  # cached positions → requests, in the loop's order
     for live in running:
         groups[live.computed] = groups.get(live.computed, 0) + 1

@@ -120,6 +120,10 @@ def test_every_step_of_a_closed_loop_is_the_engines(monkeypatch):
     (closed_loop(8, 24, Lengths("fixed", 200), Lengths("fixed", 100)), 60, SchedulerConfig()),  # preempts
     (open_loop(15.0, 120, Lengths("fixed", 400), Lengths("uniform", 10, 200), seed=5), 20000, SchedulerConfig()),
     (closed_loop(12, 36, Lengths("fixed", 50), Lengths("fixed", 64)), 5000, SchedulerConfig(max_num_seqs=5)),
+    # As many decoding as the token budget holds, the rest waiting: decode runs while requests wait (compare's
+    # largest batches of one-token prompts).
+    (closed_loop(40, 40, Lengths("fixed", 1), Lengths("uniform", 5, 40), seed=3), 5000,
+     SchedulerConfig(max_num_batched_tokens=16)),
 ])
 def test_runs_of_plain_decode_steps_are_the_step_by_step_loop(monkeypatch, load, blocks, config):
     """The loop runs a stretch of steps that only decode every running request at once
