@@ -14,6 +14,7 @@ Nothing heavy is imported here: each function imports what it uses when called.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -243,8 +244,8 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
     from ..engine.parallel import Layout
     from ..errors import UserError
 
-    if tpot_ms is not None and not tpot_ms > 0:
-        raise UserError(f"--tpot-ms {tpot_ms}: give a positive number of milliseconds")
+    if tpot_ms is not None and not 0 < tpot_ms < math.inf:
+        raise UserError(f"--tpot-ms {tpot_ms}: give a positive, finite number of milliseconds")
     choices, names = [], []
     base = None
     for spec in gpus:

@@ -121,7 +121,11 @@ def batch_for_tpot(server: Server, tpot_s: float, largest: int) -> Served | None
     assert best.tpot_s is not None  # output ≥ 2: checked by the caller
     if best.tpot_s > tpot_s:
         return None
-    lo, hi = 1, largest
+    top = server.serve(largest)  # a target the largest batch meets needs no search (a loose one, the common case)
+    assert top.tpot_s is not None
+    if top.tpot_s <= tpot_s:
+        return top
+    lo, hi = 1, largest - 1
     while lo < hi:
         mid = (lo + hi + 1) // 2
         g = server.serve(mid)

@@ -336,3 +336,9 @@ def test_compare_and_pareto_name_quantized_weights():
     assert data["weight_dtype"] == "mxfp4" and {p["weight_dtype"] for p in data["points"]} == {"mxfp4"}
     rows = list(csv.DictReader(io.StringIO(cli(*args, "--csv").stdout)))
     assert {r["weight_dtype"] for r in rows} == {"mxfp4"}
+
+
+def test_compare_refuses_a_tpot_target_that_is_not_a_finite_number():
+    for bad in ("inf", "nan", "0", "-3"):
+        r = cli("compare", "--gpu", "h100", "--tpot-ms", bad)
+        assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--tpot-ms" in r.stderr, (bad, r.stderr)

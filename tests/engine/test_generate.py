@@ -283,6 +283,12 @@ def test_batch_for_a_tpot_target():
         assert above.tpot_s is not None and above.tpot_s > at_64.tpot_s
     one = generate(b, Request(2048, 256, 1), on(H100), RESERVE)
     assert batch_for_tpot(static, (one.tpot_s or 0) / 2, largest) is None
+    # A target the largest batch meets is the largest batch, found with two runs (batch 1 and the largest).
+    top = generate(b, Request(2048, 256, largest), on(H100), RESERVE)
+    served: list[int] = []
+    counting = type("Counting", (), {"serve": lambda self, n: served.append(n) or static.serve(n)})()
+    g = batch_for_tpot(counting, (top.tpot_s or 0) * 1.01, largest)
+    assert g is not None and g.request.batch == largest and served == [1, largest]
 
 
 def test_choices_refused():
