@@ -136,6 +136,9 @@ def print_json(data: object) -> None:
 MAX_LIST = 64
 
 
+MAX_DIGITS = 18  # the longest number a list may give: below 2**63, as click's integer options hold them
+
+
 def split_ints(value: str, what: str) -> list[int]:
     """'1,8,64' -> [1, 8, 64], each a positive integer; at most MAX_LIST of them."""
     out = []
@@ -149,6 +152,8 @@ def split_ints(value: str, what: str) -> list[int]:
         # ASCII digits only, as click's integer options take them: int() would also take '٣' and '３'.
         if not (item.isascii() and item.isdigit()):
             raise UserError(f"{what}: '{item}' is not a positive integer")
+        if len(item.lstrip("0")) > MAX_DIGITS:  # int() refuses past 4,300 digits; no size here is near 10^18
+            raise UserError(f"{what}: {item[:12]}… ({len(item):,} digits) is too large")
         n = int(item)
         if n <= 0:
             raise UserError(f"{what}: {n} must be a positive integer")

@@ -192,6 +192,9 @@ def test_plot_pdf(tmp_path):
         (["plot", "--batch", "1,,8", "-o", "{tmp}/x.png"], ["--batch: '1,,8' has an empty item"]),
         (["plot", "--batch", "8,", "-o", "{tmp}/x.png"], ["has an empty item"]),
         (["plot", "--batch", "\u0663,\uff18", "-o", "{tmp}/x.png"], ["is not a positive integer"]),
+        # a 5,000-digit number passed int()'s 4,300-digit limit as a traceback; 19 digits pass 2**63
+        (["plot", "--context", "9" * 5000, "-o", "{tmp}/x.png"], ["--context: 999999999999… (5,000 digits) is too large"]),
+        (["plot", "--batch", "1" + "0" * 18, "-o", "{tmp}/x.png"], ["(19 digits) is too large"]),
         (["plot", "--batch", "1,8", "--context", "1,2", "-o", "{tmp}/x.png"], ["sweep one size at a time"]),
         # issue 18: 399 sizes took 88 s to draw
         (["plot", "--batch", ",".join(str(i) for i in range(1, 66)), "-o", "{tmp}/x.png"],
