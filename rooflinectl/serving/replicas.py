@@ -76,7 +76,7 @@ class Replica:
             self.clock, ran = decode_run(run, start, self.model, sch, self.pool, horizon, self.timeline)
             self.busy += self.clock - start
             self.steps += ran
-            self.most_tokens = max(self.most_tokens, len(sch.decoding()))
+            self.most_tokens = max(self.most_tokens, len(sch.running))
             return [], []
         batch = sch.step()
         if not batch:  # a replica with requests always runs some: else a bug in the scheduler

@@ -203,35 +203,26 @@ class Scheduler:
         budget is reached), none emits its last token before the run's last step has passed, and the
         free KV blocks hold every request's growth (so none is preempted). 0 where the next step is not such a
         step. The caller must end the run early where a request arrives (it could then be admitted). Always 0
-        under speculative decoding, whose steps emit a drawn number of tokens. Where more requests run than the
-        token budget holds, the run is the budget's first requests' (:meth:`decoding`)."""
+        under speculative decoding, whose steps emit a drawn number of tokens."""
         running = self.running
-        if self.drafts or not running:
+        if self.drafts or not running or len(running) > self.config.max_num_batched_tokens:
             return 0
         # A waiting request is admitted where the decodes leave budget and a sequence slot: not during the run.
         if self.waiting and len(running) < min(self.config.max_num_seqs, self.config.max_num_batched_tokens):
             return 0
-        if any(live.target - live.computed != 1 or live.generated == 0 for live in running):
-            return 0
-        decoding = self.decoding()
-        steps = min(live.request.output - live.generated for live in decoding) - 1
-        if steps < 1:
+        steps = min(live.request.output - live.generated for live in running) - 1
+        if steps < 1 or any(live.target - live.computed != 1 or live.generated == 0 for live in running):
             return 0
         free = self.pool.total - self.pool.used
-        while steps > 0 and self._blocks_to_grow(decoding, steps) > free:
+        while steps > 0 and self._blocks_to_grow(steps) > free:
             steps //= 2
         return steps
 
-    def decoding(self) -> list[Live]:
-        """The requests a step of decodes alone runs: every running one, or, where more run than the token budget
-        holds, the budget's first in running order (``step`` serves decodes in that order until the budget is
-        spent; the others wait, and no waiting request is admitted, the budget being spent)."""
-        return self.running[: self.config.max_num_batched_tokens]
-
-    def _blocks_to_grow(self, decoding: list[Live], steps: int) -> int:
-        """The blocks ``decoding`` needs to hold ``steps`` more positions each."""
+    def _blocks_to_grow(self, steps: int) -> int:
+        """The blocks the running requests need to hold ``steps`` more positions each."""
         pool = self.pool
-        return sum(pool.blocks_for(live.computed + steps) - pool.holds(live.request.id) for live in decoding)
+        return sum(pool.blocks_for(live.computed + steps) - pool.holds(live.request.id)
+                   for live in self.running)
 
     def finish(self, live: Live) -> None:
         self.running.remove(live)

@@ -283,7 +283,7 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                                 timeline)
             busy += t - start
             steps += ran
-            most_tokens = max(most_tokens, len(scheduler.decoding()))
+            most_tokens = max(most_tokens, len(scheduler.running))
             continue
         batch = scheduler.step()
         if not batch:
@@ -327,13 +327,7 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
             live.computed += s.new
             if live.request.prefix_id is not None:
                 scheduler.share_prefix(live)
-            if live.computed != live.target:
-                continue
-            if live.generated + 1 < live.request.output:  # _emit's first case, inline: a token, not the last
-                live.generated += 1
-                live.token_times_s.append(t)
-                live.target += 1
-            else:
+            if live.computed == live.target:
                 _emit(live, t, scheduler, served, arrivals, queue, load, progress, latency)
     return Run(served=tuple(sorted(served, key=lambda s: s.request.id)), duration_s=t, steps=steps,
                prefill_steps=prefill_steps, prefill_time_s=prefill_time, max_tokens_in_step=most_tokens,
@@ -351,7 +345,7 @@ def decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool
     the loop would leave (every request one position, one token and one block's share further a step). Ends
     early at the end of a step that reaches ``horizon`` (by then a request may have arrived, and be admitted).
     Returns (time, steps run)."""
-    running = scheduler.decoding()
+    running = scheduler.running
     groups: dict[int, int] = {}  # cached positions → requests, in the loop's order
     for live in running:
         groups[live.computed] = groups.get(live.computed, 0) + 1
