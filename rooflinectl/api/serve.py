@@ -53,7 +53,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
           price_per_gpu_hour: float | None = None, disagg: str | tuple[int, int] | None = None, replicas: int = 1,
           prefill_tp: int | None = None, prefill_ep: int | None = None, decode_tp: int | None = None,
           decode_ep: int | None = None, prefill_max_num_batched_tokens: int | None = None,
-          prefill_max_num_seqs: int | None = None, kv_transfer: str = "after", **options: Any) -> ServeResult:
+          prefill_max_num_seqs: int | None = None, kv_transfer: str = "after", prefill_steps: str | None = None,
+          **options: Any) -> ServeResult:
     """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
     default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
     fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
@@ -70,7 +71,9 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     ``prefill_max_num_batched_tokens`` and sequence limit ``prefill_max_num_seqs``, by default ``tp``, ``ep`` and
     the scheduler's) and D decode
     replicas (``decode_tp``, ``decode_ep``), each request's KV cache moved between them ``kv_transfer`` ``"after"``
-    its prefill or ``"overlap"``-ped with it layer by layer (``serving.replicas``, ``serving.transfer``)."""
+    its prefill or ``"overlap"``-ped with it layer by layer (``serving.replicas``, ``serving.transfer``).
+    ``prefill_steps``: ``"mixed"`` (prefill chunks beside the decodes) or ``"separate"`` (steps of prompts apart
+    from steps of decodes, prompts first), by default the stack's (``serving.scheduler``)."""
     from ..engine.memory import reserve_bytes
     from ..engine.parallel import Layout
     from ..errors import UserError
@@ -103,10 +106,13 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
         load = closed_loop(c, max(200, 8 * c) if requests is None else requests, prompt_len, output_len, seed)
     if shared_prefix is not None:
         load = with_shared_prefix(load, shared_prefix)
-    config = SchedulerConfig(max_num_batched_tokens, max_num_seqs, chunked_prefill)
     BlockPool.check_block_size(block_size)
     g = _gpu(gpu)
     costs = load_stack(stack)
+    if prefill_steps not in (None, "mixed", "separate"):
+        raise UserError(f"--prefill-steps {prefill_steps}: give mixed or separate")
+    config = SchedulerConfig(max_num_batched_tokens, max_num_seqs, chunked_prefill,
+                             (prefill_steps or costs.prefill_steps) == "mixed")
     if options.get("fuse") is None:
         options = {**options, "fuse": list(costs.fused)}
     step_model = StepModel(base_workload(**options), g, calibrated, layout, costs)
@@ -185,7 +191,8 @@ def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, repli
         _serial(prefill_layout, "--prefill-ep")
         _serial(decode_layout, "--decode-ep")
         prefill_config = SchedulerConfig(prefill_limits[0] or config.max_num_batched_tokens,
-                                         prefill_limits[1] or config.max_num_seqs, config.chunked_prefill)
+                                         prefill_limits[1] or config.max_num_seqs, config.chunked_prefill,
+                                         config.mixed)
         prefill_model = StepModel(base, g, model.calibrated, prefill_layout, stack)
         decode_model = StepModel(base, g, model.calibrated, decode_layout, stack)
         prefill_capacity = kv_capacity(prefill_model, prefill_config.max_num_batched_tokens, block_size, reserve)

@@ -155,6 +155,9 @@ MaxBatchedTokens = Annotated[int, typer.Option("--max-num-batched-tokens",
 MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Sequences one step may hold (vLLM's 256).")]
 ChunkedPrefill = Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill",
                                               help="Prefill prompts in chunks beside decodes (vLLM's default).")]
+PrefillSteps = Annotated[str | None, typer.Option(
+    "--prefill-steps", help="mixed: prompt chunks in the decodes' step (vLLM, TensorRT-LLM); separate: a step of "
+    "prompts whenever one can be formed, else of decodes (SGLang). Default: the stack's.")]
 BlockSize = Annotated[int, typer.Option("--block-size", help="Positions a KV block holds (vLLM's 16).")]
 Stack = Annotated[str, typer.Option("--stack", help="The serving stack's costs beyond the roofline: a fixed cost a "
                                     "step, a gap a kernel, the bandwidth and peak its kernels reach, its fusions (an "

@@ -30,6 +30,7 @@ def serve(
     max_num_batched_tokens: opt.MaxBatchedTokens = 8192,
     max_num_seqs: opt.MaxSeqs = 256,
     chunked_prefill: opt.ChunkedPrefill = True,
+    prefill_steps: opt.PrefillSteps = None,
     block_size: opt.BlockSize = 16,
     stack: opt.Stack = "roofline",
     slo_ttft_ms: float = typer.Option(None, "--slo-ttft-ms", help="A TTFT target: goodput counts the requests "
@@ -96,6 +97,7 @@ def serve(
         result = api.serve(gpu=gpu, concurrency=concurrency, rate=rate, trace=trace, prompt=prompt, output=output,
                            requests=requests, seed=seed, max_num_batched_tokens=max_num_batched_tokens,
                            max_num_seqs=max_num_seqs, chunked_prefill=chunked_prefill, block_size=block_size,
+                           prefill_steps=prefill_steps,
                            reserve_gib=reserve_gib, stack=stack, slo_ttft_ms=slo_ttft_ms,
                            slo_tpot_ms=slo_tpot_ms, calibrated=calibrated, tp=tp, ep=ep, pp=pp, progress=tick,
                            replicas=replicas, disagg=disagg, prefill_tp=prefill_tp, prefill_ep=prefill_ep,

@@ -34,7 +34,8 @@ def serve_json(r: Simulation) -> dict[str, Any]:
         "load": {"kind": load.kind, "concurrency": load.concurrency or None, "rate": load.rate or None,
                  "requests": len(load.requests), "prompt": r.prompt_text, "output": r.output_text, "seed": r.seed},
         "scheduler": {"max_num_batched_tokens": r.config.max_num_batched_tokens,
-                      "max_num_seqs": r.config.max_num_seqs, "chunked_prefill": r.config.chunked_prefill},
+                      "max_num_seqs": r.config.max_num_seqs, "chunked_prefill": r.config.chunked_prefill,
+                      "prefill_steps": "mixed" if r.config.mixed else "separate"},
         "stack": r.stack.model_dump(exclude={"notes", "name"}),
         "kv_cache": {"blocks": cap.blocks, "block_size": run.block_size, "block_bytes": cap.block_bytes,
                      "peak_blocks": run.kv_blocks_peak, "capacity_bytes": cap.capacity_bytes,
@@ -142,8 +143,8 @@ def print_serve(out: Console, r: Simulation) -> None:
         f"throughput: {number(len(run.served) / run.duration_s)} requests/s, {number(tokens_s)} output tokens/s"
         + (f" ({number(tokens_s / gpus)} per GPU)" if gpus > 1 else "")
         + f" over {duration(run.duration_s)}",
-        f"steps: {run.steps:,}; {run.prefill_time_s / _busy(r):.0%} of the time in steps that carry prompt "
-        f"tokens; at most {run.max_tokens_in_step:,} tokens a step; {plural(run.preemptions, 'preemption')}",
+        f"steps: {run.steps:,}{'' if r.config.mixed else ' (prompts and decodes in separate steps)'}; "
+        f"{run.prefill_time_s / _busy(r):.0%} of the time in steps that carry prompt tokens; at most {run.max_tokens_in_step:,} tokens a step; {plural(run.preemptions, 'preemption')}",
         *([f"KV cache: {cap.blocks:,} blocks of {run.block_size} positions ({si(cap.block_bytes, 'B')} each), at "
            f"most {run.kv_blocks_peak:,} in use; beside weights {gib(cap.weight_bytes)}, activations "
            f"{gib(cap.activation_bytes)} and a reserve of {gib(cap.reserve_bytes)} in {gib(cap.capacity_bytes, 0)}"]

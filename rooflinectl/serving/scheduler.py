@@ -8,6 +8,12 @@ admitted, each taking min(what it has left, the budget left). Then waiting reque
 first served while the budget, the sequence limit and the KV cache allow: with chunked prefill a prompt may start
 with a chunk of what is left of the budget; without it, only a whole prompt that fits the budget left starts.
 
+Steps apart (``mixed`` False, SGLang's default policy: its scheduler runs a prefill batch whenever one can be
+formed, and mixes decodes into it only with ``--enable-mixed-chunk``): a step is either prefill or decode. Where
+a prompt is being prefilled or a waiting request can be admitted, the step holds only prompts (those being
+prefilled, then admissions, under the same budget); else it holds every decode. The running requests stall while
+prompts are prefilled, so requests prefilled in one burst decode together and finish together.
+
 Every token scheduled needs a slot in its request's KV blocks (``kvcache.BlockPool``). A running request that
 cannot get one preempts the latest admitted running request (vLLM's recompute preemption): that one's blocks are
 freed, and it goes back to the front of the queue to prefill again its prompt and the tokens it had generated,
@@ -42,6 +48,7 @@ class SchedulerConfig:
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
     chunked_prefill: bool = True
+    mixed: bool = True  # prefill chunks and decodes in one step; False: steps apart, prefill first (the docstring)
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_num_batched_tokens <= 2**24:
@@ -121,14 +128,25 @@ class Scheduler:
 
     def step(self) -> list[Scheduled]:
         """The next step's requests, each with its new tokens; empty where nothing can run."""
+        decodes = [live for live in self.running if live.target - live.computed == 1]
+        prompts = [live for live in self.running if live.target - live.computed > 1]
+        if self.config.mixed:
+            return self._schedule(decodes + prompts, admit=True)
+        if prompts or self._admissible():
+            out = self._schedule(prompts, admit=True)  # a prefill step: the decodes wait for it
+            if out:
+                return out
+        # No prompt can go on (none, or each waits for KV blocks the decodes will free): the decodes run.
+        return self._schedule(decodes, admit=False)
+
+    def _schedule(self, running: list[Live], admit: bool) -> list[Scheduled]:
+        """A step of ``running`` (decodes first), then, where ``admit``, waiting requests in the budget left."""
         budget = self.config.max_num_batched_tokens
         block_size = self.pool.block_size
         out: list[Scheduled] = []
         preempted: set[int] = set()
         scheduled: set[int] = set()
-        decodes = [live for live in self.running if live.target - live.computed == 1]
-        prompts = [live for live in self.running if live.target - live.computed > 1]
-        for live in decodes + prompts:
+        for live in running:
             if budget == 0:
                 break
             rid = live.request.id
@@ -151,7 +169,7 @@ class Scheduler:
             out.append(Scheduled(live, new, live.computed, new - 1 if drafting else 0))
             scheduled.add(rid)
             budget -= new
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+        while admit and self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             live = self.waiting[0]
             request = live.request
             found = self._prefix_found(request) if live.computed == 0 else 0
@@ -177,6 +195,21 @@ class Scheduler:
             out.append(Scheduled(live, new, hit))
             budget -= new
         return out
+
+    def _admissible(self) -> bool:
+        """Whether the first waiting request could start a prefill step now: a sequence slot, and KV blocks for its
+        first chunk (all of its prompt without chunked prefill, which must fit the budget)."""
+        if not self.waiting or len(self.running) >= self.config.max_num_seqs:
+            return False
+        live = self.waiting[0]
+        found = self._prefix_found(live.request) if live.computed == 0 else 0
+        hit = found * self.pool.block_size or live.computed
+        left = live.target - hit
+        budget = self.config.max_num_batched_tokens
+        if not self.config.chunked_prefill and left > budget:
+            return False
+        cost = self.pool.attach_cost(live.request.prefix_id) if found else 0  # type: ignore[arg-type]
+        return self.pool.blocks_for(hit + min(left, budget)) - found + cost <= self.pool.total - self.pool.used
 
     def _prefix_found(self, request: Request) -> int:
         """The blocks of ``request``'s prefix it finds cached: the prefix's full blocks, at most its prompt less
@@ -208,7 +241,10 @@ class Scheduler:
         if self.drafts or not running or len(running) > self.config.max_num_batched_tokens:
             return 0
         # A waiting request is admitted where the decodes leave budget and a sequence slot: not during the run.
-        if self.waiting and len(running) < min(self.config.max_num_seqs, self.config.max_num_batched_tokens):
+        # With steps apart it needs only a slot: the decodes take none of a prefill step's budget.
+        slots = self.config.max_num_seqs if not self.config.mixed else min(self.config.max_num_seqs,
+                                                                            self.config.max_num_batched_tokens)
+        if self.waiting and len(running) < slots:
             return 0
         steps = min(live.request.output - live.generated for live in running) - 1
         if steps < 1 or any(live.target - live.computed != 1 or live.generated == 0 for live in running):

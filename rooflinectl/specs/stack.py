@@ -41,6 +41,8 @@ Nanos = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 # How the engine runs a step's attention over its sequences (Stack.attention).
 StepAttention = Literal["varlen", "batch_dense"]
+# Whether the engine's scheduler puts prefill chunks and decodes in one step (Stack.prefill_steps).
+PrefillSteps = Literal["mixed", "separate"]
 
 
 class Stack(Strict):
@@ -92,6 +94,10 @@ class Stack(Strict):
     # parallelism. Fitted from a step log (the stack's source says which).
     kv_position_ns: Nanos = 0.0
     new_shape_us: Micros = 0.0  # per step of an attention shape new to the run (the class docstring)
+    # The engine's scheduling of prompts beside decodes: ``mixed``, prefill chunks in the decodes' step (vLLM V1,
+    # TensorRT-LLM's in-flight batching); ``separate``, a step of prompts whenever one can be formed, else a step
+    # of decodes (SGLang without --enable-mixed-chunk). serving.scheduler states both; --prefill-steps overrides.
+    prefill_steps: PrefillSteps = "mixed"
     fused: list[Fusion] = Field(default_factory=list)
     notes: Text | None = None
 

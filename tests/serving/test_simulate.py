@@ -124,6 +124,10 @@ def test_every_step_of_a_closed_loop_is_the_engines(monkeypatch):
     # largest batches of one-token prompts).
     (closed_loop(40, 40, Lengths("fixed", 1), Lengths("uniform", 5, 40), seed=3), 5000,
      SchedulerConfig(max_num_batched_tokens=16)),
+    # Prompts and decodes in separate steps (SGLang's policy), with and without preemptions.
+    (closed_loop(6, 30, Lengths("uniform", 100, 900), Lengths("uniform", 20, 300), seed=2), 5000,
+     SchedulerConfig(mixed=False)),
+    (closed_loop(8, 24, Lengths("fixed", 200), Lengths("fixed", 100)), 60, SchedulerConfig(mixed=False)),
 ])
 def test_runs_of_plain_decode_steps_are_the_step_by_step_loop(monkeypatch, load, blocks, config):
     """The loop runs a stretch of steps that only decode every running request at once
