@@ -18,7 +18,10 @@ deployment with expert parallelism).
   :class:`RankModel` as one GPU's step in the step model, the step of E ranks that each carry those groups
   (``analyze decode --ep E``'s count of one GPU's share: its ⌈B/e⌉ = B sequences' attention, the experts the
   E·N tokens touch among its E/e, and its N tokens' all-to-all). So the expensive rank sets the pace, and the MoE
-  is priced as if every rank carried that rank's tokens.
+  is priced as if every rank carried that rank's tokens: SGLang's ``DpPaddingMode.MAX_LEN``, which pads every
+  rank's tokens to the largest rank's (python/sglang/srt/layers/dp_attention.py: its choice for decode steps
+  whose ranks are near balance). For a step that carries prompt tokens on some ranks SGLang packs the ranks'
+  tokens end to end (``SUM_LEN``), so there the MoE's share of the step is an upper bound.
 - **Time between steps.** Where no rank has anything to run, time jumps to the next arrival.
 
 With E = 1 this is ``simulate`` without speculation, step for step (tests/serving/test_ranks.py)."""
