@@ -4,7 +4,7 @@ deployment with expert parallelism).
 
 - **Ranks.** Each rank is an engine as ``simulate`` runs one: its own scheduler (the run's ``SchedulerConfig``:
   its own token budget and sequence limit) and its own paged KV cache of one GPU's room (``kv_capacity`` of the
-  rank's step model: HBM less that GPU's weights, E/e of the experts, and the activations of a step in which
+  rank's step model: HBM less that GPU's weights, 1/E of the routed experts, and the activations of a step in which
   every rank carries a full budget). A sequence's KV lives on its rank only, so the deployment holds E times one
   GPU's blocks.
 - **Routing.** A request goes, on arrival, to the rank holding the fewest requests (waiting or running); among
@@ -16,8 +16,8 @@ deployment with expert parallelism).
   (all-to-all dispatch and combine); a rank with nothing to run joins with an empty (dummy) batch while any rank
   runs. The step's time is the most any rank's share costs: each rank's groups are priced by
   :class:`RankModel` as one GPU's step in the step model, the step of E ranks that each carry those groups
-  (``analyze decode --ep E``'s count of one GPU's share: its ⌈B/e⌉ = B sequences' attention, the experts the
-  E·N tokens touch among its E/e, and its N tokens' all-to-all). So the expensive rank sets the pace, and the MoE
+  (``analyze decode --ep E``'s count of one GPU's share: its ⌈E·B/E⌉ = B sequences' attention, the experts the
+  E·N tokens touch among the 1/E it holds, and its N tokens' all-to-all). So the expensive rank sets the pace, and the MoE
   is priced as if every rank carried that rank's tokens: SGLang's ``DpPaddingMode.MAX_LEN``, which pads every
   rank's tokens to the largest rank's (python/sglang/srt/layers/dp_attention.py: its choice for decode steps
   whose ranks are near balance). For a step that carries prompt tokens on some ranks SGLang packs the ranks'
