@@ -66,6 +66,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     prompt's first tokens are one prefix, cached once its first request has computed them (a trace's ``prefix``
     field gives each request's). ``price_per_gpu_hour``: dollars per million input and output tokens
     (``serving.cost``); joules per output token come from the GPU file's board power where it has one.
+    ``ep`` with ``tp`` 1: expert parallelism with data-parallel attention, ``ep`` ranks each with its own
+    scheduler and KV cache, stepping in lockstep at the pace of the most expensive (``serving.ranks``).
     ``replicas``: that many copies of the model, each an engine, requests routed to the least loaded;
     ``disagg=(P, D)`` (or ``"P:D"``): P prefill replicas (``prefill_tp``, ``prefill_ep`` and their own token budget
     ``prefill_max_num_batched_tokens`` and sequence limit ``prefill_max_num_seqs``, by default ``tp``, ``ep`` and
@@ -80,6 +82,7 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     from ..serving.cost import run_costs
     from ..serving.kvcache import BlockPool
     from ..serving.load import Lengths, closed_loop, open_loop, read_trace, with_shared_prefix
+    from ..serving.ranks import RankModel, serve_ranks
     from ..serving.scheduler import SchedulerConfig
     from ..serving.simulate import Simulation, compared, simulate
     from ..serving.speculation import speculate
@@ -91,7 +94,9 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     if len(given) > 1:
         raise UserError(f"{' and '.join(given)}: give one load (a closed loop, an open loop or a trace)")
     layout = Layout(tp, ep, pp)
-    _serial(layout, "--ep")
+    if layout.dp_attention and (replicas != 1 or spec is not None or accept is not None):
+        raise UserError(f"--ep {ep} alone with {'--replicas' if replicas != 1 else '--spec or --accept'}: "
+                        f"data-parallel attention is simulated on one deployment without speculation")
     slo_ttft, slo_tpot = _positive_ms(slo_ttft_ms, "--slo-ttft-ms"), _positive_ms(slo_tpot_ms, "--slo-tpot-ms")
     prompt_len = Lengths.parse(str(prompt), "--prompt")
     output_len = Lengths.parse(str(output), "--output")
@@ -115,7 +120,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
                              (prefill_steps or costs.prefill_steps) == "mixed")
     if options.get("fuse") is None:
         options = {**options, "fuse": list(costs.fused)}
-    step_model = StepModel(base_workload(**options), g, calibrated, layout, costs)
+    step_model = (RankModel if layout.dp_attention else StepModel)(base_workload(**options), g, calibrated, layout,
+                                                                   costs)
     limit = step_model.base.model.max_length()
     longest = max(load.requests, key=lambda r: r.prompt + r.output)
     if limit is not None and longest.prompt + longest.output - 1 > limit[0]:
@@ -132,15 +138,18 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
             (prompt_len.text(), output_len.text()) if trace is None else ("trace", "trace"), seed, slo_ttft, slo_tpot)
     capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,
                                                                                           reserve_gib))
-    speculation, spec_capacity = None, capacity
-    if spec is not None:
+    speculation, spec_capacity, ranks = None, capacity, None
+    if layout.dp_attention:
+        run, ranks = serve_ranks(load, step_model, capacity, config, block_size, progress)
+    elif spec is not None:
         speculation, spec_capacity = speculate(spec, accept, step_model, capacity, max_num_batched_tokens, block_size,
                                                reserve_bytes(g.capacity_bytes, reserve_gib),
                                                lambda draft: base_workload(**{**options, "model": draft}))
     elif accept is not None:
         raise UserError("--accept without --spec: give the drafter (--spec draft:MODEL:K, mtp:K or ngram:K)")
-    run = simulate(load, step_model, BlockPool(spec_capacity.blocks, block_size, spec_capacity.state_blocks), config, progress, speculation,
-                   seed)
+    if ranks is None:
+        run = simulate(load, step_model, BlockPool(spec_capacity.blocks, block_size, spec_capacity.state_blocks),
+                       config, progress, speculation, seed)
     outcome = None
     if speculation is not None:
         plain_model = StepModel(step_model.base, g, calibrated, layout, costs)
@@ -150,11 +159,12 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     spent = run_costs(run.duration_s, run.busy_s, run.prefill_time_s, sum(s.request.prompt for s in run.served),
                       run.output_tokens, layout.gpus, price_per_gpu_hour, None if g.power is None else g.power.board_w)
     return ServeResult(Simulation(run, g, step_model.base, layout, calibrated, load, config, spec_capacity, costs,
-                                  texts[0], texts[1], seed, slo_ttft, slo_tpot, outcome, spent))
+                                  texts[0], texts[1], seed, slo_ttft, slo_tpot, outcome, spent, None, ranks))
 
 
 def _serial(layout: Any, flag: str) -> None:
-    """A layout ``serve`` simulates: expert parallelism only with tensor parallelism on the same GPUs."""
+    """A layout a disaggregated side simulates: expert parallelism only with tensor parallelism on the same
+    GPUs."""
     from ..errors import UserError
 
     if layout.dp_attention:

@@ -87,6 +87,8 @@ def serve(
 
     Speculative decoding: rooflinectl analyze serve --gpu h200 --model deepseek-v3 --tp 8 --spec mtp:1 --accept 0.85
 
+    Data-parallel attention: rooflinectl analyze serve --gpu h200 --model deepseek-v3 --weight-dtype fp8_block --ep 8
+
     Disaggregated: rooflinectl analyze serve --gpu h100 --model llama-3.1-70b --disagg 1:3 --tp 2 --concurrency 64
     """
     one_format(json, csv)

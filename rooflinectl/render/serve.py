@@ -37,7 +37,7 @@ def serve_json(r: Simulation) -> dict[str, Any]:
                       "max_num_seqs": r.config.max_num_seqs, "chunked_prefill": r.config.chunked_prefill,
                       "prefill_steps": "mixed" if r.config.mixed else "separate"},
         "stack": r.stack.model_dump(exclude={"notes", "name"}),
-        "kv_cache": {"blocks": cap.blocks, "block_size": run.block_size, "block_bytes": cap.block_bytes,
+        "kv_cache": {"blocks": run.kv_blocks, "block_size": run.block_size, "block_bytes": cap.block_bytes,
                      "peak_blocks": run.kv_blocks_peak, "capacity_bytes": cap.capacity_bytes,
                      "weight_bytes": cap.weight_bytes, "activation_bytes": cap.activation_bytes,
                      "reserve_bytes": cap.reserve_bytes},
@@ -62,7 +62,18 @@ def serve_json(r: Simulation) -> dict[str, Any]:
         "prefix_cache": _prefix_json(r),
         "cost": _cost_json(r),
         "deployment": deployment_json(r),
+        "data_parallel_attention": _ranks_json(r),
     }
+
+
+def _ranks_json(r: Simulation) -> dict[str, Any] | None:
+    """Data-parallel attention's ranks (``serving.ranks``), None without: each rank's KV blocks, and per rank its
+    requests, its peak of blocks in use and its preemptions."""
+    k = r.ranks
+    if k is None:
+        return None
+    return {"ranks": len(k.requests), "routing": "least loaded", "kv_blocks_per_rank": r.capacity.blocks,
+            "requests": list(k.requests), "kv_peak_blocks": list(k.kv_blocks_peak), "preemptions": list(k.preemptions)}
 
 
 def _busy(r: Simulation) -> float:
@@ -144,10 +155,13 @@ def print_serve(out: Console, r: Simulation) -> None:
         + (f" ({number(tokens_s / gpus)} per GPU)" if gpus > 1 else "")
         + f" over {duration(run.duration_s)}",
         f"steps: {run.steps:,}{'' if r.config.mixed else ' (prompts and decodes in separate steps)'}; "
-        f"{run.prefill_time_s / _busy(r):.0%} of the time in steps that carry prompt tokens; at most {run.max_tokens_in_step:,} tokens a step; {plural(run.preemptions, 'preemption')}",
-        *([f"KV cache: {cap.blocks:,} blocks of {run.block_size} positions ({si(cap.block_bytes, 'B')} each), at "
+        f"{run.prefill_time_s / _busy(r):.0%} of the time in steps that carry prompt tokens; at most "
+        f"{run.max_tokens_in_step:,} tokens a step; {plural(run.preemptions, 'preemption')}",
+        *_ranks_lines(r),
+        *([f"KV cache: {run.kv_blocks:,} blocks of {run.block_size} positions ({si(cap.block_bytes, 'B')} each), at "
            f"most {run.kv_blocks_peak:,} in use; beside weights {gib(cap.weight_bytes)}, activations "
-           f"{gib(cap.activation_bytes)} and a reserve of {gib(cap.reserve_bytes)} in {gib(cap.capacity_bytes, 0)}"]
+           f"{gib(cap.activation_bytes)} and a reserve of {gib(cap.reserve_bytes)} in {gib(cap.capacity_bytes, 0)}"
+           + (" a GPU" if r.ranks is not None else "")]
           if r.deployment is None else deployment_lines(r)),
         "TPOT is each request's (E2E − TTFT)/(output − 1), averaged over requests; ITL every gap between tokens.",
     ]
@@ -164,6 +178,15 @@ def print_serve(out: Console, r: Simulation) -> None:
     lines.append(_stack_line(r))
     for line in lines:
         out.print(line, highlight=False)
+
+
+def _ranks_lines(r: Simulation) -> list[str]:
+    k = r.ranks
+    if k is None:
+        return []
+    return [f"attention data-parallel over {len(k.requests)} ranks in lockstep, each with its own scheduler and KV "
+            f"cache of {r.capacity.blocks:,} blocks (the KV cache below is theirs summed; the steps' tokens are "
+            f"every rank's); requests to the least loaded rank: {', '.join(f'{n:,}' for n in k.requests)}"]
 
 
 def _speculation_lines(r: Simulation) -> list[str]:

@@ -209,6 +209,16 @@ class Deployment:
 
 
 @dataclass(frozen=True)
+class RankTotals:
+    """Under data-parallel attention (``serving.ranks``), what each rank did: the requests routed to it, its KV
+    blocks at most in use, its preemptions."""
+
+    requests: tuple[int, ...]
+    kv_blocks_peak: tuple[int, ...]
+    preemptions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Simulation:
     """A run and what it was run on: the GPU, the model's step options, the layout, the load, the scheduler, the
     KV cache's capacity, the serving stack, and the latency targets goodput counts against."""
@@ -230,6 +240,7 @@ class Simulation:
     speculation: SpecResult | None = None
     costs: Costs | None = None
     deployment: Deployment | None = None  # on several replicas (serving.replicas): layout etc. are the decoders'
+    ranks: RankTotals | None = None  # data-parallel attention's ranks (serving.ranks): capacity is one rank's
 
     @property
     def gpus(self) -> int:
