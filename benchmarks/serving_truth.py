@@ -8,12 +8,14 @@ CSV: the published runs (default ``../shared/serving_truth/published_h100_b200.c
 its README states the columns and the known faults). Data measured by others: read here at run time, never copied
 into the project.
 
-A row is used when it is aggregated serving (``mode`` agg) on one model copy without expert parallelism
-(``ep_effective`` 1: ``serve`` refuses --ep above 1), of a model bundled here (MODELS), in a quantization mapped
-here (``quant_options``). Each is simulated with ``api.serve``: ``concurrency`` clients in a closed loop, every
-request ``isl`` prompt and ``osl`` output tokens, ``tp_effective`` as --tp, max_num_seqs = concurrency (the engines
-were configured to hold every client), the scheduler's other limits at their defaults (8,192 tokens a step,
-chunked prefill, blocks of 16), the KV cache in bf16 (the runs do not record its type), and REQUESTS(concurrency)
+A row is used when it is aggregated serving (``mode`` agg) on one model copy, its attention tensor-parallel
+(expert parallelism, ``ep_effective`` above 1, only over the same GPUs as the TP: --tp E --ep E), of a model
+bundled here (MODELS), in a quantization mapped here (``quant_options``). Each is simulated with ``api.serve``:
+``concurrency`` clients in a closed loop, every request ``isl`` prompt and ``osl`` output tokens,
+``tp_effective`` as --tp (and --ep), max_num_seqs = concurrency (the engines were configured to hold every
+client), the engine's scheduling of prompts beside decodes (PREFILL_STEPS), the scheduler's other limits at their
+defaults (8,192 tokens a step, chunked prefill, blocks of 16), the KV cache in bf16 (the runs do not record its
+type), and REQUESTS(concurrency)
 requests, fewer than the measured runs had, for speed: with fixed lengths in a closed loop the clients run in step,
 so the mean over a few rounds is the mean over many.
 
@@ -74,7 +76,15 @@ MODELS = {
     "openai/gpt-oss-120b": "gpt-oss-120b",
     "deepseek-ai/DeepSeek-V3": "deepseek-v3",
     "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+    "nvidia/DeepSeek-R1-NVFP4": "deepseek-v3",
+    "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
 }
+# Each engine's scheduling of prompts beside decodes (Stack.prefill_steps): vLLM V1 and TensorRT-LLM's in-flight
+# batching put prefill chunks in the decodes' step; SGLang runs a prefill batch apart whenever one can be formed
+# (its scheduler's default without --enable-mixed-chunk). Measured here: SGLang's rows replayed with separate
+# steps, refit, held-out TTFT error 10.5% against 47.6% mixed; TensorRT-LLM's with separate steps 96.6%.
+PREFILL_STEPS = {"vllm": "mixed", "sglang": "separate", "trtllm": "mixed"}
 SYSTEMS = {"h100_sxm": "h100-sxm", "b200_sxm": "b200"}
 BACKENDS = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -142,6 +152,7 @@ class Case:
     model: str
     gpu: str
     tp: int
+    ep: int
     concurrency: int
     isl: int
     osl: int
@@ -153,9 +164,16 @@ class Case:
     @property
     def options(self) -> dict[str, object]:
         """api.serve's keywords but the stack and the fusions."""
-        return dict(gpu=self.gpu, model=self.model, tp=self.tp, concurrency=self.concurrency, prompt=self.isl,
-                    output=self.osl, requests=requests_for(self.concurrency), max_num_seqs=self.concurrency,
-                    **dict(self.dtypes))
+        layout = {"ep": self.ep} if self.ep > 1 else {}
+        steps = {"prefill_steps": "separate"} if not self.mixed else {}
+        return dict(gpu=self.gpu, model=self.model, tp=self.tp, **layout, concurrency=self.concurrency,
+                    prompt=self.isl, output=self.osl, requests=requests_for(self.concurrency),
+                    max_num_seqs=self.concurrency, **steps, **dict(self.dtypes))
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the engine puts prefill chunks in the decodes' step (PREFILL_STEPS)."""
+        return PREFILL_STEPS[self.backend] == "mixed"
 
 
 @functools.cache
@@ -177,10 +195,10 @@ def case_of(row: dict[str, str]) -> Case:
 
     if row["mode"] != "agg":
         raise Skip(f"mode {row['mode']} (disaggregated serving is not simulated)")
-    if row["ep_effective"] != "1":
-        raise Skip("expert parallelism (serve refuses --ep > 1)")
-    if row["attention_dp_size"] not in ("", "1"):
-        raise Skip("attention data parallelism")
+    if row["attention_dp_size"] not in ("", "1") or row["tp_effective"] == "1" != row["ep_effective"]:
+        raise Skip("data-parallel attention (not replayed)")
+    if row["ep_effective"] not in ("1", row["tp_effective"]):
+        raise Skip("expert parallelism over other GPUs than the TP's")
     if row["backend"] not in BACKENDS:
         raise Skip(f"backend {row['backend']}")
     if row["system"] not in SYSTEMS:
@@ -194,7 +212,7 @@ def case_of(row: dict[str, str]) -> Case:
     if not (tpot > 0 and ttft > 0):
         raise Skip("no measured TPOT or TTFT")
     return Case(id=row["id"], backend=row["backend"], system=row["system"], model=model, gpu=gpu,
-                tp=int(row["tp_effective"]), concurrency=int(row["concurrency"]), isl=int(row["isl"]),
+                tp=int(row["tp_effective"]), ep=int(row["ep_effective"]), concurrency=int(row["concurrency"]), isl=int(row["isl"]),
                 osl=int(row["osl"]), dtypes=tuple(sorted(dtypes.items())), tpot_ms=tpot, ttft_ms=ttft,
                 fit=in_fit_half(row["id"]))
 
@@ -221,7 +239,7 @@ def predict_generate(case: Case) -> tuple[float, float]:
     import rooflinectl.api as api
 
     o = case.options
-    g = api.generate(gpu=o["gpu"], model=o["model"], tp=case.tp, prompt=case.isl, output=case.osl,
+    g = api.generate(gpu=o["gpu"], model=o["model"], tp=case.tp, ep=case.ep, prompt=case.isl, output=case.osl,
                      batch=case.concurrency, **dict(case.dtypes)).generation
     return g.ttft_s * 1e3, (g.tpot_s or 0.0) * 1e3
 
@@ -306,7 +324,7 @@ def step_model(case: Case, fused: Sequence[str]):
     from rooflinectl.specs.hardware import load_gpu
 
     base = api.base_workload(model=case.model, fuse=list(fused), **dict(case.dtypes))
-    return StepModel(base, load_gpu(case.gpu), False, Layout(case.tp), None)
+    return StepModel(base, load_gpu(case.gpu), False, Layout(case.tp, case.ep), None)
 
 
 def record(case: Case, model, reuse: Recorded | None = None) -> Recorded:
@@ -331,7 +349,8 @@ def record(case: Case, model, reuse: Recorded | None = None) -> Recorded:
     if reuse is not None and reuse.kv_blocks == capacity.blocks:
         return reuse
     clock = _Clock()
-    run = simulate(load, clock, BlockPool(capacity.blocks, 16), SchedulerConfig(8192, case.concurrency, True))  # type: ignore[arg-type]
+    config = SchedulerConfig(8192, case.concurrency, True, case.mixed)
+    run = simulate(load, clock, BlockPool(capacity.blocks, 16), config)  # type: ignore[arg-type]
     requests = [(round(s.request.arrival_s), round(s.token_times_s[0]), round(s.token_times_s[-1]),
                  len(s.token_times_s)) for s in run.served]
     return Recorded(clock.steps, requests, capacity.blocks)
@@ -599,6 +618,7 @@ bandwidth_efficiency: {b}
 compute_efficiency: {c}
 attention_efficiency: {ae}
 kv_position_ns: {kv_position_ns}
+prefill_steps: {prefill_steps}
 fused: [{fused}]
 notes: >-
   Reproduce: python benchmarks/serving_truth.py --fit --write-stacks (from the repository root, the CSV at
@@ -606,7 +626,8 @@ notes: >-
   roofline does not model (attention and MoE kernels below the roofs, the KV cache's type, which the runs do not
   record, the engine's scheduler and API server) and are not measurements of {name} itself; the published runs
   used the engine's own scheduler limits, which the fit simulated as 8,192 tokens a step with chunked prefill and
-  as many sequences as clients. fused: the Q/K/V and gate/up weights {name} loads as one matrix each.
+  as many sequences as clients; prefill_steps is the engine's scheduling of prompts beside decodes
+  (benchmarks/serving_truth.py's PREFILL_STEPS says which and what was measured). fused: the Q/K/V and gate/up weights {name} loads as one matrix each.
 """
 
 
@@ -803,7 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "csv": str(csv_path), "source_commit": commit, "skipped": dict(skipped),
             "fitted": {k: vars(v) for k, v in fitted.items()},
             "rows": [{"id": r.case.id, "backend": r.case.backend, "system": r.case.system, "fit": r.case.fit,
-                      "model": r.case.model, "tp": r.case.tp, "concurrency": r.case.concurrency, "isl": r.case.isl,
+                      "model": r.case.model, "tp": r.case.tp, "ep": r.case.ep, "concurrency": r.case.concurrency, "isl": r.case.isl,
                       "osl": r.case.osl, "dtypes": dict(r.case.dtypes), "kv_bound": r.kv_bound,
                       "known_fault": known_fault(r.case),
                       "measured": {"ttft_ms": r.case.ttft_ms, "tpot_ms": r.case.tpot_ms},
@@ -818,6 +839,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 id=backend, name=ENGINE_NAMES[backend], csv_name=csv_path.name, commit=commit, rows=f.rows,
                 held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), b=f.bandwidth_efficiency,
                 c=f.compute_efficiency, ae=f.attention_efficiency, fused=", ".join(FUSED), **f.figures,
+                prefill_steps=PREFILL_STEPS[backend],
                 csv_default=DEFAULT_CSV)
             (ROOT / "stacks" / f"{backend}.yaml").write_text(text)
     return 0

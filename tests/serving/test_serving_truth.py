@@ -49,23 +49,34 @@ def test_a_row_becomes_serves_options():
     case = st.case_of(_row())
     assert case.options == dict(gpu="h100-sxm", model="qwen3-32b", tp=2, concurrency=8, prompt=1024, output=128,
                                 requests=32, max_num_seqs=8, weight_dtype="fp8", act_dtype="fp8")
+    # The experts over the TP GPUs: --tp E --ep E; SGLang's steps apart.
+    moe = st.case_of(_row(model_path="Qwen/Qwen3-235B-A22B-FP8", backend="sglang", tp_effective="8",
+                          ep_effective="8", gemm_quant_mode="fp8_block", moe_quant_mode="fp8_block"))
+    assert moe.options == dict(gpu="h100-sxm", model="qwen3-235b-a22b", tp=8, ep=8, concurrency=8, prompt=1024,
+                               output=128, requests=32, max_num_seqs=8, prefill_steps="separate",
+                               weight_dtype="fp8_block", act_dtype="fp8")
 
 
 @pytest.mark.parametrize(("over", "reason"), [({"mode": "disagg"}, "mode disagg"), ({"ep_effective": "8"}, "expert"),
                                               ({"model_path": "MiniMaxAI/MiniMax-M2.5"}, "no bundled model"),
+                                              ({"ep_effective": "4"}, "other GPUs than the TP's"),
+                                              ({"tp_effective": "1", "ep_effective": "8"}, "data-parallel attention"),
+                                              ({"attention_dp_size": "8"}, "data-parallel attention"),
                                               ({"gemm_quant_mode": "int4_wo"}, "int4_wo not mapped")])
 def test_a_row_that_cannot_be_simulated_says_why(over, reason):
     with pytest.raises(st.Skip, match=reason):
         st.case_of(_row(**over))
 
 
-@pytest.mark.parametrize("model", ["llama-3-8b", "deepseek-v3"])
-def test_a_recorded_run_repriced_under_a_stack_is_that_stacks_simulation(tmp_path, model):
+@pytest.mark.parametrize(("model", "backend", "ep"), [("llama-3-8b", "vllm", 1), ("deepseek-v3", "vllm", 1),
+                                                     ("llama-3-8b", "sglang", 1), ("deepseek-v3", "trtllm", 8)])
+def test_a_recorded_run_repriced_under_a_stack_is_that_stacks_simulation(tmp_path, model, backend, ep):
     """The replay the fit rests on: the steps recorded once with a unit clock, each priced from StepModel.step_ops
     under the efficiencies and the stack's linear figures, give api.serve's own mean TTFT and TPOT under that
-    stack (a dense model, and MLA, whose ops other than attention are keyed by its groups)."""
+    stack (a dense model, and MLA, whose ops other than attention are keyed by its groups; SGLang's steps apart;
+    the experts spread over the TP GPUs)."""
     gpu, tp = ("h100-sxm", 2) if model == "llama-3-8b" else ("b200", 8)
-    case = st.Case(id="t", backend="vllm", system="h100_sxm", model=model, gpu=gpu, tp=tp,
+    case = st.Case(id="t", backend=backend, system="h100_sxm", model=model, gpu=gpu, tp=tp, ep=ep,
                    concurrency=3, isl=700, osl=40, dtypes=(("act_dtype", "fp8"), ("weight_dtype", "fp8")),
                    tpot_ms=1.0, ttft_ms=1.0, fit=True)
     b, c, attention = 0.7, 0.45, 0.8
@@ -103,7 +114,7 @@ def test_the_fit_recovers_the_figures_it_was_made_with():
         lin = st.Linear(ops, attn, columns)
         ttft, tpot = lin.at(0.8, 0.6, truth)
         lins.append(lin)
-        cases.append(st.Case(id=str(i), backend="vllm", system="h100_sxm", model="llama-3-8b", gpu="h100-sxm",
+        cases.append(st.Case(id=str(i), backend="vllm", system="h100_sxm", model="llama-3-8b", gpu="h100-sxm", ep=1,
                              tp=1, concurrency=1, isl=1, osl=2, dtypes=(), tpot_ms=tpot, ttft_ms=ttft, fit=True))
     f = st.fit_backend("vllm", lins, cases)
     assert (f.bandwidth_efficiency, f.compute_efficiency) == (0.8, 0.6)
