@@ -48,16 +48,29 @@ class RMSNormLinearConfig:
     persistent: bool = False
     flatten: bool = False
     subtile: bool = False
+    # persistent: programs an SM (min(occupancy × SMs, tiles) programs), for tiles small enough that two fit.
+    occupancy: int = 1
+    # tile with rstd "prepass": the matmul launched with programmatic dependent launch (Hopper's griddepcontrol),
+    # so that its programs start while the pre-pass still runs and wait for its rstd only before their epilogue.
+    # Triton's interpreter has no grid dependency control: there the kernels run without it.
+    pdl: bool = False
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-# The rstd pre-pass: 4 rows a program, 1,024 columns a step, 4 warps (8 values a thread in flight).
-_RSTD_ROWS = 4
-_RSTD_BLOCK_K = 1024
-_RSTD_SETTINGS = {"BLOCK_K": _RSTD_BLOCK_K, "ROWS": _RSTD_ROWS, "num_warps": 4}
+# The rstd pre-pass: one row of x a program, read whole in one step up to _RSTD_MAX_BLOCK_K columns (16-byte loads,
+# all in flight at once), 4 warps up to 4,096 columns and 8 beyond (32 values a thread at most, 64 at 8,192).
+_RSTD_ROWS = 1
+_RSTD_MAX_BLOCK_K = 8192
+_RSTD_WIDE_K = 4096
+
+
+def rstd_settings(m: int, k: int) -> dict:
+    """The pre-pass kernel's launch settings for x of m × k: its ROWS, BLOCK_K and num_warps."""
+    block_k = min(_next_pow2(k), _RSTD_MAX_BLOCK_K)
+    return {"BLOCK_K": block_k, "ROWS": _RSTD_ROWS, "num_warps": 4 if block_k <= _RSTD_WIDE_K else 8}
 
 # Decode (gemv) up to this many rows of x; beyond, the tile kernel. Measured on an H200 at M = 128 (4096×14336):
 # gemv with 128 rows of x a program 117-157 µs, the tile kernel 42.9. M = 64 was not timed on either side.
