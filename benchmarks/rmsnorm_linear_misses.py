@@ -38,10 +38,16 @@ import rmsnorm_linear_gpu as gpu  # noqa: E402  (the benchmark beside this one: 
 
 SHAPES = [*gpu.TABLE, (16, 3584, 18944), (64, 4096, 14336), (128, 4096, 4096), (128, 8192, 8192),
           (512, 4096, 4096), (512, 4096, 14336)]
+# --final: beside SHAPES, the shapes the run-34a changes reach that it did not time: M = 64 at the other K × N of
+# issue 16 (4 stages for the 128-row W tile), 3584 × 18944 at M = 1 and 32 (3 stages where 4 start a second wave).
+FINAL_EXTRA = [(64, k, n) for k, n in gpu.DECODE_KN if (k, n) not in ((4096, 4096), (4096, 14336))] + [
+    (1, 3584, 18944), (32, 3584, 18944)]
 DRY_SHAPES = [(1, 64, 40), (9, 64, 300), (70, 64, 48), (300, 64, 48)]
 # Odd shapes for the checks of the new paths: the pdl tile kernel split (M = 200, K = 4104) and unsplit (N odd);
-# the persistent kernel with pdl (y through TMA, and through pointers) and two programs an SM; gemv variants.
-CHECKS = [(200, 4104, 1000), (300, 4096, 1001), (2049, 4096, 3000), (33, 4096, 1000), (16, 3584, 1900)]
+# the persistent kernel with pdl (y through TMA, and through pointers) and two programs an SM; gemv variants (at
+# 16 × 3584 × 18001, 282 tiles: 3 stages); M = 100 with N odd: the persistent 128×128 pick with pdl.
+CHECKS = [(200, 4104, 1000), (300, 4096, 1001), (2049, 4096, 3000), (33, 4096, 1000), (16, 3584, 18001),
+          (100, 4096, 12999)]
 DRY_CHECKS = [(70, 200, 33), (300, 64, 48), (9, 136, 45)]
 # The pre-pass alone: (M, K) and the settings tried (ROWS, BLOCK_K, num_warps); None: configs.rstd_settings.
 PREPASS_SHAPES = [(128, 4096), (128, 3584), (512, 4096), (512, 8192), (2048, 4096), (8192, 4096)]
@@ -94,14 +100,20 @@ class MissFlow(gpu.Flow):
     final = False
 
     def variants(self, shape, dtype) -> list:
+        from rooflinectl.kernels.rmsnorm_linear import configs as c
+
         m, k, n = shape
         chosen = self.kernel.config_for(shape, dtype)
+        if self.final:  # the pick, and its twin on the other side of the change run 34a measured
+            if chosen.kind == "gemv":
+                return [chosen, replace(chosen, num_stages=7 - chosen.num_stages)]
+            if chosen.pdl:
+                return [chosen, replace(chosen, pdl=False), c._tile_config(m, k, n, c._TILE_SMALL)]
+            return [chosen, replace(chosen, num_stages=7 - chosen.num_stages)] if chosen.persistent else [chosen]
         if chosen.kind == "gemv":
             if self.final or not (m > 32 or k == 3584 or (self.run.dry and m > 1)):
                 return [chosen]
             return list(dict.fromkeys([chosen, *(c for c in gemv_sweep(chosen, m) if _smem_fits(c, dtype))]))
-        if self.final:
-            return list(dict.fromkeys([chosen, replace(chosen, pdl=not chosen.pdl)]))
         return [c for c in prefill_variants(chosen, m) if _smem_fits(c, dtype)]
 
     def candidates(self, shape, dtype) -> list:
@@ -111,7 +123,7 @@ class MissFlow(gpu.Flow):
         chosen = self.kernel.config_for(shape, dtype)
         out = [("ours" if c == chosen else f"candidate {i}", "kernel", c)
                for i, c in enumerate(self.variants(shape, dtype))]
-        if chosen.kind == "tile" and chosen.rstd == "prepass":
+        if chosen.kind == "tile" and chosen.rstd == "prepass" and not self.final:
             out.append(("ours, old pre-pass", "baseline", self.with_prepass(OLD_PREPASS, chosen)))
         fns = self.kernel.baselines()
         return out + [(name, "baseline", fns[name]) for name in ("compile", "cublas")]
@@ -207,7 +219,7 @@ def main(argv=None) -> int:
     gbps, moved, probe = probe_copy_bandwidth(flow.main, l2, timer="cuda_graph", events=flow.events, device=device)
     run.record["env"].update(copy_gbps=gbps, copy_bytes=moved, l2_used_bytes=l2)
     run.log(f"copy ceiling: {gbps:,.0f} GB/s")
-    shapes = DRY_SHAPES if args.dry else SHAPES
+    shapes = DRY_SHAPES if args.dry else SHAPES + (FINAL_EXTRA if args.final else [])
     checks = DRY_CHECKS if args.dry else CHECKS
     check_dtypes = ("fp16",) if args.dry else ("bf16",)
     workers = args.precompile if args.precompile is not None else (0 if args.dry else 12)

@@ -24,11 +24,16 @@ chose it, and docs/performance.md has the final table):
 - ``tile`` (prefill; ``tile.py``, with the pre-pass): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in
   GROUP_M groups, with the row scaling (and bias) in the epilogue; a small pre-pass kernel computes rstd (it
   reads x once more, M·K elements, and writes M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes
-  at copy bandwidth). Up to M = 256 it is the pick (64×128 tiles, K split where the tiles are fewer than the
-  SMs), and wherever TMA does not fit.
-- ``_tile_persistent_kernel`` (prefill beyond M = 256 where TMA fits; ``persistent.py``): the same matmul and
-  pre-pass, one program an SM walking its tiles, loads and stores through host-made descriptors, its two loops
-  pipelined as one. Measured on the H200 within 1.00-1.06× of cuBLAS's F.linear alone from M = 2,048.
+  at copy bandwidth; one row of x a program, ``configs.rstd_settings``). Up to M = 256 it is the pick (64×128
+  tiles, K split where the tiles are fewer than the SMs), and wherever TMA does not fit.
+- ``_tile_persistent_kernel`` (prefill beyond M = 256 where TMA fits, and up to M = 128 where 128×128 tiles give
+  most SMs one; ``persistent.py``): the same matmul and pre-pass, one program an SM walking its tiles, loads and
+  stores through host-made descriptors, its two loops pipelined as one. Measured on the H200 within 1.00-1.06× of
+  cuBLAS's F.linear alone from M = 2,048.
+
+Either pre-pass kernel's matmul can be launched with programmatic dependent launch (``pdl``: Hopper's
+griddepcontrol), its programs starting while the pre-pass runs and waiting for rstd only before their epilogue;
+measured faster only for the persistent kernel's 128×128 tiles at M = 128, so picked there alone.
 
 A fourth, ``tile.py``'s ``_tile_ss_kernel``, is the tile kernel without the pre-pass (the sum of squares from
 the x tiles its own K loop loads, ``rstd="tile"`` or ``"ahead"``): 1.15-1.5× slower than the pre-pass kernels
