@@ -149,7 +149,8 @@ def cfg_text(cfg) -> str:
     else:
         keep.append(f"g{d['group_m']} rstd={d['rstd']}{tma}" + (" ws" if d["warp_spec"] else "")
                     + (" persistent" if d.get("persistent") else "") + (" flat" if d.get("flatten") else "")
-                    + (" sub" if d.get("subtile") else ""))
+                    + (" sub" if d.get("subtile") else "")
+                    + (f" occ{d['occupancy']}" if d.get("occupancy", 1) != 1 else "") + (" pdl" if d.get("pdl") else ""))
     return " ".join(keep)
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,33 @@ def test_precompile_spawns_workers_that_run_the_tasks(tmp_path):
     record = json.loads((tmp_path / "rmsnorm_linear_gpu.json").read_text())
     assert record["precompile"]["workers"] == 2 and record["precompile"]["errors"] == 0
     assert record["precompile"]["tasks"] == 3 and [e["group"] for e in record["shapes"]] == ["decode"]
+
+
+def test_the_misses_lab_times_each_lever_with_and_without_it():
+    # benchmarks/rmsnorm_linear_misses.py: each prefill rival twice (without and with pdl), the pick first; the
+    # gemv sweep within an H200's shared memory; --final, the pick and its twin across run 34a's change.
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import rmsnorm_linear_misses as lab
+
+    from rooflinectl.kernels.rmsnorm_linear import configs
+
+    chosen = configs.config_for((512, 8192, 8192), "bf16")
+    prefill = lab.prefill_variants(chosen, 512)
+    assert prefill[0] == chosen and len(prefill) % 2 == 0
+    assert {replace(c, pdl=False) for c in prefill if c.pdl} == {c for c in prefill if not c.pdl}
+    sweep = lab.gemv_sweep(configs.config_for((64, 4096, 4096), "bf16"), 64)
+    assert {(c.block_n, c.num_warps) for c in sweep} == {(64, 4), (128, 8)}
+    assert {c.num_stages for c in sweep} == {2, 3, 4, 6} and {c.split_k for c in sweep} == {1, 2, 4, 8}
+    assert len(lab.SHAPES) == len(set(lab.SHAPES)) == 17
+
+    class Final(lab.MissFlow):
+        def __init__(self):  # no device: only the variants
+            from rooflinectl.kernels.rmsnorm_linear import RMSNormLinear
+
+            self.kernel, self.final = RMSNormLinear(), True
+
+    flow = Final()
+    picked = flow.variants((128, 4096, 14336), "bf16")
+    assert picked[0].pdl and not picked[1].pdl and picked[2] == configs._tile_config(128, 4096, 14336,
+                                                                                     configs._TILE_SMALL)
+    assert [c.num_stages for c in flow.variants((16, 3584, 18944), "bf16")] == [3, 4]

@@ -79,19 +79,20 @@ def test_rmsnorm_linear_config_by_shape():
 
 
 def test_rmsnorm_linear_candidates_fit_the_gpus_shared_memory():
-    # 8192×4096×4096 bf16 takes the big tile (128×256×64, 3 stages: 3 × 384 × 64 × 2 = 144 KiB); its 4-stage rival
-    # needs 192 KiB: it fits an H200 (227 KiB a block) but not an A100 (163 KiB).
+    # 8192×4096×4096 bf16 takes the big tile (128×256×64, 4 stages: 4 × 384 × 64 × 2 = 192 KiB); it fits an H200
+    # (227 KiB a block) but not an A100 (163 KiB), whose pick has 3 stages (144 KiB).
     from rooflinectl.kernels.rmsnorm_linear.configs import _smem_estimate
     from rooflinectl.specs.hardware import load_gpu
 
     k = get_kernel("rmsnorm_linear")
     shape = (8192, 4096, 4096)
-    four = replace(k.config_for(shape, "bf16"), num_stages=4)
-    assert _smem_estimate(four, "bf16") == 192 * 1024
+    four = k.config_for(shape, "bf16")
+    assert four.num_stages == 4 and _smem_estimate(four, "bf16") == 192 * 1024
     assert four in k.candidates(shape, "bf16") and four in k.candidates(shape, "bf16", load_gpu("h200"))
+    assert replace(four, num_stages=3) in k.candidates(shape, "bf16")
     assert four not in k.candidates(shape, "bf16", load_gpu("a100"))
     # An A100 has no TMA: its pick (first) is the non-persistent kernel through pointers, 3 stages.
     a100 = k.candidates(shape, "bf16", load_gpu("a100"))
-    assert a100[0] == replace(k.config_for(shape, "bf16"), tma=False, host_desc=False, persistent=False,
+    assert a100[0] == replace(four, num_stages=3, tma=False, host_desc=False, persistent=False,
                               flatten=False, subtile=False)
     assert not any(c.tma for c in a100)

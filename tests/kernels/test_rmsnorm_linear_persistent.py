@@ -90,10 +90,10 @@ def test_offered_for_big_tiles_where_tma_fits():
     k = get_kernel("rmsnorm_linear")
     shape = (2048, 4096, 14336)
     offered = [c for c in k.candidates(shape, "bf16") if c.persistent]
-    # The pick (3 stages, flattened, y in halves; run 16b), its 4-stage and whole-y twins, 128×128 tiles.
+    # The pick (4 stages, flattened, y in halves; runs 16b, 34a), its 3-stage and whole-y twins, 128×128 tiles.
     assert offered[0] == k.config_for(shape, "bf16")
     assert {(c.block_n, c.flatten, c.subtile, c.num_stages) for c in offered} == {
-        (256, True, True, 3), (256, True, True, 4), (256, True, False, 3), (128, True, True, 4)}
+        (256, True, True, 4), (256, True, True, 3), (256, True, False, 4), (128, True, True, 4)}
     assert all(c.tma and c.host_desc and c.split_k == 1 for c in offered)
     assert not any(c.persistent for c in k.candidates(shape, "bf16", load_gpu("a100")))  # no TMA
     assert not any(c.persistent for c in k.candidates((2048, 4095, 14336), "bf16"))  # 8,190-byte rows
@@ -101,19 +101,23 @@ def test_offered_for_big_tiles_where_tma_fits():
 
 def test_compiles_for_sm90_with_the_installed_triton():
     """Without TRITON_INTERPRET, in a fresh interpreter: wgmma fed through TMA with host-made descriptors, y
-    stored through TMA only where asked, within an H200's shared memory. Skipped where triton has no ptxas."""
+    stored through TMA only where asked, within an H200's shared memory; with PDL, the wait for the pre-pass
+    (griddepcontrol.wait) in the flattened loop. Skipped where triton has no ptxas."""
     sig = {"rstd_ptr": "*fp32", "b_ptr": "*bf16", "y_ptr": "*bf16", "M": "i32", "N": "i32", "K": "i32", "sym": "i32",
            "x_td": "tensordesc<bf16[128, 64]>", "w_td": "tensordesc<bf16[256, 64]>"}
-    variants = [(False, False, False), (True, False, False), (True, True, True)]  # (flatten, y_tma, subtile)
+    # (flatten, y_tma, subtile, pdl)
+    variants = [(False, False, False, False), (True, False, False, False), (True, True, True, False),
+                (True, True, True, True)]
     jobs = []
-    for flatten, y_tma, subtile in variants:
+    for flatten, y_tma, subtile, pdl in variants:
         consts = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "HAS_BIAS": True, "PROGRAMS": 132,
-                  "FLATTEN": flatten, "Y_TMA": y_tma, "SUBTILE": subtile}
+                  "FLATTEN": flatten, "Y_TMA": y_tma, "SUBTILE": subtile, "PDL": pdl}
         y = {"y_td": "tensordesc<bf16[128, 128]>"} if y_tma else {}
         jobs.append(Sm90Job("rooflinectl.kernels.rmsnorm_linear.persistent:_tile_persistent_kernel", {**sig, **y},
                             consts if y_tma else {**consts, "y_td": None}, num_warps=8, num_stages=3,
                             aligned=("rstd_ptr", "b_ptr", "y_ptr", "N", "K", "sym")))
-    for (flatten, y_tma, _), made in zip(variants, compile_for_hopper(jobs), strict=True):
+    for (flatten, y_tma, _, pdl), made in zip(variants, compile_for_hopper(jobs), strict=True):
+        assert ("griddepcontrol.wait" in made.ptx) == pdl, (flatten, y_tma, pdl)
         assert "wgmma" in made.ptx, (flatten, y_tma)
         # Loads through TMA (x, W_g); the store through it too where y_tma (cp.async.bulk.tensor ... global.shared).
         assert "cp.async.bulk.tensor" in made.ptx and "tensormap.replace" not in made.ptx, (flatten, y_tma)

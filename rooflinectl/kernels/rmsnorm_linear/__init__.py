@@ -24,11 +24,16 @@ chose it, and docs/performance.md has the final table):
 - ``tile`` (prefill; ``tile.py``, with the pre-pass): a matmul like ``matmul.py``'s, BLOCK_M×BLOCK_N tiles in
   GROUP_M groups, with the row scaling (and bias) in the epilogue; a small pre-pass kernel computes rstd (it
   reads x once more, M·K elements, and writes M floats: about 16 µs of the 432 at 8192×4096×4096, by its bytes
-  at copy bandwidth). Up to M = 256 it is the pick (64×128 tiles, K split where the tiles are fewer than the
-  SMs), and wherever TMA does not fit.
-- ``_tile_persistent_kernel`` (prefill beyond M = 256 where TMA fits; ``persistent.py``): the same matmul and
-  pre-pass, one program an SM walking its tiles, loads and stores through host-made descriptors, its two loops
-  pipelined as one. Measured on the H200 within 1.00-1.06× of cuBLAS's F.linear alone from M = 2,048.
+  at copy bandwidth; one row of x a program, ``configs.rstd_settings``). Up to M = 256 it is the pick (64×128
+  tiles, K split where the tiles are fewer than the SMs), and wherever TMA does not fit.
+- ``_tile_persistent_kernel`` (prefill beyond M = 256 where TMA fits, and up to M = 128 where 128×128 tiles give
+  most SMs one; ``persistent.py``): the same matmul and pre-pass, one program an SM walking its tiles, loads and
+  stores through host-made descriptors, its two loops pipelined as one. Measured on the H200 within 1.00-1.06× of
+  cuBLAS's F.linear alone from M = 2,048.
+
+Either pre-pass kernel's matmul can be launched with programmatic dependent launch (``pdl``: Hopper's
+griddepcontrol), its programs starting while the pre-pass runs and waiting for rstd only before their epilogue;
+measured faster only for the persistent kernel's 128×128 tiles at M = 128, so picked there alone.
 
 A fourth, ``tile.py``'s ``_tile_ss_kernel``, is the tile kernel without the pre-pass (the sum of squares from
 the x tiles its own K loop loads, ``rstd="tile"`` or ``"ahead"``): 1.15-1.5× slower than the pre-pass kernels
@@ -57,8 +62,9 @@ from ...engine.count.op import Op
 from ...engine.count.primitives import matmul_op, rmsnorm_linear_op, rmsnorm_op
 from ...units import dtype_bytes
 from ..base import Inputs, Kernel, dot_dtype, dtype_name, interpreting, torch_dtype
+from ..softmax import pdl_supported
 from . import configs
-from .configs import _RSTD_ROWS, _RSTD_SETTINGS, RMSNormLinearConfig
+from .configs import RMSNormLinearConfig
 from .gemv import _gemv_kernel
 from .persistent import _tile_persistent_kernel, launch_persistent
 from .tile import _rstd_kernel, _tile_kernel, _tile_ss_kernel
@@ -105,6 +111,11 @@ def _check_options(cfg: RMSNormLinearConfig, x: torch.Tensor, w: torch.Tensor) -
             and cfg.split_k == 1 and not cfg.warp_spec):
         raise ValueError(f"rmsnorm_linear: persistent (with flatten, subtile) is the pre-pass tile kernel read "
                          f"through host-made descriptors (tma, host_desc), unsplit: not {cfg}")
+    if cfg.pdl and not (cfg.kind == "tile" and cfg.rstd == "prepass"):
+        raise ValueError(f"rmsnorm_linear: pdl is an option of the pre-pass tile kernels, not of {cfg}")
+    if cfg.occupancy != 1 and not (cfg.persistent and cfg.occupancy > 1):
+        raise ValueError(f"rmsnorm_linear: occupancy is an option of the persistent kernel (more than one program "
+                         f"an SM), not of {cfg}")
     if cfg.host_desc and not cfg.tma:
         raise ValueError(f"rmsnorm_linear: host_desc is an option of tma, not of {cfg}")
     if cfg.tma and not (tma_ok(x) and tma_ok(w)):
@@ -224,6 +235,8 @@ class RMSNormLinear(Kernel):
         even_k = k % cfg.block_k == 0
         meta = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
         _check_options(cfg, x, w)
+        if cfg.pdl and not pdl_supported():  # the interpreter, a GPU before Hopper: the same kernels without it
+            cfg = replace(cfg, pdl=False)
         if cfg.tma and not cfg.host_desc:
             _use_tensor_descriptors()
         self._start_run()
@@ -247,9 +260,12 @@ class RMSNormLinear(Kernel):
             self._run_tile_ss(x, w, bias_arg, out, cfg, m, n, k, k_per_split, split_k, has_bias, even_k, meta)
             return
         rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
-        pre_grid = (triton.cdiv(m, _RSTD_ROWS),)
-        handle = _rstd_kernel[pre_grid](x, rstd, m, k, x.stride(0), self.eps, **_RSTD_SETTINGS)
-        self._record(_rstd_kernel, pre_grid, _RSTD_SETTINGS, handle)
+        pre = configs.rstd_settings(m, k)
+        pre_grid = (triton.cdiv(m, pre["ROWS"]),)
+        handle = _rstd_kernel[pre_grid](x, rstd, m, k, x.stride(0), self.eps, LAUNCH_DEPENDENTS=cfg.pdl, **pre)
+        self._record(_rstd_kernel, pre_grid, pre, handle)
+        if cfg.pdl:
+            meta["launch_pdl"] = True
         if cfg.persistent:
             grid, handle = launch_persistent(cfg, x, w, rstd, bias_arg, out, has_bias, tma_ok(out), meta)
             self._record(_tile_persistent_kernel, grid, cfg, handle)
@@ -260,7 +276,7 @@ class RMSNormLinear(Kernel):
         handle = _tile_kernel[grid](
             x, w, rstd, bias_arg, out, ws, counts, m, n, k, k_per_split, x.stride(0), w.stride(0), out.stride(0),
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
-            SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, **meta,
+            SPLIT_K=split_k, HAS_BIAS=has_bias, EVEN_K=even_k, PDL=cfg.pdl, **meta,
         )  # fmt: skip
         self._record(_tile_kernel, grid, cfg, handle, split_k=split_k)
 

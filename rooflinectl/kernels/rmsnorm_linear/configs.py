@@ -48,16 +48,32 @@ class RMSNormLinearConfig:
     persistent: bool = False
     flatten: bool = False
     subtile: bool = False
+    # persistent: programs an SM (min(occupancy × SMs, tiles) programs), for tiles small enough that two fit.
+    occupancy: int = 1
+    # tile with rstd "prepass": the matmul launched with programmatic dependent launch (Hopper's griddepcontrol),
+    # so that its programs start while the pre-pass still runs and wait for its rstd only before their epilogue.
+    # Triton's interpreter has no grid dependency control: there the kernels run without it.
+    pdl: bool = False
 
 
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-# The rstd pre-pass: 4 rows a program, 1,024 columns a step, 4 warps (8 values a thread in flight).
-_RSTD_ROWS = 4
-_RSTD_BLOCK_K = 1024
-_RSTD_SETTINGS = {"BLOCK_K": _RSTD_BLOCK_K, "ROWS": _RSTD_ROWS, "num_warps": 4}
+# The rstd pre-pass: one row of x a program, 8 warps, up to 4,096 columns a step (16 values a thread in flight).
+# Measured on an H200 (bf16, the pre-pass alone, graph replays over rotated x; docs/kernels-tuning.md, run 34a),
+# µs, this / 4 rows a program in 1,024-column steps, 4 warps (the setting before) / one row in 4 warps, 4,096
+# columns / one row, 8 warps, 8,192 columns: 128×4096 2.21 / 5.49 / 3.33 / 2.59; 512×4096 3.02 / 5.76 / 3.77 /
+# 3.25; 512×8192 4.02 / 9.36 / 5.64 / 3.98; 2048×4096 6.25 / 7.25 / 7.18 / 8.50; 8192×4096 18.35 / 18.94 / 21.21 /
+# 27.84 (one row in 4 warps, 2,048 columns: 17.35 there, 2.58 at 128×4096).
+_RSTD_ROWS = 1
+_RSTD_MAX_BLOCK_K = 4096
+_RSTD_WARPS = 8
+
+
+def rstd_settings(m: int, k: int) -> dict:
+    """The pre-pass kernel's launch settings for x of m × k: its ROWS, BLOCK_K and num_warps."""
+    return {"BLOCK_K": min(_next_pow2(k), _RSTD_MAX_BLOCK_K), "ROWS": _RSTD_ROWS, "num_warps": _RSTD_WARPS}
 
 # Decode (gemv) up to this many rows of x; beyond, the tile kernel. Measured on an H200 at M = 128 (4096×14336):
 # gemv with 128 rows of x a program 117-157 µs, the tile kernel 42.9. M = 64 was not timed on either side.
@@ -95,11 +111,28 @@ _TILE_NARROW = RMSNormLinearConfig("tile", 128, 64, 64, num_warps=4, num_stages=
 # 2048×4096×14336 364.3 / 364.3 / 422.2 / 366.1; 8192×4096×4096 436.4 / 435.9 / 512.5 / 406.1; 16384×4096×4096
 # 857.9 / 840.7 / 990.7 / 844.0; 8192×4096×14336 1461.8 / 1456.1 / 1690.8 / 1404.3; 2048×8192×8192 414.6 /
 # 414.1 / 471.2 / 399.5; 8192×8192×8192 1682.8 / 1667.7 / 1891.1 / 1620.9.
-_TILE_BIG_PERSISTENT = replace(_TILE_BIG, persistent=True, tma=True, host_desc=True, flatten=True, subtile=True)
+# 4 stages since run 34a (3 before): µs, 4 / 3 stages, there and in run 16d: 512×8192×8192 103.6 / 104.9 and 98.5 /
+# 104.8; 512×4096×14336 93.4 / 100.4; 2048×4096×14336 358.5 / 360.4 and 346.7 / 350.8; 8192×4096×4096 426.7 /
+# 424.9 and 416.3 / 424.2.
+_TILE_BIG_PERSISTENT = replace(_TILE_BIG, num_stages=4, persistent=True, tma=True, host_desc=True, flatten=True,
+                               subtile=True)
 # Where the big tiles would leave more than half the SMs idle, 128×128 tiles, 4 stages. Measured on an H200,
 # µs, 128×128 / 128×256: 512×4096×4096 (64 big tiles) 33.5 / 48.1; 512×8192×8192 (128) 115.5 / 108.0;
 # 512×4096×14336 (224) 113.7 / 102.6.
 _TILE_MID_PERSISTENT = replace(_TILE_BIG_PERSISTENT, block_n=128, num_stages=4)
+
+# Up to M = 128 where 128×128 tiles give at least 3/4 of the SMs one (N ≥ 12,672 on 132 SMs), the persistent kernel's
+# 128×128 tiles, the matmul launched with programmatic dependent launch (pdl). Measured on an H200 (run 34a), µs, at
+# 128×4096×14336: this 39.1; without pdl 40.3; the tile kernel's 64×128 tiles (the pick before) 42.6, with pdl 43.4;
+# 128×64 tiles 43.2, with pdl 40.4; persistent 64×128 tiles two an SM 39.4, with pdl 43.4; torch.compile 36.8,
+# cuBLAS alone 35.2. At 128×4096×4096 (32 such tiles) and 128×8192×8192 (64) the tile kernel stays faster (22.7
+# against 26.8; 50.4 against 55.7 with pdl). pdl measured slower for the 128×256 persistent tiles (by 5-36 µs from
+# M = 512) and for 128×128 ones at 512×8192×8192 (115.9 against 112.5), within 0.4 µs at 512×4096×4096 (run 34a),
+# so only here.
+_PERSISTENT_PDL_MAX_M = 128
+_PERSISTENT_MIN_SM_SHARE = 0.75
+_TILE_SMALL_M_PERSISTENT = replace(_TILE_MID_PERSISTENT, pdl=True)
+
 
 def _smem_estimate(cfg: RMSNormLinearConfig, dtype: str) -> int:
     """The software pipeline's shared memory: stages × (x tile + W tile)."""
@@ -136,7 +169,9 @@ _GEMV_SS = "dot"
 _GEMV_WIDE_X_M = 64
 _GEMV_WIDE_X_BLOCK_N = 2 * _GEMV_BLOCK_N
 _GEMV_WIDE_X_WARPS = 8
-_GEMV_WIDE_X_STAGES = 3
+# 4 stages since run 34a (192 KiB, one program an SM; 3 before): µs, 4 / 3 stages, 64×4096×4096 16.0 / 17.3 (split 4);
+# 64×4096×14336 34.3 / 37.1 (unsplit).
+_GEMV_WIDE_X_STAGES = 4
 
 
 def _gemv_config(m: int, k: int, n: int, dtype: str, gpu: GPU | None = None, **kw) -> RMSNormLinearConfig:
@@ -151,11 +186,26 @@ def _gemv_config(m: int, k: int, n: int, dtype: str, gpu: GPU | None = None, **k
         base = replace(base, block_n=_GEMV_WIDE_X_BLOCK_N, num_warps=_GEMV_WIDE_X_WARPS,
                        num_stages=_GEMV_WIDE_X_STAGES)
     cfg = replace(base, **kw)
+    tiles = _cdiv(n, cfg.block_n) * _cdiv(m, cfg.block_m)
+    if "num_stages" not in kw and tiles > _fitting(cfg, dtype, gpu) * sm_count() and \
+            tiles <= _fitting(replace(cfg, num_stages=_GEMV_WAVE_STAGES), dtype, gpu) * sm_count():
+        cfg = replace(cfg, num_stages=_GEMV_WAVE_STAGES)
     if "split_k" not in kw:
-        tiles = _cdiv(n, cfg.block_n) * _cdiv(m, cfg.block_m)
         per_sm = _PROGRAMS_PER_SM if _smem_estimate(cfg, dtype) * 2 <= smem_per_block_bytes(gpu) else 1
         cfg = replace(cfg, split_k=_split_for(tiles, k, cfg.block_k, per_sm))
     return cfg
+
+
+# Where the tiles of W would start a partial second wave at _GEMV_STAGES but all fit the SMs at once with fewer
+# stages (more programs an SM), this many. Measured on an H200 (run 34a) at 16×3584×18944 (296 tiles of 64 rows:
+# two programs an SM at 4 stages, 264 at once; three at 3 stages): 3 stages 34.6 µs, 4 stages 44.2, 2 stages 41.0;
+# 128 rows of W in 8 warps, 3 stages 35.8; torch.compile 39.9, cuBLAS alone 37.8.
+_GEMV_WAVE_STAGES = 3
+
+
+def _fitting(cfg: RMSNormLinearConfig, dtype: str, gpu: GPU | None) -> int:
+    """Programs of ``cfg`` whose shared memory fits an SM at once (by ``_smem_estimate``)."""
+    return max(1, smem_per_block_bytes(gpu) // _smem_estimate(cfg, dtype))
 
 
 def _tile_config(m: int, k: int, n: int, base: RMSNormLinearConfig, **kw) -> RMSNormLinearConfig:
@@ -174,6 +224,9 @@ def config_for(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> RM
         return _gemv_config(m, k, n, dtype, gpu)
     if dtype == "fp32":
         return _tile_config(m, k, n, replace(_TILE_MID, block_k=32, num_stages=3))
+    if m <= _PERSISTENT_PDL_MAX_M and _tma_fits(k, dtype, gpu) and \
+            _cdiv(n, _TILE_MID.block_n) >= _PERSISTENT_MIN_SM_SHARE * sm_count():
+        return _TILE_SMALL_M_PERSISTENT
     if m <= _SMALL_TILE_MAX_M:
         return _tile_config(m, k, n, _TILE_SMALL)
     if _tma_fits(k, dtype, gpu):
@@ -225,21 +278,23 @@ def candidates(shape: tuple[int, ...], dtype: str, gpu: GPU | None = None) -> li
             narrow = _gemv_config(m, k, n, dtype, gpu, block_n=_GEMV_BLOCK_N, num_warps=_GEMV_WARPS, num_stages=3)
             out += [replace(chosen, split_k=_split_for(_cdiv(n, chosen.block_n), k, chosen.block_k)), narrow]
     elif m <= _SMALL_TILE_MAX_M:
+        small = _tile_config(m, k, n, _TILE_SMALL)  # the pick where the persistent one (with pdl) is not
         out += [
-            replace(chosen, split_k=1),
-            replace(chosen, split_k=2),
+            small,
+            replace(small, split_k=1),
+            replace(small, split_k=2),
             _tile_config(m, k, n, _TILE_MID, split_k=1),
             _tile_config(m, k, n, _TILE_NARROW),
         ]
         if _tma_fits(k, dtype, gpu):
             # Without the pre-pass, through host-made descriptors (21.2 µs against 25.4 at 128×4096×4096);
-            # persistent 128×128 tiles.
-            no_prepass = replace(chosen, rstd="tile", tma=True, host_desc=True)
-            out += [no_prepass, _TILE_MID_PERSISTENT]
+            # persistent 128×128 tiles, without and with pdl.
+            no_prepass = replace(small, rstd="tile", tma=True, host_desc=True)
+            out += [no_prepass, _TILE_MID_PERSISTENT, _TILE_SMALL_M_PERSISTENT]
             if _compute_capability(gpu) >= _WARP_SPEC_MIN_CC:
                 out.append(replace(no_prepass, warp_spec=True))
     else:
-        out += [replace(chosen, num_stages=4), replace(chosen, subtile=False)]
+        out += [replace(chosen, num_stages=3 if chosen.num_stages == 4 else 4), replace(chosen, subtile=False)]
         if chosen.persistent:
             # Through pointers (where TMA does not fit), and persistent 128×128 tiles (more tiles where M·N is
             # small: 512×4096×4096 is 64 tiles of 128×256 on 132 SMs).

@@ -2,13 +2,15 @@
 
 The tile kernel of ``tile.py`` launches one program a BLOCK_M×BLOCK_N tile of y: each loads its tiles'
 first K steps only once it starts, and stores its epilogue while no load of the next tile is in flight. Here
-``min(SMs, tiles)`` programs each take tiles start, start + programs, ... in the same grouped order, x and W_g
-tiles come through host-made tensor descriptors (Hopper's TMA), and with ``FLATTEN`` triton's pipeliner treats
-the two loops as one, so that the first K steps of a program's next tile are loaded while it stores the last
-(triton's ``tl.range(..., flatten=True)``). rstd still comes from the pre-pass kernel (M floats, read in the
-epilogue); the epilogue stores through a descriptor of y too where y's rows allow it (``Y_TMA``), in two halves
-of BLOCK_N/2 columns where ``SUBTILE`` (half the store's shared buffer: compiled for sm_90 by triton 3.9 at
-128×256×64, 8 warps, 3 stages, flattened, 180 KB of shared memory against 213 storing y whole).
+``min(occupancy × SMs, tiles)`` programs (the config's ``occupancy``: 1, or more where they fit an SM's shared
+memory) each take tiles start, start + programs, ... in the same grouped order, x and W_g tiles come through
+host-made tensor descriptors (Hopper's TMA), and with ``FLATTEN`` triton's pipeliner treats the two loops as one,
+so that the first K steps of a program's next tile are loaded while it stores the last (triton's
+``tl.range(..., flatten=True)``). rstd still comes from the pre-pass kernel (M floats, read in the epilogue; with
+``PDL`` the kernel is launched while the pre-pass may still run, and waits for it before that read); the epilogue
+stores through a descriptor of y too where y's rows allow it (``Y_TMA``), in two halves of BLOCK_N/2 columns where
+``SUBTILE`` (half the store's shared buffer: compiled for sm_90 by triton 3.9 at 128×256×64, 8 warps, 3 stages,
+flattened, 180 KB of shared memory against 213 storing y whole).
 
 ``configs.config_for`` picks it beyond M = 256 where TMA fits: on the H200 it took prefill from M = 2,048 from
 1.16-1.29× of cuBLAS's F.linear alone (the pointer kernel) to 1.00-1.06× (docs/kernels-tuning.md).
@@ -34,7 +36,7 @@ def _tile_persistent_kernel(
     x_td, w_td, y_td, rstd_ptr, b_ptr, y_ptr, M, N, K, sym,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     HAS_BIAS: tl.constexpr, PROGRAMS: tl.constexpr, FLATTEN: tl.constexpr, Y_TMA: tl.constexpr,
-    SUBTILE: tl.constexpr,
+    SUBTILE: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     # Per tile: reads a BLOCK_M×K strip of x and a BLOCK_N×K strip of W_g (rows and columns past the edges read as
     # zeros), writes one BLOCK_M×BLOCK_N tile of y = rstd[m]·(x·W_gᵀ)[m, n] (+ bias[n]).
@@ -55,6 +57,8 @@ def _tile_persistent_kernel(
         tile_out += PROGRAMS
         pid_m, pid_n = _grouped(tile_out, num_pid_m, num_pid_n, GROUP_M)
         offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        if PDL:  # launched while the pre-pass may still run: its rstd once it has finished (at once after)
+            tl.extra.cuda.gdc_wait()
         rstd = tl.load(rstd_ptr + offs_m, mask=offs_m < M, other=0.0)
         acc = acc * rstd[:, None]
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -84,7 +88,7 @@ def launch_persistent(cfg, x: torch.Tensor, w: torch.Tensor, rstd: torch.Tensor,
     m, k = x.shape
     n = w.shape[0]
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-    programs = max(1, min(sm_count(), tiles))
+    programs = max(1, min(cfg.occupancy * sm_count(), tiles))
     subtile = cfg.subtile and y_tma
     y_block = [cfg.block_m, cfg.block_n // 2 if subtile else cfg.block_n]
     y_td = TensorDescriptor.from_tensor(out, y_block) if y_tma else None
@@ -93,6 +97,6 @@ def launch_persistent(cfg, x: torch.Tensor, w: torch.Tensor, rstd: torch.Tensor,
         TensorDescriptor.from_tensor(x, [cfg.block_m, cfg.block_k]),
         TensorDescriptor.from_tensor(w, [cfg.block_n, cfg.block_k]), y_td, rstd, bias_arg, out, m, n, k,
         out.stride(0), BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
-        HAS_BIAS=has_bias, PROGRAMS=programs, FLATTEN=cfg.flatten, Y_TMA=y_tma, SUBTILE=subtile, **meta,
+        HAS_BIAS=has_bias, PROGRAMS=programs, FLATTEN=cfg.flatten, Y_TMA=y_tma, SUBTILE=subtile, PDL=cfg.pdl, **meta,
     )  # fmt: skip
     return grid, handle

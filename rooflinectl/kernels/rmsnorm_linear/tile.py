@@ -14,8 +14,13 @@ from .split import publish_partial, sum_partials
 
 
 @triton.jit
-def _rstd_kernel(x_ptr, rstd_ptr, M, K, sxm, eps, BLOCK_K: tl.constexpr, ROWS: tl.constexpr):
-    # Reads ROWS rows of x, writes ROWS floats: rstd = 1/sqrt(mean(x²) + eps).
+def _rstd_kernel(x_ptr, rstd_ptr, M, K, sxm, eps, BLOCK_K: tl.constexpr, ROWS: tl.constexpr,
+                 LAUNCH_DEPENDENTS: tl.constexpr = False):  # fmt: skip
+    # Reads ROWS rows of x, writes ROWS floats: rstd = 1/sqrt(mean(x²) + eps). LAUNCH_DEPENDENTS: the matmul
+    # launched after it with programmatic dependent launch (``pdl``) may start once every program of this one has
+    # started; it waits for this one's rstd (tl.extra.cuda.gdc_wait) before its epilogue reads them.
+    if LAUNCH_DEPENDENTS:
+        tl.extra.cuda.gdc_launch_dependents()
     rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
     row_mask = rows < M
     ss = tl.zeros((ROWS, BLOCK_K), dtype=tl.float32)
@@ -56,10 +61,11 @@ def _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIA
 def _tile_kernel(
     x_ptr, w_ptr, rstd_ptr, b_ptr, y_ptr, ws_ptr, count_ptr, M, N, K, k_per_split, sxm, swn, sym,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr = False,
 ):  # fmt: skip
     # Reads a BLOCK_M×(K range) strip of x and a BLOCK_N×(K range) strip of W_g, writes one BLOCK_M×BLOCK_N tile
-    # of y (or, split, an fp32 partial that the last program of the tile sums).
+    # of y (or, split, an fp32 partial that the last program of the tile sums). PDL: launched with programmatic
+    # dependent launch while the pre-pass may still run; the epilogue waits for it before it reads rstd.
     pid = tl.program_id(0)
     tile = pid // SPLIT_K
     pid_s = pid % SPLIT_K
@@ -87,11 +93,15 @@ def _tile_kernel(
         w_ptrs += BLOCK_K
 
     if SPLIT_K == 1:
+        if PDL:
+            tl.extra.cuda.gdc_wait()
         _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
     else:
         # (No sums of squares: ws_ptr stands in for their pointer, never read or written.)
         if publish_partial(ws_ptr, ws_ptr, count_ptr, tile, pid_s, acc, 0.0, SPLIT_K, BLOCK_M, BLOCK_N, BLOCK_M, False):
             acc, _ = sum_partials(ws_ptr, ws_ptr, tile, SPLIT_K, BLOCK_M, BLOCK_N, BLOCK_M, False)
+            if PDL:
+                tl.extra.cuda.gdc_wait()
             _tile_epilogue(acc, rstd_ptr, b_ptr, y_ptr, pid_m, pid_n, M, N, sym, HAS_BIAS, BLOCK_M, BLOCK_N)
             tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
 
