@@ -6,7 +6,9 @@ the example; fix the doc (or the code), never the test. The examples run in-proc
 width the docs were made at (100 columns, or the N of a `<!-- COLUMNS=N -->` comment on the line before the
 block), without colour, in an empty folder that holds only what the examples
 read (see ``_workdir``). Normalized: trailing spaces of each line, and the date of a measure run. An output that
-ends in a line of just `...` or `…` shows only its beginning, and is compared as a prefix.
+ends in a line of just `...` or `…` shows only its beginning, and is compared as a prefix. A block marked
+`<!-- TIMES VARY -->` on the line before it (a CPU run's times) is compared with every number masked (``_mask``):
+its words, columns, names and order stay pinned; its figures are the run's.
 
 Examples that cannot run here are listed in ``NOT_RUN`` with the reason; a new example that cannot run must be
 added there by hand, or the test fails.
@@ -49,6 +51,7 @@ class Example:
     # ("jq", command, "") for a `$ jq FILTER IN > OUT` that writes one.
     setup: tuple[tuple[str, str, str], ...]
     columns: int = 100  # the terminal width the block was made at: `<!-- COLUMNS=N -->` on the line before it
+    times_vary: bool = False  # `<!-- TIMES VARY -->` on the line before the block: compared with numbers masked
 
 
 def _examples(path: Path) -> list[Example]:
@@ -61,6 +64,7 @@ def _examples(path: Path) -> list[Example]:
     current: tuple[int, str] | None = None
     shown: list[str] = []
     columns = 100
+    times_vary = False
 
     def close() -> None:
         nonlocal current
@@ -72,7 +76,7 @@ def _examples(path: Path) -> list[Example]:
             elif command.startswith("jq ") and " > " in command:
                 setup.append(("jq", command, ""))
             elif command.startswith("rooflinectl ") and text.strip():
-                out.append(Example(rel, line, command, text, tuple(setup), columns))
+                out.append(Example(rel, line, command, text, tuple(setup), columns, times_vary))
         current = None
         shown.clear()
 
@@ -82,6 +86,7 @@ def _examples(path: Path) -> list[Example]:
             in_block = not in_block
             marker = re.fullmatch(r"<!-- COLUMNS=(\d+) -->", lines[number - 2].strip()) if number > 1 else None
             columns = int(marker.group(1)) if in_block and marker else 100
+            times_vary = in_block and number > 1 and lines[number - 2].strip() == "<!-- TIMES VARY -->"
         elif in_block and line.startswith("$ "):
             close()
             command = line[2:]
@@ -133,6 +138,18 @@ def _argv(command: str) -> tuple[list[str], list[str] | None]:
     return words[1:], jq
 
 
+# A number as the tools print it (1,234, 0.153, <0.001, 2.5e-05), with the unit a time or share takes: masked
+# whole, since a time that moves from 98.6 µs to 1.01 ms changes its unit too.
+_NUMBER = re.compile(r"<?\d[\d,.]*(?:e[+-]?\d+)?(?:\s?(?:ns|µs|ms|s|%)(?![\w]))?")
+
+
+def _mask(text: str) -> str:
+    """Every number as '#', and what its width moves with it collapsed: runs of spaces (a table's alignment) and
+    of a rule's '─'."""
+    lines = (re.sub(r"\s+", " ", re.sub("─+", "─", _NUMBER.sub("#", line))).strip() for line in text.splitlines())
+    return "\n".join(lines)
+
+
 def _matches(got: str, expected: str) -> bool:
     """Equal, or, where the doc cuts the output with a line of `...` or `…`, each shown stretch found in order,
     the first at the start unless the doc cuts before it, the last at the end unless it cuts after it."""
@@ -182,6 +199,15 @@ def test_cut_outputs_match_in_order():
     assert not _matches("a\nb\nc\nd", "a\n...\nx\n...")
 
 
+def test_masking_keeps_the_words_and_drops_the_figures():
+    row = " qk             2    2.83 ns   8.75 ms       26  0.00108   <0.001    355 µs "
+    assert _mask(row) == "qk # # # # # # #"
+    assert _mask(row) == _mask(" qk  2  2.83 ns  101 µs  26  0.1  <0.001  1.2 ms")
+    assert _mask("aten::_to_copy  mlp_norm  24.2 µs    4    0.0") == "aten::_to_copy mlp_norm # # #"
+    assert _mask(" ───── ") == _mask(" ─────────── ") == "─"
+    assert _mask("2 more names") != _mask("2 more kernels")
+
+
 def test_examples_found():
     """The parser sees the docs' examples (a broken parser would make the test below pass on nothing)."""
     docs = {e.doc for e in EXAMPLES}
@@ -214,5 +240,7 @@ def test_example_output_matches_the_doc(example: Example, tmp_path, monkeypatch)
             pytest.skip("jq is not installed")
         got = subprocess.run(jq, input=got, capture_output=True, text=True, check=True).stdout
     got = _normalize(got)
+    if example.times_vary:
+        got, expected = _mask(got), _mask(expected)
     message = f"{example.doc}:{example.line}: {example.command}\n--- doc\n{expected}\n--- now\n{got}"
     assert _matches(got, expected), message

@@ -39,7 +39,8 @@ def compare(
     csv: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
 ) -> None:
     """One request on several GPUs: TTFT, TPOT, end-to-end latency and output tokens/s per GPU at the batch each
-    serves (given, the largest under a TPOT target, or the largest that fits), the largest batch, the bound.
+    serves (given, the largest under a TPOT target, or the largest that fits; neither past the requests one step
+    runs, the token budget), the largest batch, the bound.
 
     How the batch runs: B requests (--batch) arrive at once and none follows them (a closed batch:
     `analyze serve --concurrency B` with B requests and no refills), simulated step by step with chunked prefill,

@@ -39,11 +39,13 @@ class Served(Protocol):
 
 class Server(Protocol):
     """How one GPU (one layout) serves a batch of a request's prompt and output: ``serve(B)`` the batch,
-    ``budget(B)`` its memory alone, ``largest()`` the largest batch that fits (0: none)."""
+    ``budget(B)`` its memory alone, ``largest()`` the largest batch that fits (0: none), ``most_at_once()`` the
+    most requests one step can run (None: no limit but memory)."""
 
     def serve(self, batch: int) -> Served: ...
     def budget(self, batch: int) -> MemoryBudget: ...
     def largest(self) -> int: ...
+    def most_at_once(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,9 @@ class StaticServer:
 
     def largest(self) -> int:
         return largest_batch(self.base, self.prompt, self.output, self.analyze_step, self.reserve_bytes)
+
+    def most_at_once(self) -> int | None:
+        return None  # every request of the batch is in every step
 
 
 def curve_batches(largest: int) -> list[int]:
@@ -160,17 +165,26 @@ def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
 def choose_batch(server: Server, base: Workload, prompt: int, output: int, gpu: str, batch: int | None = None,
                  tpot_s: float | None = None, layout: Layout = Layout()) -> Choice:
     """One GPU's row of ``compare``: at ``batch`` when given (if it fits), at the largest batch whose mean TPOT is
-    at most ``tpot_s`` when that is given, else at the largest batch that fits (the most tokens/s per GPU)."""
+    at most ``tpot_s`` when that is given, else at the largest batch that fits (the most tokens/s per GPU).
+
+    A batch larger than the most requests one step runs (``Server.most_at_once``: with chunked prefill, the token
+    budget, since every request a step runs takes a token of it) is never run as one batch: its requests past
+    that many wait for the first ones to finish, which only lengthens their TTFT. The two rules that choose the
+    batch stop there; ``largest_batch`` stays what memory holds."""
     if batch is not None and tpot_s is not None:
         raise UserError("--batch and --tpot-ms both choose the batch: give one")
     if tpot_s is not None and output < 2:
         raise UserError(f"--tpot-ms with --output {output}: time per output token needs at least 2 output tokens")
     check_request(base, Request(prompt, output, batch or 1))
     largest = server.largest()
+    most = server.most_at_once()
+    top = largest if most is None else min(largest, most)  # the largest batch one step runs whole
     if tpot_s is not None:
         rule = f"largest with TPOT ≤ {tpot_s * 1e3:g} ms"
+    elif batch is not None:
+        rule = "given"
     else:
-        rule = "given" if batch is not None else "largest that fits"
+        rule = "largest that fits" if top == largest else f"largest one step runs ({top:,}: the token budget)"
     if largest == 0:
         m = server.budget(1)
         need = (f"does not fit: one request needs {gib(m.total_bytes)} (weights "
@@ -181,10 +195,10 @@ def choose_batch(server: Server, base: Workload, prompt: int, output: int, gpu: 
             return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})", layout)
         return Choice(gpu, rule, largest, server.serve(batch), layout=layout)
     if tpot_s is not None:
-        g = batch_for_tpot(server, tpot_s, largest)
+        g = batch_for_tpot(server, tpot_s, top)
         if g is None:
             one = server.serve(1)
             assert one.tpot_s is not None
             return Choice(gpu, rule, largest, None, f"TPOT is {one.tpot_s * 1e3:.3g} ms at batch 1", layout)
         return Choice(gpu, rule, largest, g, layout=layout)
-    return Choice(gpu, rule, largest, server.serve(largest), layout=layout)
+    return Choice(gpu, rule, largest, server.serve(top), layout=layout)

@@ -42,12 +42,16 @@ def measured_gpu(run: MeasurementFile, gpus: Sequence[GPU], source: str = "measu
     """The plotted GPU ``run`` was measured on, or a one-line UserError: a record is drawn under the roofs of the
     GPU it ran on, or not at all (drawn under another's, an L40S's kernel read as 900% of the L4's roof).
 
-    By the device's name, exactly (``specs.devices.device_matches``, the matcher ``measure`` picks its spec with;
-    where two plotted specs both have the name, the one the run was compared against). A device no spec names
-    (a board of the user's own, measured with ``measure --gpu FILE``) is taken to be the spec the run names as
-    compared against; one that a bundled or plotted spec does name is never moved onto another GPU's roofs.
+    By the device's name, exactly (``specs.devices.device_matches``, the matcher ``measure`` picks its spec with
+    and ``--calibrated`` checks a measured section with; where two plotted specs both have the name, the one the
+    run was compared against). A device no plotted spec names is refused whatever spec the run was compared
+    against: ``measure --gpu h100`` on an H100 NVL or a MIG slice records that device, whose roofs are not the
+    H100 SXM's. A board of the user's own is named in its file's ``device_names``.
     """
     device = run.gpu.name
+    if not device.strip():
+        raise UserError(f"{source} names no device it was measured on: nothing says which GPU's roofs are its own "
+                        f"(measure it again)")
     recorded = (run.gpu.spec or "").strip().lower()
     by_name = [g for g in gpus if device_matches(device, g)]
     if len(by_name) > 1:
@@ -59,12 +63,8 @@ def measured_gpu(run: MeasurementFile, gpus: Sequence[GPU], source: str = "measu
         raise UserError(f"{source} was measured on '{device}', which several GPUs plotted claim "
                         f"({', '.join(g.id for g in by_name)}): plot one of them")
     known = [g for g in list_gpus() if device_matches(device, g)]
-    if not known:
-        spec = next((g for g in gpus if g.id == recorded), None)
-        if spec is not None:
-            return spec
     which = f" (the spec {known[0].id}: pass --gpu {known[0].id})" if len(known) == 1 else \
-        " (pass --gpu for the GPU it was measured on)"
+        " (pass --gpu for the GPU it was measured on; a file of your own lists the device in its device_names)"
     raise UserError(f"{source} was measured on '{device}', none of the GPUs plotted: {plotted}{which}")
 
 

@@ -41,16 +41,22 @@ def _measured(o: WorkloadOp) -> str | Text:
 
 
 def ops_table(run: WorkloadRun) -> Table:
-    """One row an op: ×count, predicted (spec roofs, calibrated), measured, p20–p80, errors, rates, roof share."""
+    """One row an op: ×count, predicted (spec roofs, calibrated), measured, p20–p80, errors, rates, roof share; a
+    CPU run's record holds no prediction (measure.step.run), and its table has no column for one."""
+    gpu = run.device == "cuda"
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
     t.add_column("op", no_wrap=True)
-    for col in ("×", "spec", "err", "calib.", "err", "measured", "p20–p80", "GB/s", "TF/s", "roof"):
+    predicted = ("spec", "err", "calib.", "err") if gpu else ()
+    for col in ("×", *predicted, "measured", "p20–p80", "GB/s", "TF/s", *(("roof",) if gpu else ())):
         t.add_column(col, justify="right", no_wrap=True)
     for o in run.ops:
+        rates = [NONE if o.achieved_gbps is None else f"{o.achieved_gbps:,.0f}",
+                 NONE if o.achieved_tflops is None else f"{o.achieved_tflops:,.1f}"]
+        if not gpu:
+            t.add_row(o.name, str(o.count), _measured(o), _band(o), *rates)
+            continue
         t.add_row(o.name, str(o.count), _t(o.predicted_spec_s), _pct(o.error_spec_pct), _t(o.predicted_calibrated_s),
-                  _pct(o.error_calibrated_pct), _measured(o), _band(o),
-                  NONE if o.achieved_gbps is None else f"{o.achieved_gbps:,.0f}",
-                  NONE if o.achieved_tflops is None else f"{o.achieved_tflops:,.1f}",
+                  _pct(o.error_calibrated_pct), _measured(o), _band(o), *rates,
                   NONE if o.roof_pct is None else f"{o.roof_pct:.0f}%")
     return t
 
@@ -66,8 +72,9 @@ def step_lines(run: WorkloadRun) -> list[str]:
     lines = [f"step: Σ ops (each × its count) {_t(s.sum_ops_s)}; the whole step ({how}; {layers}) "
              f"{_t(s.timing.median_s if s.timing else None)}"
              + (f" (p20–p80 {time_band(s.timing.p20_s, s.timing.p80_s, sep='')})" if s.timing else "")]
-    lines.append(f"step predicted: spec roofs {_t(s.predicted_spec_s)} ({_pct(s.error_spec_pct)}), calibrated "
-                 f"{_t(s.predicted_calibrated_s)} ({_pct(s.error_calibrated_pct)})")
+    if run.device == "cuda":
+        lines.append(f"step predicted: spec roofs {_t(s.predicted_spec_s)} ({_pct(s.error_spec_pct)}), calibrated "
+                     f"{_t(s.predicted_calibrated_s)} ({_pct(s.error_calibrated_pct)})")
     if s.error:
         lines.append(f"step: error: {s.error}")
     if s.output_finite is False:
@@ -97,11 +104,13 @@ def print_workload_run(run: WorkloadRun, saved: Path | None = None, out: Console
     for o in run.ops:
         by_runner.setdefault(o.runner + (f" ({o.backend})" if o.backend else ""), []).append(o.name)
     lines += [f"{', '.join(names)}: {runner}" for runner, names in by_runner.items()]
-    timer = "CUDA-graph replays over input sets rotated past 4× the L2" if run.timer == "cuda_graph" else \
-        "CPU wall time (time.perf_counter), not a GPU figure"
-    lines.append(f"measured: median ({timer}); spec (the spec's roofs), calib. (the calibrated model): the "
-                 f"predicted time of one instance; err: predicted / measured − 1; roof: spec / measured (100% = on "
-                 f"the roofline); GB/s, TF/s: the op's bytes and FLOPs over the measured time")
+    rates = "GB/s, TF/s: the op's bytes and FLOPs over the measured time"
+    if run.device == "cuda":
+        lines.append(f"measured: median (CUDA-graph replays over input sets rotated past 4× the L2); spec (the "
+                     f"spec's roofs), calib. (the calibrated model): the predicted time of one instance; err: "
+                     f"predicted / measured − 1; roof: spec / measured (100% = on the roofline); {rates}")
+    else:
+        lines.append(f"measured: median (CPU wall time, time.perf_counter), one instance; {rates}")
     lines += run.notes
     lines.append(f"torch {run.torch_version}, triton {run.triton_version}; {run.date}")
     lines.append(f"reproduce: {run.command}")

@@ -287,6 +287,11 @@ class BatchServer:
             return static_largest(self.base, self.prompt, self.output, self.analyze_step, self.reserve)
         return min(MAX_BATCH, self.capacity.blocks // self.blocks_per_request)
 
+    def most_at_once(self) -> int | None:
+        """With chunked prefill, the token budget: every request a step schedules takes at least one of its tokens
+        (scheduler.Scheduler.step), so no step runs more requests than that. Without, a step holds every prompt."""
+        return self.method.max_num_batched_tokens if self.method.chunked_prefill else None
+
     def serve(self, batch: int) -> BatchRun:
         """``batch`` requests at once, simulated; a batch whose memory does not fit is a UserError."""
         request = Request(self.prompt, self.output, batch)

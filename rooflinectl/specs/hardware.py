@@ -21,12 +21,12 @@ from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 from ..errors import UserError, closest
 from ..files import read_text, user_path
 from ..units import GIB, KIB
+from .devices import require_device
 from .dtypes import TensorDType, VectorDType
 from .load import Count, Peak, Rate, Size, Strict, looks_like_path, read_yaml, search_dirs, validate
 from .measured import COLLECTIVES, Ceilings, Collective, Measured
 
 HARDWARE_PATH_ENV = "ROOFLINECTL_HARDWARE_PATH"
-
 
 
 class Sourced(Strict):
@@ -204,6 +204,9 @@ class GPU(Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     aliases: list[str] = Field(default_factory=list)
     name: str
+    # What the device reports as its name (torch.cuda.get_device_name()) where id, aliases and name do not spell
+    # it: the names specs.devices matches a device, a record or a measured section to this spec by.
+    device_names: list[str] = Field(default_factory=list)
     vendor: str
     architecture: str
     compute_capability: str | None = None
@@ -275,6 +278,8 @@ class GPU(Strict):
                 f"{self.id} has no measured ceilings: run 'rooflinectl calibrate -o FILE' on that GPU "
                 f"and pass --gpu FILE"
             )
+        for what, device in self.measured.devices():  # measured on this GPU (specs.devices), or refused
+            require_device(device, self, f"{self.id}: the measured section ({what})")
         if over := self.measured.above(self.memory.hbm_bandwidth_gbps, self.compute.tensor_tflops,
                                        self.compute.vector_tflops):
             device = f" (measured on {self.measured.device_name})" if self.measured.device_name else ""

@@ -245,6 +245,16 @@ class Measured(Ceilings):
             raise ValueError("holds nothing: give the ceilings 'rooflinectl calibrate' writes, or 'interconnect'")
         return self
 
+    def devices(self) -> list[tuple[str, str | None]]:
+        """(what, the device it names) for each part measured on a device: the ceilings with their op model, and
+        the collectives; what ``--calibrated`` checks against the spec it is used as (specs.devices)."""
+        parts: list[tuple[str, str | None]] = []
+        if self.has_ceilings:
+            parts.append(("ceilings", self.device_name))
+        if self.interconnect is not None:
+            parts.append(("collectives", self.interconnect.device_name))
+        return parts
+
     @property
     def has_ceilings(self) -> bool:
         """Whether the one-GPU ceilings (copy bandwidth, matmul peaks) were measured."""

@@ -157,6 +157,7 @@ def _section(name: str, fields: dict[str, tuple]) -> dict[str, tuple]:
 
 GPU_SPEC = {
     "id": (str,), "aliases": (list,), "aliases[]": (str,), "name": (str,), "vendor": (str,), "architecture": (str,),
+    "device_names": (list,), "device_names[]": (str,),
     "compute_capability": (str, NONE), "sm_count": (int, NONE), "boost_clock_mhz": (float, NONE),
     "notes": (str, NONE),
     **_section("memory", {

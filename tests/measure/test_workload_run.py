@@ -1,5 +1,6 @@
 """measure --workload on the CPU (--device cpu): every path runs (cases, checks, the step in sequence, the
-record); the predictions and errors pinned with a fake timer; no time is asserted."""
+record), with no GPU's prediction beside the CPU's times; the predictions and errors a GPU run makes pinned
+through the same functions with a fake timer; no time is asserted."""
 
 from __future__ import annotations
 
@@ -13,8 +14,17 @@ from helpers import assert_one_line_error, cli
 from rooflinectl.errors import UserError
 from rooflinectl.measure.harness import Reporter
 from rooflinectl.measure.step import runners
-from rooflinectl.measure.step.cases import runner_on
-from rooflinectl.measure.step.run import NO_CALIBRATED_NOTE, WorkloadRequest, run_workload
+from rooflinectl.measure.step.cases import build_cases
+from rooflinectl.measure.step.run import (
+    CPU_NO_PREDICTION_NOTE,
+    NO_CALIBRATED_NOTE,
+    WorkloadRequest,
+    op_model_time,
+    op_record,
+    run_workload,
+    step_predicted,
+    with_time,
+)
 from rooflinectl.records.step import WorkloadRun, as_measurement, load_workload
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.scenario import resolve_workload
@@ -54,27 +64,27 @@ def _run(phase="decode", calibrated=None, **sizes):
     return run, rec
 
 
-def test_every_op_checked_and_the_step_run_with_errors_by_hand():
-    run, rec = _run(batch=2, context=64)
+def test_every_op_checked_and_the_step_run_with_no_gpus_prediction():
+    run, rec = _run(batch=2, context=64, calibrated=lambda op: 2e-3)
     assert not run.failed and all(o.check and o.check.passed for o in run.ops)
     assert rec.total == len(run.ops) + 1 == rec.advanced
     assert rec.steps[-1] == "the whole step"
-    h200 = load_gpu("h200")
-    bw = h200.memory.hbm_bandwidth_gbps * 1e9
     head = next(o for o in run.ops if o.name == "lm_head")
-    # lm_head of the tiny model: x 2×64, W 128×64, y 2×128, bf16: 256 + 16384 + 512 bytes; memory-bound.
+    # lm_head of the tiny model: x 2×64, W 128×64, y 2×128, bf16: 256 + 16384 + 512 bytes.
     assert head.bytes == 17152 and head.flops == 2 * 2 * 64 * 128
-    assert head.predicted_spec_s == pytest.approx(17152 / bw)
-    assert head.error_spec_pct == pytest.approx((17152 / bw / 1e-3 - 1) * 100)
     assert head.achieved_gbps == pytest.approx(17152 / 1e-3 / 1e9)
-    assert head.roof_pct == pytest.approx(17152 / bw / 1e-3 * 100)
     assert head.timing.p20_s < head.timing.median_s < head.timing.p80_s
-    assert head.predicted_calibrated_s is None and head.error_calibrated_pct is None
-    assert NO_CALIBRATED_NOTE in run.notes
+    # --gpu h200 and an op model given: the CPU's wall time is no H200's, so nothing predicts or compares with it.
+    for o in run.ops:
+        assert (o.bound, o.predicted_spec_s, o.predicted_calibrated_s, o.error_spec_pct, o.error_calibrated_pct,
+                o.roof_pct) == (None,) * 6
     step = run.step
+    assert (step.predicted_spec_s, step.predicted_calibrated_s, step.error_spec_pct, step.error_calibrated_pct) == \
+        (None,) * 4
+    assert run.gpu.spec is None and run.gpu.spec_name is None  # compared against no spec
+    assert CPU_NO_PREDICTION_NOTE in run.notes and NO_CALIBRATED_NOTE not in run.notes
     counts = sum(o.count for o in run.ops)
     assert step.sum_ops_s == pytest.approx(1e-3 * counts)
-    assert step.predicted_spec_s == pytest.approx(sum(o.predicted_spec_s * o.count for o in run.ops))
     assert step.timing.median_s == 1e-3 and step.capture == "sequential" and step.layers == "distinct"
     assert step.output_finite is True
     att = next(o for o in run.ops if o.name == "attention")
@@ -84,18 +94,32 @@ def test_every_op_checked_and_the_step_run_with_errors_by_hand():
     assert not any("cuBLAS" in o.runner for o in run.ops)
 
 
-def test_runners_name_the_gpus_blas_only_on_a_gpu():
-    assert runner_on("torch.bmm (cuBLAS)", "cuda") == "torch.bmm (cuBLAS)"
-    assert runner_on("torch.bmm (cuBLAS)", "cpu") == "torch.bmm (torch's CPU BLAS)"
+def _gpu_records(calibrated=None):
+    """The records a GPU run makes of the tiny model's decode ops (batch 2, context 64) under the H200's roofs, each
+    "taking" 1 ms: the functions run_workload calls per op on a GPU."""
+    h200 = load_gpu("h200")
+    cases = build_cases(resolve_workload("decode", model=TINY, batch=2, context=64))
+    return h200, [with_time(op_record(c, h200, calibrated, "cuda"), c.op, FAKE_TIME, 1, h200) for c in cases]
+
+
+def test_a_gpu_runs_predictions_errors_and_roof_share_by_hand():
+    h200, ops = _gpu_records()
+    bw = h200.memory.hbm_bandwidth_gbps * 1e9
+    head = next(o for o in ops if o.name == "lm_head")
+    # lm_head: 17,152 bytes, memory-bound under the H200's roofs.
+    assert head.predicted_spec_s == pytest.approx(17152 / bw) and head.bound == "memory"
+    assert head.error_spec_pct == pytest.approx((17152 / bw / 1e-3 - 1) * 100)
+    assert head.roof_pct == pytest.approx(17152 / bw / 1e-3 * 100)
+    assert head.predicted_calibrated_s is None and head.error_calibrated_pct is None
+    assert step_predicted(ops) == (pytest.approx(sum(o.predicted_spec_s * o.count for o in ops)), None)
 
 
 def test_a_calibrated_model_is_used_where_given():
-    run, _ = _run(batch=2, context=64, calibrated=lambda op: 2e-3)
-    assert all(o.predicted_calibrated_s == 2e-3 and o.error_calibrated_pct == pytest.approx(100) for o in run.ops)
-    assert run.step.predicted_calibrated_s == pytest.approx(2e-3 * sum(o.count for o in run.ops))
-    assert NO_CALIBRATED_NOTE not in run.notes
-    partial, _ = _run(batch=2, context=64, calibrated=lambda op: None if op.kind == "gather" else 1e-6)
-    assert partial.step.predicted_calibrated_s is None  # a step with an op unpredicted has no calibrated total
+    _, ops = _gpu_records(calibrated=lambda op: 2e-3)
+    assert all(o.predicted_calibrated_s == 2e-3 and o.error_calibrated_pct == pytest.approx(100) for o in ops)
+    assert step_predicted(ops)[1] == pytest.approx(2e-3 * sum(o.count for o in ops))
+    _, partial = _gpu_records(calibrated=lambda op: None if op.kind == "gather" else 1e-6)
+    assert step_predicted(partial)[1] is None  # a step with an op unpredicted has no calibrated total
 
 
 def test_a_wrong_runner_fails_its_check_and_is_not_timed(monkeypatch):
@@ -145,7 +169,7 @@ def test_the_cli_on_the_cpu_end_to_end(tmp_path):
     run = WorkloadRun.model_validate(json.loads(r.stdout))
     assert run.kind == "workload" and run.timer == "cpu_wall" and run.device == "cpu"
     assert run.workload.model == "tiny-gqa" and run.workload.kv_len == 32 and run.workload.batch == 2
-    assert run.gpu.spec == "h200" and run.seed == 3 and "--device cpu" in run.command
+    assert run.gpu.spec is None and run.seed == 3 and "--device cpu" in run.command
     assert any("not a GPU figure" in n for n in run.notes)
     assert not run.failed and run.step.timing is not None
     saved = load_workload(out)
@@ -156,7 +180,12 @@ def test_the_cli_on_the_cpu_end_to_end(tmp_path):
     table = cli("measure", "--workload", "decode", "--model", TINY, "--batch", "2", "--context", "32",
                 "--device", "cpu", "--gpu", "h200")
     assert table.exit_code == 0, table.output
-    assert "CPU wall time" in table.stdout and "no calibrated model: run rooflinectl calibrate" in table.stdout
+    assert "CPU wall time" in table.stdout and "no calibrated model" not in table.stdout
+    # No column of the H200's predictions beside CPU times: the header and the note say so, in one line each.
+    header = next(line for line in table.stdout.splitlines() if line.split()[:1] == ["op"])
+    assert header.split() == ["op", "×", "measured", "p20–p80", "GB/s", "TF/s"]
+    assert CPU_NO_PREDICTION_NOTE in table.stdout.splitlines()
+    assert "step predicted" not in table.stdout and "h200" not in table.stdout.split("reproduce:")[0].lower()
     assert max(len(line) for line in table.stdout.splitlines()) <= 100
 
 
@@ -213,15 +242,14 @@ def test_the_gpu_files_op_model_times_each_op_as_analyze_calibrated_does():
 
     example = str(Path(__file__).parents[2] / "docs" / "results" / "op-model-example" / "h200-issue14.yaml")
     w = resolve_workload("decode", model=TINY, batch=2, context=64)
-    run = run_workload(WorkloadRequest(w, device="cpu", gpu=example, seed=7, command="test"), Recorder(),
-                       time_fn=fake_time)
-    placed = {p.op.name: p for p in analyze(w, load_gpu(example), calibrated=True).placements}
-    assert [o.name for o in run.ops] == list(placed)
-    for o in run.ops:
+    spec = load_gpu(example)
+    ops = [op_record(c, spec, op_model_time(spec), "cuda") for c in build_cases(w)]  # what a GPU run records
+    placed = {p.op.name: p for p in analyze(w, spec, calibrated=True).placements}
+    assert [o.name for o in ops] == list(placed)
+    for o in ops:
         assert o.predicted_calibrated_s == pytest.approx(placed[o.name].time_s, rel=1e-12)
-        assert o.predicted_calibrated_s >= load_gpu(example).measured.op_model.launch_floor_s
-    assert run.step.predicted_calibrated_s == pytest.approx(sum(p.time_s * p.op.count for p in placed.values()))
-    assert NO_CALIBRATED_NOTE not in run.notes
+        assert o.predicted_calibrated_s >= spec.measured.op_model.launch_floor_s
+    assert step_predicted(ops)[1] == pytest.approx(sum(p.time_s * p.op.count for p in placed.values()))
 
 
 def test_an_op_too_large_for_the_devices_memory_is_refused_before_any_runs(monkeypatch):

@@ -18,7 +18,7 @@ BASE = load_gpu("h100")
 def made_up_gpu(gpu_id: str = "test-gpu", name: str = "Test GPU 1", hbm: float = 2000, bf16: float = 300,
                 fp32: float = 20, l2: float | None = 5000, smem: float | None = 20000) -> GPU:
     data = BASE.model_dump()
-    data.update(id=gpu_id, name=name, aliases=[], measured=None)
+    data.update(id=gpu_id, name=name, aliases=[], device_names=[], measured=None)
     data["memory"].update(hbm_bandwidth_gbps=hbm, l2_bandwidth_gbps=l2, smem_bandwidth_gbps=smem,
                           derived={"l2_bandwidth_gbps": "estimated: for the test"} if l2 else {})
     data["compute"].update(tensor_tflops={"bf16": bf16}, vector_tflops={"fp32": fp32})

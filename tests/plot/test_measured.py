@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from plot_helpers import BASE, DECODE, GPU1, made_up_gpu, measured_file, measured_record, measured_run
 
+from helpers import assert_one_line_error, cli
 from rooflinectl.engine.count.primitives import rmsnorm_linear_op
 from rooflinectl.engine.roofline import analyze, measured_share
 from rooflinectl.errors import UserError
@@ -147,14 +148,20 @@ def test_measured_gpu_is_found_by_an_exact_name(measured_name, matches):
     if matches:
         assert measured_gpu(measured_run(measured_name), [gpu]) is gpu
     else:
-        with pytest.raises(UserError, match="none of the GPUs plotted: h200 "):
+        with pytest.raises(UserError, match="none of the GPUs plotted: h200 " if measured_name else "names no device"):
             measured_gpu(measured_run(measured_name), [gpu])
 
 
-def test_measured_file_naming_the_spec_counts_only_for_a_device_no_spec_names():
+def test_the_spec_a_record_names_never_vouches_for_its_device():
+    """A device no spec names is refused though the record names the spec it was compared against (measure --gpu
+    h100 on some other board); the board's own file lists the device in its device_names."""
     data = measured_file("Some Board Rev 2")
     data["gpu"]["spec"] = "h100-sxm"
-    assert measured_gpu(MeasurementFile.model_validate(data), [BASE]) is BASE
+    with pytest.raises(UserError, match=r"measured on 'Some Board Rev 2', none of the GPUs plotted: h100-sxm .*"
+                                        r"lists the device in its device_names"):
+        measured_gpu(MeasurementFile.model_validate(data), [BASE])
+    board = made_up_gpu("board", "Some Board").model_copy(update={"device_names": ["Some Board Rev 2"]})
+    assert measured_gpu(MeasurementFile.model_validate(data), [BASE, board]) is board
     # The device's own name matches by the one matcher measure uses too (issue 11's named disagreement).
     assert measured_gpu(measured_run("NVIDIA H100 80GB HBM3"), [BASE]) is BASE
     # An L40S measured against the L4's spec (a wrong --gpu) is an L40S still: never drawn on the L4.
@@ -208,14 +215,17 @@ def test_a_name_that_only_contains_a_spec_matches_none(device):
     assert [g.id for g in list_gpus() if device_matches(device, g)] == []
 
 
-def test_a_calibrated_file_matches_the_device_it_was_calibrated_on():
+def test_a_calibrated_file_matches_the_devices_its_file_lists_not_the_one_its_section_names():
+    """A measured section's device name is what --calibrated checks: it vouches for nothing. A board of the user's
+    own is its device by the file's device_names."""
     from rooflinectl.specs.measured import Measured
 
     measured = Measured(device_name="Board X Rev 2", date="d", command="c", torch_version="2.5",
                         copy_bandwidth_gbps=1000.0)
     gpu = made_up_gpu("board-x", "Board X").model_copy(update={"measured": measured})
-    assert device_matches("Board X Rev 2", gpu) and device_matches("board x", gpu)
-    assert not device_matches("Board X Rev 3", gpu)
+    assert device_matches("board x", gpu) and not device_matches("Board X Rev 2", gpu)
+    listed = gpu.model_copy(update={"device_names": ["Board X Rev 2"]})
+    assert device_matches("Board X Rev 2", listed) and not device_matches("Board X Rev 3", listed)
 
 
 @pytest.mark.parametrize(
@@ -280,3 +290,16 @@ def test_a_measured_point_is_paired_only_with_a_prediction_of_its_kind_within_2x
     assert near.predicted == (q.intensity, q.flops)
     assert far_point.predicted is None
     assert other.predicted is None
+
+
+# --- plot --measured: a record of another device ---------------------------------------------------------------
+
+@pytest.mark.parametrize("device", ["NVIDIA H100 NVL", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "NVIDIA", ""])
+def test_plot_refuses_a_record_of_another_device_that_names_the_sxm_spec(tmp_path, device):
+    data = measured_file(device)
+    data["gpu"]["spec"] = "h100-sxm"  # measure --gpu h100 on that device: the record says what it was compared to
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    expected = f"measured on '{device}', none of the GPUs plotted: h100-sxm" if device else "names no device"
+    assert_one_line_error(cli("plot", "decode", "--gpu", "h100", "--measured", str(tmp_path / "r.json"),
+                              "-o", str(tmp_path / "x.svg")), expected)
+    assert not (tmp_path / "x.svg").exists()

@@ -126,3 +126,25 @@ def test_a_stack_costs_row_and_the_api_keywords():
     c = rl.compare(gpus=["h100"], model="llama-3-8b", batch=4, prompt=512, output=8, stack="hf",
                    max_num_batched_tokens=1024)
     assert c.to_dict()["gpus"][0]["tpot_s"] == d["latency"]["tpot_s"]
+
+
+def test_compare_stops_at_the_most_requests_one_step_runs():
+    """One-token prompts with a 64-token budget: memory holds thousands of Llama 3 8B requests of 1 + 2 tokens
+    on the H100 (one 16-token block each), but a step schedules a token of its budget for every request it runs,
+    so 64 run at once. Batch 64 is two steps (64 one-token prefills, then their 64 decodes); at 65 the last
+    request waits for both (the decodes spend the budget) and takes two steps of its own: 4 steps, its first token
+    two steps late. A batch past the budget only queues. The largest that fits stays memory's."""
+    method = Method(load_stack("roofline"), max_num_batched_tokens=64)
+    s = server(method, 1, 2)
+    assert s.most_at_once() == 64 and s.largest() > 64
+    assert s.serve(64).run.steps == 2
+    late = s.serve(65)
+    assert late.run.steps == 4 and max(r.ttft_s for r in late.run.served) > min(r.ttft_s for r in late.run.served)
+    for tpot_ms in (None, 1e6):  # the largest that fits, and a target every batch meets
+        row = rl.compare(gpus=["h100"], model="llama-3-8b", prompt=1, output=2, max_num_batched_tokens=64,
+                         tpot_ms=tpot_ms).to_dict()["gpus"][0]
+        assert (row["batch"], row["largest_batch"]) == (64, s.largest())
+    assert rl.compare(gpus=["h100"], model="llama-3-8b", prompt=1, output=2, max_num_batched_tokens=64)\
+        .to_dict()["gpus"][0]["rule"] == "largest one step runs (64: the token budget)"
+    # Without chunked prefill a step holds the whole batch's prompts: no such limit.
+    assert server(Method(load_stack("roofline"), chunked_prefill=False), 1, 2).most_at_once() is None

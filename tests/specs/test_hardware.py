@@ -290,12 +290,16 @@ def test_calibrated_gpu_roofs_are_the_spec_with_its_measured_section():
 
 def test_a_measured_section_faster_than_the_datasheet_is_another_gpus():
     """An A100 80 GB file (2,039 GB/s, 312 bf16 TFLOP/s) carrying an H200's measurements (a copy at 4,281 GB/s,
-    bf16 at 788) is refused for --calibrated, each ceiling named; 5% past the datasheet (2,141 GB/s) still passes:
-    2,100 does, 2,150 does not."""
-    h200_run = Measured(device_name="NVIDIA H200", date="2026-12-03", command="rooflinectl calibrate",
+    bf16 at 788) is refused for --calibrated by the device's name (tests/specs/test_devices.py); under the A100's
+    own name, by its figures, each ceiling named; 5% past the datasheet (2,141 GB/s) still passes: 2,100 does,
+    2,150 does not."""
+    h200_run = Measured(device_name="NVIDIA A100-SXM4-80GB", date="2026-12-03", command="rooflinectl calibrate",
                         torch_version="2.11", copy_bandwidth_gbps=4281.0, tensor_tflops={"bf16": 788.0})
     a100 = load_gpu("a100-80gb").model_copy(update={"measured": h200_run})
-    with pytest.raises(UserError, match=r"measured on NVIDIA H200\) is faster than this GPU's datasheet allows: "
+    with pytest.raises(UserError, match="measured on 'NVIDIA H200', not on a100-80gb"):
+        a100.model_copy(update={"measured": h200_run.model_copy(update={"device_name": "NVIDIA H200"})}).roofs(
+            calibrated=True)
+    with pytest.raises(UserError, match=r"measured on NVIDIA A100-SXM4-80GB\) is faster than this GPU's datasheet allows: "
                                         r"a copy at 4,281 GB/s against HBM's 2,039; bf16 tensor at 788 TFLOP/s "
                                         r"against the datasheet's 312"):
         a100.roofs(calibrated=True)

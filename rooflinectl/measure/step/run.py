@@ -9,7 +9,8 @@ timed with ``time.perf_counter`` and labelled as CPU wall time.
 
 Predictions: each op placed under the spec's roofs (``engine.roofline.place``), and under the calibrated model
 where the caller passes one (``calibrated(op)`` → seconds of one instance, or None where it has no figure).
-Errors are prediction / measurement − 1.
+Errors are prediction / measurement − 1. A prediction is a GPU's: a CPU run has none, nor errors or roof shares
+(``CPU_NO_PREDICTION_NOTE`` says why), so that no figure of the GPU's reads as one of the CPU run.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ Calibrated = Callable[[Op], "float | None"]
 TimeFn = Callable[[Callable[[], object]], tuple[float, float, float]]
 NO_CALIBRATED_NOTE = ("no calibrated model: run rooflinectl calibrate -o FILE on this GPU, then measure with "
                       "--gpu FILE")
+CPU_NO_PREDICTION_NOTE = "no predictions: a roofline predicts a GPU's time, not this CPU run's (see rooflinectl analyze)"
 CPU_REPS = 5  # timed runs of each op (and of the step) on the CPU, after 2 warm-up runs: a test of the paths
 NORM_LINEAR_MODULE = "rooflinectl.kernels.rmsnorm_linear"
 
@@ -103,7 +105,8 @@ def set_count(case: Case, l2_bytes: int, device: str) -> int:
     return n
 
 
-def _op_record(case: Case, spec: GPU | None, calibrated: Calibrated | None, device: str) -> WorkloadOp:
+def op_record(case: Case, spec: GPU | None, calibrated: Calibrated | None, device: str) -> WorkloadOp:
+    """``case``'s record before it runs: its count, and its predictions under ``spec`` and ``calibrated``."""
     op = case.op
     rec = WorkloadOp(name=op.name, kind=op.kind, count=op.count, flops=int(op.flops), bytes=int(op.bytes),
                      unit=op.compute_unit, op_dtype=op.dtype, fuses=list(op.fuses), elementwise=op.elementwise,
@@ -117,7 +120,8 @@ def _op_record(case: Case, spec: GPU | None, calibrated: Calibrated | None, devi
     return rec.model_copy(update=update)
 
 
-def _with_time(rec: WorkloadOp, op: Op, t: tuple[float, float, float], sets: int, spec: GPU | None) -> WorkloadOp:
+def with_time(rec: WorkloadOp, op: Op, t: tuple[float, float, float], sets: int, spec: GPU | None) -> WorkloadOp:
+    """``rec`` with its timing, each prediction's error, its rates and (under ``spec``) its share of the roof."""
     median, p20, p80 = t
     update: dict[str, Any] = {"timing": OpTiming(median_s=median, p20_s=p20, p80_s=p80, input_sets=sets),
                               "error_spec_pct": _error_pct(rec.predicted_spec_s, median),
@@ -176,10 +180,7 @@ def _run_step(w: Workload, cases: list[Case], ops: list[WorkloadOp], spec: GPU |
 
     timed = [o.timing.median_s * o.count for o in ops if o.timing is not None]
     sum_ops = sum(timed) if len(timed) == len(ops) else None
-    pred = sum(o.predicted_spec_s * o.count for o in ops if o.predicted_spec_s is not None) if spec else None
-    cal = [o.predicted_calibrated_s for o in ops]
-    pred_cal = sum(c * o.count for c, o in zip(cal, ops, strict=True) if c is not None) \
-        if calibrated is not None and None not in cal else None
+    pred, pred_cal = step_predicted(ops)
     step = WorkloadStep(sum_ops_s=sum_ops, capture="cuda_graph" if device == "cuda" else "sequential",
                         layers=memory.layers, memory_bytes=memory.bytes, predicted_spec_s=pred,
                         predicted_calibrated_s=pred_cal)
@@ -196,6 +197,17 @@ def _run_step(w: Workload, cases: list[Case], ops: list[WorkloadOp], spec: GPU |
     return step.model_copy(update={"timing": OpTiming(median_s=median, p20_s=p20, p80_s=p80, input_sets=1),
                                    "output_finite": finite, "error_spec_pct": _error_pct(pred, median),
                                    "error_calibrated_pct": _error_pct(pred_cal, median)})
+
+
+def step_predicted(ops: list[WorkloadOp]) -> tuple[float | None, float | None]:
+    """The step's predicted time under the spec's roofs and under the calibrated model: Σ each op's × its count,
+    or None where an op has no such prediction (a step with an op unpredicted has no total)."""
+    spec = [o.predicted_spec_s for o in ops]
+    cal = [o.predicted_calibrated_s for o in ops]
+    return (sum(p * o.count for p, o in zip(spec, ops, strict=True) if p is not None) if ops and None not in spec
+            else None,
+            sum(c * o.count for c, o in zip(cal, ops, strict=True) if c is not None) if ops and None not in cal
+            else None)
 
 
 def op_model_time(spec: GPU) -> Calibrated | None:
@@ -244,17 +256,18 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
     check_fits(cases, device)
     seed = request.seed if request.seed is not None else int(torch.randint(0, 2**31 - 1, (1,)).item())
     time_fn = time_fn or (gpu_time(request.warmup_ms, request.rep_ms) if device == "cuda" else cpu_time)
-    if calibrated is None and spec is not None:
-        calibrated = op_model_time(spec)
     l2 = info.l2_bytes or (int(spec.memory.l2_size_mib * MIB) if spec and spec.memory.l2_size_mib else 0)
-    notes = [] if calibrated is not None else [NO_CALIBRATED_NOTE]
-    if device == "cpu":
-        notes.append(CPU_TIME_NOTE)
+    if device == "cuda":
+        calibrated = calibrated if calibrated is not None or spec is None else op_model_time(spec)
+        notes = [] if calibrated is not None else [NO_CALIBRATED_NOTE]
+    else:  # CPU wall time beside a GPU's prediction reads as a prediction of the CPU run: none is made
+        spec, calibrated, info = None, None, info.model_copy(update={"spec": None, "spec_name": None})
+        notes = [CPU_TIME_NOTE, CPU_NO_PREDICTION_NOTE]
     reporter.start(len(cases) + 1)
     ops: list[WorkloadOp] = []
     for i, case in enumerate(cases):
         reporter.step(f"{case.name} ×{case.count}")
-        rec = _op_record(case, spec, calibrated, device)
+        rec = op_record(case, spec, calibrated, device)
         try:
             c = check(case, device, seed + 1000 * i)
             rec = rec.model_copy(update={"check": OpCheck(rel_error=c.rel_error, tolerance=c.tolerance,
@@ -271,7 +284,7 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
                 n_sets = set_count(case, l2, device) if device == "cuda" else 1
                 gen = torch.Generator(device=device).manual_seed(seed + 1000 * i + 1)
                 sets = [materialize(case, device, gen) for _ in range(n_sets)]
-                rec = _with_time(rec, case.op, time_fn(bench.rotated(_runner(case), sets)), n_sets, spec)
+                rec = with_time(rec, case.op, time_fn(bench.rotated(_runner(case), sets)), n_sets, spec)
                 del sets
         except UserError:
             raise
