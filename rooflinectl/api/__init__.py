@@ -181,7 +181,7 @@ def _server(g: GPU, prompt: int, output: int, reserve_gib: float | None, calibra
     stack with no costs), else the simulated closed batch (``serving.batch``); and the step options it runs."""
     from ..engine.choice import StaticServer
     from ..engine.memory import reserve_bytes
-    from ..engine.parallel import Layout
+    from ..engine.parallel import Layout, check_degree
     from ..errors import UserError
     from ..serving.batch import BatchServer, Method
     from ..serving.scheduler import SchedulerConfig
@@ -253,7 +253,7 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
     ``decode_tp`` (by default each ``tp``), the KV moved ``kv_transfer``. ``concurrency``: every row (one engine
     too) is that closed loop of clients sending ``requests`` in all, not a closed batch (``serving.deployed``)."""
     from ..engine.choice import choose_batch
-    from ..engine.parallel import Layout
+    from ..engine.parallel import Layout, check_degree
     from ..errors import UserError
     from ..serving.batch import BatchServer
     from ..serving.cost import Pricing
@@ -273,13 +273,17 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
                         "serve's simulation, whose replicas run chunked prefill")
     if (prefill_tp is not None or decode_tp is not None) and not splits:
         raise UserError("--prefill-tp and --decode-tp are the layouts of --disagg P:D: give the split")
+    for flag, degree in (("--prefill-tp", prefill_tp), ("--decode-tp", decode_tp)):
+        if degree is not None:
+            check_degree(flag, degree)
     choices, names, plans, prices = [], [], [], []
     base = method = None
     for spec in gpus:
         g = _gpu(spec)
         price = Pricing(price_per_gpu_hour, None if g.power is None else g.power.board_w)
         rows = [Plan(Layout(t, ep, pp), n) for t in tp for n in replicas]
-        sides = list(dict.fromkeys((prefill_tp or t, decode_tp or t) for t in tp))
+        sides = list(dict.fromkeys((t if prefill_tp is None else prefill_tp, t if decode_tp is None else decode_tp)
+                                   for t in tp))
         rows += [Plan(Layout(d, ep, pp), dn, pn, Layout(p, ep, pp)) for p, d in sides for pn, dn in splits]
         for plan in rows:
             t = plan.layout.tp

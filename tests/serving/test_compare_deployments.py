@@ -98,8 +98,12 @@ def test_a_tpot_target_picks_the_deployment_batch_that_meets_it():
     (["--disagg", "two:six"], ["--disagg two:six"]),
     (["--model", "llama-3-70b", "--gpu", "h100", "--disagg", "1:1", "--prefill-tp", "4"],
      ["--disagg 1:1 on h100-sxm", "decode replica (TP 1) cannot hold one request", "--decode-tp"]),
+    # llama-3.1-70b's 131.4 GiB of weights leave a TP-1 H200 no KV block: no prompt can be prefilled there.
+    (["--model", "llama-3.1-70b", "--gpu", "h200", "--tp", "4", "--disagg", "1:1", "--prefill-tp", "1"],
+     ["--disagg 1:1 on h200", "prefill replica (TP 1) holds 0 KV blocks", "--prefill-tp"]),
     (["--replicas", "0"], ["--replicas 0"]),
     (["--prefill-tp", "2"], ["--prefill-tp", "give the split"]),
+    (["--disagg", "1:1", "--prefill-tp", "0"], ["--prefill-tp 0", "whole number of GPUs"]),
     (["--concurrency", "8", "--batch", "4"], ["give one load"]),
     (["--requests", "8"], ["--requests without --concurrency"]),
     (["--disagg", "1:1", "--stack", "roofline", "--no-chunked-prefill"], ["--no-chunked-prefill"]),
