@@ -181,7 +181,7 @@ def _server(g: GPU, prompt: int, output: int, reserve_gib: float | None, calibra
     stack with no costs), else the simulated closed batch (``serving.batch``); and the step options it runs."""
     from ..engine.choice import StaticServer
     from ..engine.memory import reserve_bytes
-    from ..engine.parallel import Layout, check_degree
+    from ..engine.parallel import Layout
     from ..errors import UserError
     from ..serving.batch import BatchServer, Method
     from ..serving.scheduler import SchedulerConfig
