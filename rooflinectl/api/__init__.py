@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..engine.roofline import Analysis, Placement, Totals
     from ..serving.batch import BatchRun, BatchServer, Method
     from ..serving.cost import Pricing
+    from ..serving.deployed import Plan
     from ..specs.hardware import GPU
     from ..specs.workload import Workload
 
@@ -96,19 +97,22 @@ class CompareResult:
     method: Method  # how each batch was served: simulated (stack, chunked prefill) or the static batch
     workload: Workload  # the step options every row ran: the model and its data types
     pricing: tuple[Pricing, ...] = ()  # each row's GPU price and board power (serving.cost.Pricing)
+    plans: tuple[Plan, ...] = ()  # each row's deployment: one engine, aggregated replicas, or disaggregated
+    load: tuple[int, int | None] | None = None  # a closed loop's (clients, requests); None: a closed batch
 
     def to_dict(self) -> dict[str, Any]:
         """The command's ``--json``."""
         from ..render.compare import compare_json
 
         return compare_json(list(self.choices), list(self.names), self.prompt, self.output, self.method,
-                            self.workload, self.pricing)
+                            self.workload, self.pricing, self.plans, self.load)
 
     def to_pandas(self) -> Any:
         """One row a GPU and layout, the command's CSV columns."""
         from ..render.compare import compare_rows
 
-        return _frame(compare_rows(list(self.choices), list(self.names), self.method, self.workload, self.pricing))
+        return _frame(compare_rows(list(self.choices), list(self.names), self.method, self.workload, self.pricing,
+                                   self.plans))
 
 
 def _place(w: Workload, gpu_spec: str | GPU, calibrated: bool, tp: int, ep: int, pp: int) -> StepResult:
@@ -234,32 +238,95 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
             batch: int | None = None, tpot_ms: float | None = None, reserve_gib: float | None = None,
             calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1, pp: int = 1, stack: str = "roofline",
             chunked_prefill: bool = True, max_num_batched_tokens: int | None = None,
-            price_per_gpu_hour: float | None = None, **options: Any) -> CompareResult:
+            price_per_gpu_hour: float | None = None, replicas: Sequence[int] = (1,),
+            disagg: Sequence[str | tuple[int, int]] = (), prefill_tp: int | None = None,
+            decode_tp: int | None = None, kv_transfer: str = "after", concurrency: int | None = None,
+            requests: int | None = None, **options: Any) -> CompareResult:
     """One request on each GPU of ``gpus`` (and each TP degree of ``tp``): at ``batch``, at the largest batch
     whose mean TPOT is at most ``tpot_ms``, or at the largest batch that fits; each batch served as
     :func:`generate` serves it (``stack``, ``chunked_prefill``, ``max_num_batched_tokens``); with
     ``price_per_gpu_hour`` and the GPU files' board power, dollars and joules per output token
-    (``serving.cost.Pricing``)."""
+    (``serving.cost.Pricing``).
+
+    Deployments beside them, each row :func:`serve` of the same load: ``replicas`` N > 1, N aggregated copies of
+    each TP layout; each ``disagg`` P:D, P prefill replicas of ``prefill_tp`` and D decode replicas of
+    ``decode_tp`` (by default each ``tp``), the KV moved ``kv_transfer``. ``concurrency``: every row (one engine
+    too) is that closed loop of clients sending ``requests`` in all, not a closed batch (``serving.deployed``)."""
     from ..engine.choice import choose_batch
-    from ..engine.parallel import Layout
+    from ..engine.parallel import Layout, check_degree
     from ..errors import UserError
+    from ..serving.batch import BatchServer
+    from ..serving.cost import Pricing
+    from ..serving.deployed import Plan
+    from ..serving.replicas import check_replicas, parse_disagg
+    from .deployed import Options, check_disagg, deployment_choice
 
     if tpot_ms is not None and not 0 < tpot_ms < math.inf:
         raise UserError(f"--tpot-ms {tpot_ms}: give a positive, finite number of milliseconds")
-    choices, names = [], []
-    base = None
+    for n in replicas:
+        check_replicas(n)
+    splits = [parse_disagg(d) for d in disagg]
+    load = _closed_loop(concurrency, requests, batch, tpot_ms)
+    served = load is not None or splits or any(n > 1 for n in replicas)
+    if served and not chunked_prefill:
+        raise UserError("--no-chunked-prefill with --replicas, --disagg or --concurrency: those rows are analyze "
+                        "serve's simulation, whose replicas run chunked prefill")
+    if (prefill_tp is not None or decode_tp is not None) and not splits:
+        raise UserError("--prefill-tp and --decode-tp are the layouts of --disagg P:D: give the split")
+    for flag, degree in (("--prefill-tp", prefill_tp), ("--decode-tp", decode_tp)):
+        if degree is not None:
+            check_degree(flag, degree)
+    choices, names, plans, prices = [], [], [], []
+    base = method = None
     for spec in gpus:
         g = _gpu(spec)
-        for t in tp:
-            label = layout_label(g.id, t, ep, pp, several=len(tp) > 1)
+        price = Pricing(price_per_gpu_hour, None if g.power is None else g.power.board_w)
+        rows = [Plan(Layout(t, ep, pp), n) for t in tp for n in replicas]
+        sides = list(dict.fromkeys((t if prefill_tp is None else prefill_tp, t if decode_tp is None else decode_tp)
+                                   for t in tp))
+        rows += [Plan(Layout(d, ep, pp), dn, pn, Layout(p, ep, pp)) for p, d in sides for pn, dn in splits]
+        for plan in rows:
+            t = plan.layout.tp
             server, base, method = _server(g, prompt, output, reserve_gib, calibrated, t, ep, pp, stack,
                                            chunked_prefill, max_num_batched_tokens, options)
-            choices.append(choose_batch(server, base, prompt, output, label, batch,
-                                        None if tpot_ms is None else tpot_ms / 1e3, layout=Layout(t, ep, pp)))
+            tpot_s = None if tpot_ms is None else tpot_ms / 1e3
+            if plan.kind == "engine" and load is None:
+                label = layout_label(g.id, t, ep, pp, several=len(tp) > 1)
+                choice = choose_batch(server, base, prompt, output, label, batch, tpot_s, layout=plan.layout)
+            else:
+                assert isinstance(server, BatchServer)  # chunked prefill: checked above
+                label = layout_label(g.id, t, ep, pp, several=len(tp) > 1) if plan.kind == "engine" else \
+                    f"{g.id} {plan.name()}"
+                if plan.kind == "disaggregated":
+                    prefill, _, _ = _server(g, prompt, output, reserve_gib, calibrated, plan.prefill_layout.tp, ep,
+                                            pp, stack, chunked_prefill, max_num_batched_tokens, options)
+                    assert isinstance(prefill, BatchServer)
+                    check_disagg(g, plan, server, prefill, prompt, output)
+                shared = Options(prompt, output, reserve_gib, calibrated, stack, method.max_num_batched_tokens,
+                                 price_per_gpu_hour, kv_transfer, options)
+                choice = deployment_choice(g, plan, server, shared, base, label, batch, tpot_s, load)
+            choices.append(choice)
             names.append(g.name)
-    assert base is not None
+            plans.append(plan)
+            prices.append(price)
+    assert base is not None and method is not None
     return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label(), method,
-                         base, pricing(gpus=gpus, tp=tp, price_per_gpu_hour=price_per_gpu_hour))
+                         base, tuple(prices), tuple(plans), load)
+
+
+def _closed_loop(concurrency: int | None, requests: int | None, batch: int | None,
+                 tpot_ms: float | None) -> tuple[int, int | None] | None:
+    """compare's load: None, a closed batch of the chosen size; else (clients, requests) of a closed loop."""
+    from ..errors import UserError
+
+    if concurrency is None:
+        if requests is not None:
+            raise UserError("--requests without --concurrency: a closed batch's requests are its batch")
+        return None
+    if batch is not None or tpot_ms is not None:
+        raise UserError("--concurrency with --batch or --tpot-ms: give one load (the clients of a closed loop, or "
+                        "a closed batch)")
+    return concurrency, requests
 
 
 def pricing(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), tp: Sequence[int] = (1,),

@@ -35,6 +35,20 @@ def compare(
     pp: opt.Pp = 1,
     price_per_gpu_hour: float = typer.Option(None, "--price-per-gpu-hour", help="Dollars per GPU-hour: adds "
                                              "$ per million output tokens and joules per output token."),
+    replicas: list[int] = typer.Option(None, "--replicas", help="N > 1: a row per GPU and TP degree of N "
+                                       "aggregated copies of the model (analyze serve --replicas N); repeatable."),
+    disagg: list[str] = typer.Option(None, "--disagg", help="P:D: a row per GPU of P prefill and D decode "
+                                     "replicas (analyze serve --disagg P:D); repeatable."),
+    prefill_tp: int = typer.Option(None, "--prefill-tp", help="With --disagg: a prefill replica's TP (default "
+                                   "--tp)."),
+    decode_tp: int = typer.Option(None, "--decode-tp", help="With --disagg: a decode replica's TP (default --tp)."),
+    kv_transfer: str = typer.Option("after", "--kv-transfer", help="With --disagg: send a request's KV 'after' its "
+                                    "prefill (the default) or 'overlap' it with the prefill layer by layer."),
+    concurrency: int = typer.Option(None, "--concurrency", help="Every row a closed loop of this many clients, each "
+                                    "sending its next request when its last ends (analyze serve --concurrency), "
+                                    "instead of a closed batch."),
+    requests: int = typer.Option(None, "--requests", help="With --concurrency: requests in all (default max(200, "
+                                 "8 × concurrency))."),
     json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
 ) -> None:
@@ -55,9 +69,19 @@ def compare(
 
     Cost and energy: rooflinectl compare --gpu h100 --gpu b200 --model llama-3-8b --tpot-ms 20
     --price-per-gpu-hour 2.5
+
+    Deployments: --replicas N and --disagg P:D add rows, per GPU, simulated by analyze serve on the same load:
+    N copies of each --tp layout, requests to the least loaded; P prefill replicas (--prefill-tp, default --tp)
+    and D decode replicas (--decode-tp, default --tp), each request's KV moved between them (the KV xfer column:
+    its time on the link). TTFT, TPOT and E2E are the requests' means; out tok/s/GPU divides by every GPU of the
+    deployment (P × prefill TP + D × decode TP); $ and J per output token are the deployment's (all its GPUs paid
+    for the run, each GPU's power over its busy time); the largest batch is what the replicas' KV caches hold at
+    once (a disaggregated row's: its decode replicas'). --concurrency C serves every row, one engine's too, as a
+    closed loop of C clients instead. Aggregated on 8 GPUs or 2 prefill + 6 decode:
+    rooflinectl compare --gpu h100 --model llama-3-8b --batch 64 --replicas 8 --disagg 2:6
     """
     from .. import api
-    from ..render.compare import COMPARE_FIELDS, compare_rows, print_compare
+    from ..render.compare import COMPARE_FIELDS, compare_rows, compare_title, print_compare
     from ..render.csvout import to_csv
 
     one_format(json, csv)
@@ -66,15 +90,16 @@ def compare(
                          reserve_gib=reserve_gib, calibrated=calibrated, tp=tp or [1], ep=ep, pp=pp, model=model,
                          dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype, act_dtype=act_dtype,
                          group_size=group_size, attention=attention, fuse=fuse,
-                         price_per_gpu_hour=price_per_gpu_hour)
-    choices, names = list(result.choices), list(result.names)
+                         price_per_gpu_hour=price_per_gpu_hour, replicas=replicas or [1], disagg=disagg or [],
+                         prefill_tp=prefill_tp, decode_tp=decode_tp, kv_transfer=kv_transfer,
+                         concurrency=concurrency, requests=requests)
+    choices, names, plans = list(result.choices), list(result.names), list(result.plans)
     if json:
         print_json(result.to_dict())
     elif csv:
-        print(to_csv(compare_rows(choices, names, result.method, result.workload, result.pricing), COMPARE_FIELDS),
-              end="")
+        print(to_csv(compare_rows(choices, names, result.method, result.workload, result.pricing, plans),
+                     COMPARE_FIELDS), end="")
     else:
-        rule = choices[0].rule
-        title = (f"{result.model_id}, prompt {prompt:,}, output {output:,}, {result.types}; batch: {rule}\n"
-                 f"{result.method.text()}")
-        print_compare(console(), choices, names, title, result.method, result.workload, result.pricing)
+        title = compare_title(result.model_id, prompt, output, result.types, choices, result.method, result.load)
+        print_compare(console(), choices, names, title, result.method, result.workload, result.pricing, plans,
+                      result.load)

@@ -34,7 +34,7 @@ class Served(Protocol):
     def output_tokens_per_s_per_gpu(self) -> float: ...
     @property
     def total_tokens_per_s_per_gpu(self) -> float: ...
-    def phase_bound(self, phase: str) -> tuple[str, float]: ...
+    def phase_bound(self, phase: str) -> tuple[str, float] | None: ...  # None: the run kept no step's ops
 
 
 class Server(Protocol):
@@ -162,6 +162,12 @@ def choose(base: Workload, prompt: int, output: int, analyze_step: StepAnalyzer,
     return choose_batch(server, base, prompt, output, gpu, batch, tpot_s, layout)
 
 
+def does_not_fit(m: MemoryBudget) -> str:
+    """Why a row has no numbers when not one request fits: ``m`` the memory of one."""
+    return f"does not fit: one request needs {gib(m.total_bytes)} (weights {gib(m.weight_bytes)}) of " \
+        f"{gib(m.capacity_bytes, 0)}"
+
+
 def choose_batch(server: Server, base: Workload, prompt: int, output: int, gpu: str, batch: int | None = None,
                  tpot_s: float | None = None, layout: Layout = Layout()) -> Choice:
     """One GPU's row of ``compare``: at ``batch`` when given (if it fits), at the largest batch whose mean TPOT is
@@ -186,10 +192,7 @@ def choose_batch(server: Server, base: Workload, prompt: int, output: int, gpu: 
     else:
         rule = "largest that fits" if top == largest else f"largest one step runs ({top:,}: the token budget)"
     if largest == 0:
-        m = server.budget(1)
-        need = (f"does not fit: one request needs {gib(m.total_bytes)} (weights "
-                f"{gib(m.weight_bytes)}) of {gib(m.capacity_bytes, 0)}")
-        return Choice(gpu, rule, 0, None, need, layout)
+        return Choice(gpu, rule, 0, None, does_not_fit(server.budget(1)), layout)
     if batch is not None:
         if batch > largest:
             return Choice(gpu, rule, largest, None, f"batch {batch:,} does not fit (largest {largest:,})", layout)

@@ -142,7 +142,11 @@ def test_bad_input_is_one_line(args, fragments, tmp_path, monkeypatch):
 
 # --- compare ----------------------------------------------------------------------------------------------------
 
-ROW = {"gpu": (str,), "tp": (int,), "ep": (int,), "pp": (int,), "gpus": (int,), "name": (str,), "rule": (str,), "batch": (int, NONE), "largest_batch": (int,),
+ROW = {"gpu": (str,), "tp": (int,), "ep": (int,), "pp": (int,), "gpus": (int,), "deployment": (str,),
+       "replicas": (int, NONE), **{k: (int, NONE) for k in ("prefill_replicas", "prefill_tp", "prefill_ep",
+                                                            "decode_replicas", "decode_tp", "decode_ep")},
+       "kv_transfer_s": (float, NONE), "kv_wait_s": (float, NONE), "kv_bytes_per_request": (float, NONE),
+       "name": (str,), "rule": (str,), "batch": (int, NONE), "largest_batch": (int,),
        "ttft_s": (float, NONE), "tpot_s": (float, NONE), "e2e_s": (float, NONE),
        "output_tokens_per_s_per_gpu": (float, NONE), "total_tokens_per_s_per_gpu": (float, NONE),
        "bound": (str, NONE), "note": (str,), "stack": (str,), "chunked_prefill": (bool,),
@@ -150,7 +154,8 @@ ROW = {"gpu": (str,), "tp": (int,), "ep": (int,), "pp": (int,), "gpus": (int,), 
 # The data types every row and point ran, and the whole output's (a script tells an int4 run from a bf16 one).
 TYPES = {"dtype": (str,), "weight_dtype": (str,), "group_size": (int, NONE), "act_dtype": (str,), "kv_dtype": (str,)}
 COMPARE = {"request.prompt": (int,), "request.output": (int,), "model": (str, NONE), **METHOD, **TYPES,
-           "price_per_gpu_hour": (NONE,),
+           "price_per_gpu_hour": (NONE,), "load.kind": (str,), "load.concurrency": (int, NONE),
+           "load.requests": (int, NONE),
            **{f"gpus[].{k}": v for k, v in {**ROW, **TYPES}.items()}}
 
 
@@ -160,6 +165,10 @@ def test_compare_json_schema_and_rows():
                  "20"),
         run_json("compare", "--gpu", "h100", "--gpu", "b200", "--model", "llama-3-70b", "--batch", "8"),
         run_json("compare", "--gpu", "h100", "--model", "llama-3-70b", "--output", "1"),
+        run_json("compare", "--gpu", "h100", "--model", "llama-3-8b", "--batch", "8", "--output", "8", "--replicas",
+                 "2", "--disagg", "1:1"),
+        run_json("compare", "--gpu", "h100", "--model", "llama-3-8b", "--concurrency", "4", "--requests", "8",
+                 "--output", "8"),
     ]
     check_schema(outputs, COMPARE)
     at_target = outputs[0]["gpus"]
