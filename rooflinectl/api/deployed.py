@@ -44,6 +44,12 @@ class DeploymentServer:
     def largest(self) -> int:
         return self.plan.replicas * self.replica.largest()
 
+    def most_at_once(self) -> int | None:
+        """The most requests a step of every replica that holds requests to their end runs at once: one replica's
+        (``BatchServer.most_at_once``) times those replicas."""
+        most = self.replica.most_at_once()
+        return None if most is None else self.plan.replicas * most
+
     def budget(self, batch: int) -> MemoryBudget:
         """What the busiest replica holding requests to their end holds: its share of ``batch``."""
         from ..serving.deployed import per_replica
