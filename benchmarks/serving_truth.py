@@ -13,8 +13,8 @@ A row is used when it is aggregated serving (``mode`` agg) on one model copy, it
 bundled here (MODELS), in a quantization mapped here (``quant_options``). Each is simulated with ``api.serve``:
 ``concurrency`` clients in a closed loop, every request ``isl`` prompt and ``osl`` output tokens,
 ``tp_effective`` as --tp (and --ep), max_num_seqs = concurrency (the engines were configured to hold every
-client), the engine's scheduling of prompts beside decodes (PREFILL_STEPS), the scheduler's other limits at their
-defaults (8,192 tokens a step, chunked prefill, blocks of 16), the KV cache in bf16 (the runs do not record its
+client), the engine's scheduling of prompts beside decodes (PREFILL_STEPS) and token budget a step (BUDGETS),
+chunked prefill, blocks of 16, the KV cache in bf16 (the runs do not record its
 type), and REQUESTS(concurrency)
 requests, fewer than the measured runs had, for speed: with fixed lengths in a closed loop the clients run in step,
 so the mean over a few rounds is the mean over many.
@@ -85,6 +85,16 @@ MODELS = {
 # (its scheduler's default without --enable-mixed-chunk). Measured here: SGLang's rows replayed with separate
 # steps, refit, held-out TTFT error 10.5% against 47.6% mixed; TensorRT-LLM's with separate steps 96.6%.
 PREFILL_STEPS = {"vllm": "mixed", "sglang": "separate", "trtllm": "mixed"}
+# Each engine's token budget a step in the runs (written into its stack's max_num_batched_tokens). vLLM: 2,048,
+# its SchedulerConfig's own default where the engine is built outside its OpenAI server and LLM class (which take
+# 8,192 and 16,384 on a GPU of 70 GiB or more: vllm/engine/arg_utils.py, get_batch_defaults), as these runs'
+# workers are, and the budget ai-dynamo/aiconfigurator's replay of its own H100 Qwen3-32B vLLM rows states
+# (docs/blogs/digital-twin-simulation, h100_qwen3_counterpart); measured here on half the vLLM rows, refit:
+# held-out TTFT error 23.4% at 2,048 against 31.9% at 8,192, TPOT 11.3% against 10.7%. SGLang and TensorRT-LLM:
+# 8,192 (SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens); TensorRT-LLM replayed without chunked
+# prefill (its default) and a budget holding a whole prompt beside the decodes gave the same errors (TTFT 33.8%,
+# TPOT 12.0% against 12.1%, half its rows).
+BUDGETS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
 SYSTEMS = {"h100_sxm": "h100-sxm", "b200_sxm": "b200"}
 BACKENDS = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -166,9 +176,16 @@ class Case:
         """api.serve's keywords but the stack and the fusions."""
         layout = {"ep": self.ep} if self.ep > 1 else {}
         steps = {"prefill_steps": "separate"} if not self.mixed else {}
+        if self.budget != 8192:
+            steps["max_num_batched_tokens"] = self.budget
         return dict(gpu=self.gpu, model=self.model, tp=self.tp, **layout, concurrency=self.concurrency,
                     prompt=self.isl, output=self.osl, requests=requests_for(self.concurrency),
                     max_num_seqs=self.concurrency, **steps, **dict(self.dtypes))
+
+    @property
+    def budget(self) -> int:
+        """The engine's token budget a step (BUDGETS)."""
+        return BUDGETS[self.backend]
 
     @property
     def mixed(self) -> bool:
@@ -343,13 +360,13 @@ def record(case: Case, model, reuse: Recorded | None = None) -> Recorded:
     o = case.options
     load = closed_loop(case.concurrency, int(o["requests"]), Lengths("fixed", case.isl), Lengths("fixed", case.osl),
                        0)
-    capacity = kv_capacity(model, 8192, 16, reserve_bytes(model.gpu.capacity_bytes, None))
+    capacity = kv_capacity(model, case.budget, 16, reserve_bytes(model.gpu.capacity_bytes, None))
     if capacity.blocks == 0:
         raise UserError(f"{case.model} on {case.gpu} TP{case.tp}: no room for the KV cache")
     if reuse is not None and reuse.kv_blocks == capacity.blocks:
         return reuse
     clock = _Clock()
-    config = SchedulerConfig(8192, case.concurrency, True, case.mixed)
+    config = SchedulerConfig(case.budget, case.concurrency, True, case.mixed)
     run = simulate(load, clock, BlockPool(capacity.blocks, 16), config)  # type: ignore[arg-type]
     requests = [(round(s.request.arrival_s), round(s.token_times_s[0]), round(s.token_times_s[-1]),
                  len(s.token_times_s)) for s in run.served]
@@ -619,15 +636,16 @@ compute_efficiency: {c}
 attention_efficiency: {ae}
 kv_position_ns: {kv_position_ns}
 prefill_steps: {prefill_steps}
+max_num_batched_tokens: {budget}
 fused: [{fused}]
 notes: >-
   Reproduce: python benchmarks/serving_truth.py --fit --write-stacks (from the repository root, the CSV at
   {csv_default}). The figures are one fit over both GPUs, every model and quantization: they absorb what the
   roofline does not model (attention and MoE kernels below the roofs, the KV cache's type, which the runs do not
   record, the engine's scheduler and API server) and are not measurements of {name} itself; the published runs
-  used the engine's own scheduler limits, which the fit simulated as 8,192 tokens a step with chunked prefill and
-  as many sequences as clients; prefill_steps is the engine's scheduling of prompts beside decodes
-  (benchmarks/serving_truth.py's PREFILL_STEPS says which and what was measured). fused: the Q/K/V and gate/up weights {name} loads as one matrix each.
+  used the engine's own scheduler limits, which the fit simulated as max_num_batched_tokens tokens a step with
+  chunked prefill and as many sequences as clients; prefill_steps is the engine's scheduling of prompts beside
+  decodes (benchmarks/serving_truth.py's PREFILL_STEPS and BUDGETS say why and what was measured). fused: the Q/K/V and gate/up weights {name} loads as one matrix each.
 """
 
 
@@ -715,7 +733,7 @@ def kv_tokens(case: Case) -> int:
     from rooflinectl.serving.stepmodel import kv_capacity
 
     model = step_model(case, ())
-    return kv_capacity(model, 8192, 16, reserve_bytes(model.gpu.capacity_bytes, None)).blocks * 16
+    return kv_capacity(model, case.budget, 16, reserve_bytes(model.gpu.capacity_bytes, None)).blocks * 16
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -839,7 +857,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 id=backend, name=ENGINE_NAMES[backend], csv_name=csv_path.name, commit=commit, rows=f.rows,
                 held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), b=f.bandwidth_efficiency,
                 c=f.compute_efficiency, ae=f.attention_efficiency, fused=", ".join(FUSED), **f.figures,
-                prefill_steps=PREFILL_STEPS[backend],
+                prefill_steps=PREFILL_STEPS[backend], budget=BUDGETS[backend],
                 csv_default=DEFAULT_CSV)
             (ROOT / "stacks" / f"{backend}.yaml").write_text(text)
     return 0

@@ -45,7 +45,7 @@ def _positive_ms(value: float | None, what: str) -> float | None:
 
 def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate: float | None = None,
           trace: str | None = None, prompt: int | str = 2048, output: int | str = 256, requests: int | None = None,
-          seed: int = 0, max_num_batched_tokens: int = 8192, max_num_seqs: int = 256, chunked_prefill: bool = True,
+          seed: int = 0, max_num_batched_tokens: int | None = None, max_num_seqs: int = 256, chunked_prefill: bool = True,
           block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
           tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, spec: str | None = None,
@@ -75,7 +75,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     replicas (``decode_tp``, ``decode_ep``), each request's KV cache moved between them ``kv_transfer`` ``"after"``
     its prefill or ``"overlap"``-ped with it layer by layer (``serving.replicas``, ``serving.transfer``).
     ``prefill_steps``: ``"mixed"`` (prefill chunks beside the decodes) or ``"separate"`` (steps of prompts apart
-    from steps of decodes, prompts first), by default the stack's (``serving.scheduler``)."""
+    from steps of decodes, prompts first), by default the stack's (``serving.scheduler``);
+    ``max_num_batched_tokens`` by default the stack's, else 8,192."""
     from ..engine.memory import reserve_bytes
     from ..engine.parallel import Layout
     from ..errors import UserError
@@ -116,6 +117,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     costs = load_stack(stack)
     if prefill_steps not in (None, "mixed", "separate"):
         raise UserError(f"--prefill-steps {prefill_steps}: give mixed or separate")
+    if max_num_batched_tokens is None:
+        max_num_batched_tokens = costs.max_num_batched_tokens or SchedulerConfig.max_num_batched_tokens
     config = SchedulerConfig(max_num_batched_tokens, max_num_seqs, chunked_prefill,
                              (prefill_steps or costs.prefill_steps) == "mixed")
     if options.get("fuse") is None:

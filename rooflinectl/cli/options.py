@@ -103,8 +103,8 @@ BatchChunkedPrefill = Annotated[bool, typer.Option(
     "chunks of the token budget beside the decodes of those already prefilled (default). --no-chunked-prefill "
     "prefills every prompt in one step; with --stack roofline that is the static batch of earlier releases.")]
 BatchBudget = Annotated[int | None, typer.Option(
-    "--max-num-batched-tokens", help="Tokens one simulated step may compute with chunked prefill (default 8,192, "
-    "vLLM's); it also sizes the activations the memory check counts.")]
+    "--max-num-batched-tokens", help="Tokens one simulated step may compute with chunked prefill (default: the stack's, "
+    "else vLLM's 8,192); it also sizes the activations the memory check counts.")]
 Reserve = Annotated[float | None, typer.Option(
     "--reserve-gib", help="HBM the framework holds beyond weights, KV cache and activations (CUDA context, "
     "workspaces, CUDA graphs, fragmentation); default 10% of the GPU's, as vLLM's --gpu-memory-utilization 0.9.",
@@ -150,8 +150,8 @@ ServeOutput = Annotated[str, typer.Option("--output", help="Output tokens: a num
 Requests = Annotated[int | None, typer.Option("--requests", help="Requests in a run (default max(200, 8 × "
                                                "concurrency) in a closed loop, 200 in an open loop).")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of the drawn lengths and arrivals.")]
-MaxBatchedTokens = Annotated[int, typer.Option("--max-num-batched-tokens",
-                                               help="Tokens one step may compute (vLLM's default 8,192).")]
+MaxBatchedTokens = Annotated[int | None, typer.Option(
+    "--max-num-batched-tokens", help="Tokens one step may compute (default: the stack's, else vLLM's 8,192).")]
 MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Sequences one step may hold (vLLM's 256).")]
 ChunkedPrefill = Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill",
                                               help="Prefill prompts in chunks beside decodes (vLLM's default).")]

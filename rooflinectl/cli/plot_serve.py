@@ -29,7 +29,7 @@ def plot_serve(
     output: opt.ServeOutput = "256",
     requests: opt.Requests = None,
     seed: opt.Seed = 0,
-    max_num_batched_tokens: opt.MaxBatchedTokens = 8192,
+    max_num_batched_tokens: opt.MaxBatchedTokens = None,
     max_num_seqs: opt.MaxSeqs = 256,
     chunked_prefill: opt.ChunkedPrefill = True,
     block_size: opt.BlockSize = 16,

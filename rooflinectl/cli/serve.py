@@ -27,7 +27,7 @@ def serve(
     output: opt.ServeOutput = "256",
     requests: opt.Requests = None,
     seed: opt.Seed = 0,
-    max_num_batched_tokens: opt.MaxBatchedTokens = 8192,
+    max_num_batched_tokens: opt.MaxBatchedTokens = None,
     max_num_seqs: opt.MaxSeqs = 256,
     chunked_prefill: opt.ChunkedPrefill = True,
     prefill_steps: opt.PrefillSteps = None,

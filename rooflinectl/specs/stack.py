@@ -98,6 +98,9 @@ class Stack(Strict):
     # TensorRT-LLM's in-flight batching); ``separate``, a step of prompts whenever one can be formed, else a step
     # of decodes (SGLang without --enable-mixed-chunk). serving.scheduler states both; --prefill-steps overrides.
     prefill_steps: PrefillSteps = "mixed"
+    # The token budget a step (--max-num-batched-tokens) the engine ran with where the figures were fitted, the
+    # default of a run on this stack (none: vLLM's API-server default on a data-centre GPU, 8,192).
+    max_num_batched_tokens: Annotated[int, Field(ge=1, le=2**24)] | None = None
     fused: list[Fusion] = Field(default_factory=list)
     notes: Text | None = None
 

@@ -79,6 +79,17 @@ def test_a_stack_states_its_policy_and_the_option_overrides_it(tmp_path):
     assert len({s.token_times_s[-1] for s in separate.run.served[:4]}) == 1
 
 
+def test_a_stacks_token_budget_is_the_default_and_the_option_overrides_it(tmp_path):
+    small = tmp_path / "small.yaml"
+    small.write_text("id: small\nname: Small\nsource: a test\nmax_num_batched_tokens: 512\n")
+    kw = dict(gpu="h100", model="llama-3.1-8b", concurrency=2, prompt=2000, output=4, requests=2)
+    run = rl.serve(stack=str(small), **kw)
+    assert run.to_dict()["scheduler"]["max_num_batched_tokens"] == 512
+    assert run.run.max_tokens_in_step == 512  # 2 × 2,000 prompt tokens in chunks of the budget
+    assert rl.serve(stack=str(small), max_num_batched_tokens=4096, **kw).run.max_tokens_in_step == 4000
+    assert rl.serve(**kw).to_dict()["scheduler"]["max_num_batched_tokens"] == 8192  # roofline: none of its own
+
+
 def test_a_bad_policy_gets_one_line():
     r = cli("analyze", "serve", "--model", "llama-3.1-8b", "--prefill-steps", "both")
     assert_one_line_error(r, "--prefill-steps both")
