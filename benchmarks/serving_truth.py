@@ -622,8 +622,8 @@ id: {id}
 name: {name}
 source: >-
   fitted by benchmarks/serving_truth.py --fit to the published runs of {name} in {csv_name}
-  (ai-dynamo/aiconfigurator's silicon_sample.csv at commit {commit}) that it simulates (agg, no expert
-  parallelism, a bundled model) and whose id's SHA-256 starts with an even hex digit, less those whose clients'
+  (ai-dynamo/aiconfigurator's silicon_sample.csv at commit {commit}) that it simulates (agg, attention
+  tensor-parallel, a bundled model) and whose id's SHA-256 starts with an even hex digit, less those whose clients'
   sequences overflow the simulated KV cache and those the data's README flags: {rows} rows; on the other half's
   rows it represents ({held} rows) mean TPOT is off by {tpot:.1f}% and mean TTFT by {ttft:.1f}% (mean absolute
   error; docs/serving.md, "Validation against published runs")
