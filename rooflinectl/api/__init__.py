@@ -191,7 +191,8 @@ def _server(g: GPU, prompt: int, output: int, reserve_gib: float | None, calibra
         raise UserError("--max-num-batched-tokens with --no-chunked-prefill: without chunked prefill one step "
                         "holds the whole batch's prompts; the budget is chunked prefill's")
     costs = load_stack(stack)
-    budget = max_num_batched_tokens or costs.max_num_batched_tokens or SchedulerConfig.max_num_batched_tokens
+    budget = max_num_batched_tokens if max_num_batched_tokens is not None else (
+        costs.max_num_batched_tokens or SchedulerConfig.max_num_batched_tokens)
     method = Method(costs, chunked_prefill, budget)
     if not method.static and options.get("fuse") is None:
         options = {**options, "fuse": list(method.stack.fused)}

@@ -24,9 +24,11 @@ from rooflinectl.records.kernel import (
     save,
 )
 
-# measure --kernel's committed records (a workload's or a profile's carry a "kind" and schema versions of their own).
+# measure --kernel's committed records, each with its schema_version (a workload's or a profile's carry a "kind" and
+# schema versions of their own; benchmark scripts' records carry neither).
 RESULTS_ALL = [p for p in sorted((Path(__file__).parents[2] / "docs" / "results").glob("*/*.json"))
-               if "kind" not in json.loads(p.read_text())]
+               if isinstance(record := json.loads(p.read_text()), dict) and "kind" not in record
+               and "schema_version" in record]
 # Those saved before schema 2 (docs/results/h200-2026-12-02*/); later ones are version 2.
 RESULTS = [p for p in RESULTS_ALL if json.loads(p.read_text()).get("schema_version") == 1]
 

@@ -95,8 +95,8 @@ def test_a_kernel_timed_at_a_sweeps_size_pairs_with_that_value_of_the_sweep():
 
 # measure --kernel's schema 1 files, not a workload's or a profile's (records of their own kinds, with "kind").
 @pytest.mark.parametrize("path", [p for p in sorted(RESULTS.glob("*/*.json"))
-                                  if json.loads(p.read_text()).get("schema_version") == 1
-                                  and "kind" not in json.loads(p.read_text())],
+                                  if isinstance(record := json.loads(p.read_text()), dict)
+                                  and record.get("schema_version") == 1 and "kind" not in record],
                          ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_records_saved_before_ops_had_kinds_still_draw(path):
     """docs/results holds schema 1 files: no op_kind, and the shape in the op's name ("softmax 4096x16384"),
