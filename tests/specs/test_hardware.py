@@ -609,3 +609,16 @@ def test_gaudi3_has_no_sm_level_figures_and_occupancy_says_so():
     assert (gaudi.sm_count, gaudi.boost_clock_mhz, gaudi.limits, gaudi.memory.smem_per_sm_kib) == (None,) * 4
     result = cli("occupancy", "--gpu", "gaudi3", "--threads", "256", "--regs", "64")
     assert_one_line_error(result, "occupancy does not apply to gaudi3", "no SM-level limits")
+
+
+def test_a_user_file_with_malformed_aliases_spoils_no_other_lookup(tmp_path, monkeypatch):
+    """The catalog names a user file by its id and aliases without validating it: ``aliases: true`` names nothing
+    (the fuzz's find: a TypeError escaped every --gpu lookup), and the file itself is refused when asked for."""
+    from rooflinectl.errors import UserError
+    from rooflinectl.specs.hardware import HARDWARE_PATH_ENV, load_gpu
+
+    (tmp_path / "x.yaml").write_text("id: yes\naliases: true\n")
+    monkeypatch.setenv(HARDWARE_PATH_ENV, str(tmp_path))
+    assert load_gpu("h100").id == "h100-sxm"
+    with pytest.raises(UserError, match="aliases"):
+        load_gpu("yes")
