@@ -280,8 +280,13 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
             check_degree(flag, degree)
     choices, names, plans, prices = [], [], [], []
     base = method = None
+    seen: dict[str, str | GPU] = {}
     for spec in gpus:
         g = _gpu(spec)
+        if g.id in seen:  # the same rows twice, simulated twice: a slip, said in one line
+            raise UserError(f"--gpu {spec if isinstance(spec, str) else g.id}: {g.id} is already compared (as "
+                            f"{seen[g.id] if isinstance(seen[g.id], str) else g.id}); name each GPU once")
+        seen[g.id] = spec
         price = Pricing(price_per_gpu_hour, None if g.power is None else g.power.board_w)
         rows = [Plan(Layout(t, ep, pp), n) for t in tp for n in replicas]
         sides = list(dict.fromkeys((t if prefill_tp is None else prefill_tp, t if decode_tp is None else decode_tp)

@@ -131,6 +131,7 @@ def test_generate_help_and_analyze_still_analyze():
     (["analyze", "generate", "--model", "mixtral-8x7b", "--ep", "2"], ["--ep", "not simulated"]),
     (["compare", "--tpot-ms", "0"], ["--tpot-ms 0"]),
     (["compare", "--json", "--csv"], ["give one"]),
+    (["compare", "--gpu", "h100", "--gpu", "h100-sxm"], ["--gpu h100-sxm", "already compared (as h100)"]),
     (["compare", "--output", "1", "--tpot-ms", "20"], ["at least 2 output tokens"]),
     (["plot", "pareto", "--output", "1", "-o", "x.png"], ["at least 2 output tokens"]),
     (["plot", "pareto", "-o", "x.txt"], ["unknown image format"]),
