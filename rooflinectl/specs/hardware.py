@@ -424,8 +424,8 @@ def _names(path: Path) -> list[str]:
         if None not in scanned:
             return [n for n in scanned if n is not None]
     data = read_yaml(path)
-    aliases = data.get("aliases")  # a malformed list (aliases: true) names nothing; loading the file says why
-    return [n for n in [data.get("id"), *(aliases if isinstance(aliases, list) else [])] if isinstance(n, str)]
+    listed = data.get("aliases")  # a malformed list (aliases: true) names nothing; loading the file says why
+    return [n for n in [data.get("id"), *(listed if isinstance(listed, list) else [])] if isinstance(n, str)]
 
 
 def list_gpus() -> list[GPU]:
