@@ -33,12 +33,11 @@ import math
 from collections.abc import Callable
 
 from ..engine.roofline import Analysis
-from ..errors import UserError
 from ..specs.step import Seqs
 from .kvcache import BlockPool
 from .load import Load, Request
 from .scheduler import Live, Scheduled, Scheduler, SchedulerConfig
-from .simulate import Point, RankTotals, Run, Served, _emit, _thin
+from .simulate import Point, RankTotals, Run, Served, _emit, _thin, check_whole_prompts
 from .stepmodel import Capacity, StepModel
 
 
@@ -67,12 +66,7 @@ def serve_ranks(load: Load, model: StepModel, capacity: Capacity, config: Schedu
     most in use over all ranks at a step's end of scheduling (at least any rank's own peak); its steps' sequences
     and tokens are every rank's."""
     e = model.layout.batch_shards
-    if not config.chunked_prefill:
-        longest = max(r.prompt + r.output - 1 for r in load.requests)
-        if longest > config.max_num_batched_tokens:
-            raise UserError(f"without chunked prefill a step must hold a whole prompt (and a preempted request's "
-                            f"tokens): {longest:,} tokens > --max-num-batched-tokens "
-                            f"{config.max_num_batched_tokens:,}")
+    check_whole_prompts(load, config)
     pools = [BlockPool(capacity.blocks, block_size, capacity.state_blocks) for _ in range(e)]
     ranks = [Scheduler(config, pool) for pool in pools]
     held, taken = [0] * e, [0] * e

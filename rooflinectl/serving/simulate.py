@@ -257,6 +257,17 @@ class Simulation:
         return self.run.goodput(self.slo_ttft_s, self.slo_tpot_s)
 
 
+def check_whole_prompts(load: Load, config: SchedulerConfig) -> None:
+    """Without chunked prefill a step must hold a whole prompt (and a preempted request's tokens): a load with a
+    longer one would never run, refused in one line."""
+    if not config.chunked_prefill:
+        longest = max(r.prompt + r.output - 1 for r in load.requests)
+        if longest > config.max_num_batched_tokens:
+            raise UserError(f"without chunked prefill a step must hold a whole prompt (and a preempted request's "
+                            f"tokens): {longest:,} tokens > --max-num-batched-tokens "
+                            f"{config.max_num_batched_tokens:,}")
+
+
 def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerConfig,
              progress: Callable[[int], None] | None = None, speculation: Speculation | None = None,
              seed: int = 0) -> Run:
@@ -264,12 +275,7 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
     ``config``'s scheduler. ``progress`` is told each finished request. With ``speculation`` each decoding
     sequence verifies drafts a step, its drafter's time is added to the step's, and its accepted drafts are drawn
     from ``seed`` (``serving.speculation``)."""
-    if not config.chunked_prefill:
-        longest = max(r.prompt + r.output - 1 for r in load.requests)
-        if longest > config.max_num_batched_tokens:
-            raise UserError(f"without chunked prefill a step must hold a whole prompt (and a preempted request's "
-                            f"tokens): {longest:,} tokens > --max-num-batched-tokens "
-                            f"{config.max_num_batched_tokens:,}")
+    check_whole_prompts(load, config)
     scheduler = Scheduler(config, pool, 0 if speculation is None else speculation.k)
     latency = model.stack.request_latency_us / 1e6 if model.stack is not None else 0.0
     rng = random.Random(seed)
