@@ -11,7 +11,6 @@ what needs them (the occupancy calculator, the per-SM columns of the memory hier
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -19,12 +18,13 @@ from pydantic import Field, NonNegativeInt, model_validator
 from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 
 from ..errors import UserError, closest
-from ..files import read_text, user_path
+from ..files import user_path
 from ..units import GIB, KIB
 from .devices import require_device
 from .dtypes import TensorDType, VectorDType
 from .load import Count, Peak, Rate, Size, Strict, looks_like_path, read_yaml, search_dirs, validate
 from .measured import COLLECTIVES, Ceilings, Collective, Measured
+from .names import file_names
 
 HARDWARE_PATH_ENV = "ROOFLINECTL_HARDWARE_PATH"
 
@@ -375,7 +375,7 @@ def _catalog_and_claims() -> tuple[dict[str, Path], dict[str, tuple[Path, Path]]
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.y*ml")):
-            found = _names(path)
+            found = file_names(path)
             if found:
                 ids[path] = found[0].lower()
             for i, name in enumerate(found):
@@ -388,44 +388,6 @@ def _catalog_and_claims() -> tuple[dict[str, Path], dict[str, tuple[Path, Path]]
                     claims.pop(key, None)
                 names[key] = path
     return names, claims
-
-
-_ID_LINE = re.compile(r"^id:[ \t]*(.*?)[ \t]*(?:[ \t]#.*)?$", re.MULTILINE)
-_ALIASES_LINE = re.compile(r"^aliases:[ \t]*(.*?)[ \t]*(?:[ \t]#.*)?$", re.MULTILINE)
-_PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9._-]*$")
-_YAML_WORDS = {"true", "false", "null"}  # the plain names that specs.load.SAFE_LOADER reads as non-strings
-
-
-def _scalar(text: str) -> str | None:
-    """A YAML scalar that is surely the string it reads as: quoted without escapes, or a plain name that YAML
-    cannot take for a number, a boolean or null. None: let YAML decide."""
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and "\\" not in text and text[0] not in text[1:-1]:
-        return text[1:-1]
-    if _PLAIN_NAME.match(text) and text.lower() not in _YAML_WORDS:
-        return text
-    return None
-
-
-def _names(path: Path) -> list[str]:
-    """The id and aliases of a GPU file, the names it is found by. A cheap scan of the top-level ``id:`` and
-    ``aliases: [...]`` lines, as every bundled file writes them, spares parsing each file at every lookup; any
-    other form of those keys is read by YAML (the same answer, a test checks every bundled file both ways)."""
-    text = read_text(path)
-    ids, aliases = _ID_LINE.findall(text), _ALIASES_LINE.findall(text)
-    scanned: list[str | None] = []
-    if len(ids) == 1 and len(aliases) <= 1:
-        scanned.append(_scalar(ids[0]))
-        if aliases:
-            flow = aliases[0]
-            if flow.startswith("[") and flow.endswith("]") and "[" not in flow[1:] and "{" not in flow:
-                scanned += [_scalar(item.strip()) for item in flow[1:-1].split(",") if item.strip()]
-            else:
-                scanned.append(None)
-        if None not in scanned:
-            return [n for n in scanned if n is not None]
-    data = read_yaml(path)
-    listed = data.get("aliases")  # a malformed list (aliases: true) names nothing; loading the file says why
-    return [n for n in [data.get("id"), *(listed if isinstance(listed, list) else [])] if isinstance(n, str)]
 
 
 def list_gpus() -> list[GPU]:

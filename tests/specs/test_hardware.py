@@ -403,7 +403,7 @@ def _yaml_names(path):
 
 @pytest.mark.parametrize("path", FILES, ids=_id)
 def test_the_cheap_name_scan_agrees_with_yaml(path):
-    from rooflinectl.specs.hardware import _names
+    from rooflinectl.specs.names import file_names as _names
 
     assert _names(path) == _yaml_names(path)
 
@@ -416,7 +416,7 @@ def test_the_cheap_name_scan_agrees_with_yaml(path):
     "id: x1#2\naliases: [a#b, c]  # a '#' without a space before it is part of the name\n",
 ])
 def test_the_cheap_name_scan_falls_back_to_yaml(tmp_path, head):
-    from rooflinectl.specs.hardware import _names
+    from rooflinectl.specs.names import file_names as _names
 
     path = tmp_path / "x1.yaml"
     path.write_text(head + "name: X\n")
