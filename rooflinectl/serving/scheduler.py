@@ -172,15 +172,10 @@ class Scheduler:
         while admit and self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             live = self.waiting[0]
             request = live.request
-            found = self._prefix_found(request) if live.computed == 0 else 0
-            hit = found * self.pool.block_size or live.computed
-            left = live.target - hit
-            if not self.config.chunked_prefill and left > budget:
+            admission = self._admission(live, budget)
+            if admission is None:
                 break
-            new = min(left, budget)
-            cost = self.pool.attach_cost(request.prefix_id) if found else 0  # type: ignore[arg-type]
-            if self.pool.blocks_for(hit + new) - found + cost > self.pool.total - self.pool.used:
-                break
+            found, hit, new = admission
             self.waiting.popleft()
             self.running.append(live)
             if request.prefix_id is not None:
@@ -197,19 +192,25 @@ class Scheduler:
         return out
 
     def _admissible(self) -> bool:
-        """Whether the first waiting request could start a prefill step now: a sequence slot, and KV blocks for its
-        first chunk (all of its prompt without chunked prefill, which must fit the budget)."""
-        if not self.waiting or len(self.running) >= self.config.max_num_seqs:
-            return False
-        live = self.waiting[0]
+        """Whether the first waiting request could start a prefill step now: a sequence slot, and its admission
+        with the whole budget (:meth:`_admission`)."""
+        return (bool(self.waiting) and len(self.running) < self.config.max_num_seqs
+                and self._admission(self.waiting[0], self.config.max_num_batched_tokens) is not None)
+
+    def _admission(self, live: Live, budget: int) -> tuple[int, int, int] | None:
+        """``live``'s admission with ``budget`` tokens left: (its prefix's cached blocks it finds, the positions
+        it starts with, its first chunk's tokens); None where it does not fit: without chunked prefill its prompt
+        must fit the budget, and the KV cache must hold the chunk's blocks (and a cached prefix's attachment)."""
         found = self._prefix_found(live.request) if live.computed == 0 else 0
         hit = found * self.pool.block_size or live.computed
         left = live.target - hit
-        budget = self.config.max_num_batched_tokens
         if not self.config.chunked_prefill and left > budget:
-            return False
+            return None
+        new = min(left, budget)
         cost = self.pool.attach_cost(live.request.prefix_id) if found else 0  # type: ignore[arg-type]
-        return self.pool.blocks_for(hit + min(left, budget)) - found + cost <= self.pool.total - self.pool.used
+        if self.pool.blocks_for(hit + new) - found + cost > self.pool.total - self.pool.used:
+            return None
+        return found, hit, new
 
     def _prefix_found(self, request: Request) -> int:
         """The blocks of ``request``'s prefix it finds cached: the prefix's full blocks, at most its prompt less
