@@ -115,12 +115,8 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     BlockPool.check_block_size(block_size)
     g = _gpu(gpu)
     costs = load_stack(stack)
-    if prefill_steps not in (None, "mixed", "separate"):
-        raise UserError(f"--prefill-steps {prefill_steps}: give mixed or separate")
-    if max_num_batched_tokens is None:
-        max_num_batched_tokens = costs.max_num_batched_tokens or SchedulerConfig.max_num_batched_tokens
-    config = SchedulerConfig(max_num_batched_tokens, max_num_seqs, chunked_prefill,
-                             (prefill_steps or costs.prefill_steps) == "mixed")
+    config = SchedulerConfig.on(costs, max_num_batched_tokens, max_num_seqs, chunked_prefill, prefill_steps)
+    max_num_batched_tokens = config.max_num_batched_tokens
     if options.get("fuse") is None:
         options = {**options, "fuse": list(costs.fused)}
     step_model = (RankModel if layout.dp_attention else StepModel)(base_workload(**options), g, calibrated, layout,

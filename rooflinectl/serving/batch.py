@@ -309,8 +309,7 @@ class BatchServer:
         model.seen_shapes.clear()  # a run's new attention shapes are its own
         model.steps.clear()
         run = simulate(load, model, BlockPool(blocks, m.block_size, self.capacity.state_blocks if self.capacity else 0),
-                       SchedulerConfig(tokens, max_num_seqs=batch, chunked_prefill=m.chunked_prefill,
-                                       mixed=m.stack.prefill_steps == "mixed"))
+                       SchedulerConfig.on(m.stack, tokens, batch, m.chunked_prefill))
         steps = tuple(model.steps)
         first = model.analyze(_seqs(steps[0][0]))
         return BatchRun(request, run, memory, m, self.layout.gpus, first, steps, model)

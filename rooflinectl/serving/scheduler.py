@@ -34,10 +34,14 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from .kvcache import BlockPool
 from .load import Request
+
+if TYPE_CHECKING:
+    from ..specs.stack import Stack
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,18 @@ class SchedulerConfig:
             raise UserError(f"--max-num-batched-tokens {self.max_num_batched_tokens:,}: give 1 to {2**24:,}")
         if not 1 <= self.max_num_seqs <= 2**20:
             raise UserError(f"--max-num-seqs {self.max_num_seqs:,}: give 1 to {2**20:,}")
+
+    @classmethod
+    def on(cls, stack: Stack | None, max_num_batched_tokens: int | None = None, max_num_seqs: int = 256,
+           chunked_prefill: bool = True, prefill_steps: str | None = None) -> SchedulerConfig:
+        """The scheduler of an engine on ``stack``: the limits given, else the stack's (its engine's as its figures
+        were fitted: ``max_num_batched_tokens``, ``prefill_steps``), else the defaults above."""
+        if prefill_steps not in (None, "mixed", "separate"):
+            raise UserError(f"--prefill-steps {prefill_steps}: give mixed or separate")
+        if max_num_batched_tokens is None:
+            max_num_batched_tokens = (stack.max_num_batched_tokens if stack else None) or cls.max_num_batched_tokens
+        steps = prefill_steps or (stack.prefill_steps if stack else "mixed")
+        return cls(max_num_batched_tokens, max_num_seqs, chunked_prefill, steps == "mixed")
 
 
 @dataclass
