@@ -87,14 +87,16 @@ MODELS = {
 PREFILL_STEPS = {"vllm": "mixed", "sglang": "separate", "trtllm": "mixed"}
 # Each engine's token budget a step in the runs (written into its stack's max_num_batched_tokens). vLLM: 2,048,
 # its SchedulerConfig's own default where the engine is built outside its OpenAI server and LLM class (which take
-# 8,192 and 16,384 on a GPU of 70 GiB or more: vllm/engine/arg_utils.py, get_batch_defaults), as these runs'
-# workers are, and the budget ai-dynamo/aiconfigurator's replay of its own H100 Qwen3-32B vLLM rows states
+# 8,192 and 16,384 on a GPU of 70 GiB or more: vllm/engine/arg_utils.py, get_batch_defaults; the runs do not
+# record how their workers were built), and the budget ai-dynamo/aiconfigurator's replay of its own H100 Qwen3-32B
+# vLLM rows states
 # (docs/blogs/digital-twin-simulation, h100_qwen3_counterpart); measured here on half the vLLM rows, refit:
 # held-out TTFT error 23.4% at 2,048 against 31.9% at 8,192, TPOT 11.3% against 10.7%. SGLang and TensorRT-LLM:
 # 8,192 (SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens); TensorRT-LLM replayed without chunked
 # prefill (its default) and a budget holding a whole prompt beside the decodes gave the same errors (TTFT 33.8%,
 # TPOT 12.0% against 12.1%, half its rows).
 BUDGETS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
+DEFAULT_BUDGET = 8192  # api.serve's budget where neither the options nor the stack give one (SchedulerConfig)
 SYSTEMS = {"h100_sxm": "h100-sxm", "b200_sxm": "b200"}
 BACKENDS = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -176,7 +178,7 @@ class Case:
         """api.serve's keywords but the stack and the fusions."""
         layout = {"ep": self.ep} if self.ep > 1 else {}
         steps = {"prefill_steps": "separate"} if not self.mixed else {}
-        if self.budget != 8192:
+        if self.budget != DEFAULT_BUDGET:
             steps["max_num_batched_tokens"] = self.budget
         return dict(gpu=self.gpu, model=self.model, tp=self.tp, **layout, concurrency=self.concurrency,
                     prompt=self.isl, output=self.osl, requests=requests_for(self.concurrency),
