@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -109,6 +110,13 @@ class Load:
         if self.kind == "rate":
             return f"Poisson arrivals at {self.rate:g} requests/s (open loop)"
         return "a trace's arrivals"
+
+    def opening(self) -> tuple[list[Request], Iterator[Request]]:
+        """The requests known at the start, at their arrival times (a closed loop's first ``concurrency``, every
+        request of an open loop or a trace), and the rest in order, each sent when a client's last one finishes."""
+        queue = iter(self.requests)
+        first = self.concurrency if self.kind == "concurrency" else len(self.requests)
+        return [next(queue) for _ in range(min(first, len(self.requests)))], queue
 
 
 def with_shared_prefix(load: Load, tokens: int) -> Load:

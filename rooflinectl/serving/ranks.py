@@ -73,9 +73,8 @@ def serve_ranks(load: Load, model: StepModel, capacity: Capacity, config: Schedu
     where: dict[int, int] = {}  # a request's rank
     latency = model.stack.request_latency_us / 1e6 if model.stack is not None else 0.0
     arrivals: list[tuple[float, int, Request]] = []
-    queue = iter(load.requests)
-    first = load.concurrency if load.kind == "concurrency" else len(load.requests)
-    for request in [next(queue) for _ in range(min(first, len(load.requests)))]:
+    opening, queue = load.opening()
+    for request in opening:
         heapq.heappush(arrivals, (request.arrival_s, request.id, request))
     served: list[Served] = []
     timeline: list[Point] = []

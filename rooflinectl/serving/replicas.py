@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import cast
 
@@ -129,9 +129,8 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
     decoders = [r for r in replicas if r.role == "decode"]
     events: list[tuple[float, int, int, object]] = []  # (time, order, kind, payload), a heap
     order = iter(range(2**62))
-    queue: Iterator[Request] = iter(load.requests)
-    first = load.concurrency if load.kind == "concurrency" else len(load.requests)
-    for request in [next(queue) for _ in range(min(first, len(load.requests)))]:
+    opening, queue = load.opening()
+    for request in opening:
         heapq.heappush(events, (request.arrival_s, next(order), _ARRIVE, request))
     served: list[Served] = []
     sent: list[tuple[float, float, float, float]] = []  # each transfer: (KV bytes, link bytes, link time, wait)

@@ -281,9 +281,8 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
     rng = random.Random(seed)
     verifications = verified = drafted = accepted = 0
     arrivals: list[tuple[float, int, Request]] = []  # (time, id, request), a heap
-    queue = iter(load.requests)
-    first = load.concurrency if load.kind == "concurrency" else len(load.requests)
-    for request in [next(queue) for _ in range(min(first, len(load.requests)))]:
+    opening, queue = load.opening()
+    for request in opening:
         heapq.heappush(arrivals, (request.arrival_s, request.id, request))
     served: list[Served] = []
     timeline: list[Point] = []
