@@ -33,7 +33,8 @@ clients' sequences fit the simulated KV cache, and the data's README names no fa
 the other half. In a closed loop with fixed lengths the steps the engine runs do not depend on their times (a
 client's next request arrives at the end of the step that finished its last), so one recorded run per row prices
 every stack (``Linear``): a step costs Σ ops count · max(compute time / compute_efficiency, memory time /
-bandwidth_efficiency) (a collective's interconnect time unscaled; the attention ops' over attention_efficiency)
+bandwidth_efficiency) (a collective's interconnect time over collective_efficiency; the attention ops' over
+attention_efficiency)
 + kernels × kernel_gap_us + step_overhead_us + sequences × sequence_overhead_us + KV positions × layers ×
 kv_position_ns, each request's TTFT and TPOT are sums of its steps' costs, and TTFT adds request_latency_us. For
 each (bandwidth_efficiency, compute_efficiency) of a grid the other figures are the non-negative minimizers of
@@ -274,9 +275,11 @@ def predict_serve(case: Case, stack: str) -> tuple[float, float]:
 
 # A stack's unknowns as the fit sees them, in the order of Linear's columns and of the fit's solution: µs per
 # kernel, µs per step, µs per sequence in a step, ns per KV position and layer, µs per request between engine and
-# client, and 1/attention_efficiency − 1 (the attention ops' extra time over their time at the roofs).
+# client, 1/attention_efficiency − 1 (the attention ops' extra time over their time at the roofs) and
+# 1/collective_efficiency − 1 (the collectives' extra time over theirs at the interconnect's roof).
 UNKNOWNS = ("kernel_gap_us", "step_overhead_us", "sequence_overhead_us", "kv_position_ns", "request_latency_us",
-            "attention_extra")
+            "attention_extra", "collective_extra")
+EXTRAS = 2  # the last UNKNOWNS: the ops' extra times, each a share of an op class's time at the roofs
 SCALES = (1e-6, 1e-6, 1e-6, 1e-9, 1e-6)  # the linear unknowns' units in seconds
 
 
@@ -284,30 +287,37 @@ SCALES = (1e-6, 1e-6, 1e-6, 1e-9, 1e-6)  # the linear unknowns' units in seconds
 class Linear:
     """A row's mean TTFT and TPOT (seconds) as functions of a stack. At each grid point (b, c) of the efficiencies
     the ops' time and the attention ops' part of it are numbers; the rest is linear in the stack's other figures:
-    mean = ops(b, c) + attention(b, c) · attention_extra + Σ_j column_j · unknown_j · SCALES_j, the columns being
+    mean = ops(b, c) + attention(b, c) · attention_extra + collectives(b, c) · collective_extra
+    + Σ_j column_j · unknown_j · SCALES_j, the columns being
     the kernels, the steps, the sequences, the KV positions × layers (each step's, weighted as the steps enter
     the mean) and the requests' latency (1 for TTFT, 0 for TPOT)."""
 
     ops: dict[tuple[float, float], tuple[float, float]]  # (b, c) → (TTFT, TPOT) of the ops at the roofs scaled
     attention: dict[tuple[float, float], tuple[float, float]]  # (b, c) → the attention ops' share of that
+    collectives: dict[tuple[float, float], tuple[float, float]]  # (b, c) → the collectives' share of that
     columns: tuple[tuple[float, ...], tuple[float, ...]]  # (TTFT, TPOT) × the linear unknowns
 
     def at(self, b: float, c: float, x: Sequence[float]) -> tuple[float, float]:
         """(mean TTFT, mean TPOT) in ms at grid point (b, c) and unknowns ``x`` (UNKNOWNS' order and units)."""
         out = []
         for m in (0, 1):
-            fixed = sum(col * v * scale for col, v, scale in zip(self.columns[m], x[:-1], SCALES))
-            out.append((self.ops[(b, c)][m] + self.attention[(b, c)][m] * x[-1] + fixed) * 1e3)
+            fixed = sum(col * v * scale for col, v, scale in zip(self.columns[m], x[:-EXTRAS], SCALES))
+            out.append((self.ops[(b, c)][m] + self.attention[(b, c)][m] * x[-2]
+                        + self.collectives[(b, c)][m] * x[-1] + fixed) * 1e3)
         return out[0], out[1]
 
     def to_json(self) -> dict[str, object]:
         return {"ops": [[b, c, *v] for (b, c), v in self.ops.items()],
                 "attention": [[b, c, *v] for (b, c), v in self.attention.items()],
+                "collectives": [[b, c, *v] for (b, c), v in self.collectives.items()],
                 "columns": [list(col) for col in self.columns]}
 
     @classmethod
     def from_json(cls, d: dict) -> Linear:
-        return cls({(b, c): (t, p) for b, c, t, p in d["ops"]}, {(b, c): (t, p) for b, c, t, p in d["attention"]},
+        def table(key: str) -> dict[tuple[float, float], tuple[float, float]]:
+            return {(b, c): (t, p) for b, c, t, p in d[key]}
+
+        return cls(table("ops"), table("attention"), table("collectives"),
                    (tuple(d["columns"][0]), tuple(d["columns"][1])))
 
 
@@ -436,13 +446,14 @@ def linear_of(case: Case, rec: Recorded, model, grid: Iterable[tuple[float, floa
     ct, mt = np.array([k[0] for k in keys]), np.array([k[1] for k in keys])
     comm, att = np.array([k[2] for k in keys]), np.array([k[3] for k in keys])
     wt, wp = np.array([weights[k][0] for k in keys]), np.array([weights[k][1] for k in keys])
-    ops, attn = {}, {}
+    ops, attn, coll = {}, {}, {}
     for b, c in grid:
         # a collective's time is the interconnect's: a stack's bandwidth efficiency scales HBM alone
         t = np.maximum(ct / c, np.where(comm, mt, mt / b))
         ops[(b, c)] = (float(wt @ t), float(wp @ t))
         attn[(b, c)] = (float(wt @ (t * att)), float(wp @ (t * att)))
-    return Linear(ops, attn, (tuple(columns[0]), tuple(columns[1])))  # type: ignore[arg-type]
+        coll[(b, c)] = (float(wt @ (t * comm)), float(wp @ (t * comm)))
+    return Linear(ops, attn, coll, (tuple(columns[0]), tuple(columns[1])))  # type: ignore[arg-type]
 
 
 # --- the fit -----------------------------------------------------------------------------------------------------
@@ -453,8 +464,9 @@ class Fitted:
     backend: str
     bandwidth_efficiency: float
     compute_efficiency: float
-    figures: dict[str, float]  # UNKNOWNS but attention_extra, rounded as the stack file states them
+    figures: dict[str, float]  # UNKNOWNS but the extras, rounded as the stack file states them
     attention_efficiency: float
+    collective_efficiency: float
     rows: int
     tpot_mape: float  # on the fitting rows
     ttft_mape: float
@@ -462,7 +474,8 @@ class Fitted:
     @property
     def unknowns(self) -> tuple[float, ...]:
         """The figures in UNKNOWNS' order."""
-        return (*(self.figures[k] for k in UNKNOWNS[:-1]), 1 / self.attention_efficiency - 1)
+        return (*(self.figures[k] for k in UNKNOWNS[:-EXTRAS]), 1 / self.attention_efficiency - 1,
+                1 / self.collective_efficiency - 1)
 
 
 def nnls(a: np.ndarray, y: np.ndarray, iterations: int = 100) -> np.ndarray:
@@ -501,7 +514,7 @@ def fit_unknowns(lins: Sequence[Linear], cases: Sequence[Case], b: float, c: flo
         # relative residual = (ops + Σ column·x)/measured − 1 → a·x − y
         for m, measured in ((1, case.tpot_ms / 1e3), (0, case.ttft_ms / 1e3)):
             rows_a.append([*(col * unit / measured for col, unit in zip(lin.columns[m], SCALES)),
-                           lin.attention[(b, c)][m] / measured])
+                           lin.attention[(b, c)][m] / measured, lin.collectives[(b, c)][m] / measured])
             rows_y.append(1 - lin.ops[(b, c)][m] / measured)
     a, y = np.array(rows_a), np.array(rows_y)
     # Each metric's residuals count in proportion to its target: a TTFT error of 25% weighs as a TPOT one of 12%.
@@ -529,8 +542,9 @@ def fit_backend(backend: str, lins: Sequence[Linear], cases: Sequence[Case]) -> 
     assert best is not None
     _, b, c, x = best
     digits = {"kv_position_ns": 2, "kernel_gap_us": 2}
-    figures = {k: round(float(v), digits.get(k, 1)) for k, v in zip(UNKNOWNS[:-1], x)}
-    f = Fitted(backend, b, c, figures, round(1 / (1 + float(x[-1])), 3), len(cases), 0.0, 0.0)
+    figures = {k: round(float(v), digits.get(k, 1)) for k, v in zip(UNKNOWNS[:-EXTRAS], x)}
+    f = Fitted(backend, b, c, figures, round(1 / (1 + float(x[-2])), 3), round(1 / (1 + float(x[-1])), 3),
+               len(cases), 0.0, 0.0)
     tpot = [abs(lin.at(b, c, f.unknowns)[1] / k.tpot_ms - 1) * 100 for lin, k in zip(lins, cases)]
     ttft = [abs(lin.at(b, c, f.unknowns)[0] / k.ttft_ms - 1) * 100 for lin, k in zip(lins, cases)]
     return replace(f, tpot_mape=statistics.fmean(tpot), ttft_mape=statistics.fmean(ttft))
@@ -636,6 +650,7 @@ request_latency_us: {request_latency_us}
 bandwidth_efficiency: {b}
 compute_efficiency: {c}
 attention_efficiency: {ae}
+collective_efficiency: {ce}
 kv_position_ns: {kv_position_ns}
 prefill_steps: {prefill_steps}
 max_num_batched_tokens: {budget}
@@ -673,7 +688,7 @@ def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid:
         return value
 
     full_grid = [(b, c) for b in BANDWIDTH_GRID for c in COMPUTE_GRID]
-    grid_what = f"grid {FUSED} {full_grid}"
+    grid_what = f"grid {FUSED} {full_grid} collectives"
 
     results: list[Result] = []
     linears: dict[str, Linear] = {}
@@ -700,11 +715,12 @@ def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid:
 
         methods: dict[str, tuple[str, Callable[[], object]]] = {
             "generate": ("generate", lambda case=case: list(predict_generate(case))),
-            "roofline": ("roofline", lambda: serve_at((), 1.0, 1.0, (0.0, 0.0, 0.0, 0.0))),
+            "roofline": ("roofline", lambda: serve_at((), 1.0, 1.0, (0.0,) * len(UNKNOWNS))),
         }
         if case.backend in stacks:
             st = stacks[case.backend]
-            x = (*(getattr(st, k) for k in UNKNOWNS[:-1]), 1 / st.attention_efficiency - 1)
+            x = (*(getattr(st, k) for k in UNKNOWNS[:-EXTRAS]), 1 / st.attention_efficiency - 1,
+                 1 / st.collective_efficiency - 1)
             methods["stack"] = (f"stack {list(st.fused)} {st.bandwidth_efficiency} {st.compute_efficiency} {x}",
                                 lambda st=st, x=x: serve_at(st.fused, st.bandwidth_efficiency,
                                                             st.compute_efficiency, x))
@@ -810,11 +826,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         w(f"| {reason} | {n} |\n")
     methods = ["generate", "roofline", "stack"]
     if fitted:
-        names = ["bandwidth_efficiency", "compute_efficiency", *UNKNOWNS[:-1], "attention_efficiency"]
+        names = ["bandwidth_efficiency", "compute_efficiency", *UNKNOWNS[:-EXTRAS], "attention_efficiency",
+                 "collective_efficiency"]
         w("\n## Fitted stacks\n\n| engine | " + " | ".join(names) + " | rows fitted | TPOT MAPE (fitted rows) | "
           "TTFT MAPE (fitted rows) |\n|---|" + "--:|" * (len(names) + 3) + "\n")
         for f in fitted.values():
-            values = [f.bandwidth_efficiency, f.compute_efficiency, *f.figures.values(), f.attention_efficiency]
+            values = [f.bandwidth_efficiency, f.compute_efficiency, *f.figures.values(), f.attention_efficiency,
+                      f.collective_efficiency]
             w(f"| {ENGINE_NAMES[f.backend]} | " + " | ".join(str(v) for v in values)
               + f" | {f.rows} | {f.tpot_mape:.1f}% | {f.ttft_mape:.1f}% |\n")
     w("\n## Held-out rows (not fitted on)\n\n")
@@ -858,7 +876,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = STACK_TEXT.format(
                 id=backend, name=ENGINE_NAMES[backend], csv_name=csv_path.name, commit=commit, rows=f.rows,
                 held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), b=f.bandwidth_efficiency,
-                c=f.compute_efficiency, ae=f.attention_efficiency, fused=", ".join(FUSED), **f.figures,
+                c=f.compute_efficiency, ae=f.attention_efficiency, ce=f.collective_efficiency, fused=", ".join(FUSED), **f.figures,
                 prefill_steps=PREFILL_STEPS[backend], budget=BUDGETS[backend],
                 csv_default=DEFAULT_CSV)
             (ROOT / "stacks" / f"{backend}.yaml").write_text(text)

@@ -249,6 +249,8 @@ def _stack_line(r: Simulation) -> str:
         costs.append(f"{st.bandwidth_efficiency:.0%} of the bandwidth and {st.compute_efficiency:.0%} of the peak")
     if st.attention_efficiency != 1:
         costs.append(f"attention at {st.attention_efficiency:.0%} of its op's rate")
+    if st.collective_efficiency != 1:
+        costs.append(f"collectives at {st.collective_efficiency:.0%} of the link's rate")
     if st.attention != "varlen":
         costs.append(f"{st.attention} attention (every query over the whole batch's KV)")
     return f"stack {st.id}: {timed}" + (f"; {', '.join(costs)}" if costs else ", no cost beyond them")

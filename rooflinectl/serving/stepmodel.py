@@ -62,6 +62,7 @@ class StepModel:
                             f"(batch_dense); model {base.model.id}'s sliding-window, chunked, sparse or recurrent "
                             f"layers are not modelled that way: use a stack whose attention is varlen")
         self.attention_efficiency = stack.attention_efficiency if stack is not None else 1.0
+        self.collective_efficiency = stack.collective_efficiency if stack is not None else 1.0
         self._rest: dict[tuple[object, ...], tuple[float, int]] = {}
         self._rest_ops: dict[tuple[object, ...], tuple[Op, ...]] = {}
         self._parts: dict[tuple[int, int], Parts] = {}
@@ -107,7 +108,8 @@ class StepModel:
                 share, more = divmod(tokens, sequences)
                 folded = tuple(Seqs(c, n) for c, n in ((more, share + 1), (sequences - more, share)) if c)
             rest = [p for p in self.analyze(folded).placements if p.op.kind not in PER_SEQUENCE_KINDS]
-            time = sum(self._time(p.op) if self.scaled else p.total_time_s for p in rest)
+            time = sum((self._time(p.op) if self.scaled else p.total_time_s)
+                       / (self.collective_efficiency if p.op.kind == "communication" else 1.0) for p in rest)
             self._rest[key] = (time, sum(p.op.count for p in rest))
             self._rest_ops[key] = tuple(p.op for p in rest)
         return self._rest[key]

@@ -5,6 +5,7 @@ its figures, each with a ``source``; the serving simulation (``serving.stepmodel
 
     Σ over ops other than attention  max(FLOPs / (peak · compute_efficiency), bytes / (bandwidth · bandwidth_efficiency))
     + Σ over attention ops  (the same) / attention_efficiency
+    + Σ over collectives  (their interconnect time) / collective_efficiency
     + KV positions × layers × kv_position_ns
     + kernels in the step × kernel_gap_us  +  step_overhead_us  +  sequences in the step × sequence_overhead_us
     + new_shape_us, if the step's attention shape is one the run has not had before
@@ -88,6 +89,11 @@ class Stack(Strict):
     # reaches: each attention op's time is divided by it. Fitted where the engine's kernel is not the one the op
     # model was measured on (a masked dense kernel beside the op model's SDPA decode probes).
     attention_efficiency: Efficiency = 1.0
+    # The share of its op's time (the interconnect's roof or, under --calibrated, the op model's) the engine's
+    # collectives reach: each collective's time (the tensor-parallel all-reduces, the experts' all-to-alls) is
+    # divided by it. Fitted where the engine's all-reduce runs below the link's datasheet rate or is not
+    # overlapped with the GEMMs around it (stacks/<engine>.yaml's source says what it was fitted to).
+    collective_efficiency: Efficiency = 1.0
     # Per KV position and per layer whose attention reads it, a cost the attention op's FLOPs and bytes do not
     # show: for batch_dense the gathering of every sequence's K and V into one copy and its repetition for each
     # query head (copies), and the dense kernel's pass over every position with only heads × query tiles of

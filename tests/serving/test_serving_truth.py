@@ -80,14 +80,15 @@ def test_a_recorded_run_repriced_under_a_stack_is_that_stacks_simulation(tmp_pat
     case = st.Case(id="t", backend=backend, system="h100_sxm", model=model, gpu=gpu, tp=tp, ep=ep,
                    concurrency=3, isl=700, osl=40, dtypes=(("act_dtype", "fp8"), ("weight_dtype", "fp8")),
                    tpot_ms=1.0, ttft_ms=1.0, fit=True)
-    b, c, attention = 0.7, 0.45, 0.8
+    b, c, attention, collective = 0.7, 0.45, 0.8, 0.6
     figures = {"kernel_gap_us": 3.5, "step_overhead_us": 120.0, "sequence_overhead_us": 9.0, "kv_position_ns": 2.5,
                "request_latency_us": 4000.0}
     path = tmp_path / "mine.yaml"
     path.write_text("id: mine\nname: mine\nsource: a test\n" + "".join(f"{k}: {v}\n" for k, v in figures.items())
                     + f"bandwidth_efficiency: {b}\ncompute_efficiency: {c}\nattention_efficiency: {attention}\n"
+                    f"collective_efficiency: {collective}\n"
                     f"fused: [{', '.join(st.FUSED)}]\n")
-    x = (*(figures[k] for k in st.UNKNOWNS[:-1]), 1 / attention - 1)
+    x = (*(figures[k] for k in st.UNKNOWNS[:-st.EXTRAS]), 1 / attention - 1, 1 / collective - 1)
     zero = (0.0,) * len(st.UNKNOWNS)
     for stack, fused, point in ((str(path), st.FUSED, (b, c, x)), ("roofline", (), (1.0, 1.0, zero))):
         model_ = st.step_model(case, fused)
@@ -103,16 +104,17 @@ def test_a_recorded_run_repriced_under_a_stack_is_that_stacks_simulation(tmp_pat
 def test_the_fit_recovers_the_figures_it_was_made_with():
     """Rows whose measured means are a stack's own predictions are fitted back to that stack's figures."""
     grid = [(b, c) for b in st.BANDWIDTH_GRID for c in st.COMPUTE_GRID]
-    truth = (2.0, 40.0, 6.0, 1.5, 3000.0, 0.25)  # UNKNOWNS: µs, µs, µs, ns, µs, then 1/0.8 − 1
+    truth = (2.0, 40.0, 6.0, 1.5, 3000.0, 0.25, 0.5)  # UNKNOWNS: µs, µs, µs, ns, µs, then 1/0.8 − 1, 1/(2/3) − 1
     lins, cases = [], []
     for i in range(8):
         # memory-bound parts over b, compute-bound ones over c, attention apart: no two alike across the rows
         ops = {(b_, c_): ((1 + i) * 0.01 / b_ + 0.002 * (1 + i % 3) ** 2 / c_, (1 + i) * 0.001 / b_ + 1e-4 * i / c_)
                for b_, c_ in grid}
         attn = {(b_, c_): (0.003 * (i % 4) / b_, 0.0004 * (1 + i % 2) / b_) for b_, c_ in grid}
+        coll = {(b_, c_): (0.002 * (i % 3), 0.0003 * (i % 5)) for b_, c_ in grid}  # the link's: no b, no c
         columns = ((800.0 * (i + 2), 10.0 * (i + 1), 30.0 * (i + 1) ** 2, 5e5 * (i + 1) ** 2, 1.0),
                    (600.0 + 40 * i, 1.0, 4.0 + i, 2e5 * (i + 3), 0.0))
-        lin = st.Linear(ops, attn, columns)
+        lin = st.Linear(ops, attn, coll, columns)
         ttft, tpot = lin.at(0.8, 0.6, truth)
         lins.append(lin)
         cases.append(st.Case(id=str(i), backend="vllm", system="h100_sxm", model="llama-3-8b", gpu="h100-sxm", ep=1,

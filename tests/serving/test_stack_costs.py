@@ -1,6 +1,6 @@
 """A stack's attention rule and costs in the step model: batch_dense is the engine's count of one dense attention of
 the step's query tokens over all its KV positions, a repeated attention shape pays its plan once, and the position
-cost and the attention efficiency add what they say."""
+cost, the attention efficiency and the collective efficiency add what they say."""
 
 from __future__ import annotations
 
@@ -133,6 +133,22 @@ def test_the_position_cost_and_the_attention_efficiency():
     assert m.time_counts(counts) == pytest.approx(other + attention / 0.5 + 3000 * 32 * 10e-9 + kernels * 2e-6,
                                                   rel=1e-12)
     assert (layers, kernels) == (32, 15 * 32 + 3)
+
+
+def test_the_collective_efficiency_divides_the_collectives_alone():
+    # TP 2: a step's all-reduces (two a layer, and the logits' gather) take twice their time at the link's roof at
+    # an efficiency of 0.5; every other op keeps its own.
+    counts = {(1, 999): 3, (200, 0): 1}
+    layout = Layout(2)
+    plain = StepModel(base(), H100, layout=layout)
+    rest, _ = plain.step_ops(counts)
+    collectives = sum(place(op, H100.roofs()).total_time_s for op in rest if op.kind == "communication")
+    assert collectives > 0 and sum(op.count for op in rest if op.kind == "communication") >= 2 * 32
+    other, attention, _, _ = plain.op_times(counts)
+    m = StepModel(base(), H100, layout=layout, stack=stack(collective_efficiency=0.5))
+    assert m.time_counts(counts) == pytest.approx(other + collectives + attention, rel=1e-12)
+    assert StepModel(base(), H100, stack=stack(collective_efficiency=0.5)).time_counts(counts) == pytest.approx(
+        sum(StepModel(base(), H100).op_times(counts)[:2]), rel=1e-12)  # one GPU: no collective to slow
 
 
 def test_the_default_stack_is_still_the_engines_analysis():
