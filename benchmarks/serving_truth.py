@@ -115,7 +115,9 @@ def requests_for(concurrency: int) -> int:
     count is not recorded), for speed. All the clients start at once, so the first round queues for its prefills
     and the mean TTFT falls as rounds are added (Qwen3-32B TP4 on H100, 4096/512 tokens, 128 clients, vLLM's
     stack: 3.6 s over 2 rounds, 1.9 s over 4, 0.96 s over 10; measured 1.36 s); on a fifth of the fitting half
-    4 rounds came closest (TTFT error 39%, against 54% for 2 rounds and 47% for 10), TPOT hardly moves."""
+    4 rounds came closest (TTFT error 39%, against 54% for 2 rounds and 47% for 10), TPOT hardly moves. Weighting
+    the first round as one of aiconfigurator's benchmark's 20 (its bench_run.sh) was measured and not adopted:
+    docs/serving.md, "Validation against published runs", says what it gave."""
     return max(4 * concurrency, 32)
 
 
