@@ -25,7 +25,7 @@ from ..engine.count.attention_io import AttentionShape, flash_attention_op, flas
 from ..engine.count.op import Op
 from ..errors import UserError
 from ..units import MIB
-from .base import Inputs, Kernel, torch_dtype
+from .base import Inputs, Kernel, sm_count, torch_dtype
 
 LOG2E = 1.4426950408889634
 
@@ -44,6 +44,12 @@ class FlashConfig:
     # warps, 3 stages: within 1% of the pointer loads at 1 × 4,096-16,384 and 2.4% faster at 4 × 4,096 (1.249
     # against 1.280 ms; benchmarks/decode_grid_gpu.py --prefill-tma, run 7 of 2026-12-04), so not the default.
     tma: bool = False
+    # The grid's order. False: (query block, sequence·head), the query blocks of one head on the fastest axis
+    # (heaviest first under a causal mask), so the first wave holds every block of a few heads, heavy and light.
+    # True: (sequence·head, query block), the heads on the fastest axis (a K/V group's heads adjacent, sharing its
+    # K/V in the L2) and the query blocks heaviest first across the whole grid: the first wave holds the heaviest
+    # block of every head, the light ones fill the tail (longest-processing-time-first).
+    heads_fast: bool = False
 
 
 @triton.jit
@@ -94,13 +100,19 @@ def _flash_fwd_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, n_ctx, n_heads, group, qk_scale,
     sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, som, sod,
     HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-    WARP_SPEC: tl.constexpr, k_td=None, v_td=None, TMA: tl.constexpr = False,
+    WARP_SPEC: tl.constexpr, k_td=None, v_td=None, TMA: tl.constexpr = False, HEADS_FAST: tl.constexpr = False,
 ):  # fmt: skip
-    # Program (query block, sequence·head). Under a causal mask the last query blocks have the most work, so they
-    # start first (the grid runs axis 0 in order): the short blocks fill the tail.
+    # Program (query block, sequence·head), or (sequence·head, query block) with HEADS_FAST: the hardware starts
+    # programs axis 0 fastest. Under a causal mask the last query blocks have the most work, so they start first
+    # (block index reversed): the short blocks fill the tail.
     n_blocks = tl.cdiv(n_ctx, BLOCK_M)
-    pid_m = n_blocks - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-    bh = tl.program_id(1)
+    if HEADS_FAST:
+        blk = tl.program_id(1)
+        bh = tl.program_id(0)
+    else:
+        blk = tl.program_id(0)
+        bh = tl.program_id(1)
+    pid_m = n_blocks - 1 - blk if CAUSAL else blk
     b = bh // n_heads
     h = bh - b * n_heads
     kvh = h // group
@@ -174,6 +186,16 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
 # size (B1 4,096: 0.336 ms against 0.394; B1 32,768: 16.8-18.0 against 19.5; B4 32,768: 68.4 against 78.8) and
 # beat 128×64 blocks (0.353, 18.1, 72.8); 4 warps ran at 0.6× (run 1: 225-300 TFLOP/s).
 _CONFIG_D128 = FlashConfig(128, 128, num_warps=8, num_stages=3)
+# Causal, with the (sequence, head) pairs at most half the SMs: the heads on the grid's fastest axis (heaviest
+# query blocks of every head first). Measured on an H200, bf16, d 128, 128×128 in 8 warps, 3 stages, two runs each
+# (benchmarks/attention_lab_gpu.py, docs/results/h200-2026-12-04-attention-34c/run1.log), ms, query blocks fast
+# against heads fast: 1 × 32/8 × 4,096 0.339/0.337 against 0.313/0.315; 1 × 32/8 × 8,192 1.189/1.189 against
+# 1.141/1.142; 1 × 64/8 × 8,192 2.350/2.338 against 2.301/2.302; 1 × 32/8 × 16,384 4.413/4.372 against
+# 4.417/4.415 (level); with 128 pairs, 4 × 32/8 × 4,096, 1.274/1.272 against 1.284/1.286 (slower), and without
+# the mask 0.574 against 0.595 (1 × 4,096) and 8.862 against 9.149 (1 × 16,384), so neither takes it. 2 stages
+# ran 13-24% slower and 128×64 blocks 4-10% (in 3 or 4 stages); 4 stages of 128×128 exceed the shared memory
+# (288 kB of 227).
+_CONFIG_D128_HEADS_FAST = FlashConfig(128, 128, num_warps=8, num_stages=3, heads_fast=True)
 _CONFIG_D64 = FlashConfig(128, 64, num_warps=4, num_stages=3)
 _CONFIG_SMALL = FlashConfig(32, 16, num_warps=4, num_stages=2)  # the interpreter's and odd small shapes'
 
@@ -184,15 +206,16 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
     g = k.shape[1]
     if k.shape != (b, g, s, d) or v.shape != k.shape or h % g or out.shape != q.shape:
         raise ValueError(f"flash_attention: Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}")
-    cfg = config or _config_for(s, d)
+    cfg = config or _config_for(s, d, b * h, causal)
     if cfg.block_m % cfg.block_n:
         raise ValueError("flash_attention: block_m must be a multiple of block_n")
-    grid = (triton.cdiv(s, cfg.block_m), b * h)
+    blocks = triton.cdiv(s, cfg.block_m)
+    grid = (b * h, blocks) if cfg.heads_fast else (blocks, b * h)
     handle = _flash_fwd_kernel[grid](
         q, k, v, out, s, h, h // g, LOG2E / math.sqrt(d),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         HEAD_D=d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal, WARP_SPEC=cfg.warp_specialize,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_kv_descriptors(cfg, k, v),
+        HEADS_FAST=cfg.heads_fast, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_kv_descriptors(cfg, k, v),
     )  # fmt: skip
     return cfg, grid, handle
 
@@ -212,10 +235,13 @@ def _kv_descriptors(cfg: FlashConfig, k, v) -> dict:
             "v_td": TensorDescriptor.from_tensor(v.view(b * g, s, d), box), "TMA": True}
 
 
-def _config_for(s: int, d: int) -> FlashConfig:
+def _config_for(s: int, d: int, pairs: int, causal: bool) -> FlashConfig:
+    """The config for S tokens of head dimension d over ``pairs`` (sequence, query head) pairs."""
     if s <= 256:
         return _CONFIG_SMALL
-    return _CONFIG_D128 if d >= 128 else _CONFIG_D64
+    if d < 128:
+        return _CONFIG_D64
+    return _CONFIG_D128_HEADS_FAST if causal and 2 * pairs <= sm_count() else _CONFIG_D128
 
 
 HEAD_DIMS = (16, 32, 64, 128)
@@ -315,7 +341,7 @@ class FlashAttention(Kernel):
 
     def op(self, shape, dtype) -> Op:
         s = attention_shape(shape, self.causal)
-        cfg = _config_for(s.q_len, s.d)
+        cfg = _config_for(s.q_len, s.d, s.batch * s.heads, self.causal)
         return flash_attention_op(s, dtype, flash_tiling(s, dtype, l2_bytes=DEFAULT_L2_BYTES, block_q=cfg.block_m))
 
     def unfused_ops(self, shape, dtype) -> list[Op]:
@@ -328,7 +354,8 @@ class FlashAttention(Kernel):
         return torch.empty_like(inputs["q"])
 
     def config_for(self, shape, dtype) -> FlashConfig:
-        return _config_for(shape[3], shape[4])
+        b, h, _, n, d = shape
+        return _config_for(n, d, b * h, self.causal)
 
     def candidates(self, shape, dtype, gpu=None) -> list[FlashConfig]:
         chosen = self.config_for(shape, dtype)
@@ -339,7 +366,8 @@ class FlashAttention(Kernel):
         q = inputs["q"]
         self._start_run()
         cfg, grid, handle = flash_attention(q, inputs["k"], inputs["v"], out, self.causal,
-                                            config or _config_for(q.shape[2], q.shape[3]))
+                                            config or _config_for(q.shape[2], q.shape[3],
+                                                                  q.shape[0] * q.shape[1], self.causal))
         self._record(_flash_fwd_kernel, grid, cfg, handle, causal=self.causal)
 
     def reference(self, inputs: Inputs) -> torch.Tensor:
