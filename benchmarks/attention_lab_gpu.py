@@ -1,6 +1,7 @@
 """The prefill grid's order, the paged kernel's page-number load and the batch-1 combine, on a GPU in one call.
 
     python benchmarks/attention_lab_gpu.py OUT_DIR [--skip-checks] [--skip-prefill] [--skip-paged] [--skip-combine]
+        [--prefill-poly]
 
 1. Checks in bf16, every output NaN-poisoned first, fresh random inputs: prefill in both grid orders (query blocks
    or heads on the fastest axis) and every config timed below, causal and not, at lengths no multiple of the
@@ -9,7 +10,8 @@
    the split's pages or one more, bit-identical to the contiguous kernel and 20 repeats bit-identical
    (decode_grid_gpu.check_paged), on ragged batches whose slots past each length are NaN.
 2. Prefill, causal, bf16, d 128: both grid orders at 128×128 (2, 3, 4 stages) and 128×64 (3, 4 stages), 8 warps,
-   against SDPA's cuDNN and FlashAttention-2 backends; non-causal, both orders against cuDNN.
+   against SDPA's cuDNN and FlashAttention-2 backends; non-causal, both orders against cuDNN. With
+   --prefill-poly instead: every other exponential by the FMA polynomial (FlashConfig.poly_exp), both orders.
 3. Paged decode (pages of 16 and 32, scattered at random) against the contiguous kernel at the rule's config:
    the page numbers' mask (split's end or length) × their tile (the split's pages, or one more), each twice.
 4. The batch-1 combine at a group of 16 heads: the combine tile's size (4, 8 or 16 heads at 32 splits) against
@@ -62,7 +64,7 @@ def table_variant(waits_len: bool, one_more: bool) -> None:
 
 def cfg_name(c: FlashConfig) -> str:
     return (f"{c.block_m}x{c.block_n} w{c.num_warps} s{c.num_stages}" + (" heads-fast" if c.heads_fast else "")
-            + (" tma" if c.tma else ""))
+            + (" tma" if c.tma else "") + (" poly-exp" if c.poly_exp else ""))
 
 
 PREFILL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_fast=True),
@@ -70,6 +72,13 @@ PREFILL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_f
                 FlashConfig(128, 64, 8, 3, heads_fast=True), FlashConfig(128, 64, 8, 4, heads_fast=True),
                 FlashConfig(128, 64, 8, 3), FlashConfig(128, 128, 8, 3, tma=True, heads_fast=True)]
 NONCAUSAL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_fast=True)]
+if "--prefill-poly" in sys.argv:  # half the exponentials on the FMA units, in both grid orders, TMA loads or not
+    PREFILL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_fast=True),
+                    FlashConfig(128, 128, 8, 3, poly_exp=True), FlashConfig(128, 128, 8, 3, heads_fast=True,
+                                                                            poly_exp=True),
+                    FlashConfig(128, 128, 8, 3, heads_fast=True, tma=True, poly_exp=True),
+                    FlashConfig(128, 64, 8, 3, heads_fast=True, poly_exp=True)]
+    NONCAUSAL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, poly_exp=True)]
 
 
 # ---- 1. checks ---------------------------------------------------------------------------------------------------

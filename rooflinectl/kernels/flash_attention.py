@@ -50,13 +50,34 @@ class FlashConfig:
     # K/V in the L2) and the query blocks heaviest first across the whole grid: the first wave holds the heaviest
     # block of every head, the light ones fill the tail (longest-processing-time-first).
     heads_fast: bool = False
+    # Half of the softmax's exponentials (every other column) by a polynomial on the FMA units instead of the
+    # special-function unit (MUFU), which does 16 a cycle an SM against the tensor cores' ~4,096 FLOPs: a 128×128
+    # block's 16,384 exp2 take ~1,024 cycles beside its products' ~2,048 (FlashAttention-4's split of the work).
+    # Slower at every shape measured on the H200 at 128×128, 8 warps, 3 stages: 1 × 32/8 × 4,096 causal 0.389 ms
+    # against 0.314-0.315 (heads fast), 1 × 32/8 × 16,384 5.74-5.76 against 4.45-4.49, 4 × 32/8 × 4,096 1.57-1.61
+    # against 1.28-1.29, non-causal 1 × 4,096 0.686 against 0.584 (benchmarks/attention_lab_gpu.py --prefill-poly,
+    # docs/results/h200-2026-12-04-attention-34c/run4.log), so off.
+    poly_exp: bool = False
+
+
+@triton.jit
+def _exp2_fma(x):
+    # 2^x for x ≤ 0 (−inf included, as 0): 2^⌊x⌋ built in the exponent bits, times 2^f for the fraction f as
+    # 1 + f·(c1 + f·(c2 + f·c3)), fitted by least squares on the relative error over [0, 1): at most 1.7e-4 (P is
+    # rounded to bf16, 3.9e-3, before P·V).
+    x = tl.maximum(x, -127.0)
+    j = tl.floor(x)
+    f = x - j
+    p = 1.0 + f * (0.69503617 + f * (0.22830825 + f * 0.07632546))
+    scale = ((j.to(tl.int32) + 127) << 23).to(tl.float32, bitcast=True)
+    return p * scale
 
 
 @triton.jit
 def _attn_blocks(
     acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, start, stop, n_ctx, skn, skd, svn, svd, qk_scale,
     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, WARP_SPEC: tl.constexpr,
-    k_td, v_td, kv_row, HEAD_D: tl.constexpr, TMA: tl.constexpr,
+    k_td, v_td, kv_row, HEAD_D: tl.constexpr, TMA: tl.constexpr, POLY_EXP: tl.constexpr = False,
 ):  # fmt: skip
     # K/V rows [start, stop) in blocks of BLOCK_N: reads BLOCK_N×d of K and of V each, 4·BLOCK_M·BLOCK_N·d FLOPs.
     offs_n = tl.arange(0, BLOCK_N)
@@ -80,7 +101,11 @@ def _attn_blocks(
         # rows; the last block of a non-causal row starts below n_ctx), so m_new is finite. The scale is applied
         # inside the exponent, qk·scale − m in one fused multiply-add (Triton's fused-attention tutorial's form).
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        if POLY_EXP:  # even columns on the MUFU, odd ones on the FMA units (each thread holds column pairs)
+            x_even, x_odd = tl.split(tl.reshape(qk * qk_scale - m_new[:, None], [qk.shape[0], BLOCK_N // 2, 2]))
+            p = tl.reshape(tl.join(tl.math.exp2(x_even), _exp2_fma(x_odd)), [qk.shape[0], BLOCK_N])
+        else:
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -101,6 +126,7 @@ def _flash_fwd_kernel(
     sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, som, sod,
     HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
     WARP_SPEC: tl.constexpr, k_td=None, v_td=None, TMA: tl.constexpr = False, HEADS_FAST: tl.constexpr = False,
+    POLY_EXP: tl.constexpr = False,
 ):  # fmt: skip
     # Program (query block, sequence·head), or (sequence·head, query block) with HEADS_FAST: the hardware starts
     # programs axis 0 fastest. Under a causal mask the last query blocks have the most work, so they start first
@@ -135,19 +161,19 @@ def _flash_fwd_kernel(
         # diagonal block, masked; nothing right of it.
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, m0, n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, False, True, WARP_SPEC,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA)
+                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, m0,
                                      tl.minimum(m0 + BLOCK_M, n_ctx), n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, True, True, False,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA)
+                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
     else:
         full = (n_ctx // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, full, n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, False, False, WARP_SPEC,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA)
+                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, full, n_ctx, n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, True, False, False,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA)
+                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
     out = acc / l_i[:, None]
     tl.store(o_base + offs_m[:, None].to(tl.int64) * som + offs_d[None, :] * sod,
              out.to(o_ptr.dtype.element_ty), mask=row_ok)
@@ -215,7 +241,8 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
         q, k, v, out, s, h, h // g, LOG2E / math.sqrt(d),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         HEAD_D=d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal, WARP_SPEC=cfg.warp_specialize,
-        HEADS_FAST=cfg.heads_fast, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_kv_descriptors(cfg, k, v),
+        HEADS_FAST=cfg.heads_fast, POLY_EXP=cfg.poly_exp, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **_kv_descriptors(cfg, k, v),
     )  # fmt: skip
     return cfg, grid, handle
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from kernel_checks import DTYPES
 from kernel_checks import check as _check
 from kernel_checks import gen as _gen
 
 from rooflinectl.errors import UserError
 from rooflinectl.kernels.base import relative_error
+from rooflinectl.kernels.flash_attention import _exp2_fma
 from rooflinectl.kernels.registry import get_kernel
 
 pytestmark = pytest.mark.filterwarnings(
@@ -61,6 +64,37 @@ def test_flash_attention_through_tensor_descriptors(dtype):
         out = torch.full_like(q, float("nan"))
         flash_attention(q, kk, v, out, causal, FlashConfig(32, 16, 4, 2, tma=True))
         assert relative_error(out, attention_reference(q, kk, v, causal)) <= k.tolerance(dtype), causal
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flash_attention_half_the_exponentials_by_polynomial(dtype):
+    """Every other column's exp2 by the FMA polynomial computes the same attention, causal and not, at a length
+    no multiple of the blocks (masked columns: −inf into the polynomial gives 0)."""
+    from rooflinectl.kernels.flash_attention import FlashConfig, attention_reference, flash_attention
+
+    k = get_kernel("flash_attention")
+    inputs = k.make_inputs((2, 4, 2, 45, 16), dtype, "cpu", _gen(13))
+    q, kk, v = inputs["q"], inputs["k"], inputs["v"]
+    for causal in (False, True):
+        out = torch.full_like(q, float("nan"))
+        flash_attention(q, kk, v, out, causal, FlashConfig(32, 16, 4, 2, heads_fast=True, poly_exp=True))
+        assert relative_error(out, attention_reference(q, kk, v, causal)) <= k.tolerance(dtype), causal
+
+
+@triton.jit
+def _exp2_fma_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, _exp2_fma(tl.load(x_ptr + offs)))
+
+
+def test_exp2_polynomial():
+    """The FMA exp2 against torch's over x ≤ 0 (relative error ≤ 2e-4), 0 at −inf and far below 2^−126."""
+    x = torch.cat([-torch.linspace(0, 30, 1000), torch.tensor([-float("inf"), -200.0] + [0.0] * 22)])
+    y = torch.empty_like(x)
+    _exp2_fma_kernel[(1,)](x, y, N=1024)
+    ref = torch.exp2(x[:1000].double())
+    assert ((y[:1000].double() - ref).abs() / ref).max() <= 2e-4
+    assert y[1000] == 0 and y[1001] == 0
 
 
 def test_flash_attention_grid_order_rule():
