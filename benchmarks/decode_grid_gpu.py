@@ -381,7 +381,7 @@ def rule_grid():
             sets_n = min(input_sets(2 * b * g * n * d * 2 + 4 * b * h * d, L2), 16)
             sets = [make_decode_inputs(b, h, g, lengths, d, "bf16", DEV, gen(b + n + i)) for i in range(sets_n)]
             outs = [torch.empty_like(x["q"]) for x in sets]
-            rule = decode_config(b, g, n)
+            rule = decode_config(b, g, n, group=h // g, head_d=d)
             row = {"shape": [b, h, g, n, d], "rule": str(rule), "sets": sets_n}
             row["ours"] = timed(lambda i, sets=sets, outs=outs, rule=rule: flash_decoding(
                 sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], rule), list(range(sets_n)))

@@ -25,7 +25,7 @@ from ..engine.count.attention_io import AttentionShape, flash_attention_op, flas
 from ..engine.count.op import Op
 from ..errors import UserError
 from ..units import MIB
-from .base import Inputs, Kernel, torch_dtype
+from .base import Inputs, Kernel, sm_count, torch_dtype
 
 LOG2E = 1.4426950408889634
 
@@ -44,13 +44,40 @@ class FlashConfig:
     # warps, 3 stages: within 1% of the pointer loads at 1 × 4,096-16,384 and 2.4% faster at 4 × 4,096 (1.249
     # against 1.280 ms; benchmarks/decode_grid_gpu.py --prefill-tma, run 7 of 2026-12-04), so not the default.
     tma: bool = False
+    # The grid's order. False: (query block, sequence·head), the query blocks of one head on the fastest axis
+    # (heaviest first under a causal mask), so the first wave holds every block of a few heads, heavy and light.
+    # True: (sequence·head, query block), the heads on the fastest axis (a K/V group's heads adjacent, sharing its
+    # K/V in the L2) and the query blocks heaviest first across the whole grid: the first wave holds the heaviest
+    # block of every head, the light ones fill the tail (longest-processing-time-first).
+    heads_fast: bool = False
+    # Half of the softmax's exponentials (every other column) by a polynomial on the FMA units instead of the
+    # special-function unit (MUFU), which does 16 a cycle an SM against the tensor cores' ~4,096 FLOPs: a 128×128
+    # block's 16,384 exp2 take ~1,024 cycles beside its products' ~2,048 (FlashAttention-4's split of the work).
+    # Slower at every shape measured on the H200 at 128×128, 8 warps, 3 stages: 1 × 32/8 × 4,096 causal 0.389 ms
+    # against 0.314-0.315 (heads fast), 1 × 32/8 × 16,384 5.74-5.76 against 4.45-4.49, 4 × 32/8 × 4,096 1.57-1.61
+    # against 1.28-1.29, non-causal 1 × 4,096 0.686 against 0.584 (benchmarks/attention_lab_gpu.py --prefill-poly,
+    # docs/results/h200-2026-12-04-attention-34c/run4.log), so off.
+    poly_exp: bool = False
+
+
+@triton.jit
+def _exp2_fma(x):
+    # 2^x for x ≤ 0 (−inf included, as 0): 2^⌊x⌋ built in the exponent bits, times 2^f for the fraction f as
+    # 1 + f·(c1 + f·(c2 + f·c3)), fitted by least squares on the relative error over [0, 1): at most 1.7e-4 (P is
+    # rounded to bf16, 3.9e-3, before P·V).
+    x = tl.maximum(x, -127.0)
+    j = tl.floor(x)
+    f = x - j
+    p = 1.0 + f * (0.69503617 + f * (0.22830825 + f * 0.07632546))
+    scale = ((j.to(tl.int32) + 127) << 23).to(tl.float32, bitcast=True)
+    return p * scale
 
 
 @triton.jit
 def _attn_blocks(
     acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, start, stop, n_ctx, skn, skd, svn, svd, qk_scale,
     BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, WARP_SPEC: tl.constexpr,
-    k_td, v_td, kv_row, HEAD_D: tl.constexpr, TMA: tl.constexpr,
+    k_td, v_td, kv_row, HEAD_D: tl.constexpr, TMA: tl.constexpr, POLY_EXP: tl.constexpr = False,
 ):  # fmt: skip
     # K/V rows [start, stop) in blocks of BLOCK_N: reads BLOCK_N×d of K and of V each, 4·BLOCK_M·BLOCK_N·d FLOPs.
     offs_n = tl.arange(0, BLOCK_N)
@@ -74,7 +101,11 @@ def _attn_blocks(
         # rows; the last block of a non-causal row starts below n_ctx), so m_new is finite. The scale is applied
         # inside the exponent, qk·scale − m in one fused multiply-add (Triton's fused-attention tutorial's form).
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        if POLY_EXP:  # even columns on the MUFU, odd ones on the FMA units (each thread holds column pairs)
+            x_even, x_odd = tl.split(tl.reshape(qk * qk_scale - m_new[:, None], [qk.shape[0], BLOCK_N // 2, 2]))
+            p = tl.reshape(tl.join(tl.math.exp2(x_even), _exp2_fma(x_odd)), [qk.shape[0], BLOCK_N])
+        else:
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -94,13 +125,20 @@ def _flash_fwd_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, n_ctx, n_heads, group, qk_scale,
     sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, som, sod,
     HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-    WARP_SPEC: tl.constexpr, k_td=None, v_td=None, TMA: tl.constexpr = False,
+    WARP_SPEC: tl.constexpr, k_td=None, v_td=None, TMA: tl.constexpr = False, HEADS_FAST: tl.constexpr = False,
+    POLY_EXP: tl.constexpr = False,
 ):  # fmt: skip
-    # Program (query block, sequence·head). Under a causal mask the last query blocks have the most work, so they
-    # start first (the grid runs axis 0 in order): the short blocks fill the tail.
+    # Program (query block, sequence·head), or (sequence·head, query block) with HEADS_FAST: the hardware starts
+    # programs axis 0 fastest. Under a causal mask the last query blocks have the most work, so they start first
+    # (block index reversed): the short blocks fill the tail.
     n_blocks = tl.cdiv(n_ctx, BLOCK_M)
-    pid_m = n_blocks - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
-    bh = tl.program_id(1)
+    if HEADS_FAST:
+        blk = tl.program_id(1)
+        bh = tl.program_id(0)
+    else:
+        blk = tl.program_id(0)
+        bh = tl.program_id(1)
+    pid_m = n_blocks - 1 - blk if CAUSAL else blk
     b = bh // n_heads
     h = bh - b * n_heads
     kvh = h // group
@@ -123,19 +161,19 @@ def _flash_fwd_kernel(
         # diagonal block, masked; nothing right of it.
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, m0, n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, False, True, WARP_SPEC,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA)
+                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, m0,
                                      tl.minimum(m0 + BLOCK_M, n_ctx), n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, True, True, False,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA)
+                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
     else:
         full = (n_ctx // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, full, n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, False, False, WARP_SPEC,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA)
+                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, full, n_ctx, n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, True, False, False,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA)
+                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
     out = acc / l_i[:, None]
     tl.store(o_base + offs_m[:, None].to(tl.int64) * som + offs_d[None, :] * sod,
              out.to(o_ptr.dtype.element_ty), mask=row_ok)
@@ -174,6 +212,16 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
 # size (B1 4,096: 0.336 ms against 0.394; B1 32,768: 16.8-18.0 against 19.5; B4 32,768: 68.4 against 78.8) and
 # beat 128×64 blocks (0.353, 18.1, 72.8); 4 warps ran at 0.6× (run 1: 225-300 TFLOP/s).
 _CONFIG_D128 = FlashConfig(128, 128, num_warps=8, num_stages=3)
+# Causal, with the (sequence, head) pairs at most half the SMs: the heads on the grid's fastest axis (heaviest
+# query blocks of every head first). Measured on an H200, bf16, d 128, 128×128 in 8 warps, 3 stages, two runs each
+# (benchmarks/attention_lab_gpu.py, docs/results/h200-2026-12-04-attention-34c/run1.log), ms, query blocks fast
+# against heads fast: 1 × 32/8 × 4,096 0.339/0.337 against 0.313/0.315; 1 × 32/8 × 8,192 1.189/1.189 against
+# 1.141/1.142; 1 × 64/8 × 8,192 2.350/2.338 against 2.301/2.302; 1 × 32/8 × 16,384 4.413/4.372 against
+# 4.417/4.415 (level); with 128 pairs, 4 × 32/8 × 4,096, 1.274/1.272 against 1.284/1.286 (slower), and without
+# the mask 0.574 against 0.595 (1 × 4,096) and 8.862 against 9.149 (1 × 16,384), so neither takes it. 2 stages
+# ran 13-24% slower and 128×64 blocks 4-10% (in 3 or 4 stages); 4 stages of 128×128 exceed the shared memory
+# (288 kB of 227).
+_CONFIG_D128_HEADS_FAST = FlashConfig(128, 128, num_warps=8, num_stages=3, heads_fast=True)
 _CONFIG_D64 = FlashConfig(128, 64, num_warps=4, num_stages=3)
 _CONFIG_SMALL = FlashConfig(32, 16, num_warps=4, num_stages=2)  # the interpreter's and odd small shapes'
 
@@ -184,15 +232,17 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
     g = k.shape[1]
     if k.shape != (b, g, s, d) or v.shape != k.shape or h % g or out.shape != q.shape:
         raise ValueError(f"flash_attention: Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}")
-    cfg = config or _config_for(s, d)
+    cfg = config or _config_for(s, d, b * h, causal)
     if cfg.block_m % cfg.block_n:
         raise ValueError("flash_attention: block_m must be a multiple of block_n")
-    grid = (triton.cdiv(s, cfg.block_m), b * h)
+    blocks = triton.cdiv(s, cfg.block_m)
+    grid = (b * h, blocks) if cfg.heads_fast else (blocks, b * h)
     handle = _flash_fwd_kernel[grid](
         q, k, v, out, s, h, h // g, LOG2E / math.sqrt(d),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         HEAD_D=d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal, WARP_SPEC=cfg.warp_specialize,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_kv_descriptors(cfg, k, v),
+        HEADS_FAST=cfg.heads_fast, POLY_EXP=cfg.poly_exp, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **_kv_descriptors(cfg, k, v),
     )  # fmt: skip
     return cfg, grid, handle
 
@@ -212,10 +262,13 @@ def _kv_descriptors(cfg: FlashConfig, k, v) -> dict:
             "v_td": TensorDescriptor.from_tensor(v.view(b * g, s, d), box), "TMA": True}
 
 
-def _config_for(s: int, d: int) -> FlashConfig:
+def _config_for(s: int, d: int, pairs: int, causal: bool) -> FlashConfig:
+    """The config for S tokens of head dimension d over ``pairs`` (sequence, query head) pairs."""
     if s <= 256:
         return _CONFIG_SMALL
-    return _CONFIG_D128 if d >= 128 else _CONFIG_D64
+    if d < 128:
+        return _CONFIG_D64
+    return _CONFIG_D128_HEADS_FAST if causal and 2 * pairs <= sm_count() else _CONFIG_D128
 
 
 HEAD_DIMS = (16, 32, 64, 128)
@@ -315,7 +368,7 @@ class FlashAttention(Kernel):
 
     def op(self, shape, dtype) -> Op:
         s = attention_shape(shape, self.causal)
-        cfg = _config_for(s.q_len, s.d)
+        cfg = _config_for(s.q_len, s.d, s.batch * s.heads, self.causal)
         return flash_attention_op(s, dtype, flash_tiling(s, dtype, l2_bytes=DEFAULT_L2_BYTES, block_q=cfg.block_m))
 
     def unfused_ops(self, shape, dtype) -> list[Op]:
@@ -328,7 +381,8 @@ class FlashAttention(Kernel):
         return torch.empty_like(inputs["q"])
 
     def config_for(self, shape, dtype) -> FlashConfig:
-        return _config_for(shape[3], shape[4])
+        b, h, _, n, d = shape
+        return _config_for(n, d, b * h, self.causal)
 
     def candidates(self, shape, dtype, gpu=None) -> list[FlashConfig]:
         chosen = self.config_for(shape, dtype)
@@ -339,7 +393,8 @@ class FlashAttention(Kernel):
         q = inputs["q"]
         self._start_run()
         cfg, grid, handle = flash_attention(q, inputs["k"], inputs["v"], out, self.causal,
-                                            config or _config_for(q.shape[2], q.shape[3]))
+                                            config or _config_for(q.shape[2], q.shape[3],
+                                                                  q.shape[0] * q.shape[1], self.causal))
         self._record(_flash_fwd_kernel, grid, cfg, handle, causal=self.causal)
 
     def reference(self, inputs: Inputs) -> torch.Tensor:

@@ -48,11 +48,11 @@ class DecodeConfig:
 @triton.jit
 def _flash_decode_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, len_ptr, part_o_ptr, part_lse_ptr, count_ptr, table_ptr,
-    n_kv_heads, chunk, n_splits, qk_scale, stb,
+    n_kv_heads, chunk, n_splits, qk_scale, stb, l_table,
     sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, sod,
     HEAD_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
     SPLITS_PAD: tl.constexpr, HEADS_STEP: tl.constexpr, ONE_SPLIT: tl.constexpr, PAGE: tl.constexpr,
-    TABLE_PAD: tl.constexpr, DOT: tl.constexpr,
+    TABLE_PAD: tl.constexpr, DOT: tl.constexpr, TABLE_WAITS_LEN: tl.constexpr = False,
 ):  # fmt: skip
     split = tl.program_id(0)
     bk = tl.program_id(1)
@@ -79,10 +79,15 @@ def _flash_decode_kernel(
         # The split's page numbers, loaded once before the loop: the loop's K/V addresses then come from
         # registers and the induction variable alone, so Triton's pipeliner multi-buffers the K/V loads (a page
         # number loaded inside the loop feeds the loads of its own iteration, and they were not pipelined).
+        # Masked by the split's end and the table's width (l_table positions), not by the sequence's length, so
+        # that this load is issued beside the length's instead of after it: the first K/V loads then wait for one
+        # round trip to memory, as in the contiguous kernel, not two (TABLE_WAITS_LEN: the length's mask, kept
+        # for that measurement).
         first_page = start // PAGE
         slots = tl.arange(0, TABLE_PAD)
+        table_end = stop if TABLE_WAITS_LEN else tl.minimum(start + chunk, l_table)
         split_pages = tl.load(table_ptr + b.to(tl.int64) * stb + first_page + slots,
-                              mask=(first_page + slots) * PAGE < stop, other=0)
+                              mask=(first_page + slots) * PAGE < table_end, other=0)
     # Reads BLOCK_N×d of K and of V a step, 4·group·BLOCK_N·d FLOPs (the padded rows compute zeros, unstored).
     for n0 in tl.range(start, stop, BLOCK_N):
         cols = n0 + offs_n
@@ -200,6 +205,12 @@ _ONE_WAVE_OF_SHALLOW_64S = 5  # and at 2 stages
 _MANY_PAIRS_PER_SM = 12
 _LONG_PROGRAM = 2048  # between the measured 1,000 positions a program (64s faster) and 4,096 (128s faster)
 _MAX_SPLITS = 32  # 33 to 64 splits pad the combine's tiles to 64: 1 × 4,096 in 64 splits took 14.85 µs, in 32 10.85
+# In the latency regime, at most the splits whose combine takes two tiles of the group's heads (_COMBINE_TILE),
+# while a split stays within _LONG_SPLIT positions: a group of 16 at d 128 gets 16 splits (8 heads a tile)
+# instead of 32 or 24 (4 heads a tile, 4 rounds through the L2): 1 × 64/4 × 3,000 9.15-9.18 µs against 10.0-10.3 at 24 splits (SDPA 9.35-9.37); 1 × 64/4 × 4,096 9.87-9.89
+# against 10.4 at 32 (SDPA 9.35). Larger tiles cost more than the rounds they save (16 heads a tile at 32
+# splits: 16.5 µs at 4,096). (H200, benchmarks/attention_lab_gpu.py, docs/results/h200-2026-12-04-attention-34c.)
+_COMBINE_ROUNDS = 2
 
 
 def _floor_pow2(n: int) -> int:
@@ -209,10 +220,11 @@ def _floor_pow2(n: int) -> int:
 def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None = None, num_warps: int = 4,
                   num_stages: int = 3, programs_per_sm: int | None = None,
                   min_split: int = _MIN_SPLIT, splits: int | None = None,
-                  tensor_cores: bool = True) -> DecodeConfig:
+                  tensor_cores: bool = True, group: int = 0, head_d: int = 128) -> DecodeConfig:
     """Splits by the rule above (``splits``, or ``programs_per_sm`` programs on every SM, when given), none
-    shorter than ``min_split`` positions, at most ``_MAX_SPLITS``; every split gets whole blocks and positions
-    (none empty)."""
+    shorter than ``min_split`` positions, at most ``_MAX_SPLITS``, and in the latency regime at most
+    ``_COMBINE_ROUNDS`` combine tiles for ``group`` query heads a K/V head at ``head_d`` (0: the group not
+    known, no such cap); every split gets whole blocks and positions (none empty)."""
     pairs = batch * kv_heads
     sms = sm_count()
     most = max(1, -(-max_len // max(min_split, block_n or _BLOCK_N)))
@@ -222,7 +234,11 @@ def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None =
         want = -(-programs_per_sm * sms // pairs)
     elif 4 * pairs <= sms:
         one = -(-sms // pairs)
-        want = _floor_pow2(-(-(2 if max_len > _LONG_SPLIT * one else 1) * sms // pairs))
+        long_split = max_len > _LONG_SPLIT * one
+        want = _floor_pow2(-(-(2 if long_split else 1) * sms // pairs))
+        while (group and want > 1 and -(-group // _heads_step(group, want, head_d)) > _COMBINE_ROUNDS
+               and -(-max_len // (want // 2)) <= _LONG_SPLIT):
+            want //= 2
     else:
         want = max(1, sms // pairs)
     splits = max(1, min(want, most, _MAX_SPLITS))
@@ -246,11 +262,21 @@ _MAX_TABLE_PAD = 512  # page numbers a split holds in registers: 4 int32 a threa
 
 def _table_pad(chunk: int, page: int) -> int:
     """Page numbers a split loads before its loop (a power of two covering its pages, one more where a split
-    starts inside a page), or 0 when unpaged or more than ``_MAX_TABLE_PAD``."""
+    starts inside a page), or 0 when unpaged or more than ``_MAX_TABLE_PAD``. The tile of the split's own pages
+    alone (no page more where the chunk is a multiple of the page: 16 at 1 × 4,096, 64 at 16 × 1,024, 256 at
+    16 × 4,096) measured within 1% either way, so not taken: 10.9-11.1 µs against 10.9 (1 × 4,096), 64.7-64.9
+    against 64.1-64.2 (16 × 4,096), 64.0-64.4 against 64.4-64.8 (pages of 32) (H200,
+    benchmarks/attention_lab_gpu.py, docs/results/h200-2026-12-04-attention-34c/run1.log)."""
     if page == 0:
         return 0
     pad = _next_pow2(-(-chunk // page) + 1)
     return pad if pad <= _MAX_TABLE_PAD else 0
+
+
+# The paged kernel's page numbers masked by the sequence's length (their load waits for the length's) instead of
+# by the split's end and the table's width: slower at every shape measured, 0.1-1.1 µs (1 × 4,096 11.2 against
+# 10.9 µs; 16 × 1,024 20.7 against 20.5; 64 × 4,096 241.0-241.8 against 240.6-240.8; run1.log above).
+_TABLE_WAITS_LEN = False
 
 
 class _Counters:
@@ -293,7 +319,7 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
         raise ValueError(f"flash_decoding: q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"
                          + ("" if table is None else f", table {tuple(table.shape)}"))
     group = h // g
-    cfg = config or decode_config(b, g, l_max)
+    cfg = config or decode_config(b, g, l_max, group=group, head_d=d)
     chunk = triton.cdiv(triton.cdiv(l_max, cfg.splits), cfg.block_n) * cfg.block_n  # per split, whole blocks
     if scratch is None:
         scratch = (torch.empty(b * h * cfg.splits * d, dtype=torch.float32, device=q.device),
@@ -303,20 +329,22 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
     grid = (cfg.splits, b * g)
     handle = _flash_decode_kernel[grid](
         q, k, v, out, lengths, part_o, part_lse, counts, lengths if table is None else table,
-        g, chunk, cfg.splits, LOG2E / math.sqrt(d), st_b,
+        g, chunk, cfg.splits, LOG2E / math.sqrt(d), st_b, l_max,
         *q.stride(), *k_strides, *v_strides, *out.stride(),
         HEAD_D=d, GROUP=group, GROUP_PAD=max(16 if cfg.tensor_cores else 1, _next_pow2(group)),
         BLOCK_N=cfg.block_n,
         SPLITS_PAD=_next_pow2(cfg.splits), HEADS_STEP=_heads_step(group, cfg.splits, d), ONE_SPLIT=cfg.splits == 1,
-        PAGE=page, TABLE_PAD=_table_pad(chunk, page), DOT=cfg.tensor_cores, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        PAGE=page, TABLE_PAD=_table_pad(chunk, page), DOT=cfg.tensor_cores, TABLE_WAITS_LEN=_TABLE_WAITS_LEN,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return cfg, grid, handle
 
 
-def decode_candidates(batch: int, kv_heads: int, max_len: int) -> list[DecodeConfig]:
+def decode_candidates(batch: int, kv_heads: int, max_len: int, group: int = 0, head_d: int = 128
+                      ) -> list[DecodeConfig]:
     """The rule's config first, then its neighbours: one and two programs an SM, one split more and one fewer,
     bigger blocks with 8 warps, a deeper pipeline."""
-    chosen = decode_config(batch, kv_heads, max_len)
+    chosen = decode_config(batch, kv_heads, max_len, group=group, head_d=head_d)
     return list(dict.fromkeys([
         chosen, decode_config(batch, kv_heads, max_len, programs_per_sm=1),
         decode_config(batch, kv_heads, max_len, programs_per_sm=2),
@@ -380,18 +408,20 @@ class FlashDecoding(Kernel):
         return torch.empty_like(inputs["q"])
 
     def config_for(self, shape, dtype) -> DecodeConfig:
-        b, _, g, n, _ = shape
-        return decode_config(b, g, n)
+        b, h, g, n, d = shape
+        return decode_config(b, g, n, group=h // g, head_d=d)
 
     def candidates(self, shape, dtype, gpu=None) -> list[DecodeConfig]:
-        b, _, g, n, _ = shape
-        return decode_candidates(b, g, n)
+        b, h, g, n, d = shape
+        return decode_candidates(b, g, n, h // g, d)
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: DecodeConfig | None = None) -> None:
         q, k = inputs["q"], inputs["k"]
         self._start_run()
         cfg, grid, handle = flash_decoding(q, k, inputs["v"], inputs["lengths"], out,
-                                           config or decode_config(q.shape[0], k.shape[1], k.shape[2]))
+                                           config or decode_config(q.shape[0], k.shape[1], k.shape[2],
+                                                                   group=q.shape[1] // k.shape[1],
+                                                                   head_d=q.shape[2]))
         self._record(_flash_decode_kernel, grid, cfg, handle)
 
     def reference(self, inputs: Inputs) -> torch.Tensor:

@@ -83,12 +83,12 @@ class PagedDecoding(Kernel):
         return torch.empty_like(inputs["q"])
 
     def config_for(self, shape, dtype) -> DecodeConfig:
-        b, _, g, n, _, page = shape
-        return decode_config(b, g, -(-n // page) * page)
+        b, h, g, n, d, page = shape
+        return decode_config(b, g, -(-n // page) * page, group=h // g, head_d=d)
 
     def candidates(self, shape, dtype, gpu=None) -> list[DecodeConfig]:
-        b, _, g, n, _, page = shape
-        return decode_candidates(b, g, -(-n // page) * page)
+        b, h, g, n, d, page = shape
+        return decode_candidates(b, g, -(-n // page) * page, h // g, d)
 
     def run(self, inputs: Inputs, out: torch.Tensor, config: DecodeConfig | None = None) -> None:
         from .flash_decoding import _flash_decode_kernel

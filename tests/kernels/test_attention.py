@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from kernel_checks import DTYPES
 from kernel_checks import check as _check
 from kernel_checks import gen as _gen
 
 from rooflinectl.errors import UserError
 from rooflinectl.kernels.base import relative_error
+from rooflinectl.kernels.flash_attention import _exp2_fma
 from rooflinectl.kernels.registry import get_kernel
 
 pytestmark = pytest.mark.filterwarnings(
@@ -38,8 +41,10 @@ def test_flash_attention_non_causal_and_big_blocks(dtype):
     inputs = k.make_inputs((1, 3, 1, 45, 16), dtype, "cpu", _gen(3))
     q, kk, v = inputs["q"], inputs["k"], inputs["v"]
     for causal in (False, True):
-        # 45 positions: one full block of 32 and a ragged one; two query blocks of 32 and one of 16-wide KV steps.
-        for cfg in (FlashConfig(32, 16, 4, 2), FlashConfig(64, 32, 4, 2)):
+        # 45 positions: one full block of 32 and a ragged one; two query blocks of 32 and one of 16-wide KV steps;
+        # each in both grid orders (query blocks or heads on the fastest axis).
+        for cfg in (FlashConfig(32, 16, 4, 2), FlashConfig(64, 32, 4, 2), FlashConfig(32, 16, 4, 2, heads_fast=True),
+                    FlashConfig(64, 32, 4, 2, heads_fast=True)):
             out = torch.full_like(q, float("nan"))
             flash_attention(q, kk, v, out, causal, cfg)
             err = relative_error(out, attention_reference(q, kk, v, causal))
@@ -59,6 +64,52 @@ def test_flash_attention_through_tensor_descriptors(dtype):
         out = torch.full_like(q, float("nan"))
         flash_attention(q, kk, v, out, causal, FlashConfig(32, 16, 4, 2, tma=True))
         assert relative_error(out, attention_reference(q, kk, v, causal)) <= k.tolerance(dtype), causal
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flash_attention_half_the_exponentials_by_polynomial(dtype):
+    """Every other column's exp2 by the FMA polynomial computes the same attention, causal and not, at a length
+    no multiple of the blocks (masked columns: −inf into the polynomial gives 0)."""
+    from rooflinectl.kernels.flash_attention import FlashConfig, attention_reference, flash_attention
+
+    k = get_kernel("flash_attention")
+    inputs = k.make_inputs((2, 4, 2, 45, 16), dtype, "cpu", _gen(13))
+    q, kk, v = inputs["q"], inputs["k"], inputs["v"]
+    for causal in (False, True):
+        out = torch.full_like(q, float("nan"))
+        flash_attention(q, kk, v, out, causal, FlashConfig(32, 16, 4, 2, heads_fast=True, poly_exp=True))
+        assert relative_error(out, attention_reference(q, kk, v, causal)) <= k.tolerance(dtype), causal
+
+
+@triton.jit
+def _exp2_fma_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, _exp2_fma(tl.load(x_ptr + offs)))
+
+
+def test_exp2_polynomial():
+    """The FMA exp2 against torch's over x ≤ 0 (relative error ≤ 2e-4), 0 at −inf and far below 2^−126."""
+    x = torch.cat([-torch.linspace(0, 30, 1000), torch.tensor([-float("inf"), -200.0] + [0.0] * 22)])
+    y = torch.empty_like(x)
+    _exp2_fma_kernel[(1,)](x, y, N=1024)
+    ref = torch.exp2(x[:1000].double())
+    assert ((y[:1000].double() - ref).abs() / ref).max() <= 2e-4
+    assert y[1000] == 0 and y[1001] == 0
+
+
+def test_flash_attention_grid_order_rule():
+    """Heads on the grid's fastest axis for causal d-128 prefill where the (sequence, head) pairs are at most half
+    of 132 SMs (1 × 32 and 1 × 64 heads: 32 and 64 ≤ 66), not at 4 × 32 = 128 pairs, not without the mask, not at
+    d 64 nor at 256 tokens or fewer."""
+    from unittest import mock
+
+    from rooflinectl.kernels import flash_attention as fa
+
+    with mock.patch.object(fa, "sm_count", lambda: 132):
+        assert fa._config_for(4096, 128, 32, True).heads_fast and fa._config_for(8192, 128, 64, True).heads_fast
+        assert not fa._config_for(4096, 128, 128, True).heads_fast
+        assert not fa._config_for(4096, 128, 32, False).heads_fast
+        assert not fa._config_for(4096, 64, 32, True).heads_fast and not fa._config_for(256, 128, 32, True).heads_fast
 
 
 def test_flash_attention_masks_the_future():
@@ -151,6 +202,17 @@ def test_flash_decoding_split_rule():
                    (16, 16, 1024): (1, 64, 3), (16, 32, 1024): (1, 64, 2), (64, 16, 4096): (1, 128, 3),
                    (256, 4, 1000): (1, 64, 3), (256, 8, 1000): (1, 64, 3), (1, 8, 1): (1, 128, 3),
                    (2, 8, 300): (5, 64, 3)}
+    # A group of 16 query heads a K/V head at d 128 (1 × 64/4): the one-wave rule's 32 splits put 4 heads in a
+    # combine tile (16,384 / (32 · 128)), 4 rounds; 16 splits put 8, two rounds: 16 (3,000 and 4,096 positions:
+    # 188 and 256 a split). At 16,384 positions 16 splits would pass 512 positions each: no cap, 32. Groups of 4 keep 16
+    # (1 × 8 pairs at 1,024) and 7 at batch 1 keep 32 (4 heads a tile at 32 splits: two rounds).
+    with mock.patch.object(fd, "sm_count", lambda: 132):
+        assert fd.decode_config(1, 4, 3000, group=16).splits == 16
+        assert fd.decode_config(1, 4, 4096, group=16).splits == 16
+        assert fd.decode_config(1, 4, 16384, group=16).splits == 32
+        assert fd.decode_config(1, 8, 1024, group=4).splits == 16
+        assert fd.decode_config(1, 4, 4096, group=7).splits == 32
+        assert fd.decode_config(1, 4, 4096).splits == 32  # the group not given: no cap
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -177,7 +239,10 @@ def test_paged_decoding_equals_contiguous(dtype, heads, kv_heads, lengths, page)
     kc, vc = gather_pages(x["k"], x["table"]).contiguous(), gather_pages(x["v"], x["table"]).contiguous()
     ref = decode_reference(x["q"], kc, vc, x["lengths"])
     k = get_kernel("flash_decoding_paged")
+    # 7 splits: chunks of 48 positions for pages of 32, so splits start inside pages, and the last split's chunk
+    # reaches past the table's width (7 × 48 = 336 > 320 positions at 300 and 17).
     for cfg in (DecodeConfig(block_n=16, splits=5, num_warps=4, num_stages=2),
+                DecodeConfig(block_n=16, splits=7, num_warps=4, num_stages=2),
                 DecodeConfig(block_n=16, splits=1, num_warps=4, num_stages=2), None):
         paged = torch.full_like(x["q"], float("nan"))
         used, _, _ = flash_decoding(x["q"], x["k"], x["v"], x["lengths"], paged, cfg, table=x["table"])

@@ -1,0 +1,287 @@
+"""The prefill grid's order, the paged kernel's page-number load and the batch-1 combine, on a GPU in one call.
+
+    python benchmarks/attention_lab_gpu.py OUT_DIR [--skip-checks] [--skip-prefill] [--skip-paged] [--skip-combine]
+        [--prefill-poly]
+
+1. Checks in bf16, every output NaN-poisoned first, fresh random inputs: prefill in both grid orders (query blocks
+   or heads on the fastest axis) and every config timed below, causal and not, at lengths no multiple of the
+   blocks (4,097, 777, 1,000), GQA groups 4 and 7, d 64 and 128, against float64, three repeats bit-identical;
+   the paged kernel with its page numbers masked by the split's end (the default) and by the length, padded to
+   the split's pages or one more, bit-identical to the contiguous kernel and 20 repeats bit-identical
+   (decode_grid_gpu.check_paged), on ragged batches whose slots past each length are NaN.
+2. Prefill, causal, bf16, d 128: both grid orders at 128×128 (2, 3, 4 stages) and 128×64 (3, 4 stages), 8 warps,
+   against SDPA's cuDNN and FlashAttention-2 backends; non-causal, both orders against cuDNN. With
+   --prefill-poly instead: every other exponential by the FMA polynomial (FlashConfig.poly_exp), both orders.
+3. Paged decode (pages of 16 and 32, scattered at random) against the contiguous kernel at the rule's config:
+   the page numbers' mask (split's end or length) × their tile (the split's pages, or one more), each twice.
+4. The batch-1 combine at a group of 16 heads: the combine tile's size (4, 8 or 16 heads at 32 splits) against
+   SDPA.
+Every time is measure's timer (``rooflinectl.measure.bench.do_bench``: CUDA-graph replays over input sets rotated
+past 4× the L2), clocks warmed first. Writes OUT_DIR/attention_lab.json, prints one line a measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import triton
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_grid_gpu as dg  # noqa: E402  (the checks, timer and clock helpers of the decode-grid script)
+
+from rooflinectl.kernels import flash_decoding as fd  # noqa: E402
+from rooflinectl.kernels.base import relative_error  # noqa: E402
+from rooflinectl.kernels.flash_attention import FlashConfig, attention_reference, flash_attention  # noqa: E402
+from rooflinectl.kernels.flash_decoding import decode_config, flash_decoding, make_decode_inputs  # noqa: E402
+from rooflinectl.kernels.paged_decoding import make_paged_inputs  # noqa: E402
+from rooflinectl.measure.bench import input_sets  # noqa: E402
+
+DEV = dg.DEV
+RES: dict = {"env": {}, "checks": [], "prefill": [], "paged": [], "combine": []}
+log = dg.log
+
+
+def _tight_table_pad(chunk: int, page: int) -> int:
+    """The split's own pages alone: one page more only where the chunk is no multiple of the page."""
+    if page == 0:
+        return 0
+    pad = fd._next_pow2(-(-chunk // page) + (1 if chunk % page else 0))
+    return pad if pad <= fd._MAX_TABLE_PAD else 0
+
+
+SHIPPED_TABLE_PAD = fd._table_pad  # one page more than the split's, always
+
+
+def table_variant(waits_len: bool, one_more: bool) -> None:
+    fd._TABLE_WAITS_LEN = waits_len
+    fd._table_pad = SHIPPED_TABLE_PAD if one_more else _tight_table_pad
+
+
+def cfg_name(c: FlashConfig) -> str:
+    return (f"{c.block_m}x{c.block_n} w{c.num_warps} s{c.num_stages}" + (" heads-fast" if c.heads_fast else "")
+            + (" tma" if c.tma else "") + (" poly-exp" if c.poly_exp else ""))
+
+
+PREFILL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_fast=True),
+                FlashConfig(128, 128, 8, 2, heads_fast=True), FlashConfig(128, 128, 8, 4, heads_fast=True),
+                FlashConfig(128, 64, 8, 3, heads_fast=True), FlashConfig(128, 64, 8, 4, heads_fast=True),
+                FlashConfig(128, 64, 8, 3), FlashConfig(128, 128, 8, 3, tma=True, heads_fast=True)]
+NONCAUSAL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_fast=True)]
+if "--prefill-poly" in sys.argv:  # half the exponentials on the FMA units, in both grid orders, TMA loads or not
+    PREFILL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_fast=True),
+                    FlashConfig(128, 128, 8, 3, poly_exp=True), FlashConfig(128, 128, 8, 3, heads_fast=True,
+                                                                            poly_exp=True),
+                    FlashConfig(128, 128, 8, 3, heads_fast=True, tma=True, poly_exp=True),
+                    FlashConfig(128, 64, 8, 3, heads_fast=True, poly_exp=True)]
+    NONCAUSAL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, poly_exp=True)]
+
+
+# ---- 1. checks ---------------------------------------------------------------------------------------------------
+
+def check_prefill(b, h, g, s, d, causal, cfg):
+    gn = dg.gen(b * 1000 + s + d + int(causal))
+    x = {n: torch.randn(shape, device=DEV, dtype=torch.float32, generator=gn).to(torch.bfloat16)
+         for n, shape in (("q", (b, h, s, d)), ("k", (b, g, s, d)), ("v", (b, g, s, d)))}
+    ref = attention_reference(x["q"], x["k"], x["v"], causal)
+    outs = []
+    for _ in range(3):
+        out = torch.full_like(x["q"], float("nan"))
+        flash_attention(x["q"], x["k"], x["v"], out, causal, cfg)
+        outs.append(out)
+    err = relative_error(outs[0], ref)
+    same = all(torch.equal(o, outs[0]) for o in outs[1:])
+    ok = err <= 2e-2 and not torch.isnan(outs[0]).any().item() and same
+    RES["checks"].append({"what": "prefill", "shape": [b, h, g, s, d], "causal": causal, "config": cfg_name(cfg),
+                          "rel_err": err, "repeats_identical": same, "ok": bool(ok)})
+    log(f"check prefill {b}x{h}/{g}x{s}x{d} causal={causal} {cfg_name(cfg)}: err {err:.1e} identical {same} -> "
+        f"{'ok' if ok else 'FAIL'}")
+    return ok
+
+
+def checks():
+    ok = True
+    for cfg in [c for c in PREFILL_CFGS if c.num_stages < 4]:  # 4 stages of 128×128 may not fit: timed only
+        ok &= check_prefill(1, 32, 8, 4097, 128, True, cfg)
+    for cfg in NONCAUSAL_CFGS:
+        ok &= check_prefill(1, 32, 8, 4097, 128, False, cfg)
+    for heads_fast in (False, True):
+        ok &= check_prefill(2, 28, 4, 777, 128, True, FlashConfig(128, 128, 8, 3, heads_fast=heads_fast))
+        ok &= check_prefill(3, 8, 2, 1000, 64, True, FlashConfig(128, 64, 4, 3, heads_fast=heads_fast))
+        ok &= check_prefill(3, 8, 2, 1000, 64, False, FlashConfig(128, 64, 4, 3, heads_fast=heads_fast))
+    if "--skip-paged" in sys.argv:
+        return ok
+    for waits_len in (False, True):
+        for one_more in (False, True):
+            table_variant(waits_len, one_more)
+            for page in (16, 32):
+                ok &= dg.check_paged(32, 8, [1, 1000, 4097, 333], 128, page)
+            ok &= dg.check_paged(32, 8, [4096], 128, 16)
+            ok &= dg.check_paged(32, 8, [1024] * 16, 128, 16)
+            ok &= dg.check_paged(64, 4, [2048, 1, 3000], 128, 16)
+            ok &= dg.check_paged(8, 1, [129, 1, 64], 64, 256, cfg=decode_config(3, 1, 256, splits=3, block_n=64))
+            ok &= dg.check_paged(32, 8, [4096] * 16, 128, 16, cfg=decode_config(16, 8, 4096, splits=3))
+    table_variant(False, True)
+    for tile in (16384, 32768, 65536):
+        fd._COMBINE_TILE = tile
+        ok &= dg.check_contiguous(64, 4, [3000, 1, 4097, 17], 128, decode_config(4, 4, 4097 + 37, splits=32))
+    fd._COMBINE_TILE = 16384
+    RES["checks"].extend(dg.RES["checks"])
+    return ok
+
+
+# ---- 2. prefill --------------------------------------------------------------------------------------------------
+
+def prefill():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    shapes = [(1, 32, 8, 4096, 128), (1, 32, 8, 8192, 128), (1, 32, 8, 16384, 128), (4, 32, 8, 4096, 128),
+              (1, 64, 8, 8192, 128)]
+    for b, h, g, s, d in shapes:
+        fl = 4 * b * h * s * s * d / 2
+        x = [{"q": torch.randn(b, h, s, d, device=DEV, dtype=torch.bfloat16, generator=dg.gen(i)),
+              "k": torch.randn(b, g, s, d, device=DEV, dtype=torch.bfloat16, generator=dg.gen(i + 9)),
+              "v": torch.randn(b, g, s, d, device=DEV, dtype=torch.bfloat16, generator=dg.gen(i + 19))}
+             for i in range(2)]
+        outs = [torch.empty_like(t["q"]) for t in x]
+        for causal in (True, False):
+            if not causal and (b, h, s) not in ((1, 32, 4096), (1, 32, 16384)):
+                continue
+            row = {"shape": [b, h, g, s, d], "causal": causal, "times": {}}
+            cfgs = PREFILL_CFGS if causal else NONCAUSAL_CFGS
+            flops = fl if causal else 2 * fl
+            for rep in (1, 2) if causal else (1,):
+                for cfg in cfgs:
+                    name = cfg_name(cfg)
+                    try:
+                        t = dg.timed(lambda i, cfg=cfg, x=x, outs=outs, causal=causal: flash_attention(x[i]["q"], x[i]["k"], x[i]["v"], outs[i],
+                                                                        causal, cfg), [0, 1])
+                        row["times"].setdefault(name, []).append(t)
+                        log(f"prefill {b}x{h}/{g}x{s} causal={causal} #{rep} {name}: {t[0] * 1e3:.3f} ms "
+                            f"{flops / t[0] / 1e12:.0f} TFLOP/s")
+                    except Exception as err:
+                        row["times"][name] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+                        if rep == 1:
+                            log(f"prefill {b}x{h}/{g}x{s} {name}: {type(err).__name__}: {str(err)[:160]}")
+                for label, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+                    if not causal and label == "fa2":
+                        continue
+                    try:
+                        with sdpa_kernel([backend]):
+                            t = dg.timed(lambda i, x=x, causal=causal: torch.nn.functional.scaled_dot_product_attention(
+                                x[i]["q"], x[i]["k"], x[i]["v"], is_causal=causal, enable_gqa=True), [0, 1])
+                        row["times"].setdefault(label, []).append(t)
+                        log(f"prefill {b}x{h}/{g}x{s} causal={causal} #{rep} {label}: {t[0] * 1e3:.3f} ms "
+                            f"{flops / t[0] / 1e12:.0f} TFLOP/s")
+                    except Exception as err:
+                        row["times"][label] = {"error": str(err)[:200]}
+            RES["prefill"].append(row)
+        x = outs = None
+        torch.cuda.empty_cache()
+
+
+# ---- 3. paged ----------------------------------------------------------------------------------------------------
+
+PAGED_VARIANTS = [("mask by split, tile of its pages", False, False), ("mask by split, one page more", False, True),
+                  ("mask by length, tile of its pages", True, False), ("mask by length, one page more", True, True)]
+
+
+def paged():
+    for b, h, g, n, page in ((1, 32, 8, 4096, 16), (16, 32, 8, 1024, 16), (16, 32, 8, 4096, 16),
+                             (64, 32, 8, 4096, 16), (1, 32, 8, 16384, 16), (16, 32, 8, 4096, 32)):
+        d = 128
+        sets_n = min(input_sets(2 * b * g * n * d * 2 + 4 * b * h * d, dg.L2), 16)
+        cont = [make_decode_inputs(b, h, g, [n] * b, d, "bf16", DEV, dg.gen(b + n + i)) for i in range(sets_n)]
+        pg = [make_paged_inputs(b, h, g, [n] * b, d, page, "bf16", DEV, dg.gen(7 + i)) for i in range(sets_n)]
+        outs = [torch.empty_like(x["q"]) for x in cont]
+        rule = decode_config(b, g, n)
+        row = {"shape": [b, h, g, n, d, page], "rule": str(rule), "sets": sets_n, "times": {}}
+        for rep in (1, 2):
+            t = dg.timed(lambda i, cont=cont, outs=outs, rule=rule: flash_decoding(cont[i]["q"], cont[i]["k"], cont[i]["v"], cont[i]["lengths"],
+                                                  outs[i], rule), list(range(sets_n)))
+            row["times"].setdefault("contiguous", []).append(t)
+            line = [f"contiguous {t[0] * 1e6:.1f}"]
+            for label, waits_len, one_more in PAGED_VARIANTS:
+                table_variant(waits_len, one_more)
+                t = dg.timed(lambda i, pg=pg, outs=outs, rule=rule: flash_decoding(pg[i]["q"], pg[i]["k"], pg[i]["v"], pg[i]["lengths"], outs[i],
+                                                      rule, table=pg[i]["table"]), list(range(sets_n)))
+                row["times"].setdefault(label, []).append(t)
+                line.append(f"{label} {t[0] * 1e6:.1f}")
+            table_variant(False, True)
+            log(f"paged {b}x{h}/{g}x{n} page {page} {rule.splits} splits n{rule.block_n} #{rep} µs: "
+                + "; ".join(line))
+        RES["paged"].append(row)
+        cont = pg = outs = None
+        torch.cuda.empty_cache()
+
+
+# ---- 4. the batch-1 combine --------------------------------------------------------------------------------------
+
+def combine():
+    for b, h, g, n in ((1, 64, 4, 3000), (1, 64, 4, 4096), (1, 64, 4, 1024), (1, 64, 4, 16384), (1, 32, 32, 1024),
+                       (1, 32, 8, 1024)):
+        d = 128
+        sets_n = min(input_sets(2 * b * g * n * d * 2 + 4 * b * h * d, dg.L2), 16)
+        sets = [make_decode_inputs(b, h, g, [n] * b, d, "bf16", DEV, dg.gen(b + n + i)) for i in range(sets_n)]
+        outs = [torch.empty_like(x["q"]) for x in sets]
+        row = {"shape": [b, h, g, n, d], "times": {}}
+        cfgs = [("rule", decode_config(b, g, n, group=h // g, head_d=d)), ("rule before", decode_config(b, g, n)),
+                ("16 splits", decode_config(b, g, n, splits=16))]
+        for rep in (1, 2):
+            line = []
+            for tile in (16384, 32768, 65536):
+                fd._COMBINE_TILE = tile
+                for label, cfg in cfgs:
+                    key = f"{label} sp{cfg.splits} tile {tile} ({fd._heads_step(h // g, cfg.splits, d)} heads)"
+                    try:
+                        t = dg.timed(lambda i, cfg=cfg, sets=sets, outs=outs: flash_decoding(sets[i]["q"], sets[i]["k"], sets[i]["v"],
+                                                                       sets[i]["lengths"], outs[i], cfg),
+                                     list(range(sets_n)))
+                        row["times"].setdefault(key, []).append(t)
+                        line.append(f"{key} {t[0] * 1e6:.2f}")
+                    except Exception as err:
+                        row["times"][key] = {"error": str(err)[:200]}
+                        line.append(f"{key} {type(err).__name__}")
+            fd._COMBINE_TILE = 16384
+            t = dg.timed(lambda i, sets=sets, gqa=h != g: torch.nn.functional.scaled_dot_product_attention(
+                sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=gqa), list(range(sets_n)))
+            row["times"].setdefault("sdpa", []).append(t)
+            log(f"combine {b}x{h}/{g}x{n} #{rep} µs: " + "; ".join(line) + f"; sdpa {t[0] * 1e6:.2f}")
+        RES["combine"].append(row)
+        sets = outs = None
+        torch.cuda.empty_cache()
+
+
+def main():
+    out_dir = sys.argv[1]
+    RES["env"] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+                  "cuda": torch.version.cuda, "sms": dg.SMS, "l2_bytes": dg.L2, "rep_ms": dg.REP_MS,
+                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "clock_idle": dg.sm_clock(),
+                  "argv": sys.argv[1:]}
+    log(RES["env"])
+    t0 = time.time()
+    try:
+        if "--skip-checks" not in sys.argv:
+            RES["env"]["checks_ok"] = checks()
+            log(f"checks ok: {RES['env']['checks_ok']}; elapsed {time.time() - t0:.0f} s")
+        for part, fn in (("paged", paged), ("prefill", prefill), ("combine", combine)):
+            if f"--skip-{part}" not in sys.argv:
+                dg.warm_clocks()
+                log(f"clocks before {part}: {dg.sm_clock()}")
+                fn()
+                log(f"elapsed {time.time() - t0:.0f} s")
+    except Exception:
+        traceback.print_exc()
+    finally:
+        RES["env"]["elapsed_s"] = time.time() - t0
+        with open(f"{out_dir}/attention_lab.json", "w") as f:
+            json.dump(RES, f, indent=1, default=str)
+        log(f"done in {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
