@@ -24,8 +24,8 @@ spec.loader.exec_module(st)
     ("fp8", "fp8", False, False, {"weight_dtype": "fp8", "act_dtype": "fp8"}),
     ("fp8", "fp8_block", True, True, {"weight_dtype": "fp8_block", "act_dtype": "fp8"}),
     ("fp8", "fp8_block", False, True, {"weight_dtype": "fp8", "act_dtype": "fp8"}),
-    ("nvfp4", "nvfp4", True, True, {"weight_dtype": "nvfp4", "act_dtype": "fp4"}),
-    ("nvfp4", "nvfp4", True, False, {"weight_dtype": "nvfp4"}),
+    ("nvfp4", "nvfp4", True, True, {"weight_dtype": "nvfp4", "act_dtype": "fp4", "kv_dtype": "fp8"}),
+    ("nvfp4", "nvfp4", True, False, {"weight_dtype": "nvfp4", "kv_dtype": "fp8"}),
 ])
 def test_a_rows_quantization_maps_to_dtypes(gemm, moe, experts, fp4, expected):
     assert st.quant_options(gemm, moe, experts, fp4) == expected
