@@ -14,9 +14,9 @@ bundled here (MODELS), in a quantization mapped here (``quant_options``). Each i
 ``concurrency`` clients in a closed loop, every request ``isl`` prompt and ``osl`` output tokens,
 ``tp_effective`` as --tp (and --ep), max_num_seqs = concurrency (the engines were configured to hold every
 client), the engine's scheduling of prompts beside decodes (PREFILL_STEPS) and token budget a step (BUDGETS),
-chunked prefill, blocks of 16, the KV cache in bf16 (the runs do not record its
-type; fp8 for nvfp4 checkpoints, ``quant_options``), and ``requests_for(concurrency)`` requests, fewer than the measured runs had, for speed: with fixed lengths in a closed loop the clients run in step,
-so the mean over a few rounds is the mean over many.
+chunked prefill, blocks of 16, the KV cache in bf16 (the runs do not record its type; fp8 for nvfp4 checkpoints,
+``quant_options``), and ``requests_for(concurrency)`` requests, fewer than the measured runs had, for speed (how
+many rounds of clients are simulated moves the mean TTFT: ``requests_for`` says how the count was chosen).
 
 Each row's predictions:
 - ``generate``: the static path, ``api.generate`` at batch = concurrency (every request prefilled at once, then
@@ -665,7 +665,7 @@ notes: >-
   Reproduce: python benchmarks/serving_truth.py --fit --write-stacks (from the repository root, the CSV at
   {csv_default}). The figures are one fit over both GPUs, every model and quantization: they absorb what the
   roofline does not model (attention and MoE kernels below the roofs, the KV cache's type, which the runs do not
-  record, the engine's scheduler and API server) and are not measurements of {name} itself; the published runs
+  record and the fit took as bf16, fp8 for nvfp4 checkpoints, the engine's scheduler and API server) and are not measurements of {name} itself; the published runs
   used the engine's own scheduler limits, which the fit simulated as max_num_batched_tokens tokens a step with
   chunked prefill and as many sequences as clients; prefill_steps is the engine's scheduling of prompts beside
   decodes (benchmarks/serving_truth.py's PREFILL_STEPS and BUDGETS say why and what was measured). fused: the Q/K/V and gate/up weights {name} loads as one matrix each.
@@ -882,7 +882,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = STACK_TEXT.format(
                 id=backend, name=ENGINE_NAMES[backend], csv_name=csv_path.name, commit=commit, rows=f.rows,
                 held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), b=f.bandwidth_efficiency,
-                c=f.compute_efficiency, ae=f.attention_efficiency, ce=f.collective_efficiency, fused=", ".join(FUSED), **f.figures,
+                c=f.compute_efficiency, ae=f.attention_efficiency, ce=f.collective_efficiency,
+                fused=", ".join(FUSED), **f.figures,
                 prefill_steps=PREFILL_STEPS[backend], budget=BUDGETS[backend],
                 csv_default=DEFAULT_CSV)
             (ROOT / "stacks" / f"{backend}.yaml").write_text(text)
