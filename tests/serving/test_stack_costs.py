@@ -4,6 +4,7 @@ cost, the attention efficiency and the collective efficiency add what they say."
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -214,3 +215,21 @@ def test_the_torch_stack_is_its_fit():
     assert plain == pytest.approx(predicted, rel=1e-9)
     priced = StepModel(base(), gpu, calibrated=True, stack=torch).time(step, new_shape=False)
     assert priced == pytest.approx(predicted + kernels * torch.kernel_gap_us / 1e6, rel=1e-9)
+
+
+def test_serve_names_the_collective_efficiency(tmp_path):
+    """A stack's collective efficiency is printed among its costs, and slows a TP run's steps by its collectives'
+    share alone: the same load on one GPU is not slowed."""
+    from helpers import cli
+
+    path = tmp_path / "slow-links.yaml"
+    path.write_text("id: slow-links\nname: slow links\nsource: this test\ncollective_efficiency: 0.25\n")
+    args = ["analyze", "serve", "--gpu", "h100", "--model", "llama-3-8b", "--concurrency", "2", "--prompt", "300",
+            "--output", "8", "--requests", "4"]
+    out = cli(*args, "--tp", "2", "--stack", str(path))
+    assert out.exit_code == 0, out.output
+    assert "collectives at 25% of the link's rate" in " ".join(out.stdout.split())
+    for layout in (["--tp", "2"], []):
+        slow = json.loads(cli(*args, *layout, "--stack", str(path), "--json").stdout)["tpot_s"]["mean"]
+        plain = json.loads(cli(*args, *layout, "--stack", "roofline", "--json").stdout)["tpot_s"]["mean"]
+        assert (slow > plain) if layout else (slow == plain)
