@@ -222,7 +222,7 @@ def case_of(row: dict[str, str]) -> Case:
     if row["mode"] != "agg":
         raise Skip(f"mode {row['mode']} (disaggregated serving is not simulated)")
     if row["attention_dp_size"] not in ("", "1") or row["tp_effective"] == "1" != row["ep_effective"]:
-        raise Skip("data-parallel attention (not replayed)")
+        raise Skip("data-parallel attention (replayed apart: serving_truth_dp.py)")
     if row["ep_effective"] not in ("1", row["tp_effective"]):
         raise Skip("expert parallelism over other GPUs than the TP's")
     if row["backend"] not in BACKENDS:
