@@ -270,13 +270,19 @@ def predict_generate(case: Case) -> tuple[float, float]:
     return g.ttft_s * 1e3, (g.tpot_s or 0.0) * 1e3
 
 
-def predict_serve(case: Case, stack: str) -> tuple[float, float]:
-    """(mean TTFT, mean TPOT) in ms of api.serve with ``stack`` (an id or a path)."""
+def serve_means(stack: str, options: dict[str, object]) -> tuple[float, float]:
+    """(mean TTFT, mean TPOT) in ms of api.serve with ``stack`` (an id or a path) and ``options``; the three
+    published-runs scripts predict through it."""
     import rooflinectl.api as api
 
-    run = api.serve(stack=stack, **case.options).run
+    run = api.serve(stack=stack, **options).run  # type: ignore[arg-type]
     assert run.ttft is not None and run.tpot is not None
     return run.ttft.mean * 1e3, run.tpot.mean * 1e3
+
+
+def predict_serve(case: Case, stack: str) -> tuple[float, float]:
+    """(mean TTFT, mean TPOT) in ms of api.serve on the case with ``stack``."""
+    return serve_means(stack, case.options)
 
 
 # A stack's unknowns as the fit sees them, in the order of Linear's columns and of the fit's solution: µs per
@@ -665,10 +671,11 @@ notes: >-
   Reproduce: python benchmarks/serving_truth.py --fit --write-stacks (from the repository root, the CSV at
   {csv_default}). The figures are one fit over both GPUs, every model and quantization: they absorb what the
   roofline does not model (attention and MoE kernels below the roofs, the KV cache's type, which the runs do not
-  record and the fit took as bf16, fp8 for nvfp4 checkpoints, the engine's scheduler and API server) and are not measurements of {name} itself; the published runs
-  used the engine's own scheduler limits, which the fit simulated as max_num_batched_tokens tokens a step with
-  chunked prefill and as many sequences as clients; prefill_steps is the engine's scheduling of prompts beside
-  decodes (benchmarks/serving_truth.py's PREFILL_STEPS and BUDGETS say why and what was measured). fused: the Q/K/V and gate/up weights {name} loads as one matrix each.
+  record and the fit took as bf16, fp8 for nvfp4 checkpoints, the engine's scheduler and API server) and are not
+  measurements of {name} itself; the published runs used the engine's own scheduler limits, which the fit
+  simulated as max_num_batched_tokens tokens a step with chunked prefill and as many sequences as clients;
+  prefill_steps is the engine's scheduling of prompts beside decodes (benchmarks/serving_truth.py's PREFILL_STEPS
+  and BUDGETS say why and what was measured). fused: the Q/K/V and gate/up weights {name} loads as one matrix each.
 """
 
 

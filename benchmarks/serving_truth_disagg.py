@@ -95,11 +95,7 @@ def case_of(row: dict[str, str]) -> DisaggCase:
 
 def predict(case: DisaggCase, stack: str) -> tuple[float, float]:
     """(mean TTFT, mean TPOT) in ms."""
-    import rooflinectl.api as api
-
-    run = api.serve(stack=stack, **case.options).run  # type: ignore[arg-type]
-    assert run.ttft is not None and run.tpot is not None
-    return run.ttft.mean * 1e3, run.tpot.mean * 1e3
+    return st.serve_means(stack, case.options)
 
 
 def main(argv: list[str] | None = None) -> int:

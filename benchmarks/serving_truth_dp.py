@@ -54,12 +54,8 @@ def dp_cases(path: Path) -> tuple[list[tuple[st.Case, int]], list[str]]:
 
 
 def predict(case: st.Case, seqs: int, stack: str) -> tuple[float, float]:
-    """(TTFT, TPOT) mean in ms of ``api.serve`` on the row, ``seqs`` sequences a rank."""
-    import rooflinectl.api as api
-
-    run = api.serve(stack=stack, **{**case.options, "max_num_seqs": seqs}).run  # the stack's own fusions
-    assert run.ttft is not None and run.tpot is not None
-    return run.ttft.mean * 1e3, run.tpot.mean * 1e3
+    """(TTFT, TPOT) mean in ms of ``api.serve`` on the row, ``seqs`` sequences a rank (the stack's own fusions)."""
+    return st.serve_means(stack, {**case.options, "max_num_seqs": seqs})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,11 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         w(f"| {case.backend} | {case.model} | {q} | {case.ep} | {seqs} | {case.concurrency} | {case.isl}/{case.osl} | "
           f"{case.ttft_ms:,.0f} / {p['roofline'][0]:,.0f} / {p['stack'][0]:,.0f} | "
           f"{case.tpot_ms:.1f} / {p['roofline'][1]:.1f} / {p['stack'][1]:.1f} |\n")
-    for m in ("roofline", "stack"):
+    for m, label in (("roofline", "roofline"), ("stack", "engine")):
         for k, name in ((1, "TPOT"), (0, "TTFT")):
             ratios = [p[m][k] / (c.tpot_ms if k else c.ttft_ms) for c, _, p in rows]
-            w(f"\n{'roofline' if m == 'roofline' else 'engine'} stack, {name}: mean absolute error {statistics.fmean(abs(r - 1) for r in ratios):.1%}, "
-              f"median ratio predicted / measured {statistics.median(ratios):.2f} ({len(ratios)} rows)")
+            error = statistics.fmean(abs(r - 1) for r in ratios)
+            w(f"\n{label} stack, {name}: mean absolute error {error:.1%}, median ratio predicted / measured "
+              f"{statistics.median(ratios):.2f} ({len(ratios)} rows)")
     w("\n" + (f"\nLeft out: {'; '.join(skipped)}\n" if skipped else ""))
     if args.json:
         Path(args.json).write_text(json.dumps([{"id": c.id, "ranks": c.ep, "seqs_a_rank": s, "concurrency":

@@ -207,9 +207,10 @@ _LONG_PROGRAM = 2048  # between the measured 1,000 positions a program (64s fast
 _MAX_SPLITS = 32  # 33 to 64 splits pad the combine's tiles to 64: 1 × 4,096 in 64 splits took 14.85 µs, in 32 10.85
 # In the latency regime, at most the splits whose combine takes two tiles of the group's heads (_COMBINE_TILE),
 # while a split stays within _LONG_SPLIT positions: a group of 16 at d 128 gets 16 splits (8 heads a tile)
-# instead of 32 or 24 (4 heads a tile, 4 rounds through the L2): 1 × 64/4 × 3,000 9.15-9.18 µs against 10.0-10.3 at 24 splits (SDPA 9.35-9.37); 1 × 64/4 × 4,096 9.87-9.89
-# against 10.4 at 32 (SDPA 9.35). Larger tiles cost more than the rounds they save (16 heads a tile at 32
-# splits: 16.5 µs at 4,096). (H200, benchmarks/attention_lab_gpu.py, docs/results/h200-2026-12-04-attention-34c.)
+# instead of 32 or 24 (4 heads a tile, 4 rounds through the L2): 1 × 64/4 × 3,000 9.15-9.18 µs against 10.0-10.3
+# at 24 splits (SDPA 9.35-9.37); 1 × 64/4 × 4,096 9.87-9.89 against 10.4 at 32 (SDPA 9.35). Larger tiles cost
+# more than the rounds they save (16 heads a tile at 32 splits: 16.5 µs at 4,096). (H200,
+# benchmarks/attention_lab_gpu.py, docs/results/h200-2026-12-04-attention-34c.)
 _COMBINE_ROUNDS = 2
 
 
@@ -343,15 +344,15 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
 def decode_candidates(batch: int, kv_heads: int, max_len: int, group: int = 0, head_d: int = 128
                       ) -> list[DecodeConfig]:
     """The rule's config first, then its neighbours: one and two programs an SM, one split more and one fewer,
-    bigger blocks with 8 warps, a deeper pipeline."""
+    bigger blocks with 8 warps, a deeper pipeline (the last two with the rule's splits for this group)."""
     chosen = decode_config(batch, kv_heads, max_len, group=group, head_d=head_d)
     return list(dict.fromkeys([
         chosen, decode_config(batch, kv_heads, max_len, programs_per_sm=1),
         decode_config(batch, kv_heads, max_len, programs_per_sm=2),
         decode_config(batch, kv_heads, max_len, splits=chosen.splits + 1),
         decode_config(batch, kv_heads, max_len, splits=max(1, chosen.splits - 1)),
-        decode_config(batch, kv_heads, max_len, block_n=128, num_warps=8),
-        decode_config(batch, kv_heads, max_len, num_stages=4),
+        decode_config(batch, kv_heads, max_len, block_n=128, num_warps=8, group=group, head_d=head_d),
+        decode_config(batch, kv_heads, max_len, num_stages=4, group=group, head_d=head_d),
     ]))
 
 
