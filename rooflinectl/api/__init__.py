@@ -190,7 +190,7 @@ def _server(g: GPU, prompt: int, output: int, reserve_gib: float | None, calibra
     if max_num_batched_tokens is not None and not chunked_prefill:
         raise UserError("--max-num-batched-tokens with --no-chunked-prefill: without chunked prefill one step "
                         "holds the whole batch's prompts; the budget is chunked prefill's")
-    costs = load_stack(stack)
+    costs = load_stack(stack, g.compute_capability)
     method = Method(costs, chunked_prefill, SchedulerConfig.on(costs, max_num_batched_tokens).max_num_batched_tokens)
     if not method.static and options.get("fuse") is None:
         options = {**options, "fuse": list(method.stack.fused)}

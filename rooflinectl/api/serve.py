@@ -114,7 +114,7 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
         load = with_shared_prefix(load, shared_prefix)
     BlockPool.check_block_size(block_size)
     g = _gpu(gpu)
-    costs = load_stack(stack)
+    costs = load_stack(stack, g.compute_capability)
     config = SchedulerConfig.on(costs, max_num_batched_tokens, max_num_seqs, chunked_prefill, prefill_steps)
     max_num_batched_tokens = config.max_num_batched_tokens
     if options.get("fuse") is None:

@@ -36,7 +36,7 @@ def serve_json(r: Simulation) -> dict[str, Any]:
         "scheduler": {"max_num_batched_tokens": r.config.max_num_batched_tokens,
                       "max_num_seqs": r.config.max_num_seqs, "chunked_prefill": r.config.chunked_prefill,
                       "prefill_steps": "mixed" if r.config.mixed else "separate"},
-        "stack": r.stack.model_dump(exclude={"notes", "name"}),
+        "stack": r.stack.model_dump(exclude={"notes", "name", "families"}),
         "kv_cache": {"blocks": run.kv_blocks, "block_size": run.block_size, "block_bytes": cap.block_bytes,
                      "peak_blocks": run.kv_blocks_peak, "capacity_bytes": cap.capacity_bytes,
                      "weight_bytes": cap.weight_bytes, "activation_bytes": cap.activation_bytes,
@@ -253,4 +253,5 @@ def _stack_line(r: Simulation) -> str:
         costs.append(f"collectives at {st.collective_efficiency:.0%} of the link's rate")
     if st.attention != "varlen":
         costs.append(f"{st.attention} attention (every query over the whole batch's KV)")
-    return f"stack {st.id}: {timed}" + (f"; {', '.join(costs)}" if costs else ", no cost beyond them")
+    family = f" (its figures for compute capability {st.family}.x)" if st.family else ""
+    return f"stack {st.id}{family}: {timed}" + (f"; {', '.join(costs)}" if costs else ", no cost beyond them")

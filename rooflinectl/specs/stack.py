@@ -19,7 +19,8 @@ positions are every sequence's cached and new tokens together, the layers those 
 under ``--calibrated``, each op's time is the GPU's measured op model instead of the efficiencies' roofline (the
 attention efficiency, the gap, the position cost and the step's fixed costs still apply). ``attention`` says which
 attention ops the step runs (``varlen`` or ``batch_dense``: :class:`Stack`); ``fused`` is the engine's own kernel
-fusion, the step's default when no ``--fuse`` is given.
+fusion, the step's default when no ``--fuse`` is given; ``families`` hold figures fitted apart on one GPU family,
+which replace the stack's own on that family's GPUs (``Stack.on``; ``load_stack`` given the run's GPU).
 """
 
 from __future__ import annotations
@@ -44,6 +45,33 @@ Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 StepAttention = Literal["varlen", "batch_dense"]
 # Whether the engine's scheduler puts prefill chunks and decodes in one step (Stack.prefill_steps).
 PrefillSteps = Literal["mixed", "separate"]
+
+
+# A GPU family as a stack keys its own figures: the major version of NVIDIA's compute capability ("9": Hopper,
+# H100/H200/H800/H20; "10": datacenter Blackwell, B200/B300/GB200/GB300), the level at which the engines build
+# and pick their kernels.
+Family = Annotated[str, Field(pattern=r"^[1-9][0-9]?$")]
+
+
+def family_of(compute_capability: str | None) -> str | None:
+    """The family of a GPU of that compute capability ("9.0" → "9"; None, a GPU without one: None)."""
+    return compute_capability.split(".")[0] if compute_capability else None
+
+
+class FamilyFigures(Strict):
+    """A stack's figures on one GPU family, fitted apart from the rest (``Stack.families``); a figure left out is
+    the stack's own."""
+
+    step_overhead_us: Micros | None = None
+    kernel_gap_us: Micros | None = None
+    sequence_overhead_us: Micros | None = None
+    request_latency_us: Micros | None = None
+    bandwidth_efficiency: Efficiency | None = None
+    compute_efficiency: Efficiency | None = None
+    attention_efficiency: Efficiency | None = None
+    collective_efficiency: Efficiency | None = None
+    kv_position_ns: Nanos | None = None
+    source: Text | None = None  # what they were fitted to, where it differs from the stack's source
 
 
 class Stack(Strict):
@@ -108,7 +136,24 @@ class Stack(Strict):
     # default of a run on this stack (none: vLLM's API-server default on a data-centre GPU, 8,192).
     max_num_batched_tokens: Annotated[int, Field(ge=1, le=2**24)] | None = None
     fused: list[Fusion] = Field(default_factory=list)
+    # Figures of the stack on a GPU family (the major version of its compute capability, ``Family``), which
+    # replace the stack's own on a GPU of that family: an engine runs other kernels on Hopper than on Blackwell,
+    # and the published runs a stack was fitted to ran other engine versions on each. A GPU of a family not listed
+    # takes the stack's own figures.
+    families: dict[Family, FamilyFigures] = Field(default_factory=dict)
+    # The family whose figures a run prices with (``Stack.on``; None: the stack's own).
+    family: Family | None = None
     notes: Text | None = None
+
+    def on(self, compute_capability: str | None) -> Stack:
+        """The stack as it prices a step on a GPU of that compute capability ("9.0"; None, a GPU without one, as
+        AMD's): the family's figures in place of its own where it lists that family, else itself."""
+        family = family_of(compute_capability)
+        figures = self.families.get(family) if family else None
+        if family is None or figures is None:
+            return self
+        return self.model_copy(update={**figures.model_dump(exclude_none=True, exclude={"source"}),
+                                       "family": family})
 
 
 def _catalog() -> dict[str, Path]:
@@ -123,8 +168,9 @@ def list_stacks() -> dict[str, Stack]:
     return {name: load_stack(str(path)) for name, path in sorted(_catalog().items())}
 
 
-def load_stack(name: str) -> Stack:
-    """A stack by id (``roofline``, ``vllm`` …) or YAML path."""
+def load_stack(name: str, compute_capability: str | None = None) -> Stack:
+    """A stack by id (``roofline``, ``vllm`` …) or YAML path, with its figures on a GPU of ``compute_capability``
+    (``Stack.on``; None: its own)."""
     if looks_like_path(name):
         path = user_path(name)
     else:
@@ -133,4 +179,7 @@ def load_stack(name: str) -> Stack:
             raise UserError(f"unknown stack '{name}'{closest(name, catalog)}; the stacks are: "
                             f"{', '.join(sorted(catalog))}")
         path = catalog[name.lower()]
-    return validate(Stack, read_yaml(path), str(path))
+    stack = validate(Stack, read_yaml(path), str(path))
+    if stack.family is not None:
+        raise UserError(f"{path}: family is set by the GPU a run is on (Stack.on), not by the file")
+    return stack.on(compute_capability)

@@ -233,3 +233,22 @@ def test_serve_names_the_collective_efficiency(tmp_path):
         slow = json.loads(cli(*args, *layout, "--stack", str(path), "--json").stdout)["tpot_s"]["mean"]
         plain = json.loads(cli(*args, *layout, "--stack", "roofline", "--json").stdout)["tpot_s"]["mean"]
         assert (slow > plain) if layout else (slow == plain)
+
+
+def test_serve_says_whose_family_figures_priced_the_run(tmp_path):
+    """On a GPU of a family the stack lists, the run's stack line and its JSON name that family and carry its
+    figures; on another GPU they are the stack's own."""
+    from helpers import cli
+
+    path = tmp_path / "fam.yaml"
+    path.write_text("id: fam\nname: fam\nsource: this test\nkernel_gap_us: 1\n"
+                    "families:\n  '9': {kernel_gap_us: 7}\n")
+    args = ["analyze", "serve", "--model", "llama-3-8b", "--concurrency", "2", "--prompt", "300", "--output", "8",
+            "--requests", "4", "--stack", str(path)]
+    out = cli(*args, "--gpu", "h100")
+    assert out.exit_code == 0, out.output
+    assert "stack fam (its figures for compute capability 9.x):" in " ".join(out.stdout.split())
+    hopper = json.loads(cli(*args, "--gpu", "h100", "--json").stdout)["stack"]
+    ampere = json.loads(cli(*args, "--gpu", "a100-80gb", "--json").stdout)["stack"]
+    assert (hopper["family"], hopper["kernel_gap_us"], "families" in hopper) == ("9", 7, False)
+    assert (ampere["family"], ampere["kernel_gap_us"]) == (None, 1)
