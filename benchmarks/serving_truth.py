@@ -26,10 +26,11 @@ Each row's predictions:
 Per engine and GPU the report gives the mean absolute percentage error (MAPE) of each and the median ratio of
 predicted to measured.
 
-``--fit`` fits each engine's stack (one per engine, both GPUs) to the rows of the fitting half (``in_fit_half``: the
-SHA-256 of the row's id starts with an even hex digit) that the simulation represents (``Result.represented``: the
-clients' sequences fit the simulated KV cache, and the data's README names no fault), and reports every table on
-the other half. In a closed loop with fixed lengths the steps the engine runs do not depend on their times (a
+``--fit`` fits each engine's stack to the rows of the fitting half (``in_fit_half``: the SHA-256 of the row's id
+starts with an even hex digit) that the simulation represents (``Result.represented``: the clients' sequences fit
+the simulated KV cache, and the data's README names no fault), once over both GPUs (the stack's own figures) and
+once over each GPU family's rows (its ``families``, which price that family's rows: an engine runs other kernels,
+and the data other engine versions, on Hopper than on Blackwell), and reports every table on the other half. In a closed loop with fixed lengths the steps the engine runs do not depend on their times (a
 client's next request arrives at the end of the step that finished its last), so one recorded run per row prices
 every stack (``Linear``): a step costs Σ ops count · max(compute time / compute_efficiency, memory time /
 bandwidth_efficiency) (a collective's interconnect time over collective_efficiency; the attention ops' over
@@ -107,6 +108,11 @@ FUSED = ("qkv", "gate_up")
 BANDWIDTH_GRID = tuple(round(0.40 + 0.05 * i, 2) for i in range(13))  # 0.40 … 1.00
 COMPUTE_GRID = tuple(round(0.20 + 0.05 * i, 2) for i in range(17))  # 0.20 … 1.00
 TARGET_TPOT, TARGET_TTFT = 12.0, 25.0  # MAPE targets, percent
+# The fewest fitting rows of a GPU family that are fitted apart: five a figure (seven unknowns and the grid's two).
+# Measured on the represented held-out rows: figures fitted apart on the H100's and the B200's rows brought TPOT
+# from 12.1% to 11.6% and TTFT from 30.7% to 29.1%; with the halves swapped (fitted on the other half) 13.3% →
+# 12.5% and 33.1% → 32.1%.
+FAMILY_ROWS = 45
 
 
 def requests_for(concurrency: int) -> int:
@@ -179,6 +185,9 @@ class Case:
     tpot_ms: float
     ttft_ms: float
     fit: bool
+    # The engine's version and the month it was measured, as the row gives them ("?" where it does not): the rows
+    # of one campaign share a container and a benchmark setup
+    campaign: str = ""
 
     @property
     def options(self) -> dict[str, object]:
@@ -207,6 +216,15 @@ def _has_fp4(gpu: str) -> bool:
     from rooflinectl.specs.hardware import load_gpu
 
     return "fp4" in load_gpu(gpu).compute.tensor_tflops
+
+
+@functools.cache
+def family(gpu: str) -> str | None:
+    """The GPU's family as a stack keys its figures (specs.stack.family_of: its compute capability's major)."""
+    from rooflinectl.specs.hardware import load_gpu
+    from rooflinectl.specs.stack import family_of
+
+    return family_of(load_gpu(gpu).compute_capability)
 
 
 @functools.cache
@@ -240,7 +258,8 @@ def case_of(row: dict[str, str]) -> Case:
     return Case(id=row["id"], backend=row["backend"], system=row["system"], model=model, gpu=gpu,
                 tp=int(row["tp_effective"]), ep=int(row["ep_effective"]), concurrency=int(row["concurrency"]), isl=int(row["isl"]),
                 osl=int(row["osl"]), dtypes=tuple(sorted(dtypes.items())), tpot_ms=tpot, ttft_ms=ttft,
-                fit=in_fit_half(row["id"]))
+                fit=in_fit_half(row["id"]),
+                campaign=f"{row.get('backend_version') or '?'}, {(row.get('measured') or '?')[:7]}")
 
 
 def read_cases(path: Path) -> tuple[list[Case], Counter[str], str]:
@@ -474,6 +493,7 @@ def linear_of(case: Case, rec: Recorded, model, grid: Iterable[tuple[float, floa
 @dataclass(frozen=True)
 class Fitted:
     backend: str
+    family: str | None  # the GPU family (compute capability's major) its rows ran on; None: every family's rows
     bandwidth_efficiency: float
     compute_efficiency: float
     figures: dict[str, float]  # UNKNOWNS but the extras, rounded as the stack file states them
@@ -542,9 +562,9 @@ def fit_unknowns(lins: Sequence[Linear], cases: Sequence[Case], b: float, c: flo
     return x, float((r * scale * 100).sum())
 
 
-def fit_backend(backend: str, lins: Sequence[Linear], cases: Sequence[Case]) -> Fitted:
-    """The grid point and figures with the smallest weighted error over ``cases``, rounded as the stack file
-    states them."""
+def fit_backend(backend: str, lins: Sequence[Linear], cases: Sequence[Case], family: str | None = None) -> Fitted:
+    """The grid point and figures with the smallest weighted error over ``cases`` (of ``family``'s GPUs, None:
+    of any), rounded as the stack file states them."""
     best: tuple[float, float, float, np.ndarray] | None = None
     for b in BANDWIDTH_GRID:
         for c in COMPUTE_GRID:
@@ -555,7 +575,7 @@ def fit_backend(backend: str, lins: Sequence[Linear], cases: Sequence[Case]) -> 
     _, b, c, x = best
     digits = {"kv_position_ns": 2, "kernel_gap_us": 2}
     figures = {k: round(float(v), digits.get(k, 1)) for k, v in zip(UNKNOWNS[:-EXTRAS], x)}
-    f = Fitted(backend, b, c, figures, round(1 / (1 + float(x[-2])), 3), round(1 / (1 + float(x[-1])), 3),
+    f = Fitted(backend, family, b, c, figures, round(1 / (1 + float(x[-2])), 3), round(1 / (1 + float(x[-1])), 3),
                len(cases), 0.0, 0.0)
     tpot = [abs(lin.at(b, c, f.unknowns)[1] / k.tpot_ms - 1) * 100 for lin, k in zip(lins, cases)]
     ttft = [abs(lin.at(b, c, f.unknowns)[0] / k.ttft_ms - 1) * 100 for lin, k in zip(lins, cases)]
@@ -617,6 +637,20 @@ def table(results: Sequence[Result], methods: Sequence[str]) -> list[str]:
     return lines
 
 
+def by_campaign(results: Sequence[Result], method: str) -> list[str]:
+    """The method's errors per campaign (engine, GPU, version and month, model), most rows first, as markdown
+    lines: how far the data's own setups, which the rows do not record, move the errors."""
+    groups: dict[tuple[str, str, str, str], list[Result]] = {}
+    for r in results:
+        groups.setdefault((r.case.backend, r.case.gpu, r.case.campaign, r.case.model), []).append(r)
+    lines = ["| engine | GPU | version, measured | model | rows | TPOT MAPE | TTFT MAPE | TTFT median ratio |",
+             "|---|---|---|---|--:|--:|--:|--:|"]
+    for (backend, gpu, campaign, model), rs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        n, tm, _, fm, fr = _stats(rs, method)
+        lines.append(f"| {ENGINE_NAMES[backend]} | {gpu} | {campaign} | {model} | {n} | {tm} | {fm} | {fr} |")
+    return lines
+
+
 def worst(results: Sequence[Result], method: str, metric: int, k: int = 8) -> list[str]:
     """The k rows the method misses most on a metric (0 TTFT, 1 TPOT), as markdown lines: what dominates."""
     name = ("TTFT", "TPOT")[metric]
@@ -636,6 +670,13 @@ def worst(results: Sequence[Result], method: str, metric: int, k: int = 8) -> li
     return lines
 
 
+def family_text(fam: str | None) -> str:
+    """A GPU family as the report names it, with the data's GPUs of it."""
+    if fam is None:
+        return "any"
+    return f"compute capability {fam}.x ({', '.join(g for g in SYSTEMS.values() if family(g) == fam)})"
+
+
 def git_head() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -645,7 +686,8 @@ def git_head() -> str:
 
 
 STACK_TEXT = """\
-# {name}'s costs beyond the roofline, fitted to published runs of it on H100 SXM and B200 (one stack for both GPUs).
+# {name}'s costs beyond the roofline, fitted to published runs of it on H100 SXM and B200: both GPUs' rows
+# together (the figures here), and each GPU family's apart where the data has more than one (families).
 id: {id}
 name: {name}
 source: >-
@@ -653,8 +695,9 @@ source: >-
   (ai-dynamo/aiconfigurator's silicon_sample.csv at commit {commit}) that it simulates (agg, attention
   tensor-parallel, a bundled model) and whose id's SHA-256 starts with an even hex digit, less those whose clients'
   sequences overflow the simulated KV cache and those the data's README flags: {rows} rows; on the other half's
-  rows it represents ({held} rows) mean TPOT is off by {tpot:.1f}% and mean TTFT by {ttft:.1f}% (mean absolute
-  error; docs/serving.md, "Validation against published runs")
+  rows it represents ({held} rows), each priced with its GPU family's figures where families lists it, mean TPOT
+  is off by {tpot:.1f}% and mean TTFT by {ttft:.1f}% (mean absolute error; docs/serving.md, "Validation against
+  published runs")
 step_overhead_us: {step_overhead_us}
 kernel_gap_us: {kernel_gap_us}
 sequence_overhead_us: {sequence_overhead_us}
@@ -667,9 +710,9 @@ kv_position_ns: {kv_position_ns}
 prefill_steps: {prefill_steps}
 max_num_batched_tokens: {budget}
 fused: [{fused}]
-notes: >-
+{families}notes: >-
   Reproduce: python benchmarks/serving_truth.py --fit --write-stacks (from the repository root, the CSV at
-  {csv_default}). The figures are one fit over both GPUs, every model and quantization: they absorb what the
+  {csv_default}). The figures are fits over every model and quantization of the rows: they absorb what the
   roofline does not model (attention and MoE kernels below the roofs, the KV cache's type, which the runs do not
   record and the fit took as bf16, fp8 for nvfp4 checkpoints, the engine's scheduler and API server) and are not
   measurements of {name} itself; the published runs used the engine's own scheduler limits, which the fit
@@ -679,11 +722,30 @@ notes: >-
 """
 
 
+FAMILY_TEXT = """\
+  "{family}":
+    source: >-
+      fitted the same way to the {rows} of those rows on GPUs of {gpus}; on the other half's
+      rows of them it represents ({held} rows) mean TPOT is off by {tpot} and mean TTFT by {ttft}
+    step_overhead_us: {step_overhead_us}
+    kernel_gap_us: {kernel_gap_us}
+    sequence_overhead_us: {sequence_overhead_us}
+    request_latency_us: {request_latency_us}
+    bandwidth_efficiency: {b}
+    compute_efficiency: {c}
+    attention_efficiency: {ae}
+    collective_efficiency: {ce}
+    kv_position_ns: {kv_position_ns}
+"""
+
+
 def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid: list | None,
                   started: float) -> tuple[list[Result], dict[str, Linear], Counter[str]]:
     """Every case's predictions (``Result``), with ``grid``: each case's ``Linear`` over it too, and the cases
-    ``serve`` refused counted by reason. ``cache``: a folder that keeps each case's predictions."""
+    ``serve`` refused counted by reason. ``cache``: a folder that keeps each case's predictions. ``stacks``: each
+    engine's stack, priced on each case's GPU with that GPU family's figures."""
     from rooflinectl.errors import UserError
+    from rooflinectl.specs.hardware import load_gpu
 
     def cache_path(case: Case, what: str) -> Path | None:
         if cache is None:
@@ -731,7 +793,7 @@ def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid:
             "roofline": ("roofline", lambda: serve_at((), 1.0, 1.0, (0.0,) * len(UNKNOWNS))),
         }
         if case.backend in stacks:
-            st = stacks[case.backend]
+            st = stacks[case.backend].on(load_gpu(case.gpu).compute_capability)
             x = (*(getattr(st, k) for k in UNKNOWNS[:-EXTRAS]), 1 / st.attention_efficiency - 1,
                  1 / st.collective_efficiency - 1)
             methods["stack"] = (f"stack {list(st.fused)} {st.bandwidth_efficiency} {st.compute_efficiency} {x}",
@@ -811,6 +873,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_lines = check(results, args.check, stacks) if args.check else []
 
     fitted: dict[str, Fitted] = {}
+    by_family: dict[str, dict[str, Fitted]] = {}  # engine → GPU family → its figures, fitted apart
     if args.fit:
         for backend in BACKENDS:
             # the fitting half's rows the simulation represents: their clients' sequences fit its KV cache, and
@@ -818,9 +881,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             rs = [r for r in results if r.case.backend == backend and r.case.fit and r.represented]
             if not rs:
                 continue
-            fitted[backend] = f = fit_backend(backend, [linears[r.case.id] for r in rs], [r.case for r in rs])
+            fitted[backend] = fit_backend(backend, [linears[r.case.id] for r in rs], [r.case for r in rs])
+            groups: dict[str | None, list[Result]] = {}
+            for r in rs:
+                groups.setdefault(family(r.case.gpu), []).append(r)
+            by_family[backend] = {
+                fam: fit_backend(backend, [linears[r.case.id] for r in g], [r.case for r in g], fam)
+                for fam, g in sorted(groups.items(), key=lambda kv: int(kv[0] or 0))
+                if fam is not None and len(groups) > 1 and len(g) >= FAMILY_ROWS}
             for r in results:
                 if r.case.backend == backend:
+                    f = by_family[backend].get(family(r.case.gpu) or "", fitted[backend])
                     r.predictions["stack"] = linears[r.case.id].at(f.bandwidth_efficiency, f.compute_efficiency,
                                                                    f.unknowns)
 
@@ -841,12 +912,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if fitted:
         names = ["bandwidth_efficiency", "compute_efficiency", *UNKNOWNS[:-EXTRAS], "attention_efficiency",
                  "collective_efficiency"]
-        w("\n## Fitted stacks\n\n| engine | " + " | ".join(names) + " | rows fitted | TPOT MAPE (fitted rows) | "
-          "TTFT MAPE (fitted rows) |\n|---|" + "--:|" * (len(names) + 3) + "\n")
-        for f in fitted.values():
+        w("\n## Fitted stacks\n\nEach engine's figures fitted to all its fitting rows (GPUs: any, the stack's own "
+          "figures), and apart on each GPU family's rows where it has more than one (the stack's `families`; "
+          f"at least {FAMILY_ROWS} rows), which price that family's rows.\n\n| engine | GPUs | "
+          + " | ".join(names) + " | rows fitted | TPOT MAPE (fitted rows) | TTFT MAPE (fitted rows) |\n|---|---|"
+          + "--:|" * (len(names) + 3) + "\n")
+        for f in (g for b in fitted for g in (fitted[b], *by_family[b].values())):
             values = [f.bandwidth_efficiency, f.compute_efficiency, *f.figures.values(), f.attention_efficiency,
                       f.collective_efficiency]
-            w(f"| {ENGINE_NAMES[f.backend]} | " + " | ".join(str(v) for v in values)
+            w(f"| {ENGINE_NAMES[f.backend]} | {family_text(f.family)} | " + " | ".join(str(v) for v in values)
               + f" | {f.rows} | {f.tpot_mape:.1f}% | {f.ttft_mape:.1f}% |\n")
     w("\n## Held-out rows (not fitted on)\n\n")
     w("\n".join(table(held, methods)) + "\n")
@@ -858,6 +932,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       f"queues and preempts; api.serve's reserve is 10% of HBM) and the README's known faults: "
       + "; ".join(f"{n} rows: {why}" for why, n in faults.items()) + ".\n\n")
     w("\n".join(table(clean, methods)) + "\n")
+    w("\nThe same rows by campaign (the engine's version and the month measured, as the data gives them, and the "
+      "model), the engine stacks' errors:\n\n" + "\n".join(by_campaign(clean, "stack")) + "\n")
     w("\n## Fitted rows\n\n")
     w("\n".join(table(fit_rows, methods)) + "\n")
     for metric in (1, 0):
@@ -886,13 +962,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for backend, f in fitted.items():
             rs = [r for r in held if r.case.backend == backend and r.represented]
             _, tm, _, fm, _ = _stats(rs, "stack")
+            families = ""
+            for fam, ff in by_family[backend].items():
+                n, ftm, _, ffm, _ = _stats([r for r in rs if family(r.case.gpu) == fam], "stack")
+                families += FAMILY_TEXT.format(family=fam, gpus=family_text(fam), rows=ff.rows, held=n,
+                                               tpot=ftm, ttft=ffm, b=ff.bandwidth_efficiency,
+                                               c=ff.compute_efficiency, ae=ff.attention_efficiency,
+                                               ce=ff.collective_efficiency, **ff.figures)
             text = STACK_TEXT.format(
                 id=backend, name=ENGINE_NAMES[backend], csv_name=csv_path.name, commit=commit, rows=f.rows,
                 held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), b=f.bandwidth_efficiency,
                 c=f.compute_efficiency, ae=f.attention_efficiency, ce=f.collective_efficiency,
                 fused=", ".join(FUSED), **f.figures,
                 prefill_steps=PREFILL_STEPS[backend], budget=BUDGETS[backend],
-                csv_default=DEFAULT_CSV)
+                csv_default=DEFAULT_CSV, families=("families:\n" + families) if families else "")
             (ROOT / "stacks" / f"{backend}.yaml").write_text(text)
     return 0
 
