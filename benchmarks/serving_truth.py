@@ -30,17 +30,18 @@ predicted to measured.
 starts with an even hex digit) that the simulation represents (``Result.represented``: the clients' sequences fit
 the simulated KV cache, and the data's README names no fault), once over both GPUs (the stack's own figures) and
 once over each GPU family's rows (its ``families``, which price that family's rows: an engine runs other kernels,
-and the data other engine versions, on Hopper than on Blackwell), and reports every table on the other half. In a closed loop with fixed lengths the steps the engine runs do not depend on their times (a
-client's next request arrives at the end of the step that finished its last), so one recorded run per row prices
-every stack (``Linear``): a step costs Σ ops count · max(compute time / compute_efficiency, memory time /
+and the data other engine versions, on Hopper than on Blackwell), and reports every table on the other half. In
+a closed loop with fixed lengths the steps the engine runs do not depend on their times (a client's next request
+arrives at the end of the step that finished its last), so one recorded run per row prices every stack
+(``Linear``): a step costs Σ ops count · max(compute time / compute_efficiency, memory time /
 bandwidth_efficiency) (a collective's interconnect time over collective_efficiency; the attention ops' over
-attention_efficiency)
-+ kernels × kernel_gap_us + step_overhead_us + sequences × sequence_overhead_us + KV positions × layers ×
-kv_position_ns, each request's TTFT and TPOT are sums of its steps' costs, and TTFT adds request_latency_us. For
-each (bandwidth_efficiency, compute_efficiency) of a grid the other figures are the non-negative minimizers of
-the sum of absolute relative errors of TPOT and TTFT over the fitting rows (iteratively reweighted least squares,
-each a non-negative least squares), the errors weighed by the targets (TPOT MAPE / 12% + TTFT MAPE / 25%); the grid
-point with the smallest weighted error wins. ``--write-stacks`` writes the three stack files with what was fitted.
+attention_efficiency) + kernels × kernel_gap_us + step_overhead_us + sequences × sequence_overhead_us + KV
+positions × layers × kv_position_ns, each request's TTFT and TPOT are sums of its steps' costs, and TTFT adds
+request_latency_us. For each (bandwidth_efficiency, compute_efficiency) of a grid the other figures are the
+non-negative minimizers of the sum of absolute relative errors of TPOT and TTFT over the fitting rows
+(iteratively reweighted least squares, each a non-negative least squares), the errors weighed by the targets
+(TPOT MAPE / 12% + TTFT MAPE / 25%); the grid point with the smallest weighted error wins. ``--write-stacks``
+writes the three stack files with what was fitted.
 """
 
 from __future__ import annotations
@@ -256,8 +257,8 @@ def case_of(row: dict[str, str]) -> Case:
     if not (tpot > 0 and ttft > 0):
         raise Skip("no measured TPOT or TTFT")
     return Case(id=row["id"], backend=row["backend"], system=row["system"], model=model, gpu=gpu,
-                tp=int(row["tp_effective"]), ep=int(row["ep_effective"]), concurrency=int(row["concurrency"]), isl=int(row["isl"]),
-                osl=int(row["osl"]), dtypes=tuple(sorted(dtypes.items())), tpot_ms=tpot, ttft_ms=ttft,
+                tp=int(row["tp_effective"]), ep=int(row["ep_effective"]), concurrency=int(row["concurrency"]),
+                isl=int(row["isl"]), osl=int(row["osl"]), dtypes=tuple(sorted(dtypes.items())), tpot_ms=tpot, ttft_ms=ttft,
                 fit=in_fit_half(row["id"]),
                 campaign=f"{row.get('backend_version') or '?'}, {(row.get('measured') or '?')[:7]}")
 
@@ -950,9 +951,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({
             "csv": str(csv_path), "source_commit": commit, "skipped": dict(skipped),
             "fitted": {k: vars(v) for k, v in fitted.items()},
+            "fitted_families": {k: {fam: vars(f) for fam, f in v.items()} for k, v in by_family.items()},
             "rows": [{"id": r.case.id, "backend": r.case.backend, "system": r.case.system, "fit": r.case.fit,
-                      "model": r.case.model, "tp": r.case.tp, "ep": r.case.ep, "concurrency": r.case.concurrency, "isl": r.case.isl,
-                      "osl": r.case.osl, "dtypes": dict(r.case.dtypes), "kv_bound": r.kv_bound,
+                      "campaign": r.case.campaign, "model": r.case.model, "tp": r.case.tp, "ep": r.case.ep,
+                      "concurrency": r.case.concurrency, "isl": r.case.isl, "osl": r.case.osl, "dtypes": dict(r.case.dtypes), "kv_bound": r.kv_bound,
                       "known_fault": known_fault(r.case),
                       "measured": {"ttft_ms": r.case.ttft_ms, "tpot_ms": r.case.tpot_ms},
                       "predicted": {m: (None if p is None else {"ttft_ms": p[0], "tpot_ms": p[1]})
