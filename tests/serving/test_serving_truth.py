@@ -48,13 +48,13 @@ def _row(**over):
 def test_a_row_becomes_serves_options():
     case = st.case_of(_row())
     assert case.options == dict(gpu="h100-sxm", model="qwen3-32b", tp=2, concurrency=8, prompt=1024, output=128,
-                                requests=32, max_num_seqs=8, max_num_batched_tokens=2048, weight_dtype="fp8",
+                                requests=64, max_num_seqs=8, max_num_batched_tokens=2048, weight_dtype="fp8",
                                 act_dtype="fp8")
     # The experts over the TP GPUs: --tp E --ep E; SGLang's steps apart.
     moe = st.case_of(_row(model_path="Qwen/Qwen3-235B-A22B-FP8", backend="sglang", tp_effective="8",
                           ep_effective="8", gemm_quant_mode="fp8_block", moe_quant_mode="fp8_block"))
     assert moe.options == dict(gpu="h100-sxm", model="qwen3-235b-a22b", tp=8, ep=8, concurrency=8, prompt=1024,
-                               output=128, requests=32, max_num_seqs=8, prefill_steps="separate",
+                               output=128, requests=64, max_num_seqs=8, prefill_steps="separate",
                                weight_dtype="fp8_block", act_dtype="fp8")
 
 
