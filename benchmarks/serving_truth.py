@@ -702,16 +702,7 @@ source: >-
   rows it represents ({held} rows), each priced with its GPU family's figures where families lists it, mean TPOT
   is off by {tpot:.1f}% and mean TTFT by {ttft:.1f}% (mean absolute error; docs/serving.md, "Validation against
   published runs")
-step_overhead_us: {step_overhead_us}
-kernel_gap_us: {kernel_gap_us}
-sequence_overhead_us: {sequence_overhead_us}
-request_latency_us: {request_latency_us}
-bandwidth_efficiency: {b}
-compute_efficiency: {c}
-attention_efficiency: {ae}
-collective_efficiency: {ce}
-kv_position_ns: {kv_position_ns}
-prefill_steps: {prefill_steps}
+{figures}prefill_steps: {prefill_steps}
 max_num_batched_tokens: {budget}
 fused: [{fused}]
 {families}notes: >-
@@ -731,16 +722,16 @@ FAMILY_TEXT = """\
     source: >-
       fitted the same way to the {rows} of those rows on GPUs of {gpus}; on the other half's
       rows of them it represents ({held} rows) mean TPOT is off by {tpot} and mean TTFT by {ttft}
-    step_overhead_us: {step_overhead_us}
-    kernel_gap_us: {kernel_gap_us}
-    sequence_overhead_us: {sequence_overhead_us}
-    request_latency_us: {request_latency_us}
-    bandwidth_efficiency: {b}
-    compute_efficiency: {c}
-    attention_efficiency: {ae}
-    collective_efficiency: {ce}
-    kv_position_ns: {kv_position_ns}
-"""
+{figures}"""
+
+
+def figures_yaml(f: Fitted, indent: str = "") -> str:
+    """A fit's figures as a stack file's lines, in the stack's order (a family's indented under it)."""
+    values = {**f.figures, "bandwidth_efficiency": f.bandwidth_efficiency, "compute_efficiency": f.compute_efficiency,
+              "attention_efficiency": f.attention_efficiency, "collective_efficiency": f.collective_efficiency}
+    order = ("step_overhead_us", "kernel_gap_us", "sequence_overhead_us", "request_latency_us", "bandwidth_efficiency",
+             "compute_efficiency", "attention_efficiency", "collective_efficiency", "kv_position_ns")
+    return "".join(f"{indent}{k}: {values[k]}\n" for k in order)
 
 
 def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid: list | None,
@@ -972,15 +963,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for fam, ff in by_family[backend].items():
                 n, ftm, _, ffm, _ = _stats([r for r in rs if family(r.case.gpu) == fam], "stack")
                 families += FAMILY_TEXT.format(family=fam, gpus=family_text(fam), rows=ff.rows, held=n,
-                                               tpot=ftm, ttft=ffm, b=ff.bandwidth_efficiency,
-                                               c=ff.compute_efficiency, ae=ff.attention_efficiency,
-                                               ce=ff.collective_efficiency, **ff.figures)
+                                               tpot=ftm, ttft=ffm, figures=figures_yaml(ff, "    "))
             text = STACK_TEXT.format(
                 id=backend, name=ENGINE_NAMES[backend], csv_name=csv_path.name, commit=commit, rows=f.rows,
-                held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), b=f.bandwidth_efficiency,
-                c=f.compute_efficiency, ae=f.attention_efficiency, ce=f.collective_efficiency,
-                fused=", ".join(FUSED), **f.figures,
-                prefill_steps=PREFILL_STEPS[backend], budget=BUDGETS[backend],
+                held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), figures=figures_yaml(f),
+                fused=", ".join(FUSED), prefill_steps=PREFILL_STEPS[backend], budget=BUDGETS[backend],
                 csv_default=DEFAULT_CSV, families=("families:\n" + families) if families else "")
             (ROOT / "stacks" / f"{backend}.yaml").write_text(text)
     return 0
