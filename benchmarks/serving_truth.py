@@ -116,7 +116,22 @@ TARGET_TPOT, TARGET_TTFT = 12.0, 25.0  # MAPE targets, percent
 FAMILY_ROWS = 45
 
 
+# The folders every cached prediction is computed from: the package, and the GPUs' and models' spec files.
+CODE_FOLDERS = ("rooflinectl", "hardware", "workloads")
 ROUNDS, LEAST_REQUESTS = 8, 32  # requests_for: the rounds of clients simulated, and the fewest requests
+
+
+@functools.cache
+def code_fingerprint(root: Path = ROOT) -> str:
+    """A hash of every source and spec file under CODE_FOLDERS: part of each --cache key, so predictions cached by
+    other code are never read back as this code's (a cache made before a change to api.generate once gave 1,310
+    ms for a row that generate now predicts at 707)."""
+    h = hashlib.sha256()
+    for folder in CODE_FOLDERS:
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".yaml", ".yml", ".json"):
+                h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def requests_for(concurrency: int) -> int:
@@ -745,7 +760,8 @@ def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid:
     def cache_path(case: Case, what: str) -> Path | None:
         if cache is None:
             return None
-        key = hashlib.sha256(json.dumps([case.id, case.options, what], default=str).encode()).hexdigest()[:20]
+        key = hashlib.sha256(json.dumps([case.id, case.options, what, code_fingerprint()],
+                                        default=str).encode()).hexdigest()[:20]
         return cache / f"{key}.json"
 
     def cached(case: Case, what: str, compute: Callable[[], object]) -> object:
@@ -832,7 +848,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write-stacks", action="store_true", help="with --fit: write stacks/<engine>.yaml")
     ap.add_argument("--backend", choices=BACKENDS, action="append", help="only this engine (repeatable)")
     ap.add_argument("--limit", type=int, help="only the first N usable rows (a quick look)")
-    ap.add_argument("--cache", metavar="DIR", help="keep each row's predictions here and reuse them")
+    ap.add_argument("--cache", metavar="DIR", help="keep each row's predictions here and reuse them (keyed by the "
+                    "code: a change to the package or the spec files starts them afresh)")
     ap.add_argument("--shard", metavar="I/N", help="only every N-th usable row from the I-th (0-based): run N of "
                     "these in parallel with one --cache, then once without --shard to report")
     ap.add_argument("--reverse", action="store_true", help="the rows from the last: a second process on one "

@@ -165,3 +165,22 @@ def test_the_campaign_table_groups_rows_by_version_month_and_model():
     lines = st.by_campaign(rows, "stack")
     assert lines[2:] == ["| vLLM | h100-sxm | a | qwen3-32b | 2 | 5.0% | 20.0% | 0.90 |",
                          "| vLLM | h100-sxm | b | qwen3-32b | 1 | 0.0% | 50.0% | 1.50 |"]
+
+
+def test_the_cache_key_follows_the_code_and_specs_alone(tmp_path):
+    """The fingerprint in every --cache key changes with a source or spec file's contents or name under the
+    package, hardware/ or workloads/, and not with docs, compiled files or the stacks (priced apart)."""
+    fingerprint = st.code_fingerprint.__wrapped__
+    for name, text in (("rooflinectl/engine/a.py", "x = 1\n"), ("hardware/h.yaml", "id: h\n"),
+                       ("workloads/models/m.yaml", "id: m\n"), ("docs/d.md", "d\n"), ("stacks/s.yaml", "id: s\n")):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    base = fingerprint(tmp_path)
+    (tmp_path / "docs/d.md").write_text("changed\n")
+    (tmp_path / "stacks/s.yaml").write_text("id: t\n")
+    (tmp_path / "rooflinectl/engine/a.cpython-311.pyc").write_bytes(b"\0")
+    assert fingerprint(tmp_path) == base
+    (tmp_path / "hardware/h.yaml").write_text("id: h2\n")
+    changed = fingerprint(tmp_path)
+    (tmp_path / "hardware/h.yaml").rename(tmp_path / "hardware/g.yaml")
+    assert len({base, changed, fingerprint(tmp_path)}) == 3
