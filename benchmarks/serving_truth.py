@@ -110,9 +110,7 @@ BANDWIDTH_GRID = tuple(round(0.40 + 0.05 * i, 2) for i in range(13))  # 0.40 …
 COMPUTE_GRID = tuple(round(0.20 + 0.05 * i, 2) for i in range(17))  # 0.20 … 1.00
 TARGET_TPOT, TARGET_TTFT = 12.0, 25.0  # MAPE targets, percent
 # The fewest fitting rows of a GPU family that are fitted apart: five a figure (seven unknowns and the grid's two).
-# Measured on the represented held-out rows: figures fitted apart on the H100's and the B200's rows brought TPOT
-# from 12.1% to 11.6% and TTFT from 30.7% to 29.1%; with the halves swapped (fitted on the other half) 13.3% →
-# 12.5% and 33.1% → 32.1%.
+# What fitting each family apart gave is in docs/serving.md, "Each GPU family's own figures".
 FAMILY_ROWS = 45
 
 
@@ -124,8 +122,7 @@ ROUNDS, LEAST_REQUESTS = 8, 32  # requests_for: the rounds of clients simulated,
 @functools.cache
 def code_fingerprint(root: Path = ROOT) -> str:
     """A hash of every source and spec file under CODE_FOLDERS: part of each --cache key, so predictions cached by
-    other code are never read back as this code's (a cache made before a change to api.generate once gave 1,310
-    ms for a row that generate now predicts at 707)."""
+    other code are never read back as this code's."""
     h = hashlib.sha256()
     for folder in CODE_FOLDERS:
         for path in sorted((root / folder).rglob("*")):
