@@ -185,7 +185,6 @@ def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, repli
     from ..serving.transfer import KvTransfer, kv_link
 
     g, base, stack = model.gpu, model.base, model.stack
-    latency = stack.request_latency_us / 1e6 if stack is not None else 0.0
     if disagg is None:
         check_replicas(replicas)
         decode_model, decode_capacity = model, kv_capacity(model, config.max_num_batched_tokens, block_size, reserve)
@@ -210,7 +209,7 @@ def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, repli
         transfer = KvTransfer(base, prefill_layout, decode_layout, kv_link(g, gpus), kv_transfer)  # type: ignore[arg-type]
         sides = [side("prefill", p, prefill_model, prefill_capacity, prefill_config, block_size),
                  side("decode", d, decode_model, decode_capacity, config, block_size)]
-    deployment = serve_replicas(load, sides, transfer, latency, progress)
+    deployment = serve_replicas(load, sides, transfer, stack, progress)
     run = deployment.run
     spent = deployment_costs(deployment, sum(s.request.prompt for s in run.served), price,
                              None if g.power is None else g.power.board_w)

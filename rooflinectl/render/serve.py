@@ -241,6 +241,8 @@ def _stack_line(r: Simulation) -> str:
         costs.append(f"{duration(st.sequence_overhead_us / 1e6)} a sequence in a step")
     if st.request_latency_us:
         costs.append(f"{duration(st.request_latency_us / 1e6)} between engine and client a request")
+    if st.stream_lag_steps:
+        costs.append(f"tokens reach the client {number(st.stream_lag_steps)} of the request's TPOT later")
     if st.new_shape_us:
         costs.append(f"{duration(st.new_shape_us / 1e6)} a new attention shape")
     if st.kv_position_ns:

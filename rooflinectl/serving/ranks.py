@@ -71,7 +71,6 @@ def serve_ranks(load: Load, model: StepModel, capacity: Capacity, config: Schedu
     ranks = [Scheduler(config, pool) for pool in pools]
     held, taken = [0] * e, [0] * e
     where: dict[int, int] = {}  # a request's rank
-    latency = model.stack.request_latency_us / 1e6 if model.stack is not None else 0.0
     arrivals: list[tuple[float, int, Request]] = []
     opening, queue = load.opening()
     for request in opening:
@@ -123,7 +122,7 @@ def serve_ranks(load: Load, model: StepModel, capacity: Capacity, config: Schedu
                 if live.request.prefix_id is not None:
                     scheduler.share_prefix(live)
                 if live.computed == live.target:
-                    _emit(live, t, scheduler, served, arrivals, queue, load, progress, latency)
+                    _emit(live, t, scheduler, served, arrivals, queue, load, progress, model.stack)
                     if live.generated == live.request.output:
                         held[where.pop(live.request.id)] -= 1
     run = Run(served=tuple(sorted(served, key=lambda s: s.request.id)), duration_s=t, steps=steps,

@@ -31,11 +31,24 @@ from typing import cast
 
 from ..engine.parallel import Layout
 from ..errors import UserError
+from ..specs.stack import Stack
 from .cost import Costs, split_costs
 from .kvcache import BlockPool
 from .load import Load, Request
 from .scheduler import Live, Scheduler, SchedulerConfig
-from .simulate import Deployment, Point, Role, Run, Served, Side, Stats, Transfers, _thin, decode_run
+from .simulate import (
+    Deployment,
+    Point,
+    Role,
+    Run,
+    Served,
+    Side,
+    Stats,
+    Transfers,
+    _thin,
+    decode_run,
+    delivered,
+)
 from .stepmodel import Capacity, StepModel
 from .transfer import KvTransfer
 
@@ -119,11 +132,11 @@ class Replica:
 
 
 def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Capacity]],
-                   transfer: KvTransfer | None, latency_s: float = 0.0,
+                   transfer: KvTransfer | None, stack: Stack | None = None,
                    progress: Callable[[int], None] | None = None) -> Deployment:
     """Serve ``load`` on the replicas of ``sides`` (the module's docstring): an aggregated side alone, or a
-    prefill side and a decode side with ``transfer``. ``latency_s``: the stack's time between engine and client,
-    added to every token a client sees."""
+    prefill side and a decode side with ``transfer``. ``stack``: its delays between engine and client
+    (``simulate.delivered``), added to every token a client sees."""
     replicas = [r for _, group, _, _ in sides for r in group]
     entry = [r for r in replicas if r.role != "decode"]
     decoders = [r for r in replicas if r.role == "decode"]
@@ -136,7 +149,7 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
     sent: list[tuple[float, float, float, float]] = []  # each transfer: (KV bytes, link bytes, link time, wait)
 
     def done(live: Live, t: float) -> None:
-        served.append(Served(live.request, tuple(x + latency_s for x in live.token_times_s), live.preemptions))
+        served.append(Served(live.request, delivered(live.token_times_s, stack), live.preemptions))
         if progress is not None:
             progress(len(served))
         if load.kind == "concurrency":

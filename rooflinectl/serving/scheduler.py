@@ -17,7 +17,11 @@ prompts are prefilled, so requests prefilled in one burst decode together and fi
 Every token scheduled needs a slot in its request's KV blocks (``kvcache.BlockPool``). A running request that
 cannot get one preempts the latest admitted running request (vLLM's recompute preemption): that one's blocks are
 freed, and it goes back to the front of the queue to prefill again its prompt and the tokens it had generated,
-then goes on generating; a request that would have to preempt itself waits instead.
+then goes on generating; a request that would have to preempt itself waits instead. Without chunked prefill the
+preempted request's prompt and generated tokens must fit one step's budget: a preemption that would leave one
+that never fits is refused in one line (TensorRT-LLM, whose budget without chunked prefill is sized for prompts,
+starts a request under its default capacity policy only with KV blocks for its whole sequence, and so never
+preempts).
 
 Speculative decoding (``drafts`` k > 0, ``serving.speculation``): a decoding request (one that has generated a
 token and has one position left before its next) is scheduled 1 + d tokens, its last token and d drafts to verify,
@@ -131,8 +135,14 @@ class Scheduler:
         scheduled in this step; False where none is left to preempt but ``live`` itself."""
         while self.running and self.running[-1] is not live and self.running[-1].request.id not in scheduled:
             victim = self.running.pop()
+            target = victim.request.prompt + victim.generated
+            if not self.config.chunked_prefill and target > self.config.max_num_batched_tokens:
+                raise UserError(f"request {victim.request.id} preempted for KV blocks: without chunked prefill its "
+                                f"{target:,} tokens must be prefilled again in one step, more than "
+                                f"--max-num-batched-tokens {self.config.max_num_batched_tokens:,} (give a larger "
+                                f"budget, a larger KV cache, or chunked prefill)")
             self.pool.free(victim.request.id)
-            victim.target = victim.request.prompt + victim.generated
+            victim.target = target
             victim.computed = 0
             victim.preemptions += 1
             self.preemptions += 1

@@ -257,15 +257,28 @@ class Simulation:
         return self.run.goodput(self.slo_ttft_s, self.slo_tpot_s)
 
 
+def delivered(times: Sequence[float], stack: Stack | None) -> tuple[float, ...]:
+    """When a request's client sees its tokens, the engine having made them at ``times``: each the stack's
+    ``request_latency_us`` + ``stream_lag_steps`` × the request's mean interval between tokens in the engine later
+    (a request of one token has no interval: the latency alone). TTFT and E2E include the delay; TPOT and ITL,
+    differences of delayed times, do not."""
+    if stack is None:
+        return tuple(times)
+    delay = stack.request_latency_us / 1e6
+    if stack.stream_lag_steps and len(times) > 1:
+        delay += stack.stream_lag_steps * (times[-1] - times[0]) / (len(times) - 1)
+    return tuple(time + delay for time in times)
+
+
 def check_whole_prompts(load: Load, config: SchedulerConfig) -> None:
-    """Without chunked prefill a step must hold a whole prompt (and a preempted request's tokens): a load with a
-    longer one would never run, refused in one line."""
+    """Without chunked prefill a step must hold a whole prompt: a load with a longer one would never run, refused
+    in one line. (A request preempted there must be prefilled again whole, its prompt and the tokens it had
+    generated: the scheduler refuses such a preemption when it happens, ``Scheduler``.)"""
     if not config.chunked_prefill:
-        longest = max(r.prompt + r.output - 1 for r in load.requests)
+        longest = max(r.prompt for r in load.requests)
         if longest > config.max_num_batched_tokens:
-            raise UserError(f"without chunked prefill a step must hold a whole prompt (and a preempted request's "
-                            f"tokens): {longest:,} tokens > --max-num-batched-tokens "
-                            f"{config.max_num_batched_tokens:,}")
+            raise UserError(f"without chunked prefill a step must hold a whole prompt: {longest:,} tokens > "
+                            f"--max-num-batched-tokens {config.max_num_batched_tokens:,}")
 
 
 def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerConfig,
@@ -277,7 +290,6 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
     from ``seed`` (``serving.speculation``)."""
     check_whole_prompts(load, config)
     scheduler = Scheduler(config, pool, 0 if speculation is None else speculation.k)
-    latency = model.stack.request_latency_us / 1e6 if model.stack is not None else 0.0
     rng = random.Random(seed)
     verifications = verified = drafted = accepted = 0
     arrivals: list[tuple[float, int, Request]] = []  # (time, id, request), a heap
@@ -338,13 +350,13 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
                 verifications, verified = verifications + 1, verified + kept + 1
                 drafted, accepted = drafted + s.drafts, accepted + kept
                 for _ in range(kept + 1):  # kept ≤ output left − 1: only the last can finish the request
-                    _emit(live, t, scheduler, served, arrivals, queue, load, progress, latency)
+                    _emit(live, t, scheduler, served, arrivals, queue, load, progress, model.stack)
                 continue
             live.computed += s.new
             if live.request.prefix_id is not None:
                 scheduler.share_prefix(live)
             if live.computed == live.target:
-                _emit(live, t, scheduler, served, arrivals, queue, load, progress, latency)
+                _emit(live, t, scheduler, served, arrivals, queue, load, progress, model.stack)
     return Run(served=tuple(sorted(served, key=lambda s: s.request.id)), duration_s=t, steps=steps,
                prefill_steps=prefill_steps, prefill_time_s=prefill_time, max_tokens_in_step=most_tokens,
                kv_blocks=pool.total, kv_blocks_peak=pool.peak, block_size=pool.block_size,
@@ -390,17 +402,16 @@ def decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool
 
 def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
           arrivals: list[tuple[float, int, Request]], queue: object, load: Load,
-          progress: Callable[[int], None] | None, latency: float) -> None:
+          progress: Callable[[int], None] | None, stack: Stack | None) -> None:
     """``live`` reached its target at ``t``: it emits a token; the last one finishes it (a closed loop's client
-    then sends its next request at ``t``). Its client sees each token ``latency`` later (the stack's
-    request_latency_us)."""
+    then sends its next request at ``t``). Its client sees its tokens as ``delivered`` says (``stack``'s delays)."""
     live.generated += 1
     live.token_times_s.append(t)
     if live.generated < live.request.output:
         live.target += 1
         return
     scheduler.finish(live)
-    served.append(Served(live.request, tuple(time + latency for time in live.token_times_s), live.preemptions))
+    served.append(Served(live.request, delivered(live.token_times_s, stack), live.preemptions))
     if progress is not None:
         progress(len(served))
     if load.kind == "concurrency":

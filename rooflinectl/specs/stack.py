@@ -10,9 +10,10 @@ its figures, each with a ``source``; the serving simulation (``serving.stepmodel
     + kernels in the step × kernel_gap_us  +  step_overhead_us  +  sequences in the step × sequence_overhead_us
     + new_shape_us, if the step's attention shape is one the run has not had before
 
-and every request's first and last token reach its client ``request_latency_us`` after the engine made them
-(the API server's HTTP, tokenization and streaming, which run beside the engine's steps and delay none of them),
-so TTFT and E2E include it and TPOT does not.
+and every token of a request reaches its client ``request_latency_us`` + ``stream_lag_steps`` × the request's own
+mean interval between tokens in the engine after the engine made it (the API server's HTTP, tokenization and
+streaming, which run beside the engine's steps and delay none of them, and waits that grow with the step time),
+so TTFT and E2E include both and TPOT neither.
 
 where the kernels are the step's op instances (the layer count times each op: fusions launch fewer), the KV
 positions are every sequence's cached and new tokens together, the layers those whose attention reads them, and,
@@ -41,6 +42,8 @@ Micros = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 # Nanoseconds per KV position and layer: up to a millisecond, beyond any engine's.
 Nanos = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+# Steps of a request's own token interval: up to ten thousand, beyond any engine's stream.
+Steps = Annotated[float, Field(ge=0, le=1e4, allow_inf_nan=False)]
 # How the engine runs a step's attention over its sequences (Stack.attention).
 StepAttention = Literal["varlen", "batch_dense"]
 # Whether the engine's scheduler puts prefill chunks and decodes in one step (Stack.prefill_steps).
@@ -66,6 +69,7 @@ class FamilyFigures(Strict):
     kernel_gap_us: Micros | None = None
     sequence_overhead_us: Micros | None = None
     request_latency_us: Micros | None = None
+    stream_lag_steps: Steps | None = None
     bandwidth_efficiency: Efficiency | None = None
     compute_efficiency: Efficiency | None = None
     attention_efficiency: Efficiency | None = None
@@ -110,6 +114,13 @@ class Stack(Strict):
     # added to each request's TTFT and E2E, and a closed loop's client sends its next request when the engine
     # finishes the last (the simulation does not delay it)
     request_latency_us: Micros = 0.0
+    # per request, in its own mean interval between tokens in the engine (its TPOT): how much later than the
+    # engine made them its client sees its tokens, beyond request_latency_us. A wait that grows with the engine's
+    # step time, as a request's wait behind steps already formed does (an engine that forms a step ahead of its
+    # results, as TensorRT-LLM's overlap scheduler does, admits a request that arrives during step n in step n + 2
+    # at the earliest). Fitted (stacks/<engine>.yaml's source); added to TTFT and E2E, as request_latency_us is,
+    # and not to TPOT.
+    stream_lag_steps: Steps = 0.0
     bandwidth_efficiency: Efficiency = 1.0  # the share of the roofs' bandwidth its kernels reach
     compute_efficiency: Efficiency = 1.0  # the share of the roofs' peak its matmuls reach
     attention: StepAttention = "varlen"  # how a step's attention runs over its sequences (the class docstring)

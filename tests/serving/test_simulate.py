@@ -154,6 +154,24 @@ def test_the_budget_holds_and_long_prompts_are_chunked():
         simulate(load, m, BlockPool(5000, 16), SchedulerConfig(max_num_batched_tokens=1024, chunked_prefill=False))
 
 
+def test_without_chunked_prefill_only_prompts_must_fit_the_budget():
+    # TensorRT-LLM's budget as ai-dynamo/aiconfigurator configures it (batch + prompt + 1,500 tokens) holds a
+    # prompt of 1,024 but not a whole sequence of 1,024 + 2,048: with KV room for every sequence it runs, each
+    # prompt in one step (at most 2 of 1,024 beside 8 decodes in 2,532 tokens).
+    m = StepModel(base(), H100)
+    load = closed_loop(8, 16, Lengths("fixed", 1024), Lengths("fixed", 2048))
+    config = SchedulerConfig(max_num_batched_tokens=8 + 1024 + 1500, chunked_prefill=False)
+    run = simulate(load, m, BlockPool(8 * 192, 16), config)
+    assert run.preemptions == 0 and all(len(s.token_times_s) == 2048 for s in run.served)
+    assert run.max_tokens_in_step <= 2 * 1024 + 8
+    # Short of KV blocks it preempts, and a preempted request of more tokens than the budget could never be
+    # prefilled again whole: refused in one line where it happens. Two clients on 340 blocks (5,440 positions)
+    # run out at about 2,720 positions each, 1,696 generated: 2,720 tokens to prefill again > 2,526.
+    pair = closed_loop(2, 2, Lengths("fixed", 1024), Lengths("fixed", 2048))
+    with pytest.raises(rl.UserError, match="preempted .* without chunked prefill"):
+        simulate(pair, m, BlockPool(340, 16), SchedulerConfig(2 + 1024 + 1500, chunked_prefill=False))
+
+
 def test_the_kv_cache_never_overflows_and_preempts_by_recompute():
     # 8 clients of 200 + 100 tokens need up to 8 × ⌈299/16⌉ = 152 blocks; 60 force preemptions.
     m = StepModel(base(), H100)

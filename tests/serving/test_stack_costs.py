@@ -195,6 +195,20 @@ def test_the_sequence_cost_and_the_request_latency():
         assert b.ttft_s == pytest.approx(a.ttft_s + 2.5e-3, rel=1e-12)
         assert b.e2e_s == pytest.approx(a.e2e_s + 2.5e-3, rel=1e-12)
         assert b.tpot_s == pytest.approx(a.tpot_s, rel=1e-9)
+    # The stream's lag moves them by that many of the request's own TPOT in the engine, (E2E − TTFT) / 19 here,
+    # beside the latency: 2.5 ms + 1.5 × TPOT.
+    lagged = simulate(load, StepModel(base(), H100, stack=stack(request_latency_us=2500.0, stream_lag_steps=1.5)),
+                      BlockPool(2000, 16), SchedulerConfig())
+    assert lagged.duration_s == runs[0].duration_s
+    for a, b in zip(runs[0].served, lagged.served):
+        assert a.tpot_s is not None and b.tpot_s == pytest.approx(a.tpot_s, rel=1e-9)
+        assert b.ttft_s == pytest.approx(a.ttft_s + 2.5e-3 + 1.5 * a.tpot_s, rel=1e-12)
+        assert b.e2e_s == pytest.approx(a.e2e_s + 2.5e-3 + 1.5 * a.tpot_s, rel=1e-12)
+    # A request of one token has no interval between tokens: the latency alone.
+    from rooflinectl.serving.simulate import delivered
+
+    assert delivered((0.25,), stack(request_latency_us=2500.0, stream_lag_steps=4.0)) == (0.2525,)
+    assert delivered((0.25, 0.5), None) == (0.25, 0.5)
 
 
 def test_the_torch_stack_is_its_fit():

@@ -31,7 +31,8 @@ def test_the_roofline_stack_is_the_floor():
                                   "fused: [everything]", "attention: dense", "attention_efficiency: 0",
                                   "kv_position_ns: -1", "new_shape_us: .inf", "families: {hopper: {}}",
                                   "families: {'9': {kernel_gap: 1}}", "families: {'9': {fused: []}}",
-                                  "families: {'9': {compute_efficiency: 2}}", "family: '9'"])
+                                  "families: {'9': {compute_efficiency: 2}}", "family: '9'",
+                                  "stream_lag_steps: -0.5", "families: {'10': {stream_lag_steps: .nan}}"])
 def test_a_bad_stack_file_is_one_line(tmp_path, body):
     path = tmp_path / "bad.yaml"
     path.write_text(f"id: bad\nname: bad\nsource: a test\n{body}\n")
