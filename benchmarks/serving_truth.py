@@ -13,8 +13,8 @@ A row is used when it is aggregated serving (``mode`` agg) on one model copy, it
 bundled here (MODELS), in a quantization mapped here (``quant_options``). Each is simulated with ``api.serve``:
 ``concurrency`` clients in a closed loop, every request ``isl`` prompt and ``osl`` output tokens,
 ``tp_effective`` as --tp (and --ep), max_num_seqs = concurrency (the engines were configured to hold every
-client), the engine's scheduling of prompts beside decodes (PREFILL_STEPS) and token budget a step (BUDGETS),
-chunked prefill, blocks of 16, the KV cache in bf16 (the runs do not record its type; fp8 for nvfp4 checkpoints,
+client), the engine's scheduling of prompts beside decodes (PREFILL_STEPS), token budget a step and chunked
+prefill or not (``Case.budget``, ``Case.chunked``), blocks of 16, the KV cache in bf16 (the runs do not record its type; fp8 for nvfp4 checkpoints,
 ``quant_options``), and ``requests_for(concurrency)`` requests, fewer than the measured runs had, for speed (how
 many rounds of clients are simulated moves the mean TTFT: ``requests_for`` says how the count was chosen).
 
@@ -37,10 +37,11 @@ arrives at the end of the step that finished its last), so one recorded run per 
 bandwidth_efficiency) (a collective's interconnect time over collective_efficiency; the attention ops' over
 attention_efficiency) + kernels × kernel_gap_us + step_overhead_us + sequences × sequence_overhead_us + KV
 positions × layers × kv_position_ns, each request's TTFT and TPOT are sums of its steps' costs, and TTFT adds
-request_latency_us. For each (bandwidth_efficiency, compute_efficiency) of a grid the other figures are the
-non-negative minimizers of the sum of absolute relative errors of TPOT and TTFT over the fitting rows
-(iteratively reweighted least squares, each a non-negative least squares), the errors weighed by the targets
-(TPOT MAPE / 12% + TTFT MAPE / 25%); the grid point with the smallest weighted error wins. ``--write-stacks``
+request_latency_us + stream_lag_steps × its TPOT. For each (bandwidth_efficiency, compute_efficiency,
+stream_lag_steps) of a grid the other figures are the non-negative minimizers of the sum of absolute relative
+errors of TPOT and TTFT over the fitting rows (iteratively reweighted least squares, each a non-negative least
+squares), the errors weighed by the targets (TPOT MAPE / 12% + TTFT MAPE / 25%); the grid point with the smallest
+weighted error wins. ``--write-stacks``
 writes the three stack files with what was fitted.
 """
 
@@ -93,12 +94,26 @@ PREFILL_STEPS = {"vllm": "mixed", "sglang": "separate", "trtllm": "mixed"}
 # record how their workers were built), and the budget ai-dynamo/aiconfigurator's replay of its own H100 Qwen3-32B
 # vLLM rows states
 # (docs/blogs/digital-twin-simulation, h100_qwen3_counterpart); measured here on half the vLLM rows, refit:
-# held-out TTFT error 23.4% at 2,048 against 31.9% at 8,192, TPOT 11.3% against 10.7%. SGLang and TensorRT-LLM:
-# 8,192 (SGLang's chunked_prefill_size, TensorRT-LLM's max_num_tokens); TensorRT-LLM replayed without chunked
-# prefill (its default) and a budget holding a whole prompt beside the decodes gave the same errors (TTFT 33.8%,
-# TPOT 12.0% against 12.1%, half its rows).
+# held-out TTFT error 23.4% at 2,048 against 31.9% at 8,192, TPOT 11.3% against 10.7%; aiconfigurator's rule
+# for TensorRT-LLM's below, chunked, measured 21.0% against 17.9% (8 rounds, families). SGLang: 8,192, its
+# chunked_prefill_size. TensorRT-LLM: its default max_num_tokens, 8,192, the stack's default; each of its rows is
+# replayed with the budget aiconfigurator gave the run (``trtllm_budget``).
 BUDGETS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
+# Chunked prefill in the runs: on in vLLM V1 and SGLang, off in TensorRT-LLM (its default, which aiconfigurator's
+# TensorRT-LLM configurations leave: ``trtllm_budget``).
+CHUNKED = {"vllm": True, "sglang": True, "trtllm": False}
 DEFAULT_BUDGET = 8192  # api.serve's budget where neither the options nor the stack give one (SchedulerConfig)
+
+
+def trtllm_budget(batch: int, isl: int) -> int:
+    """TensorRT-LLM's max_num_tokens in a run of ``batch`` clients of ``isl``-token prompts as ai-dynamo/aiconfigurator
+    configures an aggregated worker: max_batch_size = the batch and max_num_tokens = batch + ISL + 1,500, rounded
+    up to the 32-token KV block, chunked prefill off (src/aiconfigurator/cli/backends/trtllm.py at its first commit
+    efcae124, August 2025: "we're assuming no chunked prefill"; generator/rule_plugin/benchmark/trtllm.rule from
+    71bb3d00, January 2026, its benchmark configurations). A step then holds one or two whole prompts beside the
+    decodes, where 8,192 chunked would hold eight of 1,024. Measured on the TensorRT-LLM rows (8 rounds, families,
+    refit): held-out TTFT 31.6% → 29.6%, TPOT 12.9% → 12.6%; with the halves swapped 31.2% → 30.3%."""
+    return -(-(batch + isl + 1500) // 32) * 32
 SYSTEMS = {"h100_sxm": "h100-sxm", "b200_sxm": "b200"}
 BACKENDS = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -108,6 +123,12 @@ FUSED = ("qkv", "gate_up")
 # The efficiency grid --fit scans: every stack's efficiencies are one of these pairs.
 BANDWIDTH_GRID = tuple(round(0.40 + 0.05 * i, 2) for i in range(13))  # 0.40 … 1.00
 COMPUTE_GRID = tuple(round(0.20 + 0.05 * i, 2) for i in range(17))  # 0.20 … 1.00
+# The stream lags --fit scans (Stack.stream_lag_steps, in steps of a request's own TPOT): TTFT gains lag × TPOT, a
+# product of two fitted things, so the lag is a grid beside the efficiencies'. Measured on the fitting half, each
+# engine refit (8 rounds, families): TensorRT-LLM's rows chose 4–8 steps, SGLang's 16, vLLM's 0–2; held out, TTFT
+# went 29.6% → 28.5% (TensorRT-LLM), 18.0% → 16.9% (vLLM), 11.7% → 9.3% (SGLang); halves swapped 30.3% → 28.5%,
+# 24.9% → 24.2%, 20.4% → 18.9%.
+LAG_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
 TARGET_TPOT, TARGET_TTFT = 12.0, 25.0  # MAPE targets, percent
 # The fewest fitting rows of a GPU family that are fitted apart: five a figure (seven unknowns and the grid's two).
 # What fitting each family apart gave is in docs/serving.md, "Each GPU family's own figures".
@@ -204,22 +225,32 @@ class Case:
     # The engine's version and the month it was measured, as the row gives them ("?" where it does not): the rows
     # of one campaign share a container and a benchmark setup
     campaign: str = ""
+    batch: int | None = None  # the engine's max batch where it is not the clients (a data-parallel rank's)
 
     @property
     def options(self) -> dict[str, object]:
         """api.serve's keywords but the stack and the fusions."""
         layout = {"ep": self.ep} if self.ep > 1 else {}
-        steps = {"prefill_steps": "separate"} if not self.mixed else {}
+        steps: dict[str, object] = {"prefill_steps": "separate"} if not self.mixed else {}
         if self.budget != DEFAULT_BUDGET:
             steps["max_num_batched_tokens"] = self.budget
+        if not self.chunked:
+            steps["chunked_prefill"] = False
         return dict(gpu=self.gpu, model=self.model, tp=self.tp, **layout, concurrency=self.concurrency,
                     prompt=self.isl, output=self.osl, requests=requests_for(self.concurrency),
                     max_num_seqs=self.concurrency, **steps, **dict(self.dtypes))
 
     @property
     def budget(self) -> int:
-        """The engine's token budget a step (BUDGETS)."""
+        """The engine's token budget a step in the run (BUDGETS; TensorRT-LLM's, ``trtllm_budget``)."""
+        if self.backend == "trtllm":
+            return trtllm_budget(self.batch or self.concurrency, self.isl)
         return BUDGETS[self.backend]
+
+    @property
+    def chunked(self) -> bool:
+        """Whether the engine prefilled prompts in chunks (CHUNKED)."""
+        return CHUNKED[self.backend]
 
     @property
     def mixed(self) -> bool:
@@ -344,14 +375,16 @@ class Linear:
     collectives: dict[tuple[float, float], tuple[float, float]]  # (b, c) → the collectives' share of that
     columns: tuple[tuple[float, ...], tuple[float, ...]]  # (TTFT, TPOT) × the linear unknowns
 
-    def at(self, b: float, c: float, x: Sequence[float]) -> tuple[float, float]:
-        """(mean TTFT, mean TPOT) in ms at grid point (b, c) and unknowns ``x`` (UNKNOWNS' order and units)."""
+    def at(self, b: float, c: float, x: Sequence[float], lag: float = 0.0) -> tuple[float, float]:
+        """(mean TTFT, mean TPOT) in ms at grid point (b, c), unknowns ``x`` (UNKNOWNS' order and units) and a
+        stream lag of ``lag`` steps: each request's TTFT grows by lag × its TPOT (``simulate.delivered``), so the
+        mean TTFT by lag × the mean TPOT (every request of these rows makes more than one token)."""
         out = []
         for m in (0, 1):
             fixed = sum(col * v * scale for col, v, scale in zip(self.columns[m], x[:-EXTRAS], SCALES))
             out.append((self.ops[(b, c)][m] + self.attention[(b, c)][m] * x[-2]
                         + self.collectives[(b, c)][m] * x[-1] + fixed) * 1e3)
-        return out[0], out[1]
+        return out[0] + lag * out[1], out[1]
 
     def to_json(self) -> dict[str, object]:
         return {"ops": [[b, c, *v] for (b, c), v in self.ops.items()],
@@ -425,7 +458,7 @@ def record(case: Case, model, reuse: Recorded | None = None) -> Recorded:
     if reuse is not None and reuse.kv_blocks == capacity.blocks:
         return reuse
     clock = _Clock()
-    config = SchedulerConfig(case.budget, case.concurrency, True, case.mixed)
+    config = SchedulerConfig(case.budget, case.concurrency, case.chunked, case.mixed)
     run = simulate(load, clock, BlockPool(capacity.blocks, 16), config)  # type: ignore[arg-type]
     requests = [(round(s.request.arrival_s), round(s.token_times_s[0]), round(s.token_times_s[-1]),
                  len(s.token_times_s)) for s in run.served]
@@ -518,6 +551,7 @@ class Fitted:
     rows: int
     tpot_mape: float  # on the fitting rows
     ttft_mape: float
+    stream_lag_steps: float = 0.0  # the stack's stream_lag_steps, one of LAG_GRID
 
     @property
     def unknowns(self) -> tuple[float, ...]:
@@ -553,17 +587,20 @@ def nnls(a: np.ndarray, y: np.ndarray, iterations: int = 100) -> np.ndarray:
     return x
 
 
-def fit_unknowns(lins: Sequence[Linear], cases: Sequence[Case], b: float, c: float) -> tuple[np.ndarray, float]:
-    """(UNKNOWNS at grid point (b, c), the weighted sum of the absolute relative errors): the non-negative
-    figures that minimize the sum of the absolute relative errors of TPOT and TTFT over the rows (iteratively
-    reweighted least squares on the relative residuals, each solved by ``nnls``)."""
+def fit_unknowns(lins: Sequence[Linear], cases: Sequence[Case], b: float, c: float,
+                 lag: float = 0.0) -> tuple[np.ndarray, float]:
+    """(UNKNOWNS at grid point (b, c) and stream lag ``lag``, the weighted sum of the absolute relative errors):
+    the non-negative figures that minimize the sum of the absolute relative errors of TPOT and TTFT over the rows
+    (iteratively reweighted least squares on the relative residuals, each solved by ``nnls``)."""
     rows_a, rows_y = [], []
     for lin, case in zip(lins, cases):
-        # relative residual = (ops + Σ column·x)/measured − 1 → a·x − y
-        for m, measured in ((1, case.tpot_ms / 1e3), (0, case.ttft_ms / 1e3)):
-            rows_a.append([*(col * unit / measured for col, unit in zip(lin.columns[m], SCALES)),
-                           lin.attention[(b, c)][m] / measured, lin.collectives[(b, c)][m] / measured])
-            rows_y.append(1 - lin.ops[(b, c)][m] / measured)
+        # relative residual = (ops + Σ column·x)/measured − 1 → a·x − y; TTFT's terms gain lag × TPOT's
+        for m, measured, k in ((1, case.tpot_ms / 1e3, 0.0), (0, case.ttft_ms / 1e3, lag)):
+            rows_a.append([*((col + k * tpot) * unit / measured
+                             for col, tpot, unit in zip(lin.columns[m], lin.columns[1], SCALES)),
+                           (lin.attention[(b, c)][m] + k * lin.attention[(b, c)][1]) / measured,
+                           (lin.collectives[(b, c)][m] + k * lin.collectives[(b, c)][1]) / measured])
+            rows_y.append(1 - (lin.ops[(b, c)][m] + k * lin.ops[(b, c)][1]) / measured)
     a, y = np.array(rows_a), np.array(rows_y)
     # Each metric's residuals count in proportion to its target: a TTFT error of 25% weighs as a TPOT one of 12%.
     scale = np.tile([1 / TARGET_TPOT, 1 / TARGET_TTFT], len(lins))
@@ -578,23 +615,25 @@ def fit_unknowns(lins: Sequence[Linear], cases: Sequence[Case], b: float, c: flo
     return x, float((r * scale * 100).sum())
 
 
-def fit_backend(backend: str, lins: Sequence[Linear], cases: Sequence[Case], family: str | None = None) -> Fitted:
-    """The grid point and figures with the smallest weighted error over ``cases`` (of ``family``'s GPUs, None:
-    of any), rounded as the stack file states them."""
-    best: tuple[float, float, float, np.ndarray] | None = None
-    for b in BANDWIDTH_GRID:
-        for c in COMPUTE_GRID:
-            x, cost = fit_unknowns(lins, cases, b, c)
-            if best is None or cost < best[0]:
-                best = (cost, b, c, x)
+def fit_backend(backend: str, lins: Sequence[Linear], cases: Sequence[Case], family: str | None = None,
+                lags: Sequence[float] = LAG_GRID) -> Fitted:
+    """The grid point, stream lag and figures with the smallest weighted error over ``cases`` (of ``family``'s
+    GPUs, None: of any), rounded as the stack file states them."""
+    best: tuple[float, float, float, float, np.ndarray] | None = None
+    for lag in lags:
+        for b in BANDWIDTH_GRID:
+            for c in COMPUTE_GRID:
+                x, cost = fit_unknowns(lins, cases, b, c, lag)
+                if best is None or cost < best[0]:
+                    best = (cost, b, c, lag, x)
     assert best is not None
-    _, b, c, x = best
+    _, b, c, lag, x = best
     digits = {"kv_position_ns": 2, "kernel_gap_us": 2}
     figures = {k: round(float(v), digits.get(k, 1)) for k, v in zip(UNKNOWNS[:-EXTRAS], x)}
     f = Fitted(backend, family, b, c, figures, round(1 / (1 + float(x[-2])), 3), round(1 / (1 + float(x[-1])), 3),
-               len(cases), 0.0, 0.0)
-    tpot = [abs(lin.at(b, c, f.unknowns)[1] / k.tpot_ms - 1) * 100 for lin, k in zip(lins, cases)]
-    ttft = [abs(lin.at(b, c, f.unknowns)[0] / k.ttft_ms - 1) * 100 for lin, k in zip(lins, cases)]
+               len(cases), 0.0, 0.0, lag)
+    tpot = [abs(lin.at(b, c, f.unknowns, lag)[1] / k.tpot_ms - 1) * 100 for lin, k in zip(lins, cases)]
+    ttft = [abs(lin.at(b, c, f.unknowns, lag)[0] / k.ttft_ms - 1) * 100 for lin, k in zip(lins, cases)]
     return replace(f, tpot_mape=statistics.fmean(tpot), ttft_mape=statistics.fmean(ttft))
 
 
@@ -723,10 +762,20 @@ fused: [{fused}]
   roofline does not model (attention and MoE kernels below the roofs, the KV cache's type, which the runs do not
   record and the fit took as bf16, fp8 for nvfp4 checkpoints, the engine's scheduler and API server) and are not
   measurements of {name} itself; the published runs used the engine's own scheduler limits, which the fit
-  simulated as max_num_batched_tokens tokens a step with chunked prefill and as many sequences as clients;
+  simulated as {budget_text} and as many sequences as clients;
   prefill_steps is the engine's scheduling of prompts beside decodes (benchmarks/serving_truth.py's PREFILL_STEPS
   and BUDGETS say why and what was measured). fused: the Q/K/V and gate/up weights {name} loads as one matrix each.
 """
+
+
+# How each engine's runs were replayed, as its stack's notes say it (Case.budget, Case.chunked).
+BUDGET_TEXT = {
+    "vllm": "max_num_batched_tokens tokens a step with chunked prefill",
+    "sglang": "max_num_batched_tokens tokens a step with chunked prefill",
+    "trtllm": "each run's max_num_tokens as ai-dynamo/aiconfigurator configures it (clients + prompt + 1,500 tokens:\n"
+              "  benchmarks/serving_truth.py's trtllm_budget) without chunked prefill, TensorRT-LLM's default (analyze serve\n"
+              "  --no-chunked-prefill --max-num-batched-tokens N runs the same)",
+}
 
 
 FAMILY_TEXT = """\
@@ -740,9 +789,11 @@ FAMILY_TEXT = """\
 def figures_yaml(f: Fitted, indent: str = "") -> str:
     """A fit's figures as a stack file's lines, in the stack's order (a family's indented under it)."""
     values = {**f.figures, "bandwidth_efficiency": f.bandwidth_efficiency, "compute_efficiency": f.compute_efficiency,
-              "attention_efficiency": f.attention_efficiency, "collective_efficiency": f.collective_efficiency}
-    order = ("step_overhead_us", "kernel_gap_us", "sequence_overhead_us", "request_latency_us", "bandwidth_efficiency",
-             "compute_efficiency", "attention_efficiency", "collective_efficiency", "kv_position_ns")
+              "attention_efficiency": f.attention_efficiency, "collective_efficiency": f.collective_efficiency,
+              "stream_lag_steps": f.stream_lag_steps}
+    order = ("step_overhead_us", "kernel_gap_us", "sequence_overhead_us", "request_latency_us", "stream_lag_steps",
+             "bandwidth_efficiency", "compute_efficiency", "attention_efficiency", "collective_efficiency",
+             "kv_position_ns")
     return "".join(f"{indent}{k}: {values[k]}\n" for k in order)
 
 
@@ -788,13 +839,14 @@ def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid:
                 recorded[key] = (model, record(case, model, other[1] if other else None))
             return recorded[key]
 
-        def serve_at(fused: Sequence[str], b: float, c: float, x: Sequence[float], case: Case = case) -> list:
+        def serve_at(fused: Sequence[str], b: float, c: float, x: Sequence[float], lag: float = 0.0,
+                     case: Case = case) -> list:
             kept = cache_path(case, grid_what)
             if tuple(fused) == FUSED and (b, c) in full_grid and kept is not None and kept.exists():
                 # a --fit run priced these steps at every grid point: the same sums
-                return list(Linear.from_json(json.loads(kept.read_text())).at(b, c, x))
+                return list(Linear.from_json(json.loads(kept.read_text())).at(b, c, x, lag))
             model, rec = steps_with(fused)
-            return list(linear_of(case, rec, model, [(b, c)]).at(b, c, x))
+            return list(linear_of(case, rec, model, [(b, c)]).at(b, c, x, lag))
 
         methods: dict[str, tuple[str, Callable[[], object]]] = {
             "generate": ("generate", lambda case=case: list(predict_generate(case))),
@@ -804,9 +856,10 @@ def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid:
             st = stacks[case.backend].on(load_gpu(case.gpu).compute_capability)
             x = (*(getattr(st, k) for k in UNKNOWNS[:-EXTRAS]), 1 / st.attention_efficiency - 1,
                  1 / st.collective_efficiency - 1)
-            methods["stack"] = (f"stack {list(st.fused)} {st.bandwidth_efficiency} {st.compute_efficiency} {x}",
+            methods["stack"] = (f"stack {list(st.fused)} {st.bandwidth_efficiency} {st.compute_efficiency} {x} "
+                                f"{st.stream_lag_steps}",
                                 lambda st=st, x=x: serve_at(st.fused, st.bandwidth_efficiency,
-                                                            st.compute_efficiency, x))
+                                                            st.compute_efficiency, x, st.stream_lag_steps))
         for m, (what, compute) in methods.items():
             try:
                 r.predictions[m] = tuple(cached(case, what, compute))  # type: ignore[arg-type]
@@ -902,7 +955,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if r.case.backend == backend:
                     f = by_family[backend].get(family(r.case.gpu) or "", fitted[backend])
                     r.predictions["stack"] = linears[r.case.id].at(f.bandwidth_efficiency, f.compute_efficiency,
-                                                                   f.unknowns)
+                                                                   f.unknowns, f.stream_lag_steps)
 
     held = [r for r in results if not r.case.fit]
     fit_rows = [r for r in results if r.case.fit]
@@ -920,16 +973,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         w(f"| {reason} | {n} |\n")
     methods = ["generate", "roofline", "stack"]
     if fitted:
-        names = ["bandwidth_efficiency", "compute_efficiency", *UNKNOWNS[:-EXTRAS], "attention_efficiency",
-                 "collective_efficiency"]
+        names = ["bandwidth_efficiency", "compute_efficiency", *UNKNOWNS[:-EXTRAS], "stream_lag_steps",
+                 "attention_efficiency", "collective_efficiency"]
         w("\n## Fitted stacks\n\nEach engine's figures fitted to all its fitting rows (GPUs: any, the stack's own "
           "figures), and apart on each GPU family's rows where it has more than one (the stack's `families`; "
           f"at least {FAMILY_ROWS} rows), which price that family's rows.\n\n| engine | GPUs | "
           + " | ".join(names) + " | rows fitted | TPOT MAPE (fitted rows) | TTFT MAPE (fitted rows) |\n|---|---|"
           + "--:|" * (len(names) + 3) + "\n")
         for f in (g for b in fitted for g in (fitted[b], *by_family[b].values())):
-            values = [f.bandwidth_efficiency, f.compute_efficiency, *f.figures.values(), f.attention_efficiency,
-                      f.collective_efficiency]
+            values = [f.bandwidth_efficiency, f.compute_efficiency, *f.figures.values(), f.stream_lag_steps,
+                      f.attention_efficiency, f.collective_efficiency]
             w(f"| {ENGINE_NAMES[f.backend]} | {family_text(f.family)} | " + " | ".join(str(v) for v in values)
               + f" | {f.rows} | {f.tpot_mape:.1f}% | {f.ttft_mape:.1f}% |\n")
     w("\n## Held-out rows (not fitted on)\n\n")
@@ -982,6 +1035,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 id=backend, name=ENGINE_NAMES[backend], csv_name=csv_path.name, commit=commit, rows=f.rows,
                 held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), figures=figures_yaml(f),
                 fused=", ".join(FUSED), prefill_steps=PREFILL_STEPS[backend], budget=BUDGETS[backend],
+                budget_text=BUDGET_TEXT[backend],
                 csv_default=DEFAULT_CSV, families=("families:\n" + families) if families else "")
             (ROOT / "stacks" / f"{backend}.yaml").write_text(text)
     return 0

@@ -49,7 +49,7 @@ def dp_cases(path: Path) -> tuple[list[tuple[st.Case, int]], list[str]]:
                 continue
             ranks = int(row["ep_effective"])
             seqs = int(row["batch_size"]) if row["batch_size"] else plain.concurrency
-            cases.append((replace(plain, ep=ranks, fit=False), seqs))
+            cases.append((replace(plain, ep=ranks, fit=False, batch=seqs), seqs))
     return cases, skipped
 
 

@@ -3,6 +3,7 @@ a recorded run re-priced under a stack is that stack's simulation."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -56,6 +57,13 @@ def test_a_row_becomes_serves_options():
     assert moe.options == dict(gpu="h100-sxm", model="qwen3-235b-a22b", tp=8, ep=8, concurrency=8, prompt=1024,
                                output=128, requests=64, max_num_seqs=8, prefill_steps="separate",
                                weight_dtype="fp8_block", act_dtype="fp8")
+    # TensorRT-LLM as ai-dynamo/aiconfigurator configures it: 8 + 1,024 + 1,500 = 2,532 tokens a step, rounded up
+    # to the 32-token block, 2,560, and no chunked prefill.
+    trt = st.case_of(_row(backend="trtllm"))
+    assert (trt.budget, trt.chunked) == (2560, False)
+    assert trt.options == dict(case.options, max_num_batched_tokens=2560, chunked_prefill=False)
+    # A data-parallel rank's batch is its own (serving_truth_dp.py): 2 + 1,024 + 1,500 → 2,528.
+    assert dataclasses.replace(trt, batch=2).budget == 2528
 
 
 @pytest.mark.parametrize(("over", "reason"), [({"mode": "disagg"}, "mode disagg"), ({"ep_effective": "8"}, "expert"),
@@ -84,6 +92,7 @@ def test_a_recorded_run_repriced_under_a_stack_is_that_stacks_simulation(tmp_pat
     b, c, attention, collective = 0.7, 0.45, 0.8, 0.6
     figures = {"kernel_gap_us": 3.5, "step_overhead_us": 120.0, "sequence_overhead_us": 9.0, "kv_position_ns": 2.5,
                "request_latency_us": 4000.0}
+    lag = 2.5  # the stream's lag, steps of each request's TPOT
     family = st.family(gpu)
     assert family == {"h100-sxm": "9", "b200": "10"}[gpu]
     path = tmp_path / "mine.yaml"
@@ -91,10 +100,11 @@ def test_a_recorded_run_repriced_under_a_stack_is_that_stacks_simulation(tmp_pat
                     f"fused: [{', '.join(st.FUSED)}]\nfamilies:\n  '{family}':\n"
                     + "".join(f"    {k}: {v}\n" for k, v in figures.items())
                     + f"    bandwidth_efficiency: {b}\n    compute_efficiency: {c}\n"
-                    f"    attention_efficiency: {attention}\n    collective_efficiency: {collective}\n")
+                    f"    attention_efficiency: {attention}\n    collective_efficiency: {collective}\n"
+                    f"    stream_lag_steps: {lag}\n")
     x = (*(figures[k] for k in st.UNKNOWNS[:-st.EXTRAS]), 1 / attention - 1, 1 / collective - 1)
     zero = (0.0,) * len(st.UNKNOWNS)
-    for stack, fused, point in ((str(path), st.FUSED, (b, c, x)), ("roofline", (), (1.0, 1.0, zero))):
+    for stack, fused, point in ((str(path), st.FUSED, (b, c, x, lag)), ("roofline", (), (1.0, 1.0, zero, 0.0))):
         model_ = st.step_model(case, fused)
         steps = st.record(case, model_)
         ttft, tpot = st.linear_of(case, steps, model_, [point[:2]]).at(*point)
@@ -109,6 +119,7 @@ def test_the_fit_recovers_the_figures_it_was_made_with():
     """Rows whose measured means are a stack's own predictions are fitted back to that stack's figures."""
     grid = [(b, c) for b in st.BANDWIDTH_GRID for c in st.COMPUTE_GRID]
     truth = (2.0, 40.0, 6.0, 1.5, 3000.0, 0.25, 0.5)  # UNKNOWNS: µs, µs, µs, ns, µs, then 1/0.8 − 1, 1/(2/3) − 1
+    lag = 3.0  # steps, one of LAG_GRID
     lins, cases = [], []
     for i in range(8):
         # memory-bound parts over b, compute-bound ones over c, attention apart: no two alike across the rows
@@ -119,12 +130,12 @@ def test_the_fit_recovers_the_figures_it_was_made_with():
         columns = ((800.0 * (i + 2), 10.0 * (i + 1), 30.0 * (i + 1) ** 2, 5e5 * (i + 1) ** 2, 1.0),
                    (600.0 + 40 * i, 1.0, 4.0 + i, 2e5 * (i + 3), 0.0))
         lin = st.Linear(ops, attn, coll, columns)
-        ttft, tpot = lin.at(0.8, 0.6, truth)
+        ttft, tpot = lin.at(0.8, 0.6, truth, lag)
         lins.append(lin)
         cases.append(st.Case(id=str(i), backend="vllm", system="h100_sxm", model="llama-3-8b", gpu="h100-sxm", ep=1,
                              tp=1, concurrency=1, isl=1, osl=2, dtypes=(), tpot_ms=tpot, ttft_ms=ttft, fit=True))
     f = st.fit_backend("vllm", lins, cases)
-    assert (f.bandwidth_efficiency, f.compute_efficiency) == (0.8, 0.6)
+    assert (f.bandwidth_efficiency, f.compute_efficiency, f.stream_lag_steps) == (0.8, 0.6, lag)
     assert f.unknowns == pytest.approx(truth, rel=1e-2)
 
     assert f.tpot_mape < 0.1 and f.ttft_mape < 0.1
