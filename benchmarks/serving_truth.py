@@ -14,8 +14,8 @@ bundled here (MODELS), in a quantization mapped here (``quant_options``). Each i
 ``concurrency`` clients in a closed loop, every request ``isl`` prompt and ``osl`` output tokens,
 ``tp_effective`` as --tp (and --ep), max_num_seqs = concurrency (the engines were configured to hold every
 client), the engine's scheduling of prompts beside decodes (PREFILL_STEPS), token budget a step and chunked
-prefill or not (``Case.budget``, ``Case.chunked``), blocks of 16, the KV cache in bf16 (the runs do not record its type; fp8 for nvfp4 checkpoints,
-``quant_options``), and ``requests_for(concurrency)`` requests, fewer than the measured runs had, for speed (how
+prefill or not (``Case.budget``, ``Case.chunked``), blocks of 16, the KV cache in bf16 (the runs do not record
+its type; fp8 for nvfp4 checkpoints, ``quant_options``), and ``requests_for(concurrency)`` requests, fewer than the measured runs had, for speed (how
 many rounds of clients are simulated moves the mean TTFT: ``requests_for`` says how the count was chosen).
 
 Each row's predictions:
@@ -41,8 +41,7 @@ request_latency_us + stream_lag_steps × its TPOT. For each (bandwidth_efficienc
 stream_lag_steps) of a grid the other figures are the non-negative minimizers of the sum of absolute relative
 errors of TPOT and TTFT over the fitting rows (iteratively reweighted least squares, each a non-negative least
 squares), the errors weighed by the targets (TPOT MAPE / 12% + TTFT MAPE / 25%); the grid point with the smallest
-weighted error wins. ``--write-stacks``
-writes the three stack files with what was fitted.
+weighted error wins. ``--write-stacks`` writes the three stack files with what was fitted.
 """
 
 from __future__ import annotations
@@ -94,9 +93,9 @@ PREFILL_STEPS = {"vllm": "mixed", "sglang": "separate", "trtllm": "mixed"}
 # record how their workers were built), and the budget ai-dynamo/aiconfigurator's replay of its own H100 Qwen3-32B
 # vLLM rows states
 # (docs/blogs/digital-twin-simulation, h100_qwen3_counterpart); measured here on half the vLLM rows, refit:
-# held-out TTFT error 23.4% at 2,048 against 31.9% at 8,192, TPOT 11.3% against 10.7%; aiconfigurator's rule
-# for TensorRT-LLM's below, chunked, measured 21.0% against 17.9% (8 rounds, families). SGLang: 8,192, its
-# chunked_prefill_size. TensorRT-LLM: its default max_num_tokens, 8,192, the stack's default; each of its rows is
+# held-out TTFT error 23.4% at 2,048 against 31.9% at 8,192, TPOT 11.3% against 10.7%; the budget
+# aiconfigurator's generator writes for vLLM workers (batch + ISL + 1,500, as ``trtllm_budget``), chunked, measured
+# 21.0% against 17.9% (8 rounds, families). SGLang: 8,192, its chunked_prefill_size. TensorRT-LLM: its default max_num_tokens, 8,192, the stack's default; each of its rows is
 # replayed with the budget aiconfigurator gave the run (``trtllm_budget``).
 BUDGETS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
 # Chunked prefill in the runs: on in vLLM V1 and SGLang, off in TensorRT-LLM (its default, which aiconfigurator's
@@ -114,6 +113,8 @@ def trtllm_budget(batch: int, isl: int) -> int:
     decodes, where 8,192 chunked would hold eight of 1,024. Measured on the TensorRT-LLM rows (8 rounds, families,
     refit): held-out TTFT 31.6% → 29.6%, TPOT 12.9% → 12.6%; with the halves swapped 31.2% → 30.3%."""
     return -(-(batch + isl + 1500) // 32) * 32
+
+
 SYSTEMS = {"h100_sxm": "h100-sxm", "b200_sxm": "b200"}
 BACKENDS = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
