@@ -906,9 +906,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--reverse", action="store_true", help="the rows from the last: a second process on one "
                     "shard and one --cache meets the first in the middle")
     ap.add_argument("--check", type=int, metavar="N", help="run api.serve itself on N of the rows and compare")
+    ap.add_argument("--swap-halves", action="store_true", help="with --fit: fit on the odd half and report on the "
+                    "even one (how much the split moves the errors; the stacks are the even half's)")
     args = ap.parse_args(argv)
     if args.write_stacks and not args.fit:
         ap.error("--write-stacks needs --fit")
+    if args.swap_halves and (args.write_stacks or not args.fit):
+        ap.error("--swap-halves needs --fit and writes no stacks")
 
     os.chdir(ROOT)
     csv_path = Path(args.csv)
@@ -922,6 +926,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = cases[index::shards]
     if args.reverse:
         cases = cases[::-1]
+    if args.swap_halves:
+        cases = [replace(c, fit=not c.fit) for c in cases]
     cache = Path(args.cache) if args.cache else None
     if cache:
         cache.mkdir(parents=True, exist_ok=True)

@@ -195,3 +195,12 @@ def test_the_cache_key_follows_the_code_and_specs_alone(tmp_path):
     changed = fingerprint(tmp_path)
     (tmp_path / "hardware/h.yaml").rename(tmp_path / "hardware/g.yaml")
     assert len({base, changed, fingerprint(tmp_path)}) == 3
+
+
+@pytest.mark.parametrize("argv", [["--swap-halves"], ["--fit", "--swap-halves", "--write-stacks"]])
+def test_the_other_half_is_fitted_only_to_report(argv):
+    """--swap-halves fits on the odd half to show what the split does; it never writes the stacks, which are the
+    even half's."""
+    with pytest.raises(SystemExit) as e:
+        st.main(argv)
+    assert e.value.code == 2
