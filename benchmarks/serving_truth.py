@@ -109,7 +109,8 @@ def trtllm_budget(batch: int, isl: int) -> int:
     configures an aggregated worker: max_batch_size = the batch and max_num_tokens = batch + ISL + 1,500, rounded
     up to the 32-token KV block, chunked prefill off (src/aiconfigurator/cli/backends/trtllm.py at its first commit
     efcae124, August 2025: "we're assuming no chunked prefill"; generator/rule_plugin/benchmark/trtllm.rule from
-    71bb3d00, January 2026, its benchmark configurations). A step then holds one or two whole prompts beside the
+    71bb3d00, January 2026, its benchmark configurations). The rows do not record their options: that the runs
+    were configured so is an assumption, which the held-out errors test. A step then holds one or two whole prompts beside the
     decodes, where 8,192 chunked would hold eight of 1,024. Measured on the TensorRT-LLM rows (8 rounds, families,
     refit): held-out TTFT 31.6% → 29.6%, TPOT 12.9% → 12.6%; with the halves swapped 31.2% → 30.3%."""
     return -(-(batch + isl + 1500) // 32) * 32
