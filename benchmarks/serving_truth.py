@@ -15,8 +15,9 @@ bundled here (MODELS), in a quantization mapped here (``quant_options``). Each i
 ``tp_effective`` as --tp (and --ep), max_num_seqs = concurrency (the engines were configured to hold every
 client), the engine's scheduling of prompts beside decodes (PREFILL_STEPS), token budget a step and chunked
 prefill or not (``Case.budget``, ``Case.chunked``), blocks of 16, the KV cache in bf16 (the runs do not record
-its type; fp8 for nvfp4 checkpoints, ``quant_options``), and ``requests_for(concurrency)`` requests, fewer than the measured runs had, for speed (how
-many rounds of clients are simulated moves the mean TTFT: ``requests_for`` says how the count was chosen).
+its type; fp8 for nvfp4 checkpoints, ``quant_options``), and ``requests_for(concurrency)`` requests, fewer than
+the measured runs had, for speed (how many rounds of clients are simulated moves the mean TTFT:
+``requests_for`` says how the count was chosen).
 
 Each row's predictions:
 - ``generate``: the static path, ``api.generate`` at batch = concurrency (every request prefilled at once, then
@@ -94,9 +95,10 @@ PREFILL_STEPS = {"vllm": "mixed", "sglang": "separate", "trtllm": "mixed"}
 # vLLM rows states
 # (docs/blogs/digital-twin-simulation, h100_qwen3_counterpart); measured here on half the vLLM rows, refit:
 # held-out TTFT error 23.4% at 2,048 against 31.9% at 8,192, TPOT 11.3% against 10.7%; the budget
-# aiconfigurator's generator writes for vLLM workers (batch + ISL + 1,500, as ``trtllm_budget``), chunked, measured
-# 21.0% against 17.9% (8 rounds, families). SGLang: 8,192, its chunked_prefill_size. TensorRT-LLM: its default max_num_tokens, 8,192, the stack's default; each of its rows is
-# replayed with the budget aiconfigurator gave the run (``trtllm_budget``).
+# aiconfigurator's generator writes for vLLM workers (batch + ISL + 1,500, as ``trtllm_budget``), chunked,
+# measured 21.0% against 17.9% (8 rounds, families). SGLang: 8,192, its chunked_prefill_size. TensorRT-LLM: its
+# default max_num_tokens, 8,192, the stack's default; each of its rows is replayed with the budget
+# aiconfigurator gave the run (``trtllm_budget``).
 BUDGETS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
 # Chunked prefill in the runs: on in vLLM V1 and SGLang, off in TensorRT-LLM (its default, which aiconfigurator's
 # TensorRT-LLM configurations leave: ``trtllm_budget``).
@@ -105,13 +107,14 @@ DEFAULT_BUDGET = 8192  # api.serve's budget where neither the options nor the st
 
 
 def trtllm_budget(batch: int, isl: int) -> int:
-    """TensorRT-LLM's max_num_tokens in a run of ``batch`` clients of ``isl``-token prompts as ai-dynamo/aiconfigurator
-    configures an aggregated worker: max_batch_size = the batch and max_num_tokens = batch + ISL + 1,500, rounded
-    up to the 32-token KV block, chunked prefill off (src/aiconfigurator/cli/backends/trtllm.py at its first commit
-    efcae124, August 2025: "we're assuming no chunked prefill"; generator/rule_plugin/benchmark/trtllm.rule from
-    71bb3d00, January 2026, its benchmark configurations). The rows do not record their options: that the runs
-    were configured so is an assumption, which the held-out errors test. A step then holds one or two whole prompts beside the
-    decodes, where 8,192 chunked would hold eight of 1,024. Measured on the TensorRT-LLM rows (8 rounds, families,
+    """TensorRT-LLM's max_num_tokens in a run of ``batch`` clients of ``isl``-token prompts as
+    ai-dynamo/aiconfigurator configures an aggregated worker: max_batch_size = the batch and max_num_tokens =
+    batch + ISL + 1,500, rounded up to the 32-token KV block, chunked prefill off
+    (src/aiconfigurator/cli/backends/trtllm.py at its first commit efcae124, August 2025: "we're assuming no
+    chunked prefill"; generator/rule_plugin/benchmark/trtllm.rule from 71bb3d00, January 2026, its benchmark
+    configurations). The rows do not record their options: that the runs were configured so is an assumption,
+    which the held-out errors test. A step then holds one or two whole prompts beside the decodes, where 8,192
+    chunked would hold eight of 1,024. Measured on the TensorRT-LLM rows (8 rounds, families,
     refit): held-out TTFT 31.6% → 29.6%, TPOT 12.9% → 12.6%; with the halves swapped 31.2% → 30.3%."""
     return -(-(batch + isl + 1500) // 32) * 32
 
@@ -127,9 +130,9 @@ BANDWIDTH_GRID = tuple(round(0.40 + 0.05 * i, 2) for i in range(13))  # 0.40 …
 COMPUTE_GRID = tuple(round(0.20 + 0.05 * i, 2) for i in range(17))  # 0.20 … 1.00
 # The stream lags --fit scans (Stack.stream_lag_steps, in steps of a request's own TPOT): TTFT gains lag × TPOT, a
 # product of two fitted things, so the lag is a grid beside the efficiencies'. Measured on the fitting half, each
-# engine refit (8 rounds, families): TensorRT-LLM's rows chose 4–8 steps, SGLang's 16, vLLM's 0–2; held out, TTFT
-# went 29.6% → 28.5% (TensorRT-LLM), 18.0% → 16.9% (vLLM), 11.7% → 9.3% (SGLang); halves swapped 30.3% → 28.5%,
-# 24.9% → 24.2%, 20.4% → 18.9%.
+# engine refit (8 rounds, families): TensorRT-LLM's rows chose 4–8 steps, SGLang's 16, vLLM's 0–2; held out,
+# TTFT went 29.6% → 28.5% (TensorRT-LLM), 18.0% → 16.9% (vLLM), 11.7% → 9.3% (SGLang); halves swapped
+# 30.3% → 28.5%, 24.9% → 24.2%, 20.4% → 18.9%.
 LAG_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0)
 TARGET_TPOT, TARGET_TTFT = 12.0, 25.0  # MAPE targets, percent
 # The fewest fitting rows of a GPU family that are fitted apart: five a figure (seven unknowns and the grid's two).
@@ -306,8 +309,8 @@ def case_of(row: dict[str, str]) -> Case:
         raise Skip("no measured TPOT or TTFT")
     return Case(id=row["id"], backend=row["backend"], system=row["system"], model=model, gpu=gpu,
                 tp=int(row["tp_effective"]), ep=int(row["ep_effective"]), concurrency=int(row["concurrency"]),
-                isl=int(row["isl"]), osl=int(row["osl"]), dtypes=tuple(sorted(dtypes.items())), tpot_ms=tpot, ttft_ms=ttft,
-                fit=in_fit_half(row["id"]),
+                isl=int(row["isl"]), osl=int(row["osl"]), dtypes=tuple(sorted(dtypes.items())), tpot_ms=tpot,
+                ttft_ms=ttft, fit=in_fit_half(row["id"]),
                 campaign=f"{row.get('backend_version') or '?'}, {(row.get('measured') or '?')[:7]}")
 
 
@@ -770,13 +773,13 @@ fused: [{fused}]
 """
 
 
-# How each engine's runs were replayed, as its stack's notes say it (Case.budget, Case.chunked).
+# How each engine's runs were replayed, as its stack's notes say it (Case.budget, Case.chunked): the engines with
+# chunked prefill at their stack's budget, TensorRT-LLM at each run's own.
+CHUNKED_TEXT = "max_num_batched_tokens tokens a step with chunked prefill"
 BUDGET_TEXT = {
-    "vllm": "max_num_batched_tokens tokens a step with chunked prefill",
-    "sglang": "max_num_batched_tokens tokens a step with chunked prefill",
-    "trtllm": "each run's max_num_tokens as ai-dynamo/aiconfigurator configures it (clients + prompt + 1,500 tokens:\n"
-              "  benchmarks/serving_truth.py's trtllm_budget) without chunked prefill, TensorRT-LLM's default (analyze serve\n"
-              "  --no-chunked-prefill --max-num-batched-tokens N runs the same)",
+    "trtllm": "each run's max_num_tokens as ai-dynamo/aiconfigurator configures it (clients + prompt + 1,500\n"
+              "  tokens: benchmarks/serving_truth.py's trtllm_budget) without chunked prefill, TensorRT-LLM's\n"
+              "  default (analyze serve --no-chunked-prefill --max-num-batched-tokens N runs the same)",
 }
 
 
@@ -1024,7 +1027,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fitted_families": {k: {fam: vars(f) for fam, f in v.items()} for k, v in by_family.items()},
             "rows": [{"id": r.case.id, "backend": r.case.backend, "system": r.case.system, "fit": r.case.fit,
                       "campaign": r.case.campaign, "model": r.case.model, "tp": r.case.tp, "ep": r.case.ep,
-                      "concurrency": r.case.concurrency, "isl": r.case.isl, "osl": r.case.osl, "dtypes": dict(r.case.dtypes), "kv_bound": r.kv_bound,
+                      "concurrency": r.case.concurrency, "isl": r.case.isl, "osl": r.case.osl,
+                      "dtypes": dict(r.case.dtypes), "kv_bound": r.kv_bound,
                       "known_fault": known_fault(r.case),
                       "measured": {"ttft_ms": r.case.ttft_ms, "tpot_ms": r.case.tpot_ms},
                       "predicted": {m: (None if p is None else {"ttft_ms": p[0], "tpot_ms": p[1]})
@@ -1043,7 +1047,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 id=backend, name=ENGINE_NAMES[backend], csv_name=csv_path.name, commit=commit, rows=f.rows,
                 held=len(rs), tpot=float(tm.rstrip("%")), ttft=float(fm.rstrip("%")), figures=figures_yaml(f),
                 fused=", ".join(FUSED), prefill_steps=PREFILL_STEPS[backend], budget=BUDGETS[backend],
-                budget_text=BUDGET_TEXT[backend],
+                budget_text=BUDGET_TEXT.get(backend, CHUNKED_TEXT),
                 csv_default=DEFAULT_CSV, families=("families:\n" + families) if families else "")
             (ROOT / "stacks" / f"{backend}.yaml").write_text(text)
     return 0
