@@ -61,15 +61,15 @@ Counts = dict[tuple[int, int], int]
 Runs = list[tuple[str, dict[str, Any], list[list[Any]]]]
 
 
-def load_runs(folder: Path) -> Runs:
-    """(run name, records, step rows) of each ``*/hf_cb_gpu.json`` under ``folder``, by name."""
+def load_runs(*folders: Path) -> Runs:
+    """(run name, records, step rows) of each ``*/hf_cb_gpu.json`` under the ``folders``, by name."""
     runs = []
-    for path in sorted(folder.glob("*/hf_cb_gpu.json")):
+    for path in sorted(p for folder in folders for p in folder.glob("*/hf_cb_gpu.json")):
         steps = path.with_name("hf_cb_steps.json")
         rows = json.loads(steps.read_text())["rows"] if steps.exists() else []
         runs.append((path.parent.name, json.loads(path.read_text()), rows))
     if not runs:
-        raise SystemExit(f"no */hf_cb_gpu.json under {folder}")
+        raise SystemExit(f"no */hf_cb_gpu.json under {', '.join(map(str, folders))}")
     return runs
 
 
@@ -267,7 +267,8 @@ def fit_stack(runs: Runs, fit: set[str], gpu: str, base: Stack) -> Stack:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("records", nargs="?", default="docs/results/h200-2026-12-04-serve")
+    p.add_argument("records", nargs="*", default=["docs/results/h200-2026-12-04-serve"],
+                   help="folders of runs (each run a folder holding hf_cb_gpu.json and hf_cb_steps.json)")
     p.add_argument("--gpu", default=GPU, help="a GPU file with a measured op model (calibrated=True)")
     p.add_argument("--stack", default="hf")
     p.add_argument("--fit", action="store_true", help="fit the stack's figures to the fit points' step logs first")
@@ -275,7 +276,7 @@ def main() -> None:
                    help="'RUN POINT' names, comma-separated (default: both concurrency-1 points and 2048/128 at "
                         "concurrency 32)")
     args = p.parse_args()
-    runs = load_runs(Path(args.records))
+    runs = load_runs(*map(Path, args.records))
     g = rl.gpu(args.gpu)
     if g.measured is None or g.measured.op_model is None:
         raise SystemExit(f"{args.gpu}: no measured op model, which calibrated=True needs")

@@ -28,9 +28,11 @@ end on the host, the GPU time of its forward pass (CUDA events on the engine's c
 query tokens, KV positions read, how many of its requests were prefilling, and its sequences as
 [new tokens, cached positions, count]. That says where a step's time goes: the comparison script reads it.
 
-``--point diag`` (not a load) profiles two short loads with torch.profiler, started in the engine's own thread so
-that its CPU ops are recorded, and reruns them with PyTorch's cuDNN and then its memory-efficient SDPA backend
-switched off: what the engine's attention path costs (records["diagnostics"], hf_cb_profile.txt).
+``--point profile:closed:ISL:OSL:C:N`` (or ``profile:rate:...``) runs that load under torch.profiler, started in
+the engine's thread, and records the kernels' total time a step beside the step's host time (records["profiles"]);
+not a validation point. ``--point diag`` (not a load) profiles two short loads with torch.profiler, started in the
+engine's own thread so that its CPU ops are recorded, and reruns them with PyTorch's cuDNN and then its
+memory-efficient SDPA backend switched off: what the engine's attention path costs (records["diagnostics"], hf_cb_profile.txt).
 
 Writes, under --out (rewritten after every point, so that a run stopped early keeps what it measured):
   hf_cb_gpu.json     the environment, the engine's resolved configuration, the command, and per point its load,
@@ -331,42 +333,48 @@ def step_summary(rows: list[list]) -> dict[str, float | int]:
             "kv_read": med([r[8] for r in dec])}
 
 
-def diagnose(manager, vocab: int, rng: random.Random, steps: StepLog, out_dir: Path) -> dict:
-    """Where a step's time goes: torch.profiler over short loads (the kernels' total time against the step's),
-    then the same loads with PyTorch's cuDNN, then its memory-efficient, SDPA backend switched off (the switches
-    are process-wide, so they reach the engine's thread). Not part of the validation points."""
+def profile_load(manager, spec: str, vocab: int, rng: random.Random, steps: StepLog, out_dir: Path,
+                 texts: list[str]) -> dict:
+    """One load under torch.profiler, started in the engine's thread: the kernels' total time a step against the
+    step's host time, its decode steps' summary, and the top kernels and host ops (``texts`` gains the tables)."""
     def device_us(e) -> float:  # type: ignore[no-untyped-def]
         return float(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0)
 
-    res: dict[str, dict] = {}
-    texts: list[str] = []
-    for spec in ("closed:512:24:1:1", "closed:512:24:32:32"):
-        first = len(steps.rows)
-        steps.profile_start()
+    first = len(steps.rows)
+    steps.profile_start()
+    try:
+        run_point(manager, spec, vocab, rng, 1e18)
+    finally:
+        prof = steps.profile_stop()
+    rows = steps.rows[first:]
+    ka = prof.key_averages()
+    kernels = sorted((e for e in ka if device_us(e) > 0), key=device_us, reverse=True)
+    # The kernels' own rows: an op's row also carries the device time of the kernels it launched.
+    total = sum(device_us(e) for e in kernels if "CPU" not in str(getattr(e, "device_type", "")))
+    host = sum(r[4] - r[0] for r in rows)
+    res = {"steps": len(rows), "step_rows": [first, len(steps.rows)], "host_ms_per_step": host / len(rows) * 1e3,
+           "kernel_ms_per_step": total / len(rows) / 1e3, "summary_profiled": step_summary(rows),
+           "top_kernels_ms": [[e.key[:120], round(device_us(e) / 1e3, 3), e.count] for e in kernels[:25]],
+           "top_cpu_ms": [[e.key[:120], round(e.self_cpu_time_total / 1e3, 3), e.count]
+                          for e in sorted(ka, key=lambda e: e.self_cpu_time_total, reverse=True)[:25]]}
+    for key in ("self_cuda_time_total", "self_device_time_total", "self_cpu_time_total"):
         try:
-            run_point(manager, spec, vocab, rng, 1e18)
-        finally:
-            prof = steps.profile_stop()
-        rows = steps.rows[first:]
-        ka = prof.key_averages()
-        kernels = sorted((e for e in ka if device_us(e) > 0), key=device_us, reverse=True)
-        # The kernels' own rows: an op's row also carries the device time of the kernels it launched.
-        total = sum(device_us(e) for e in kernels if "CPU" not in str(getattr(e, "device_type", "")))
-        host = sum(r[4] - r[0] for r in rows)
-        res["profile " + spec] = {
-            "steps": len(rows), "host_ms_per_step": host / len(rows) * 1e3,
-            "kernel_ms_per_step": total / len(rows) / 1e3, "summary_profiled": step_summary(rows),
-            "top_kernels_ms": [[e.key[:120], round(device_us(e) / 1e3, 3), e.count] for e in kernels[:25]],
-            "top_cpu_ms": [[e.key[:120], round(e.self_cpu_time_total / 1e3, 3), e.count]
-                           for e in sorted(ka, key=lambda e: e.self_cpu_time_total, reverse=True)[:25]]}
-        for key in ("self_cuda_time_total", "self_device_time_total", "self_cpu_time_total"):
-            try:
-                texts.append(f"== {spec}, by {key}\n" + ka.table(sort_by=key, row_limit=30, max_name_column_width=70))
-            except Exception as e:  # noqa: BLE001 - a sort key this torch does not know
-                texts.append(f"== {spec}, by {key}: {e}")
-        (out_dir / "hf_cb_profile.txt").write_text("\n\n".join(texts))
-        log(f"profile {spec}: {res['profile ' + spec]['host_ms_per_step']:.2f} ms host/step, "
-            f"{res['profile ' + spec]['kernel_ms_per_step']:.2f} ms of kernels/step")
+            texts.append(f"== {spec}, by {key}\n" + ka.table(sort_by=key, row_limit=30, max_name_column_width=70))
+        except Exception as e:  # noqa: BLE001 - a sort key this torch does not know
+            texts.append(f"== {spec}, by {key}: {e}")
+    (out_dir / "hf_cb_profile.txt").write_text("\n\n".join(texts))
+    log(f"profile {spec}: {res['host_ms_per_step']:.2f} ms host/step, {res['kernel_ms_per_step']:.2f} ms of "
+        f"kernels/step; decode steps {res['summary_profiled']}")
+    return res
+
+
+def diagnose(manager, vocab: int, rng: random.Random, steps: StepLog, out_dir: Path, texts: list[str]) -> dict:
+    """Where a step's time goes: torch.profiler over short loads (the kernels' total time against the step's),
+    then the same loads with PyTorch's cuDNN, then its memory-efficient, SDPA backend switched off (the switches
+    are process-wide, so they reach the engine's thread). Not part of the validation points."""
+    res: dict[str, dict] = {}
+    for spec in ("closed:512:24:1:1", "closed:512:24:32:32"):
+        res["profile " + spec] = profile_load(manager, spec, vocab, rng, steps, out_dir, texts)
     switches = {"cudnn_sdp off": torch.backends.cuda.enable_cudnn_sdp,
                 "mem_efficient_sdp off": torch.backends.cuda.enable_mem_efficient_sdp}
     for name, switch in switches.items():
@@ -490,10 +498,16 @@ def main() -> None:
                                                               "rows": steps.rows}))
 
     write()
+    texts: list[str] = []
     for spec in args.point:
+        if spec.startswith("profile:"):  # a load under the profiler: not a validation point
+            records.setdefault("profiles", {})[spec] = profile_load(manager, spec.split(":", 1)[1], vocab, rng,
+                                                                    steps, out_dir, texts)
+            write()
+            continue
         if spec == "diag":
             first_step = len(steps.rows)
-            records["diagnostics"] = diagnose(manager, vocab, rng, steps, out_dir)
+            records["diagnostics"] = diagnose(manager, vocab, rng, steps, out_dir, texts)
             records["diagnostics"]["steps"] = [first_step, len(steps.rows)]
             write()
             continue
