@@ -58,6 +58,15 @@ class FlashConfig:
     # against 1.28-1.29, non-causal 1 × 4,096 0.686 against 0.584 (benchmarks/attention_lab_gpu.py --prefill-poly,
     # docs/results/h200-2026-12-04-attention-34c/run4.log), so off.
     poly_exp: bool = False
+    # The unmasked blocks' loop software-pipelined by hand: block j + 1's Q·Kᵀ is issued before block j's softmax,
+    # so that the tensor cores' asynchronous product can run under the softmax (FlashAttention-3's overlap within a
+    # warpgroup) where the compiler defers its wait to the next iteration. Two score tiles live at once. Slower at
+    # every shape measured on the H200 (bf16, d 128, causal, heads fast; 3 stages of 128×128 need 256 kB of shared
+    # memory, 227 kB the limit): 128×128 in 2 stages 0.359-0.362 ms at 1 × 32/8 × 4,096 against the shipped
+    # 0.314-0.315, 5.39-5.50 against 4.45-4.62 at 16,384, 1.57-1.61 against 1.28-1.30 at 4 × 4,096; 128×64 in 3 or
+    # 4 stages no better (benchmarks/attention_lab_gpu.py --prefill-ahead,
+    # docs/results/h200-2026-12-05-attention/run.log), so off.
+    qk_ahead: bool = False
 
 
 @triton.jit
@@ -121,12 +130,42 @@ def _attn_blocks(
 
 
 @triton.jit
+def _online_softmax(qk, m_i, l_i, acc, qk_scale):
+    # One block's scores folded into the running max, sum and (rescaled) accumulator; returns P unnormalised.
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    return p, acc * alpha[:, None], l_i * alpha + tl.sum(p, 1), m_new
+
+
+@triton.jit
+def _attn_blocks_ahead(
+    acc, l_i, m_i, q, k_base, v_base, offs_d, start, stop, skn, skd, svn, svd, qk_scale, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    # Whole K/V blocks [start, stop), stop − start a positive multiple of BLOCK_N, no mask: the same reads and FLOPs
+    # as _attn_blocks, with Q·Kᵀ one block ahead of the softmax.
+    offs_n = tl.arange(0, BLOCK_N)
+    qk = tl.dot(q, tl.load(k_base + (start + offs_n)[None, :].to(tl.int64) * skn + offs_d[:, None] * skd))
+    for n0 in tl.range(start, stop - BLOCK_N, BLOCK_N):
+        k_next = tl.load(k_base + (n0 + BLOCK_N + offs_n)[None, :].to(tl.int64) * skn + offs_d[:, None] * skd)
+        qk_next = tl.dot(q, k_next)
+        p, acc, l_i, m_i = _online_softmax(qk, m_i, l_i, acc, qk_scale)
+        v = tl.load(v_base + (n0 + offs_n)[:, None].to(tl.int64) * svn + offs_d[None, :] * svd)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        qk = qk_next
+    p, acc, l_i, m_i = _online_softmax(qk, m_i, l_i, acc, qk_scale)
+    v = tl.load(v_base + (stop - BLOCK_N + offs_n)[:, None].to(tl.int64) * svn + offs_d[None, :] * svd)
+    acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_i
+
+
+@triton.jit
 def _flash_fwd_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, n_ctx, n_heads, group, qk_scale,
     sqb, sqh, sqm, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, som, sod,
     HEAD_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
     WARP_SPEC: tl.constexpr, k_td=None, v_td=None, TMA: tl.constexpr = False, HEADS_FAST: tl.constexpr = False,
-    POLY_EXP: tl.constexpr = False,
+    POLY_EXP: tl.constexpr = False, QK_AHEAD: tl.constexpr = False,
 ):  # fmt: skip
     # Program (query block, sequence·head), or (sequence·head, query block) with HEADS_FAST: the hardware starts
     # programs axis 0 fastest. Under a causal mask the last query blocks have the most work, so they start first
@@ -159,18 +198,28 @@ def _flash_fwd_kernel(
     if CAUSAL:
         # Left of the diagonal: whole blocks, no mask (BLOCK_M is a multiple of BLOCK_N, and m0 ≤ n_ctx). Then the
         # diagonal block, masked; nothing right of it.
-        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, m0, n_ctx,
-                                     skn, skd, svn, svd, qk_scale, BLOCK_N, False, True, WARP_SPEC,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
+        if QK_AHEAD:
+            if m0 > 0:
+                acc, l_i, m_i = _attn_blocks_ahead(acc, l_i, m_i, q, k_base, v_base, offs_d, 0, m0,
+                                                   skn, skd, svn, svd, qk_scale, BLOCK_N)
+        else:
+            acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, m0, n_ctx,
+                                         skn, skd, svn, svd, qk_scale, BLOCK_N, False, True, WARP_SPEC,
+                                         k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, m0,
                                      tl.minimum(m0 + BLOCK_M, n_ctx), n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, True, True, False,
                                      k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
     else:
         full = (n_ctx // BLOCK_N) * BLOCK_N
-        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, full, n_ctx,
-                                     skn, skd, svn, svd, qk_scale, BLOCK_N, False, False, WARP_SPEC,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
+        if QK_AHEAD:
+            if full > 0:
+                acc, l_i, m_i = _attn_blocks_ahead(acc, l_i, m_i, q, k_base, v_base, offs_d, 0, full,
+                                                   skn, skd, svn, svd, qk_scale, BLOCK_N)
+        else:
+            acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, full, n_ctx,
+                                         skn, skd, svn, svd, qk_scale, BLOCK_N, False, False, WARP_SPEC,
+                                         k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, full, n_ctx, n_ctx,
                                      skn, skd, svn, svd, qk_scale, BLOCK_N, True, False, False,
                                      k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
@@ -241,7 +290,8 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
         q, k, v, out, s, h, h // g, LOG2E / math.sqrt(d),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         HEAD_D=d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal, WARP_SPEC=cfg.warp_specialize,
-        HEADS_FAST=cfg.heads_fast, POLY_EXP=cfg.poly_exp, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        HEADS_FAST=cfg.heads_fast, POLY_EXP=cfg.poly_exp, QK_AHEAD=cfg.qk_ahead, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
         **_kv_descriptors(cfg, k, v),
     )  # fmt: skip
     return cfg, grid, handle

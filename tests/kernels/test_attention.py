@@ -81,6 +81,26 @@ def test_flash_attention_half_the_exponentials_by_polynomial(dtype):
         assert relative_error(out, attention_reference(q, kk, v, causal)) <= k.tolerance(dtype), causal
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flash_attention_with_scores_one_block_ahead(dtype):
+    """Q·Kᵀ issued a block ahead of the softmax computes the same attention, causal and not, in both grid orders:
+    at 45 positions (the first query block has no whole block left of its diagonal, the others one; a ragged
+    tail), at 16 (one whole block, nothing ragged) and at 15 (no whole block at all)."""
+    from rooflinectl.kernels.flash_attention import FlashConfig, attention_reference, flash_attention
+
+    k = get_kernel("flash_attention")
+    for s in (45, 16, 15):
+        inputs = k.make_inputs((2, 4, 2, s, 16), dtype, "cpu", _gen(17 + s))
+        q, kk, v = inputs["q"], inputs["k"], inputs["v"]
+        for causal in (False, True):
+            for heads_fast in (False, True):
+                out = torch.full_like(q, float("nan"))
+                flash_attention(q, kk, v, out, causal, FlashConfig(32, 16, 4, 2, heads_fast=heads_fast,
+                                                                   qk_ahead=True))
+                err = relative_error(out, attention_reference(q, kk, v, causal))
+                assert err <= k.tolerance(dtype), (s, causal, heads_fast, err)
+
+
 @triton.jit
 def _exp2_fma_kernel(x_ptr, y_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
