@@ -203,6 +203,42 @@ def step_table(runs: Runs, gpu: str, stack: Stack) -> list[str]:
     return lines + [""]
 
 
+# A decode step this many times the median of its point's steps of the same novelty is slow; past OUTLIER times,
+# a stall (left out of the fit, and here). The engine's slow steps come in runs of consecutive steps.
+SLOW = 1.3
+
+
+def slow_table(runs: Runs) -> list[str]:
+    """Per point, its decode steps' median and mean host time (new and seen shapes apart) and the slow ones: a
+    step over SLOW times its kind's median (under OUTLIER times), how many, their mean, and the longest run of
+    consecutive slow steps. A point's TPOT is a mean, so its slow steps weigh in it; the step model has no term
+    for them."""
+    lines = ["| point | shape | decode steps | median (ms) | mean (ms) | slow steps | their mean (ms) "
+             "| longest run | mean without them (ms) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for run, records, rows in runs:
+        fresh = novelty(rows)
+        for point in records["points"]:
+            for kind in (True, False):
+                steps = [(i, rows[i][4] - rows[i][0]) for i in range(*point["steps"])
+                         if rows[i][9] == 0 and fresh[i] == kind]
+                if len(steps) < 5:
+                    continue
+                median = statistics.median(t for _, t in steps)
+                steps = [(i, t) for i, t in steps if t <= OUTLIER * median]
+                slow = [(i, t) for i, t in steps if t > SLOW * median]
+                longest = run_length = 0
+                last = None
+                for i, _ in slow:
+                    run_length = run_length + 1 if last is not None and i == last + 1 else 1
+                    longest, last = max(longest, run_length), i
+                rest = [t for i, t in steps if t <= SLOW * median]
+                lines.append(f"| {point_label(run, point)} | {'new' if kind else 'seen'} | {len(steps)} | {ms(median)} "
+                             f"| {ms(statistics.fmean(t for _, t in steps))} | {len(slow)} | "
+                             f"{ms(statistics.fmean(t for _, t in slow)) if slow else '—'} | {longest} | "
+                             f"{ms(statistics.fmean(rest))} |")
+    return lines + [""]
+
+
 def solve(rows: list[list[float]], ys: list[float]) -> list[float]:
     """Least squares x of rows · x = ys (normal equations, columns scaled to unit size, Gaussian elimination)."""
     n = len(rows[0])
@@ -305,6 +341,7 @@ def main() -> None:
     print("\n".join(summary + [""] + tables))
     print("Steps, the median host time (the step log) against the step model's for the same sequences:\n")
     print("\n".join(step_table(runs, args.gpu, stack)))
+    print("\n".join(slow_table(runs)))
 
 
 if __name__ == "__main__":

@@ -174,6 +174,24 @@ def test_the_hf_stack_is_its_fit():
     assert fitted == hf
 
 
+def test_the_slow_steps_table_counted_by_hand():
+    # Ten decode steps of new shapes at 10, 10, 10, 10, 10, 14, 14, 14, 10 and 40 ms: median 10 ms; 40 ms is over
+    # OUTLIER (3) times it, a stall, left out; the three 14 ms steps are over SLOW (1.3) times it, one run of three.
+    # Mean of the nine: (6 × 10 + 3 × 14) / 9 = 11.33 ms; without the slow ones 10 ms.
+    import hf_cb_compare as compare
+
+    times = [10, 10, 10, 10, 10, 14, 14, 14, 10, 40]
+    rows, t = [], 0.0
+    for i, ms in enumerate(times):
+        rows.append([t, t, t, t, t + ms / 1e3, 0.0, 8, 8, 4096 + 8 * i, 0, 8, [[1, 512 + i, 8]]])
+        t += ms / 1e3
+    point = {"point": "closed:512:256:8:8", "prompt": 512, "output": 256, "requests": 8,
+             "load": {"kind": "concurrency", "concurrency": 8}, "steps": [0, len(rows)]}
+    lines = compare.slow_table([("run", {"points": [point]}, rows)])
+    assert lines[2] == "| 512/256, C=8, 8 requests (run) | new | 9 | 10.00 | 11.33 | 3 | 14.00 | 3 | 10.00 |"
+    assert len(lines) == 4 and lines[3] == ""
+
+
 def test_the_sequence_cost_and_the_request_latency():
     # 3 decodes and a 40-token prompt: 4 sequences, so a step costs 4 × 7 µs more than without the cost.
     step = (Seqs(3, 1, 200), Seqs(1, 40, 0))
