@@ -281,7 +281,8 @@ def combine():
 
 
 def decode_g16():
-    """Batch 1 at a group of 16 query heads a K/V head (64/4): splits × warps × K/V block, each twice, against SDPA."""
+    """Batch 1 at a group of 16 query heads a K/V head (64/4): splits × warps × K/V block, each twice, against
+    SDPA."""
     RES["decode_g16"] = []
     for n in (4096, 3000, 16384):
         b, h, g, d = 1, 64, 4, 128
@@ -298,7 +299,8 @@ def decode_g16():
                 key = f"{label} (sp{cfg.splits} bn{cfg.block_n} w{cfg.num_warps})"
                 try:
                     t = dg.timed(lambda i, cfg=cfg, sets=sets, outs=outs: flash_decoding(
-                        sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], cfg), list(range(sets_n)))
+                        sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], cfg),
+                        list(range(sets_n)))
                     row["times"].setdefault(key, []).append(t)
                     line.append(f"{key} {t[0] * 1e6:.2f}")
                 except Exception as err:

@@ -232,8 +232,8 @@ def slow_table(runs: Runs) -> list[str]:
                     run_length = run_length + 1 if last is not None and i == last + 1 else 1
                     longest, last = max(longest, run_length), i
                 rest = [t for i, t in steps if t <= SLOW * median]
-                lines.append(f"| {point_label(run, point)} | {'new' if kind else 'seen'} | {len(steps)} | {ms(median)} "
-                             f"| {ms(statistics.fmean(t for _, t in steps))} | {len(slow)} | "
+                lines.append(f"| {point_label(run, point)} | {'new' if kind else 'seen'} | {len(steps)} "
+                             f"| {ms(median)} | {ms(statistics.fmean(t for _, t in steps))} | {len(slow)} | "
                              f"{ms(statistics.fmean(t for _, t in slow)) if slow else '—'} | {longest} | "
                              f"{ms(statistics.fmean(rest))} |")
     return lines + [""]

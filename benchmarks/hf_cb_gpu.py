@@ -32,7 +32,8 @@ query tokens, KV positions read, how many of its requests were prefilling, and i
 the engine's thread, and records the kernels' total time a step beside the step's host time (records["profiles"]);
 not a validation point. ``--point diag`` (not a load) profiles two short loads with torch.profiler, started in the
 engine's own thread so that its CPU ops are recorded, and reruns them with PyTorch's cuDNN and then its
-memory-efficient SDPA backend switched off: what the engine's attention path costs (records["diagnostics"], hf_cb_profile.txt).
+memory-efficient SDPA backend switched off: what the engine's attention path costs (records["diagnostics"],
+hf_cb_profile.txt).
 
 Writes, under --out (rewritten after every point, so that a run stopped early keeps what it measured):
   hf_cb_gpu.json     the environment, the engine's resolved configuration, the command, and per point its load,
