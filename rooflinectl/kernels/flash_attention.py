@@ -195,34 +195,27 @@ def _flash_fwd_kernel(
     m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_D], dtype=tl.float32)
+    # Whole blocks first, no mask: under a causal mask those left of the diagonal (BLOCK_M is a multiple of
+    # BLOCK_N, and m0 ≤ n_ctx), else every whole block. Then the rest, masked: the diagonal block (nothing right of
+    # it), or the ragged tail.
     if CAUSAL:
-        # Left of the diagonal: whole blocks, no mask (BLOCK_M is a multiple of BLOCK_N, and m0 ≤ n_ctx). Then the
-        # diagonal block, masked; nothing right of it.
-        if QK_AHEAD:
-            if m0 > 0:
-                acc, l_i, m_i = _attn_blocks_ahead(acc, l_i, m_i, q, k_base, v_base, offs_d, 0, m0,
-                                                   skn, skd, svn, svd, qk_scale, BLOCK_N)
-        else:
-            acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, m0, n_ctx,
-                                         skn, skd, svn, svd, qk_scale, BLOCK_N, False, True, WARP_SPEC,
-                                         k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
-        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, m0,
-                                     tl.minimum(m0 + BLOCK_M, n_ctx), n_ctx,
-                                     skn, skd, svn, svd, qk_scale, BLOCK_N, True, True, False,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
+        whole = m0
+        end = tl.minimum(m0 + BLOCK_M, n_ctx)
     else:
-        full = (n_ctx // BLOCK_N) * BLOCK_N
-        if QK_AHEAD:
-            if full > 0:
-                acc, l_i, m_i = _attn_blocks_ahead(acc, l_i, m_i, q, k_base, v_base, offs_d, 0, full,
-                                                   skn, skd, svn, svd, qk_scale, BLOCK_N)
-        else:
-            acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, full, n_ctx,
-                                         skn, skd, svn, svd, qk_scale, BLOCK_N, False, False, WARP_SPEC,
-                                         k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
-        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, full, n_ctx, n_ctx,
-                                     skn, skd, svn, svd, qk_scale, BLOCK_N, True, False, False,
-                                     k_td, v_td, b * (n_heads // group) + kvh, HEAD_D, TMA, POLY_EXP)
+        whole = (n_ctx // BLOCK_N) * BLOCK_N
+        end = n_ctx
+    kv_row = b * (n_heads // group) + kvh
+    if QK_AHEAD:
+        if whole > 0:
+            acc, l_i, m_i = _attn_blocks_ahead(acc, l_i, m_i, q, k_base, v_base, offs_d, 0, whole,
+                                               skn, skd, svn, svd, qk_scale, BLOCK_N)
+    else:
+        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, 0, whole, n_ctx,
+                                     skn, skd, svn, svd, qk_scale, BLOCK_N, False, CAUSAL, WARP_SPEC,
+                                     k_td, v_td, kv_row, HEAD_D, TMA, POLY_EXP)
+    acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_base, v_base, offs_m, offs_d, whole, end, n_ctx,
+                                 skn, skd, svn, svd, qk_scale, BLOCK_N, True, CAUSAL, False,
+                                 k_td, v_td, kv_row, HEAD_D, TMA, POLY_EXP)
     out = acc / l_i[:, None]
     tl.store(o_base + offs_m[:, None].to(tl.int64) * som + offs_d[None, :] * sod,
              out.to(o_ptr.dtype.element_ty), mask=row_ok)
