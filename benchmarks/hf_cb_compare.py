@@ -23,8 +23,10 @@ with the ops timed by the op model (under the stack's attention rule: ``batch_de
 attention), A the attention ops' time, L the step's KV positions and [new shape] whether the process had not run its
 shape before; F, P, 1/attention_efficiency and β are the least squares of the relative errors (each step's residual
 over its measured time). A step more than three times the first fit's time is left out and the fit repeated (on
-the records: stalls of 0.47–0.52 s in single-sequence decode steps, the first of each process and one more). Then kernel_gap_us = F / the step's kernels
-(step_overhead_us 0: the floor is the eager launches), new_shape_us = P, kv_position_ns = β.
+the records: stalls of 0.47–0.52 s in single-sequence decode steps, the first of each process and one more). Then
+kernel_gap_us = F / the step's kernels (step_overhead_us 0: the floor is the eager launches), new_shape_us = P,
+kv_position_ns = β. refill_latency_us is measured, not fitted: the median wait of every closed-loop refill in the
+records (a request's arrival after the last one of its point to finish before it).
 
     PYTHONPATH=. python benchmarks/hf_cb_compare.py docs/results/h200-2026-12-04-serve
     PYTHONPATH=. python benchmarks/hf_cb_compare.py docs/results/h200-2026-12-04-serve --fit
@@ -255,9 +257,28 @@ def solve(rows: list[list[float]], ys: list[float]) -> list[float]:
     return [m[i][n] / m[i][i] / scale[i] for i in range(n)]
 
 
+def refill_gaps(runs: Runs) -> list[float]:
+    """Each closed-loop refill's wait, seconds: a request sent after the first C, from the last request of its
+    point that had finished before it (arrival + E2E, the engine's stamp of the last token) to its own arrival
+    (the engine's stamp in add_request). The client's turn between the two: refill_latency_us."""
+    gaps = []
+    for _, records, _ in runs:
+        for point in records["points"]:
+            if point["load"]["kind"] != "concurrency":
+                continue
+            requests = sorted(point["per_request"], key=lambda r: r["i"])
+            finished = [r["arrival_s"] + r["e2e_s"] for r in requests]
+            for r in requests[point["load"]["concurrency"]:]:
+                before = [f for f in finished if f <= r["arrival_s"]]
+                if before:
+                    gaps.append(r["arrival_s"] - max(before))
+    return gaps
+
+
 def fit_stack(runs: Runs, fit: set[str], gpu: str, base: Stack) -> Stack:
     """``base`` with kernel_gap_us, new_shape_us, attention_efficiency and kv_position_ns fitted to the fit
-    points' logged steps (the module docstring), step_overhead_us 0."""
+    points' logged steps (the module docstring), step_overhead_us 0, and refill_latency_us the median of every
+    closed-loop refill's wait in ``runs`` (``refill_gaps``: measured, not fitted)."""
     plain = base.model_copy(update={"attention_efficiency": 1.0})
     samples = []  # (host s, other ops s, attention s, positions × layers, new shape, kernels)
     for run, records, rows in runs:
@@ -295,7 +316,13 @@ def fit_stack(runs: Runs, fit: set[str], gpu: str, base: Stack) -> Stack:
           f"{per_position * 1e9:.2f} ns per KV position and layer; |error| of a step: median "
           f"{100 * statistics.median(residuals):.1f}%, p90 {100 * residuals[int(0.9 * (len(residuals) - 1))]:.1f}%",
           file=sys.stderr)
+    gaps = refill_gaps(runs)
+    refill = round(statistics.median(gaps) * 1e6, -1) if gaps else base.refill_latency_us
+    if gaps:
+        print(f"refill latency {refill:g} µs: the median of {len(gaps)} closed-loop refills "
+              f"({min(gaps) * 1e6:.0f}-{max(gaps) * 1e6:.0f} µs)", file=sys.stderr)
     return base.model_copy(update={
+        "refill_latency_us": refill,
         "kernel_gap_us": round(floor / kernels * 1e6, 1), "step_overhead_us": 0.0,
         "new_shape_us": round(plan * 1e6, -1), "attention_efficiency": round(min(1.0, 1 / inverse_efficiency), 3),
         "kv_position_ns": round(max(0.0, per_position * 1e9), 1)})
@@ -321,7 +348,7 @@ def main() -> None:
     if args.fit:
         stack = fit_stack(runs, fit, args.gpu, stack)
     figures = ("attention", "kernel_gap_us", "step_overhead_us", "new_shape_us", "attention_efficiency",
-               "kv_position_ns")
+               "kv_position_ns", "refill_latency_us")
     print(f"Predicted: `serving.simulate` on {args.gpu}, calibrated, stack {args.stack!r}"
           f"{' (fitted)' if args.fit else ''}: " + ", ".join(f"{k} {getattr(stack, k)}" for k in figures)
           + f", fused {stack.fused or '[]'}; op model of {g.id}.\n")

@@ -241,6 +241,9 @@ def _stack_line(r: Simulation) -> str:
         costs.append(f"{duration(st.sequence_overhead_us / 1e6)} a sequence in a step")
     if st.request_latency_us:
         costs.append(f"{duration(st.request_latency_us / 1e6)} between engine and client a request")
+    if st.refill_latency_us:
+        costs.append(f"a closed loop's next request reaches the engine {duration(st.refill_latency_us / 1e6)} after "
+                     "the last")
     if st.stream_lag_steps:
         costs.append(f"tokens reach the client {number(st.stream_lag_steps)} of the request's TPOT later")
     if st.new_shape_us:

@@ -50,9 +50,9 @@ from .stepmodel import Capacity, StepModel, kv_capacity
 # A step's groups of sequences as the simulation prices them: {(new tokens, cached positions): sequences}.
 Counts = dict[tuple[int, int], int]
 # The stack fields that are costs: a stack whose every cost is its default adds nothing to the roofline.
-_COSTS = ("step_overhead_us", "kernel_gap_us", "sequence_overhead_us", "request_latency_us", "stream_lag_steps",
-          "bandwidth_efficiency", "compute_efficiency", "attention", "attention_efficiency", "collective_efficiency",
-          "kv_position_ns", "new_shape_us", "fused")
+_COSTS = ("step_overhead_us", "kernel_gap_us", "sequence_overhead_us", "request_latency_us", "refill_latency_us",
+          "stream_lag_steps", "bandwidth_efficiency", "compute_efficiency", "attention", "attention_efficiency",
+          "collective_efficiency", "kv_position_ns", "new_shape_us", "fused")
 
 
 @dataclass(frozen=True)

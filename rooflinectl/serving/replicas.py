@@ -26,7 +26,6 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from typing import cast
 
 from ..engine.parallel import Layout
@@ -48,6 +47,7 @@ from .simulate import (
     _thin,
     decode_run,
     delivered,
+    refill,
 )
 from .stepmodel import Capacity, StepModel
 from .transfer import KvTransfer
@@ -152,10 +152,9 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
         served.append(Served(live.request, delivered(live.token_times_s, stack), live.preemptions))
         if progress is not None:
             progress(len(served))
-        if load.kind == "concurrency":
-            following = next(queue, None)
-            if following is not None:
-                heapq.heappush(events, (t, next(order), _ARRIVE, replace(following, arrival_s=t)))
+        following = refill(load, queue, t, stack)
+        if following is not None:
+            heapq.heappush(events, (following.arrival_s, next(order), _ARRIVE, following))
 
     def least(group: list[Replica]) -> Replica:
         return min(group, key=lambda r: r.held)  # min keeps the first of equals: the lowest index

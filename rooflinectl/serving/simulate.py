@@ -400,11 +400,22 @@ def decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool
     return t, ran
 
 
+def refill(load: Load, queue: object, t: float, stack: Stack | None) -> Request | None:
+    """A closed loop's next request, its client's last one having finished in the engine at ``t``: it arrives
+    ``stack.refill_latency_us`` later (None: an open loop or a trace, or no requests left)."""
+    if load.kind != "concurrency":
+        return None
+    following: Request | None = next(queue, None)  # type: ignore[call-overload]
+    if following is None:
+        return None
+    return replace(following, arrival_s=t + (stack.refill_latency_us / 1e6 if stack is not None else 0.0))
+
+
 def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
           arrivals: list[tuple[float, int, Request]], queue: object, load: Load,
           progress: Callable[[int], None] | None, stack: Stack | None) -> None:
     """``live`` reached its target at ``t``: it emits a token; the last one finishes it (a closed loop's client
-    then sends its next request at ``t``). Its client sees its tokens as ``delivered`` says (``stack``'s delays)."""
+    then sends its next request: ``refill``). Its client sees its tokens as ``delivered`` says (``stack``'s delays)."""
     live.generated += 1
     live.token_times_s.append(t)
     if live.generated < live.request.output:
@@ -414,10 +425,9 @@ def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
     served.append(Served(live.request, delivered(live.token_times_s, stack), live.preemptions))
     if progress is not None:
         progress(len(served))
-    if load.kind == "concurrency":
-        following = next(queue, None)  # type: ignore[call-overload]
-        if following is not None:
-            heapq.heappush(arrivals, (t, following.id, replace(following, arrival_s=t)))
+    following = refill(load, queue, t, stack)
+    if following is not None:
+        heapq.heappush(arrivals, (following.arrival_s, following.id, following))
 
 
 def _thin(points: list[Point]) -> tuple[Point, ...]:

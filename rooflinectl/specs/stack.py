@@ -114,6 +114,10 @@ class Stack(Strict):
     # added to each request's TTFT and E2E, and a closed loop's client sends its next request when the engine
     # finishes the last (the simulation does not delay it)
     request_latency_us: Micros = 0.0
+    # per request of a closed loop: how long after the engine finished a client's last request its next one
+    # reaches the engine's queue (the client's own work and the hand-off between them). An engine starts its next
+    # step as soon as the last one ends, so a refill that comes this long after it waits for the step after.
+    refill_latency_us: Micros = 0.0
     # per request, in its own mean interval between tokens in the engine (its TPOT): how much later than the
     # engine made them its client sees its tokens, beyond request_latency_us. A wait that grows with the engine's
     # step time, as a request's wait behind steps already formed does (an engine that forms a step ahead of its

@@ -352,3 +352,11 @@ def test_compare_refuses_a_tpot_target_that_is_not_a_finite_number():
     for bad in ("inf", "nan", "0", "-3"):
         r = cli("compare", "--gpu", "h100", "--tpot-ms", bad)
         assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--tpot-ms" in r.stderr, (bad, r.stderr)
+
+
+def test_the_stack_line_names_the_refill_latency():
+    # stacks/hf.yaml measures 280 µs between a client's last request finishing and its next reaching the engine.
+    r = cli("analyze", "serve", "--gpu", "h200", "--model", "llama-3-8b", "--stack", "hf", "--concurrency", "2",
+            "--requests", "4", "--prompt", "128", "--output", "8")
+    assert r.exit_code == 0, r.output
+    assert "a closed loop's next request reaches the engine 280 µs after the last" in " ".join(r.output.split())

@@ -229,6 +229,30 @@ def test_the_sequence_cost_and_the_request_latency():
     assert delivered((0.25, 0.5), None) == (0.25, 0.5)
 
 
+def test_a_refill_that_comes_late_waits_for_the_next_step():
+    # Two clients, prompts of 300: request 0 makes 3 tokens, request 1 eight; request 0's client then sends request
+    # 2. Steps: 1 prefills both; 2 and 3 decode both (request 1 at 300 and 301 cached positions); request 0 ends
+    # with step 3. Sent at once, request 2 is prefilled in step 4 beside request 1's decode at 302: its TTFT is
+    # that step. Reaching the engine 100 µs later, step 4 has already started without it: step 4 decodes request
+    # 1 alone, step 5 prefills request 2 beside request 1 at 303, and its TTFT is both steps less the 100 µs.
+    from rooflinectl.serving.kvcache import BlockPool
+    from rooflinectl.serving.load import Load, Request
+    from rooflinectl.serving.scheduler import SchedulerConfig
+    from rooflinectl.serving.simulate import simulate
+
+    load = Load("concurrency", (Request(0, 0.0, 300, 3), Request(1, 0.0, 300, 8), Request(2, 0.0, 300, 4)),
+                concurrency=2)
+    now = StepModel(base(), H100, stack=stack())
+    late = StepModel(base(), H100, stack=stack(refill_latency_us=100.0))
+    (sent,) = [s for s in simulate(load, now, BlockPool(2000, 16), SchedulerConfig()).served if s.request.id == 2]
+    (waited,) = [s for s in simulate(load, late, BlockPool(2000, 16), SchedulerConfig()).served
+                 if s.request.id == 2]
+    assert sent.ttft_s == pytest.approx(now.time((Seqs(1, 1, 302), Seqs(1, 300)), new_shape=False), rel=1e-12)
+    assert waited.ttft_s == pytest.approx(late.time((Seqs(1, 1, 302),), new_shape=False)
+                                          + late.time((Seqs(1, 1, 303), Seqs(1, 300)), new_shape=False) - 1e-4,
+                                          rel=1e-12)
+
+
 def test_the_torch_stack_is_its_fit():
     # stacks/torch.yaml's gap is what benchmarks/torch_stack.py fits to the whole-step records it names, and the
     # step model prices those steps as the calibrated prediction plus one gap per kernel the record launched.
