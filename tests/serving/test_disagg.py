@@ -20,6 +20,7 @@ from rooflinectl.serving.simulate import simulate
 from rooflinectl.serving.stepmodel import StepModel, kv_capacity
 from rooflinectl.serving.transfer import KvTransfer, Link, kv_link
 from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.stack import Stack
 
 # DeepSeek-V3's latent cache: 61 layers × (512 + 64) values × 2 bytes (bf16) × 4,096 positions.
 DSV3_4096 = 61 * (512 + 64) * 2 * 4096
@@ -118,16 +119,18 @@ def test_every_request_is_prefilled_once_and_decoded_once():
 
 
 @pytest.mark.parametrize("kind", ["closed", "open"])
-def test_one_aggregated_replica_is_one_engine(kind):
+@pytest.mark.parametrize("refill_us", [0.0, 300.0])
+def test_one_aggregated_replica_is_one_engine(kind, refill_us):
     # The deployment's event loop with one aggregated replica runs the same steps as simulate, preemptions
-    # included (a small KV cache forces them).
+    # included (a small KV cache forces them), and delays a closed loop's refills by the same rule.
     prompt, output = Lengths.parse("uniform:100-3000", "--prompt"), Lengths.parse("uniform:1-200", "--output")
     load = (closed_loop(8, 40, prompt, output, 3) if kind == "closed" else open_loop(5.0, 40, prompt, output, 3))
-    m = StepModel(base_workload(model="llama-3-8b"), load_gpu("h100"))
+    stack = Stack(id="t", name="a test stack", source="this test", refill_latency_us=refill_us)
+    m = StepModel(base_workload(model="llama-3-8b"), load_gpu("h100"), stack=stack)
     config = SchedulerConfig(2048, 16)
     capacity = replace(kv_capacity(m, 2048, 16, 8 * 2**30), blocks=300)
     one = simulate(load, m, BlockPool(300, 16), config)
-    many = serve_replicas(load, [side("aggregated", 1, m, capacity, config, 16)], None).run
+    many = serve_replicas(load, [side("aggregated", 1, m, capacity, config, 16)], None, stack).run
     assert one.preemptions > 0
     assert (many.served, many.steps, many.duration_s, many.preemptions) == (one.served, one.steps, one.duration_s,
                                                                             one.preemptions)

@@ -21,6 +21,7 @@ from rooflinectl.serving.scheduler import SchedulerConfig
 from rooflinectl.serving.simulate import simulate
 from rooflinectl.serving.stepmodel import StepModel, kv_capacity
 from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.stack import Stack
 from rooflinectl.specs.step import Seqs
 
 H100, H200 = load_gpu("h100"), load_gpu("h200")
@@ -31,13 +32,16 @@ def _ep(e: int) -> RankModel:
     return RankModel(base_workload(model=MOE), H200, layout=Layout(ep=e))
 
 
-def test_one_rank_is_the_plain_engine_step_for_step():
-    # Llama 3 8B, 8 clients of drawn lengths on a cache small enough to preempt: the same run, to the bit.
+@pytest.mark.parametrize("refill_us", [0.0, 300.0])
+def test_one_rank_is_the_plain_engine_step_for_step(refill_us):
+    # Llama 3 8B, 8 clients of drawn lengths on a cache small enough to preempt: the same run, to the bit, the
+    # closed loop's refills delayed alike.
     load = closed_loop(8, 40, Lengths.parse("uniform:200-900", "p"), Lengths.parse("uniform:20-200", "o"), seed=5)
     config = SchedulerConfig(max_num_batched_tokens=1024)
+    stack = Stack(id="t", name="a test stack", source="this test", refill_latency_us=refill_us)
     capacity = replace(kv_capacity(StepModel(base_workload(), H100), 1024, 16, 8e9), blocks=200)
-    run, totals = serve_ranks(load, StepModel(base_workload(), H100), capacity, config, 16)
-    plain = simulate(load, StepModel(base_workload(), H100), BlockPool(200, 16), config)
+    run, totals = serve_ranks(load, StepModel(base_workload(), H100, stack=stack), capacity, config, 16)
+    plain = simulate(load, StepModel(base_workload(), H100, stack=stack), BlockPool(200, 16), config)
     assert run.preemptions > 0
     assert run == plain
     assert totals.requests == (40,) and totals.preemptions == (plain.preemptions,)
