@@ -245,6 +245,19 @@ def paged():
 
 # ---- 4. the batch-1 combine --------------------------------------------------------------------------------------
 
+def time_decode(key, cfg, sets, outs, row, line):
+    """Time flash_decoding at ``cfg`` over the input ``sets`` into ``row["times"][key]`` and a word on ``line``;
+    a config that fails is recorded with its error."""
+    try:
+        t = dg.timed(lambda i: flash_decoding(sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i],
+                                              cfg), list(range(len(sets))))
+        row["times"].setdefault(key, []).append(t)
+        line.append(f"{key} {t[0] * 1e6:.2f}")
+    except Exception as err:
+        row["times"][key] = {"error": str(err)[:200]}
+        line.append(f"{key} {type(err).__name__}")
+
+
 def combine():
     for b, h, g, n in ((1, 64, 4, 3000), (1, 64, 4, 4096), (1, 64, 4, 1024), (1, 64, 4, 16384), (1, 32, 32, 1024),
                        (1, 32, 8, 1024)):
@@ -261,15 +274,7 @@ def combine():
                 fd._COMBINE_TILE = tile
                 for label, cfg in cfgs:
                     key = f"{label} sp{cfg.splits} tile {tile} ({fd._heads_step(h // g, cfg.splits, d)} heads)"
-                    try:
-                        t = dg.timed(lambda i, cfg=cfg, sets=sets, outs=outs: flash_decoding(sets[i]["q"], sets[i]["k"], sets[i]["v"],
-                                                                       sets[i]["lengths"], outs[i], cfg),
-                                     list(range(sets_n)))
-                        row["times"].setdefault(key, []).append(t)
-                        line.append(f"{key} {t[0] * 1e6:.2f}")
-                    except Exception as err:
-                        row["times"][key] = {"error": str(err)[:200]}
-                        line.append(f"{key} {type(err).__name__}")
+                    time_decode(key, cfg, sets, outs, row, line)
             fd._COMBINE_TILE = 16384
             t = dg.timed(lambda i, sets=sets, gqa=h != g: torch.nn.functional.scaled_dot_product_attention(
                 sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=gqa), list(range(sets_n)))
@@ -296,16 +301,7 @@ def decode_g16():
         for rep in (1, 2):
             line = []
             for label, cfg in cfgs:
-                key = f"{label} (sp{cfg.splits} bn{cfg.block_n} w{cfg.num_warps})"
-                try:
-                    t = dg.timed(lambda i, cfg=cfg, sets=sets, outs=outs: flash_decoding(
-                        sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], cfg),
-                        list(range(sets_n)))
-                    row["times"].setdefault(key, []).append(t)
-                    line.append(f"{key} {t[0] * 1e6:.2f}")
-                except Exception as err:
-                    row["times"][key] = {"error": str(err)[:200]}
-                    line.append(f"{key} {type(err).__name__}")
+                time_decode(f"{label} (sp{cfg.splits} bn{cfg.block_n} w{cfg.num_warps})", cfg, sets, outs, row, line)
             t = dg.timed(lambda i, sets=sets: torch.nn.functional.scaled_dot_product_attention(
                 sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=True), list(range(sets_n)))
             row["times"].setdefault("sdpa", []).append(t)
