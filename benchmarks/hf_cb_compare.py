@@ -319,8 +319,10 @@ def fit_stack(runs: Runs, fit: set[str], gpu: str, base: Stack) -> Stack:
     gaps = refill_gaps(runs)
     refill = round(statistics.median(gaps) * 1e6, -1) if gaps else base.refill_latency_us
     if gaps:
+        between = [b[0] - a[4] for _, _, rows in runs for a, b in zip(rows, rows[1:])]
         print(f"refill latency {refill:g} µs: the median of {len(gaps)} closed-loop refills "
-              f"({min(gaps) * 1e6:.0f}-{max(gaps) * 1e6:.0f} µs)", file=sys.stderr)
+              f"({min(gaps) * 1e6:.0f}-{max(gaps) * 1e6:.0f} µs); the engine's next step starts a median of "
+              f"{statistics.median(between) * 1e6:.0f} µs after the last one ends", file=sys.stderr)
     return base.model_copy(update={
         "refill_latency_us": refill,
         "kernel_gap_us": round(floor / kernels * 1e6, 1), "step_overhead_us": 0.0,
