@@ -154,6 +154,15 @@ def table(run: str, point: dict[str, Any], pred: dict[str, dict[str, float] | No
     return lines + [""]
 
 
+def ttft_lines(run: str, point: dict[str, Any], simulated: Run) -> list[str]:
+    """Each request's TTFT, ms, in the order the point sent them: measured, then simulated."""
+    measured = [r["ttft_s"] for r in sorted(point["per_request"], key=lambda r: r["i"])]
+    by_id = sorted((s.request.id, s.ttft_s) for s in simulated.served)
+    return [f"TTFT of each request, {point_label(run, point)}, ms: measured "
+            + ", ".join(f"{t * 1e3:.0f}" for t in measured) + "; simulated "
+            + ", ".join(f"{t * 1e3:.0f}" for _, t in by_id), ""]
+
+
 def step_counts(row: list[Any]) -> Counts | None:
     """A logged step's sequences as {(new, cached): count}. A step log without them (an earlier harness) gives
     its decode steps as the mean cached length, which the step model prices the same to within a position's
@@ -340,12 +349,15 @@ def main() -> None:
     p.add_argument("--fit-points", default=",".join(FIT_POINTS),
                    help="'RUN POINT' names, comma-separated (default: both concurrency-1 points and 2048/128 at "
                         "concurrency 32)")
+    p.add_argument("--ttfts", default="", help="'RUN POINT' names, comma-separated: print each request's TTFT, "
+                                               "measured and simulated, below the point's table")
     args = p.parse_args()
     runs = load_runs(*map(Path, args.records))
     g = rl.gpu(args.gpu)
     if g.measured is None or g.measured.op_model is None:
         raise SystemExit(f"{args.gpu}: no measured op model, which calibrated=True needs")
     fit = {name.strip() for name in args.fit_points.split(",") if name.strip()}
+    ttfts = {name.strip() for name in args.ttfts.split(",") if name.strip()}
     stack = load_stack(args.stack)
     if args.fit:
         stack = fit_stack(runs, fit, args.gpu, stack)
@@ -360,8 +372,11 @@ def main() -> None:
     for run, records, rows in runs:
         for point in records["points"]:
             role = "fit" if f"{run} {point['point']}" in fit else "check"
-            pred = predicted(simulate_point(point, records, rows, args.gpu, stack))
+            simulated = simulate_point(point, records, rows, args.gpu, stack)
+            pred = predicted(simulated)
             tables += table(run, point, pred, role)
+            if f"{run} {point['point']}" in ttfts:
+                tables += ttft_lines(run, point, simulated)
             m, q = point["metrics"], pred
             summary.append(f"| {point_label(run, point)} | {role} | {ms(m['ttft_s']['mean'])} / "
                            f"{ms(q['ttft_s']['mean'])} | {err(q['ttft_s']['mean'], m['ttft_s']['mean']):+.0f}% "  # type: ignore[index]
