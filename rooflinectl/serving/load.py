@@ -118,6 +118,15 @@ class Load:
         first = self.concurrency if self.kind == "concurrency" else len(self.requests)
         return [next(queue) for _ in range(min(first, len(self.requests)))], queue
 
+    def refill(self, queue: Iterator[Request], t: float, delay_s: float = 0.0) -> Request | None:
+        """A closed loop's next request from ``queue`` (``opening``'s), its client's last one having finished in
+        the engine at ``t``: it arrives ``delay_s`` later (a stack's refill_latency_us). None for an open loop or a
+        trace, or when no request is left."""
+        if self.kind != "concurrency":
+            return None
+        following = next(queue, None)
+        return None if following is None else replace(following, arrival_s=t + delay_s)
+
 
 def with_shared_prefix(load: Load, tokens: int) -> Load:
     """``load`` with every request's first ``tokens`` prompt tokens one shared prefix (id 0; a shorter prompt is

@@ -47,7 +47,7 @@ from .simulate import (
     _thin,
     decode_run,
     delivered,
-    refill,
+    refill_delay,
 )
 from .stepmodel import Capacity, StepModel
 from .transfer import KvTransfer
@@ -152,7 +152,7 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
         served.append(Served(live.request, delivered(live.token_times_s, stack), live.preemptions))
         if progress is not None:
             progress(len(served))
-        following = refill(load, queue, t, stack)
+        following = load.refill(queue, t, refill_delay(stack))
         if following is not None:
             heapq.heappush(events, (following.arrival_s, next(order), _ARRIVE, following))
 

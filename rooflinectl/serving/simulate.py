@@ -17,8 +17,8 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from ..engine.parallel import Layout
@@ -257,6 +257,11 @@ class Simulation:
         return self.run.goodput(self.slo_ttft_s, self.slo_tpot_s)
 
 
+def refill_delay(stack: Stack | None) -> float:
+    """Seconds between a closed loop's request finishing in the engine and its client's next reaching it."""
+    return stack.refill_latency_us / 1e6 if stack is not None else 0.0
+
+
 def delivered(times: Sequence[float], stack: Stack | None) -> tuple[float, ...]:
     """When a request's client sees its tokens, the engine having made them at ``times``: each the stack's
     ``request_latency_us`` + ``stream_lag_steps`` × the request's mean interval between tokens in the engine later
@@ -400,22 +405,11 @@ def decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool
     return t, ran
 
 
-def refill(load: Load, queue: object, t: float, stack: Stack | None) -> Request | None:
-    """A closed loop's next request, its client's last one having finished in the engine at ``t``: it arrives
-    ``stack.refill_latency_us`` later (None: an open loop or a trace, or no requests left)."""
-    if load.kind != "concurrency":
-        return None
-    following: Request | None = next(queue, None)  # type: ignore[call-overload]
-    if following is None:
-        return None
-    return replace(following, arrival_s=t + (stack.refill_latency_us / 1e6 if stack is not None else 0.0))
-
-
 def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
-          arrivals: list[tuple[float, int, Request]], queue: object, load: Load,
+          arrivals: list[tuple[float, int, Request]], queue: Iterator[Request], load: Load,
           progress: Callable[[int], None] | None, stack: Stack | None) -> None:
     """``live`` reached its target at ``t``: it emits a token; the last one finishes it (a closed loop's client
-    then sends its next request: ``refill``). Its client sees its tokens as ``delivered`` says (``stack``'s delays)."""
+    then sends its next request: ``Load.refill``). Its client sees its tokens as ``delivered`` says (``stack``'s delays)."""
     live.generated += 1
     live.token_times_s.append(t)
     if live.generated < live.request.output:
@@ -425,7 +419,7 @@ def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
     served.append(Served(live.request, delivered(live.token_times_s, stack), live.preemptions))
     if progress is not None:
         progress(len(served))
-    following = refill(load, queue, t, stack)
+    following = load.refill(queue, t, refill_delay(stack))
     if following is not None:
         heapq.heappush(arrivals, (following.arrival_s, following.id, following))
 
