@@ -409,7 +409,8 @@ def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
           arrivals: list[tuple[float, int, Request]], queue: Iterator[Request], load: Load,
           progress: Callable[[int], None] | None, stack: Stack | None) -> None:
     """``live`` reached its target at ``t``: it emits a token; the last one finishes it (a closed loop's client
-    then sends its next request: ``Load.refill``). Its client sees its tokens as ``delivered`` says (``stack``'s delays)."""
+    then sends its next request: ``Load.refill``). Its client sees its tokens as ``delivered`` says (``stack``'s
+    delays)."""
     live.generated += 1
     live.token_times_s.append(t)
     if live.generated < live.request.output:

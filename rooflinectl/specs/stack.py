@@ -13,7 +13,8 @@ its figures, each with a ``source``; the serving simulation (``serving.stepmodel
 and every token of a request reaches its client ``request_latency_us`` + ``stream_lag_steps`` × the request's own
 mean interval between tokens in the engine after the engine made it (the API server's HTTP, tokenization and
 streaming, which run beside the engine's steps and delay none of them, and waits that grow with the step time),
-so TTFT and E2E include both and TPOT neither.
+so TTFT and E2E include both and TPOT neither; a closed loop's next request reaches the engine
+``refill_latency_us`` after its client's last one finished there (a step that starts meanwhile runs without it).
 
 where the kernels are the step's op instances (the layer count times each op: fusions launch fewer), the KV
 positions are every sequence's cached and new tokens together, the layers those whose attention reads them, and,
@@ -111,8 +112,7 @@ class Stack(Strict):
     sequence_overhead_us: Micros = 0.0
     # per request, between the engine and its client: the API server's HTTP, tokenization and streaming, run in
     # a process beside the engine (vLLM's frontend, SGLang's tokenizer manager), so no step waits for it; it is
-    # added to each request's TTFT and E2E, and a closed loop's client sends its next request when the engine
-    # finishes the last (the simulation does not delay it)
+    # added to each request's TTFT and E2E; it does not delay a closed loop's next request (refill_latency_us does)
     request_latency_us: Micros = 0.0
     # per request of a closed loop: how long after the engine finished a client's last request its next one
     # reaches the engine's queue (the client's own work and the hand-off between them). An engine starts its next

@@ -45,6 +45,8 @@ def test_one_rank_is_the_plain_engine_step_for_step(refill_us):
     assert run.preemptions > 0
     assert run == plain
     assert totals.requests == (40,) and totals.preemptions == (plain.preemptions,)
+    if refill_us:  # the delay moved the refills: not the undelayed run
+        assert plain.served != simulate(load, StepModel(base_workload(), H100), BlockPool(200, 16), config).served
 
 
 def test_e_requests_at_once_on_e_ranks_take_one_ranks_step():
