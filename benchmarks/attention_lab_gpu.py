@@ -1,7 +1,7 @@
 """The prefill grid's order, the paged kernel's page-number load and the batch-1 combine, on a GPU in one call.
 
     python benchmarks/attention_lab_gpu.py OUT_DIR [--skip-checks] [--skip-prefill] [--skip-paged] [--skip-combine]
-        [--prefill-poly] [--prefill-ahead] [--decode-g16]
+        [--prefill-poly] [--prefill-ahead] [--prefill-occupancy] [--decode-g16]
 
 1. Checks in bf16, every output NaN-poisoned first, fresh random inputs: prefill in both grid orders (query blocks
    or heads on the fastest axis) and every config timed below, causal and not, at lengths no multiple of the
@@ -13,7 +13,9 @@
    against SDPA's cuDNN and FlashAttention-2 backends; non-causal, both orders against cuDNN. With
    --prefill-poly instead: every other exponential by the FMA polynomial (FlashConfig.poly_exp), both orders;
    with --prefill-ahead, Q·Kᵀ issued one block ahead of the softmax (FlashConfig.qk_ahead), and 256-query blocks
-   in 16 warps (four warpgroups of 64 rows sharing each K/V block).
+   in 16 warps (four warpgroups of 64 rows sharing each K/V block); with --prefill-occupancy, two or three
+   programs an SM (FlashConfig.max_regs: 128×64 and 128×32 blocks in 8 warps at 128 registers; 64-row blocks in
+   4 warps, which fit two or three an SM uncapped), against the same blocks at one program an SM.
 3. Paged decode (pages of 16 and 32, scattered at random) against the contiguous kernel at the rule's config:
    the page numbers' mask (split's end or length) × their tile (the split's pages, or one more), each twice.
 4. The batch-1 combine at a group of 16 heads: the combine tile's size (4, 8 or 16 heads at 32 splits) against
@@ -67,7 +69,8 @@ def table_variant(waits_len: bool, one_more: bool) -> None:
 
 def cfg_name(c: FlashConfig) -> str:
     return (f"{c.block_m}x{c.block_n} w{c.num_warps} s{c.num_stages}" + (" heads-fast" if c.heads_fast else "")
-            + (" tma" if c.tma else "") + (" poly-exp" if c.poly_exp else "") + (" qk-ahead" if c.qk_ahead else ""))
+            + (" tma" if c.tma else "") + (" poly-exp" if c.poly_exp else "") + (" qk-ahead" if c.qk_ahead else "")
+            + (f" regs{c.max_regs}" if c.max_regs else ""))
 
 
 PREFILL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_fast=True),
@@ -93,6 +96,17 @@ if "--prefill-ahead" in sys.argv:  # Q·Kᵀ one block ahead of the softmax, aga
                                                                               qk_ahead=True),
                     FlashConfig(256, 64, 16, 3, heads_fast=True, qk_ahead=True)]
     NONCAUSAL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, qk_ahead=True)]
+if "--prefill-occupancy" in sys.argv:  # programs an SM (compiled by triton 3.6 for sm_90: registers, shared memory)
+    PREFILL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_fast=True),
+                    FlashConfig(128, 64, 8, 2, heads_fast=True),  # 194 regs, 96 kB: one an SM
+                    FlashConfig(128, 64, 8, 2, heads_fast=True, max_regs=128),  # 120 B spilled, 96 kB: two
+                    FlashConfig(128, 32, 8, 3, heads_fast=True, max_regs=128),  # no spill, 80 kB: two
+                    FlashConfig(128, 32, 8, 4, heads_fast=True, max_regs=128),  # no spill, 96 kB: two
+                    FlashConfig(128, 32, 8, 3, max_regs=128),
+                    FlashConfig(64, 64, 4, 3, heads_fast=True),  # 183 regs, 112 kB: two
+                    FlashConfig(64, 32, 4, 3, heads_fast=True)]  # 149 regs, 64 kB: three
+    NONCAUSAL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 64, 8, 2, max_regs=128),
+                      FlashConfig(128, 32, 8, 3, max_regs=128), FlashConfig(128, 32, 8, 4, max_regs=128)]
 
 
 # ---- 1. checks ---------------------------------------------------------------------------------------------------
@@ -123,7 +137,7 @@ def check_prefill(b, h, g, s, d, causal, cfg):
 
 def checks():
     ok = True
-    for cfg in [c for c in PREFILL_CFGS if c.num_stages < 4]:  # 4 stages of 128×128 may not fit: timed only
+    for cfg in [c for c in PREFILL_CFGS if c.num_stages < 4 or c.block_n < 128]:  # 4 of 128×128 fit no SM
         ok &= check_prefill(1, 32, 8, 4097, 128, True, cfg)
     for cfg in NONCAUSAL_CFGS:
         ok &= check_prefill(1, 32, 8, 4097, 128, False, cfg)

@@ -67,6 +67,16 @@ class FlashConfig:
     # 4 stages no better (benchmarks/attention_lab_gpu.py --prefill-ahead,
     # docs/results/h200-2026-12-05-attention/run.log), so off.
     qk_ahead: bool = False
+    # Registers per thread capped (ptxas's maxnreg) so that two programs share an SM: 2 × 256 threads × 128
+    # registers fill its 65,536, and their loops, never synchronised with each other, can overlap one's softmax with
+    # the other's products, which one program's warpgroups (kept in step by the loop's barriers) cannot. None: as
+    # many as the compiler takes (240-244 for 128×128 in 8 warps: one program an SM). Measured on an H100 (bf16,
+    # d 128, causal; benchmarks/attention_lab_gpu.py --prefill-occupancy,
+    # docs/results/h100-2026-12-05-attention/run.log): a second program an SM makes 128×64 blocks 4-13% faster
+    # (4 × 32/8 × 4,096: 1.638 ms → 1.425), but the best two-program config of each shape (128×64 or 128×32 at
+    # 128 registers; 64-row blocks in 4 warps were slower) stays 7-12% behind the shipped 128×128 at one program
+    # (1 × 32/8 × 4,096: 0.327/0.354 against 0.310/0.312; 4 × 4,096: 1.367/1.358 against 1.271/1.276), so None.
+    max_regs: int | None = None
 
 
 @triton.jit
@@ -285,6 +295,7 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
         HEAD_D=d, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, CAUSAL=causal, WARP_SPEC=cfg.warp_specialize,
         HEADS_FAST=cfg.heads_fast, POLY_EXP=cfg.poly_exp, QK_AHEAD=cfg.qk_ahead, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
+        **({"maxnreg": cfg.max_regs} if cfg.max_regs else {}),
         **_kv_descriptors(cfg, k, v),
     )  # fmt: skip
     return cfg, grid, handle

@@ -101,6 +101,21 @@ def test_flash_attention_with_scores_one_block_ahead(dtype):
                 assert err <= k.tolerance(dtype), (s, causal, heads_fast, err)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flash_attention_with_a_register_cap(dtype):
+    """A config that caps the registers (two programs an SM on the GPU) launches with the cap and computes the
+    same attention, causal and not."""
+    from rooflinectl.kernels.flash_attention import FlashConfig, attention_reference, flash_attention
+
+    k = get_kernel("flash_attention")
+    inputs = k.make_inputs((2, 4, 2, 45, 16), dtype, "cpu", _gen(23))
+    q, kk, v = inputs["q"], inputs["k"], inputs["v"]
+    for causal in (False, True):
+        out = torch.full_like(q, float("nan"))
+        flash_attention(q, kk, v, out, causal, FlashConfig(32, 16, 4, 2, heads_fast=True, max_regs=128))
+        assert relative_error(out, attention_reference(q, kk, v, causal)) <= k.tolerance(dtype), causal
+
+
 @triton.jit
 def _exp2_fma_kernel(x_ptr, y_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
