@@ -13,7 +13,9 @@ markdown:
   - per point, measured against predicted TTFT, TPOT, ITL and E2E (mean, p90, p99) and the error of each;
   - per point, the engine's steps (the step log) against the step model's time for the same sequences, decode
     steps split by whether their attention shape (query tokens, KV positions) was new to the process;
-  - with ``--fit``, the stack's figures fitted first on the ``--fit-points`` (below); the tables then use them.
+  - with ``--fit``, the stack's figures fitted first on the ``--fit-points`` (below); the tables then use them;
+    ``--write-stack FILE`` writes the fitted stack as a stack file that ``analyze serve --stack FILE`` takes (the
+    host figures are the host's: a run on another machine fits its own).
 
 The fit reads the step log of the fit points. Each logged step whose sequences are known gives one equation
 
@@ -339,6 +341,21 @@ def fit_stack(runs: Runs, fit: set[str], gpu: str, base: Stack) -> Stack:
         "kv_position_ns": round(max(0.0, per_position * 1e9), 1)})
 
 
+def stack_file(stack: Stack, stem: str, records: list[str], fit: set[str], gpu: str) -> str:
+    """The YAML of a fitted ``stack`` as a stack file of id ``stem``, its source naming what it was fitted to."""
+    import yaml
+
+    data = stack.model_dump(mode="json", exclude_defaults=True)
+    data.pop("notes", None)  # the base stack's notes describe the machine it was fitted on, not this one
+    data.update(id=stem, name=f"{stack.name}, fitted to {', '.join(records)}", source=(
+        f"fitted by benchmarks/hf_cb_compare.py --fit to the step logs of {', '.join(records)} at the points "
+        f"{', '.join(sorted(fit))}, with calibrated=True and the op model of {gpu}; kernel_gap_us, new_shape_us and "
+        f"refill_latency_us are the host's of the machine those records were measured on"))
+    order = ["id", "name", "source"]
+    return yaml.safe_dump({k: data[k] for k in order} | {k: v for k, v in data.items() if k not in order},
+                          sort_keys=False, width=116, allow_unicode=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("records", nargs="*", default=["docs/results/h200-2026-12-04-serve"],
@@ -349,6 +366,8 @@ def main() -> None:
     p.add_argument("--fit-points", default=",".join(FIT_POINTS),
                    help="'RUN POINT' names, comma-separated (default: both concurrency-1 points and 2048/128 at "
                         "concurrency 32)")
+    p.add_argument("--write-stack", default="", metavar="FILE",
+                   help="with --fit: write the fitted stack to FILE (a stack file for analyze serve --stack)")
     p.add_argument("--ttfts", default="", help="'RUN POINT' names, comma-separated: print each request's TTFT, "
                                                "measured and simulated, below the point's table")
     args = p.parse_args()
@@ -359,8 +378,14 @@ def main() -> None:
     fit = {name.strip() for name in args.fit_points.split(",") if name.strip()}
     ttfts = {name.strip() for name in args.ttfts.split(",") if name.strip()}
     stack = load_stack(args.stack)
+    if args.write_stack and not args.fit:
+        raise SystemExit("--write-stack writes a fitted stack: give --fit too")
     if args.fit:
         stack = fit_stack(runs, fit, args.gpu, stack)
+    if args.write_stack:
+        from rooflinectl.files import write_atomic
+
+        write_atomic(args.write_stack, stack_file(stack, Path(args.write_stack).stem, args.records, fit, args.gpu))
     figures = ("attention", "kernel_gap_us", "step_overhead_us", "new_shape_us", "attention_efficiency",
                "kv_position_ns", "refill_latency_us")
     print(f"Predicted: `serving.simulate` on {args.gpu}, calibrated, stack {args.stack!r}"

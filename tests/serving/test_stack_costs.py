@@ -174,6 +174,22 @@ def test_the_hf_stack_is_its_fit():
     assert fitted == hf
 
 
+def test_a_written_stack_is_its_fit():
+    # --fit --write-stack FILE writes the fitted figures as a stack file that loads back with them; the H100 record
+    # docs/results/h100-2026-12-05-serve/hf-h100-b.yaml is what it writes for that run's three Llama points.
+    import hf_cb_compare as compare
+
+    folder = "docs/results/h100-2026-12-05-serve"
+    gpu = f"{folder}/calibrate-b/h100-calibrated.yaml"
+    fit = {f"llama-b closed:{p}" for p in ("512:256:1:2", "2048:128:8:16", "2048:128:32:32")}
+    fitted = compare.fit_stack(compare.load_runs(ROOT / folder), fit, str(ROOT / gpu), load_stack("hf"))
+    assert fitted.kernel_gap_us != load_stack("hf").kernel_gap_us
+    text = compare.stack_file(fitted, "hf-h100-b", [folder], fit, gpu)
+    assert text == (ROOT / folder / "hf-h100-b.yaml").read_text()
+    own = {"id", "name", "source", "notes"}
+    assert load_stack(str(ROOT / folder / "hf-h100-b.yaml")).model_dump(exclude=own) == fitted.model_dump(exclude=own)
+
+
 def test_the_slow_steps_table_counted_by_hand():
     # Ten decode steps of new shapes at 10, 10, 10, 10, 10, 14, 14, 14, 10 and 40 ms: median 10 ms; 40 ms is over
     # OUTLIER (3) times it, a stall, left out; the three 14 ms steps are over SLOW (1.3) times it, one run of three.
