@@ -289,7 +289,9 @@ def refill_gaps(runs: Runs) -> list[float]:
 def fit_stack(runs: Runs, fit: set[str], gpu: str, base: Stack) -> Stack:
     """``base`` with kernel_gap_us, new_shape_us, attention_efficiency and kv_position_ns fitted to the fit
     points' logged steps (the module docstring), step_overhead_us 0, and refill_latency_us the median of every
-    closed-loop refill's wait in ``runs`` (``refill_gaps``: measured, not fitted)."""
+    closed-loop refill's wait in the runs that hold a fit point (``refill_gaps``: measured, not fitted; a run is
+    one machine's, and the wait is the host's). Exits with a line where the points leave the attention's time
+    unconstrained (its fitted share not positive: points without long prompts or many KV positions)."""
     plain = base.model_copy(update={"attention_efficiency": 1.0})
     samples = []  # (host s, other ops s, attention s, positions × layers, new shape, kernels)
     for run, records, rows in runs:
@@ -319,6 +321,10 @@ def fit_stack(runs: Runs, fit: set[str], gpu: str, base: Stack) -> Stack:
     kept = [s for s in samples if s[0] <= OUTLIER * modelled(x, s)]
     x = least_squares(kept)
     floor, plan, inverse_efficiency, per_position = x
+    if inverse_efficiency <= 0:
+        raise SystemExit(f"the fit points {', '.join(sorted(fit))} leave the attention's time unconstrained "
+                         f"(1/attention_efficiency fitted {inverse_efficiency:.3g}): add one with long prompts or "
+                         "many KV positions, such as 2048/128 at concurrency 32")
     kernels = statistics.median(s[5] for s in kept)
     residuals = sorted(abs(modelled(x, s) / s[0] - 1) for s in kept)
     print(f"fit on {len(kept)} logged steps of {', '.join(sorted(fit))} ({len(samples) - len(kept)} left out, over "
@@ -327,10 +333,11 @@ def fit_stack(runs: Runs, fit: set[str], gpu: str, base: Stack) -> Stack:
           f"{per_position * 1e9:.2f} ns per KV position and layer; |error| of a step: median "
           f"{100 * statistics.median(residuals):.1f}%, p90 {100 * residuals[int(0.9 * (len(residuals) - 1))]:.1f}%",
           file=sys.stderr)
-    gaps = refill_gaps(runs)
+    fitted_runs = [r for r in runs if any(f"{r[0]} {p['point']}" in fit for p in r[1]["points"])]
+    gaps = refill_gaps(fitted_runs)
     refill = round(statistics.median(gaps) * 1e6, -1) if gaps else base.refill_latency_us
     if gaps:
-        between = [b[0] - a[4] for _, _, rows in runs for a, b in zip(rows, rows[1:])]
+        between = [b[0] - a[4] for _, _, rows in fitted_runs for a, b in zip(rows, rows[1:])]
         print(f"refill latency {refill:g} µs: the median of {len(gaps)} closed-loop refills "
               f"({min(gaps) * 1e6:.0f}-{max(gaps) * 1e6:.0f} µs); the engine's next step starts a median of "
               f"{statistics.median(between) * 1e6:.0f} µs after the last one ends", file=sys.stderr)

@@ -190,6 +190,17 @@ def test_a_written_stack_is_its_fit():
     assert load_stack(str(ROOT / folder / "hf-h100-b.yaml")).model_dump(exclude=own) == fitted.model_dump(exclude=own)
 
 
+def test_a_fit_without_long_steps_is_refused():
+    # The third H200 machine's two concurrency-1 points leave the attention's share unconstrained (it fits
+    # negative): the fit stops with one line rather than write a stack with a negative efficiency.
+    import hf_cb_compare as compare
+
+    runs = compare.load_runs(ROOT / "docs/results/h200-2026-12-05-serve")
+    fit = {"c8 closed:512:256:1:2", "c8 closed:2048:128:1:2"}
+    with pytest.raises(SystemExit, match="leave the attention's time unconstrained"):
+        compare.fit_stack(runs, fit, str(ROOT / compare.GPU), load_stack("hf"))
+
+
 def test_the_slow_steps_table_counted_by_hand():
     # Ten decode steps of new shapes at 10, 10, 10, 10, 10, 14, 14, 14, 10 and 40 ms: median 10 ms; 40 ms is over
     # OUTLIER (3) times it, a stall, left out; the three 14 ms steps are over SLOW (1.3) times it, one run of three.
