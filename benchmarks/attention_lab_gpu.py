@@ -1,7 +1,7 @@
 """The prefill grid's order, the paged kernel's page-number load and the batch-1 combine, on a GPU in one call.
 
     python benchmarks/attention_lab_gpu.py OUT_DIR [--skip-checks] [--skip-prefill] [--skip-paged] [--skip-combine]
-        [--prefill-poly] [--prefill-ahead] [--prefill-occupancy] [--decode-g16]
+        [--prefill-poly] [--prefill-ahead] [--prefill-occupancy] [--decode-g16] [--decode-slices]
 
 1. Checks in bf16, every output NaN-poisoned first, fresh random inputs: prefill in both grid orders (query blocks
    or heads on the fastest axis) and every config timed below, causal and not, at lengths no multiple of the
@@ -20,7 +20,9 @@
    the page numbers' mask (split's end or length) × their tile (the split's pages, or one more), each twice.
 4. The batch-1 combine at a group of 16 heads: the combine tile's size (4, 8 or 16 heads at 32 splits) against
    SDPA.
-5. With --decode-g16: batch 1 at 64/4 heads, the split count, warps and K/V block over a grid, against SDPA.
+5. With --decode-g16: batch 1 at 64/4 heads, the split count, warps and K/V block over a grid, against SDPA; with
+   --decode-slices, the group's heads in 1, 2 or 4 programs (DecodeConfig.head_slices) × 8-32 splits, at 64/4
+   and 32/8 (checked first: ragged lengths, NaN past each end, bit-identical repeats).
 Every time is measure's timer (``rooflinectl.measure.bench.do_bench``: CUDA-graph replays over input sets rotated
 past 4× the L2), clocks warmed first. Writes OUT_DIR/attention_lab.json, prints one line a measurement.
 """
@@ -135,6 +137,29 @@ def check_prefill(b, h, g, s, d, causal, cfg):
     return ok
 
 
+def check_slices(h, g, lengths, cfg):
+    """The decode kernel in head slices against float64, NaN past each length, three repeats bit-identical."""
+    from rooflinectl.kernels.flash_decoding import decode_reference
+
+    x = make_decode_inputs(len(lengths), h, g, lengths, 128, "bf16", DEV, dg.gen(h + cfg.splits + cfg.head_slices),
+                           l_max=max(lengths) + 37)
+    for i, n in enumerate(lengths):
+        x["k"][i, :, n:] = float("nan")
+        x["v"][i, :, n:] = float("nan")
+    outs = []
+    for _ in range(3):
+        out = torch.full_like(x["q"], float("nan"))
+        flash_decoding(x["q"], x["k"], x["v"], x["lengths"], out, cfg)
+        outs.append(out)
+    err = relative_error(outs[0], decode_reference(x["q"], x["k"], x["v"], x["lengths"]))
+    same = all(torch.equal(o, outs[0]) for o in outs[1:])
+    ok = err <= 2e-2 and not torch.isnan(outs[0]).any().item() and same
+    RES["checks"].append({"what": "decode slices", "heads": [h, g], "lengths": lengths, "config": str(cfg),
+                          "rel_err": err, "repeats_identical": same, "ok": bool(ok)})
+    log(f"check decode {h}/{g} {lengths} {cfg}: err {err:.1e} identical {same} -> {'ok' if ok else 'FAIL'}")
+    return ok
+
+
 def checks():
     ok = True
     for cfg in [c for c in PREFILL_CFGS if c.num_stages < 4 or c.block_n < 128]:  # 4 of 128×128 fit no SM
@@ -151,6 +176,12 @@ def checks():
                                                                      qk_ahead=ahead))
             ok &= check_prefill(3, 8, 2, 1000, 64, False, FlashConfig(128, 64, 4, 3, heads_fast=heads_fast,
                                                                       qk_ahead=ahead))
+    if "--decode-slices" in sys.argv:
+        for h, g, lengths in ((64, 4, [3000, 1, 4097, 17]), (32, 8, [1, 1000, 4097, 333])):
+            for sp in (8, 16, 32):
+                for hs in (2, 4):
+                    ok &= check_slices(h, g, lengths, decode_config(len(lengths), g, max(lengths) + 37, splits=sp,
+                                                                    block_n=64, head_slices=hs))
     if "--skip-paged" in sys.argv:
         return ok
     for waits_len in (False, True):
@@ -301,17 +332,24 @@ def combine():
 
 def decode_g16():
     """Batch 1 at a group of 16 query heads a K/V head (64/4): splits × warps × K/V block, each twice, against
-    SDPA."""
+    SDPA. With --decode-slices instead: the group in 1, 2 or 4 head slices × 8, 16 or 32 splits (blocks of 64, 4
+    warps), at 64/4 and 32/8."""
     RES["decode_g16"] = []
-    for n in (4096, 3000, 16384):
-        b, h, g, d = 1, 64, 4, 128
+    slices = "--decode-slices" in sys.argv
+    rows = [(64, 4, n) for n in (4096, 3000, 16384)] + ([(32, 8, 4096), (32, 8, 1024)] if slices else [])
+    for h, g, n in rows:
+        b, d = 1, 128
         sets_n = min(input_sets(2 * b * g * n * d * 2 + 4 * b * h * d, dg.L2), 16)
         sets = [make_decode_inputs(b, h, g, [n] * b, d, "bf16", DEV, dg.gen(b + n + i)) for i in range(sets_n)]
         outs = [torch.empty_like(x["q"]) for x in sets]
         row = {"shape": [b, h, g, n, d], "times": {}}
         cfgs = [("rule", decode_config(b, g, n, group=h // g, head_d=d))]
-        cfgs += [(f"sp{sp} w{w} bn{bn}", decode_config(b, g, n, splits=sp, num_warps=w, block_n=bn))
-                 for sp in (8, 12, 16, 24, 32) for w in (4, 8) for bn in (64, 128)]
+        if slices:
+            cfgs += [(f"sp{sp} x{hs}", decode_config(b, g, n, splits=sp, block_n=64, head_slices=hs))
+                     for sp in (8, 16, 32) for hs in (1, 2, 4)]
+        else:
+            cfgs += [(f"sp{sp} w{w} bn{bn}", decode_config(b, g, n, splits=sp, num_warps=w, block_n=bn))
+                     for sp in (8, 12, 16, 24, 32) for w in (4, 8) for bn in (64, 128)]
         for rep in (1, 2):
             line = []
             for label, cfg in cfgs:
@@ -338,7 +376,8 @@ def main():
             RES["env"]["checks_ok"] = checks()
             log(f"checks ok: {RES['env']['checks_ok']}; elapsed {time.time() - t0:.0f} s")
         for part, fn in (("paged", paged), ("prefill", prefill), ("combine", combine), ("decode-g16", decode_g16)):
-            if f"--skip-{part}" not in sys.argv and (part != "decode-g16" or "--decode-g16" in sys.argv):
+            if f"--skip-{part}" not in sys.argv and (part != "decode-g16" or "--decode-g16" in sys.argv
+                                                     or "--decode-slices" in sys.argv):
                 dg.warm_clocks()
                 log(f"clocks before {part}: {dg.sm_clock()}")
                 fn()

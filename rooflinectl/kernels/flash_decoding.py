@@ -43,6 +43,10 @@ class DecodeConfig:
     # 1,115-1,718 (H200, benchmarks/decode_grid_gpu.py --cuda-core-lab, run 4 of 2026-12-04). The rule never
     # picks the CUDA cores; the switch stays for that measurement.
     tensor_cores: bool = True
+    # Programs that share one (sequence, K/V head) and split, each taking group / head_slices of its query heads
+    # (re-reading the same K/V blocks, from the L2): more programs where a few pairs leave SMs idle, at the cost of
+    # more L2 reads. 1: the whole group in one program.
+    head_slices: int = 1
 
 
 @triton.jit
@@ -52,10 +56,13 @@ def _flash_decode_kernel(
     sqb, sqh, sqd, skb, skh, skn, skd, svb, svh, svn, svd, sob, soh, sod,
     HEAD_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
     SPLITS_PAD: tl.constexpr, HEADS_STEP: tl.constexpr, ONE_SPLIT: tl.constexpr, PAGE: tl.constexpr,
-    TABLE_PAD: tl.constexpr, DOT: tl.constexpr, TABLE_WAITS_LEN: tl.constexpr = False,
+    TABLE_PAD: tl.constexpr, DOT: tl.constexpr, SLICE: tl.constexpr, TABLE_WAITS_LEN: tl.constexpr = False,
 ):  # fmt: skip
+    # Program (split, (sequence, K/V head, slice)): a slice is SLICE of the group's GROUP query heads (GROUP: all).
     split = tl.program_id(0)
-    bk = tl.program_id(1)
+    bks = tl.program_id(1)
+    bk = bks // (GROUP // SLICE)
+    first = (bks - bk * (GROUP // SLICE)) * SLICE  # the slice's first head within the group
     b = bk // n_kv_heads
     kvh = bk - b * n_kv_heads
     n_ctx = tl.load(len_ptr + b)
@@ -64,8 +71,8 @@ def _flash_decode_kernel(
 
     rows = tl.arange(0, GROUP_PAD)
     offs_d = tl.arange(0, HEAD_D)
-    heads = kvh * GROUP + rows
-    row_ok = rows < GROUP
+    heads = kvh * GROUP + first + rows
+    row_ok = rows < SLICE
     q = tl.load(q_ptr + b.to(tl.int64) * sqb + heads[:, None] * sqh + offs_d[None, :] * sqd,
                 mask=row_ok[:, None], other=0.0)
     k_base = k_ptr + kvh.to(tl.int64) * skh
@@ -136,9 +143,9 @@ def _flash_decode_kernel(
         tl.store(part_lse_ptr + slot, lse, mask=row_ok)
         # Publish (every thread's stores done, then release), and count; the last to arrive combines.
         tl.debug_barrier()
-        done = tl.atomic_add(count_ptr + bk, 1, sem="acq_rel") + 1
+        done = tl.atomic_add(count_ptr + bks, 1, sem="acq_rel") + 1
         if done == n_splits:
-            tl.atomic_xchg(count_ptr + bk, 0)  # ready for the next launch
+            tl.atomic_xchg(count_ptr + bks, 0)  # ready for the next launch
             # The group's heads' log-sum-exps and partial outputs loaded as tiles of HEADS_STEP heads × SPLITS_PAD
             # splits × d, every load of a tile issued together: one L2 round trip a tile. One head at a time (a
             # tile a head) took 10.05 µs at 1 × 1,024 positions in 16 splits, all four heads as one tile 6.61;
@@ -147,9 +154,9 @@ def _flash_decode_kernel(
             sp = tl.arange(0, SPLITS_PAD)
             sp_ok = sp < n_splits
             step = tl.arange(0, HEADS_STEP)
-            for h0 in tl.static_range(0, GROUP, HEADS_STEP):
-                hh = kvh * GROUP + h0 + step
-                h_ok = h0 + step < GROUP
+            for h0 in tl.static_range(0, SLICE, HEADS_STEP):
+                hh = kvh * GROUP + first + h0 + step
+                h_ok = h0 + step < SLICE
                 idx = (b.to(tl.int64) * n_kv_heads * GROUP + hh)[:, None] * n_splits + sp[None, :]  # (head, split)
                 ok = h_ok[:, None] & sp_ok[None, :]
                 lses = tl.load(part_lse_ptr + idx, mask=ok, other=-float("inf"), cache_modifier=".cg")
@@ -221,7 +228,8 @@ def _floor_pow2(n: int) -> int:
 def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None = None, num_warps: int = 4,
                   num_stages: int = 3, programs_per_sm: int | None = None,
                   min_split: int = _MIN_SPLIT, splits: int | None = None,
-                  tensor_cores: bool = True, group: int = 0, head_d: int = 128) -> DecodeConfig:
+                  tensor_cores: bool = True, group: int = 0, head_d: int = 128,
+                  head_slices: int = 1) -> DecodeConfig:
     """Splits by the rule above (``splits``, or ``programs_per_sm`` programs on every SM, when given), none
     shorter than ``min_split`` positions, at most ``_MAX_SPLITS``, and in the latency regime at most
     ``_COMBINE_ROUNDS`` combine tiles for ``group`` query heads a K/V head at ``head_d`` (0: the group not
@@ -255,7 +263,7 @@ def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None =
         block = _BLOCK_N_FEW_SPLITS  # a whole sequence in one program: blocks of 128 (64 × 4,096, run 1)
     block = block_n or block
     chunk = triton.cdiv(triton.cdiv(max_len, splits), block) * block  # positions a split, whole blocks
-    return DecodeConfig(block, triton.cdiv(max_len, chunk), num_warps, stages, tensor_cores)
+    return DecodeConfig(block, triton.cdiv(max_len, chunk), num_warps, stages, tensor_cores, head_slices)
 
 
 _MAX_TABLE_PAD = 512  # page numbers a split holds in registers: 4 int32 a thread at 4 warps
@@ -321,20 +329,24 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
                          + ("" if table is None else f", table {tuple(table.shape)}"))
     group = h // g
     cfg = config or decode_config(b, g, l_max, group=group, head_d=d)
+    if group % cfg.head_slices:
+        raise ValueError(f"flash_decoding: {group} query heads a K/V head do not split into {cfg.head_slices} slices")
+    per_slice = group // cfg.head_slices
     chunk = triton.cdiv(triton.cdiv(l_max, cfg.splits), cfg.block_n) * cfg.block_n  # per split, whole blocks
     if scratch is None:
         scratch = (torch.empty(b * h * cfg.splits * d, dtype=torch.float32, device=q.device),
                    torch.empty(b * h * cfg.splits, dtype=torch.float32, device=q.device))
     part_o, part_lse = scratch
-    counts = _COUNTERS.get(q.device, b * g)
-    grid = (cfg.splits, b * g)
+    counts = _COUNTERS.get(q.device, b * g * cfg.head_slices)
+    grid = (cfg.splits, b * g * cfg.head_slices)
     handle = _flash_decode_kernel[grid](
         q, k, v, out, lengths, part_o, part_lse, counts, lengths if table is None else table,
         g, chunk, cfg.splits, LOG2E / math.sqrt(d), st_b, l_max,
         *q.stride(), *k_strides, *v_strides, *out.stride(),
-        HEAD_D=d, GROUP=group, GROUP_PAD=max(16 if cfg.tensor_cores else 1, _next_pow2(group)),
-        BLOCK_N=cfg.block_n,
-        SPLITS_PAD=_next_pow2(cfg.splits), HEADS_STEP=_heads_step(group, cfg.splits, d), ONE_SPLIT=cfg.splits == 1,
+        HEAD_D=d, GROUP=group, GROUP_PAD=max(16 if cfg.tensor_cores else 1, _next_pow2(per_slice)),
+        BLOCK_N=cfg.block_n, SLICE=per_slice,
+        SPLITS_PAD=_next_pow2(cfg.splits), HEADS_STEP=_heads_step(per_slice, cfg.splits, d),
+        ONE_SPLIT=cfg.splits == 1,
         PAGE=page, TABLE_PAD=_table_pad(chunk, page), DOT=cfg.tensor_cores, TABLE_WAITS_LEN=_TABLE_WAITS_LEN,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip

@@ -198,6 +198,32 @@ def test_flash_decoding_on_the_cuda_cores(dtype, heads, kv_heads):
         _check(k, inputs, dtype, DecodeConfig(16, splits, 4, 2, tensor_cores=False))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flash_decoding_in_head_slices(dtype):
+    """A group's query heads split over several programs (each re-reading the K/V blocks) compute the same
+    attention: 16 heads a K/V head in 2 and 4 slices, 6 in 3, ragged lengths with NaN past each end, several
+    splits and one, and with 40 splits at d 64 a slice's partials in more than one combine tile; each slice's
+    arrival counter returns to zero. A slice count that does not divide the group is refused."""
+    from rooflinectl.kernels.flash_decoding import _COUNTERS, DecodeConfig, flash_decoding, make_decode_inputs
+
+    k = get_kernel("flash_decoding")
+    for heads, kv_heads, d, slices, splits in ((32, 2, 16, 2, 3), (32, 2, 16, 4, 1), (12, 2, 16, 3, 5),
+                                               (32, 2, 64, 2, 40)):
+        lengths = [633, 17] if splits == 40 else [45, 1, 130]
+        inputs = make_decode_inputs(len(lengths), heads, kv_heads, lengths, d, dtype, "cpu", _gen(heads + slices),
+                                    l_max=max(lengths) + 9)
+        for i, n in enumerate(lengths):
+            inputs["k"][i, :, n:] = float("nan")
+            inputs["v"][i, :, n:] = float("nan")
+        _check(k, inputs, dtype, DecodeConfig(16, splits, 4, 2, head_slices=slices))
+        counts = _COUNTERS.get(inputs["q"].device, len(lengths) * kv_heads * slices)
+        assert int(counts.abs().sum()) == 0
+    q = inputs["q"]
+    with pytest.raises(ValueError, match="do not split into 3 slices"):
+        flash_decoding(q, inputs["k"], inputs["v"], inputs["lengths"], torch.empty_like(q),
+                       DecodeConfig(16, 2, 4, 2, head_slices=3))
+
+
 def test_flash_decoding_combine_in_several_head_tiles():
     """Where a group's partials outgrow one combine tile, the heads are combined a few at a time: 7 query heads a
     K/V head, 40 splits (padded to 64) at d 64 fit 4 heads a tile, so two tiles, the second with one padded head."""
