@@ -11,7 +11,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from kernel_checks import DTYPES
+from kernel_checks import DTYPES, Sm90Job, compile_for_hopper
 from kernel_checks import check as _check
 from kernel_checks import gen as _gen
 
@@ -222,6 +222,34 @@ def test_flash_decoding_in_head_slices(dtype):
     with pytest.raises(ValueError, match="do not split into 3 slices"):
         flash_decoding(q, inputs["k"], inputs["v"], inputs["lengths"], torch.empty_like(q),
                        DecodeConfig(16, 2, 4, 2, head_slices=3))
+
+
+def _decode_job(group: int, slice_: int, paged: bool = False) -> Sm90Job:
+    ints = ("n_kv_heads", "chunk", "n_splits", "stb", "l_table", "sqb", "sqh", "skb", "skh", "skn", "svb", "svh",
+            "svn", "sob", "soh")
+    sig = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*bf16", "len_ptr": "*i32",
+           "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32", "count_ptr": "*i32", "table_ptr": "*i32",
+           "qk_scale": "fp32", **{n: "i32" for n in ints}}
+    consts = {"sqd": 1, "skd": 1, "svd": 1, "sod": 1, "HEAD_D": 128, "GROUP": group, "GROUP_PAD": 16,
+              "BLOCK_N": 64, "SPLITS_PAD": 16, "HEADS_STEP": min(slice_, 8), "ONE_SPLIT": False,
+              "PAGE": 16 if paged else 0, "TABLE_PAD": 32 if paged else 0, "DOT": True, "SLICE": slice_,
+              "TABLE_WAITS_LEN": False}
+    aligned = tuple(n for n in sig if n.endswith("_ptr") or n in ("sqb", "sqh", "skb", "skh", "skn", "svb", "svh",
+                                                                   "svn", "sob", "soh"))
+    return Sm90Job("rooflinectl.kernels.flash_decoding:_flash_decode_kernel", sig, consts, num_warps=4,
+                   num_stages=3, aligned=aligned)
+
+
+def test_flash_decoding_head_slices_compile_for_sm90_with_the_same_pipeline():
+    """For an H100/H200 (sm_90, the installed triton's compiler): the decode kernel with its group of 16 heads in
+    one program, in two slices of 8 and in four of 4, contiguous and paged, compiles, and slicing changes none of
+    the loop's buffers: the same shared memory (K and V blocks in flight, cp.async) in each."""
+    jobs = [_decode_job(16, s, paged) for paged in (False, True) for s in (16, 8, 4)]
+    made = compile_for_hopper(jobs)
+    for i in (0, 3):
+        whole, halves, quarters = made[i:i + 3]
+        assert whole.shared == halves.shared == quarters.shared > 0
+        assert all("cp.async" in k.ptx for k in (whole, halves, quarters))
 
 
 def test_flash_decoding_combine_in_several_head_tiles():
