@@ -1,0 +1,137 @@
+"""What the compiler makes of flash_attention's K/V loop for an H100/H200, read on a CPU: no GPU needed.
+
+Compiles ``_flash_fwd_kernel`` for sm_90 with the installed triton (as the launcher would specialise it: the
+pointers and strides 16-byte divisible, the unit strides constant), disassembles the cubin with triton's own
+``cuobjdump``, and prints per program its registers, stack (spills) and shared memory, and for each loop (a
+backward branch) the count of each instruction and, in order, its waits (for the tensor cores' products, for the
+asynchronous copies, the program-wide barrier) and what runs between two of them: the products issued (HGMMA),
+the copies issued (LDGSTS), the exponentials (MUFU.EX2) and the instructions in all. A product overlaps with what
+runs after its issue until the next wait for products.
+
+    python benchmarks/attention_sass.py                         # the shipped 128×128, 8 warps, 3 stages
+    python benchmarks/attention_sass.py --block 128x128 --warps 8 --stages 2 --qk-ahead
+    PYTHONPATH=/path/to/triton-3.6 python benchmarks/attention_sass.py   # another triton (pip --target)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import tempfile
+import warnings
+from collections import Counter
+
+import triton  # type: ignore[import-untyped]
+from triton.backends.compiler import GPUTarget  # type: ignore[import-untyped]
+from triton.compiler import ASTSource  # type: ignore[import-untyped]
+
+from rooflinectl.kernels import flash_attention as fa
+
+# The waits that split a loop into segments: for the tensor cores' products (wgmma.wait_group), for the
+# asynchronous copies (cp.async.wait_group) and the program-wide barrier. Within a segment nothing waits.
+WAITS = {"WARPGROUP.DEPBAR.LE": "wait for products", "DEPBAR.LE": "wait for copies", "BAR.SYNC.DEFER_BLOCKING": "barrier"}
+_INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)([^;]*);")
+_TARGET = re.compile(r"0x([0-9a-f]+)")
+
+
+def compile_kernel(block_m: int, block_n: int, warps: int, stages: int, causal: bool, qk_ahead: bool,
+                   max_regs: int | None):
+    names = fa._flash_fwd_kernel.arg_names
+    consts = {"HEAD_D": 128, "BLOCK_M": block_m, "BLOCK_N": block_n, "CAUSAL": causal, "WARP_SPEC": False,
+              "k_td": None, "v_td": None, "TMA": False, "HEADS_FAST": True, "POLY_EXP": False, "QK_AHEAD": qk_ahead,
+              "sqd": 1, "skd": 1, "svd": 1, "sod": 1}
+    signature, attrs = {}, {}
+    for i, name in enumerate(names):
+        if name in consts:
+            signature[name] = "constexpr"
+        elif name.endswith("_ptr"):
+            signature[name], attrs[(i,)] = "*bf16", [["tt.divisibility", 16]]
+        elif name == "qk_scale":
+            signature[name] = "fp32"
+        else:
+            signature[name] = "i32"
+            if name not in ("n_heads", "group"):
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fa._flash_fwd_kernel, signature, constexprs={(names.index(k),): v for k, v in consts.items()},
+                    attrs=attrs)
+    options: dict = {"num_warps": warps, "num_stages": stages}
+    if max_regs:
+        options["maxnreg"] = max_regs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def disassemble(cubin: bytes) -> tuple[str, str]:
+    """The cubin's resource usage line and its SASS, by triton's bundled cuobjdump."""
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        usage = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True, check=True)
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True)
+    line = next((ln.strip() for ln in usage.stdout.splitlines() if "REG:" in ln), "")
+    return line, sass.stdout
+
+
+def loops(sass: str) -> list[list[tuple[int, str, str]]]:
+    """Each loop's instructions (address, opcode, operands): from a backward branch's target to the branch."""
+    code = [(int(a, 16), op, rest) for a, op, rest in _INSTR.findall(sass)]
+    found = []
+    for addr, op, rest in code:
+        target = _TARGET.search(rest)
+        if op == "BRA" and target and int(target.group(1), 16) < addr:
+            start = int(target.group(1), 16)
+            found.append([c for c in code if start <= c[0] <= addr])
+    return found
+
+
+def segments(body: list[tuple[int, str, str]]) -> list[str]:
+    """The loop in order, split at its WAITS: each wait, then what runs before the next one, counted as products
+    issued (HGMMA), copies issued (LDGSTS), exponentials (MUFU.EX2) and instructions in all."""
+    out: list[str] = []
+    seg: Counter = Counter()
+
+    def flush() -> None:
+        if seg["all"]:
+            out.append(f"[{seg['HGMMA']} HGMMA, {seg['LDGSTS']} LDGSTS, {seg['MUFU.EX2']} EX2, {seg['all']} instr]")
+        seg.clear()
+
+    for _, op, _ in body:
+        if op in WAITS:
+            flush()
+            out.append(WAITS[op])
+            continue
+        seg["all"] += 1
+        for kind in ("HGMMA", "LDGSTS", "MUFU.EX2"):
+            seg[kind] += op.startswith(kind)
+    flush()
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--block", default="128x128", help="BLOCK_MxBLOCK_N")
+    p.add_argument("--warps", type=int, default=8)
+    p.add_argument("--stages", type=int, default=3)
+    p.add_argument("--qk-ahead", action="store_true", help="FlashConfig.qk_ahead")
+    p.add_argument("--max-regs", type=int, default=None, help="FlashConfig.max_regs")
+    p.add_argument("--no-mask", action="store_true", help="the non-causal kernel")
+    args = p.parse_args()
+    bm, bn = (int(x) for x in args.block.split("x"))
+    kernel = compile_kernel(bm, bn, args.warps, args.stages, not args.no_mask, args.qk_ahead, args.max_regs)
+    usage, sass = disassemble(kernel.asm["cubin"])
+    print(f"triton {triton.__version__}, sm_90: {args.block}, {args.warps} warps, {args.stages} stages"
+          f"{', scores a block ahead' if args.qk_ahead else ''}{f', max {args.max_regs} registers' if args.max_regs else ''}"
+          f"; {usage}; shared memory {kernel.metadata.shared:,} B")
+    for i, body in enumerate(loops(sass)):
+        counts = Counter(op for _, op, _ in body)
+        print(f"\nloop {i + 1}: {len(body)} instructions, {body[0][0]:#x}-{body[-1][0]:#x}")
+        print("  counts: " + ", ".join(f"{op} {n}" for op, n in counts.most_common(12)))
+        print("  order:  " + " → ".join(segments(body)))
+
+
+if __name__ == "__main__":
+    main()
