@@ -390,9 +390,17 @@ def main() -> None:
     if args.fit:
         stack = fit_stack(runs, fit, args.gpu, stack)
     if args.write_stack:
+        import yaml
+        from pydantic import ValidationError
+
         from rooflinectl.files import write_atomic
 
-        write_atomic(args.write_stack, stack_file(stack, Path(args.write_stack).stem, args.records, fit, args.gpu))
+        text = stack_file(stack, Path(args.write_stack).stem, args.records, fit, args.gpu)
+        try:
+            Stack.model_validate(yaml.safe_load(text))
+        except ValidationError as invalid:  # what load_stack would refuse (an id or a source too long)
+            raise SystemExit(f"--write-stack {args.write_stack}: {invalid.errors()[0]['msg']}") from None
+        write_atomic(args.write_stack, text)
     figures = ("attention", "kernel_gap_us", "step_overhead_us", "new_shape_us", "attention_efficiency",
                "kv_position_ns", "refill_latency_us")
     print(f"Predicted: `serving.simulate` on {args.gpu}, calibrated, stack {args.stack!r}"

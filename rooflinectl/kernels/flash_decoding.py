@@ -1,13 +1,13 @@
 """flash_decoding: one new query token per sequence against its KV cache, split along the positions.
 
-Shapes: q and o are B×h×d, the caches K and V B×g×L_max×d, ``lengths`` (int32, B) the positions each sequence
-has (1 ≤ L_b ≤ L_max). One program takes one K/V head of one sequence and one split of its positions, and holds
-all h/g query heads of the group as the rows of one tile (padded to 16 for tl.dot), so each K/V block is loaded
-once for the whole group. It writes its split's fp32 partial output (normalized) and log-sum-exp; the last program
-of a (sequence, K/V head) to finish (an atomic counter, acquire/release) combines the splits by log-sum-exp and
-writes o, and resets the counter: one launch, no second reduction kernel, no program ever waits on another.
-Splitting along the positions lets batch 1 fill every SM (Dao, Haziza, Massa, Sizov, "Flash-Decoding for
-long-context inference", PyTorch blog, 2023).
+Shapes: q and o are B×h×d, the caches K and V B×g×L_max×d, ``lengths`` (int32, B) the positions each sequence has
+(1 ≤ L_b ≤ L_max). One program takes one K/V head of one sequence and one split of its positions, and holds all h/g
+query heads of the group as the rows of one tile (padded to 16 for tl.dot), so each K/V block is loaded once for the
+whole group (or a slice of the group's heads, ``DecodeConfig.head_slices``, each slice loading it). It writes its
+split's fp32 partial output (normalized) and log-sum-exp; the last program of a (sequence, K/V head) to finish (an
+atomic counter, acquire/release) combines the splits by log-sum-exp and writes o, and resets the counter: one
+launch, no second reduction kernel, no program ever waits on another. Splitting along the positions lets batch 1
+fill every SM (Dao, Haziza, Massa, Sizov, "Flash-Decoding for long-context inference", PyTorch blog, 2023).
 
 Reads q, K and V (Σ_b L_b positions, once), writes o; the partials (B·h·splits·(d + 1) fp32) go through the L2.
 Plain pointer arithmetic, so that triton 3.6, 3.9 and the interpreter run the same code.
