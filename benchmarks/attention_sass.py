@@ -6,7 +6,8 @@ pointers and strides 16-byte divisible, the unit strides constant), disassembles
 backward branch) the count of each instruction and, in order, its waits (for the tensor cores' products, for the
 asynchronous copies, the program-wide barrier) and what runs between two of them: the products issued (HGMMA),
 the copies issued (LDGSTS), the exponentials (MUFU.EX2) and the instructions in all. A product overlaps with what
-runs after its issue until the next wait for products.
+runs after its issue until the next wait for products. Then what ptxas (``-v``) says of the code: where it
+serialises the products, its reason.
 
     python benchmarks/attention_sass.py                         # the shipped 128×128, 8 warps, 3 stages
     python benchmarks/attention_sass.py --block 128x128 --warps 8 --stages 2 --qk-ahead
@@ -76,6 +77,22 @@ def disassemble(cubin: bytes) -> tuple[str, str]:
     return line, sass.stdout
 
 
+def ptxas_notes(ptx: str, max_regs: int | None) -> list[str]:
+    """What triton's ptxas says of the PTX (``-v``): its register count, and why it serialised the
+    wgmma instructions where it did (its "Potential Performance Loss" notes)."""
+    from triton.backends.nvidia.compiler import get_ptxas  # type: ignore[import-untyped]
+
+    tool = get_ptxas(90).path  # the ptxas triton itself compiles sm_90 with (its PTX version needs that one)
+    with tempfile.NamedTemporaryFile(suffix=".ptx", mode="w") as f:
+        f.write(ptx)
+        f.flush()
+        extra = ["--maxrregcount", str(max_regs)] if max_regs else []
+        out = subprocess.run([tool, "-arch=sm_90a", "-v", *extra, f.name, "-o", os.devnull], capture_output=True,
+                             text=True, check=True)
+    return [ln.split(":", 1)[1].strip() for ln in (out.stdout + out.stderr).splitlines()
+            if "Performance Loss" in ln or "Used" in ln]
+
+
 def loops(sass: str) -> list[list[tuple[int, str, str]]]:
     """Each loop's instructions (address, opcode, operands): from a backward branch's target to the branch."""
     code = [(int(a, 16), op, rest) for a, op, rest in _INSTR.findall(sass)]
@@ -126,6 +143,8 @@ def main() -> None:
     print(f"triton {triton.__version__}, sm_90: {args.block}, {args.warps} warps, {args.stages} stages"
           f"{', scores a block ahead' if args.qk_ahead else ''}{f', max {args.max_regs} registers' if args.max_regs else ''}"
           f"; {usage}; shared memory {kernel.metadata.shared:,} B")
+    for note in ptxas_notes(kernel.asm["ptx"], args.max_regs):
+        print(f"ptxas: {note}")
     for i, body in enumerate(loops(sass)):
         counts = Counter(op for _, op, _ in body)
         print(f"\nloop {i + 1}: {len(body)} instructions, {body[0][0]:#x}-{body[-1][0]:#x}")
