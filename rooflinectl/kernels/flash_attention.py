@@ -65,7 +65,9 @@ class FlashConfig:
     # memory, 227 kB the limit): 128×128 in 2 stages 0.359-0.362 ms at 1 × 32/8 × 4,096 against the shipped
     # 0.314-0.315, 5.39-5.50 against 4.45-4.62 at 16,384, 1.57-1.61 against 1.28-1.30 at 4 × 4,096; 128×64 in 3 or
     # 4 stages no better (benchmarks/attention_lab_gpu.py --prefill-ahead,
-    # docs/results/h200-2026-12-05-attention/run.log), so off.
+    # docs/results/h200-2026-12-05-attention/run.log), so off. Why: ptxas serialises every wgmma of the kernel
+    # (note C7515: the softmax writes a product's accumulator registers inside its pipeline stage;
+    # benchmarks/attention_sass.py --stages 2 --qk-ahead).
     qk_ahead: bool = False
     # Registers per thread capped (ptxas's maxnreg) so that two programs share an SM: 2 × 256 threads × 128
     # registers fill its 65,536, and their loops, never synchronised with each other, can overlap one's softmax with
@@ -76,6 +78,7 @@ class FlashConfig:
     # (4 × 32/8 × 4,096: 1.638 ms → 1.425), but the best two-program config of each shape (128×64 or 128×32 at
     # 128 registers; 64-row blocks in 4 warps were slower) stays 7-12% behind the shipped 128×128 at one program
     # (1 × 32/8 × 4,096: 0.327/0.354 against 0.310/0.312; 4 × 4,096: 1.367/1.358 against 1.271/1.276), so None.
+    # At 128 registers ptxas serialises the products (note C7512; benchmarks/attention_sass.py --max-regs 128).
     max_regs: int | None = None
 
 
