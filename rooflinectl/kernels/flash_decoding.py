@@ -16,7 +16,7 @@ Plain pointer arithmetic, so that triton 3.6, 3.9 and the interpreter run the sa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton  # type: ignore[import-untyped]  # triton ships no type information
@@ -356,8 +356,13 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
 def decode_candidates(batch: int, kv_heads: int, max_len: int, group: int = 0, head_d: int = 128
                       ) -> list[DecodeConfig]:
     """The rule's config first, then its neighbours: one and two programs an SM, one split more and one fewer,
-    bigger blocks with 8 warps, a deeper pipeline (the last two with the rule's splits for this group)."""
+    bigger blocks with 8 warps, a deeper pipeline (the last two with the rule's splits for this group); and where
+    the (sequence, K/V head) pairs and splits leave more than half the SMs idle and the group has 8 query heads or
+    more, the rule's config in two head slices (twice the programs)."""
     chosen = decode_config(batch, kv_heads, max_len, group=group, head_d=head_d)
+    sliced = []
+    if group >= 8 and group % 2 == 0 and 2 * batch * kv_heads * chosen.splits <= sm_count():
+        sliced = [replace(chosen, head_slices=2)]
     return list(dict.fromkeys([
         chosen, decode_config(batch, kv_heads, max_len, programs_per_sm=1),
         decode_config(batch, kv_heads, max_len, programs_per_sm=2),
@@ -365,6 +370,7 @@ def decode_candidates(batch: int, kv_heads: int, max_len: int, group: int = 0, h
         decode_config(batch, kv_heads, max_len, splits=max(1, chosen.splits - 1)),
         decode_config(batch, kv_heads, max_len, block_n=128, num_warps=8, group=group, head_d=head_d),
         decode_config(batch, kv_heads, max_len, num_stages=4, group=group, head_d=head_d),
+        *sliced,
     ]))
 
 

@@ -252,6 +252,21 @@ def test_flash_decoding_head_slices_compile_for_sm90_with_the_same_pipeline():
         assert all("cp.async" in k.ptx for k in (whole, halves, quarters))
 
 
+def test_flash_decoding_candidates_offer_head_slices_where_sms_idle():
+    """On 132 SMs: 1 × 64/4 (group 16) at 4,096 positions takes 16 splits, 4 × 16 = 64 programs, half the SMs or
+    fewer, so the candidates add the rule's config in two slices; 1 × 32/8 (group 4) and 16 × 64/4 (1,024 pairs'
+    worth of programs) do not."""
+    from unittest import mock
+
+    from rooflinectl.kernels import flash_decoding as fd
+
+    with mock.patch.object(fd, "sm_count", lambda: 132):
+        sliced = [c for c in fd.decode_candidates(1, 4, 4096, group=16) if c.head_slices > 1]
+        assert len(sliced) == 1 and sliced[0].head_slices == 2 and sliced[0].splits == 16
+        assert not [c for c in fd.decode_candidates(1, 8, 4096, group=4) if c.head_slices > 1]
+        assert not [c for c in fd.decode_candidates(16, 4, 4096, group=16) if c.head_slices > 1]
+
+
 def test_flash_decoding_combine_in_several_head_tiles():
     """Where a group's partials outgrow one combine tile, the heads are combined a few at a time: 7 query heads a
     K/V head, 40 splits (padded to 64) at d 64 fit 4 heads a tile, so two tiles, the second with one padded head."""
