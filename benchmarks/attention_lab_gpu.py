@@ -303,6 +303,15 @@ def time_decode(key, cfg, sets, outs, row, line):
         line.append(f"{key} {type(err).__name__}")
 
 
+def time_sdpa_decode(sets, row) -> float:
+    """Time SDPA as torch picks it (cuDNN) on the decode input ``sets`` into ``row["times"]["sdpa"]``; seconds."""
+    gqa = sets[0]["q"].shape[1] != sets[0]["k"].shape[1]
+    t = dg.timed(lambda i: torch.nn.functional.scaled_dot_product_attention(
+        sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=gqa), list(range(len(sets))))
+    row["times"].setdefault("sdpa", []).append(t)
+    return t[0]
+
+
 def combine():
     for b, h, g, n in ((1, 64, 4, 3000), (1, 64, 4, 4096), (1, 64, 4, 1024), (1, 64, 4, 16384), (1, 32, 32, 1024),
                        (1, 32, 8, 1024)):
@@ -321,10 +330,8 @@ def combine():
                     key = f"{label} sp{cfg.splits} tile {tile} ({fd._heads_step(h // g, cfg.splits, d)} heads)"
                     time_decode(key, cfg, sets, outs, row, line)
             fd._COMBINE_TILE = 16384
-            t = dg.timed(lambda i, sets=sets, gqa=h != g: torch.nn.functional.scaled_dot_product_attention(
-                sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=gqa), list(range(sets_n)))
-            row["times"].setdefault("sdpa", []).append(t)
-            log(f"combine {b}x{h}/{g}x{n} #{rep} µs: " + "; ".join(line) + f"; sdpa {t[0] * 1e6:.2f}")
+            t = time_sdpa_decode(sets, row)
+            log(f"combine {b}x{h}/{g}x{n} #{rep} µs: " + "; ".join(line) + f"; sdpa {t * 1e6:.2f}")
         RES["combine"].append(row)
         sets = outs = None
         torch.cuda.empty_cache()
@@ -354,10 +361,8 @@ def decode_g16():
             line = []
             for label, cfg in cfgs:
                 time_decode(f"{label} (sp{cfg.splits} bn{cfg.block_n} w{cfg.num_warps})", cfg, sets, outs, row, line)
-            t = dg.timed(lambda i, sets=sets: torch.nn.functional.scaled_dot_product_attention(
-                sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=True), list(range(sets_n)))
-            row["times"].setdefault("sdpa", []).append(t)
-            log(f"decode g16 {b}x{h}/{g}x{n} #{rep} µs: " + "; ".join(line) + f"; sdpa {t[0] * 1e6:.2f}")
+            t = time_sdpa_decode(sets, row)
+            log(f"decode g16 {b}x{h}/{g}x{n} #{rep} µs: " + "; ".join(line) + f"; sdpa {t * 1e6:.2f}")
         RES["decode_g16"].append(row)
         sets = outs = None
         torch.cuda.empty_cache()

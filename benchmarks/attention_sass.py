@@ -1,13 +1,14 @@
 """What the compiler makes of flash_attention's K/V loop for an H100/H200, read on a CPU: no GPU needed.
 
-Compiles ``_flash_fwd_kernel`` for sm_90 with the installed triton (as the launcher would specialise it: the
-pointers and strides 16-byte divisible, the unit strides constant), disassembles the cubin with triton's own
-``cuobjdump``, and prints per program its registers, stack (spills) and shared memory, and for each loop (a
-backward branch) the count of each instruction and, in order, its waits (for the tensor cores' products, for the
-asynchronous copies, the program-wide barrier) and what runs between two of them: the products issued (HGMMA),
-the copies issued (LDGSTS), the exponentials (MUFU.EX2) and the instructions in all. A product overlaps with what
-runs after its issue until the next wait for products. Then what ptxas (``-v``) says of the code: where it
-serialises the products, its reason.
+Compiles ``_flash_fwd_kernel`` for sm_90 with the installed triton (as the launcher would specialise it for a
+sequence length that is a multiple of 16: the pointers, strides and length 16-divisible, the unit strides constant;
+the same specialisation as tests/kernel_checks.py's Sm90Job, which a benchmark does not import), disassembles the
+cubin with triton's own ``cuobjdump``, and prints per program its registers, stack (spills) and shared memory, and
+for each loop (a backward branch) the count of each instruction and, in order, its waits (for the tensor cores'
+products, for the asynchronous copies, the program-wide barrier) and what runs between two of them: the products
+issued (HGMMA), the copies issued (LDGSTS), the exponentials (MUFU.EX2) and the instructions in all. A product
+overlaps with what runs after its issue until the next wait for products. Then what ptxas (``-v``) says of the code:
+where it serialises the products, its reason.
 
     python benchmarks/attention_sass.py                         # the shipped 128×128, 8 warps, 3 stages
     python benchmarks/attention_sass.py --block 128x128 --warps 8 --stages 2 --qk-ahead
