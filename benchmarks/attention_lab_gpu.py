@@ -1,7 +1,7 @@
 """The prefill grid's order, the paged kernel's page-number load and the batch-1 combine, on a GPU in one call.
 
     python benchmarks/attention_lab_gpu.py OUT_DIR [--skip-checks] [--skip-prefill] [--skip-paged] [--skip-combine]
-        [--prefill-poly] [--prefill-ahead] [--prefill-occupancy] [--decode-g16] [--decode-slices]
+        [--prefill-poly] [--prefill-ahead] [--prefill-occupancy] [--prefill-gluon] [--decode-g16] [--decode-slices]
 
 1. Checks in bf16, every output NaN-poisoned first, fresh random inputs: prefill in both grid orders (query blocks
    or heads on the fastest axis) and every config timed below, causal and not, at lengths no multiple of the
@@ -15,7 +15,12 @@
    with --prefill-ahead, Q·Kᵀ issued one block ahead of the softmax (FlashConfig.qk_ahead), and 256-query blocks
    in 16 warps (four warpgroups of 64 rows sharing each K/V block); with --prefill-occupancy, two or three
    programs an SM (FlashConfig.max_regs: 128×64 and 128×32 blocks in 8 warps at 128 registers; 64-row blocks in
-   4 warps, which fit two or three an SM uncapped), against the same blocks at one program an SM.
+   4 warps, which fit two or three an SM uncapped), against the same blocks at one program an SM; with
+   --prefill-gluon, the Gluon kernel for Hopper (FlashConfig.gluon: a TMA loader warp, two consumer warpgroups,
+   the softmax under P·V; with or without the consumers' ping-pong) in 2 to 4 buffers of 128 or 64 positions
+   against the shipped config, after one launch of it in a child process that must finish within 120 s (a kernel
+   that waits on a barrier forever is killed there, and its configs are dropped, instead of hanging this call);
+   its checks add 1, 65, 200, 777 and 1,000 tokens, d 64 and 128, groups 1 to 7, causal and not.
 3. Paged decode (pages of 16 and 32, scattered at random) against the contiguous kernel at the rule's config:
    the page numbers' mask (split's end or length) × their tile (the split's pages, or one more), each twice.
 4. The batch-1 combine at a group of 16 heads: the combine tile's size (4, 8 or 16 heads at 32 splits) against
@@ -72,7 +77,8 @@ def table_variant(waits_len: bool, one_more: bool) -> None:
 def cfg_name(c: FlashConfig) -> str:
     return (f"{c.block_m}x{c.block_n} w{c.num_warps} s{c.num_stages}" + (" heads-fast" if c.heads_fast else "")
             + (" tma" if c.tma else "") + (" poly-exp" if c.poly_exp else "") + (" qk-ahead" if c.qk_ahead else "")
-            + (f" regs{c.max_regs}" if c.max_regs else ""))
+            + (f" regs{c.max_regs}" if c.max_regs else "") + (" gluon" if c.gluon else "")
+            + (" ping-pong" if c.pingpong else ""))
 
 
 PREFILL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 128, 8, 3, heads_fast=True),
@@ -110,6 +116,40 @@ if "--prefill-occupancy" in sys.argv:  # programs an SM (compiled by triton 3.6 
     NONCAUSAL_CFGS = [FlashConfig(128, 128, 8, 3), FlashConfig(128, 64, 8, 2, max_regs=128),
                       FlashConfig(128, 32, 8, 3, max_regs=128), FlashConfig(128, 32, 8, 4, max_regs=128)]
 
+GLUON_CFGS = [FlashConfig(128, 128, 12, 2, gluon=True), FlashConfig(128, 128, 12, 2, gluon=True, pingpong=True),
+              FlashConfig(128, 64, 12, 3, gluon=True), FlashConfig(128, 128, 12, 3, gluon=True),
+              FlashConfig(128, 128, 12, 3, gluon=True, pingpong=True), FlashConfig(128, 64, 12, 4, gluon=True)]
+if "--prefill-gluon" in sys.argv:  # FlashAttention-3's schedule in Gluon against the shipped loop
+    PREFILL_CFGS = [FlashConfig(128, 128, 8, 3, heads_fast=True), *GLUON_CFGS]
+    NONCAUSAL_CFGS = [FlashConfig(128, 128, 8, 3), *GLUON_CFGS[:3]]
+
+# One launch of the Gluon kernel, run by gluon_smoke() in a child process: it must return.
+GLUON_SMOKE = """
+import torch
+from rooflinectl.kernels.flash_attention import FlashConfig, flash_attention
+q, k, v = (torch.randn(1, h, 1000, 128, device="cuda", dtype=torch.bfloat16) for h in (8, 2, 2))
+o = torch.empty_like(q)
+flash_attention(q, k, v, o, True, FlashConfig(128, 128, 12, 2, gluon=True))
+torch.cuda.synchronize()
+print("returned; NaN in the output:", bool(torch.isnan(o).any()))
+"""
+
+
+def gluon_smoke() -> bool:
+    """Whether one launch of the Gluon kernel returns within 120 s, in a child process (logged either way)."""
+    import subprocess
+
+    try:
+        proc = subprocess.run([sys.executable, "-c", GLUON_SMOKE], capture_output=True, text=True, timeout=120,
+                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        ok = proc.returncode == 0
+        log(f"gluon smoke: exit {proc.returncode}: {(proc.stdout + proc.stderr).strip()[-600:]}")
+    except subprocess.TimeoutExpired:
+        ok = False
+        log("gluon smoke: no return within 120 s (killed); the Gluon configs are dropped")
+    RES["checks"].append({"what": "gluon smoke", "ok": ok})
+    return ok
+
 
 # ---- 1. checks ---------------------------------------------------------------------------------------------------
 
@@ -126,6 +166,12 @@ def check_prefill(b, h, g, s, d, causal, cfg):
         except triton.runtime.errors.OutOfResources as err:  # reported; that config's timing fails the same way
             log(f"check prefill {cfg_name(cfg)}: {err}")
             return True
+        except Exception as err:  # a config that cannot run these inputs: a failed check, the next ones go on
+            RES["checks"].append({"what": "prefill", "shape": [b, h, g, s, d], "causal": causal,
+                                  "config": cfg_name(cfg), "error": f"{type(err).__name__}: {str(err)[:300]}",
+                                  "ok": False})
+            log(f"check prefill {b}x{h}/{g}x{s}x{d} {cfg_name(cfg)}: {type(err).__name__}: {str(err)[:200]} -> FAIL")
+            return False
         outs.append(out)
     err = relative_error(outs[0], ref)
     same = all(torch.equal(o, outs[0]) for o in outs[1:])
@@ -162,6 +208,17 @@ def check_slices(h, g, lengths, cfg):
 
 def checks():
     ok = True
+    if "--prefill-gluon" in sys.argv:
+        global PREFILL_CFGS, NONCAUSAL_CFGS
+        if not gluon_smoke():
+            PREFILL_CFGS = [c for c in PREFILL_CFGS if not c.gluon]
+            NONCAUSAL_CFGS = [c for c in NONCAUSAL_CFGS if not c.gluon]
+            ok = False
+        for cfg in [c for c in GLUON_CFGS[:3] if c in PREFILL_CFGS]:  # each kind: plain, ping-pong, 64-wide
+            for causal in (True, False):
+                for b, h, g, s, d in ((1, 4, 2, 1, 128), (2, 4, 1, 65, 128), (1, 8, 8, 200, 64),
+                                      (2, 28, 4, 777, 128), (3, 8, 2, 1000, 64)):
+                    ok &= check_prefill(b, h, g, s, d, causal, cfg)
     for cfg in [c for c in PREFILL_CFGS if c.num_stages < 4 or c.block_n < 128]:  # 4 of 128×128 fit no SM
         ok &= check_prefill(1, 32, 8, 4097, 128, True, cfg)
     for cfg in NONCAUSAL_CFGS:

@@ -12,7 +12,13 @@ where it serialises the products, its reason.
 
     python benchmarks/attention_sass.py                         # the shipped 128×128, 8 warps, 3 stages
     python benchmarks/attention_sass.py --block 128x128 --warps 8 --stages 2 --qk-ahead
+    python benchmarks/attention_sass.py --gluon [--block 128x64] [--stages 3] [--pingpong]   # flash_attention_sm90
     PYTHONPATH=/path/to/triton-3.6 python benchmarks/attention_sass.py   # another triton (pip --target)
+
+With --gluon, the Gluon kernel for Hopper (``rooflinectl/kernels/flash_attention_sm90.py``, d 128) instead, and of
+its loops the two consumer warpgroups' (the loops that hold both products): there the waits are also the mbarrier
+waits (for a K or V copy; with --pingpong, first for the consumer's turn) and arrivals (a buffer freed; the other
+consumer's turn), and a "barrier" is the warpgroup's own.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ from rooflinectl.kernels import flash_attention as fa
 
 # The waits that split a loop into segments: for the tensor cores' products (wgmma.wait_group), for the
 # asynchronous copies (cp.async.wait_group) and the program-wide barrier. Within a segment nothing waits.
-WAITS = {"WARPGROUP.DEPBAR.LE": "wait for products", "DEPBAR.LE": "wait for copies", "BAR.SYNC.DEFER_BLOCKING": "barrier"}
+WAITS = {"WARPGROUP.DEPBAR.LE": "wait for products", "DEPBAR.LE": "wait for copies", "BAR.SYNC.DEFER_BLOCKING": "barrier",
+         "SYNCS.PHASECHK.TRANS64.TRYWAIT": "mbarrier wait", "SYNCS.ARRIVE.TRANS64.A1T0": "mbarrier arrive"}
+_LOCAL = re.compile(r"\b(?:LDL|STL)\b")
 _INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)([^;]*);")
 _TARGET = re.compile(r"0x([0-9a-f]+)")
 
@@ -64,6 +72,25 @@ def compile_kernel(block_m: int, block_n: int, warps: int, stages: int, causal: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def compile_gluon(block_n: int, stages: int, causal: bool, pingpong: bool):
+    """flash_attention_sm90's kernel at d 128, bf16, as its launcher specialises it (the output pointer 16-byte
+    divisible), with the launch's registers."""
+    from triton.experimental.gluon._runtime import GluonASTSource  # type: ignore[import-untyped]
+
+    from rooflinectl.kernels import flash_attention_sm90 as fa3
+
+    fn = fa3._fa3_fwd_kernel
+    names = fn.arg_names
+    consts = {"HEAD_D": 128, "BLOCK_N": block_n, "STAGES": stages, "CAUSAL": causal, "PINGPONG": pingpong}
+    signature = {**fa3.sm90_signature(128, block_n), **{k: "constexpr" for k in consts}}
+    src = GluonASTSource(fn, signature, constexprs={(names.index(k),): v for k, v in consts.items()},
+                         attrs={(names.index("o_ptr"),): [["tt.divisibility", 16]]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4,
+                                                                             "maxnreg": fa3.MAX_REGS})
 
 
 def disassemble(cubin: bytes) -> tuple[str, str]:
@@ -137,16 +164,32 @@ def main() -> None:
     p.add_argument("--qk-ahead", action="store_true", help="FlashConfig.qk_ahead")
     p.add_argument("--max-regs", type=int, default=None, help="FlashConfig.max_regs")
     p.add_argument("--no-mask", action="store_true", help="the non-causal kernel")
+    p.add_argument("--gluon", action="store_true", help="flash_attention_sm90 (block_m 128; --stages its buffers)")
+    p.add_argument("--pingpong", action="store_true", help="with --gluon: the consumers take turns (FlashConfig)")
     args = p.parse_args()
     bm, bn = (int(x) for x in args.block.split("x"))
-    kernel = compile_kernel(bm, bn, args.warps, args.stages, not args.no_mask, args.qk_ahead, args.max_regs)
+    if args.gluon:
+        kernel = compile_gluon(bn, args.stages, not args.no_mask, args.pingpong)
+        what = f"Gluon 128x{bn}, 3 warpgroups, {args.stages} K/V buffers{', ping-pong' if args.pingpong else ''}"
+    else:
+        kernel = compile_kernel(bm, bn, args.warps, args.stages, not args.no_mask, args.qk_ahead, args.max_regs)
+        what = (f"{args.block}, {args.warps} warps, {args.stages} stages"
+                f"{', scores a block ahead' if args.qk_ahead else ''}"
+                f"{f', max {args.max_regs} registers' if args.max_regs else ''}")
     usage, sass = disassemble(kernel.asm["cubin"])
-    print(f"triton {triton.__version__}, sm_90: {args.block}, {args.warps} warps, {args.stages} stages"
-          f"{', scores a block ahead' if args.qk_ahead else ''}{f', max {args.max_regs} registers' if args.max_regs else ''}"
-          f"; {usage}; shared memory {kernel.metadata.shared:,} B")
+    print(f"triton {triton.__version__}, sm_90: {what}; {usage}; shared memory {kernel.metadata.shared:,} B; "
+          f"{len(_LOCAL.findall(sass))} local-memory loads and stores")
     for note in ptxas_notes(kernel.asm["ptx"], args.max_regs):
         print(f"ptxas: {note}")
-    for i, body in enumerate(loops(sass)):
+    found = loops(sass)
+    if args.gluon:  # the consumers' loops: the shortest that issue both products, none overlapping another
+        kept: list = []
+        for body in sorted(found, key=len):
+            if (sum(op.startswith("HGMMA") for _, op, _ in body) == 128 // 16 + bn // 16  # Q·Kᵀ, P·V k-steps
+                    and all(body[-1][0] < k[0][0] or body[0][0] > k[-1][0] for k in kept)):
+                kept.append(body)
+        found = sorted(kept, key=lambda b: b[0][0])
+    for i, body in enumerate(found):
         counts = Counter(op for _, op, _ in body)
         print(f"\nloop {i + 1}: {len(body)} instructions, {body[0][0]:#x}-{body[-1][0]:#x}")
         print("  counts: " + ", ".join(f"{op} {n}" for op, n in counts.most_common(12)))

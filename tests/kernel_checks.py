@@ -135,3 +135,37 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def sass_report(*args: str) -> str:
+    """What benchmarks/attention_sass.py prints for ``args``, run without the interpreter (an interpreted kernel
+    cannot be compiled for a GPU); skips the calling test where this triton build cannot compile for sm_90."""
+    import os
+    import subprocess
+
+    import pytest
+
+    pytest.importorskip("triton")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    proc = subprocess.run([sys.executable, str(root / "benchmarks/attention_sass.py"), *args], capture_output=True,
+                          text=True, env=env)
+    if proc.returncode and "ptxas" in proc.stderr.lower():
+        pytest.skip("this triton build cannot compile for sm_90 here")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def sass_orders(report: str) -> list[list[str]]:
+    """Each loop's order line of a ``sass_report``, split at its arrows."""
+    return [[part.strip() for part in ln.split("order:")[1].split("→")]
+            for ln in report.splitlines() if ln.strip().startswith("order:")]
+
+
+def count(segment: str, what: str) -> int:
+    """The number before ``what`` in one segment of an order line ("[8 HGMMA, 0 LDGSTS, ...]"), 0 if absent."""
+    import re
+
+    match = re.search(rf"(\d+) {what}", segment)
+    return int(match.group(1)) if match else 0

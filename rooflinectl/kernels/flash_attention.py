@@ -80,6 +80,15 @@ class FlashConfig:
     # (1 × 32/8 × 4,096: 0.327/0.354 against 0.310/0.312; 4 × 4,096: 1.367/1.358 against 1.271/1.276), so None.
     # At 128 registers ptxas serialises the products (note C7512; benchmarks/attention_sass.py --max-regs 128).
     max_regs: int | None = None
+    # The Gluon kernel for Hopper (``flash_attention_sm90``): FlashAttention-3's schedule written out, a TMA loader
+    # warp and two consumer warpgroups whose softmax runs under their P·V. block_m must be 128 (two warpgroups of
+    # 64 rows) and num_warps 12 (the three warpgroups of the launch); num_stages is its ring of K/V buffers (2 or
+    # more); max_regs does not apply (the warpgroups' registers are the kernel's). sm_90 only, bf16 or fp16,
+    # contiguous tensors.
+    gluon: bool = False
+    # With gluon: the two consumer warpgroups take turns to issue their products (an mbarrier each, FlashAttention-3's
+    # ping-pong, §3.1), so that one's softmax runs while the other's products are on the tensor cores.
+    pingpong: bool = False
 
 
 @triton.jit
@@ -290,6 +299,13 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
     cfg = config or _config_for(s, d, b * h, causal)
     if cfg.block_m % cfg.block_n:
         raise ValueError("flash_attention: block_m must be a multiple of block_n")
+    if cfg.gluon:
+        from .flash_attention_sm90 import BLOCK_M, flash_attention_sm90
+
+        if cfg.block_m != BLOCK_M or cfg.num_warps != 12 or cfg.max_regs:
+            raise ValueError("flash_attention gluon: 128-query blocks in 12 warps, registers not capped")
+        grid, handle = flash_attention_sm90(q, k, v, out, causal, cfg.block_n, cfg.num_stages, cfg.pingpong)
+        return cfg, grid, handle
     blocks = triton.cdiv(s, cfg.block_m)
     grid = (b * h, blocks) if cfg.heads_fast else (blocks, b * h)
     handle = _flash_fwd_kernel[grid](
@@ -302,6 +318,13 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
         **_kv_descriptors(cfg, k, v),
     )  # fmt: skip
     return cfg, grid, handle
+
+
+def _fa3_kernel():
+    """The Gluon kernel's function, imported only where a config asks for it (Gluon is triton's experimental API)."""
+    from .flash_attention_sm90 import _fa3_fwd_kernel
+
+    return _fa3_fwd_kernel
 
 
 def _kv_descriptors(cfg: FlashConfig, k, v) -> dict:
@@ -452,7 +475,7 @@ class FlashAttention(Kernel):
         cfg, grid, handle = flash_attention(q, inputs["k"], inputs["v"], out, self.causal,
                                             config or _config_for(q.shape[2], q.shape[3],
                                                                   q.shape[0] * q.shape[1], self.causal))
-        self._record(_flash_fwd_kernel, grid, cfg, handle, causal=self.causal)
+        self._record(_fa3_kernel() if cfg.gluon else _flash_fwd_kernel, grid, cfg, handle, causal=self.causal)
 
     def reference(self, inputs: Inputs) -> torch.Tensor:
         return attention_reference(inputs["q"], inputs["k"], inputs["v"], self.causal)

@@ -2,39 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
-
-import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run(*args: str) -> str:
-    """The script's output, run without the interpreter (an interpreted kernel cannot be compiled for a GPU)."""
-    pytest.importorskip("triton")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks/attention_sass.py"), *args], capture_output=True,
-                          text=True, env=env)
-    if proc.returncode and "ptxas" in proc.stderr.lower():
-        pytest.skip("this triton build cannot compile for sm_90 here")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+from kernel_checks import count, sass_orders, sass_report
 
 
 def _order(out: str) -> list[str]:
     """The first loop's order line, split at its arrows."""
-    line = next(ln for ln in out.splitlines() if ln.strip().startswith("order:"))
-    return [part.strip() for part in line.split("order:")[1].split("→")]
-
-
-def _count(segment: str, what: str) -> int:
-    match = re.search(rf"(\d+) {what}", segment)
-    return int(match.group(1)) if match else 0
+    return sass_orders(out)[0]
 
 
 def test_the_shipped_loop_waits_for_its_products_before_the_softmax():
@@ -42,20 +15,20 @@ def test_the_shipped_loop_waits_for_its_products_before_the_softmax():
     # thread holds 128·128 / 256 = 64 scores, so 64 exponentials and the rescale's 2. One wait for products a block,
     # after Q·Kᵀ's 8 issues: every exponential runs after it, and P·V's 8 are issued after them, so the block's
     # softmax overlaps no product of the same warpgroup (docs/attention.md, "What the compiler makes of the loop").
-    out = _run()
+    out = sass_report()
     assert "Performance Loss" not in out  # ptxas keeps the products asynchronous
     order = _order(out)
     waits = [i for i, part in enumerate(order) if part == "wait for products"]
     assert len(waits) == 1
     before, after = order[:waits[0]], order[waits[0] + 1:]
-    assert sum(_count(s, "HGMMA") for s in before) == 8 and sum(_count(s, "EX2") for s in before) == 0
-    assert sum(_count(s, "HGMMA") for s in after) == 8 and sum(_count(s, "EX2") for s in after) == 66
+    assert sum(count(s, "HGMMA") for s in before) == 8 and sum(count(s, "EX2") for s in before) == 0
+    assert sum(count(s, "HGMMA") for s in after) == 8 and sum(count(s, "EX2") for s in after) == 66
     assert "barrier" in before and "barrier" in after
 
 
 def test_scores_a_block_ahead_serialise_the_products():
     # With the next block's scores issued before this block's softmax (FlashConfig.qk_ahead, 2 stages), ptxas finds
     # the softmax writing registers of a product in flight and serialises every product: 16 waits a trip.
-    out = _run("--stages", "2", "--qk-ahead")
+    out = sass_report("--stages", "2", "--qk-ahead")
     assert "(C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized" in out
     assert _order(out).count("wait for products") == 16
