@@ -275,13 +275,17 @@ def flash_attention_sm90(q, k, v, out, causal: bool = True, block_n: int = 128, 
                          pingpong: bool = False):
     """Run the Gluon kernel on B×h×S×d Q and B×g×S×d K, V into ``out``; returns the grid and the launch handle."""
     check_inputs(q, k, v, out, block_n, stages)
+    grid, args, options = launch_args(q, k, v, out, causal, block_n, stages, pingpong)
+    return grid, _fa3_fwd_kernel[grid](*args, **options)
+
+
+def launch_args(q, k, v, out, causal: bool, block_n: int, stages: int, pingpong: bool) -> tuple[tuple, tuple, dict]:
+    """The kernel's grid, arguments and keyword arguments (constexprs and launch options) for these tensors."""
     b, h, s, d = q.shape
-    grid = (b * h, triton.cdiv(s, BLOCK_M))
-    handle = _fa3_fwd_kernel[grid](
-        *descriptors(q, k, v, block_n), out, s, h, h // k.shape[1], LOG2E / math.sqrt(d),
-        HEAD_D=d, BLOCK_N=block_n, STAGES=stages, CAUSAL=causal, PINGPONG=pingpong, num_warps=4, maxnreg=MAX_REGS,
-    )  # fmt: skip
-    return grid, handle
+    args = (*descriptors(q, k, v, block_n), out, s, h, h // k.shape[1], LOG2E / math.sqrt(d))
+    options = {"HEAD_D": d, "BLOCK_N": block_n, "STAGES": stages, "CAUSAL": causal, "PINGPONG": pingpong,
+               "num_warps": 4, "maxnreg": MAX_REGS}
+    return (b * h, triton.cdiv(s, BLOCK_M)), args, options
 
 
 def sm90_signature(d: int, block_n: int, dtype: str = "bf16") -> dict[str, str]:

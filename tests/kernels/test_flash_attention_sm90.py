@@ -33,6 +33,60 @@ def test_refuses_what_it_cannot_run(change, message):
         flash_attention(q, k, v, out, True, GLUON)
 
 
+# The launcher's arguments bound and compiled by triton's own JIT (``warmup``: no launch), with a stand-in for the
+# active driver that reports an sm_90 target: what a GPU run would do up to the launch.
+WARMUP = """
+import sys
+import torch, triton
+from triton.backends.compiler import GPUTarget
+
+
+class Sm90Target:
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device):
+        return 0
+
+
+triton.runtime.driver.set_active(Sm90Target())
+from rooflinectl.kernels import flash_attention_sm90 as fa3
+
+b, h, g, s, d, block_n, stages = (int(x) for x in sys.argv[1:8])
+q = torch.zeros(b, h, s, d, dtype=torch.bfloat16)
+k = torch.zeros(b, g, s, d, dtype=torch.bfloat16)
+grid, args, options = fa3.launch_args(q, k, k.clone(), torch.empty_like(q), sys.argv[8] == "causal", block_n,
+                                      stages, sys.argv[9] == "pingpong")
+kernel = fa3._fa3_fwd_kernel.warmup(*args, grid=grid, **options)
+print(grid, kernel.metadata.num_warps, kernel.metadata.shared)
+"""
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    # 2·8 (sequence, head) pairs × ⌈300/128⌉ query blocks; 12 warps (two consumer warpgroups and the loader's);
+    # Q 128×128 + 2 buffers × (K + V) 128×128, bf16: 163,840 B, and 272 of mbarriers as triton aligns them.
+    ("2 8 2 300 128 128 2 causal pingpong", "(16, 3) 12 164112"),
+    # d 64, 64-position blocks in 3 buffers: Q 16,384 + 3 × 2 × 8,192 = 65,536 B, and 288 of mbarriers.
+    ("1 4 4 1 64 64 3 full plain", "(4, 1) 12 65824"),
+])  # fmt: skip
+def test_the_launcher_binds_and_compiles(argv, expected):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", WARMUP, *argv.split()], capture_output=True, text=True, env=env)
+    if proc.returncode and "ptxas" in proc.stderr.lower():
+        pytest.skip("this triton build cannot compile for sm_90 here")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == expected
+
+
 def test_refuses_strided_inputs_and_a_single_buffer():
     q, k, v, out = _qkv()
     with pytest.raises(ValueError, match="must be contiguous"):
