@@ -2,6 +2,7 @@
 
     python benchmarks/attention_lab_gpu.py OUT_DIR [--skip-checks] [--skip-prefill] [--skip-paged] [--skip-combine]
         [--prefill-poly] [--prefill-ahead] [--prefill-occupancy] [--prefill-gluon] [--decode-g16] [--decode-slices]
+        [--deadline-s N]
 
 1. Checks in bf16, every output NaN-poisoned first, fresh random inputs: prefill in both grid orders (query blocks
    or heads on the fastest axis) and every config timed below, causal and not, at lengths no multiple of the
@@ -268,6 +269,8 @@ def prefill():
     shapes = [(1, 32, 8, 4096, 128), (1, 32, 8, 8192, 128), (1, 32, 8, 16384, 128), (4, 32, 8, 4096, 128),
               (1, 64, 8, 8192, 128)]
     for b, h, g, s, d in shapes:
+        if past_deadline(f"prefill {b}x{h}/{g}x{s}"):
+            break
         fl = 4 * b * h * s * s * d / 2
         x = [{"q": torch.randn(b, h, s, d, device=DEV, dtype=torch.bfloat16, generator=dg.gen(i)),
               "k": torch.randn(b, g, s, d, device=DEV, dtype=torch.bfloat16, generator=dg.gen(i + 9)),
@@ -425,6 +428,20 @@ def decode_g16():
         torch.cuda.empty_cache()
 
 
+# --deadline-s N: no section or prefill shape starts N seconds after the start, so that the JSON is written before
+# the device call's own limit kills the process.
+START = time.time()
+DEADLINE_S = float(sys.argv[sys.argv.index("--deadline-s") + 1]) if "--deadline-s" in sys.argv else float("inf")
+
+
+def past_deadline(what: str) -> bool:
+    if time.time() - START < DEADLINE_S:
+        return False
+    log(f"deadline ({DEADLINE_S:.0f} s) passed: {what} and what follows skipped")
+    RES["env"].setdefault("skipped_at_deadline", []).append(what)
+    return True
+
+
 def main():
     out_dir = sys.argv[1]
     RES["env"] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
@@ -439,7 +456,7 @@ def main():
             log(f"checks ok: {RES['env']['checks_ok']}; elapsed {time.time() - t0:.0f} s")
         for part, fn in (("paged", paged), ("prefill", prefill), ("combine", combine), ("decode-g16", decode_g16)):
             if f"--skip-{part}" not in sys.argv and (part != "decode-g16" or "--decode-g16" in sys.argv
-                                                     or "--decode-slices" in sys.argv):
+                                                     or "--decode-slices" in sys.argv) and not past_deadline(part):
                 dg.warm_clocks()
                 log(f"clocks before {part}: {dg.sm_clock()}")
                 fn()
