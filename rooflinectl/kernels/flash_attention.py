@@ -82,8 +82,9 @@ class FlashConfig:
     max_regs: int | None = None
     # The Gluon kernel for Hopper (``flash_attention_sm90``): FlashAttention-3's schedule written out, a TMA loader
     # warp and two consumer warpgroups whose softmax runs under their P·V. block_m must be 128 (two warpgroups of
-    # 64 rows) and num_warps 12 (the three warpgroups of the launch); num_stages is its ring of K/V buffers (2 or
-    # more); max_regs does not apply (the warpgroups' registers are the kernel's). sm_90 only, bf16 or fp16,
+    # 64 rows) and num_warps 12 (what a program runs: the two consumer warpgroups and the loader's, whose other
+    # three warps idle; the launch itself names the first partition's 4); num_stages is its ring of K/V buffers (2
+    # or more); max_regs does not apply (the warpgroups' registers are the kernel's). sm_90 only, bf16 or fp16,
     # contiguous tensors.
     gluon: bool = False
     # With gluon: the two consumer warpgroups take turns to issue their products (an mbarrier each, FlashAttention-3's

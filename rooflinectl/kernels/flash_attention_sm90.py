@@ -27,10 +27,10 @@ into log2(e)/√d, P rounded to the inputs' type before P·V, O divided by the r
 ``flash_attention`` would not load (right of the diagonal) are not loaded; block 0 and the blocks a mask reaches
 (from the program's first row on, under a causal mask; the ragged tail) are masked.
 
-Q, K, V and O must be contiguous B×h×S×d / B×g×S×d (TMA reads a block of rows of the (B·h·S)×d and (B·g·S)×d
-views): a block that runs past a head's last position reads the next head's rows (or zeros past the tensor's end),
-finite values whose scores the mask sets to −inf and whose V rows meet P = 0. O is stored through pointers, rows
-past the sequence masked.
+Q, K, V and O must be contiguous B×h×S×d / B×g×S×d. TMA reads Q in 128-row boxes of its (B·h·S)×d view (rows past
+a head's end are the next head's queries, or zeros: their outputs are never stored) and K and V in 1 × BLOCK_N × d
+boxes of their (B·g)×S×d views, so positions past a head's end read as zeros (scores the mask sets to −inf, V rows
+that meet P = 0). O is stored through pointers, rows past the sequence masked.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ CONSUMER_REGS = gl.constexpr(240)
 
 @gluon.jit
 def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, free,
-            q_row, kv_row, n_kv, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
+            q_row, kv_head, n_kv, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
     # Q once; then for block j, into buffer j % STAGES once both consumers have freed it (its use j // STAGES − 1:
     # the first STAGES blocks wait on the parity a fresh barrier already has).
     mbarrier.expect(q_bar, q_desc.block_type.nbytes)
@@ -78,9 +78,15 @@ def _loader(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_re
         s = j % STAGES
         mbarrier.wait(free.index(s), ((j // STAGES) & 1) ^ 1)
         mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-        _tma_load(k_desc, [kv_row + j * BLOCK_N, 0], k_ready.index(s), k_smem.index(s))
+        _tma_load(k_desc, [kv_head, j * BLOCK_N, 0], k_ready.index(s), k_smem.index(s))
         mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-        _tma_load(v_desc, [kv_row + j * BLOCK_N, 0], v_ready.index(s), v_smem.index(s))
+        _tma_load(v_desc, [kv_head, j * BLOCK_N, 0], v_ready.index(s), v_smem.index(s))
+
+
+@gluon.jit
+def _tile(bufs, i):
+    # Buffer i of a ring of 1 × rows × d TMA boxes, as the rows × d tile the products read.
+    return bufs.index(i).reshape([bufs.shape[2], bufs.shape[3]])
 
 
 @gluon.jit
@@ -110,9 +116,9 @@ def _step(j, q, k_smem, v_smem, bars, s_acc, o_acc, p_op, m_i, l_i, qk_scale, of
     if PINGPONG:  # the consumers take turns to issue their products, consumer 0 first (its first wait passes)
         mbarrier.wait(turn.index(HALF), ((j - 1) & 1) ^ (1 - HALF))
     mbarrier.wait(k_ready.index(s), (j // STAGES) & 1)
-    s_tok = warpgroup_mma(q, k_smem.index(s).permute((1, 0)), s_acc, use_acc=False, is_async=True)
+    s_tok = warpgroup_mma(q, _tile(k_smem, s).permute((1, 0)), s_acc, use_acc=False, is_async=True)
     mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-    o_tok = warpgroup_mma(p_op, v_smem.index(prev), o_acc, is_async=True)
+    o_tok = warpgroup_mma(p_op, _tile(v_smem, prev), o_acc, is_async=True)
     if PINGPONG:
         mbarrier.arrive(turn.index(1 - HALF), count=1)
     s_acc = warpgroup_mma_wait(1, deps=(s_tok,))
@@ -157,7 +163,7 @@ def _consumer(q_smem, k_smem, v_smem, bars, o_ptr, o_row, m0, n_kv, n_ctx, qk_sc
     # Block 0: its scores alone (nothing to overlap yet).
     mbarrier.wait(q_bar, 0)
     mbarrier.wait(k_ready.index(0), 0)
-    s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_acc, use_acc=False, is_async=True)
+    s_tok = warpgroup_mma(q, _tile(k_smem, 0).permute((1, 0)), s_acc, use_acc=False, is_async=True)
     s_acc = warpgroup_mma_wait(0, deps=(s_tok,))
     p, alpha, l_i, m_i = _softmax(s_acc, m_i, l_i, qk_scale, offs_n, rows, n_ctx, True, CAUSAL)
     p_op = gl.convert_layout(p.to(dtype), p_layout)
@@ -175,7 +181,7 @@ def _consumer(q_smem, k_smem, v_smem, bars, o_ptr, o_row, m0, n_kv, n_ctx, qk_sc
 
     last = (n_kv - 1) % STAGES
     mbarrier.wait(v_ready.index(last), ((n_kv - 1) // STAGES) & 1)
-    o_tok = warpgroup_mma(p_op, v_smem.index(last), o_acc, is_async=True)
+    o_tok = warpgroup_mma(p_op, _tile(v_smem, last), o_acc, is_async=True)
     o_acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))
     mbarrier.arrive(free.index(last), count=1)
 
@@ -200,7 +206,7 @@ def _fa3_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, n_ctx, n_heads, group, qk_sca
     h = bh - b * n_heads
     m0 = pid_m * BLOCK_M
     q_row = bh * n_ctx + m0
-    kv_row = (b * (n_heads // group) + h // group) * n_ctx
+    kv_head = b * (n_heads // group) + h // group
     if CAUSAL:
         n_kv = gl.cdiv(gl.minimum(m0 + BLOCK_M, n_ctx), BLOCK_N)
     else:
@@ -230,7 +236,7 @@ def _fa3_fwd_kernel(q_desc, k_desc, v_desc, o_ptr, n_ctx, n_heads, group, qk_sca
         (_consumer, (q_smem, k_smem, v_smem, bars, o_ptr, o_row, m0, n_kv, n_ctx, qk_scale, 1, HEAD_D, BLOCK_N,
                      STAGES, CAUSAL, PINGPONG)),
         (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, free,
-                   q_row, kv_row, n_kv, BLOCK_N, STAGES)),
+                   q_row, kv_head, n_kv, BLOCK_N, STAGES)),
     ], [4, 1], [CONSUMER_REGS, LOADER_REGS])  # fmt: skip
 
 
@@ -240,14 +246,29 @@ def shared_layout(block: list[int], dtype: torch.dtype):
 
 
 def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_n: int) -> tuple:
-    """Q's, K's and V's TMA descriptors over their (B·heads·S)×d views: Q in 128-row boxes, K and V in block_n."""
+    """Q's TMA descriptor over its (B·h·S)×d view in 128-row boxes; K's and V's over their (B·g)×S×d views in
+    1 × block_n × d boxes, so that positions past a head's S read as zeros, not as the next head's rows (whose
+    values, an infinity among them, P = 0 would not cancel: 0·inf is NaN)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # type: ignore[import-untyped]
 
-    d = q.shape[-1]
-    q2, k2, v2 = (t.view(-1, d) for t in (q, k, v))
-    return (TensorDescriptor.from_tensor(q2, [BLOCK_M, d], shared_layout([BLOCK_M, d], q.dtype)),
-            TensorDescriptor.from_tensor(k2, [block_n, d], shared_layout([block_n, d], k.dtype)),
-            TensorDescriptor.from_tensor(v2, [block_n, d], shared_layout([block_n, d], v.dtype)))
+    b, g, s, d = k.shape
+    box = [1, block_n, d]
+    return (TensorDescriptor.from_tensor(q.view(-1, d), [BLOCK_M, d], shared_layout([BLOCK_M, d], q.dtype)),
+            TensorDescriptor.from_tensor(k.view(b * g, s, d), box, shared_layout(box, k.dtype)),
+            TensorDescriptor.from_tensor(v.view(b * g, s, d), box, shared_layout(box, v.dtype)))
+
+
+# The shared memory a block may take on sm_90 (227 KiB, opt-in: CUDA C++ Programming Guide, compute capability 9.0;
+# hardware/h200.yaml's limits), and at most what the mbarriers add to the tiles as triton places them (256 to 336
+# bytes at 2 to 4 buffers, with and without ping-pong, compiled for sm_90 by triton 3.6 and 3.9).
+SHARED_LIMIT = 227 * 1024
+BARRIER_BYTES = 512
+
+
+def shared_bytes(d: int, block_n: int, stages: int) -> int:
+    """The shared memory a program takes: Q's 128 × d tile and ``stages`` K and V tiles of block_n × d, 16-bit,
+    and the mbarriers."""
+    return 2 * d * (BLOCK_M + 2 * stages * block_n) + BARRIER_BYTES
 
 
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, block_n: int,
@@ -257,16 +278,23 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.T
     g = k.shape[1]
     if k.shape != (b, g, s, d) or v.shape != k.shape or h % g or out.shape != q.shape:
         raise ValueError(f"flash_attention sm90: Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}")
+    if min(q.shape) < 1 or g < 1:
+        raise ValueError(f"flash_attention sm90: nothing to attend over in Q {tuple(q.shape)}")
     if q.dtype not in (torch.bfloat16, torch.float16) or any(t.dtype != q.dtype for t in (k, v, out)):
         raise ValueError("flash_attention sm90: Q, K, V and O must all be bf16 or all fp16")
     if d not in (64, 128):
         raise ValueError(f"flash_attention sm90: head dim {d} is not 64 or 128")
     if not all(t.is_contiguous() for t in (q, k, v, out)):
         raise ValueError("flash_attention sm90: Q, K, V and O must be contiguous")
+    if any(t.data_ptr() % 16 for t in (q, k, v)):  # TMA reads from 16-byte-aligned bases only
+        raise ValueError("flash_attention sm90: Q, K and V must start on a 16-byte boundary")
     # Block j's Q·Kᵀ is issued while block j − 1's V is still read: two buffers at least, or the loader would wait
     # for a buffer that only its next copy lets the consumers free.
     if block_n not in (64, 128) or stages < 2:
         raise ValueError(f"flash_attention sm90: blocks of {block_n} in {stages} buffers (64 or 128; 2 or more)")
+    if shared_bytes(d, block_n, stages) > SHARED_LIMIT:
+        raise ValueError(f"flash_attention sm90: {stages} buffers of {block_n} × {d} need "
+                         f"{shared_bytes(d, block_n, stages):,} B of shared memory, over sm_90's {SHARED_LIMIT:,}")
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device) != (9, 0):
         raise ValueError("flash_attention sm90: needs a Hopper GPU (sm_90: wgmma and TMA)")
 
@@ -293,8 +321,9 @@ def sm90_signature(d: int, block_n: int, dtype: str = "bf16") -> dict[str, str]:
     (the descriptors' with their shared layouts): what compiling it for sm_90 without a GPU needs."""
     t = torch.bfloat16 if dtype == "bf16" else torch.float16
 
-    def desc(rows: int) -> str:
-        return f"tensordesc<{dtype}[{rows}, {d}],{shared_layout([rows, d], t)!r}>"
+    def desc(box: list[int]) -> str:
+        return f"tensordesc<{dtype}[{', '.join(map(str, box))}],{shared_layout(box, t)!r}>"
 
-    return {"q_desc": desc(BLOCK_M), "k_desc": desc(block_n), "v_desc": desc(block_n), "o_ptr": f"*{dtype}",
+    return {"q_desc": desc([BLOCK_M, d]), "k_desc": desc([1, block_n, d]), "v_desc": desc([1, block_n, d]),
+            "o_ptr": f"*{dtype}",
             "n_ctx": "i32", "n_heads": "i32", "group": "i32", "qk_scale": "fp32"}

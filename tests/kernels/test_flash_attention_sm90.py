@@ -12,6 +12,7 @@ pytest.importorskip("triton")
 from kernel_checks import count, sass_orders, sass_report  # noqa: E402
 
 from rooflinectl.kernels.flash_attention import FlashConfig, flash_attention  # noqa: E402
+from rooflinectl.kernels.flash_attention_sm90 import shared_bytes  # noqa: E402
 
 GLUON = FlashConfig(128, 128, 12, 2, gluon=True)
 
@@ -26,6 +27,7 @@ def _qkv(b=1, h=4, g=2, s=130, d=128, dtype=torch.bfloat16):
     ({}, "needs a Hopper GPU"),  # every input right, but on the CPU
     ({"d": 32}, "head dim 32 is not 64 or 128"),
     ({"dtype": torch.float32}, "must all be bf16 or all fp16"),
+    ({"s": 0}, "nothing to attend over"),
 ])  # fmt: skip
 def test_refuses_what_it_cannot_run(change, message):
     q, k, v, out = _qkv(**change)
@@ -67,8 +69,8 @@ print(grid, kernel.metadata.num_warps, kernel.metadata.shared)
 
 @pytest.mark.parametrize(("argv", "expected"), [
     # 2·8 (sequence, head) pairs × ⌈300/128⌉ query blocks; 12 warps (two consumer warpgroups and the loader's);
-    # Q 128×128 + 2 buffers × (K + V) 128×128, bf16: 163,840 B, and 272 of mbarriers as triton aligns them.
-    ("2 8 2 300 128 128 2 causal pingpong", "(16, 3) 12 164112"),
+    # Q 128×128 + 2 buffers × (K + V) 128×128, bf16: 163,840 B, and 288 of mbarriers as triton aligns them.
+    ("2 8 2 300 128 128 2 causal pingpong", "(16, 3) 12 164128"),
     # d 64, 64-position blocks in 3 buffers: Q 16,384 + 3 × 2 × 8,192 = 65,536 B, and 288 of mbarriers.
     ("1 4 4 1 64 64 3 full plain", "(4, 1) 12 65824"),
 ])  # fmt: skip
@@ -85,6 +87,9 @@ def test_the_launcher_binds_and_compiles(argv, expected):
         pytest.skip("this triton build cannot compile for sm_90 here")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == expected
+    # What check_inputs counts covers what the compiler allocated.
+    b, h, g, s, d, block_n, stages = (int(x) for x in argv.split()[:7])
+    assert int(expected.split()[-1]) <= shared_bytes(d, block_n, stages)
 
 
 def test_refuses_strided_inputs_and_a_single_buffer():
@@ -96,6 +101,14 @@ def test_refuses_strided_inputs_and_a_single_buffer():
         flash_attention(q, k, v, out, True, FlashConfig(128, 128, 12, 1, gluon=True))
     with pytest.raises(ValueError, match="128-query blocks in 12 warps"):
         flash_attention(q, k, v, out, True, FlashConfig(64, 64, 4, 2, gluon=True))
+    # Contiguous, but 2 bytes past a 16-byte boundary: TMA cannot read it.
+    shifted = torch.zeros(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape)
+    with pytest.raises(ValueError, match="16-byte boundary"):
+        flash_attention(shifted, k, v, out, True, GLUON)
+    # 4 buffers of 128 × 128: 2 · 128 · (128 + 2 · 4 · 128) = 294,912 B with Q's tile, + 512 for the mbarriers,
+    # over 227 KiB.
+    with pytest.raises(ValueError, match="295,424 B of shared memory"):
+        flash_attention(q, k, v, out, True, FlashConfig(128, 128, 12, 4, gluon=True))
 
 
 @pytest.mark.parametrize("args", [(), ("--no-mask",), ("--block", "128x64", "--stages", "3"), ("--pingpong",)])
