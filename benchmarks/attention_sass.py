@@ -38,7 +38,8 @@ from triton.compiler import ASTSource  # type: ignore[import-untyped]
 from rooflinectl.kernels import flash_attention as fa
 
 # The waits that split a loop into segments: for the tensor cores' products (wgmma.wait_group), for the
-# asynchronous copies (cp.async.wait_group) and the program-wide barrier. Within a segment nothing waits.
+# asynchronous copies (cp.async.wait_group), the barrier, and the mbarriers' waits and arrivals (the Gluon kernel's
+# TMA copies and buffers). Within a segment nothing waits.
 WAITS = {"WARPGROUP.DEPBAR.LE": "wait for products", "DEPBAR.LE": "wait for copies", "BAR.SYNC.DEFER_BLOCKING": "barrier",
          "SYNCS.PHASECHK.TRANS64.TRYWAIT": "mbarrier wait", "SYNCS.ARRIVE.TRANS64.A1T0": "mbarrier arrive"}
 _LOCAL = re.compile(r"\b(?:LDL|STL)\b")

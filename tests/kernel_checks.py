@@ -1,5 +1,6 @@
-"""The kernel tests' one check: run into a NaN-poisoned output and compare with the torch reference; and their one
-way to compile for a GPU on a CPU machine (``compile_for_hopper``).
+"""The kernel tests' one check: run into a NaN-poisoned output and compare with the torch reference; their one
+way to compile for a GPU on a CPU machine (``compile_for_hopper``); and their reading of what
+benchmarks/attention_sass.py prints (``sass_report``, ``sass_orders``, ``count``).
 
 ``python -m kernel_checks`` (with tests/ on the path) is the compiling half of ``compile_for_hopper``: it reads
 ``Sm90Job``s as JSON on stdin, compiles each for sm_90 and writes what the compiler made as JSON on stdout."""
@@ -66,21 +67,26 @@ class Sm90Kernel:
     launch: dict[str, Any] | None = field(default=None)
 
 
-def compile_for_hopper(jobs: list[Sm90Job]) -> list[Sm90Kernel]:
-    """Compile ``jobs`` for sm_90 with the installed triton, in a fresh interpreter without TRITON_INTERPRET:
-    tests/kernels/conftest.py turns the interpreter on for the whole process, and an interpreted kernel cannot be
-    compiled for a GPU target. Skips the calling test where this triton build has no ptxas."""
+def run_uninterpreted(args: list[str], stdin: str | None = None):
+    """``python ARGS`` in a fresh interpreter without TRITON_INTERPRET (tests/kernels/conftest.py turns the
+    interpreter on for the whole process, and an interpreted kernel cannot be compiled for a GPU target), with
+    tests/ and the repository on its path; its CompletedProcess, output captured as text."""
     import os
     import subprocess
 
-    import pytest
-
-    pytest.importorskip("triton")
     here = Path(__file__).parent
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(here), str(here.parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, "-m", "kernel_checks"], input=json.dumps([asdict(j) for j in jobs]),
-                          capture_output=True, text=True, env=env)
+    return subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True, env=env)
+
+
+def compile_for_hopper(jobs: list[Sm90Job]) -> list[Sm90Kernel]:
+    """Compile ``jobs`` for sm_90 with the installed triton (``run_uninterpreted``). Skips the calling test where
+    this triton build has no ptxas."""
+    import pytest
+
+    pytest.importorskip("triton")
+    proc = run_uninterpreted(["-m", "kernel_checks"], json.dumps([asdict(j) for j in jobs]))
     if proc.returncode == NO_PTXAS:
         pytest.skip(proc.stdout.strip())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -118,39 +124,13 @@ def _compile(job: Sm90Job) -> Sm90Kernel:
                       num_warps=compiled.metadata.num_warps, launch=launch)
 
 
-def main() -> int:
-    jobs = [Sm90Job(**{**j, "aligned": tuple(j["aligned"]), "grid": tuple(j["grid"])}) for j in json.load(sys.stdin)]
-    made = []
-    for job in jobs:
-        try:
-            made.append(_compile(job))
-        except Exception as err:
-            if "ptxas" in str(err).lower():
-                print(f"cannot compile for sm_90 here: {err}")
-                return NO_PTXAS
-            raise
-    print(json.dumps([asdict(k) for k in made]))  # one line, the last
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def sass_report(*args: str) -> str:
-    """What benchmarks/attention_sass.py prints for ``args``, run without the interpreter (an interpreted kernel
-    cannot be compiled for a GPU); skips the calling test where this triton build cannot compile for sm_90."""
-    import os
-    import subprocess
-
+    """What benchmarks/attention_sass.py prints for ``args`` (``run_uninterpreted``); skips the calling test where
+    this triton build cannot compile for sm_90."""
     import pytest
 
     pytest.importorskip("triton")
-    root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, str(root / "benchmarks/attention_sass.py"), *args], capture_output=True,
-                          text=True, env=env)
+    proc = run_uninterpreted([str(Path(__file__).resolve().parents[1] / "benchmarks/attention_sass.py"), *args])
     if proc.returncode and "ptxas" in proc.stderr.lower():
         pytest.skip("this triton build cannot compile for sm_90 here")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -169,3 +149,22 @@ def count(segment: str, what: str) -> int:
 
     match = re.search(rf"(\d+) {what}", segment)
     return int(match.group(1)) if match else 0
+
+def main() -> int:
+    jobs = [Sm90Job(**{**j, "aligned": tuple(j["aligned"]), "grid": tuple(j["grid"])}) for j in json.load(sys.stdin)]
+    made = []
+    for job in jobs:
+        try:
+            made.append(_compile(job))
+        except Exception as err:
+            if "ptxas" in str(err).lower():
+                print(f"cannot compile for sm_90 here: {err}")
+                return NO_PTXAS
+            raise
+    print(json.dumps([asdict(k) for k in made]))  # one line, the last
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

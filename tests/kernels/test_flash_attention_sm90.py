@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from kernel_checks import count, sass_orders, sass_report  # noqa: E402
+from kernel_checks import count, run_uninterpreted, sass_orders, sass_report  # noqa: E402
 
 from rooflinectl.kernels.flash_attention import FlashConfig, flash_attention  # noqa: E402
 from rooflinectl.kernels.flash_attention_sm90 import shared_bytes  # noqa: E402
@@ -75,14 +75,7 @@ print(grid, kernel.metadata.num_warps, kernel.metadata.shared)
     ("1 4 4 1 64 64 3 full plain", "(4, 1) 12 65824"),
 ])  # fmt: skip
 def test_the_launcher_binds_and_compiles(argv, expected):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", WARMUP, *argv.split()], capture_output=True, text=True, env=env)
+    proc = run_uninterpreted(["-c", WARMUP, *argv.split()])
     if proc.returncode and "ptxas" in proc.stderr.lower():
         pytest.skip("this triton build cannot compile for sm_90 here")
     assert proc.returncode == 0, proc.stderr[-3000:]
