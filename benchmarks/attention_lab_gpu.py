@@ -21,7 +21,8 @@
    the softmax under P·V; with or without the consumers' ping-pong) in 2 to 4 buffers of 128 or 64 positions
    against the shipped config, after one launch of it in a child process that must finish within 120 s (a kernel
    that waits on a barrier forever is killed there, and its configs are dropped, instead of hanging this call);
-   its checks add 1, 65, 200, 777 and 1,000 tokens, d 64 and 128, groups 1 to 7, causal and not.
+   its checks add 1, 65, 200, 777 and 1,000 tokens, d 64 and 128, groups 1 to 7, causal and not, and a Gluon
+   config that fails one is not timed.
 3. Paged decode (pages of 16 and 32, scattered at random) against the contiguous kernel at the rule's config:
    the page numbers' mask (split's end or length) × their tile (the split's pages, or one more), each twice.
 4. The batch-1 combine at a group of 16 heads: the combine tile's size (4, 8 or 16 heads at 32 splits) against
@@ -124,6 +125,8 @@ if "--prefill-gluon" in sys.argv:  # FlashAttention-3's schedule in Gluon agains
     PREFILL_CFGS = [FlashConfig(128, 128, 8, 3, heads_fast=True), *GLUON_CFGS]
     NONCAUSAL_CFGS = [FlashConfig(128, 128, 8, 3), *GLUON_CFGS[:3]]
 
+FAILED: set[str] = set()  # the Gluon configs (cfg_name) that failed a check: not timed
+
 # One launch of the Gluon kernel, run by gluon_smoke() in a child process: it must return.
 GLUON_SMOKE = """
 import torch
@@ -172,11 +175,14 @@ def check_prefill(b, h, g, s, d, causal, cfg):
                                   "config": cfg_name(cfg), "error": f"{type(err).__name__}: {str(err)[:300]}",
                                   "ok": False})
             log(f"check prefill {b}x{h}/{g}x{s}x{d} {cfg_name(cfg)}: {type(err).__name__}: {str(err)[:200]} -> FAIL")
+            FAILED.add(cfg_name(cfg))
             return False
         outs.append(out)
     err = relative_error(outs[0], ref)
     same = all(torch.equal(o, outs[0]) for o in outs[1:])
     ok = err <= 2e-2 and not torch.isnan(outs[0]).any().item() and same
+    if not ok and cfg.gluon:  # a Gluon config that failed a check is not timed (its wrong answer, or its hang)
+        FAILED.add(cfg_name(cfg))
     RES["checks"].append({"what": "prefill", "shape": [b, h, g, s, d], "causal": causal, "config": cfg_name(cfg),
                           "rel_err": err, "repeats_identical": same, "ok": bool(ok)})
     log(f"check prefill {b}x{h}/{g}x{s}x{d} causal={causal} {cfg_name(cfg)}: err {err:.1e} identical {same} -> "
@@ -286,6 +292,10 @@ def prefill():
             for rep in (1, 2) if causal else (1,):
                 for cfg in cfgs:
                     name = cfg_name(cfg)
+                    if name in FAILED:
+                        if rep == 1:
+                            log(f"prefill {b}x{h}/{g}x{s} {name}: not timed, it failed a check")
+                        continue
                     try:
                         t = dg.timed(lambda i, cfg=cfg, x=x, outs=outs, causal=causal: flash_attention(x[i]["q"], x[i]["k"], x[i]["v"], outs[i],
                                                                         causal, cfg), [0, 1])
