@@ -31,6 +31,9 @@ Q, K, V and O must be contiguous B×h×S×d / B×g×S×d. TMA reads Q in 128-row
 a head's end are the next head's queries, or zeros: their outputs are never stored) and K and V in 1 × BLOCK_N × d
 boxes of their (B·g)×S×d views, so positions past a head's end read as zeros (scores the mask sets to −inf, V rows
 that meet P = 0). O is stored through pointers, rows past the sequence masked.
+
+Gluon has no interpreter: tests/gluon_emulator.py runs this source on the CPU (its barriers, copies and asynchronous
+products emulated) for the tests; benchmarks/attention_sass.py --gluon reads what the compiler makes of it.
 """
 
 from __future__ import annotations

@@ -129,3 +129,70 @@ def test_each_consumer_runs_its_softmax_under_its_p_v(args):
         # Ping-pong: the consumer waits for its turn before issuing, and passes it on once both products are issued.
         assert ("mbarrier arrive" in before) == ("--pingpong" in args)
         assert before.count("mbarrier wait") == 2 + ("--pingpong" in args)
+
+
+# ---- the kernel's own source, run by tests/gluon_emulator.py ----------------------------------------------------
+
+def _emulate(b, h, g, s, d, block_n, stages, causal, pingpong, dtype=torch.bfloat16, timing=0, v_next_head=None):
+    """The kernel's output on random inputs (NaN-poisoned first) under the emulator, its copies landing in the
+    order the seed ``timing`` draws, and attention_reference's."""
+    from gluon_emulator import Emulator
+
+    from rooflinectl.kernels import flash_attention_sm90 as fa3
+    from rooflinectl.kernels.flash_attention import attention_reference
+
+    gen = torch.Generator().manual_seed(b * h * s + d)
+    q, k, v = (torch.randn(b, n, s, d, generator=gen).to(dtype) for n in (h, g, g))
+    if v_next_head is not None:  # what the KV head after the first holds at its position 0
+        v[0, 1, 0] = v_next_head
+    out = torch.full_like(q, float("nan"))
+    grid, args, options = fa3.launch_args(q, k, v, out, causal, block_n, stages, pingpong)
+    Emulator(timing).launch(fa3, "_fa3_fwd_kernel", grid, args, options)
+    return out, attention_reference(q, k, v, causal)
+
+
+@pytest.mark.parametrize("case", [
+    (1, 2, 1, 1, 64, 128, 2, True, False),    # one position: O is V's row
+    (2, 4, 2, 65, 64, 64, 3, True, True),     # one query block, two K/V blocks, ping-pong
+    (1, 2, 2, 300, 64, 128, 2, False, False),  # non-causal, a ragged tail block
+    (1, 4, 2, 300, 128, 64, 2, True, True),   # d 128; 64-wide blocks wholly masked for the first consumer's rows
+    (1, 7, 1, 129, 64, 128, 4, False, True),  # group 7, 4 buffers, a one-position tail
+    (2, 6, 2, 257, 64, 128, 3, True, False),  # three query blocks a head, the last one position
+])  # fmt: skip
+def test_the_kernel_source_agrees_with_float64(case):
+    from rooflinectl.kernels.base import relative_error
+
+    first, ref = _emulate(*case)
+    again, _ = _emulate(*case, timing=1)  # the same inputs, the copies landing in another order
+    assert not torch.isnan(first).any()
+    assert relative_error(first, ref) <= 2e-2  # FlashAttention.tolerance("bf16")
+    assert torch.equal(first, again)
+
+
+def test_the_kernel_source_in_fp16():
+    from rooflinectl.kernels.base import relative_error
+
+    out, ref = _emulate(1, 4, 2, 200, 64, 128, 2, True, False, dtype=torch.float16)
+    assert relative_error(out, ref) <= 1e-2  # FlashAttention.tolerance("fp16")
+
+
+def test_a_head_past_its_end_is_not_read():
+    # S = 65 in 128-position blocks: the first KV head's only block runs 63 positions past its end, onto the next
+    # head's rows. An infinity there must not reach the first head's outputs (0 · inf is NaN).
+    out, ref = _emulate(1, 4, 2, 65, 64, 128, 2, False, False, v_next_head=float("inf"))
+    assert not torch.isnan(out[0, :2]).any()
+    assert torch.allclose(out[0, :2].float(), ref[0, :2].float(), atol=2e-2, rtol=2e-2)
+
+
+def test_one_buffer_deadlocks_which_is_why_it_is_refused():
+    # With one K/V buffer the loader waits for block 0's buffer to be freed, and the consumers free it only after
+    # block 1's Q·Kᵀ, which needs block 1 loaded: check_inputs refuses stages < 2, and the emulator sees the cycle.
+    import gluon_emulator
+
+    wait_s = gluon_emulator.WAIT_S
+    gluon_emulator.WAIT_S = 1.0
+    try:
+        with pytest.raises(gluon_emulator.Deadlock):
+            _emulate(1, 2, 2, 300, 64, 128, 1, False, False)
+    finally:
+        gluon_emulator.WAIT_S = wait_s
