@@ -2,17 +2,21 @@
 
 Gluon has no interpreter (TRITON_INTERPRET runs triton.jit kernels only), so this one executes the kernel's Python
 functions as written, with the names they call bound to emulations in torch: each program of the grid in turn, each
-partition of ``gl.warp_specialize`` in a thread of its own. What it checks beyond the values:
+partition of ``gl.warp_specialize`` in a thread of its own. Products multiply the 16-bit inputs exactly and
+accumulate in fp32, as the tensor cores do. What it checks beyond the values:
 
 - mbarriers keep their phase, pending arrivals and expected bytes as the hardware does (``wait(bar, parity)``
   returns once the phase of that parity has completed; a fresh barrier's parity-1 phase counts as completed); a wait
   that does not return within ``WAIT_S`` raises ``Deadlock``;
 - a TMA copy fills its box (zeros outside the tensor, per dimension) on a timer thread after a random delay, the
-  destination NaN until then, and then completes its bytes on the barrier: a product issued on a buffer before its
-  copy landed raises ``Race``;
-- an asynchronous wgmma reads its shared-memory operands when issued and again when a wait retires it: a buffer
-  rewritten in between raises ``Race``; its result is usable only through the wait that retires it (``Race``
-  otherwise). Products multiply the 16-bit inputs exactly and accumulate in fp32, as the tensor cores do.
+  destination NaN until then, and completes its bytes on its barrier;
+- what each partition may see, as the hardware orders it: a partition knows a copy has landed, or that another
+  partition's products have finished reading a buffer, only through an mbarrier phase it waited for, which the
+  copy's bytes or an arrival completed (an arrival publishes all its partition knows: the reads it retired, what
+  it waited for). A product issued on a buffer whose last copy
+  its partition has not waited for, or a copy into a buffer whose readers' retirement its partition has not waited
+  for, raises ``Race`` whatever the timing; so does a shared operand that changes between a product's issue and the
+  wait that retires it (the other partitions run for a random while first), and a result used before that wait.
 
 What it cannot check: layouts, swizzles, registers and anything else the compiler decides (the sm_90 compile tests
 and the GPU do).
@@ -20,8 +24,10 @@ and the GPU do).
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
+import time
 import types
 from math import prod
 
@@ -39,9 +45,14 @@ class Race(RuntimeError):
 
 
 class _Barrier:
+    """An mbarrier; ``seen`` is every event (a copy landed, a product's reads retired) that a completed phase
+    published: what a partition that waits on it may rely on."""
+
     def __init__(self) -> None:
         self.cv = threading.Condition()
         self.count = self.pending = self.tx = self.phase = 0
+        self.events: set[int] = set()
+        self.seen: set[int] = set()
 
     def init(self, count: int) -> None:
         with self.cv:
@@ -51,25 +62,30 @@ class _Barrier:
         if self.pending == 0 and self.tx == 0:
             self.phase += 1
             self.pending = self.count
+            self.seen |= self.events
+            self.events = set()
             self.cv.notify_all()
 
-    def arrive(self, count: int = 1, tx: int = 0) -> None:
+    def arrive(self, events: set[int], count: int = 1, tx: int = 0) -> None:
         with self.cv:
+            self.events |= events
             self.tx += tx
             self.pending -= count
             if self.pending < 0:
                 raise Race("more arrivals on an mbarrier than its count")
             self._settle()
 
-    def complete_tx(self, nbytes: int) -> None:
+    def complete_tx(self, nbytes: int, event: int) -> None:
         with self.cv:
+            self.events.add(event)
             self.tx -= nbytes
             self._settle()
 
-    def wait(self, parity: int) -> None:
+    def wait(self, parity: int) -> set[int]:
         with self.cv:
             if not self.cv.wait_for(lambda: (self.phase & 1) != parity, timeout=WAIT_S):
                 raise Deadlock(f"an mbarrier wait on parity {parity} did not return in {WAIT_S:.0f} s")
+            return set(self.seen)
 
 
 class _Barriers:
@@ -94,6 +110,12 @@ class _Smem:
     def dtype(self) -> torch.dtype:
         return self.t.dtype
 
+    @property
+    def span(self) -> tuple[int, int]:
+        """The byte addresses [first, last] it covers."""
+        last = sum((n - 1) * st for n, st in zip(self.t.shape, self.t.stride()))
+        return self.t.data_ptr(), self.t.data_ptr() + (last + 1) * self.t.element_size() - 1
+
     def index(self, i: int) -> _Smem:
         return _Smem(self.t[i])
 
@@ -105,6 +127,10 @@ class _Smem:
 
     def reshape(self, shape) -> _Smem:
         return _Smem(self.t.view(*shape))
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
 
 
 class _MBarrierLayout:
@@ -140,23 +166,16 @@ class _Desc:
 class _Token:
     """An asynchronous product in flight: its operands as read at issue, and its result once retired."""
 
-    def __init__(self, a, b, acc, use_acc: bool) -> None:
-        self.a, self.b, self.acc, self.use_acc = a, b, acc, use_acc
-        self.issued = [_read(x) for x in (a, b)]
-        for x, y in zip((a, b), self.issued):
-            if isinstance(x, _Smem) and torch.isnan(y).any():
-                raise Race("a product read a shared buffer before its copy landed")
+    def __init__(self, a, b, acc, use_acc: bool, read: int) -> None:
+        self.a, self.b, self.acc, self.use_acc, self.read = a, b, acc, use_acc, read
+        self.issued = [x.t.clone() if isinstance(x, _Smem) else x for x in (a, b)]
         self.result: torch.Tensor | None = None
 
     def retire(self) -> None:
-        if any(not torch.equal(_read(x), y) for x, y in zip((self.a, self.b), self.issued)):
+        if any(isinstance(x, _Smem) and not torch.equal(x.t, y) for x, y in zip((self.a, self.b), self.issued)):
             raise Race("a shared buffer was rewritten while a product read it")
         a, b = (y.to(torch.float32) for y in self.issued)
         self.result = a @ b + (self.acc if self.use_acc else 0.0)
-
-
-def _read(x) -> torch.Tensor:
-    return x.t.clone() if isinstance(x, _Smem) else x
 
 
 class Emulator:
@@ -168,6 +187,14 @@ class Emulator:
         self.pid: tuple[int, ...] = (0, 0, 0)
         self.local = threading.local()
         self.timers: list[threading.Timer] = []
+        self.ids = itertools.count()
+        self.lock = threading.Lock()
+        self.copies: list[tuple[tuple[int, int], int]] = []  # (span, event) of each copy, latest last
+        self.reads: list[tuple[tuple[int, int], int]] = []  # (span, event) of each product's shared operands
+
+    def _partition(self) -> None:
+        self.local.pending = []  # products issued, not yet retired, oldest first
+        self.local.known: set[int] = set()  # events this partition has retired or waited for
 
     # ---- the language ----
     def gl(self) -> types.SimpleNamespace:
@@ -180,7 +207,7 @@ class Emulator:
             errors: list[BaseException] = []
 
             def run(fn, args):
-                self.local.pending = []
+                self._partition()
                 try:
                     fn(*args)
                 except BaseException as err:  # re-raised below, first one wins
@@ -201,10 +228,12 @@ class Emulator:
             keep = torch.ones_like(offs, dtype=torch.bool) if mask is None else torch.broadcast_to(mask, offs.shape)
             ptr.base.view(-1)[offs[keep]] = value[keep].to(ptr.base.dtype)
 
+        def scalar_or(fn, op):
+            return lambda a, b: fn(a, b) if torch.is_tensor(a) or torch.is_tensor(b) else op(a, b)
+
         return types.SimpleNamespace(
             constexpr=lambda v=None: v, static_range=range, program_id=lambda axis: self.pid[axis],
-            cdiv=lambda a, b: -(-a // b), minimum=lambda a, b: torch.minimum(a, b) if torch.is_tensor(a) else min(a, b),
-            maximum=lambda a, b: torch.maximum(a, b) if torch.is_tensor(a) else max(a, b),
+            cdiv=lambda a, b: -(-a // b), minimum=scalar_or(torch.minimum, min), maximum=scalar_or(torch.maximum, max),
             arange=lambda start, end, layout=None: torch.arange(start, end, dtype=torch.int32),
             full=lambda shape, value, dtype, layout=None: torch.full(list(shape), value, dtype=dtype),
             zeros=lambda shape, dtype, layout=None: torch.zeros(list(shape), dtype=dtype),
@@ -219,14 +248,25 @@ class Emulator:
         )
 
     def mbarrier(self) -> types.SimpleNamespace:
+        def arrive(bar: _Barrier, count: int = 1, pred=True, tx: int = 0) -> None:
+            bar.arrive(self.local.known, count, tx)  # a release: everything the partition knows, with it
+
+        def wait(bar: _Barrier, phase: int, pred=True, deps=()) -> None:
+            self.local.known |= bar.wait(phase)
+
         return types.SimpleNamespace(
             MBarrierLayout=_MBarrierLayout, init=lambda bar, count: bar.init(count),
-            expect=lambda bar, nbytes, pred=True: bar.arrive(1, tx=nbytes),
-            arrive=lambda bar, count=1, pred=True: bar.arrive(count),
-            wait=lambda bar, phase, pred=True, deps=(): bar.wait(phase),
+            expect=lambda bar, nbytes, pred=True: arrive(bar, 1, tx=nbytes), arrive=arrive, wait=wait,
         )
 
     def tma_load(self, desc: _Desc, coord, bar: _Barrier, dest: _Smem, pred=True) -> None:
+        span = dest.span
+        with self.lock:
+            unknown = [e for s, e in self.reads if _overlap(s, span) and e not in self.local.known]
+            event = next(self.ids)
+            self.copies.append((span, event))
+        if unknown:
+            raise Race("a copy into a shared buffer before waiting for its readers to be done with it")
         box = dest.shape
         src = desc.tensor
         block = torch.zeros(box, dtype=src.dtype)
@@ -240,23 +280,34 @@ class Emulator:
 
         def land():
             dest.t.copy_(block)
-            bar.complete_tx(desc.block_type.nbytes)
+            bar.complete_tx(desc.block_type.nbytes, event)
 
         timer = threading.Timer(self.rng.uniform(0, self.max_delay_s), land)
         self.timers.append(timer)
         timer.start()
 
     def warpgroup_mma(self, a, b, acc, *, use_acc=True, is_async=False, **_):
-        token = _Token(a, b, acc, bool(use_acc))
+        spans = [x.span for x in (a, b) if isinstance(x, _Smem)]
+        with self.lock:
+            for span in spans:
+                last = [e for s, e in self.copies if _overlap(s, span)]
+                if last and last[-1] not in self.local.known:
+                    raise Race("a product on a shared buffer before waiting for the copy into it")
+            read = next(self.ids)
+            self.reads.extend((s, read) for s in spans)
+        token = _Token(a, b, acc, bool(use_acc), read)
         self.local.pending.append(token)
         if is_async:
             return token
         return self.warpgroup_mma_wait(0, deps=(token,))
 
     def warpgroup_mma_wait(self, num_outstanding=0, deps=()):
+        time.sleep(self.rng.uniform(0, self.max_delay_s))  # the products take time; the other partitions run
         pending = self.local.pending
         while len(pending) > num_outstanding:
-            pending.pop(0).retire()
+            token = pending.pop(0)
+            token.retire()
+            self.local.known.add(token.read)
         out = []
         for d in deps:
             if isinstance(d, _Token):
@@ -290,7 +341,8 @@ class Emulator:
             for y in range(grid[1]):
                 for x in range(grid[0]):
                     self.pid = (x, y, z)
-                    self.local.pending = []
+                    self.copies, self.reads = [], []  # a program's shared memory is its own
+                    self._partition()
                     kernel(*bound, **consts)
                     for timer in self.timers:
                         timer.join()

@@ -133,13 +133,16 @@ def test_each_consumer_runs_its_softmax_under_its_p_v(args):
 
 # ---- the kernel's own source, run by tests/gluon_emulator.py ----------------------------------------------------
 
-def _emulate(b, h, g, s, d, block_n, stages, causal, pingpong, dtype=torch.bfloat16, timing=0, v_next_head=None):
+def _emulate(b, h, g, s, d, block_n, stages, causal, pingpong, dtype=torch.bfloat16, timing=0, v_next_head=None,
+             fa3=None):
     """The kernel's output on random inputs (NaN-poisoned first) under the emulator, its copies landing in the
-    order the seed ``timing`` draws, and attention_reference's."""
+    order the seed ``timing`` draws, and attention_reference's; ``fa3``: another module in place of the kernel's."""
     from gluon_emulator import Emulator
 
-    from rooflinectl.kernels import flash_attention_sm90 as fa3
     from rooflinectl.kernels.flash_attention import attention_reference
+
+    if fa3 is None:
+        from rooflinectl.kernels import flash_attention_sm90 as fa3
 
     gen = torch.Generator().manual_seed(b * h * s + d)
     q, k, v = (torch.randn(b, n, s, d, generator=gen).to(dtype) for n in (h, g, g))
@@ -196,3 +199,52 @@ def test_one_buffer_deadlocks_which_is_why_it_is_refused():
             _emulate(1, 2, 2, 300, 64, 128, 1, False, False)
     finally:
         gluon_emulator.WAIT_S = wait_s
+
+
+# Edits that break the kernel, each in a way one of the emulated runs must catch: a deadlock, a race, a NaN or a
+# wrong value (an emulator that passed them would check nothing).
+MUTANTS = {
+    "the loader waits on the wrong parity of a free buffer": (
+        "mbarrier.wait(free.index(s), ((j // STAGES) & 1) ^ 1)", "mbarrier.wait(free.index(s), (j // STAGES) & 1)"),
+    "P·V issued without waiting for V": ("    mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)\n", ""),
+    "Q·Kᵀ issued without waiting for K": ("    mbarrier.wait(k_ready.index(s), (j // STAGES) & 1)\n", ""),
+    "the scores used with both products in flight": (
+        "s_acc = warpgroup_mma_wait(1, deps=(s_tok,))", "s_acc = warpgroup_mma_wait(2, deps=(s_tok,))"),
+    "a buffer freed before its P·V is retired": (
+        "    o_acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))\n    mbarrier.arrive(free.index(prev), count=1)",
+        "    mbarrier.arrive(free.index(prev), count=1)\n    o_acc, p_op = warpgroup_mma_wait(0, deps=(o_tok, p_op))"),
+    "the diagonal masked": ("(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))",
+                            "(gl.expand_dims(cols, 0) < gl.expand_dims(rows, 1))"),
+    "the wrong K/V head": ("kv_head = b * (n_heads // group) + h // group",
+                           "kv_head = b * (n_heads // group) + h % group"),
+    "the masked blocks start one late": ("        n_full = m0 // BLOCK_N\n", "        n_full = m0 // BLOCK_N + 1\n"),
+    "O not rescaled": (
+        "    o_acc = o_acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)\n", ""),
+}
+
+
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+def test_the_emulator_catches_a_broken_kernel(mutant, tmp_path, monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    import gluon_emulator
+
+    from rooflinectl.kernels import flash_attention_sm90
+    from rooflinectl.kernels.base import relative_error
+
+    old, new = MUTANTS[mutant]
+    source = Path(flash_attention_sm90.__file__).read_text()
+    assert old in source  # the edit still applies to the kernel as it is
+    path = tmp_path / "mutant.py"
+    path.write_text(source.replace(old, new, 1))
+    spec = importlib.util.spec_from_file_location("mutant", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(gluon_emulator, "WAIT_S", 1.0)
+    try:
+        out, ref = _emulate(1, 4, 2, 300, 64, 64, 2, True, False, fa3=module)
+    except (gluon_emulator.Deadlock, gluon_emulator.Race):
+        return
+    assert torch.isnan(out).any() or relative_error(out, ref) > 2e-2
+
