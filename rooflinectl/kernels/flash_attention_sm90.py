@@ -261,10 +261,8 @@ def descriptors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_n: int)
             TensorDescriptor.from_tensor(v.view(b * g, s, d), box, shared_layout(box, v.dtype)))
 
 
-# The shared memory a block may take on sm_90 (227 KiB, opt-in: CUDA C++ Programming Guide, compute capability 9.0;
-# hardware/h200.yaml's limits), and at most what the mbarriers add to the tiles as triton places them (256 to 336
-# bytes at 2 to 4 buffers, with and without ping-pong, compiled for sm_90 by triton 3.6 and 3.9).
-SHARED_LIMIT = 227 * 1024
+# At most what the mbarriers add to the tiles as triton places them: 256 to 336 bytes at 2 to 4 buffers, with and
+# without ping-pong, compiled for sm_90 by triton 3.6 and 3.9 (benchmarks/attention_sass.py --gluon).
 BARRIER_BYTES = 512
 
 
@@ -276,7 +274,7 @@ def shared_bytes(d: int, block_n: int, stages: int) -> int:
 
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, block_n: int,
                  stages: int) -> None:
-    """ValueError unless the kernel can take these tensors and this tiling (its one-line reason)."""
+    """ValueError unless the kernel can take these tensors and this tiling on their device (its one-line reason)."""
     b, h, s, d = q.shape
     g = k.shape[1]
     if k.shape != (b, g, s, d) or v.shape != k.shape or h % g or out.shape != q.shape:
@@ -295,11 +293,19 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.T
     # for a buffer that only its next copy lets the consumers free.
     if block_n not in (64, 128) or stages < 2:
         raise ValueError(f"flash_attention sm90: blocks of {block_n} in {stages} buffers (64 or 128; 2 or more)")
-    if shared_bytes(d, block_n, stages) > SHARED_LIMIT:
-        raise ValueError(f"flash_attention sm90: {stages} buffers of {block_n} × {d} need "
-                         f"{shared_bytes(d, block_n, stages):,} B of shared memory, over sm_90's {SHARED_LIMIT:,}")
     if q.device.type != "cuda" or torch.cuda.get_device_capability(q.device) != (9, 0):
         raise ValueError("flash_attention sm90: needs a Hopper GPU (sm_90: wgmma and TMA)")
+    props = triton.runtime.driver.active.utils.get_device_properties(q.get_device())
+    check_tiling(d, block_n, stages, props["max_shared_mem"])  # the opt-in limit, as triton's own launch checks it
+
+
+def check_tiling(d: int, block_n: int, stages: int, smem_limit_bytes: int) -> None:
+    """ValueError where a program's tiles would not fit the shared memory a block may take (the device's opt-in
+    limit: 227 KiB on sm_90)."""
+    if shared_bytes(d, block_n, stages) > smem_limit_bytes:
+        raise ValueError(f"flash_attention sm90: {stages} buffers of {block_n} × {d} need "
+                         f"{shared_bytes(d, block_n, stages):,} B of shared memory, over the {smem_limit_bytes:,} "
+                         "a block may take")
 
 
 def flash_attention_sm90(q, k, v, out, causal: bool = True, block_n: int = 128, stages: int = 2,

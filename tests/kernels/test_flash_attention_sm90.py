@@ -98,10 +98,18 @@ def test_refuses_strided_inputs_and_a_single_buffer():
     shifted = torch.zeros(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape)
     with pytest.raises(ValueError, match="16-byte boundary"):
         flash_attention(shifted, k, v, out, True, GLUON)
-    # 4 buffers of 128 × 128: 2 · 128 · (128 + 2 · 4 · 128) = 294,912 B with Q's tile, + 512 for the mbarriers,
-    # over 227 KiB.
-    with pytest.raises(ValueError, match="295,424 B of shared memory"):
-        flash_attention(q, k, v, out, True, FlashConfig(128, 128, 12, 4, gluon=True))
+
+
+def test_refuses_tiles_past_the_shared_memory():
+    from rooflinectl.kernels.flash_attention_sm90 import check_tiling
+    from rooflinectl.specs.hardware import load_gpu
+
+    limit = load_gpu("h200").limits.max_smem_per_block_bytes  # 227 KiB, the H100's too
+    # 4 buffers of 128 × 128: 2 · 128 · (128 + 2 · 4 · 128) = 294,912 B with Q's tile, + 512 for the mbarriers.
+    with pytest.raises(ValueError, match="295,424 B of shared memory, over the 232,448"):
+        check_tiling(128, 128, 4, limit)
+    check_tiling(128, 128, 3, limit)  # 229,376 + 512: fits
+    check_tiling(128, 64, 4, limit)
 
 
 @pytest.mark.parametrize("args", [(), ("--no-mask",), ("--block", "128x64", "--stages", "3"), ("--pingpong",)])
