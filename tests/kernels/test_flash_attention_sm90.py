@@ -228,6 +228,8 @@ MUTANTS = {
     "the masked blocks start one late": ("        n_full = m0 // BLOCK_N\n", "        n_full = m0 // BLOCK_N + 1\n"),
     "O not rescaled": (
         "    o_acc = o_acc * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, o_layout)), 1)\n", ""),
+    "a consumer passes the turn to itself (ping-pong)": (
+        "mbarrier.arrive(turn.index(1 - HALF), count=1)", "mbarrier.arrive(turn.index(HALF), count=1)"),
 }
 
 
@@ -251,7 +253,7 @@ def test_the_emulator_catches_a_broken_kernel(mutant, tmp_path, monkeypatch):
     spec.loader.exec_module(module)
     monkeypatch.setattr(gluon_emulator, "WAIT_S", 1.0)
     try:
-        out, ref = _emulate(1, 4, 2, 300, 64, 64, 2, True, False, fa3=module)
+        out, ref = _emulate(1, 4, 2, 300, 64, 64, 2, True, "ping-pong" in mutant, fa3=module)
     except (gluon_emulator.Deadlock, gluon_emulator.Race):
         return
     assert torch.isnan(out).any() or relative_error(out, ref) > 2e-2
