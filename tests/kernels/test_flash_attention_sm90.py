@@ -1,6 +1,8 @@
-"""flash_attention_sm90, the Gluon kernel for Hopper: what it refuses, on the CPU, and the order its consumers'
-loop compiles to for sm_90 (benchmarks/attention_sass.py --gluon). Gluon has no interpreter: its results are
-checked on the GPU (benchmarks/attention_lab_gpu.py --prefill-gluon), not here."""
+"""flash_attention_sm90, the Gluon kernel for Hopper, on the CPU: what it refuses; what the compiler makes of it for
+sm_90 (the launch bound and compiled by triton's JIT, the consumers' loop order read in the SASS by
+benchmarks/attention_sass.py --gluon); and its own source run by tests/gluon_emulator.py against float64, with
+edits that break it caught. Gluon has no interpreter: on a GPU it is checked by benchmarks/attention_lab_gpu.py
+--prefill-gluon."""
 
 from __future__ import annotations
 
