@@ -46,6 +46,9 @@ Inputs = dict[str, "torch.Tensor"]
 # kernels, the workload runner, the profile and the ceiling probes. tf32 is stored as fp32 (only the tensor cores
 # read 19 of its bits); fp8 is torch's e4m3 (the format the fp8 tensor cores' matmuls take); int64 is the index
 # type of a gather's token ids. The first name of a torch type is the one dtype_name gives back.
+# log2(e): the attention kernels' softmax runs in base 2, its scale folded into log2(e)/√d.
+LOG2E = 1.4426950408889634
+
 TORCH_DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "tf32": "float32",
                      "fp8": "float8_e4m3fn", "int64": "int64"}
 

@@ -25,9 +25,7 @@ from ..engine.count.attention_io import AttentionShape, flash_attention_op, flas
 from ..engine.count.op import Op
 from ..errors import UserError
 from ..units import MIB
-from .base import Inputs, Kernel, sm_count, torch_dtype
-
-LOG2E = 1.4426950408889634
+from .base import LOG2E, Inputs, Kernel, sm_count, torch_dtype
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (  # type: ignore[i
     warpgroup_mma_wait,
 )
 
-LOG2E = 1.4426950408889634
+from .base import LOG2E
 
 # A TMA copy of a box into shared memory, completing an mbarrier: ``async_load`` in triton 3.9, which removed the
 # name triton 3.6 has for it.

@@ -24,8 +24,8 @@ import triton.language as tl  # type: ignore[import-untyped]
 
 from ..engine.count.attention_io import decode_op
 from ..engine.count.op import Op
-from .base import Inputs, Kernel, sm_count, torch_dtype
-from .flash_attention import LOG2E, check_attention_shape, picked_backend, sdpa_backends
+from .base import LOG2E, Inputs, Kernel, sm_count, torch_dtype
+from .flash_attention import check_attention_shape, picked_backend, sdpa_backends
 
 _NEG_INF = float("-inf")
 

@@ -250,7 +250,7 @@ def test_the_emulator_catches_a_broken_kernel(mutant, tmp_path, monkeypatch):
     assert old in source  # the edit still applies to the kernel as it is
     path = tmp_path / "mutant.py"
     path.write_text(source.replace(old, new, 1))
-    spec = importlib.util.spec_from_file_location("mutant", path)
+    spec = importlib.util.spec_from_file_location("rooflinectl.kernels.mutant", path)  # its relative imports
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     monkeypatch.setattr(gluon_emulator, "WAIT_S", 1.0)
