@@ -77,3 +77,48 @@ def test_importing_the_package_loads_nothing_heavy():
     bare = "import sys, rooflinectl; print('pydantic' in sys.modules, 'rooflinectl.api' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", bare], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(("call", "named"), [
+    (lambda: rl.analyze("decode", gpu=None), "gpu: give a GPU id"),
+    (lambda: rl.analyze("decode", gpu=5), "not 5 (int)"),
+    (lambda: rl.analyze(42), "workload: give a phase"),
+    (lambda: rl.model(42), "model: give a model id"),
+    (lambda: rl.analyze("decode", gpu="a100", fuse=5), "fuse: give"),
+    (lambda: rl.analyze_step(gpu="h100", seqs=[(1, 1, 5)]), "seqs: give each group as Seqs"),
+    (lambda: rl.compare(gpus=[], prompt=64, output=8), "gpus: give at least one"),
+    (lambda: rl.compare(gpus=["h100"], disagg=(1, 1, 1)), "disagg 1: give 'P:D'"),
+    (lambda: rl.compare(gpus=["h100"], prompt=64, output=8, concurrency=1.5), "concurrency: give an integer"),
+    (lambda: rl.compare(gpus=["h100"], prompt=64, output=8, tpot_ms="20"), "tpot_ms: give a number"),
+    (lambda: rl.generate(gpu="h100", prompt=64, output=8, batch=True), "batch: give an integer, not True"),
+    (lambda: rl.generate(gpu="h100", prompt=64, output=8, reserve_gib="2"), "reserve_gib: give a number"),
+    (lambda: rl.serve(gpu="h100", concurrency=1.5, prompt=64, output=8), "concurrency: give an integer"),
+    (lambda: rl.serve(gpu="h100", concurrency=1, requests="2", prompt=64, output=8), "requests: give an integer"),
+    (lambda: rl.serve(gpu="h100", concurrency=1, requests=2, prompt=64, output=8, stack=3), "stack: give"),
+    (lambda: rl.serve(gpu="h100", trace=5), "trace: give a trace file's path"),
+    (lambda: rl.serve(gpu="h100", concurrency=1, requests=2, prompt=64, output=8, slo_ttft_ms="9"),
+     "slo_ttft_ms: give a number"),
+])
+def test_a_wrong_type_is_a_user_error_naming_the_argument(call, named):
+    # A notebook passes Python values the command line's parser never would: each is the one-line UserError.
+    with pytest.raises(rl.UserError) as error:
+        call()
+    assert named in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_one_value_stands_for_a_list_of_one_and_a_path_for_its_name():
+    one = rl.compare(gpus="h100", model="llama-3-8b", prompt=512, output=32, batch=4, tp=2, replicas=1)
+    listed = rl.compare(gpus=["h100"], model="llama-3-8b", prompt=512, output=32, batch=4, tp=[2], replicas=[1])
+    assert one.to_dict() == listed.to_dict()
+    pair = rl.compare(gpus=["h100"], model="llama-3-8b", prompt=512, output=32, concurrency=2, requests=4,
+                      disagg=(1, 1))
+    text = rl.compare(gpus=["h100"], model="llama-3-8b", prompt=512, output=32, concurrency=2, requests=4,
+                      disagg="1:1")
+    assert pair.to_dict() == text.to_dict()
+    by_path = rl.analyze("decode", gpu=ROOT / "hardware" / "a100-80gb.yaml", model=ROOT / "workloads" / "models" /
+                         "llama-3-8b.yaml")
+    by_name = rl.analyze("decode", gpu="a100-80gb", model="llama-3-8b")
+    assert by_path.totals == by_name.totals
+    assert rl.analyze_step(gpu="h100", seqs="4x1@10").to_dict() == rl.analyze_step(gpu="h100",
+                                                                                  seqs=["4x1@10"]).to_dict()

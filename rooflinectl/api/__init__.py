@@ -15,12 +15,25 @@ Nothing heavy is imported here: each function imports what it uses when called.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..specs.step import Seqs
-from .common import DEFAULT_GPU, _flat, _frame, _gpu, base_workload, gpu, model, step_options
+from .common import (
+    DEFAULT_GPU,
+    _flat,
+    _frame,
+    _gpu,
+    base_workload,
+    check_numbers,
+    gpu,
+    model,
+    name_arg,
+    one_or_more,
+    step_options,
+)
 from .serve import ServeResult, serve
 
 if TYPE_CHECKING:
@@ -32,6 +45,9 @@ if TYPE_CHECKING:
     from ..serving.deployed import Plan
     from ..specs.hardware import GPU
     from ..specs.workload import Workload
+
+    # One GPU (an id, an alias, a YAML path or a spec) or a list of them.
+    GPUs: TypeAlias = str | os.PathLike[str] | GPU | Sequence[str | os.PathLike[str] | GPU]
 
 __all__ = ["DEFAULT_GPU", "CompareResult", "GenerateResult", "Seqs", "ServeResult", "StepResult", "analyze",
            "analyze_step", "compare", "generate", "gpu", "model", "pricing", "serve"]
@@ -115,31 +131,38 @@ class CompareResult:
                                    self.plans))
 
 
-def _place(w: Workload, gpu_spec: str | GPU, calibrated: bool, tp: int, ep: int, pp: int) -> StepResult:
+def _place(w: Workload, gpu_spec: str | os.PathLike[str] | GPU, calibrated: bool, tp: int, ep: int,
+           pp: int) -> StepResult:
     from ..engine.parallel import Layout
     from ..engine.roofline import analyze as place_step
 
     return StepResult(place_step(w, _gpu(gpu_spec), calibrated=calibrated, layout=Layout(tp, ep, pp)))
 
 
-def analyze(workload: str = "decode", *, gpu: str | GPU = DEFAULT_GPU, batch: int | None = None,
-            context: int | None = None, seq_len: int | None = None, calibrated: bool = False, tp: int = 1,
-            ep: int = 1, pp: int = 1, **options: Any) -> StepResult:
+def analyze(workload: str | os.PathLike[str] = "decode", *, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU,
+            batch: int | None = None, context: int | None = None, seq_len: int | None = None,
+            calibrated: bool = False, tp: int = 1, ep: int = 1, pp: int = 1, **options: Any) -> StepResult:
     """Every op of one step on ``gpu``'s roofline: ``workload`` a phase (decode, prefill, attention) or a
     workload YAML; ``options`` those of :func:`step_options` (model, dtypes, attention, fuse …)."""
     from ..specs.scenario import resolve_workload
 
-    w = resolve_workload(workload, batch=batch, context=context, seq_len=seq_len, **step_options(**options))
+    w = resolve_workload(name_arg(workload, "workload"), batch=batch, context=context, seq_len=seq_len,
+                         **step_options(**options))
     return _place(w, gpu, calibrated, tp, ep, pp)
 
 
-def analyze_step(*, seqs: Sequence[Seqs | str], gpu: str | GPU = DEFAULT_GPU, calibrated: bool = False,
+def analyze_step(*, seqs: Seqs | str | Sequence[Seqs | str], gpu: str | GPU = DEFAULT_GPU, calibrated: bool = False,
                  tp: int = 1, ep: int = 1, pp: int = 1, **options: Any) -> StepResult:
     """A step made of groups of sequences (``Seqs(count, new, cached)`` or ``"16x1@4095"``): a decode or prefill
     step where the groups make one (the same numbers as :func:`analyze`), else a mixed step."""
     from ..errors import UserError
     from ..specs.scenario import resolve_step
 
+    if isinstance(seqs, (str, Seqs)):
+        seqs = [seqs]
+    for g in seqs:
+        if not isinstance(g, (str, Seqs)):
+            raise UserError(f"seqs: give each group as Seqs(count, new, cached) or 'COUNTxNEW@CACHED', not {g!r}")
     groups = tuple(Seqs.parse(g) if isinstance(g, str) else g for g in seqs)
     if not groups:
         raise UserError("a step needs at least one group of sequences (--seqs COUNTxNEW[@CACHED])")
@@ -190,7 +213,7 @@ def _server(g: GPU, prompt: int, output: int, reserve_gib: float | None, calibra
     if max_num_batched_tokens is not None and not chunked_prefill:
         raise UserError("--max-num-batched-tokens with --no-chunked-prefill: without chunked prefill one step "
                         "holds the whole batch's prompts; the budget is chunked prefill's")
-    costs = load_stack(stack, g.compute_capability)
+    costs = load_stack(name_arg(stack, "stack"), g.compute_capability)
     method = Method(costs, chunked_prefill, SchedulerConfig.on(costs, max_num_batched_tokens).max_num_batched_tokens)
     if not method.static and options.get("fuse") is None:
         options = {**options, "fuse": list(method.stack.fused)}
@@ -218,6 +241,8 @@ def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = 2048, output: int = 
     from ..render.generate import memory_sum
     from ..serving.batch import BatchServer
 
+    check_numbers(dict(prompt=prompt, output=output, batch=batch, tp=tp, ep=ep, pp=pp,
+                       max_num_batched_tokens=max_num_batched_tokens), dict(reserve_gib=reserve_gib))
     g = _gpu(gpu)
     server, base, _ = _server(g, prompt, output, reserve_gib, calibrated, tp, ep, pp, stack, chunked_prefill,
                               max_num_batched_tokens, options)
@@ -234,12 +259,12 @@ def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = 2048, output: int = 
     return GenerateResult(server.serve(batch), server.largest())
 
 
-def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
+def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
             batch: int | None = None, tpot_ms: float | None = None, reserve_gib: float | None = None,
-            calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1, pp: int = 1, stack: str = "roofline",
+            calibrated: bool = False, tp: int | Sequence[int] = (1,), ep: int = 1, pp: int = 1, stack: str = "roofline",
             chunked_prefill: bool = True, max_num_batched_tokens: int | None = None,
-            price_per_gpu_hour: float | None = None, replicas: Sequence[int] = (1,),
-            disagg: Sequence[str | tuple[int, int]] = (), prefill_tp: int | None = None,
+            price_per_gpu_hour: float | None = None, replicas: int | Sequence[int] = (1,),
+            disagg: str | tuple[int, int] | Sequence[str | tuple[int, int]] = (), prefill_tp: int | None = None,
             decode_tp: int | None = None, kv_transfer: str = "after", concurrency: int | None = None,
             requests: int | None = None, **options: Any) -> CompareResult:
     """One request on each GPU of ``gpus`` (and each TP degree of ``tp``): at ``batch``, at the largest batch
@@ -258,14 +283,19 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
     from ..serving.batch import BatchServer
     from ..serving.cost import Pricing
     from ..serving.deployed import Plan
-    from ..serving.replicas import check_replicas, parse_disagg
+    from ..serving.replicas import check_replicas
     from .deployed import Options, check_disagg, deployment_choice
 
+    check_numbers(dict(prompt=prompt, output=output, batch=batch, ep=ep, pp=pp, prefill_tp=prefill_tp,
+                       decode_tp=decode_tp, concurrency=concurrency, requests=requests,
+                       max_num_batched_tokens=max_num_batched_tokens),
+                  dict(tpot_ms=tpot_ms, reserve_gib=reserve_gib, price_per_gpu_hour=price_per_gpu_hour))
     if tpot_ms is not None and not 0 < tpot_ms < math.inf:
         raise UserError(f"--tpot-ms {tpot_ms}: give a positive, finite number of milliseconds")
+    gpus, tp, replicas = _gpus(gpus), one_or_more(tp, "tp", (int,)), one_or_more(replicas, "replicas", (int,))
     for n in replicas:
         check_replicas(n)
-    splits = [parse_disagg(d) for d in disagg]
+    splits = _splits(disagg)
     load = _closed_loop(concurrency, requests, batch, tpot_ms)
     served = load is not None or splits or any(n > 1 for n in replicas)
     if served and not chunked_prefill:
@@ -278,7 +308,7 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
             check_degree(flag, degree)
     choices, names, plans, prices = [], [], [], []
     base = method = None
-    seen: dict[str, str | GPU] = {}
+    seen: dict[str, str | os.PathLike[str] | GPU] = {}
     for spec in gpus:
         g = _gpu(spec)
         if g.id in seen:  # the same rows twice, simulated twice: a slip, said in one line
@@ -319,6 +349,24 @@ def compare(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, o
                          base, tuple(prices), tuple(plans), load)
 
 
+def _splits(disagg: object) -> list[tuple[int, int]]:
+    """compare's disaggregated splits: none, one (``"P:D"`` or ``(P, D)``) or a list of them, each parsed."""
+    from ..serving.replicas import parse_disagg
+
+    if isinstance(disagg, tuple) and len(disagg) == 2 and all(type(n) is int for n in disagg):
+        disagg = [disagg]  # one split given as (P, D)
+    if not disagg:
+        return []
+    return [parse_disagg(d) for d in one_or_more(disagg, "disagg", (str,))]
+
+
+def _gpus(gpus: GPUs) -> tuple[str | os.PathLike[str] | GPU, ...]:
+    """The GPUs to compare: one (an id, a path or a spec) or a list of them."""
+    from ..specs.hardware import GPU
+
+    return one_or_more(gpus, "gpus", (str, os.PathLike, GPU))
+
+
 def _closed_loop(concurrency: int | None, requests: int | None, batch: int | None,
                  tpot_ms: float | None) -> tuple[int, int | None] | None:
     """compare's load: None, a closed batch of the chosen size; else (clients, requests) of a closed loop."""
@@ -334,11 +382,12 @@ def _closed_loop(concurrency: int | None, requests: int | None, batch: int | Non
     return concurrency, requests
 
 
-def pricing(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), tp: Sequence[int] = (1,),
+def pricing(*, gpus: GPUs = (DEFAULT_GPU,), tp: int | Sequence[int] = (1,),
             price_per_gpu_hour: float | None = None) -> tuple[Pricing, ...]:
     """Each GPU's (and TP degree's, in :func:`compare`'s and :func:`curves`' order) price and board power."""
     from ..serving.cost import Pricing
 
+    gpus, tp = _gpus(gpus), one_or_more(tp, "tp", (int,))
     out = []
     for spec in gpus:
         g = _gpu(spec)
@@ -346,8 +395,8 @@ def pricing(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), tp: Sequence[int] = (
     return tuple(out)
 
 
-def curves(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
-           reserve_gib: float | None = None, calibrated: bool = False, tp: Sequence[int] = (1,), ep: int = 1,
+def curves(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
+           reserve_gib: float | None = None, calibrated: bool = False, tp: int | Sequence[int] = (1,), ep: int = 1,
            pp: int = 1, stack: str = "roofline", chunked_prefill: bool = True,
            max_num_batched_tokens: int | None = None, **options: Any) -> tuple[list[Curve], Workload, Method]:
     """``plot pareto``'s curves: on each GPU of ``gpus`` and TP degree of ``tp``, the request served as
@@ -355,7 +404,10 @@ def curves(*, gpus: Sequence[str | GPU] = (DEFAULT_GPU,), prompt: int = 2048, ou
     from ..engine.choice import check_curve_output, serve_curve
     from ..engine.parallel import Layout
 
+    check_numbers(dict(prompt=prompt, output=output, ep=ep, pp=pp, max_num_batched_tokens=max_num_batched_tokens),
+                  dict(reserve_gib=reserve_gib))
     check_curve_output(output)
+    gpus, tp = _gpus(gpus), one_or_more(tp, "tp", (int,))
     out, base = [], None
     for spec in gpus:
         g = _gpu(spec)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from ..specs.hardware import GPU
@@ -12,6 +13,53 @@ if TYPE_CHECKING:
 
 # The GPU a command or a function uses when none is given.
 DEFAULT_GPU = "h100-sxm"
+
+T = TypeVar("T")
+
+
+def name_arg(value: object, what: str) -> str:
+    """``value`` as the name a spec loader takes: a str, or a path (``os.PathLike``) as its str. Anything else
+    is a UserError naming the argument, as the command line's parser would refuse it."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        return str(os.fspath(value))
+    from ..errors import UserError
+
+    raise UserError(f"{what}: give {_NAMES[what]}, not {value!r} ({type(value).__name__})")
+
+
+# What each named argument takes, for name_arg's message.
+_NAMES = {"gpu": "a GPU id, an alias or a YAML path ('rooflinectl hardware list')",
+          "model": "a model id, a model YAML or a config.json path ('rooflinectl workloads list')",
+          "workload": "a phase (decode, prefill, attention) or a workload YAML path",
+          "stack": "a serving stack's id or a YAML path",
+          "trace": "a trace file's path"}
+
+
+def check_numbers(ints: dict[str, object], reals: dict[str, object]) -> None:
+    """The API's numeric keywords as the command line parses them: each of ``ints`` an int, each of ``reals`` an
+    int or a float (a bool is neither); None passes (the default). Their ranges are checked where they are used."""
+    from ..errors import UserError
+
+    for names, kinds, words in ((ints, (int,), "an integer"), (reals, (int, float), "a number")):
+        for name, value in names.items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+                raise UserError(f"{name}: give {words}, not {value!r} ({type(value).__name__})")
+
+
+def one_or_more(value: T | Sequence[T], what: str, single: tuple[type, ...]) -> tuple[T, ...]:
+    """An argument that takes several values (``gpus``, ``tp``, ``replicas``, ``disagg``) as a tuple: one value
+    of the ``single`` types is a tuple of one; an empty sequence is a UserError (nothing to compare)."""
+    from ..errors import UserError
+
+    if isinstance(value, single):
+        return (value,)  # type: ignore[return-value]  # one of the single types is a T
+    if not isinstance(value, Sequence):
+        raise UserError(f"{what}: give one value or a list of them, not {value!r} ({type(value).__name__})")
+    if not value:
+        raise UserError(f"{what}: give at least one value")
+    return tuple(value)
 
 
 def _frame(rows: list[dict[str, Any]]) -> Any:
@@ -34,35 +82,46 @@ def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
             out[f"{prefix}{key}"] = value
     return out
 
-def gpu(id_or_path: str) -> GPU:
+def gpu(id_or_path: str | os.PathLike[str]) -> GPU:
     """A GPU spec by id, alias or YAML path (``rooflinectl hardware list``)."""
     from ..specs.hardware import load_gpu
 
-    return load_gpu(id_or_path)
+    return load_gpu(name_arg(id_or_path, "gpu"))
 
-def model(id_or_path: str) -> Model:
+def model(id_or_path: str | os.PathLike[str]) -> Model:
     """A model by id, model YAML or a local Hugging Face config.json (``rooflinectl workloads list``)."""
     from ..specs.model import load_model
 
-    return load_model(id_or_path)
+    return load_model(name_arg(id_or_path, "model"))
 
-def _gpu(spec: str | GPU) -> GPU:
-    return gpu(spec) if isinstance(spec, str) else spec
+def _gpu(spec: str | os.PathLike[str] | GPU) -> GPU:
+    from ..specs.hardware import GPU
+
+    return spec if isinstance(spec, GPU) else gpu(spec)
 
 def _fusions(fuse: str | Sequence[str] | None) -> list[str] | None:
     """``fuse`` as the scenario's list: a comma-separated string as the command line gives it, or a list."""
-    if fuse is None or not isinstance(fuse, str):
-        return None if fuse is None else list(fuse)
+    if fuse is None:
+        return None
+    if not isinstance(fuse, str):
+        if isinstance(fuse, Sequence):
+            return list(fuse)
+        from ..errors import UserError
+
+        raise UserError(f"fuse: give 'qkv,gate_up' or a list of fusions, not {fuse!r} ({type(fuse).__name__})")
     from ..specs.load import split_list
 
     return split_list(fuse, "--fuse")
 
-def step_options(*, model: str | Model | None = None, dtype: str | None = None, kv_dtype: str | None = None,
-                 weight_dtype: str | None = None, act_dtype: str | None = None, group_size: int | None = None,
+def step_options(*, model: str | os.PathLike[str] | Model | None = None, dtype: str | None = None,
+                 kv_dtype: str | None = None, weight_dtype: str | None = None, act_dtype: str | None = None,
+                 group_size: int | None = None,
                  attention: str | None = None, causal: bool | None = None,
                  fuse: str | Sequence[str] | None = None, experts_touched: int | None = None) -> dict[str, Any]:
     """The options every step shares, as :func:`specs.scenario.resolve_workload`'s overrides (None: the
     scenario's)."""
+    if isinstance(model, os.PathLike):
+        model = name_arg(model, "model")
     return dict(model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype, act_dtype=act_dtype,
                 group_size=group_size, attention=attention, causal=causal, fused=_fusions(fuse),
                 experts_touched=experts_touched)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .common import DEFAULT_GPU, _frame, _gpu, base_workload
+from .common import DEFAULT_GPU, _frame, _gpu, base_workload, check_numbers, name_arg
 
 if TYPE_CHECKING:
     from ..serving.simulate import Run, Simulation
@@ -43,9 +44,10 @@ def _positive_ms(value: float | None, what: str) -> float | None:
         raise UserError(f"{what} {value}: give a positive number of milliseconds")
     return value / 1e3
 
-def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate: float | None = None,
-          trace: str | None = None, prompt: int | str = 2048, output: int | str = 256, requests: int | None = None,
-          seed: int = 0, max_num_batched_tokens: int | None = None, max_num_seqs: int = 256, chunked_prefill: bool = True,
+def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int | None = None,
+          rate: float | None = None, trace: str | os.PathLike[str] | None = None, prompt: int | str = 2048,
+          output: int | str = 256, requests: int | None = None, seed: int = 0,
+          max_num_batched_tokens: int | None = None, max_num_seqs: int = 256, chunked_prefill: bool = True,
           block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
           tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, spec: str | None = None,
@@ -90,6 +92,16 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
     from ..serving.stepmodel import StepModel, kv_capacity
     from ..specs.stack import load_stack
 
+    check_numbers(dict(concurrency=concurrency, requests=requests, seed=seed,
+                       max_num_batched_tokens=max_num_batched_tokens,
+                       max_num_seqs=max_num_seqs, block_size=block_size, tp=tp, ep=ep, pp=pp, replicas=replicas,
+                       shared_prefix=shared_prefix, prefill_tp=prefill_tp, prefill_ep=prefill_ep, decode_tp=decode_tp,
+                       decode_ep=decode_ep, prefill_max_num_batched_tokens=prefill_max_num_batched_tokens,
+                       prefill_max_num_seqs=prefill_max_num_seqs),
+                  dict(rate=rate, reserve_gib=reserve_gib, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+                       price_per_gpu_hour=price_per_gpu_hour))
+    if trace is not None:
+        trace = name_arg(trace, "trace")
     given = [name for name, v in (("--concurrency", concurrency), ("--rate", rate), ("--trace", trace))
              if v is not None]
     if len(given) > 1:
@@ -114,7 +126,7 @@ def serve(*, gpu: str | GPU = DEFAULT_GPU, concurrency: int | None = None, rate:
         load = with_shared_prefix(load, shared_prefix)
     BlockPool.check_block_size(block_size)
     g = _gpu(gpu)
-    costs = load_stack(stack, g.compute_capability)
+    costs = load_stack(name_arg(stack, "stack"), g.compute_capability)
     config = SchedulerConfig.on(costs, max_num_batched_tokens, max_num_seqs, chunked_prefill, prefill_steps)
     max_num_batched_tokens = config.max_num_batched_tokens
     if options.get("fuse") is None:

@@ -239,13 +239,15 @@ def _deployment(load: Load, served: list[Served], sides: list[tuple[Role, list[R
     return Deployment(run, tuple(summary), transfers)
 
 
-def parse_disagg(value: str | tuple[int, int]) -> tuple[int, int]:
-    """``--disagg P:D`` (or a pair): P prefill replicas and D decode replicas, each at least 1."""
+def parse_disagg(value: object) -> tuple[int, int]:
+    """``--disagg P:D`` (or a pair of ints): P prefill replicas and D decode replicas, each at least 1."""
     if isinstance(value, str):
         parts = value.split(":")
         if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
             raise UserError(f"--disagg {value}: give P:D, the prefill and decode replicas (e.g. 2:6)")
         value = (int(parts[0]), int(parts[1]))
+    if not (isinstance(value, tuple) and len(value) == 2 and all(type(n) is int for n in value)):
+        raise UserError(f"disagg {value!r}: give 'P:D' or a pair (P, D), the prefill and decode replicas")
     p, d = value
     if not (1 <= p <= MAX_REPLICAS and 1 <= d <= MAX_REPLICAS):
         raise UserError(f"--disagg {p}:{d}: give 1 to {MAX_REPLICAS} replicas of each")
