@@ -90,8 +90,8 @@ class Placement:
 def place(op: Op, roofs: Roofs) -> Placement:
     """Place one operation under ``roofs``. A collective (kind ``communication``) moves its bytes over links, not
     HBM, and computes nothing (no compute roof: an infinite peak, so that its compute time is 0). Within the
-    scale-up domain its roof is the interconnect's bandwidth in one direction and its time latency + bytes /
-    bandwidth. Where the roofs carry that collective's measured bus bandwidth and latency (``analyze
+    scale-up domain its roof is the interconnect's bandwidth in one direction (times the op's ``link_share``: a
+    mesh's links between the group's GPUs) and its time latency + bytes / bandwidth. Where the roofs carry that collective's measured bus bandwidth and latency (``analyze
     --calibrated`` of a file ``calibrate --comm`` wrote on one domain's GPUs), those are the bandwidth and the
     latency: busbw × time is the bytes one GPU sends (nccl-tests' definition), the op's ``bytes``; a
     point-to-point send, never measured, keeps the datasheet's. Past the domain (``op.network_bytes``: the
@@ -106,7 +106,9 @@ def place(op: Op, roofs: Roofs) -> Placement:
         gbps, latency_us = measured or (roofs.interconnect_gbps, roofs.interconnect_latency_us)
         if gbps is None or latency_us is None:
             raise UserError(f"{roofs.gpu_id}: the GPU file gives no interconnect, so a collective cannot be timed")
-        bandwidth = gbps * 1e9
+        # A measured bus bandwidth is the topology's already; the datasheet's is the GPU's, of which a mesh
+        # gives the op's group its link share.
+        bandwidth = gbps * 1e9 * (1 if measured else op.link_share)
         latency = latency_us * 1e-6
         link: Literal["interconnect", "network"] = "interconnect"
         if crosses:

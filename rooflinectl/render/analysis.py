@@ -173,9 +173,9 @@ def op_json(p: Placement) -> dict[str, Any]:
         "count": op.count,
         "flops": op.flops,
         # A collective's bytes are sent over links, not HBM traffic: HBM bytes 0, link bytes (and the scale-out
-        # network's part of them) beside.
+        # network's part of them, and the share of the interconnect's bandwidth its group reaches) beside.
         "bytes": 0 if link else op.bytes,
-        **({"link_bytes": op.bytes, "network_bytes": op.network_bytes} if link else {}),
+        **({"link_bytes": op.bytes, "network_bytes": op.network_bytes, "link_share": op.link_share} if link else {}),
         "weight_bytes": op.weight_bytes,
         "kv_bytes": op.kv_bytes,
         "reads": op.reads,

@@ -100,6 +100,11 @@ def _spec_table(g: GPU, marks: dict[str, str]) -> Table:
                      f"({ic.per_direction_gbps:,.0f} each way)", marks["interconnect"]))
         rows.append(("collective latency", f"{ic.latency_us:g} µs ({ic.derivation('latency_us') or 'datasheet'})",
                      marks["interconnect"]))
+        su = ic.scale_up
+        if su is not None and su.topology is not None:
+            how = ("behind a switch: any group at the whole bandwidth" if su.topology == "switch" else
+                   f"a full mesh: g of them reach (g − 1)/{su.gpus - 1} of the bandwidth")
+            rows.append(("scale-up domain", f"{su.gpus} GPUs, {how}", marks["interconnect"]))
     for row in rows:
         if row is not None:
             spec.add_row(*(Text(cell) for cell in row))  # names and sources from the file: never markup

@@ -9,7 +9,9 @@ On the link: every decode GPU receives its own share, the decode layout's cache 
 (``kv_bytes_per_sequence_per_gpu``: a KV head or MLA latent replicated over several GPUs is received by each), and
 the prefill GPUs send all those bytes between them in equal parts, every GPU's link at once. The transfer takes its
 busiest link's time: latency + max(received per decode GPU, all received / prefill GPUs) / the link's one-way
-bandwidth (a transfer moves one way; the other way is free for the opposite traffic).
+bandwidth (a transfer moves one way; the other way is free for the opposite traffic). On a mesh (``ScaleUp``'s
+topology: each GPU's links join it to each other GPU one to one) a GPU reaches p peers over p of its d − 1 links'
+shares, so a decode GPU receives from the p prefill GPUs at p/(d − 1) of its bandwidth.
 
 The link: the interconnect's (NVLink, Infinity Fabric: its one-way bandwidth and latency) where the whole deployment
 fits its scale-up domain (P × prefill GPUs + D × decode GPUs ≤ ``scale_up.gpus``: the replicas can be placed in
@@ -43,17 +45,21 @@ TRANSFER_MODES: tuple[TransferMode, ...] = ("after", "overlap")
 
 @dataclass(frozen=True)
 class Link:
-    """The link a KV transfer crosses: its name, whether it is the scale-up domain's, its one-way bandwidth (GB/s,
-    1e9 bytes/s) and its latency (µs)."""
+    """The link a KV transfer crosses: its name, whether it is the scale-up domain's, a GPU's one-way bandwidth on
+    it (GB/s, 1e9 bytes/s) and its latency (µs); ``mesh_peers``, on a mesh, the other GPUs of the domain, each
+    reached over its own equal share of that bandwidth (None behind a switch and on the network)."""
 
     name: str
     scale_up: bool
     bandwidth_gbps: float
     latency_us: float
+    mesh_peers: int | None = None
 
-    def seconds(self, nbytes: float) -> float:
-        """The time of one transfer of ``nbytes`` over one link: latency + bytes / bandwidth."""
-        return self.latency_us / 1e6 + nbytes / (self.bandwidth_gbps * 1e9)
+    def seconds(self, nbytes: float, peers: int = 1) -> float:
+        """The time of ``nbytes`` sent (or received) by one GPU to (from) ``peers`` GPUs at once: latency +
+        bytes / the bandwidth it reaches them over, all of it behind a switch, ``peers`` shares of a mesh."""
+        share = 1.0 if self.mesh_peers is None else min(peers, self.mesh_peers) / self.mesh_peers
+        return self.latency_us / 1e6 + nbytes / (self.bandwidth_gbps * 1e9 * share)
 
 
 def kv_link(gpu: GPU, gpus: int) -> Link:
@@ -64,7 +70,9 @@ def kv_link(gpu: GPU, gpus: int) -> Link:
                         f"timed; add an 'interconnect' section")
     domain = Fabric.of(gpu).domain  # the collectives' rule: no bound on a PCIe part or a file stating no domain
     if domain is None or gpus <= domain:
-        return Link(ic.name, True, ic.per_direction_gbps, ic.latency_us)
+        mesh = ic.scale_up is not None and ic.scale_up.topology == "mesh"
+        return Link(ic.name, True, ic.per_direction_gbps, ic.latency_us,
+                    mesh_peers=domain - 1 if mesh and domain is not None else None)
     if ic.scale_out is None:
         raise UserError(f"{gpu.id}: {gpus} GPUs exceed its scale-up domain of {domain} and the GPU file gives no "
                         f"scale-out network for the KV transfer; add interconnect.scale_out")
@@ -92,13 +100,18 @@ class KvTransfer:
         return kv_cache_bytes_per_sequence(self.base, positions)
 
     def link_bytes(self, positions: int) -> float:
-        """The bytes the busiest link moves: max(received per decode GPU, all received / prefill GPUs)."""
+        """The bytes the busiest GPU moves: max(received per decode GPU, all received / prefill GPUs)."""
         received = kv_bytes_per_sequence_per_gpu(per_gpu_workload(self.base, self.decode), self.decode, positions)
         return max(received, received * self.decode.gpus / self.prefill.gpus)
 
     def seconds(self, positions: int) -> float:
-        """The transfer's time on the link."""
-        return self.link.seconds(self.link_bytes(positions))
+        """The transfer's time on the link: its busiest GPU's. Behind a switch, latency + link bytes / the
+        bandwidth. On a mesh each decode GPU receives from the p prefill GPUs over p links and each prefill GPU
+        sends to the q decode GPUs over q: max(received / p shares, received·q/p / q shares), both
+        received·(d − 1)/p / the bandwidth."""
+        received = kv_bytes_per_sequence_per_gpu(per_gpu_workload(self.base, self.decode), self.decode, positions)
+        p, q = self.prefill.gpus, self.decode.gpus
+        return max(self.link.seconds(received, peers=p), self.link.seconds(received * q / p, peers=q))
 
     def finish(self, ready_s: float, prefill_start_s: float, prefill_end_s: float, positions: int,
                last_chunk: int) -> float:
@@ -110,5 +123,6 @@ class KvTransfer:
         if self.mode == "after":
             return max(ready_s, prefill_end_s) + time
         layers = self.base.model.num_layers
-        tail = self.link.seconds(self.link_bytes(positions) * last_chunk / positions / layers)
+        latency = self.link.latency_us / 1e6
+        tail = latency + (time - latency) * last_chunk / positions / layers
         return max(max(ready_s, prefill_start_s) + time, prefill_end_s + tail)

@@ -143,9 +143,31 @@ class Compute(Sourced):
 class ScaleUp(Sourced):
     """The scale-up domain: how many GPUs the interconnect above joins at its bandwidth (an NVLink, Infinity Fabric
     or RoCE domain: 8 on an HGX board, 72 in an NVL72 rack; 1 where a card reaches its peers over PCIe alone).
-    Tensor parallelism past it crosses the scale-out network."""
+    Tensor parallelism past it crosses the scale-out network.
+
+    ``topology``, given wherever the domain holds more than one GPU, says how much of that bandwidth a group of
+    g < ``gpus`` of them reaches: ``switch``, all of it (NVSwitch: every link goes to the switches, which reach
+    any peer); ``mesh``, g − 1 of the ``gpus`` − 1 equal shares (AMD's xGMI, Gaudi's RoCE ports: each GPU's links
+    join it to each other GPU one to one, so two GPUs exchange over one peer's share of the links)."""
 
     gpus: Count
+    topology: Literal["switch", "mesh"] | None = None
+
+    @model_validator(mode="after")
+    def _a_domain_states_its_topology(self) -> Self:
+        if self.gpus > 1 and self.topology is None:
+            raise ValueError(f"a domain of {self.gpus} GPUs states its topology: 'switch' (NVSwitch: any group at the "
+                             f"whole bandwidth) or 'mesh' (each GPU's links to each other one to one: xGMI, Gaudi)")
+        if self.gpus == 1 and self.topology is not None:
+            raise ValueError("topology is for a domain of more than one GPU; this one has 1")
+        return self
+
+    def share(self, group: int) -> float:
+        """The share of a GPU's interconnect bandwidth its sends to the other GPUs of a group of ``group`` GPUs
+        inside this domain can use: 1 behind a switch, (group − 1)/(gpus − 1) of a mesh's links."""
+        if self.topology != "mesh":
+            return 1.0
+        return (min(group, self.gpus) - 1) / (self.gpus - 1)
 
 
 class ScaleOut(Sourced):

@@ -177,9 +177,9 @@ GPU_SPEC = {
     **_section("interconnect", {"name": (str,), "link": (str,), "bandwidth_gbps": (float,), "latency_us": (float,),
                                 "pcie_gen": (int, NONE), "pcie_lanes": (int, NONE),
                                 "scale_up": (NONE,), "scale_out": (NONE,)}),
-    # no bundled scale_up derives anything (its map is always empty)
     "interconnect.scale_up.source": (str,), "interconnect.scale_up.derived": (dict,),
-    "interconnect.scale_up.gpus": (int,),
+    "interconnect.scale_up.derived.*": (str,),  # v100's topology, an estimate
+    "interconnect.scale_up.gpus": (int,), "interconnect.scale_up.topology": (str, NONE),
     **_section("interconnect.scale_out", {"name": (str,), "bandwidth_gbit_s": (float,), "latency_us": (float,)}),
     "power": (NONE,),
     # no bundled power section derives anything (its map is always empty)

@@ -171,3 +171,26 @@ def test_collective_labels_in_table_json_and_csv():
         "link", "bf16", "interconnect", "0", "983040")
     text = cli(*args).stdout
     assert "not HBM" in " ".join(text.split())
+
+
+def test_a_mesh_gives_a_small_group_its_links_between_them():
+    """MI355X (hardware/mi355x.yaml): 7 xGMI links, one to each other GPU of 8, 1,075.2 GB/s both ways in all:
+    537.6 GB/s one way, 76.8 a link; 10 µs a collective. Llama-3-70B prefill of 4,096 tokens: S = 4,096 × 8,192 ×
+    2 = 67,108,864 bytes. TP 2 sends 2·1/2·S = S over the one link between the two GPUs: 10 µs + S / 76.8e9 =
+    883.8 µs; TP 4 sends 2·3/4·S over 3 links; TP 8 sends 2·7/8·S over all 7."""
+    w = resolve_workload("prefill", model="llama-3-70b", batch=1, seq_len=4096)
+    mi355x = load_gpu("mi355x")
+    S, link = 4096 * 8192 * 2, 537.6e9 / 7
+    for tp, links in ((2, 1), (4, 3), (8, 7)):
+        p = analyze(w, mi355x, layout=Layout(tp=tp)).placement("attn_all_reduce")
+        assert p.op.bytes == 2 * (tp - 1) * S // tp and p.op.link_share == links / 7
+        assert math.isclose(p.time_s, 10e-6 + p.op.bytes / (links * link), rel_tol=1e-12)
+        assert (f"over {links} of its 7 mesh links" in p.op.computes) == (links < 7)
+    assert round(analyze(w, mi355x, layout=Layout(tp=2)).placement("attn_all_reduce").time_s * 1e6, 1) == 883.8
+    # PP's point-to-point send between two stages runs over one link.
+    send = analyze(w, mi355x, layout=Layout(pp=2)).placement("pp_send")
+    assert send.op.link_share == 1 / 7
+    assert math.isclose(send.time_s, 10e-6 + S / link, rel_tol=1e-12)
+    # NVSwitch (H100): any group at the whole 450 GB/s one way.
+    h = analyze(w, load_gpu("h100"), layout=Layout(tp=2)).placement("attn_all_reduce")
+    assert h.op.link_share == 1 and math.isclose(h.time_s, NVLINK_LAT + S / NVLINK, rel_tol=1e-12)

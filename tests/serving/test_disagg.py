@@ -60,6 +60,26 @@ def test_kv_transfer_of_a_gqa_request_by_hand():
     assert KvTransfer(base, Layout(), Layout(tp=4), NVLINK4, "after").link_bytes(4096) == b
 
 
+def test_kv_transfer_over_a_mesh_by_hand():
+    """MI355X: 7 xGMI links of 153.6 GB/s both ways, one to each other GPU of 8 (537.6 GB/s one way in all, 76.8 a
+    link). Llama 3 70B, 4,096 positions: b = 80 × 2 × 8 × 128 × 2 × 4,096 bytes a request."""
+    b = 80 * 2 * 8 * 128 * 2 * 4096
+    base = base_workload(model="llama-3-70b")
+    link = kv_link(load_gpu("mi355x"), 4)
+    assert link == Link("AMD Infinity Fabric (xGMI, 7 links)", True, 537.6, 10.0, mesh_peers=7)
+    # One prefill GPU to one decode GPU: all of b over the one link between them, 1/7 of the GPU's bandwidth.
+    one = KvTransfer(base, Layout(), Layout(), link, "after")
+    assert one.seconds(4096) == pytest.approx(10e-6 + b / (537.6e9 / 7), rel=1e-12)  # 27.3 ms
+    # Two prefill GPUs (TP 2) to one decode GPU: it receives b over 2 links; each sender sends b/2 over 1.
+    two = KvTransfer(base, Layout(tp=2), Layout(), link, "after")
+    assert two.seconds(4096) == pytest.approx(10e-6 + b / (2 * 537.6e9 / 7), rel=1e-12)
+    # One prefill GPU to a TP-2 decode pair: it sends b (b/2 to each) over 2 links; each receives b/2 over 1.
+    fan = KvTransfer(base, Layout(), Layout(tp=2), link, "after")
+    assert fan.seconds(4096) == pytest.approx(10e-6 + b / (2 * 537.6e9 / 7), rel=1e-12)
+    # Behind a switch the same pair of GPUs moves b at the GPU's whole bandwidth.
+    assert KvTransfer(base, Layout(), Layout(), NVLINK4, "after").seconds(4096) == pytest.approx(10e-6 + b / 450e9)
+
+
 def test_a_deployment_past_the_scale_up_domain_needs_a_scale_out_network():
     # The MI300X's file: an 8-GPU Infinity Fabric domain and no scale-out network; TP 8 twice is 16 GPUs.
     assert_one_line_error(cli("analyze", "serve", "--gpu", "mi300x", "--model", "llama-3-8b", "--tp", "8",

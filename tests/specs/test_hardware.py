@@ -557,7 +557,7 @@ def test_scale_up_and_scale_out_load_with_their_sources(tmp_path):
     import yaml
 
     data = yaml.safe_load((HARDWARE / "h100-sxm.yaml").read_text())
-    data["interconnect"]["scale_up"] = {"source": "a datasheet", "gpus": 8}
+    data["interconnect"]["scale_up"] = {"source": "a datasheet", "gpus": 8, "topology": "switch"}
     data["interconnect"]["scale_out"] = {"source": "a datasheet", "name": "InfiniBand NDR", "bandwidth_gbit_s": 400,
                                          "latency_us": 5, "derived": {"latency_us": "estimated: a guess"}}
     path = tmp_path / "scaled.yaml"
@@ -571,6 +571,32 @@ def test_scale_up_and_scale_out_load_with_their_sources(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(UserError, match="source"):
         load_gpu_file(path)
+
+
+@pytest.mark.parametrize(("scale_up", "message"), [
+    ({"source": "a datasheet", "gpus": 8}, "a domain of 8 GPUs states its topology: 'switch'"),
+    ({"source": "a datasheet", "gpus": 1, "topology": "mesh"}, "topology is for a domain of more than one GPU"),
+    ({"source": "a datasheet", "gpus": 8, "topology": "ring"}, "topology"),
+])
+def test_a_domain_of_several_gpus_states_its_topology_in_one_line(tmp_path, scale_up, message):
+    import yaml
+
+    data = yaml.safe_load((HARDWARE / "h100-sxm.yaml").read_text())
+    data["interconnect"]["scale_up"] = scale_up
+    path = tmp_path / "topology.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserError, match=message) as error:
+        load_gpu_file(path)
+    assert "\n" not in str(error.value) and "interconnect.scale_up" in str(error.value)
+
+
+def test_a_mesh_gives_a_group_its_links_share():
+    """MI355X: 7 xGMI links, one to each other GPU of 8: a group of g reaches g − 1 of them; NVSwitch any."""
+    mesh = load_gpu("mi355x").interconnect.scale_up
+    assert mesh.topology == "mesh"
+    assert [mesh.share(g) for g in (2, 4, 8)] == [1 / 7, 3 / 7, 1.0]
+    switch = load_gpu("h100").interconnect.scale_up
+    assert [switch.share(g) for g in (2, 4, 8)] == [1.0, 1.0, 1.0]
 
 
 @pytest.mark.parametrize("path", FILES, ids=_id)

@@ -212,6 +212,9 @@ class Op:
     # that crosses the scale-out network, and the network steps whose hop latency it pays; 0 within the domain.
     network_bytes: float = 0
     network_steps: int = 0
+    # A communication op: the share of the GPU's interconnect bandwidth its sends reach (a mesh's g − 1 of d − 1
+    # links for a group of g in a domain of d, engine/parallel/network.py; 1 behind a switch).
+    link_share: float = 1.0
     # Which elementwise operation (``Elementwise``) an op of kind "elementwise" is; None for every other op.
     elementwise: Elementwise | None = None
     # The shape the op works on, so that what runs it (measure, profile, explore) reads it here rather than from
@@ -227,9 +230,10 @@ class Op:
     covers: tuple[Op, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.flops < 0 or self.bytes <= 0 or self.count < 1 or not 0 <= self.network_bytes <= self.bytes:
+        if (self.flops < 0 or self.bytes <= 0 or self.count < 1 or not 0 <= self.network_bytes <= self.bytes
+                or not 0 < self.link_share <= 1):
             raise ValueError(f"op {self.name}: flops {self.flops}, bytes {self.bytes}, count {self.count}, "
-                             f"network bytes {self.network_bytes}")
+                             f"network bytes {self.network_bytes}, link share {self.link_share}")
 
     @property
     def intensity(self) -> float:

@@ -54,12 +54,20 @@ def _network(collective: Collective, span: Span, buffer: float) -> tuple[int | f
     return span.all_to_all_network_bytes(buffer), 1
 
 
+def _over(net: NetworkUse, group: int) -> str:
+    """Which of a mesh's links a group of ``group`` GPUs of one domain sends over, in words; "" behind a switch."""
+    if net.share(group) == 1 or net.domain is None:
+        return ""
+    return f" over {group - 1} of its {net.domain - 1} mesh links"
+
+
 def _collective(name: str, what: str, collective: Collective, buffer: float, sent: int | float, t: int, count: int,
-                dtype: str, span: Span, whole: float, per_model: bool = False) -> Op:
+                dtype: str, span: Span, whole: float, net: NetworkUse, per_model: bool = False) -> Op:
     """One collective op; ``whole`` is what the network split reads (:func:`_network`)."""
     algorithm = _ALGORITHMS[collective]
     network, steps = _network(collective, span, whole)
-    how = (f"ring {algorithm}: sends {sent:,} bytes a GPU over the interconnect" if not span.crosses else
+    how = (f"ring {algorithm}{_over(net, span.per_domain)}: sends {sent:,} bytes a GPU over the interconnect"
+           if not span.crosses else
            f"{algorithm} over {span.domains} domains of {span.per_domain}: sends {sent:,} bytes a GPU, "
            f"{network:,} of them over the scale-out network")
     return Op(
@@ -77,6 +85,7 @@ def _collective(name: str, what: str, collective: Collective, buffer: float, sen
         collective=collective,
         network_bytes=network,
         network_steps=steps,
+        link_share=net.share(span.per_domain),
     )
 
 
@@ -91,8 +100,9 @@ def _pp_sends(w: Workload, layout: Layout, net: NetworkUse) -> list[Op]:
     if within:
         sends.append(Op(name="pp_send", kind="communication", flops=0, bytes=x, unit="link", dtype=w.dtype,
                         reads=reads, writes="it on the next stage's GPU",
-                        computes=f"point-to-point: sends {x:,} bytes; cannot overlap (the next stage needs it)",
-                        count=within))
+                        computes=f"point-to-point{_over(net, 2)}: sends {x:,} bytes; cannot overlap (the next "
+                                 f"stage needs it)",
+                        count=within, link_share=net.share(2)))
     if across:
         sends.append(Op(name="pp_send_network", kind="communication", flops=0, bytes=x, unit="link", dtype=w.dtype,
                         reads=reads, writes="it on the next stage's GPU, in another domain",
@@ -122,17 +132,17 @@ def communication_ops(w: Workload, layout: Layout, net: NetworkUse) -> list[Op]:
         pairs = n * k * m.hidden_size * a  # its tokens' k copies of H, in the activations' type
         sent = integral(pairs * (e - 1) / e) if (pairs * (e - 1)) % e else integral(pairs * (e - 1) // e)
         return [_collective(name, f"{n} tokens × top-{k} copies of {m.hidden_size}", "all_to_all", pairs, sent, e,
-                            m.moe_layers, w.dtype, span, pairs) for name in ("dispatch_all_to_all", "combine_all_to_all")]
+                            m.moe_layers, w.dtype, span, pairs, net) for name in ("dispatch_all_to_all", "combine_all_to_all")]
     activations = w.tokens * m.hidden_size * a  # N×H, in the activations' type
     logits = w.batch * padded_vocab(m.vocab_size, t) * a  # B×V, the last token of each sequence
     return [*sends,
         _collective("embed_all_reduce", f"x {w.tokens}×{m.hidden_size}", "all_reduce", activations,
-                    all_reduce_bytes(activations, t), t, 1, w.dtype, span, activations, per_model=True),
+                    all_reduce_bytes(activations, t), t, 1, w.dtype, span, activations, net, per_model=True),
         _collective("attn_all_reduce", f"o_proj's partial sums {w.tokens}×{m.hidden_size}", "all_reduce",
-                    activations, all_reduce_bytes(activations, t), t, m.num_layers, w.dtype, span, activations),
+                    activations, all_reduce_bytes(activations, t), t, m.num_layers, w.dtype, span, activations, net),
         _collective("mlp_all_reduce", f"the MLP's partial sums {w.tokens}×{m.hidden_size}", "all_reduce",
-                    activations, all_reduce_bytes(activations, t), t, m.num_layers, w.dtype, span, activations),
+                    activations, all_reduce_bytes(activations, t), t, m.num_layers, w.dtype, span, activations, net),
         _collective("logits_all_gather", f"logits {w.batch}×{padded_vocab(m.vocab_size, t) // t} a GPU",
-                    "all_gather", logits // t, all_gather_bytes(logits, t), t, 1, w.dtype, span, logits,
+                    "all_gather", logits // t, all_gather_bytes(logits, t), t, 1, w.dtype, span, logits, net,
                     per_model=True),
     ]

@@ -26,6 +26,12 @@ Your Deep Learning Training with NCCL 2.4"): the ring is bandwidth-optimal, 2(n�
 tree are the same exchange; the tree's gain is latency, 2·log2(n) steps against 2(n−1), which NCCL takes for
 small messages over many nodes, so past two domains the model's latency is an upper bound.
 
+Within a domain, a ``mesh`` (AMD's xGMI, Gaudi's RoCE ports: each GPU's links join it to each other GPU one to
+one) gives a group of g of its d GPUs g − 1 of the d − 1 links' shares, (g − 1)/(d − 1) of the bandwidth: the
+rings of a collective among g GPUs run over the links between them, and a point-to-point send (PP's, g = 2) over
+one; a ``switch`` (NVSwitch) gives any group all of it (``ScaleUp.share``, the op's ``link_share``). A group
+past the domain fills whole domains, so its interconnect part runs over all of the links.
+
 Time: the two links run at once, chunks pipelined through the stages as NCCL's single-kernel algorithms run them,
 so one instance takes the interconnect's fixed cost (``latency_us``) + each network step's hop latency +
 max(interconnect bytes / its bandwidth, network bytes / the NIC's): the roofline's max over two resources
@@ -39,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import UserError
-from ...specs.hardware import GPU, ScaleOut
+from ...specs.hardware import GPU, ScaleOut, ScaleUp
 from .layout import Layout
 from .shard import integral
 
@@ -81,11 +87,12 @@ class Span:
 @dataclass(frozen=True)
 class Fabric:
     """What a GPU's collectives cross: the scale-up domain's size (None: no bound, a PCIe part or a file that
-    states no domain) and link, and the scale-out network past it (None: the file gives none)."""
+    states no domain), link and topology, and the scale-out network past it (None: the file gives none)."""
 
     domain: int | None
     link: str
     scale_out: ScaleOut | None
+    scale_up: ScaleUp | None = None
 
     @classmethod
     def of(cls, gpu: GPU) -> Fabric:
@@ -93,7 +100,13 @@ class Fabric:
         if ic is None:
             return cls(domain=None, link="", scale_out=None)
         domain = None if ic.link == "pcie" or ic.scale_up is None else ic.scale_up.gpus
-        return cls(domain=domain, link=ic.name, scale_out=ic.scale_out)
+        return cls(domain=domain, link=ic.name, scale_out=ic.scale_out,
+                   scale_up=None if domain is None else ic.scale_up)
+
+    def share(self, group: int) -> float:
+        """The share of a GPU's interconnect bandwidth its sends reach among ``group`` GPUs of one domain (its
+        ``ScaleUp.share``: a mesh's g − 1 of gpus − 1 links); 1 where no domain is stated."""
+        return 1.0 if self.scale_up is None else self.scale_up.share(group)
 
     def span(self, gpu_id: str, flag: str, g: int) -> Span:
         """The span of a group of g GPUs; a group past the domain is refused where the file gives no scale-out
@@ -129,6 +142,11 @@ class NetworkUse:
     groups: tuple[tuple[str, Span], ...]
     pp_sends_across: int
     scale_out: ScaleOut | None
+    fabric: Fabric | None = None
+
+    def share(self, group: int) -> float:
+        """:meth:`Fabric.share` of the GPU's fabric (1 without one)."""
+        return 1.0 if self.fabric is None else self.fabric.share(group)
 
     @property
     def crosses(self) -> bool:
@@ -151,4 +169,4 @@ def network_use(gpu: GPU, layout: Layout) -> NetworkUse:
                         f"{fabric.domain}-GPU {fabric.link} domain and the GPU file gives no scale_out network to "
                         f"price the sends between them; add interconnect.scale_out or use fewer GPUs")
     return NetworkUse(domain=fabric.domain, link=fabric.link, groups=groups, pp_sends_across=across,
-                      scale_out=fabric.scale_out)
+                      scale_out=fabric.scale_out, fabric=fabric)
