@@ -77,9 +77,9 @@ def _ranks_json(r: Simulation) -> dict[str, Any] | None:
 
 
 def _busy(r: Simulation) -> float:
-    """The time the steps' shares are of: the run's duration on one engine, the replicas' busy time summed on
-    several."""
-    return r.run.duration_s if r.deployment is None else r.run.busy_s
+    """The time the steps' shares are of: the steps' times summed (on several replicas, theirs), the run's
+    duration less its idle gaps, as the cost split's (``serving.cost``); a run without steps has none."""
+    return r.run.busy_s or 1.0
 
 
 def _cost_json(r: Simulation) -> dict[str, Any]:
@@ -155,7 +155,7 @@ def print_serve(out: Console, r: Simulation) -> None:
         + (f" ({number(tokens_s / gpus)} per GPU)" if gpus > 1 else "")
         + f" over {duration(run.duration_s)}",
         f"steps: {run.steps:,}{'' if r.config.mixed else ' (prompts and decodes in separate steps)'}; "
-        f"{run.prefill_time_s / _busy(r):.0%} of the time in steps that carry prompt tokens; at most "
+        f"{run.prefill_time_s / _busy(r):.0%} of the busy time in steps that carry prompt tokens; at most "
         f"{run.max_tokens_in_step:,} tokens a step; {plural(run.preemptions, 'preemption')}",
         *_ranks_lines(r),
         *([f"KV cache: {run.kv_blocks:,} blocks of {run.block_size} positions ({si(cap.block_bytes, 'B')} each), at "

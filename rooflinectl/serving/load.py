@@ -21,6 +21,10 @@ from ..files import read_text
 MAX_REQUESTS = 1_000_000
 # The longest prompt or output one request may have (the engine's position limit, 2**30).
 MAX_TOKENS = 2**30
+# The longest span of a trace's arrivals, seconds (about four months): a clock this far from the first arrival
+# still resolves a step's microseconds (1e7 s × 2.2e-16, float64's epsilon, is 2 ns), where one of 1e300 s would
+# absorb every step and print latencies of 0.
+MAX_TRACE_S = 1e7
 
 
 @dataclass(frozen=True)
@@ -178,13 +182,15 @@ def open_loop(rate: float, requests: int, prompt: Lengths, output: Lengths, seed
 
 
 def read_trace(path: str) -> Load:
-    """A trace file: JSON lines ``{"arrival_s": 0.5, "prompt": 512, "output": 128}`` or a CSV with the header
-    ``arrival_s,prompt,output``, each optionally with ``prefix``, ``ID:TOKENS`` (the prompt's first TOKENS are the
-    prefix ID that other requests share; at most the prompt); arrivals at or after 0, in any order (sorted here);
-    a bad line is a UserError naming the file and the line."""
+    """A trace file: JSON lines ``{"arrival_s": 0.5, "prompt": 512, "output": 128}`` or a CSV (a name ending in
+    .csv, any case) with the header ``arrival_s,prompt,output``, each optionally with ``prefix``, ``ID:TOKENS``
+    (the prompt's first TOKENS are the prefix ID that other requests share; at most the prompt); arrivals at or
+    after 0, in any order (sorted here), counted from the first (Unix timestamps run as the seconds after the
+    first request, so that the run's duration, and every rate and cost per second, starts with it), spanning at
+    most ``MAX_TRACE_S``; a bad line is a UserError naming the file and the line."""
     text = read_text(Path(path))
     rows: list[tuple[int, dict[str, object]]] = []
-    if path.endswith(".csv"):
+    if path.lower().endswith(".csv"):
         reader = csv.DictReader(text.splitlines())
         if reader.fieldnames is None or set(reader.fieldnames) - {"prefix"} != {"arrival_s", "prompt", "output"}:
             raise UserError(f"{path}: a trace CSV has the header arrival_s,prompt,output (and prefix)")
@@ -215,6 +221,14 @@ def read_trace(path: str) -> Load:
         if prefix > prompt:
             raise UserError(f"{path}:{line}: a prefix of {prefix:,} tokens in a prompt of {prompt:,}")
         requests.append((arrival, prompt, output, pid, prefix))
-    _count(len(requests))
+    if not requests:
+        raise UserError(f"{path}: the trace holds no requests")
+    if len(requests) > MAX_REQUESTS:
+        raise UserError(f"{path}: {len(requests):,} requests; a trace holds at most {MAX_REQUESTS:,}")
     requests.sort(key=lambda r: r[0])
-    return Load("trace", tuple(Request(i, a, p, o, pid, x) for i, (a, p, o, pid, x) in enumerate(requests)))
+    first = requests[0][0]
+    if requests[-1][0] - first > MAX_TRACE_S:
+        raise UserError(f"{path}: arrivals span {requests[-1][0] - first:.6g} s; a trace spans at most "
+                        f"{MAX_TRACE_S:.0e} s (about four months)")
+    return Load("trace", tuple(Request(i, a - first, p, o, pid, x)
+                               for i, (a, p, o, pid, x) in enumerate(requests)))

@@ -251,6 +251,36 @@ def test_a_bad_trace_names_its_line(tmp_path):
     assert cli("analyze", "serve", "--trace", str(csv), "--json").exit_code == 0
 
 
+def test_a_trace_runs_from_its_first_arrival(tmp_path):
+    """Unix timestamps run as the seconds after the first request: the same run, rates and costs as the trace
+    that starts at 0 (the duration used to count from the epoch: 0.0000000115 requests/s over 481,497 h)."""
+    rows = [(0.25 * i, 256, 8) for i in range(6)]
+    zero, epoch, upper = tmp_path / "zero.jsonl", tmp_path / "epoch.jsonl", tmp_path / "upper.CSV"
+    zero.write_text("".join(json.dumps({"arrival_s": a, "prompt": p, "output": o}) + "\n" for a, p, o in rows))
+    epoch.write_text("".join(json.dumps({"arrival_s": 1733390000 + a, "prompt": p, "output": o}) + "\n"
+                             for a, p, o in reversed(rows)))
+    upper.write_text("arrival_s,prompt,output\n" + "".join(f"{a},{p},{o}\n" for a, p, o in rows))
+    args = ("analyze", "serve", "--price-per-gpu-hour", "2", "--json", "--trace")
+    runs = [json.loads(cli(*args, str(path)).stdout) for path in (zero, epoch, upper)]
+    for run in runs[1:]:
+        assert run["throughput"] == pytest.approx(runs[0]["throughput"], rel=1e-6)
+        assert run["cost"] == pytest.approx(runs[0]["cost"], rel=1e-6)
+        assert run["ttft_s"] == pytest.approx(runs[0]["ttft_s"], rel=1e-6)
+        assert run["e2e_s"] == pytest.approx(runs[0]["e2e_s"], rel=1e-6)
+    assert 1 < runs[1]["throughput"]["duration_s"] < 3  # 1.25 s of arrivals and the last request's steps
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("", "the trace holds no requests"),
+    ('{"arrival_s": 0, "prompt": 8, "output": 2}\n{"arrival_s": 1e300, "prompt": 8, "output": 2}\n',
+     "a trace spans at most 1e+07 s"),
+])
+def test_an_empty_or_endless_trace_is_one_line(tmp_path, text, fragment):
+    path = tmp_path / "t.jsonl"
+    path.write_text(text)
+    assert_one_line_error(cli("analyze", "serve", "--trace", str(path)), fragment)
+
+
 def test_a_stack_adds_its_costs(tmp_path):
     # A step of the stack costs its ops at half the bandwidth and peak, 2 µs a kernel and 100 µs a step. A decode
     # step of one sequence: Llama 3 8B launches 15 ops × 32 layers + 3 once = 483 kernels (the engine's count).
