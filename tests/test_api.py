@@ -98,6 +98,10 @@ def test_importing_the_package_loads_nothing_heavy():
     (lambda: rl.serve(gpu="h100", trace=5), "trace: give a trace file's path"),
     (lambda: rl.serve(gpu="h100", concurrency=1, requests=2, prompt=64, output=8, slo_ttft_ms="9"),
      "slo_ttft_ms: give a number"),
+    (lambda: rl.serve(gpu="h100", requests=2, prompt=64, output=8, block_size=None), "block_size: give an integer"),
+    (lambda: rl.serve(gpu="h100", requests=2, prompt=64, output=8, seed=None), "seed: give an integer, not None"),
+    (lambda: rl.serve(gpu="h100", requests=2, prompt=64, output=8, chunked_prefill="no"),
+     "chunked_prefill: give True or False, not 'no'"),
 ])
 def test_a_wrong_type_is_a_user_error_naming_the_argument(call, named):
     # A notebook passes Python values the command line's parser never would: each is the one-line UserError.

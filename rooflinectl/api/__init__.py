@@ -242,7 +242,9 @@ def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = 2048, output: int = 
     from ..serving.batch import BatchServer
 
     check_numbers(dict(prompt=prompt, output=output, batch=batch, tp=tp, ep=ep, pp=pp,
-                       max_num_batched_tokens=max_num_batched_tokens), dict(reserve_gib=reserve_gib))
+                       max_num_batched_tokens=max_num_batched_tokens), dict(reserve_gib=reserve_gib),
+                  dict(chunked_prefill=chunked_prefill, calibrated=calibrated),
+                  required=("prompt", "output", "batch", "tp", "ep", "pp", "chunked_prefill", "calibrated"))
     g = _gpu(gpu)
     server, base, _ = _server(g, prompt, output, reserve_gib, calibrated, tp, ep, pp, stack, chunked_prefill,
                               max_num_batched_tokens, options)
@@ -284,18 +286,28 @@ def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = 2048, output: int = 25
     from ..serving.cost import Pricing
     from ..serving.deployed import Plan
     from ..serving.replicas import check_replicas
+    from ..serving.transfer import TRANSFER_MODES
     from .deployed import Options, check_disagg, deployment_choice
 
     check_numbers(dict(prompt=prompt, output=output, batch=batch, ep=ep, pp=pp, prefill_tp=prefill_tp,
                        decode_tp=decode_tp, concurrency=concurrency, requests=requests,
                        max_num_batched_tokens=max_num_batched_tokens),
-                  dict(tpot_ms=tpot_ms, reserve_gib=reserve_gib, price_per_gpu_hour=price_per_gpu_hour))
+                  dict(tpot_ms=tpot_ms, reserve_gib=reserve_gib, price_per_gpu_hour=price_per_gpu_hour),
+                  dict(chunked_prefill=chunked_prefill, calibrated=calibrated),
+                  required=("prompt", "output", "ep", "pp", "chunked_prefill", "calibrated"))
     if tpot_ms is not None and not 0 < tpot_ms < math.inf:
         raise UserError(f"--tpot-ms {tpot_ms}: give a positive, finite number of milliseconds")
     gpus, tp, replicas = _gpus(gpus), one_or_more(tp, "tp", (int,)), one_or_more(replicas, "replicas", (int,))
     for n in replicas:
         check_replicas(n)
     splits = _splits(disagg)
+    _once("--tp", tp)
+    _once("--replicas", replicas)
+    _once("--disagg", [f"{p}:{d}" for p, d in splits])
+    if kv_transfer not in TRANSFER_MODES:
+        raise UserError(f"--kv-transfer {kv_transfer}: give one of {', '.join(TRANSFER_MODES)}")
+    if kv_transfer != "after" and not splits:
+        raise UserError("--kv-transfer: the KV moves between the sides of a disaggregated deployment; give --disagg P:D")
     load = _closed_loop(concurrency, requests, batch, tpot_ms)
     served = load is not None or splits or any(n > 1 for n in replicas)
     if served and not chunked_prefill:
@@ -347,6 +359,15 @@ def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = 2048, output: int = 25
     assert base is not None and method is not None
     return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label(), method,
                          base, tuple(prices), tuple(plans), load)
+
+
+def _once(flag: str, values: Sequence[object]) -> None:
+    """Each value of a repeatable option once: a repeat would give the same row (or curve) twice, a slip."""
+    from ..errors import UserError
+
+    repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
+    if repeated:
+        raise UserError(f"{flag} {', '.join(repeated)}: given more than once; name each once")
 
 
 def _splits(disagg: object) -> list[tuple[int, int]]:
@@ -408,6 +429,7 @@ def curves(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256
                   dict(reserve_gib=reserve_gib))
     check_curve_output(output)
     gpus, tp = _gpus(gpus), one_or_more(tp, "tp", (int,))
+    _once("--tp", tp)
     out, base = [], None
     for spec in gpus:
         g = _gpu(spec)

@@ -37,14 +37,19 @@ _NAMES = {"gpu": "a GPU id, an alias or a YAML path ('rooflinectl hardware list'
           "trace": "a trace file's path"}
 
 
-def check_numbers(ints: dict[str, object], reals: dict[str, object]) -> None:
-    """The API's numeric keywords as the command line parses them: each of ``ints`` an int, each of ``reals`` an
-    int or a float (a bool is neither); None passes (the default). Their ranges are checked where they are used."""
+def check_numbers(ints: dict[str, object], reals: dict[str, object], bools: dict[str, object] | None = None,
+                  required: tuple[str, ...] = ()) -> None:
+    """The API's keywords as the command line parses them: each of ``ints`` an int, each of ``reals`` an int or
+    a float (a bool is neither), each of ``bools`` a bool; None passes (the default) unless the name is
+    ``required`` (a keyword whose default is a value, not None). Their ranges are checked where they are used."""
     from ..errors import UserError
 
-    for names, kinds, words in ((ints, (int,), "an integer"), (reals, (int, float), "a number")):
+    for names, kinds, words in ((ints, (int,), "an integer"), (reals, (int, float), "a number"),
+                                (bools or {}, (bool,), "True or False")):
         for name, value in names.items():
-            if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            if value is None and name not in required:
+                continue
+            if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
                 raise UserError(f"{name}: give {words}, not {value!r} ({type(value).__name__})")
 
 

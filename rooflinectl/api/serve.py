@@ -35,6 +35,42 @@ class ServeResult:
                         "output": s.request.output, "ttft_s": s.ttft_s, "tpot_s": s.tpot_s, "e2e_s": s.e2e_s,
                         "preemptions": s.preemptions} for s in self.run.served])
 
+def _given(value: int | None, default: int) -> int:
+    """An option's value where given (0 included: it is refused, not taken for the default), else the default."""
+    return default if value is None else value
+
+
+def _check_sides(disagg: object, kv_transfer: str, prefill_tp: int | None, prefill_ep: int | None,
+                 decode_tp: int | None, decode_ep: int | None, prefill_tokens: int | None,
+                 prefill_seqs: int | None) -> None:
+    """The options of ``--disagg``'s two sides: each in range where given, and none without ``--disagg`` (an option
+    that would change nothing is refused rather than ignored; ``--kv-transfer`` past its default the same)."""
+    from ..engine.parallel import check_degree
+    from ..errors import UserError
+    from ..serving.scheduler import MAX_BATCHED_TOKENS, MAX_SEQS, check_limit
+    from ..serving.transfer import TRANSFER_MODES
+
+    if kv_transfer not in TRANSFER_MODES:
+        raise UserError(f"--kv-transfer {kv_transfer}: give one of {', '.join(TRANSFER_MODES)}")
+    degrees = {"--prefill-tp": prefill_tp, "--prefill-ep": prefill_ep, "--decode-tp": decode_tp,
+               "--decode-ep": decode_ep}
+    limits = {"--prefill-max-num-batched-tokens": (prefill_tokens, MAX_BATCHED_TOKENS),
+              "--prefill-max-num-seqs": (prefill_seqs, MAX_SEQS)}
+    if disagg is None:
+        given = [flag for flag, v in degrees.items() if v is not None]
+        given += [flag for flag, (v, _) in limits.items() if v is not None]
+        given += ["--kv-transfer"] if kv_transfer != "after" else []
+        if given:
+            raise UserError(f"{', '.join(given)}: the sides of a disaggregated deployment; give --disagg P:D")
+        return
+    for flag, degree in degrees.items():
+        if degree is not None:
+            check_degree(flag, degree)
+    for flag, (limit, most) in limits.items():
+        if limit is not None:
+            check_limit(flag, limit, most)
+
+
 def _positive_ms(value: float | None, what: str) -> float | None:
     from ..errors import UserError
 
@@ -84,7 +120,7 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
     from ..errors import UserError
     from ..serving.cost import run_costs
     from ..serving.kvcache import BlockPool
-    from ..serving.load import Lengths, closed_loop, open_loop, read_trace, with_shared_prefix
+    from ..serving.load import MAX_REQUESTS, Lengths, closed_loop, open_loop, read_trace, with_shared_prefix
     from ..serving.ranks import RankModel, serve_ranks
     from ..serving.scheduler import SchedulerConfig
     from ..serving.simulate import Simulation, compared, simulate
@@ -99,9 +135,14 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
                        decode_ep=decode_ep, prefill_max_num_batched_tokens=prefill_max_num_batched_tokens,
                        prefill_max_num_seqs=prefill_max_num_seqs),
                   dict(rate=rate, reserve_gib=reserve_gib, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
-                       price_per_gpu_hour=price_per_gpu_hour))
+                       price_per_gpu_hour=price_per_gpu_hour),
+                  dict(chunked_prefill=chunked_prefill, calibrated=calibrated),
+                  required=("seed", "max_num_seqs", "block_size", "tp", "ep", "pp", "replicas", "chunked_prefill",
+                            "calibrated"))
     if trace is not None:
         trace = name_arg(trace, "trace")
+    _check_sides(disagg, kv_transfer, prefill_tp, prefill_ep, decode_tp, decode_ep, prefill_max_num_batched_tokens,
+                 prefill_max_num_seqs)
     given = [name for name, v in (("--concurrency", concurrency), ("--rate", rate), ("--trace", trace))
              if v is not None]
     if len(given) > 1:
@@ -121,7 +162,8 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
         load = open_loop(rate, 200 if requests is None else requests, prompt_len, output_len, seed)
     else:
         c = 1 if concurrency is None else concurrency
-        load = closed_loop(c, max(200, 8 * c) if requests is None else requests, prompt_len, output_len, seed)
+        default = min(max(200, 8 * c), MAX_REQUESTS)  # 8 × C, so that the p99 rests on several samples above it
+        load = closed_loop(c, default if requests is None else requests, prompt_len, output_len, seed)
     if shared_prefix is not None:
         load = with_shared_prefix(load, shared_prefix)
     BlockPool.check_block_size(block_size)
@@ -144,7 +186,7 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
             raise UserError("--spec, --accept and prefixes with --disagg or --replicas: not simulated on several "
                             "replicas; give one engine")
         return _deployed(load, step_model, disagg, replicas, config, block_size, reserve_bytes(
-            g.capacity_bytes, reserve_gib), (prefill_tp or tp, prefill_ep or ep, decode_tp or tp, decode_ep or ep, pp),
+            g.capacity_bytes, reserve_gib), (_given(prefill_tp, tp), _given(prefill_ep, ep), _given(decode_tp, tp), _given(decode_ep, ep), pp),
             (prefill_max_num_batched_tokens, prefill_max_num_seqs), kv_transfer, progress, price_per_gpu_hour,
             (prompt_len.text(), output_len.text()) if trace is None else ("trace", "trace"), seed, slo_ttft, slo_tpot)
     capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,
@@ -210,8 +252,8 @@ def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, repli
         prefill_layout, decode_layout = Layout(ptp, pep, pp), Layout(dtp, dep, pp)
         _serial(prefill_layout, "--prefill-ep")
         _serial(decode_layout, "--decode-ep")
-        prefill_config = SchedulerConfig(prefill_limits[0] or config.max_num_batched_tokens,
-                                         prefill_limits[1] or config.max_num_seqs, config.chunked_prefill,
+        prefill_config = SchedulerConfig(_given(prefill_limits[0], config.max_num_batched_tokens),
+                                         _given(prefill_limits[1], config.max_num_seqs), config.chunked_prefill,
                                          config.mixed)
         prefill_model = StepModel(base, g, model.calibrated, prefill_layout, stack)
         decode_model = StepModel(base, g, model.calibrated, decode_layout, stack)

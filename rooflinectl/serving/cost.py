@@ -23,6 +23,19 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 
+# The highest GPU-hour price taken, dollars: above any rental (an H100 rents for a few dollars an hour) by five
+# orders of magnitude, and low enough that a run's cost prints as a number of sensible length, never as pages of
+# digits or an overflow.
+MAX_PRICE_PER_GPU_HOUR = 1e6
+
+
+def check_price(price_per_gpu_hour: float | None) -> None:
+    """A GPU-hour price, where one is given, is a positive number of dollars up to MAX_PRICE_PER_GPU_HOUR."""
+    p = price_per_gpu_hour
+    if p is not None and not (math.isfinite(p) and 0 < p <= MAX_PRICE_PER_GPU_HOUR):
+        raise UserError(f"--price-per-gpu-hour {p}: give a positive price in dollars, at most "
+                        f"{MAX_PRICE_PER_GPU_HOUR:,.0f}")
+
 
 @dataclass(frozen=True)
 class Costs:
@@ -53,8 +66,7 @@ def split_costs(duration_s: float, gpus: int, input_share: float, busy_gpu_s: fl
     ``busy_gpu_s`` GPU-seconds in all. Several replicas: their steps' time summed (aggregated, the share being their
     prompt-carrying time's); disaggregated, the prefill GPUs' cost goes to the input tokens (share = prefill GPUs
     / GPUs) and the decode GPUs' to the output tokens, each GPU's busy time its replica's."""
-    if price_per_gpu_hour is not None and not (math.isfinite(price_per_gpu_hour) and price_per_gpu_hour > 0):
-        raise UserError(f"--price-per-gpu-hour {price_per_gpu_hour}: give a positive price in dollars")
+    check_price(price_per_gpu_hour)
     usd_in = usd_out = usd_all = None
     if price_per_gpu_hour is not None:
         total = price_per_gpu_hour * gpus * duration_s / 3600
@@ -76,9 +88,7 @@ class Pricing:
     board_w: float | None
 
     def __post_init__(self) -> None:
-        p = self.price_per_gpu_hour
-        if p is not None and not (math.isfinite(p) and p > 0):
-            raise UserError(f"--price-per-gpu-hour {p}: give a positive price in dollars")
+        check_price(self.price_per_gpu_hour)
 
     def per_output_token(self, tokens_per_s_per_gpu: float) -> tuple[float | None, float | None]:
         """(dollars per million output tokens, joules per output token) at that throughput; None where the price

@@ -48,6 +48,17 @@ if TYPE_CHECKING:
     from ..specs.stack import Stack
 
 
+# The largest token budget and sequence limit taken: 16 Mi tokens a step, 1 Mi sequences.
+MAX_BATCHED_TOKENS = 2**24
+MAX_SEQS = 2**20
+
+
+def check_limit(flag: str, value: int, most: int) -> None:
+    """A scheduler limit is 1 to ``most``; anything else is refused in one line naming its option."""
+    if not 1 <= value <= most:
+        raise UserError(f"{flag} {value:,}: give 1 to {most:,}")
+
+
 @dataclass(frozen=True)
 class SchedulerConfig:
     """The scheduler's limits. Defaults: vLLM V1's for its API server on a data-centre GPU (``max_num_seqs``
@@ -59,10 +70,8 @@ class SchedulerConfig:
     mixed: bool = True  # prefill chunks and decodes in one step; False: steps apart, prefill first (the docstring)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.max_num_batched_tokens <= 2**24:
-            raise UserError(f"--max-num-batched-tokens {self.max_num_batched_tokens:,}: give 1 to {2**24:,}")
-        if not 1 <= self.max_num_seqs <= 2**20:
-            raise UserError(f"--max-num-seqs {self.max_num_seqs:,}: give 1 to {2**20:,}")
+        check_limit("--max-num-batched-tokens", self.max_num_batched_tokens, MAX_BATCHED_TOKENS)
+        check_limit("--max-num-seqs", self.max_num_seqs, MAX_SEQS)
 
     @classmethod
     def on(cls, stack: Stack | None, max_num_batched_tokens: int | None = None, max_num_seqs: int = 256,

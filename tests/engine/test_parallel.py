@@ -140,7 +140,7 @@ def test_generate_under_tp_sums_analyze():
 def test_bad_layouts():
     with pytest.raises(UserError, match="64 attention heads, which 3 GPUs"):
         analyze(_w(), load_gpu("h100"), layout=Layout(3))
-    assert_one_line_error(cli("analyze", "decode", "--model", "llama-3-70b", "--tp", "3"), "--tp 3", "64")
+    assert_one_line_error(cli("analyze", "decode", "--model", "llama-3-70b", "--tp", "3"), "TP 3", "64")
     assert_one_line_error(cli("analyze", "decode", "--tp", "0"), "--tp 0")
 
 
@@ -164,7 +164,7 @@ def test_plot_takes_the_layout_and_refuses_a_bad_one(tmp_path: Path):
     assert r.exit_code == 0, r.output
     roofs = {x["name"]: x["value"] for x in json.loads(r.stdout)["panels"][0]["roofs"]}
     assert roofs["interconnect"] == 450e9 and png.stat().st_size > 0
-    assert_one_line_error(cli("plot", "decode", "--model", "llama-3-70b", "--tp", "3", "-o", str(png)), "--tp 3")
+    assert_one_line_error(cli("plot", "decode", "--model", "llama-3-70b", "--tp", "3", "-o", str(png)), "TP 3")
 
 
 def test_cli_tp_json():

@@ -199,3 +199,30 @@ def test_cli_json_is_the_api_and_bad_input_is_one_line():
     assert_one_line_error(cli(*base, "--disagg", "1:1", "--spec", "ngram:2", "--accept", "0.5"), "--spec")
     assert_one_line_error(cli("analyze", "serve", "--model", "mixtral-8x7b", "--disagg", "1:1", "--decode-ep", "2",
                               "--requests", "2"), "--decode-ep 2")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--disagg", "1:1", "--prefill-tp", "0"], "--prefill-tp 0"),  # was taken for "not given": --tp's 1
+    (["--disagg", "1:1", "--decode-ep", "0"], "--decode-ep 0"),
+    (["--disagg", "1:1", "--prefill-tp", "-2"], "--prefill-tp -2"),  # was named --tp
+    (["--disagg", "1:1", "--prefill-max-num-batched-tokens", "0"], "--prefill-max-num-batched-tokens 0"),
+    (["--disagg", "1:1", "--prefill-max-num-seqs", "0"], "--prefill-max-num-seqs 0"),
+    (["--prefill-tp", "2"], "give --disagg P:D"),  # was ignored
+    (["--kv-transfer", "overlap"], "give --disagg P:D"),
+    (["--kv-transfer", "foo"], "--kv-transfer foo"),  # was ignored without --disagg
+])
+def test_a_sides_option_is_checked_in_its_own_name_and_never_ignored(args, fragment):
+    assert_one_line_error(cli("analyze", "serve", "--requests", "4", "--output", "8", *args), fragment)
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--tp", "4", "--tp", "4"], "--tp 4: given more than once"),
+    (["--replicas", "2", "--replicas", "2"], "--replicas 2: given more than once"),
+    (["--disagg", "2:6", "--disagg", "2:6"], "--disagg 2:6: given more than once"),
+    (["--kv-transfer", "bogus"], "--kv-transfer bogus"),
+    (["--kv-transfer", "overlap"], "give --disagg P:D"),
+    (["--disagg", "1:1", "--prefill-tp", "3"], "TP 3: model llama-3-70b has 64 attention heads"),
+])
+def test_compare_refuses_a_repeat_or_a_transfer_without_a_split(args, fragment):
+    assert_one_line_error(cli("compare", "--model", "llama-3-70b", "--prompt", "64", "--output", "8", "--batch",
+                              "2", *args), fragment)

@@ -39,7 +39,8 @@ from .stages import stage_workload
 
 def _split(what: str, total: int, t: int, model: Model) -> int:
     if total % t:
-        raise UserError(f"--tp {t}: model {model.id} has {total:,} {what}, which {t} GPUs cannot split evenly")
+        # "TP t", not an option's name: --tp, --prefill-tp and --decode-tp all lay a model out this way.
+        raise UserError(f"TP {t}: model {model.id} has {total:,} {what}, which {t} GPUs cannot split evenly")
     return total // t
 
 
@@ -51,7 +52,7 @@ def kv_heads_per_gpu(model: Model, t: int) -> int:
         return g // t
     if t % g == 0:
         return 1
-    raise UserError(f"--tp {t}: model {model.id}'s {g} KV heads can neither be split over {t} GPUs nor "
+    raise UserError(f"TP {t}: model {model.id}'s {g} KV heads can neither be split over {t} GPUs nor "
                     f"replicated evenly on them")
 
 
