@@ -34,6 +34,7 @@ from ..specs.load import validate
 from ..specs.workload import Workload
 from .calibrated import curve_time, op_class
 from .memory import MemoryBudget, memory_budget
+from .placement import add_times
 from .roofline import Analysis
 
 StepAnalyzer = Callable[[Workload], Analysis]
@@ -105,7 +106,7 @@ class DecodeSeries:
 
     @property
     def total_time_s(self) -> float:
-        return sum(self.step_times_s)
+        return add_times(self.step_times_s)
 
     @property
     def mean_time_s(self) -> float:
@@ -202,7 +203,7 @@ def _series(step: Callable[[int], Analysis], first: int, last: int, split: bool 
         model = a_first.op_model
         classes = [op_class(p.op) for p in a_first.placements]
         for d in range(last - first + 1):
-            t = 0.0  # sum() in roofline.analyze starts at 0: 0 + x is x, to the bit
+            t = 0.0  # placement.add_times, as roofline.analyze adds: from 0 (0 + x is x, to the bit), in order
             for i, (f0, df, b0, db, peak, bw, n, lat) in enumerate(coeffs):
                 # roofline.place's expressions: a collective's latency added to its bytes' time
                 compute = (f0 + d * df) / peak
@@ -315,7 +316,7 @@ class Generation(BatchRates):
         """(the bound of the ops that take most of the phase's time, that share of it)."""
         if phase == "prefill":
             total = self.prefill.totals.time_s
-            memory = sum(p.total_time_s for p in self.prefill.placements if p.bound == "memory")
+            memory = add_times(p.total_time_s for p in self.prefill.placements if p.bound == "memory")
         else:
             if self.decode is None:
                 raise ValueError("no decode step")

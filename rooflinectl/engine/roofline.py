@@ -33,7 +33,7 @@ from .parallel import (
     weight_bytes_per_gpu,
 )
 from .parallel import notes as parallel_notes
-from .placement import Placement, place
+from .placement import Placement, add_times, place
 
 __all__ = ["Placement", "place"]  # engine/placement.py's, re-exported: every caller imports them from here
 
@@ -155,7 +155,7 @@ class Analysis:
     def roofline_time_s(self) -> float:
         """The step's time at the roofs alone, every op's max(FLOPs / peak, bytes / bandwidth) × its count: the
         same as ``totals.time_s`` without an op model."""
-        return sum(p.roofline_time_s * p.op.count for p in self.placements)
+        return add_times(p.roofline_time_s * p.op.count for p in self.placements)
 
     @property
     def compute_unit(self) -> Unit:
@@ -203,7 +203,7 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
     op_model = gpu.measured.op_model if calibrated and gpu.measured is not None else None
     if op_model is not None:
         placed = [timed_by_model(p, op_model) for p in placed]
-    step_time = sum(p.total_time_s for p in placed)
+    step_time = add_times(p.total_time_s for p in placed)
     placed = [replace(p, share=p.total_time_s / step_time) for p in placed]
 
     weights = weight_bytes_per_gpu(whole, workload, layout)
@@ -229,7 +229,7 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
         capacity_bytes=capacity,
         max_batch=max_batch,
         communication_bytes=sum(p.op.bytes * p.op.count for p in placed if p.op.kind == "communication"),
-        communication_time_s=sum(p.total_time_s for p in placed if p.op.kind == "communication"),
+        communication_time_s=add_times(p.total_time_s for p in placed if p.op.kind == "communication"),
         gpus=layout.gpus,
         weight_footprint_bytes=weights,
         kv_cache_bytes_per_sequence=per_seq_kv,

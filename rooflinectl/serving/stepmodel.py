@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from ..engine.calibrated import timed_by_model
 from ..engine.count.op import PER_SEQUENCE_KINDS, Op
 from ..engine.parallel import Layout
+from ..engine.placement import add_times
 from ..engine.roofline import Analysis, analyze, place
 from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
@@ -108,7 +109,7 @@ class StepModel:
                 share, more = divmod(tokens, sequences)
                 folded = tuple(Seqs(c, n) for c, n in ((more, share + 1), (sequences - more, share)) if c)
             rest = [p for p in self.analyze(folded).placements if p.op.kind not in PER_SEQUENCE_KINDS]
-            time = sum((self._time(p.op) if self.scaled else p.total_time_s)
+            time = add_times((self._time(p.op) if self.scaled else p.total_time_s)
                        / (self.collective_efficiency if p.op.kind == "communication" else 1.0) for p in rest)
             self._rest[key] = (time, sum(p.op.count for p in rest))
             self._rest_ops[key] = tuple(p.op for p in rest)

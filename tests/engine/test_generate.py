@@ -27,6 +27,7 @@ from rooflinectl.engine.generate import (
     step_workload,
 )
 from rooflinectl.engine.memory import DEFAULT_RESERVE_FRACTION, activation_live_set, reserve_bytes
+from rooflinectl.engine.placement import add_times
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
@@ -72,7 +73,7 @@ def test_each_decode_step_is_analyze_decode_at_its_context(options):
     steps = [decode_at(b, 8, c) for c in range(513, 576)]
     assert g.decode.steps == 63 == len(steps)
     assert list(g.decode.step_times_s) == [a.totals.time_s for a in steps]
-    assert g.decode.total_time_s == sum(a.totals.time_s for a in steps)
+    assert g.decode.total_time_s == add_times(a.totals.time_s for a in steps)
     for i in range(len(g.decode.first.placements)):
         assert g.decode.op_times_s[i] == pytest.approx(sum(a.placements[i].total_time_s for a in steps), rel=1e-12)
     memory_bound = sum(p.total_time_s for a in steps for p in a.placements if p.bound == "memory")
@@ -89,7 +90,7 @@ def test_rates_from_the_steps():
     b = base()
     g = generate(b, Request(prompt=2048, output=256, batch=32), on(H100), reserve_bytes=0.0)
     steps = [decode_at(b, 32, c).totals.time_s for c in range(2049, 2304)]
-    e2e = g.ttft_s + sum(steps)
+    e2e = g.ttft_s + add_times(steps)
     assert g.e2e_s == e2e
     assert g.tpot_s == pytest.approx(sum(steps) / 255, rel=1e-15)
     assert (g.tpot_first_s, g.tpot_last_s) == (steps[0], steps[-1])
@@ -319,4 +320,4 @@ def test_any_request_is_its_steps(model, prompt, output, batch, attention, gpu):
     steps = [analyze(step_workload(b, "decode", batch, c), g_spec).totals.time_s
              for c in range(prompt + 1, prompt + output)]
     assert (list(g.decode.step_times_s) if g.decode else []) == steps
-    assert g.e2e_s == g.ttft_s + sum(steps)
+    assert g.e2e_s == g.ttft_s + add_times(steps)

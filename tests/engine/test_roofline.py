@@ -228,3 +228,12 @@ def test_the_largest_sizes_in_range_give_finite_totals(tmp_path):
                                                      t.kv_cache_bytes, t.memory_bytes))
     assert 2 * 2**20 * 2**20 * 2**22 * 3 * 2**14 < t.flops < 1e30
     assert (t.fits, t.max_batch) == (False, 0)
+
+
+def test_times_are_added_left_to_right_on_every_python():
+    # 1e16 + 1 rounds to 1e16 in float64: a left fold (Python 3.10's and 3.11's sum) gives 0 here, 3.12's
+    # compensated sum 1. The engine's totals, compared to the bit with its fast decode series, add the first way.
+    from rooflinectl.engine.placement import add_times
+
+    assert add_times([1e16, 1.0, -1e16]) == 0.0
+    assert add_times([]) == 0 and add_times(iter([0.5, 0.25])) == 0.75
