@@ -22,6 +22,7 @@ SLOW = {
     "cli/test_cli_measure.py::test_interpret_checks_correctness_only": "measure --interpret",
     "cli/test_cli_measure.py::test_interpret_launch_anatomy_says_what_is_unknown": "measure --interpret",
     "cli/test_csv_version.py::test_measure_csv_under_the_interpreter": "measure --interpret",
+    "cli/test_main.py::test_every_help_example_runs": "30 whole commands, simulations and charts among them",
 }
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import io
 import json
+import os
+import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 import typer
@@ -33,12 +37,50 @@ class _FlagsWithoutType:
         return params
 
 
-class Command(_FlagsWithoutType, TyperCommand):
-    """Every rooflinectl command's click class (see :class:`_FlagsWithoutType`)."""
+class _HelpThatFits:
+    """Rich's boxed help where it shows every option's name whole; click's plain help where the box would cut one
+    (at 80 columns ``analyze serve --help`` showed ``--max-num-batched-…`` and two options as
+    ``--prefill-max-num-…``: a name the user cannot read is one they cannot type). The box is rendered once into a
+    buffer at the terminal's width to tell, then printed for real (in colour where the terminal has it)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        names = [name for param in self.get_params(ctx)  # type: ignore[attr-defined]
+                 for name in (*param.opts, *param.secondary_opts) if name.startswith("--")]
+        width = shutil.get_terminal_size().columns  # COLUMNS, else the terminal's (80 without one), as rich reads it
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer), _columns(width):
+            super().format_help(ctx, formatter)  # type: ignore[misc]
+        if all(name in buffer.getvalue() for name in names):
+            super().format_help(ctx, formatter)  # type: ignore[misc]
+            return
+        mode = vars(self)["rich_markup_mode"]  # typer's command's; None is its switch to click's own formatter
+        vars(self)["rich_markup_mode"] = None
+        try:
+            super().format_help(ctx, formatter)  # type: ignore[misc]
+        finally:
+            vars(self)["rich_markup_mode"] = mode
 
 
-class Group(_FlagsWithoutType, TyperGroup):
-    """Every rooflinectl group's click class (see :class:`_FlagsWithoutType`)."""
+@contextlib.contextmanager
+def _columns(width: int) -> Iterator[None]:
+    """COLUMNS set to ``width`` for a rich console made inside (one writing to a buffer measures 80 otherwise)."""
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(width)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
+
+
+class Command(_HelpThatFits, _FlagsWithoutType, TyperCommand):
+    """Every rooflinectl command's click class (see :class:`_HelpThatFits`, :class:`_FlagsWithoutType`)."""
+
+
+class Group(_HelpThatFits, _FlagsWithoutType, TyperGroup):
+    """Every rooflinectl group's click class (see :class:`_HelpThatFits`, :class:`_FlagsWithoutType`)."""
 
 
 app = typer.Typer(

@@ -23,15 +23,22 @@ def routed(**subcommands: str) -> type[Command]:
     a line naming them."""
 
     class Routed(Command):
+        words = tuple(subcommands)
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             words = ", ".join(f"'{self.name} {word} --help'" for word in subcommands)
             self.epilog = f"Sub-commands with options of their own: {words}."
 
+        @staticmethod
+        def route(word: str) -> Any:
+            """The click command of sub-command ``word``."""
+            module, attribute = subcommands[word].split(":")
+            return typer.main.get_command(getattr(importlib.import_module(module, __package__), attribute))
+
         def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
             if args and args[0] in subcommands:
-                module, attribute = subcommands[args[0]].split(":")
-                sub = typer.main.get_command(getattr(importlib.import_module(module, __package__), attribute))
+                sub = self.route(args[0])
                 return sub.make_context(f"{info_name} {args[0]}", list(args[1:]), parent=parent, **extra)
             return super().make_context(info_name, args, parent, **extra)
 

@@ -85,7 +85,8 @@ def serve(
 
     Prefix caching: rooflinectl analyze serve --gpu h100 --concurrency 16 --prompt 2048 --shared-prefix 1536
 
-    Speculative decoding: rooflinectl analyze serve --gpu h200 --model deepseek-v3 --tp 8 --spec mtp:1 --accept 0.85
+    Speculative decoding: rooflinectl analyze serve --gpu h200 --model deepseek-v3 --weight-dtype fp8_block --tp 8
+    --spec mtp:1 --accept 0.85
 
     Data-parallel attention: rooflinectl analyze serve --gpu h200 --model deepseek-v3 --weight-dtype fp8_block --ep 8
 

@@ -18,7 +18,7 @@ step_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 @command(step_app, "step")
 def step(
-    seqs: list[str] = typer.Option(..., "--seqs", help="A group of sequences, COUNTxNEW[@CACHED]: COUNT sequences "
+    seqs: list[str] = typer.Option(..., "--seqs", help="A group of sequences, COUNTxNEW or COUNTxNEW@CACHED: COUNT sequences "
                                    "that each compute NEW tokens after CACHED tokens in their KV cache (16x1@4095: "
                                    "16 decode tokens at context 4,096; 1x512@1024: a 512-token prefill chunk after "
                                    "1,024). Repeat for each group."),

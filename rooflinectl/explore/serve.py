@@ -48,7 +48,27 @@ def serve(command: str, host: str, port: int) -> None:
     except ImportError:
         raise UserError("explore --serve needs textual-serve: pip install 'rooflinectl[serve]' (or "
                         "pip install textual-serve)") from None
+    check_listen(host, port)
     print(f"serving rooflinectl explore at http://{host}:{port}/ (listening on {host}, port {port}; "
           f"{'this machine only' if host in ('127.0.0.1', 'localhost', '::1') else 'reachable from the network'}; "
           f"Ctrl+C stops)", flush=True)
-    Server(command, host=host, port=port, title="rooflinectl explore").serve()
+    try:
+        Server(command, host=host, port=port, title="rooflinectl explore").serve()
+    except OSError as err:  # the port taken between the check and the server's own bind
+        raise UserError(f"--host {host} --port {port}: cannot listen there ({err.strerror or err})") from None
+
+
+def check_listen(host: str, port: int) -> None:
+    """The server can listen on ``host``:``port`` (the name resolves to an address of this machine, the port is
+    free and this user may bind it): tried with a socket of its own before "serving … at" is printed, so a taken
+    port or a wrong host is one line, not the server's traceback after a promise."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server sets it
+            probe.bind(address)
+    except OSError as err:
+        raise UserError(f"--host {host} --port {port}: cannot listen there ({err.strerror or err})") from None

@@ -104,12 +104,15 @@ def test_no_command_imports_a_heavy_module_at_start():
 
 
 def _all_commands(group, path=()):
+    """Every command under ``group``, the routed sub-commands ('analyze step', 'plot serve') too."""
     import click
 
     for name, cmd in sorted(getattr(group, "commands", {}).items()):
         yield (*path, name), cmd
         if isinstance(cmd, click.Group):
             yield from _all_commands(cmd, (*path, name))
+        for word in getattr(cmd, "words", ()):
+            yield (*path, name, word), cmd.route(word)
 
 
 def test_no_help_text_holds_brackets_that_rich_would_swallow():
@@ -150,6 +153,64 @@ def test_no_help_shows_a_type_beside_a_flag():
     causal = next(line for line in cli("analyze", "--help").stdout.splitlines() if "--no-causal" in line)
     assert re.search(r"--no-causal +Causal mask", causal), causal
 
+
+
+def test_every_help_fits_80_columns_with_every_option_name_whole():
+    """At 80 columns rich's boxed help cut long names ('--max-num-batched-…', two options both shown as
+    '--prefill-max-num-…'); where the box would, the help is click's plain layout, which wraps instead."""
+    import re
+
+    import typer.main
+
+    from helpers import cli
+    from rooflinectl.cli import app
+
+    root = typer.main.get_command(app)
+    paths = [(), *(path for path, _ in _all_commands(root))]
+    for _, cmd in _all_commands(root):
+        paths += [tuple(words.split()[:-1]) for words in re.findall(r"'([^']+ --help)'", cmd.epilog or "")]
+    assert ("analyze", "serve") in paths and ("plot", "serve") in paths
+    for path in paths:
+        out = cli(*path, "--help", env={"COLUMNS": "80"}).stdout
+        assert "…" not in out, (path, [line for line in out.splitlines() if "…" in line])
+        assert max(map(len, out.splitlines())) <= 80, path
+    serve = cli("analyze", "serve", "--help", env={"COLUMNS": "80"}).stdout
+    for name in ("--max-num-batched-tokens", "--prefill-max-num-batched-tokens", "--prefill-max-num-seqs",
+                 "--no-chunked-prefill", "--price-per-gpu-hour"):
+        assert name in serve, name
+    assert "╭─ Options" in cli("analyze", "serve", "--help", env={"COLUMNS": "160"}).stdout  # wide: the box
+
+
+# The help examples a CPU cannot run: they time kernels or profile models on a GPU, or open the terminal UI.
+NEEDS_A_GPU_OR_A_TERMINAL = ("measure", "calibrate", "profile", "explore")
+
+
+def _help_examples() -> list[tuple[str, list[str]]]:
+    """Every 'rooflinectl …' example in a command's help that runs here, as (the example, its arguments)."""
+    import re
+    import shlex
+
+    import typer.main
+
+    from rooflinectl.cli import app
+
+    out = []
+    for path, cmd in _all_commands(typer.main.get_command(app)):
+        for example in re.findall(r"rooflinectl (.+?)(?:\n\n|$)", cmd.help or "", flags=re.S):
+            example = " ".join(example.split())
+            if path[0] not in NEEDS_A_GPU_OR_A_TERMINAL:
+                out.append((example, shlex.split(example)))
+    return out
+
+
+@pytest.mark.parametrize(("example", "args"), _help_examples(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_help_example_runs(example, args, tmp_path, monkeypatch):
+    """'analyze serve --help' showed DeepSeek-V3 on 8 H200s with --spec, which did not fit without fp8 weights."""
+    from helpers import cli
+
+    monkeypatch.chdir(tmp_path)  # plot's examples write their charts here
+    result = cli(*args)
+    assert result.exit_code == 0, f"rooflinectl {example}: {result.stderr}"
 
 
 def test_explore_help_names_no_data_type_option_it_lacks():

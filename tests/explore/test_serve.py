@@ -40,6 +40,18 @@ def test_without_textual_serve_it_says_what_to_install(monkeypatch):
     assert_one_line_error(cli("explore", "--serve"), "pip install")
 
 
+def test_a_port_taken_or_a_host_not_here_is_one_line_before_any_promise():
+    # Each used to print "serving … at http://…" and then a 55-line traceback, exit 1.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli("explore", "--serve", "--port", str(port))
+        assert_one_line_error(result, f"--port {port}: cannot listen there")
+        assert "serving" not in result.stdout
+    assert_one_line_error(cli("explore", "--serve", "--host", "no-such-host.invalid"), "cannot listen there")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
