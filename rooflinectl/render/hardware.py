@@ -25,15 +25,18 @@ def gpu_table(gpus: list[GPU]) -> Table:
     table = Table(title="GPUs ('rooflinectl hardware show ID' for one in full)", title_justify="left",
                   box=box.SIMPLE_HEAD)
     table.add_column("id", no_wrap=True)
-    table.add_column("aliases", overflow="fold")
-    for col in ("HBM", "GB/s", "bf16 TFLOP/s", "ridge"):
+    # One alias a line, and the column as wide as the longest, so that none is folded mid-word (at 80 columns
+    # "rtx-pro-6000-works" / "tation": the first part, copied, was an unknown GPU); the peak's header takes two
+    # lines to leave it the room.
+    table.add_column("aliases", overflow="fold", min_width=max((len(a) for g in gpus for a in g.aliases), default=7))
+    for col in ("HBM", "GB/s", "bf16\nTFLOP/s", "ridge"):
         table.add_column(col, justify="right", no_wrap=True)
     for g in gpus:
         roofs = g.roofs()
         dtype = "bf16" if "bf16" in roofs.tensor_tflops else "fp16"
         table.add_row(
             g.id,
-            Text(", ".join(g.aliases)),  # a Text: a name from a user's file is never markup (render.console)
+            Text("\n".join(g.aliases)),  # a Text: a name from a user's file is never markup (render.console)
             f"{g.memory.hbm_capacity_gib:g} GiB",
             f"{g.memory.hbm_bandwidth_gbps:,.0f}",
             number(roofs.tensor_tflops[dtype], 4) + ("" if dtype == "bf16" else " fp16"),

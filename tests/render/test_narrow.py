@@ -56,6 +56,15 @@ def test_workloads_list_at_80_columns_has_every_id_and_number_whole():
     assert "(left out at 80 columns: mlp; --json has all)" in out.splitlines()
 
 
+def test_hardware_list_at_80_columns_has_every_alias_whole():
+    # "rtx-pro-6000-blackwell" was folded into "rtx-pro-6000-black" / "well,": the first part is no GPU's name.
+    out = cli("hardware", "list", env={"COLUMNS": "80"}).stdout
+    words = {word.strip(",") for line in out.splitlines() for word in line.split()}
+    for gpu in json.loads(cli("hardware", "list", "--json").stdout):
+        assert gpu["id"] in words and set(gpu["aliases"]) <= words, gpu["id"]
+    assert all(len(line.rstrip()) <= 80 for line in out.splitlines()) and "…" not in out
+
+
 def test_compare_and_generate_at_80_columns():
     out = cli("compare", "--gpu", "h100", "--gpu", "h200", "--model", "llama-3-70b", "--tp", "4", "--tp", "8",
               env={"COLUMNS": "80"}).stdout
