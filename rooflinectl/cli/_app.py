@@ -75,8 +75,33 @@ def _columns(width: int) -> Iterator[None]:
             os.environ["COLUMNS"] = before
 
 
-class Command(_HelpThatFits, _FlagsWithoutType, TyperCommand):
-    """Every rooflinectl command's click class (see :class:`_HelpThatFits`, :class:`_FlagsWithoutType`)."""
+class _OptionsOnce:
+    """An option of one value given twice is refused: click keeps the last one silently, so ``analyze serve --gpu
+    h100 --gpu h200`` ran on the H200 alone, where ``plot`` and ``compare`` take several GPUs that way. Flags and
+    options that take several values (``multiple``) may repeat."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> Any:
+        single = {name: param for param in self.get_params(ctx)  # type: ignore[attr-defined]
+                  if isinstance(param, TyperOption) and not param.multiple and not param.is_flag and not param.count
+                  for name in param.opts}
+        given: dict[str, list[str]] = {}
+        for arg in args:
+            if arg == "--":  # what follows is arguments, not options
+                break
+            name = arg.split("=", 1)[0] if arg.startswith("--") else arg
+            if name in single:
+                given.setdefault(single[name].name, []).append(name)
+        for names in given.values():
+            if len(names) > 1:
+                usage = {cls.__name__: cls for cls in typer.BadParameter.__mro__}["UsageError"]
+                raise usage(f"{' and '.join(dict.fromkeys(names))} given {len(names)} times: it takes one value",
+                            ctx=ctx)
+        return super().parse_args(ctx, args)  # type: ignore[misc]
+
+
+class Command(_HelpThatFits, _OptionsOnce, _FlagsWithoutType, TyperCommand):
+    """Every rooflinectl command's click class (:class:`_HelpThatFits`, :class:`_OptionsOnce`,
+    :class:`_FlagsWithoutType`)."""
 
 
 class Group(_HelpThatFits, _FlagsWithoutType, TyperGroup):

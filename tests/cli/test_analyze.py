@@ -230,12 +230,13 @@ def test_analyze_a_mixture_of_experts_decode():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--experts-touched", "9"], "error: experts_touched 9: mixtral-8x7b routes each token to 2 of its 8 experts"),
-    (["--experts-touched", "0"], "experts_touched"),
+    (["--model", "mixtral-8x7b", "--experts-touched", "9"],
+     "error: experts_touched 9: mixtral-8x7b routes each token to 2 of its 8 experts"),
+    (["--model", "mixtral-8x7b", "--experts-touched", "0"], "experts_touched"),
     (["--model", "llama-3-8b", "--experts-touched", "2"], "model llama-3-8b has no experts"),
 ])
 def test_analyze_refuses_impossible_experts_touched_in_one_line(args, message):
-    base = ["analyze", "decode", "--gpu", "h200", "--model", "mixtral-8x7b", "--batch", "32"]
+    base = ["analyze", "decode", "--gpu", "h200", "--batch", "32"]
     result = cli(*base, *args)
     assert result.exit_code == 2
     assert message in result.stderr and result.stderr.count("\n") == 1

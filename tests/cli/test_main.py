@@ -47,6 +47,10 @@ def test_every_command_is_documented_in_the_readme():
         (["analyze", "--bogus"], "No such option: --bogus"),
         (["occupancy", "--threads", "x"], "'--threads'"),
         (["analyze", "--gpu", "nope"], "unknown GPU"),
+        # An option of one value given twice: click kept the last, so this ran on the h200 alone.
+        (["analyze", "serve", "--gpu", "h100", "--gpu", "h200", "--requests", "2"], "--gpu given 2 times"),
+        (["plot", "serve", "--gpu", "h100", "-g", "h200"], "--gpu and -g given 2 times: it takes one value"),
+        (["analyze", "decode", "--batch", "2", "--batch=3"], "--batch given 2 times"),
     ],
 )
 def test_usage_errors_through_the_entry_point_are_one_line(args, fragment):
@@ -224,3 +228,4 @@ def test_explore_help_names_no_data_type_option_it_lacks():
     helps = " ".join(getattr(p, "help", None) or "" for p in explore.params)
     assert "--dtype" in own and "--weight-dtype" not in own and "--act-dtype" not in own
     assert "--weight-dtype" not in helps and "--act-dtype" not in helps
+
