@@ -148,7 +148,14 @@ def measure(
         print(measure_csv(run), end="")
     else:
         from ..render.measure import print_run  # rich tables and records: not for --help
-        print_run(run, saved=save)
+        print_run(run)
+    if save is not None:  # after the results are shown: a save that fails (a full disk) loses none of them
+        from ..records.kernel import save as save_record
+
+        sys.stdout.flush()
+        save_record(run, save)
+        if not (json or csv):
+            console().print(f"saved {save}", highlight=False, markup=False)
     if run.failed:
         raise typer.Exit(1)
 

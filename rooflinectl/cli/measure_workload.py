@@ -49,12 +49,15 @@ def measure_workload(workload: str, model: str | None, batch: int | None, seq_le
     with reporter_for(json) as reporter:  # type: ignore[operator]
         # The calibrated column: the --gpu file's op model (calibrate -o FILE), where it has one.
         run = run_workload(request, reporter)
-    if save is not None:
-        save_run(run, save)
     if json:
         sys.stdout.write(run.to_json())
     else:
         from ..render.workload_measure import print_workload_run
 
-        print_workload_run(run, saved=save, out=console())
+        print_workload_run(run, out=console())
+    if save is not None:  # after the results are shown: a save that fails (a full disk) loses none of them
+        sys.stdout.flush()
+        save_run(run, save)
+        if not json:
+            console().print(f"saved {save}", highlight=False, markup=False)
     return bool(run.failed) or run.step is None or run.step.error is not None

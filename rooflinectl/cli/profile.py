@@ -3,10 +3,12 @@ engine's prediction."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
 
+from ..errors import UserError
 from ..shell import command_line
 from ._app import DEFAULT_GPU, app, command, console, print_json
 
@@ -56,17 +58,20 @@ def profile(
 
     if save is not None:
         check_writable(save, "--save")
+        if Path(model).exists() and Path(model).resolve() == save.resolve():  # refused now, not after the run
+            raise UserError(f"--save {save}: it is the --model file; name another")
     length = context if phase == "decode" else seq_len
     req = ProfileRequest(model=model, phase=phase, batch=batch, length=length, attn_implementation=attn_implementation,
                          cuda_graph=cuda_graph, device=device, module=module,
                          command=_command_line(model, phase, batch, length, attn_implementation, cuda_graph,
                                                device, gpu, module))
     record = run_profile(req, gpu, DEFAULT_GPU)
-    if save is not None:
-        save_record(record, save)
     if json:
         print_json(record.model_dump(mode="json"))
     else:
         print_profile(console(), record)
-        if save is not None:
+    if save is not None:  # after the results are shown: a save that fails (a full disk) loses none of them
+        sys.stdout.flush()
+        save_record(record, save)
+        if not json:
             print(f"wrote {save}")

@@ -142,12 +142,10 @@ def prepare(request: MeasureRequest) -> Prepared:
 
 
 def measure(request: MeasureRequest, reporter: Reporter | None = None) -> MeasurementFile:
-    """The whole ``measure`` run: check the request, measure every shape, save the record where asked."""
-    from ..records.kernel import save
+    """The whole ``measure`` run: check the request (``--save``'s path among the rest), measure every shape. The
+    caller saves the record (``records.kernel.save``) after it has shown it, so that a save that fails (a full
+    disk) loses no result."""
     from . import harness
 
     p = prepare(request)
-    run = harness.run_measure(p.kernel, p.plan, p.spec, command=p.command, reporter=reporter)
-    if request.save is not None:
-        save(run, request.save)
-    return run
+    return harness.run_measure(p.kernel, p.plan, p.spec, command=p.command, reporter=reporter)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -178,8 +177,8 @@ def _grouped(items: list[tuple[str, str]]) -> list[str]:
     return [f"{', '.join(where)}: {message}" for message, where in shapes.items()]
 
 
-def print_run(run: MeasurementFile, saved: Path | None = None) -> None:
-    """The run's tables and notes; ``saved``: where the record was written, said last."""
+def print_run(run: MeasurementFile) -> None:
+    """The run's tables and notes."""
     c = console()
     c.print(headline(run), highlight=False, markup=False)
     c.print(results_table(run))
@@ -239,8 +238,6 @@ def print_run(run: MeasurementFile, saved: Path | None = None) -> None:
             lines += [f"ceilings: {n}" for n in cl.notes]
     lines.append(f"{versions}; {run.date}")
     lines.append(f"reproduce: {run.command}")
-    if saved is not None:
-        lines.append(f"saved {saved}")
     for line in lines:
         c.print(line, highlight=False, markup=False)
 

@@ -3,15 +3,13 @@ record (``records.step.WorkloadRun``) and computes nothing."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..records.step import WorkloadOp, WorkloadRun
-from ..units import duration, time_band
+from ..units import duration, number, time_band
 from .console import console
 
 NONE = "—"
@@ -50,8 +48,9 @@ def ops_table(run: WorkloadRun) -> Table:
     for col in ("×", *predicted, "measured", "p20–p80", "GB/s", "TF/s", *(("roof",) if gpu else ())):
         t.add_column(col, justify="right", no_wrap=True)
     for o in run.ops:
-        rates = [NONE if o.achieved_gbps is None else f"{o.achieved_gbps:,.0f}",
-                 NONE if o.achieved_tflops is None else f"{o.achieved_tflops:,.1f}"]
+        # The one formatter (units.number): a CPU op's 0.0554 GB/s is "0.0554", not "0"
+        rates = [NONE if o.achieved_gbps is None else number(o.achieved_gbps),
+                 NONE if o.achieved_tflops is None else number(o.achieved_tflops)]
         if not gpu:
             t.add_row(o.name, str(o.count), _measured(o), _band(o), *rates)
             continue
@@ -82,7 +81,7 @@ def step_lines(run: WorkloadRun) -> list[str]:
     return lines
 
 
-def print_workload_run(run: WorkloadRun, saved: Path | None = None, out: Console | None = None) -> None:
+def print_workload_run(run: WorkloadRun, out: Console | None = None) -> None:
     c = out or console()
     if not c.is_terminal:  # a pipe or a file: the table's 100 columns, not rich's default 80
         c.width = max(c.width, WIDTH)
@@ -114,7 +113,5 @@ def print_workload_run(run: WorkloadRun, saved: Path | None = None, out: Console
     lines += run.notes
     lines.append(f"torch {run.torch_version}, triton {run.triton_version}; {run.date}")
     lines.append(f"reproduce: {run.command}")
-    if saved is not None:
-        lines.append(f"saved {saved}")
     for line in lines:
         c.print(line, highlight=False, markup=False)

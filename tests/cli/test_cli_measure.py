@@ -287,3 +287,24 @@ def test_interpret_refuses_bf16_for_kernels_that_multiply_in_tl_dot(kernel):
     kernel was reported wrong with exit 1. Asked for bf16, one line and exit 2 say why."""
     assert_one_line_error(cli("measure", "--kernel", kernel, "--interpret", "--dtype", "bf16"),
                           "--interpret", "triton-lang/triton#11584", "--dtype fp16")
+
+
+def test_a_save_that_fails_loses_no_result(monkeypatch, tmp_path):
+    """A full disk at --save used to leave nothing on stdout: the record was written before the tables printed, so
+    a GPU run's minutes were lost. Now the tables print first, then the save's one-line error, exit 2."""
+    import rooflinectl.measure.request as request
+    import rooflinectl.records.kernel as kernel_records
+    from rooflinectl.errors import UserError
+
+    run = kernel_records.load(Path(__file__).parents[1] / "fuzz" / "data" / "record.json")
+    monkeypatch.setattr(request, "measure", lambda req, reporter=None: run)
+
+    def full_disk(run, path):
+        raise UserError(f"--save {path}: cannot write: No space left on device")
+
+    monkeypatch.setattr(kernel_records, "save", full_disk)
+    kernel = run.records[0].kernel
+    for fmt in ([], ["--json"]):
+        result = cli("measure", "--kernel", kernel, "--save", str(tmp_path / "r.json"), *fmt)
+        assert result.exit_code == 2 and "No space left on device" in result.stderr
+        assert run.records[0].shape_text in result.stdout and "saved" not in result.stdout  # the results, shown
