@@ -25,7 +25,7 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -166,9 +166,20 @@ def _refuse_an_input(path: Path, option: str) -> None:
                         f"give another path")
 
 
-def check_writable(path: Path | str, option: str = "", replaces_input: bool = False) -> None:
-    """A UserError now, before any work, when :func:`write_atomic` could not write ``path``. Creates nothing."""
+def check_writable(path: Path | str, option: str = "", replaces_input: bool = False,
+                   will_read: Sequence[Path | str | None] = ()) -> None:
+    """A UserError now, before any work, when :func:`write_atomic` could not write ``path``. Creates nothing.
+    ``will_read``: the files the command is about to read (a --model file): refused as ``path`` now, not after
+    the run has read them."""
     path = Path(path)
+    for name in will_read:
+        try:
+            same = name is not None and os.path.samefile(name, path)
+        except (OSError, ValueError):
+            same = False  # one of them does not exist: nothing read is replaced
+        if same:
+            raise UserError(f"{option + ' ' if option else ''}{path}: cannot write: this command reads it as an "
+                            f"input; give another path")
     if len(path.name.encode()) > 255:
         raise UserError(f"{option + ' ' if option else ''}{path}: cannot write: the name is too long")
     _refuse_special(path, option)

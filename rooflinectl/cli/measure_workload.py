@@ -35,7 +35,7 @@ def measure_workload(workload: str, model: str | None, batch: int | None, seq_le
     if save is not None:
         from ..files import check_writable
 
-        check_writable(save, "--save")
+        check_writable(save, "--save", will_read=(model, gpu))
     w = resolve_workload(workload, **workload_overrides(model, batch, seq_len, context, dtype, None, attention, None,
                                                          fuse))
     from ..measure.step.run import WorkloadRequest, run_workload

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import typer
 
-from ..errors import UserError
 from ..shell import command_line
 from ._app import DEFAULT_GPU, app, command, console, print_json
 
@@ -57,9 +56,7 @@ def profile(
     from ..render.profile import print_profile
 
     if save is not None:
-        check_writable(save, "--save")
-        if Path(model).exists() and Path(model).resolve() == save.resolve():  # refused now, not after the run
-            raise UserError(f"--save {save}: it is the --model file; name another")
+        check_writable(save, "--save", will_read=(model, gpu))
     length = context if phase == "decode" else seq_len
     req = ProfileRequest(model=model, phase=phase, batch=batch, length=length, attn_implementation=attn_implementation,
                          cuda_graph=cuda_graph, device=device, module=module,

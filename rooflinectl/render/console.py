@@ -20,13 +20,25 @@ def console(stderr: bool = False) -> Console:
     return Console(highlight=False, markup=False, stderr=stderr)
 
 
-def natural_width(renderable: RenderableType) -> int:
-    """The widest line of ``renderable`` drawn whole, on a console without an edge."""
+def _drawn(renderable: RenderableType, width: int) -> list[str]:
+    """``renderable`` drawn at ``width`` columns, each line's trailing blanks dropped."""
     import io
 
-    drawn = io.StringIO()
-    Console(file=drawn, width=100_000, color_system=None, highlight=False, markup=False).print(renderable)
-    return max((len(line.rstrip()) for line in drawn.getvalue().splitlines()), default=0)
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, highlight=False, markup=False).print(renderable)
+    return [line.rstrip() for line in out.getvalue().splitlines()]
+
+
+def natural_width(renderable: RenderableType) -> int:
+    """The widest line of ``renderable`` drawn whole, on a console without an edge."""
+    return max(map(len, _drawn(renderable, 100_000)), default=0)
+
+
+def fits(renderable: RenderableType, width: int) -> bool:
+    """Whether ``renderable`` drawn at ``width`` columns is drawn as it is whole: no cell cut or wrapped. (Its
+    widest line is no test: a table's blank right edge may or may not be a column rich can give up, so a table
+    whose lines were 80 wide was cut to "%ro…" at 80.)"""
+    return _drawn(renderable, width) == _drawn(renderable, 100_000)
 
 
 def fit_table(table: Table, width: int, optional: Sequence[str]) -> tuple[Table, tuple[str, ...]]:
@@ -43,9 +55,9 @@ def fit_table(table: Table, width: int, optional: Sequence[str]) -> tuple[Table,
         for column in table.columns:
             column.no_wrap = True
         title, table.title = table.title, None  # a title wraps at any width
-        whole = natural_width(table)
+        whole = fits(table, width)
         table.title = title
-        if whole <= width:
+        if whole:
             break
     return table, left_out
 
@@ -62,7 +74,7 @@ def print_table(console: Console, table: Table, optional: Sequence[str] = ()) ->
     and grep get every row on one line, whole."""
     table, left_out = fit_table(table, console.width, optional)
     title, table.title = table.title, None
-    whole = natural_width(table)
+    whole = console.width if fits(table, console.width) else natural_width(table) + 1  # + its blank right edge
     table.title = title
     console.print(table, width=max(console.width, whole))
     if left_out:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..records.profile import KernelTime, ProfileRecord
 from ..units import duration, number
+from .console import print_table
 
 # Kernel names are long templates; a table cell keeps this many characters of the short name.
 NAME_WIDTH = 44
@@ -123,7 +124,8 @@ def totals_line(r: ProfileRecord) -> str:
 
 def print_profile(con: Console, r: ProfileRecord) -> None:
     con.print(headline(r))
-    con.print(ops_table(r))
+    # What a narrow terminal leaves out first (print_table says which): never a cell cut to "1,…"
+    print_table(con, ops_table(r), optional=("overhead", "kernels", "CPU ops", "TFLOP/s", "calib."))
     _prose(con, PER_INSTANCE)
     overhead = [(o.op, k) for o in r.ops for k in o.overhead]
     if overhead:

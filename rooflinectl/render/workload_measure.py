@@ -10,10 +10,9 @@ from rich.text import Text
 
 from ..records.step import WorkloadOp, WorkloadRun
 from ..units import duration, number, time_band
-from .console import console
+from .console import console, print_table
 
 NONE = "—"
-WIDTH = 100  # the table fits in 100 columns with the longest fused names (mlp_norm+gate_up_proj)
 
 
 def _t(x: float | None) -> str:
@@ -83,15 +82,14 @@ def step_lines(run: WorkloadRun) -> list[str]:
 
 def print_workload_run(run: WorkloadRun, out: Console | None = None) -> None:
     c = out or console()
-    if not c.is_terminal:  # a pipe or a file: the table's 100 columns, not rich's default 80
-        c.width = max(c.width, WIDTH)
     w = run.workload
     size = f"context {w.kv_len}" if w.phase == "decode" else f"{w.tokens_per_seq} tokens"
     fused = f", fused {','.join(w.fused)}" if w.fused else ""
     spec = f", against the spec {run.gpu.spec}" if run.gpu.spec else ""
     c.print(f"{w.model} {w.phase}, batch {w.batch}, {size}, {w.dtype}, {w.attention} attention{fused} on "
             f"{run.gpu.name}{spec}")
-    c.print(ops_table(run))
+    # What a narrow terminal leaves out first (print_table says which): never a cell cut to "1,…"
+    print_table(c, ops_table(run), optional=("p20–p80", "TF/s", "calib.", "roof"))
     lines = step_lines(run)
     for o in run.ops:
         if o.error:

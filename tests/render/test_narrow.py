@@ -90,3 +90,40 @@ def test_the_readme_first_command_piped_into_cat():
     assert "attn_residual " in out and "mlp_residual " in out
     assert "…" not in out
     assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_gpu_records_at_80_columns_cut_no_number(monkeypatch):
+    """measure's, measure --workload's and profile's tables, rendered from committed H200 records at 80 columns:
+    "1,…" for 1,748 GB/s and a "×" column of ellipses before; now the columns that do not fit are left out and
+    the line under the table says which."""
+    import io
+
+    from rich.console import Console
+
+    from rooflinectl.records.kernel import load as load_kernels
+    from rooflinectl.records.profile import load as load_profile
+    from rooflinectl.records.step import load_workload
+    from rooflinectl.render import measure as render_measure
+    from rooflinectl.render.profile import print_profile
+    from rooflinectl.render.workload_measure import print_workload_run
+
+    results = Path(__file__).parents[2] / "docs" / "results"
+    outs = []
+    for draw in (
+        lambda c: print_workload_run(load_workload(results / "h200-2026-12-03-workload" / "llama-decode-b16-c4096.json"),
+                                     out=c),
+        lambda c: print_profile(c, load_profile(results / "h200-2026-12-03-profile" / "profile-decode-b1.json")),
+    ):
+        c = Console(width=80, file=io.StringIO(), color_system=None)
+        draw(c)
+        outs.append(c.file.getvalue())
+    c = Console(width=80, file=io.StringIO(), color_system=None)
+    monkeypatch.setattr(render_measure, "console", lambda: c)  # print_run prints on the commands' console
+    render_measure.print_run(load_kernels(results / "h200-2026-12-03" / "decode-matmul.json"))
+    outs.append(c.file.getvalue())
+    for out in outs:
+        lines = out.splitlines()
+        said = next(i for i, line in enumerate(lines) if line.startswith("(left out"))  # under the first table
+        cut = [line for line in lines[:said] if "…" in line]  # (profile's kernel names below are cut on purpose)
+        assert cut == [], cut
+        assert max(map(len, lines[:said])) <= 80
