@@ -64,7 +64,7 @@ def _latency(ax: Any, runs: Sequence[Simulation]) -> None:
                 ax.plot([p[0] for p in points], [p[1] for p in points], linestyle=style, color=color, marker="o",
                         markersize=3, linewidth=1.4, label=f"{label} {pct}")
     closed = ordered[0].load.kind == "concurrency"
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -72,8 +72,14 @@ def _latency(ax: Any, runs: Sequence[Simulation]) -> None:
     ax.xaxis.set_major_locator(FixedLocator(x))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: number(v)))
+    # Labels at 1, 2 and 5 of each decade, and at every integer multiple where the values span less than a
+    # decade and a half (TTFT 34 to 68 ms had no label at all with decades alone).
+    values = [y for line in ax.get_lines() for y in line.get_ydata() if y > 0]
+    span = max(values) / min(values) if values else 10.0
+    subs = (1.0, 2.0, 5.0) if span >= 30 else tuple(float(k) for k in range(1, 10))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: number(v)))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_xlabel("concurrent clients (closed loop)" if closed else "requests per second (Poisson)")
     ax.set_ylabel("ms")
     ax.set_title("latency against load", fontsize=10)
@@ -82,11 +88,15 @@ def _latency(ax: Any, runs: Sequence[Simulation]) -> None:
 
 
 def _timeline(ax: Any, s: Simulation) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     points = s.run.timeline
     t = [p.time_s for p in points]
     ax.plot(t, [p.sequences for p in points], color=GPU_COLORS[0], linewidth=1.0, label="sequences in the step")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("sequences in the step")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count: no 0.96 … 1.04 ticks for a steady 1
+    ax.set_ylim(bottom=0)
     kv = ax.twinx()
     kv.plot(t, [p.kv_blocks for p in points], color=GPU_COLORS[1], linewidth=1.0, label="KV blocks in use")
     kv.axhline(s.run.kv_blocks, color=GPU_COLORS[1], linestyle="--", linewidth=0.8, label="KV blocks held")

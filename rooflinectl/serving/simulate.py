@@ -92,7 +92,8 @@ class Served:
 
 @dataclass(frozen=True)
 class Point:
-    """The engine after one step: its end time, the sequences and tokens it ran, the KV blocks in use."""
+    """The engine after one step: its end time, the sequences and tokens it ran, the KV blocks in use; or, idle
+    between arrivals, none at the gap's start and end."""
 
     time_s: float
     sequences: int
@@ -322,6 +323,9 @@ def simulate(load: Load, model: StepModel, pool: BlockPool, config: SchedulerCon
         if not batch:
             if not arrivals:  # nothing runs, nothing will arrive: a bug in the scheduler
                 raise RuntimeError("the simulated engine stalled with requests left")
+            # Idle until the next arrival: the timeline says so (0 sequences from now to then), so that a chart
+            # of it does not draw the last step's batch across the gap.
+            timeline += [Point(t, 0, 0, pool.used), Point(arrivals[0][0], 0, 0, pool.used)]
             t = arrivals[0][0]
             continue
         groups: dict[tuple[int, int], int] = {}  # the step's groups: identical (new, cached) counted together

@@ -27,3 +27,22 @@ def test_plot_serve_refuses_in_one_line(tmp_path):
     assert_one_line_error(cli("plot", "serve", "-o", str(tmp_path / "a.gif")), "unknown image format")
     assert_one_line_error(cli("plot", "serve", "--rate", "x", "-o", str(tmp_path / "a.png")), "--rate 'x'")
     assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+def test_a_narrow_latency_range_is_labelled_and_an_idle_engine_is_drawn_idle(tmp_path):
+    """TTFT 34 to 68 ms at 1 and 2 clients: a log axis labelled by decades alone had no label at all. Requests 2 s
+    apart at 0.5/s: the batch panel drew the last step's sequence across every idle gap."""
+    from rooflinectl.plot.serve import draw_serve
+
+    runs = [rl.serve(gpu="h100", concurrency=c, output=1, requests=4).simulation for c in (1, 2)]
+    fig = draw_serve(runs, "narrow", tmp_path / "n.png")
+    latency, batch = fig.axes[0], fig.axes[1]
+    low, high = latency.get_ylim()
+    labels = [t.get_text() for t, v in zip(latency.get_yticklabels(), latency.get_yticks()) if low <= v <= high]
+    assert len([t for t in labels if t]) >= 2, labels
+    assert all(float(v).is_integer() for v in batch.get_yticks())  # a count: no 0.96 … 1.04
+    idle = rl.serve(gpu="h100", rate=0.5, output=4, prompt=64, requests=4).simulation
+    points = idle.run.timeline
+    assert any(p.sequences == 0 for p in points)  # the gaps between arrivals
+    gaps = [(a.time_s, b.time_s) for a, b in zip(points, points[1:]) if a.sequences == b.sequences == 0]
+    assert sum(b - a for a, b in gaps) > 0.5 * idle.run.duration_s  # idle most of the run, and drawn so
