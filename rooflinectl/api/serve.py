@@ -201,12 +201,12 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
     elif accept is not None:
         raise UserError("--accept without --spec: give the drafter (--spec draft:MODEL:K, mtp:K or ngram:K)")
     if ranks is None:
-        run = simulate(load, step_model, BlockPool(spec_capacity.blocks, block_size, spec_capacity.state_blocks),
+        run = simulate(load, step_model, spec_capacity.pool(block_size),
                        config, progress, speculation, seed)
     outcome = None
     if speculation is not None:
         plain_model = StepModel(step_model.base, g, calibrated, layout, costs)
-        plain = simulate(load, plain_model, BlockPool(capacity.blocks, block_size, capacity.state_blocks), config)
+        plain = simulate(load, plain_model, capacity.pool(block_size), config)
         outcome = compared(speculation, run, plain, plain_model, load, config)
     texts = ("trace", "trace") if trace is not None else (prompt_len.text(), output_len.text())
     spent = run_costs(run.duration_s, run.busy_s, run.prefill_time_s, sum(s.request.prompt for s in run.served),

@@ -61,6 +61,10 @@ def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = la
     from ..shell import command_line
 
     check_writable(output, "-o", replaces_input=True)  # -o may be the spec it merges into
+    if gpu is not None:
+        from ..specs.hardware import load_gpu
+
+        load_gpu(gpu)  # an unknown --gpu is said as such on any machine, not as "no GPU"
     torch_version, triton_version = require_gpu_stack("calibrate")
     require_cuda("calibrate")  # its message offers no --interpret: calibrate has none
     spec = resolve_spec(gpu, "cuda")

@@ -74,6 +74,9 @@ def explore(
     )
     g = load_gpu(gpu)
     layout = Layout(tp, ep, pp)
+    from ..engine.roofline import analyze
+
+    analyze(w, g, calibrated, layout)  # the first screen's numbers: a layout or --calibrated they refuse, said now
     if not is_dir(out_dir):  # a name too long or a folder we may not read is "no such folder", not a traceback
         raise UserError(f"--out-dir {out_dir}: no such folder (or one that may not be read)")
     if serve:

@@ -1,8 +1,8 @@
 """What ``rooflinectl measure`` asks for, checked in the order that reports bad input before a missing GPU, and the
 whole run: ``measure(request)`` is what the command calls.
 
-Order of the checks (each a one-line UserError): the kernel's name, --baseline, --timer, --save's path, --interpret's
-environment, torch and triton, the shapes and the data type, a CUDA device, the spec. Torch and triton are
+Order of the checks (each a one-line UserError): the kernel's name, --baseline, --timer, --save's path, --gpu's
+spec (that it loads), --interpret's environment, torch and triton, the shapes and the data type, a CUDA device, the spec. Torch and triton are
 imported only after --interpret has set TRITON_INTERPRET.
 """
 
@@ -104,6 +104,10 @@ def prepare(request: MeasureRequest) -> Prepared:
     timer = timer_for(request)
     if request.save is not None:
         check_writable(request.save, "--save")
+    if request.gpu is not None:
+        from ..specs.hardware import load_gpu
+
+        load_gpu(request.gpu)  # an unknown --gpu is said as such on any machine, not as "no GPU"
     if request.interpret:
         set_interpret(KERNELS[request.kernel].module)
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")

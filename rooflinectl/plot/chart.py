@@ -155,6 +155,9 @@ class Chart:
 def check_output(path: Path) -> None:
     """Before any work: the extension picks the format (anything else is a UserError), and the folder exists."""
     path = Path(path)
+    if path.is_dir():  # "-o ." or "-o charts": a folder, not a file with no extension
+        raise UserError(f"-o {path}: cannot write: it is a folder; give the chart's file, e.g. "
+                        f"{path / 'roofline.png'}")
     if path.suffix.lower() not in FORMATS:
         raise UserError(f"{path}: unknown image format '{path.suffix or '(none)'}': use {', '.join(FORMATS)}")
     check_writable(path, "-o")  # no folder, link, FIFO or device; the folder exists and may be written

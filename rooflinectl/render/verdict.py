@@ -126,7 +126,7 @@ def verdict(a: Analysis) -> list[str]:
         if w.phase == "decode":
             what = "every weight" if w.model.moe is None else "the weights it uses (all but the untouched experts)"
             lines.append(
-                f"Decode reads {what} once per step for only {w.tokens} new token{'s' if w.tokens > 1 else ''}"
+                f"Decode reads {what} once per step for only {w.tokens:,} new token{'s' if w.tokens > 1 else ''}"
                 f"{whole_batch(a, (a.whole or w).tokens)}: "
                 f"{linear} sit at intensity {number(intensity)} FLOP/byte (about 2·batch/bytes-per-weight), {side} "
                 f"{where}: {bound}."

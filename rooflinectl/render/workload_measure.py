@@ -86,7 +86,7 @@ def print_workload_run(run: WorkloadRun, out: Console | None = None) -> None:
     size = f"context {w.kv_len}" if w.phase == "decode" else f"{w.tokens_per_seq} tokens"
     fused = f", fused {','.join(w.fused)}" if w.fused else ""
     spec = f", against the spec {run.gpu.spec}" if run.gpu.spec else ""
-    c.print(f"{w.model} {w.phase}, batch {w.batch}, {size}, {w.dtype}, {w.attention} attention{fused} on "
+    c.print(f"{w.model} {w.phase}, batch {w.batch:,}, {size}, {w.dtype}, {w.attention} attention{fused} on "
             f"{run.gpu.name}{spec}")
     # What a narrow terminal leaves out first (print_table says which): never a cell cut to "1,…"
     print_table(c, ops_table(run), optional=("p20–p80", "TF/s", "calib.", "roof"))

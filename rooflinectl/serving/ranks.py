@@ -67,7 +67,7 @@ def serve_ranks(load: Load, model: StepModel, capacity: Capacity, config: Schedu
     and tokens are every rank's."""
     e = model.layout.batch_shards
     check_whole_prompts(load, config)
-    pools = [BlockPool(capacity.blocks, block_size, capacity.state_blocks) for _ in range(e)]
+    pools = [capacity.pool(block_size) for _ in range(e)]
     ranks = [Scheduler(config, pool) for pool in pools]
     held, taken = [0] * e, [0] * e
     where: dict[int, int] = {}  # a request's rank

@@ -263,7 +263,7 @@ def side(role: Role, count: int, model: StepModel, capacity: Capacity, config: S
          block_size: int) -> tuple[Role, list[Replica], Layout, Capacity]:
     """``count`` replicas of one role, each with its own KV cache of ``capacity``'s blocks; they share ``model``
     (its caches, and so a stack's cost of an attention shape new to the run is paid once a side)."""
-    return role, [Replica(role, model, BlockPool(capacity.blocks, block_size), config) for _ in range(count)], \
+    return role, [Replica(role, model, capacity.pool(block_size), config) for _ in range(count)], \
         model.layout, capacity
 
 

@@ -34,6 +34,8 @@ from ..specs.hardware import GPU, Roofs
 from ..specs.stack import Stack
 from ..specs.step import Seqs
 from ..specs.workload import Workload
+from ..units import gib
+from .kvcache import BlockPool
 
 # Each attention op of a step as (name, FLOPs, activation bytes, KV bytes, weight bytes).
 Parts = tuple[tuple[str, float, float, float, float], ...]
@@ -358,6 +360,15 @@ class Capacity:
     block_bytes: float
     blocks: int
     state_blocks: int = 0
+
+    def pool(self, block_size: int) -> BlockPool:
+        """An empty pool of these blocks; where not one block fits, a UserError naming what fills the GPU (the
+        reserve too: --reserve-gib 79.9 on an 80 GiB GPU blamed the weights and activations)."""
+        if self.blocks < 1:
+            raise UserError(f"no room for a single KV block: the weights ({gib(self.weight_bytes)}), the "
+                            f"activations ({gib(self.activation_bytes)}) and the reserve ({gib(self.reserve_bytes)}, "
+                            f"--reserve-gib) fill the GPU's {gib(self.capacity_bytes)}")
+        return BlockPool(self.blocks, block_size, self.state_blocks)
 
 
 def kv_capacity(model: StepModel, budget_tokens: int, block_size: int, reserve: float) -> Capacity:

@@ -308,3 +308,10 @@ def test_a_save_that_fails_loses_no_result(monkeypatch, tmp_path):
         result = cli("measure", "--kernel", kernel, "--save", str(tmp_path / "r.json"), *fmt)
         assert result.exit_code == 2 and "No space left on device" in result.stderr
         assert run.records[0].shape_text in result.stdout and "saved" not in result.stdout  # the results, shown
+
+
+@pytest.mark.parametrize("command", [["measure", "--kernel", "fused_softmax"], ["calibrate", "-o", "x.yaml"]])
+def test_an_unknown_gpu_is_said_before_the_missing_device(command, tmp_path, monkeypatch):
+    # On a machine without a GPU, --gpu h10 was reported as "no CUDA GPU is visible".
+    monkeypatch.chdir(tmp_path)
+    assert_one_line_error(cli(*command, "--gpu", "h10"), "unknown GPU 'h10'")

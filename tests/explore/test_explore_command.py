@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from helpers import cli
 
 
@@ -18,10 +20,15 @@ def test_not_a_terminal_exits_2_with_one_line_pointing_to_analyze():
     assert result.stdout == ""
 
 
-def test_bad_options_exit_2_before_the_terminal_check():
-    result = cli("explore", "--gpu", "h1000")
+@pytest.mark.parametrize(("args", "said"), [
+    (["--gpu", "h1000"], "error: unknown GPU 'h1000'"),
+    (["--tp", "3"], "error: TP 3: model llama-3-8b has 32 attention heads"),  # was "needs an interactive terminal"
+    (["--calibrated"], "error: h100-sxm has no measured ceilings"),
+])
+def test_bad_options_exit_2_before_the_terminal_check(args, said):
+    result = cli("explore", *args)
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: unknown GPU 'h1000'")
+    assert result.stderr.startswith(said)
 
 
 def test_help_loads_no_textual():

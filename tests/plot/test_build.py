@@ -185,7 +185,7 @@ def test_plot_pdf(tmp_path):
         (["plot", "-o", "{tmp}/x.jpg"], ["unknown image format '.jpg'", ".png, .svg, .pdf"]),
         (["plot", "-o", "{tmp}/x"], ["unknown image format '(none)'"]),
         (["plot", "-o", "{tmp}/missing/x.png"], ["cannot write", "no such folder"]),
-        (["plot", "-o", "{tmp}"], ["unknown image format"]),
+        (["plot", "-o", "{tmp}"], ["cannot write: it is a folder; give the chart's file"]),  # was "unknown image format"
         (["plot", "-o", "{tmp}/folder.png"], ["cannot write", "is a folder"]),
         (["plot", "--batch", "1,x", "-o", "{tmp}/x.png"], ["--batch: 'x' is not a positive integer"]),
         # issue 18: these were read as 1 and 8, as 8, and as 3 (Arabic-Indic) and 8 (full-width)

@@ -46,3 +46,8 @@ def test_a_narrow_latency_range_is_labelled_and_an_idle_engine_is_drawn_idle(tmp
     assert any(p.sequences == 0 for p in points)  # the gaps between arrivals
     gaps = [(a.time_s, b.time_s) for a, b in zip(points, points[1:]) if a.sequences == b.sequences == 0]
     assert sum(b - a for a, b in gaps) > 0.5 * idle.run.duration_s  # idle most of the run, and drawn so
+
+
+def test_a_folder_as_the_chart_is_said_so(tmp_path):
+    # "-o ." said "unknown image format '(none)'".
+    assert_one_line_error(cli("plot", "decode", "-o", str(tmp_path)), "cannot write: it is a folder; give the chart's file")

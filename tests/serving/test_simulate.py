@@ -328,3 +328,9 @@ def test_decodes_past_the_sparse_top_k_are_the_engines():
         step = (Seqs(3, 1, cached), Seqs(1, 1, cached + 5))
         full = analyze(m.base.with_seqs(step), H100, layout=Layout(tp=8)).totals.time_s
         assert m.time(step) == pytest.approx(full, rel=1e-12), cached
+
+
+def test_no_room_for_a_block_names_the_reserve_when_it_fills_the_gpu():
+    # --reserve-gib 79.9 on an 80 GiB H100 blamed "the weights and activations".
+    assert_one_line_error(cli("analyze", "serve", "--reserve-gib", "79.9", "--requests", "2"),
+                          "the reserve (79.9 GiB, --reserve-gib) fill the GPU's 80.0 GiB")
