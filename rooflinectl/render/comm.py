@@ -59,7 +59,10 @@ def print_comm_calibration(done: CommCalibration) -> None:
     if fit is not None:
         c.print(fit)
     if done.measured.backend == "gloo":
-        c.print("gloo on the CPU: these times are the CPU's and the host's, never a GPU interconnect's",
-                highlight=False, markup=False)
+        # No "use it" here: analyze --calibrated refuses collectives measured on another device than the spec's.
+        c.print("gloo on the CPU: these times are the CPU's and the host's, never a GPU interconnect's; the file "
+                "is a test of the pipeline, which analyze --calibrated refuses", highlight=False, markup=False)
+        c.print(f"wrote {done.output} (id {done.written.id})", highlight=False, markup=False)
+        return
     c.print(f"wrote {done.output} (id {done.written.id}); use it: rooflinectl analyze --calibrated --tp N --gpu "
             f"{done.output}", highlight=False, markup=False)
