@@ -247,6 +247,10 @@ def user_module(spec: str, device: str) -> Built:
     module.eval()
 
     def step() -> Any:
-        return module(**inputs) if isinstance(inputs, dict) else module(*inputs)
+        try:
+            return module(**inputs) if isinstance(inputs, dict) else module(*inputs)
+        except Exception as err:  # the user's module failing on its own inputs (a shape): theirs, in one line
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise UserError(f"--module {spec}: its forward raised {type(err).__name__}: {first}") from None
 
     return Built(model=module, step=step, reset=lambda: None, cache=None)

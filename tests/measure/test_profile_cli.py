@@ -127,7 +127,9 @@ def test_a_users_module(tmp_path, monkeypatch, config):
         "    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **cfg))\n"
         "    return model, {'input_ids': torch.randint(0, 128, (1, 8))}\n"
         "def wrong(device):\n"
-        "    return 42\n")
+        "    return 42\n"
+        "def misfit(device):\n"
+        "    return torch.nn.Linear(4, 4), (torch.ones(2, 3),)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     result = cli("profile", "--model", config, "--module", "my_tiny_model:build", "--phase", "prefill",
                  "--seq-len", "8", "--device", "cpu", "--json")
@@ -138,6 +140,9 @@ def test_a_users_module(tmp_path, monkeypatch, config):
     assert "kv_write" not in ran
     result = cli("profile", "--model", config, "--module", "my_tiny_model:wrong", *CPU)
     assert_one_line_error(result, "--module my_tiny_model:wrong", "returned int")
+    # A module that fails on its own inputs (a shape) was a 56-line traceback, exit 1.
+    result = cli("profile", "--model", config, "--module", "my_tiny_model:misfit", *CPU)
+    assert_one_line_error(result, "--module my_tiny_model:misfit: its forward raised RuntimeError")
 
 
 def test_bad_inputs_are_one_line(tmp_path, config, monkeypatch):
