@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import UserError
-from ..files import check_writable
+from ..files import check_writable, is_dir
 
 FORMATS = (".png", ".svg", ".pdf")
 BOUND_COLORS = {"memory": "#0072B2", "compute": "#D55E00"}  # Okabe-Ito blue and vermillion: colour-blind safe
@@ -155,7 +155,7 @@ class Chart:
 def check_output(path: Path) -> None:
     """Before any work: the extension picks the format (anything else is a UserError), and the folder exists."""
     path = Path(path)
-    if path.is_dir():  # "-o ." or "-o charts": a folder, not a file with no extension
+    if is_dir(path):  # "-o ." or "-o charts": a folder, not a file with no extension
         raise UserError(f"-o {path}: cannot write: it is a folder; give the chart's file, e.g. "
                         f"{path / 'roofline.png'}")
     if path.suffix.lower() not in FORMATS:
