@@ -22,6 +22,7 @@ step's N query tokens after L − N cached positions without a causal mask (:met
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..engine.calibrated import timed_by_model
@@ -39,6 +40,15 @@ from .kvcache import BlockPool
 
 # Each attention op of a step as (name, FLOPs, activation bytes, KV bytes, weight bytes).
 Parts = tuple[tuple[str, float, float, float, float], ...]
+# The ops other than attention of one side of a step (StepModel._side): every op's name, and the side's ops by
+# their place in the step with their times.
+Side = tuple[tuple[str, ...], list[tuple[int, tuple[Op, float]]]]
+
+
+def _spread(tokens: int, sequences: int) -> tuple[Seqs, ...]:
+    """A step of ``tokens`` new tokens over ``sequences`` sequences, as evenly as they divide, none cached."""
+    share, more = divmod(tokens, sequences)
+    return tuple(Seqs(c, n) for c, n in ((more, share + 1), (sequences - more, share)) if c)
 
 
 class StepModel:
@@ -68,9 +78,15 @@ class StepModel:
         self.collective_efficiency = stack.collective_efficiency if stack is not None else 1.0
         self._rest: dict[tuple[object, ...], tuple[float, int]] = {}
         self._rest_ops: dict[tuple[object, ...], tuple[Op, ...]] = {}
+        # The ops other than attention by tokens and by sequences (_rest_time), and the names of those that
+        # depend on the sequences, once probed (a 1-tuple: its None is "cannot be split").
+        self._by_tokens: dict[int, Side] = {}
+        self._by_sequences: dict[int, Side] = {}
+        self._sequence_probe: tuple[frozenset[str] | None] | None = None
         self._parts: dict[tuple[int, int], Parts] = {}
         self._dense: dict[tuple[int, int], Parts] = {}  # batch_dense's parts by (tokens, positions)
         self._ops: dict[str, Op] = {}  # each attention op's shape (name, kind, count, dtype, unit) by name
+        self._peaks: dict[str, float] = {}  # each attention op's compute roof by name
         # The attention shapes (query tokens, KV positions) of the steps priced so far: the run's, for new_shape_us.
         self.seen_shapes: set[tuple[int, int]] = set()
         self.analyses = 0  # full analyses made: what the caches save
@@ -98,24 +114,81 @@ class StepModel:
     def _rest_time(self, counts: dict[tuple[int, int], int]) -> tuple[float, int]:
         """(time, kernels) of the step's ops other than attention. They depend on the step's tokens N and
         sequences B alone (the token-wise ops on N, the LM head and the logits' collectives on B); with MLA also
-        on its decode sequences and on the positions its prompt groups expand, so there the key is the groups."""
+        on its decode sequences and on the positions its prompt groups expand, so there the key is the groups.
+        Without MLA each op depends on one of N and B (:meth:`_sequence_ops`), so the ops are analysed by N and by
+        B apart and put back in their order: a run of T distinct token counts and S sequence counts costs T + S
+        analyses, not one for each of the up to T·S pairs (7,437 pairs of 3,699 Ns and 154 Bs in 10,000 Poisson
+        requests), and the times add in the engine's order, as one analysis of the step adds them."""
         key = self._rest_key(counts, self.mla)
         if key not in self._rest:
+            tokens, sequences = sum(new * c for (new, _), c in counts.items()), sum(counts.values())
+            sequence_ops = None if self.mla else self._sequence_ops()
             if self.mla:
                 decode = sum(c for (new, _), c in counts.items() if new == 1)
                 folded = ((Seqs(decode, 1),) if decode else ()) + tuple(
                     Seqs(c, new, cached) for c, new, cached in sorted(
                         (c, new, cached) for (new, cached), c in counts.items() if new > 1))
-            else:  # the same N and B: N tokens spread as evenly as B sequences allow
-                tokens, sequences = sum(new * c for (new, _), c in counts.items()), sum(counts.values())
-                share, more = divmod(tokens, sequences)
-                folded = tuple(Seqs(c, n) for c, n in ((more, share + 1), (sequences - more, share)) if c)
-            rest = [p for p in self.analyze(folded).placements if p.op.kind not in PER_SEQUENCE_KINDS]
-            time = add_times((self._time(p.op) if self.scaled else p.total_time_s)
-                       / (self.collective_efficiency if p.op.kind == "communication" else 1.0) for p in rest)
-            self._rest[key] = (time, sum(p.op.count for p in rest))
-            self._rest_ops[key] = tuple(p.op for p in rest)
+                timed = list(enumerate(self._timed_rest(folded)))
+            elif sequence_ops is None:  # the same N and B: N tokens spread as evenly as B sequences allow
+                timed = list(enumerate(self._timed_rest(_spread(tokens, sequences))))
+            else:
+                by_sequences = sequence_ops
+                names, by_n = self._side(self._by_tokens, tokens, lambda name: name not in by_sequences)
+                same, by_b = self._side(self._by_sequences, sequences, lambda name: name in by_sequences)
+                if names == same:
+                    timed = sorted(by_n + by_b)
+                else:  # the two steps' ops differ (a model whose ops come and go with the size): the pair's own
+                    timed = list(enumerate(self._timed_rest(_spread(tokens, sequences))))
+            self._rest[key] = (add_times(t for _, (_, t) in timed), sum(op.count for _, (op, _) in timed))
+            self._rest_ops[key] = tuple(op for _, (op, _) in timed)
         return self._rest[key]
+
+    def _timed_rest(self, folded: tuple[Seqs, ...]) -> list[tuple[Op, float]]:
+        """The ops other than attention of a step of ``folded``, each with its time (all instances; a collective
+        at the stack's collective efficiency), in the engine's order."""
+        return [(p.op, (self._time(p.op) if self.scaled else p.total_time_s)
+                 / (self.collective_efficiency if p.op.kind == "communication" else 1.0))
+                for p in self.analyze(folded).placements if p.op.kind not in PER_SEQUENCE_KINDS]
+
+    def _side(self, cache: dict[int, Side], size: int, keep: Callable[[str], bool]) -> Side:
+        """(the names of all the step's ops other than attention, those that ``keep`` takes by their place in
+        the step with their times): the ops that depend on the tokens alone (``cache`` by tokens) at ``size``
+        tokens, from a step of them in as few sequences as the model's length allows; or those that depend on
+        the sequences alone, from a step of ``size`` decodes."""
+        found = cache.get(size)
+        if found is None:
+            if cache is self._by_tokens:
+                limit = self.base.model.max_length()
+                folded = _spread(size, -(-size // limit[0]) if limit else 1)
+            else:
+                folded = _spread(size, size)
+            timed = self._timed_rest(folded)
+            found = cache[size] = (tuple(op.name for op, _ in timed),
+                                   [(i, one) for i, one in enumerate(timed) if keep(one[0].name)])
+        return found
+
+    def _sequence_ops(self) -> frozenset[str] | None:
+        """The names of the ops other than attention that depend on a step's sequences B alone (the LM head, the
+        logits' collectives; the rest depend on its tokens N alone), probed once at (N, B) = (64, 1), (64, 4) and
+        (128, 4): an op whose counts change with B at a fixed N, and not with N at a fixed B. None where an op
+        changes with both, the probes' ops differ, or the model cannot take them: the pair is then the key."""
+        if self._sequence_probe is None:
+            def counted(op: Op) -> tuple[float, ...]:
+                return op.flops, op.bytes, op.count, op.weight_bytes, op.kv_bytes, op.network_bytes
+
+            try:
+                a, b, c = ([op for op, _ in self._timed_rest(_spread(n, s))] for n, s in ((64, 1), (64, 4), (128, 4)))
+            except UserError:
+                self._sequence_probe = (None,)
+                return None
+            names = [op.name for op in a]
+            if names != [op.name for op in b] or names != [op.name for op in c]:
+                self._sequence_probe = (None,)
+                return None
+            by_b = {x.name for x, y in zip(a, b) if counted(x) != counted(y)}
+            by_n = {y.name for y, z in zip(b, c) if counted(y) != counted(z)}
+            self._sequence_probe = (None if by_b & by_n else frozenset(by_b),)
+        return self._sequence_probe[0]
 
     def _attention_parts(self, w: Workload) -> Parts:
         """Each attention op of the analysis of ``w`` (a step of one sequence) as (name, FLOPs, activation bytes,
@@ -221,6 +294,11 @@ class StepModel:
     def attention_ops(self, counts: dict[tuple[int, int], int]) -> list[Op]:
         """The step's attention ops, each one kernel over all its groups (the module's docstring): the groups'
         sums of FLOPs, activation and KV bytes, the weights read once; under batch_dense the dense count."""
+        return [replace(self._ops[name], flops=flops, bytes=moved + weights, kv_bytes=kv, weight_bytes=weights)
+                for name, (flops, moved, kv, weights) in self._attention_sums(counts).items()]
+
+    def _attention_sums(self, counts: dict[tuple[int, int], int]) -> dict[str, list[float]]:
+        """Each attention op's [FLOPs, activation bytes, KV bytes, weight bytes] in a step (:meth:`attention_ops`)."""
         sums: dict[str, list[float]] = {}
         if self.dense:
             tokens, positions = self.shape(counts)
@@ -238,8 +316,7 @@ class StepModel:
                         s[2] += count * kv
                         if weights > s[3]:
                             s[3] = weights
-        return [replace(self._ops[name], flops=flops, bytes=moved + weights, kv_bytes=kv, weight_bytes=weights)
-                for name, (flops, moved, kv, weights) in sums.items()]
+        return sums
 
     def step_ops(self, counts: dict[tuple[int, int], int]) -> tuple[tuple[Op, ...], list[Op]]:
         """The ops a step of {(new, cached): sequences} is priced as: (those other than attention, the attention
@@ -262,8 +339,21 @@ class StepModel:
         other, kernels = self._rest_time(counts)
         attention = 0.0
         layers = 0
-        for op in self.attention_ops(counts):
-            attention += self._time(op)
+        if self.op_model is not None:  # the op model reads each op's shape: the ops themselves
+            for op in self.attention_ops(counts):
+                attention += self._time(op)
+                kernels += op.count
+                layers += self.attention_layers(op)
+            return other, attention, kernels, layers
+        # At the roofs an op's time is place()'s max(FLOPs / peak, bytes / bandwidth) × count, the same operations
+        # in the same order, without an Op made for each group sum (dataclasses.replace took 40% of a long run).
+        bandwidth = self.roofs.bandwidth
+        for name, (flops, moved, _, weights) in self._attention_sums(counts).items():
+            op = self._ops[name]
+            peak = self._peaks.get(name)
+            if peak is None:
+                peak = self._peaks[name] = self.roofs.peak(op.dtype, op.compute_unit)
+            attention += max(flops / peak, (moved + weights) / bandwidth) * op.count
             kernels += op.count
             layers += self.attention_layers(op)
         return other, attention, kernels, layers

@@ -334,3 +334,34 @@ def test_no_room_for_a_block_names_the_reserve_when_it_fills_the_gpu():
     # --reserve-gib 79.9 on an 80 GiB H100 blamed "the weights and activations".
     assert_one_line_error(cli("analyze", "serve", "--reserve-gib", "79.9", "--requests", "2"),
                           "the reserve (79.9 GiB, --reserve-gib) fill the GPU's 80.0 GiB")
+
+
+@pytest.mark.parametrize(("model", "gpu", "tp", "options"), [
+    ("llama-3-8b", "h100", 2, {}),
+    ("mixtral-8x7b", "h100", 2, {}),
+    ("qwen3-next-80b-a3b", "h200", 1, {"weight_dtype": "fp8"}),
+    ("gemma-3-27b", "h100", 1, {}),
+])
+def test_the_ops_by_tokens_and_by_sequences_add_to_the_pairs_time_to_the_bit(model, gpu, tp, options):
+    """The step model prices the ops other than attention by the step's tokens N and sequences B apart (the LM
+    head and the logits' gather on B, the rest on N) and adds them in the engine's order: equal to the bit to one
+    analysis of the (N, B) step, the key it used before, at token and sequence counts no probe saw."""
+    import random
+
+    from rooflinectl.api.common import base_workload
+    from rooflinectl.engine.parallel import Layout
+    from rooflinectl.serving.stepmodel import StepModel
+    from rooflinectl.specs.hardware import load_gpu
+
+    def made() -> StepModel:
+        return StepModel(base_workload(model=model, **options), load_gpu(gpu), layout=Layout(tp=tp))
+
+    split, pairs = made(), made()
+    pairs._sequence_probe = (None,)  # "cannot be split": the pair (N, B) is the key, one analysis each
+    assert split._sequence_ops() is not None and "lm_head" in split._sequence_ops()
+    rng = random.Random(7)
+    for _ in range(25):
+        sequences = rng.randint(1, 300)
+        counts = {(1, rng.randint(1, 4000)): sequences, (rng.randint(2, 2000), 0): 1}
+        assert split._rest_time(counts) == pairs._rest_time(counts), counts
+        assert [op.name for op in split.step_ops(counts)[0]] == [op.name for op in pairs.step_ops(counts)[0]]
