@@ -186,7 +186,8 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
             raise UserError("--spec, --accept and prefixes with --disagg or --replicas: not simulated on several "
                             "replicas; give one engine")
         return _deployed(load, step_model, disagg, replicas, config, block_size, reserve_bytes(
-            g.capacity_bytes, reserve_gib), (_given(prefill_tp, tp), _given(prefill_ep, ep), _given(decode_tp, tp), _given(decode_ep, ep), pp),
+            g.capacity_bytes, reserve_gib),
+            (_given(prefill_tp, tp), _given(prefill_ep, ep), _given(decode_tp, tp), _given(decode_ep, ep), pp),
             (prefill_max_num_batched_tokens, prefill_max_num_seqs), kv_transfer, progress, price_per_gpu_hour,
             (prompt_len.text(), output_len.text()) if trace is None else ("trace", "trace"), seed, slo_ttft, slo_tpot)
     capacity = kv_capacity(step_model, max_num_batched_tokens, block_size, reserve_bytes(g.capacity_bytes,

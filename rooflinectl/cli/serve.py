@@ -22,7 +22,8 @@ def serve(
     concurrency: int = typer.Option(None, "--concurrency", help="Clients in a closed loop: each sends its next "
                                     "request when its last one finishes (default 1)."),
     rate: float = typer.Option(None, "--rate", help="Requests per second arriving as a Poisson process (open loop)."),
-    trace: str = typer.Option(None, "--trace", help="A trace file: JSON lines or CSV of arrival_s, prompt, output (arrivals counted from the first)."),
+    trace: str = typer.Option(None, "--trace", help="A trace file: JSON lines or CSV of arrival_s, prompt, output "
+                                                     "(arrivals counted from the first)."),
     prompt: opt.ServePrompt = "2048",
     output: opt.ServeOutput = "256",
     requests: opt.Requests = None,

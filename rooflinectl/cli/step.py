@@ -18,10 +18,10 @@ step_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 @command(step_app, "step")
 def step(
-    seqs: list[str] = typer.Option(..., "--seqs", help="A group of sequences, COUNTxNEW or COUNTxNEW@CACHED: COUNT sequences "
-                                   "that each compute NEW tokens after CACHED tokens in their KV cache (16x1@4095: "
-                                   "16 decode tokens at context 4,096; 1x512@1024: a 512-token prefill chunk after "
-                                   "1,024). Repeat for each group."),
+    seqs: list[str] = typer.Option(..., "--seqs", help="A group of sequences, COUNTxNEW or COUNTxNEW@CACHED: "
+                                   "COUNT sequences that each compute NEW tokens after CACHED tokens in their KV "
+                                   "cache (16x1@4095: 16 decode tokens at context 4,096; 1x512@1024: a 512-token "
+                                   "prefill chunk after 1,024). Repeat for each group."),
     gpu: opt.Gpu = DEFAULT_GPU,
     model: opt.Model = None,
     dtype: opt.Dtype = None,

@@ -103,13 +103,14 @@ def place(op: Op, roofs: Roofs) -> Placement:
     """Place one operation under ``roofs``. A collective (kind ``communication``) moves its bytes over links, not
     HBM, and computes nothing (no compute roof: an infinite peak, so that its compute time is 0). Within the
     scale-up domain its roof is the interconnect's bandwidth in one direction (times the op's ``link_share``: a
-    mesh's links between the group's GPUs) and its time latency + bytes / bandwidth. Where the roofs carry that collective's measured bus bandwidth and latency (``analyze
-    --calibrated`` of a file ``calibrate --comm`` wrote on one domain's GPUs), those are the bandwidth and the
-    latency: busbw × time is the bytes one GPU sends (nccl-tests' definition), the op's ``bytes``; a
-    point-to-point send, never measured, keeps the datasheet's. Past the domain (``op.network_bytes``: the
-    two-level algorithms of engine/parallel/network.py) the interconnect and the scale-out network run at once:
-    latency = the interconnect's + each network step's hop, and the bandwidth is the collective's bus bandwidth,
-    bytes / max(interconnect bytes / its bandwidth, network bytes / the network's), the binding link's time."""
+    mesh's links between the group's GPUs) and its time latency + bytes / bandwidth. Where the roofs carry that
+    collective's measured bus bandwidth and latency (``analyze --calibrated`` of a file ``calibrate --comm`` wrote
+    on one domain's GPUs), those are the bandwidth and the latency: busbw × time is the bytes one GPU sends
+    (nccl-tests' definition), the op's ``bytes``; a point-to-point send, never measured, keeps the datasheet's. Past
+    the domain (``op.network_bytes``: the two-level algorithms of engine/parallel/network.py) the interconnect and
+    the scale-out network run at once: latency = the interconnect's + each network step's hop, and the bandwidth is
+    the collective's bus bandwidth, bytes / max(interconnect bytes / its bandwidth, network bytes / the network's),
+    the binding link's time."""
     if op.kind == "communication":
         crosses = op.network_bytes > 0
         if op.collective in roofs.unusable_collectives and not crosses:

@@ -1,9 +1,9 @@
 """What ``rooflinectl measure`` asks for, checked in the order that reports bad input before a missing GPU, and the
 whole run: ``measure(request)`` is what the command calls.
 
-Order of the checks (each a one-line UserError): the kernel's name, --baseline, --timer, --save's path, --gpu's
-spec (that it loads), --interpret's environment, torch and triton, the shapes and the data type, a CUDA device, the spec. Torch and triton are
-imported only after --interpret has set TRITON_INTERPRET.
+Order of the checks (each a one-line UserError): the kernel's name, --baseline, --timer, --save's path, --gpu's spec
+(that it loads), --interpret's environment, torch and triton, the shapes and the data type, a CUDA device, the spec.
+Torch and triton are imported only after --interpret has set TRITON_INTERPRET.
 """
 
 from __future__ import annotations

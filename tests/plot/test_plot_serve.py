@@ -50,4 +50,5 @@ def test_a_narrow_latency_range_is_labelled_and_an_idle_engine_is_drawn_idle(tmp
 
 def test_a_folder_as_the_chart_is_said_so(tmp_path):
     # "-o ." said "unknown image format '(none)'".
-    assert_one_line_error(cli("plot", "decode", "-o", str(tmp_path)), "cannot write: it is a folder; give the chart's file")
+    assert_one_line_error(cli("plot", "decode", "-o", str(tmp_path)),
+                          "cannot write: it is a folder; give the chart's file")

@@ -132,7 +132,8 @@ def communication_ops(w: Workload, layout: Layout, net: NetworkUse) -> list[Op]:
         pairs = n * k * m.hidden_size * a  # its tokens' k copies of H, in the activations' type
         sent = integral(pairs * (e - 1) / e) if (pairs * (e - 1)) % e else integral(pairs * (e - 1) // e)
         return [_collective(name, f"{n} tokens × top-{k} copies of {m.hidden_size}", "all_to_all", pairs, sent, e,
-                            m.moe_layers, w.dtype, span, pairs, net) for name in ("dispatch_all_to_all", "combine_all_to_all")]
+                            m.moe_layers, w.dtype, span, pairs, net)
+                for name in ("dispatch_all_to_all", "combine_all_to_all")]
     activations = w.tokens * m.hidden_size * a  # N×H, in the activations' type
     logits = w.batch * padded_vocab(m.vocab_size, t) * a  # B×V, the last token of each sequence
     return [*sends,
