@@ -46,11 +46,12 @@ from typing import Any
 import rooflinectl.api as rl
 from rooflinectl.engine.memory import reserve_bytes
 from rooflinectl.engine.parallel import Layout
+from rooflinectl.serving.capacity import kv_capacity
 from rooflinectl.serving.kvcache import BlockPool
 from rooflinectl.serving.load import Lengths, Load, Request, closed_loop
 from rooflinectl.serving.scheduler import SchedulerConfig
 from rooflinectl.serving.simulate import Run, simulate
-from rooflinectl.serving.stepmodel import StepModel, kv_capacity
+from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.specs.stack import Stack, load_stack
 
 GPU = "docs/results/op-model-example/h200-issue14.yaml"

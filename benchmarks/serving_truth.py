@@ -448,11 +448,11 @@ def record(case: Case, model, reuse: Recorded | None = None) -> Recorded:
     fusions, the same where the KV cache has as many blocks (nothing else differs)."""
     from rooflinectl.engine.memory import reserve_bytes
     from rooflinectl.errors import UserError
+    from rooflinectl.serving.capacity import kv_capacity
     from rooflinectl.serving.kvcache import BlockPool
     from rooflinectl.serving.load import Lengths, closed_loop
     from rooflinectl.serving.scheduler import SchedulerConfig
     from rooflinectl.serving.simulate import simulate
-    from rooflinectl.serving.stepmodel import kv_capacity
 
     o = case.options
     load = closed_loop(case.concurrency, int(o["requests"]), Lengths("fixed", case.isl), Lengths("fixed", case.osl),
@@ -889,7 +889,7 @@ def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid:
 def kv_tokens(case: Case) -> int:
     """The tokens the case's KV cache holds (api.serve's: the GPU less weights, activations and the reserve)."""
     from rooflinectl.engine.memory import reserve_bytes
-    from rooflinectl.serving.stepmodel import kv_capacity
+    from rooflinectl.serving.capacity import kv_capacity
 
     model = step_model(case, ())
     return kv_capacity(model, case.budget, 16, reserve_bytes(model.gpu.capacity_bytes, None)).blocks * 16

@@ -118,6 +118,7 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
     from ..engine.memory import reserve_bytes
     from ..engine.parallel import Layout
     from ..errors import UserError
+    from ..serving.capacity import kv_capacity
     from ..serving.cost import run_costs
     from ..serving.kvcache import BlockPool
     from ..serving.load import MAX_REQUESTS, Lengths, closed_loop, open_loop, read_trace, with_shared_prefix
@@ -125,7 +126,7 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
     from ..serving.scheduler import SchedulerConfig
     from ..serving.simulate import Simulation, compared, simulate
     from ..serving.speculation import speculate
-    from ..serving.stepmodel import StepModel, kv_capacity
+    from ..serving.stepmodel import StepModel
     from ..specs.stack import load_stack
 
     check_numbers(dict(concurrency=concurrency, requests=requests, seed=seed,
@@ -233,10 +234,11 @@ def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, repli
     """``serve`` on several replicas: aggregated copies of ``model``, or prefill and decode replicas apart."""
     from ..engine.parallel import Layout
     from ..errors import UserError
+    from ..serving.capacity import kv_capacity
     from ..serving.replicas import check_replicas, deployment_costs, parse_disagg, serve_replicas, side
     from ..serving.scheduler import SchedulerConfig
     from ..serving.simulate import Simulation
-    from ..serving.stepmodel import StepModel, kv_capacity
+    from ..serving.stepmodel import StepModel
     from ..serving.transfer import KvTransfer, kv_link
 
     g, base, stack = model.gpu, model.base, model.stack

@@ -11,7 +11,7 @@ step (the budget B·P), then B decodes a step: the static batch of ``engine.gene
 (``roofline``) reproduces (tests/serving/test_batch.py) and which ``Method.static`` sends there, to the bit.
 
 Memory follows the engine. With chunked prefill a step holds at most the budget's tokens, so the activations are
-those of one step of the budget (``stepmodel.kv_capacity``), whatever B; the KV cache is paged, each request holding
+those of one step of the budget (``capacity.kv_capacity``), whatever B; the KV cache is paged, each request holding
 ⌈(P + O − 1) / block⌉ blocks at its end; the batch fits when B of those fit the blocks the GPU has left (then
 nothing is preempted), so the largest batch is blocks // blocks a request. Without chunked prefill the whole
 batch's prefill sets the activations (``engine.memory``).
@@ -41,11 +41,12 @@ from ..specs.hardware import GPU
 from ..specs.stack import Stack
 from ..specs.step import Seqs
 from ..specs.workload import Workload
+from .capacity import Capacity, kv_capacity
 from .kvcache import BlockPool
 from .load import Lengths, closed_loop
 from .scheduler import SchedulerConfig
 from .simulate import Run, Stats, simulate
-from .stepmodel import Capacity, StepModel, kv_capacity
+from .stepmodel import StepModel
 
 # A step's groups of sequences as the simulation prices them: {(new tokens, cached positions): sequences}.
 Counts = dict[tuple[int, int], int]

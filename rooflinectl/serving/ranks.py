@@ -34,11 +34,12 @@ from collections.abc import Callable
 
 from ..engine.roofline import Analysis
 from ..specs.step import Seqs
+from .capacity import Capacity
 from .kvcache import BlockPool
 from .load import Load, Request
 from .scheduler import Live, Scheduled, Scheduler, SchedulerConfig
 from .simulate import Point, RankTotals, Run, Served, _emit, _thin, check_whole_prompts
-from .stepmodel import Capacity, StepModel
+from .stepmodel import StepModel
 
 
 class RankModel(StepModel):

@@ -31,6 +31,7 @@ from typing import cast
 from ..engine.parallel import Layout
 from ..errors import UserError
 from ..specs.stack import Stack
+from .capacity import Capacity
 from .cost import Costs, split_costs
 from .kvcache import BlockPool
 from .load import Load, Request
@@ -49,7 +50,7 @@ from .simulate import (
     delivered,
     refill_delay,
 )
-from .stepmodel import Capacity, StepModel
+from .stepmodel import StepModel
 from .transfer import KvTransfer
 
 _ARRIVE, _PREFILLED, _LANDED = 0, 1, 2  # the kinds of event

@@ -26,12 +26,13 @@ from ..errors import UserError
 from ..specs.hardware import GPU
 from ..specs.stack import Stack
 from ..specs.workload import Workload
+from .capacity import Capacity
 from .cost import Costs
 from .kvcache import BlockPool
 from .load import Load, Request
 from .scheduler import Live, Scheduler, SchedulerConfig
 from .speculation import SpecResult, Speculation
-from .stepmodel import Capacity, StepModel
+from .stepmodel import StepModel
 from .transfer import Link, TransferMode
 
 Role = Literal["aggregated", "prefill", "decode"]  # a replica's job in a deployment (serving.replicas)

@@ -31,7 +31,8 @@ from typing import Literal
 
 from ..errors import UserError
 from ..specs.workload import Workload
-from .stepmodel import Capacity, StepModel, kv_capacity
+from .capacity import Capacity, kv_capacity
+from .stepmodel import StepModel
 
 Method = Literal["draft", "mtp", "ngram"]
 # The most drafts a step may verify per sequence (vLLM's num_speculative_tokens is a handful; EAGLE's trees reach 60).

@@ -109,7 +109,8 @@ def test_tensor_parallel_splits_the_heads_groups_and_their_state():
 
 
 def test_the_serving_capacity_gives_each_sequence_its_state_in_whole_blocks():
-    from rooflinectl.serving.stepmodel import StepModel, kv_capacity
+    from rooflinectl.serving.capacity import kv_capacity
+    from rooflinectl.serving.stepmodel import StepModel
     from rooflinectl.specs.hardware import load_gpu
 
     cap = kv_capacity(StepModel(resolve_workload("decode", model=MODEL), load_gpu("h200")), 2048, 16, 0.0)

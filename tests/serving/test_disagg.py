@@ -12,12 +12,13 @@ import rooflinectl as rl
 from helpers import assert_one_line_error, cli
 from rooflinectl.api.common import base_workload
 from rooflinectl.engine.parallel import Layout
+from rooflinectl.serving.capacity import kv_capacity
 from rooflinectl.serving.kvcache import BlockPool
 from rooflinectl.serving.load import Lengths, closed_loop, open_loop
 from rooflinectl.serving.replicas import serve_replicas, side
 from rooflinectl.serving.scheduler import SchedulerConfig
 from rooflinectl.serving.simulate import simulate
-from rooflinectl.serving.stepmodel import StepModel, kv_capacity
+from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.serving.transfer import KvTransfer, Link, kv_link
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.stack import Stack

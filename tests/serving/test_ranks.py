@@ -14,12 +14,13 @@ from helpers import assert_one_line_error, cli
 from rooflinectl.api.common import base_workload
 from rooflinectl.engine.parallel import Layout
 from rooflinectl.engine.roofline import analyze
+from rooflinectl.serving.capacity import kv_capacity
 from rooflinectl.serving.kvcache import BlockPool
 from rooflinectl.serving.load import Lengths, Load, Request, closed_loop, open_loop
 from rooflinectl.serving.ranks import RankModel, serve_ranks
 from rooflinectl.serving.scheduler import SchedulerConfig
 from rooflinectl.serving.simulate import simulate
-from rooflinectl.serving.stepmodel import StepModel, kv_capacity
+from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.stack import Stack
 from rooflinectl.specs.step import Seqs

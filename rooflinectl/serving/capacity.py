@@ -1,0 +1,68 @@
+"""The KV cache a GPU holds beside a model: HBM less the weights, the largest activation live set of a full step and
+the reserve, in blocks of the paged cache (``serving.kvcache``), and the pool a replica starts from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import UserError
+from ..specs.step import Seqs
+from ..units import gib
+from .kvcache import BlockPool
+from .stepmodel import StepModel
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What one GPU holds beside the KV cache, and the cache's blocks: HBM less the weights, the largest
+    activation live set of a full step (``engine.memory.activation_live_set`` of a step of the token budget) and
+    the reserve, divided by one block's K and V on that GPU (all layers, ``block_size`` positions). A model with
+    recurrent layers holds its fixed state per sequence in ``state_blocks`` whole blocks of the same pool
+    (``serving.kvcache``)."""
+
+    capacity_bytes: float
+    weight_bytes: float
+    activation_bytes: float
+    reserve_bytes: float
+    block_bytes: float
+    blocks: int
+    state_blocks: int = 0
+
+    def pool(self, block_size: int) -> BlockPool:
+        """An empty pool of these blocks; where not one block fits, a UserError naming what fills the GPU (the
+        reserve too: --reserve-gib 79.9 on an 80 GiB GPU blamed the weights and activations)."""
+        if self.blocks < 1:
+            raise UserError(f"no room for a single KV block: the weights ({gib(self.weight_bytes)}), the "
+                            f"activations ({gib(self.activation_bytes)}) and the reserve ({gib(self.reserve_bytes)}, "
+                            f"--reserve-gib) fill the GPU's {gib(self.capacity_bytes)}")
+        return BlockPool(self.blocks, block_size, self.state_blocks)
+
+
+def kv_capacity(model: StepModel, budget_tokens: int, block_size: int, reserve: float) -> Capacity:
+    """The KV blocks ``model``'s GPU holds when a step may carry ``budget_tokens`` tokens."""
+    from ..engine.memory import activation_live_set
+
+    limit = model.base.model.max_length()
+    longest = min(budget_tokens, limit[0] if limit else budget_tokens)
+    full = model.analyze((Seqs(max(1, budget_tokens // longest), longest),))
+    block = model.analyze((Seqs(1, block_size),)) if limit is None or block_size <= limit[0] else full
+    held = block.totals.kv_cache_bytes_per_sequence
+    state_blocks = 0
+    if model.base.model.recurrent:
+        # The cache a sequence holds is its attention layers' K and V, growing by block_bytes a block (all of
+        # them full: Model refuses a window or chunks beside recurrent layers), and its fixed state: two lengths
+        # tell them apart.
+        positions = block.workload.uniform.positions
+        twice = model.analyze((Seqs(1, 2 * positions),)).totals.kv_cache_bytes_per_sequence
+        block_bytes = (twice - held) * (block_size / positions)
+        state_blocks = math.ceil((2 * held - twice) / block_bytes)
+    else:
+        block_bytes = held * (block_size / block.workload.uniform.positions)
+    weights = full.totals.weight_footprint_bytes
+    activations = activation_live_set([full]).bytes
+    capacity = model.gpu.capacity_bytes
+    room = capacity - reserve - weights - activations
+    return Capacity(capacity, weights, activations, reserve, block_bytes,
+                    max(0, math.floor(room / block_bytes)) if room > 0 else 0, state_blocks)
