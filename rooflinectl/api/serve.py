@@ -81,8 +81,8 @@ def _positive_ms(value: float | None, what: str) -> float | None:
     return value / 1e3
 
 def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int | None = None,
-          rate: float | None = None, trace: str | os.PathLike[str] | None = None, prompt: int | str = 2048,
-          output: int | str = 256, requests: int | None = None, seed: int = 0,
+          rate: float | None = None, trace: str | os.PathLike[str] | None = None, prompt: int | str | None = None,
+          output: int | str | None = None, requests: int | None = None, seed: int = 0,
           max_num_batched_tokens: int | None = None, max_num_seqs: int = 256, chunked_prefill: bool = True,
           block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
@@ -95,7 +95,8 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
           **options: Any) -> ServeResult:
     """A serving engine simulated step by step on ``gpu``: ``concurrency`` clients in a closed loop (the
     default, 1), Poisson arrivals at ``rate`` requests/s, or a ``trace`` file; ``prompt`` and ``output`` lengths
-    fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``); the scheduler's limits as vLLM names them;
+    fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``; by default 2,048 and 256, and none with a trace,
+    whose requests give theirs); the scheduler's limits as vLLM names them;
     ``stack`` the serving stack's costs (an id of ``stacks/`` or a YAML path; its fusions unless ``fuse`` is given).
     ``requests``: by default max(200, 8 × concurrency), so that the p99 rests on at least two samples above it.
     ``progress`` is called with the count of finished requests. ``spec``: speculative decoding, ``draft:MODEL:K``,
@@ -153,8 +154,10 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
         raise UserError(f"--ep {ep} alone with {'--replicas' if replicas != 1 else '--spec or --accept'}: "
                         f"data-parallel attention is simulated on one deployment without speculation")
     slo_ttft, slo_tpot = _positive_ms(slo_ttft_ms, "--slo-ttft-ms"), _positive_ms(slo_tpot_ms, "--slo-tpot-ms")
-    prompt_len = Lengths.parse(str(prompt), "--prompt")
-    output_len = Lengths.parse(str(output), "--output")
+    if trace is not None and (prompt is not None or output is not None):
+        raise UserError("--prompt or --output with --trace: the trace gives each request's lengths")
+    prompt_len = Lengths.parse(str(2048 if prompt is None else prompt), "--prompt")
+    output_len = Lengths.parse(str(256 if output is None else output), "--output")
     if trace is not None:
         if requests is not None:
             raise UserError("--requests with --trace: the trace's requests are the run's")

@@ -145,8 +145,10 @@ def workload_overrides(
 
 # --- a serving simulation (analyze serve, plot serve) -------------------------------------------------------------
 
-ServePrompt = Annotated[str, typer.Option("--prompt", help="Prompt tokens: a number, uniform:A-B or normal:MEAN,SD.")]
-ServeOutput = Annotated[str, typer.Option("--output", help="Output tokens: a number, uniform:A-B or normal:MEAN,SD.")]
+ServePrompt = Annotated[str | None, typer.Option("--prompt", help="Prompt tokens: a number, uniform:A-B or "
+                                                                   "normal:MEAN,SD (default 2048; a trace's own).")]
+ServeOutput = Annotated[str | None, typer.Option("--output", help="Output tokens: a number, uniform:A-B or "
+                                                                   "normal:MEAN,SD (default 256; a trace's own).")]
 Requests = Annotated[int | None, typer.Option("--requests", help="Requests in a run (default max(200, 8 × "
                                                "concurrency) in a closed loop, 200 in an open loop).")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of the drawn lengths and arrivals.")]

@@ -25,8 +25,8 @@ def plot_serve(
     concurrency: str = typer.Option(None, "--concurrency", help="Comma-separated clients of closed loops, a run "
                                     "each (default 1,8,32,128)."),
     rate: str = typer.Option(None, "--rate", help="Comma-separated request rates (Poisson), a run each."),
-    prompt: opt.ServePrompt = "2048",
-    output: opt.ServeOutput = "256",
+    prompt: opt.ServePrompt = None,
+    output: opt.ServeOutput = None,
     requests: opt.Requests = None,
     seed: opt.Seed = 0,
     max_num_batched_tokens: opt.MaxBatchedTokens = None,
@@ -65,7 +65,9 @@ def plot_serve(
         rates = [_rate(v) for v in rate.split(",")]
         loads = [{"rate": r} for r in rates]
     else:
-        loads = [{"concurrency": c} for c in split_ints(concurrency or "1,8,32,128", "--concurrency")]
+        # None: the default loads; "" is refused by split_ints, not taken for them
+        loads = [{"concurrency": c} for c in split_ints("1,8,32,128" if concurrency is None else concurrency,
+                                                        "--concurrency")]
     if len(loads) > MAX_LOADS:
         raise UserError(f"{len(loads)} loads: one chart simulates at most {MAX_LOADS}")
     from .. import api

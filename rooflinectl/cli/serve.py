@@ -24,8 +24,8 @@ def serve(
     rate: float = typer.Option(None, "--rate", help="Requests per second arriving as a Poisson process (open loop)."),
     trace: str = typer.Option(None, "--trace", help="A trace file: JSON lines or CSV of arrival_s, prompt, output "
                                                      "(arrivals counted from the first)."),
-    prompt: opt.ServePrompt = "2048",
-    output: opt.ServeOutput = "256",
+    prompt: opt.ServePrompt = None,
+    output: opt.ServeOutput = None,
     requests: opt.Requests = None,
     seed: opt.Seed = 0,
     max_num_batched_tokens: opt.MaxBatchedTokens = None,

@@ -26,6 +26,8 @@ def test_plot_serve_refuses_in_one_line(tmp_path):
                           "give one list of loads")
     assert_one_line_error(cli("plot", "serve", "-o", str(tmp_path / "a.gif")), "unknown image format")
     assert_one_line_error(cli("plot", "serve", "--rate", "x", "-o", str(tmp_path / "a.png")), "--rate 'x'")
+    # An empty list ran the four default loads; --rate "" was refused.
+    assert_one_line_error(cli("plot", "serve", "--concurrency", "", "-o", str(tmp_path / "a.png")), "empty item")
     assert not list(tmp_path.iterdir())  # nothing half-written
 
 

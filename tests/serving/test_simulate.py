@@ -365,3 +365,11 @@ def test_the_ops_by_tokens_and_by_sequences_add_to_the_pairs_time_to_the_bit(mod
         counts = {(1, rng.randint(1, 4000)): sequences, (rng.randint(2, 2000), 0): 1}
         assert split._rest_time(counts) == pairs._rest_time(counts), counts
         assert [op.name for op in split.step_ops(counts)[0]] == [op.name for op in pairs.step_ops(counts)[0]]
+
+
+def test_lengths_beside_a_trace_are_refused_not_ignored(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival_s": 0, "prompt": 64, "output": 4}\n')
+    for given in (["--prompt", "100"], ["--output", "8"]):  # were ignored: the trace's lengths ran
+        assert_one_line_error(cli("analyze", "serve", "--trace", str(trace), *given), "with --trace")
+    assert cli("analyze", "serve", "--trace", str(trace)).exit_code == 0
