@@ -49,8 +49,9 @@ from rooflinectl.engine.parallel import Layout
 from rooflinectl.serving.capacity import kv_capacity
 from rooflinectl.serving.kvcache import BlockPool
 from rooflinectl.serving.load import Lengths, Load, Request, closed_loop
+from rooflinectl.serving.metrics import Run
 from rooflinectl.serving.scheduler import SchedulerConfig
-from rooflinectl.serving.simulate import Run, simulate
+from rooflinectl.serving.simulate import simulate
 from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.specs.stack import Stack, load_stack
 

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 from .common import DEFAULT_GPU, _frame, _gpu, base_workload, check_numbers, name_arg
 
 if TYPE_CHECKING:
-    from ..serving.simulate import Run, Simulation
+    from ..serving.metrics import Run, Simulation
     from ..specs.hardware import GPU
 
 
 @dataclass(frozen=True)
 class ServeResult:
-    """A simulated serving run (``analyze serve``): the :class:`serving.simulate.Simulation`."""
+    """A simulated serving run (``analyze serve``): the :class:`serving.metrics.Simulation`."""
 
     simulation: Simulation
 
@@ -123,9 +123,10 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
     from ..serving.cost import run_costs
     from ..serving.kvcache import BlockPool
     from ..serving.load import MAX_REQUESTS, Lengths, closed_loop, open_loop, read_trace, with_shared_prefix
+    from ..serving.metrics import Simulation
     from ..serving.ranks import RankModel, serve_ranks
     from ..serving.scheduler import SchedulerConfig
-    from ..serving.simulate import Simulation, compared, simulate
+    from ..serving.simulate import compared, simulate
     from ..serving.speculation import speculate
     from ..serving.stepmodel import StepModel
     from ..specs.stack import load_stack
@@ -238,9 +239,9 @@ def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, repli
     from ..engine.parallel import Layout
     from ..errors import UserError
     from ..serving.capacity import kv_capacity
+    from ..serving.metrics import Simulation
     from ..serving.replicas import check_replicas, deployment_costs, parse_disagg, serve_replicas, side
     from ..serving.scheduler import SchedulerConfig
-    from ..serving.simulate import Simulation
     from ..serving.stepmodel import StepModel
     from ..serving.transfer import KvTransfer, kv_link
 

@@ -2,7 +2,7 @@
 
 Left: TTFT and TPOT (p50 solid, p90 dashed, p99 dotted; ms, log scale) against the load, one point per simulated
 run (concurrency or request rate, log scale). Right: the most loaded run's timeline, the sequences in each step
-and the KV blocks in use (of the cache's capacity, dashed). The runs are ``serving.simulate.Simulation`` objects;
+and the KV blocks in use (of the cache's capacity, dashed). The runs are ``serving.metrics.Simulation`` objects;
 this module only draws them. matplotlib is imported inside ``draw_serve``.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..files import write_atomic
-from ..serving.simulate import Simulation, Stats
+from ..serving.metrics import Simulation, Stats
 from ..units import number
 from .chart import GPU_COLORS, check_output
 

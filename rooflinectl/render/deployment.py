@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..units import duration, number, plural, si
 
 if TYPE_CHECKING:
-    from ..serving.simulate import Side, Simulation, Stats
+    from ..serving.metrics import Side, Simulation, Stats
 
 
 def _stats(s: Stats | None) -> dict[str, float] | None:

@@ -13,7 +13,7 @@ from .deployment import deployment_json, deployment_lines
 from .deployment import label as deployment_label
 
 if TYPE_CHECKING:
-    from ..serving.simulate import Simulation, Stats
+    from ..serving.metrics import Simulation, Stats
 
 METRICS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
 

@@ -44,8 +44,9 @@ from ..specs.workload import Workload
 from .capacity import Capacity, kv_capacity
 from .kvcache import BlockPool
 from .load import Lengths, closed_loop
+from .metrics import Run, Stats
 from .scheduler import SchedulerConfig
-from .simulate import Run, Stats, simulate
+from .simulate import simulate
 from .stepmodel import StepModel
 
 # A step's groups of sequences as the simulation prices them: {(new tokens, cached positions): sequences}.

@@ -25,7 +25,7 @@ from ..engine.generate import Request
 from ..engine.memory import MemoryBudget
 from ..engine.parallel import Layout
 from ..units import plural
-from .simulate import Simulation
+from .metrics import Simulation
 
 Kind = Literal["engine", "aggregated", "disaggregated"]
 

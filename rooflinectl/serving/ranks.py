@@ -37,8 +37,9 @@ from ..specs.step import Seqs
 from .capacity import Capacity
 from .kvcache import BlockPool
 from .load import Load, Request
+from .metrics import Point, RankTotals, Run, Served
 from .scheduler import Live, Scheduled, Scheduler, SchedulerConfig
-from .simulate import Point, RankTotals, Run, Served, _emit, _thin, check_whole_prompts
+from .simulate import _emit, _thin, check_whole_prompts
 from .stepmodel import StepModel
 
 

@@ -35,21 +35,9 @@ from .capacity import Capacity
 from .cost import Costs, split_costs
 from .kvcache import BlockPool
 from .load import Load, Request
+from .metrics import Deployment, Point, Role, Run, Served, Side, Stats, Transfers
 from .scheduler import Live, Scheduler, SchedulerConfig
-from .simulate import (
-    Deployment,
-    Point,
-    Role,
-    Run,
-    Served,
-    Side,
-    Stats,
-    Transfers,
-    _thin,
-    decode_run,
-    delivered,
-    refill_delay,
-)
+from .simulate import _thin, decode_run, delivered, refill_delay
 from .stepmodel import StepModel
 from .transfer import KvTransfer
 

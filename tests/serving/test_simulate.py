@@ -16,8 +16,9 @@ from rooflinectl.engine.parallel import Layout
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.serving.kvcache import BlockPool
 from rooflinectl.serving.load import Lengths, closed_loop, open_loop
+from rooflinectl.serving.metrics import percentile
 from rooflinectl.serving.scheduler import SchedulerConfig
-from rooflinectl.serving.simulate import percentile, simulate
+from rooflinectl.serving.simulate import simulate
 from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.scenario import resolve_workload
