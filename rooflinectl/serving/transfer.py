@@ -36,7 +36,7 @@ from ..engine.count.transformer import kv_cache_bytes_per_sequence
 from ..engine.parallel import Layout, kv_bytes_per_sequence_per_gpu, per_gpu_workload
 from ..engine.parallel.network import Fabric
 from ..errors import UserError
-from ..specs.hardware import GPU
+from ..specs.hardware import GPU, ScaleUp
 from ..specs.workload import Workload
 
 TransferMode = Literal["after", "overlap"]
@@ -46,19 +46,20 @@ TRANSFER_MODES: tuple[TransferMode, ...] = ("after", "overlap")
 @dataclass(frozen=True)
 class Link:
     """The link a KV transfer crosses: its name, whether it is the scale-up domain's, a GPU's one-way bandwidth on
-    it (GB/s, 1e9 bytes/s) and its latency (µs); ``mesh_peers``, on a mesh, the other GPUs of the domain, each
-    reached over its own equal share of that bandwidth (None behind a switch and on the network)."""
+    it (GB/s, 1e9 bytes/s) and its latency (µs); ``domain``, the scale-up domain it is the interconnect of, whose
+    topology says what share of that bandwidth a GPU reaches its peers over (None on the network)."""
 
     name: str
     scale_up: bool
     bandwidth_gbps: float
     latency_us: float
-    mesh_peers: int | None = None
+    domain: ScaleUp | None = None
 
     def seconds(self, nbytes: float, peers: int = 1) -> float:
         """The time of ``nbytes`` sent (or received) by one GPU to (from) ``peers`` GPUs at once: latency +
-        bytes / the bandwidth it reaches them over, all of it behind a switch, ``peers`` shares of a mesh."""
-        share = 1.0 if self.mesh_peers is None else min(peers, self.mesh_peers) / self.mesh_peers
+        bytes / the bandwidth it reaches them over (``ScaleUp.share`` of the group they make with it: all of it
+        behind a switch, ``peers`` of a mesh's links)."""
+        share = 1.0 if self.domain is None else self.domain.share(peers + 1)
         return self.latency_us / 1e6 + nbytes / (self.bandwidth_gbps * 1e9 * share)
 
 
@@ -70,9 +71,8 @@ def kv_link(gpu: GPU, gpus: int) -> Link:
                         f"timed; add an 'interconnect' section")
     domain = Fabric.of(gpu).domain  # the collectives' rule: no bound on a PCIe part or a file stating no domain
     if domain is None or gpus <= domain:
-        mesh = ic.scale_up is not None and ic.scale_up.topology == "mesh"
         return Link(ic.name, True, ic.per_direction_gbps, ic.latency_us,
-                    mesh_peers=domain - 1 if mesh and domain is not None else None)
+                    domain=None if domain is None else ic.scale_up)
     if ic.scale_out is None:
         raise UserError(f"{gpu.id}: {gpus} GPUs exceed its scale-up domain of {domain} and the GPU file gives no "
                         f"scale-out network for the KV transfer; add interconnect.scale_out")

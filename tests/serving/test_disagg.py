@@ -33,7 +33,7 @@ def test_kv_transfer_of_a_deepseek_v3_request_by_hand():
     base = base_workload(model="deepseek-v3")
     h200 = load_gpu("h200")
     # 8 GPUs fit the HGX H200's NVLink domain; 16 do not, and go over its 400 Gb/s NDR port a GPU (50 GB/s, 5 µs).
-    assert kv_link(h200, 8) == NVLINK4
+    assert kv_link(h200, 8) == replace(NVLINK4, domain=h200.interconnect.scale_up)  # behind NVSwitch: share 1
     assert kv_link(h200, 16) == Link("InfiniBand NDR (ConnectX-7), one port a GPU", False, 50.0, 5.0)
     x = KvTransfer(base, Layout(tp=8), Layout(tp=8), kv_link(h200, 8), "after")
     assert x.request_bytes(4096) == DSV3_4096
@@ -66,8 +66,9 @@ def test_kv_transfer_over_a_mesh_by_hand():
     link). Llama 3 70B, 4,096 positions: b = 80 × 2 × 8 × 128 × 2 × 4,096 bytes a request."""
     b = 80 * 2 * 8 * 128 * 2 * 4096
     base = base_workload(model="llama-3-70b")
-    link = kv_link(load_gpu("mi355x"), 4)
-    assert link == Link("AMD Infinity Fabric (xGMI, 7 links)", True, 537.6, 10.0, mesh_peers=7)
+    mi355x = load_gpu("mi355x")
+    link = kv_link(mi355x, 4)
+    assert link == Link("AMD Infinity Fabric (xGMI, 7 links)", True, 537.6, 10.0, domain=mi355x.interconnect.scale_up)
     # One prefill GPU to one decode GPU: all of b over the one link between them, 1/7 of the GPU's bandwidth.
     one = KvTransfer(base, Layout(), Layout(), link, "after")
     assert one.seconds(4096) == pytest.approx(10e-6 + b / (537.6e9 / 7), rel=1e-12)  # 27.3 ms
