@@ -382,7 +382,7 @@ class Linear:
 
     def at(self, b: float, c: float, x: Sequence[float], lag: float = 0.0) -> tuple[float, float]:
         """(mean TTFT, mean TPOT) in ms at grid point (b, c), unknowns ``x`` (UNKNOWNS' order and units) and a
-        stream lag of ``lag`` steps: each request's TTFT grows by lag × its TPOT (``simulate.delivered``), so the
+        stream lag of ``lag`` steps: each request's TTFT grows by lag × its TPOT (``simulate.delivery_delay``), so the
         mean TTFT by lag × the mean TPOT (every request of these rows makes more than one token)."""
         out = []
         for m in (0, 1):

@@ -3,7 +3,8 @@ deployment's sides, and the metrics over them. Definitions (aiperf's, which the 
 
   TTFT  first token time − arrival (waiting for admission included)
   TPOT  per request (E2E − TTFT) / (output − 1); requests of one output token have none
-  ITL   the gaps between a request's successive tokens, every gap of every request
+  ITL   the gaps between a request's successive tokens, every gap of every request (in the engine: the client's
+        constant delay cancels)
   E2E   last token time − arrival
 
 Percentiles interpolate linearly between the sorted samples (numpy's default method).
@@ -12,9 +13,14 @@ Percentiles interpolate linearly between the sorted samples (numpy's default met
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from array import array
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from itertools import accumulate, islice, repeat
+from operator import sub
+from typing import Literal, Protocol
 
 from ..engine.parallel import Layout
 from ..specs.hardware import GPU
@@ -30,7 +36,36 @@ from .transfer import Link, TransferMode
 Role = Literal["aggregated", "prefill", "decode"]  # a replica's job in a deployment (serving.replicas)
 
 
-def percentile(sorted_samples: Sequence[float], q: float) -> float:
+class Ranked(Protocol):
+    """Samples in ascending order, read by rank."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, rank: int, /) -> float: ...
+
+
+class Tally:
+    """Samples in ascending order held as each distinct value and how often it occurs. A run's ITL repeats each
+    step's time for every sequence in the step: 5,000 Poisson requests at 20/s, prompts of 100-3,000 tokens and
+    outputs of 10-400 on an H100 gave 1,032,839 gaps of 13,612 values in 13,633 steps."""
+
+    def __init__(self, counts: Mapping[float, int]) -> None:
+        self.values = sorted(counts)
+        self.ends = list(accumulate(counts[v] for v in self.values))  # the rank after each value's last
+
+    def __len__(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+    def __getitem__(self, rank: int, /) -> float:
+        return self.values[bisect_right(self.ends, rank)]
+
+    def fsum(self) -> float:
+        """The samples' sum, rounded once, as ``math.fsum`` of them all."""
+        counts = [b - a for a, b in zip([0, *self.ends], self.ends)]
+        return math.fsum(x for v, c in zip(self.values, counts) for x in repeat(v, c))
+
+
+def percentile(sorted_samples: Ranked, q: float) -> float:
     """The q-th percentile (0 ≤ q ≤ 100) of sorted samples, linear between the two nearest ranks."""
     n = len(sorted_samples)
     rank = (n - 1) * q / 100
@@ -54,30 +89,51 @@ class Stats:
         if not samples:
             return None
         ordered = sorted(samples)
-        return cls(math.fsum(ordered) / len(ordered), percentile(ordered, 50), percentile(ordered, 90),
-                   percentile(ordered, 99), len(ordered))
+        return cls._ranked(ordered, math.fsum(ordered))
+
+    @classmethod
+    def tallied(cls, samples: Iterable[float]) -> Stats | None:
+        """``of`` the samples, to the bit, holding each distinct value once (``Tally``)."""
+        tally = Tally(Counter(samples))
+        return cls._ranked(tally, tally.fsum()) if len(tally) else None
+
+    @classmethod
+    def _ranked(cls, ordered: Ranked, total: float) -> Stats:
+        n = len(ordered)
+        return cls(total / n, percentile(ordered, 50), percentile(ordered, 90), percentile(ordered, 99), n)
 
 
 @dataclass(frozen=True)
 class Served:
-    """One request's times, seconds from the start of the run."""
+    """One request's times, seconds from the start of the run: when the engine made each token (an array of
+    doubles, 8 bytes a token), and the delay after which its client sees them (``simulate.delivery_delay``)."""
 
     request: Request
-    token_times_s: tuple[float, ...]
+    engine_times_s: array[float]
     preemptions: int
+    delay_s: float = 0.0
+
+    @property
+    def token_times_s(self) -> tuple[float, ...]:
+        """When the client sees each token."""
+        return tuple(t + self.delay_s for t in self.engine_times_s)
 
     @property
     def ttft_s(self) -> float:
-        return self.token_times_s[0] - self.request.arrival_s
+        return self.engine_times_s[0] + self.delay_s - self.request.arrival_s
 
     @property
     def e2e_s(self) -> float:
-        return self.token_times_s[-1] - self.request.arrival_s
+        return self.engine_times_s[-1] + self.delay_s - self.request.arrival_s
 
     @property
     def tpot_s(self) -> float | None:
-        n = len(self.token_times_s)
+        n = len(self.engine_times_s)
         return (self.e2e_s - self.ttft_s) / (n - 1) if n > 1 else None
+
+    def gaps(self) -> Iterable[float]:
+        """The intervals between successive tokens, in the engine."""
+        return map(sub, islice(self.engine_times_s, 1, None), self.engine_times_s)
 
 
 @dataclass(frozen=True)
@@ -130,7 +186,7 @@ class Run:
 
     @property
     def itl(self) -> Stats | None:
-        return Stats.of([b - a for s in self.served for a, b in zip(s.token_times_s, s.token_times_s[1:])])
+        return Stats.tallied(gap for s in self.served for gap in s.gaps())
 
     @property
     def e2e(self) -> Stats | None:
@@ -138,7 +194,7 @@ class Run:
 
     @property
     def output_tokens(self) -> int:
-        return sum(len(s.token_times_s) for s in self.served)
+        return sum(len(s.engine_times_s) for s in self.served)
 
     def goodput(self, slo_ttft_s: float | None, slo_tpot_s: float | None) -> int:
         """Requests that met both targets (a target not given is met)."""

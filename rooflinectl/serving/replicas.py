@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections.abc import Callable
 from typing import cast
 
@@ -37,7 +38,7 @@ from .kvcache import BlockPool
 from .load import Load, Request
 from .metrics import Deployment, Point, Role, Run, Served, Side, Stats, Transfers
 from .scheduler import Live, Scheduler, SchedulerConfig
-from .simulate import _thin, decode_run, delivered, refill_delay
+from .simulate import _thin, decode_run, delivery_delay, refill_delay
 from .stepmodel import StepModel
 from .transfer import KvTransfer
 
@@ -125,7 +126,7 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
                    progress: Callable[[int], None] | None = None) -> Deployment:
     """Serve ``load`` on the replicas of ``sides`` (the module's docstring): an aggregated side alone, or a
     prefill side and a decode side with ``transfer``. ``stack``: its delays between engine and client
-    (``simulate.delivered``), added to every token a client sees."""
+    (``simulate.delivery_delay``), added to every token a client sees."""
     replicas = [r for _, group, _, _ in sides for r in group]
     entry = [r for r in replicas if r.role != "decode"]
     decoders = [r for r in replicas if r.role == "decode"]
@@ -138,7 +139,8 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
     sent: list[tuple[float, float, float, float]] = []  # each transfer: (KV bytes, link bytes, link time, wait)
 
     def done(live: Live, t: float) -> None:
-        served.append(Served(live.request, delivered(live.token_times_s, stack), live.preemptions))
+        delay = delivery_delay(live.token_times_s, stack)
+        served.append(Served(live.request, live.token_times_s, live.preemptions, delay))
         if progress is not None:
             progress(len(served))
         following = load.refill(queue, t, refill_delay(stack))
@@ -182,7 +184,7 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
             else:  # a KV cache landed: its request holds its prompt's positions and its first token
                 live, r = cast(tuple[Live, Replica], payload)
                 live.computed, live.target, live.generated = live.request.prompt, live.request.prompt + 1, 1
-                live.token_times_s = [te]
+                live.token_times_s = array('d', (te,))
                 r.scheduler.queue(live)
             r.clock = max(r.clock, te)
             continue

@@ -36,6 +36,7 @@ prefix's.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -97,7 +98,7 @@ class Live:
     computed: int = 0
     generated: int = 0
     first_token_s: float | None = None
-    token_times_s: list[float] = field(default_factory=list)
+    token_times_s: array[float] = field(default_factory=lambda: array("d"))  # 8 bytes a token
     preemptions: int = 0
 
 

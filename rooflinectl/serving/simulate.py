@@ -30,17 +30,17 @@ def refill_delay(stack: Stack | None) -> float:
     return stack.refill_latency_us / 1e6 if stack is not None else 0.0
 
 
-def delivered(times: Sequence[float], stack: Stack | None) -> tuple[float, ...]:
-    """When a request's client sees its tokens, the engine having made them at ``times``: each the stack's
-    ``request_latency_us`` + ``stream_lag_steps`` × the request's mean interval between tokens in the engine later
-    (a request of one token has no interval: the latency alone). TTFT and E2E include the delay; TPOT and ITL,
+def delivery_delay(times: Sequence[float], stack: Stack | None) -> float:
+    """How long after the engine made its tokens at ``times`` a request's client sees each: the stack's
+    ``request_latency_us`` + ``stream_lag_steps`` × the request's mean interval between tokens in the engine (a
+    request of one token has no interval: the latency alone). TTFT and E2E include the delay; TPOT and ITL,
     differences of delayed times, do not."""
     if stack is None:
-        return tuple(times)
+        return 0.0
     delay = stack.request_latency_us / 1e6
     if stack.stream_lag_steps and len(times) > 1:
         delay += stack.stream_lag_steps * (times[-1] - times[0]) / (len(times) - 1)
-    return tuple(time + delay for time in times)
+    return delay
 
 
 def check_whole_prompts(load: Load, config: SchedulerConfig) -> None:
@@ -180,7 +180,7 @@ def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
           arrivals: list[tuple[float, int, Request]], queue: Iterator[Request], load: Load,
           progress: Callable[[int], None] | None, stack: Stack | None) -> None:
     """``live`` reached its target at ``t``: it emits a token; the last one finishes it (a closed loop's client
-    then sends its next request: ``Load.refill``). Its client sees its tokens as ``delivered`` says (``stack``'s
+    then sends its next request: ``Load.refill``). Its client sees its tokens as ``delivery_delay`` says (``stack``'s
     delays)."""
     live.generated += 1
     live.token_times_s.append(t)
@@ -188,7 +188,8 @@ def _emit(live: Live, t: float, scheduler: Scheduler, served: list[Served],
         live.target += 1
         return
     scheduler.finish(live)
-    served.append(Served(live.request, delivered(live.token_times_s, stack), live.preemptions))
+    delay = delivery_delay(live.token_times_s, stack)
+    served.append(Served(live.request, live.token_times_s, live.preemptions, delay))
     if progress is not None:
         progress(len(served))
     following = load.refill(queue, t, refill_delay(stack))

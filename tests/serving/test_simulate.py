@@ -16,7 +16,7 @@ from rooflinectl.engine.parallel import Layout
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.serving.kvcache import BlockPool
 from rooflinectl.serving.load import Lengths, closed_loop, open_loop
-from rooflinectl.serving.metrics import percentile
+from rooflinectl.serving.metrics import Stats, Tally, percentile
 from rooflinectl.serving.scheduler import SchedulerConfig
 from rooflinectl.serving.simulate import simulate
 from rooflinectl.serving.stepmodel import StepModel
@@ -207,6 +207,36 @@ def test_percentiles_are_numpys():
         xs = sorted(rng.random() for _ in range(n))
         for q in (0, 50, 90, 99, 100):
             assert percentile(xs, q) == pytest.approx(float(np.percentile(xs, q)), rel=1e-12)
+
+
+def test_tallied_stats_are_the_samples_stats_to_the_bit():
+    # A tally holds each distinct value once; its mean and percentiles must be those of the samples themselves.
+    rng = random.Random(11)
+    for n, distinct in ((1, 1), (2, 1), (7, 3), (1000, 5), (5000, 4000)):
+        values = [rng.random() * 10 ** rng.randint(-6, 0) for _ in range(distinct)]
+        xs = [rng.choice(values) for _ in range(n)]
+        assert Stats.tallied(iter(xs)) == Stats.of(xs)
+    assert Stats.tallied(iter([])) is None
+    # Rank by rank: 0.5 twice, 1.5 once, 3.0 three times.
+    tally = Tally({3.0: 3, 0.5: 2, 1.5: 1})
+    assert len(tally) == 6 and [tally[i] for i in range(6)] == [0.5, 0.5, 1.5, 3.0, 3.0, 3.0]
+    assert tally.fsum() == 11.5
+    assert percentile(tally, 50) == 2.25  # rank 2.5: halfway from 1.5 to 3.0
+
+
+def test_itl_is_every_gap_in_the_engine_and_the_client_delay_cancels():
+    # Two requests' engine times, one delayed by a stack: its TTFT and E2E grow by the delay, its gaps do not.
+    from array import array
+
+    from rooflinectl.serving.load import Request
+    from rooflinectl.serving.metrics import Served
+
+    a = Served(Request(0, 0.0, 10, 3), array("d", (0.5, 0.75, 1.25)), 0)
+    b = Served(Request(1, 0.25, 10, 2), array("d", (0.75, 1.0)), 0, delay_s=0.125)
+    assert list(a.gaps()) == [0.25, 0.5] and list(b.gaps()) == [0.25]
+    assert (b.ttft_s, b.e2e_s, b.tpot_s) == (0.625, 0.875, 0.25)
+    assert b.token_times_s == (0.875, 1.125)
+    assert Stats.tallied(g for s in (a, b) for g in s.gaps()) == Stats.of([0.25, 0.5, 0.25])
 
 
 def test_serve_to_dict_is_the_json():

@@ -250,10 +250,10 @@ def test_the_sequence_cost_and_the_request_latency():
         assert b.ttft_s == pytest.approx(a.ttft_s + 2.5e-3 + 1.5 * a.tpot_s, rel=1e-12)
         assert b.e2e_s == pytest.approx(a.e2e_s + 2.5e-3 + 1.5 * a.tpot_s, rel=1e-12)
     # A request of one token has no interval between tokens: the latency alone.
-    from rooflinectl.serving.simulate import delivered
+    from rooflinectl.serving.simulate import delivery_delay
 
-    assert delivered((0.25,), stack(request_latency_us=2500.0, stream_lag_steps=4.0)) == (0.2525,)
-    assert delivered((0.25, 0.5), None) == (0.25, 0.5)
+    assert delivery_delay((0.25,), stack(request_latency_us=2500.0, stream_lag_steps=4.0)) == 2.5e-3
+    assert delivery_delay((0.25, 0.5), None) == 0.0
 
 
 def test_a_refill_that_comes_late_waits_for_the_next_step():
