@@ -102,13 +102,33 @@ def test_importing_the_package_loads_nothing_heavy():
     (lambda: rl.serve(gpu="h100", requests=2, prompt=64, output=8, seed=None), "seed: give an integer, not None"),
     (lambda: rl.serve(gpu="h100", requests=2, prompt=64, output=8, chunked_prefill="no"),
      "chunked_prefill: give True or False, not 'no'"),
+    # A truthy string must not switch the measured roofs on.
+    (lambda: rl.analyze("decode", calibrated="no"), "calibrated: give True or False, not 'no'"),
+    (lambda: rl.analyze_step(seqs="16x1", calibrated=1), "calibrated: give True or False, not 1 (int)"),
+    (lambda: rl.analyze("decode", batch="4"), "batch: give an integer, not '4'"),
+    (lambda: rl.analyze("decode", tp=2.0), "tp: give an integer"),
+    (lambda: rl.analyze("decode", causal="yes"), "causal: give True or False"),
+    (lambda: rl.analyze("decode", group_size="x"), "group_size: give an integer"),
+    (lambda: rl.analyze_step(seqs=None), "seqs: give Seqs(count, new, cached), 'COUNTxNEW@CACHED' or a list"),
+    (lambda: rl.analyze_step(seqs=5), "not 5 (int)"),
+    (lambda: rl.analyze("decode", bogus=1), "unknown keyword 'bogus' (beyond the function's own"),
+    (lambda: rl.generate(prompt=64, output=8, bogus=1), "unknown keyword 'bogus'"),
+    # A spec's repr runs to thousands of characters: the message cuts it.
+    (lambda: rl.analyze("decode", gpu=rl.model("llama-3-8b")), "not Model(id='llama-3-8b'"),
 ])
 def test_a_wrong_type_is_a_user_error_naming_the_argument(call, named):
     # A notebook passes Python values the command line's parser never would: each is the one-line UserError.
     with pytest.raises(rl.UserError) as error:
         call()
     assert named in str(error.value)
-    assert "\n" not in str(error.value)
+    assert "\n" not in str(error.value) and len(str(error.value)) < 240
+
+
+def test_a_spec_given_to_gpu_or_model_is_itself():
+    h100 = rl.gpu("h100")
+    assert rl.gpu(h100) is h100
+    llama = rl.model("llama-3-8b")
+    assert rl.model(llama) is llama
 
 
 def test_one_value_stands_for_a_list_of_one_and_a_path_for_its_name():

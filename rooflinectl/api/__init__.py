@@ -32,6 +32,7 @@ from .common import (
     model,
     name_arg,
     one_or_more,
+    shown,
     step_options,
 )
 from .serve import ServeResult, serve
@@ -136,6 +137,7 @@ def _place(w: Workload, gpu_spec: str | os.PathLike[str] | GPU, calibrated: bool
     from ..engine.parallel import Layout
     from ..engine.roofline import analyze as place_step
 
+    check_numbers(dict(tp=tp, ep=ep, pp=pp), {}, dict(calibrated=calibrated), required=("tp", "ep", "pp", "calibrated"))
     return StepResult(place_step(w, _gpu(gpu_spec), calibrated=calibrated, layout=Layout(tp, ep, pp)))
 
 
@@ -146,6 +148,7 @@ def analyze(workload: str | os.PathLike[str] = "decode", *, gpu: str | os.PathLi
     workload YAML; ``options`` those of :func:`step_options` (model, dtypes, attention, fuse …)."""
     from ..specs.scenario import resolve_workload
 
+    check_numbers(dict(batch=batch, context=context, seq_len=seq_len), {})
     w = resolve_workload(name_arg(workload, "workload"), batch=batch, context=context, seq_len=seq_len,
                          **step_options(**options))
     return _place(w, gpu, calibrated, tp, ep, pp)
@@ -160,9 +163,12 @@ def analyze_step(*, seqs: Seqs | str | Sequence[Seqs | str], gpu: str | GPU = DE
 
     if isinstance(seqs, (str, Seqs)):
         seqs = [seqs]
+    if not isinstance(seqs, Sequence):
+        raise UserError(f"seqs: give Seqs(count, new, cached), 'COUNTxNEW@CACHED' or a list of them, not "
+                        f"{shown(seqs)} ({type(seqs).__name__})")
     for g in seqs:
         if not isinstance(g, (str, Seqs)):
-            raise UserError(f"seqs: give each group as Seqs(count, new, cached) or 'COUNTxNEW@CACHED', not {g!r}")
+            raise UserError(f"seqs: give each group as Seqs(count, new, cached) or 'COUNTxNEW@CACHED', not {shown(g)}")
     groups = tuple(Seqs.parse(g) if isinstance(g, str) else g for g in seqs)
     if not groups:
         raise UserError("a step needs at least one group of sequences (--seqs COUNTxNEW[@CACHED])")

@@ -26,7 +26,13 @@ def name_arg(value: object, what: str) -> str:
         return str(os.fspath(value))
     from ..errors import UserError
 
-    raise UserError(f"{what}: give {_NAMES[what]}, not {value!r} ({type(value).__name__})")
+    raise UserError(f"{what}: give {_NAMES[what]}, not {shown(value)} ({type(value).__name__})")
+
+
+def shown(value: object, width: int = 60) -> str:
+    """``value``'s repr for a one-line message, cut to ``width`` characters (a spec's repr runs to thousands)."""
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 # What each named argument takes, for name_arg's message.
@@ -50,7 +56,7 @@ def check_numbers(ints: dict[str, object], reals: dict[str, object], bools: dict
             if value is None and name not in required:
                 continue
             if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-                raise UserError(f"{name}: give {words}, not {value!r} ({type(value).__name__})")
+                raise UserError(f"{name}: give {words}, not {shown(value)} ({type(value).__name__})")
 
 
 def one_or_more(value: T | Sequence[T], what: str, single: tuple[type, ...]) -> tuple[T, ...]:
@@ -61,7 +67,7 @@ def one_or_more(value: T | Sequence[T], what: str, single: tuple[type, ...]) -> 
     if isinstance(value, single):
         return (value,)  # type: ignore[return-value]  # one of the single types is a T
     if not isinstance(value, Sequence):
-        raise UserError(f"{what}: give one value or a list of them, not {value!r} ({type(value).__name__})")
+        raise UserError(f"{what}: give one value or a list of them, not {shown(value)} ({type(value).__name__})")
     if not value:
         raise UserError(f"{what}: give at least one value")
     return tuple(value)
@@ -87,22 +93,21 @@ def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
             out[f"{prefix}{key}"] = value
     return out
 
-def gpu(id_or_path: str | os.PathLike[str]) -> GPU:
-    """A GPU spec by id, alias or YAML path (``rooflinectl hardware list``)."""
-    from ..specs.hardware import load_gpu
+def gpu(id_or_path: str | os.PathLike[str] | GPU) -> GPU:
+    """A GPU spec by id, alias or YAML path (``rooflinectl hardware list``); a spec is itself."""
+    from ..specs.hardware import GPU, load_gpu
 
-    return load_gpu(name_arg(id_or_path, "gpu"))
+    return id_or_path if isinstance(id_or_path, GPU) else load_gpu(name_arg(id_or_path, "gpu"))
 
-def model(id_or_path: str | os.PathLike[str]) -> Model:
-    """A model by id, model YAML or a local Hugging Face config.json (``rooflinectl workloads list``)."""
-    from ..specs.model import load_model
+def model(id_or_path: str | os.PathLike[str] | Model) -> Model:
+    """A model by id, model YAML or a local Hugging Face config.json (``rooflinectl workloads list``); a model is
+    itself."""
+    from ..specs.model import Model, load_model
 
-    return load_model(name_arg(id_or_path, "model"))
+    return id_or_path if isinstance(id_or_path, Model) else load_model(name_arg(id_or_path, "model"))
 
-def _gpu(spec: str | os.PathLike[str] | GPU) -> GPU:
-    from ..specs.hardware import GPU
 
-    return spec if isinstance(spec, GPU) else gpu(spec)
+_gpu = gpu  # the functions' ``gpu`` keyword shadows the module's function
 
 def _fusions(fuse: str | Sequence[str] | None) -> list[str] | None:
     """``fuse`` as the scenario's list: a comma-separated string as the command line gives it, or a list."""
@@ -113,7 +118,7 @@ def _fusions(fuse: str | Sequence[str] | None) -> list[str] | None:
             return list(fuse)
         from ..errors import UserError
 
-        raise UserError(f"fuse: give 'qkv,gate_up' or a list of fusions, not {fuse!r} ({type(fuse).__name__})")
+        raise UserError(f"fuse: give 'qkv,gate_up' or a list of fusions, not {shown(fuse)} ({type(fuse).__name__})")
     from ..specs.load import split_list
 
     return split_list(fuse, "--fuse")
@@ -122,9 +127,17 @@ def step_options(*, model: str | os.PathLike[str] | Model | None = None, dtype: 
                  kv_dtype: str | None = None, weight_dtype: str | None = None, act_dtype: str | None = None,
                  group_size: int | None = None,
                  attention: str | None = None, causal: bool | None = None,
-                 fuse: str | Sequence[str] | None = None, experts_touched: int | None = None) -> dict[str, Any]:
+                 fuse: str | Sequence[str] | None = None, experts_touched: int | None = None,
+                 **unknown: Any) -> dict[str, Any]:
     """The options every step shares, as :func:`specs.scenario.resolve_workload`'s overrides (None: the
-    scenario's)."""
+    scenario's). A keyword that is none of them is a UserError naming them."""
+    if unknown:
+        from ..errors import UserError
+
+        raise UserError(f"unknown keyword {', '.join(map(repr, unknown))} (beyond the function's own, a step's "
+                        "options: model, dtype, kv_dtype, weight_dtype, act_dtype, group_size, attention, causal, "
+                        "fuse, experts_touched)")
+    check_numbers(dict(group_size=group_size, experts_touched=experts_touched), {}, dict(causal=causal))
     if isinstance(model, os.PathLike):
         model = name_arg(model, "model")
     return dict(model=model, dtype=dtype, kv_dtype=kv_dtype, weight_dtype=weight_dtype, act_dtype=act_dtype,
