@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from rich.console import Console, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 
 def console(stderr: bool = False) -> Console:
@@ -20,13 +21,13 @@ def console(stderr: bool = False) -> Console:
     return Console(highlight=False, markup=False, stderr=stderr)
 
 
-def _drawn(renderable: RenderableType, width: int) -> list[str]:
-    """``renderable`` drawn at ``width`` columns, each line's trailing blanks dropped."""
+def _drawn(renderable: RenderableType, width: int, strip: bool = True) -> list[str]:
+    """``renderable`` drawn at ``width`` columns, each line's trailing blanks dropped (kept: ``strip`` False)."""
     import io
 
     out = io.StringIO()
     Console(file=out, width=width, color_system=None, highlight=False, markup=False).print(renderable)
-    return [line.rstrip() for line in out.getvalue().splitlines()]
+    return [line.rstrip() if strip else line for line in out.getvalue().splitlines()]
 
 
 def natural_width(renderable: RenderableType) -> int:
@@ -74,8 +75,14 @@ def print_table(console: Console, table: Table, optional: Sequence[str] = ()) ->
     and grep get every row on one line, whole."""
     table, left_out = fit_table(table, console.width, optional)
     title, table.title = table.title, None
+    # The title on its own lines, wrapped at the table's width or the console's where that is less: rich wraps
+    # it at the table's, blank edges included, which may pass the console's (81 at 80 columns, where "H100
+    # SXM5" printed "H100 SXM").
+    if title is not None:
+        text = Text(title, style="table.title") if isinstance(title, str) else title
+        drawn = max(map(len, _drawn(table, 100_000, strip=False)), default=0)
+        console.print(text, width=min(console.width, drawn))
     whole = console.width if fits(table, console.width) else natural_width(table) + 1  # + its blank right edge
-    table.title = title
     console.print(table, width=max(console.width, whole))
     if left_out:
         console.print(left_out_line(console.width, left_out), highlight=False)

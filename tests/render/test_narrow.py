@@ -45,6 +45,21 @@ def test_piped_tables_keep_every_name_whole(args, width):
     assert len(notes) == (width < 80 or "deepseek-v3" in args)
 
 
+@pytest.mark.parametrize(("args", "width", "device"), [
+    (["analyze", "step", "--seqs", "16x1"], 80, "NVIDIA H100 SXM5 80GB"),
+    (["analyze", "step", "--seqs", "100x1", "--gpu", "h200"], 80, "NVIDIA H200 SXM 141GB"),
+    (["analyze", "decode"], 72, "NVIDIA H100 SXM5 80GB"),
+    (["analyze", "step", "--seqs", "16x1"], 40, "NVIDIA H100 SXM5 80GB"),
+])
+def test_a_title_wraps_whole_at_the_console(args, width, device):
+    # A table whose blank right edge passes the console's width had its title wrapped there and cut: the title's
+    # every word must print, within the width.
+    out = cli(*args, env={"COLUMNS": str(width)}).stdout
+    title = out.split("\n\n")[0]
+    assert all(len(line.rstrip()) <= width for line in title.splitlines())
+    assert device in " ".join(title.split()) and "(spec roofs)" in title
+
+
 def test_workloads_list_at_80_columns_has_every_id_and_number_whole():
     out = cli("workloads", "list", env={"COLUMNS": "80"}).stdout
     data = json.loads(cli("workloads", "list", "--json").stdout)
