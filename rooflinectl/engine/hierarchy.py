@@ -26,6 +26,9 @@ from ..units import KIB, MIB
 from .count.op import Unit
 
 REGISTER_BYTES = 4  # a register is 32 bits
+# Shared memory moves 32 banks × 4 B per clock per SM: the GPU files derive its bandwidth from it, at the clock
+# their tensor peaks are stated at (the H100 SXM5's 1.83 GHz, below its 1.98 GHz boost).
+SMEM_BYTES_PER_CLOCK = 128
 
 Provenance = Literal["spec", "derived", "estimated", "unknown"]
 
@@ -120,7 +123,9 @@ def hierarchy(gpu: GPU) -> Hierarchy:
     def level(name: str, size: int, own: int | None, chip_wide: bool, size_field: str, bandwidth_field: str,
               detail: str, notes: tuple[Note, ...] = ()) -> MemoryLevel:
         """A level of ``size`` bytes in all; ``own`` is an SM's own bytes of an SM-local level (None: chip-wide,
-        an even share of ``size``)."""
+        an even share of ``size``). Each ridge divides two rates at one clock: at shared memory a vector peak,
+        stated at the boost clock, is divided by the bandwidth at that clock (SMEM_BYTES_PER_CLOCK a clock an
+        SM), the file's bandwidth being at the tensor peaks' clock."""
         bandwidth: float | None = getattr(m, bandwidth_field)
         provenance: Provenance
         if bandwidth is None:
@@ -128,8 +133,11 @@ def hierarchy(gpu: GPU) -> Hierarchy:
         else:
             note = _note(m, bandwidth_field)
             provenance, how = (note.provenance, note.how) if note else ("spec", m.source)
+        at_boost = (None if bandwidth_field != "smem_bandwidth_gbps" or sms is None or gpu.boost_clock_mhz is None
+                    else SMEM_BYTES_PER_CLOCK * sms * gpu.boost_clock_mhz * 1e6)
         ridges = () if bandwidth is None else tuple(
-            Ridge(unit, dtype, peak / (bandwidth * 1e9)) for unit, dtype, peak in peaks)
+            Ridge(unit, dtype, peak / (at_boost if unit == "vector" and at_boost else bandwidth * 1e9))
+            for unit, dtype, peak in peaks)
         share = own if own is not None else (None if sms is None else size // sms)
         return MemoryLevel(name=name, size_bytes=size, per_sm_bytes=share, chip_wide=chip_wide,
                            bandwidth_gbps=bandwidth, bandwidth_per_sm_gbps=per_sm(bandwidth),

@@ -81,13 +81,16 @@ def test_levels_match_the_yaml(path):
                       (regs, "register_file_per_sm_kib")):
         if lv is not None:
             assert (lv.size_note.how if lv.size_note else None) == derived.get(field)
-    # Ridges: peak ÷ that level's bandwidth, every data type the file gives.
+    # Ridges: peak ÷ that level's bandwidth, every data type the file gives; at shared memory a vector peak
+    # (stated at the boost clock) ÷ 128 B a clock an SM at that clock.
     for lv in (hbm, l2, smem):
         if lv is None or lv.bandwidth_gbps is None:
             continue
         for unit, table in (("tensor", c["tensor_tflops"]), ("vector", c["vector_tflops"])):
             for dtype, tflops in table.items():
-                assert lv.ridge(dtype, unit) == pytest.approx(tflops * 1e12 / (lv.bandwidth_gbps * 1e9))
+                at_boost = lv is smem and unit == "vector"
+                bandwidth = 128 * sms * raw["boost_clock_mhz"] * 1e6 if at_boost else lv.bandwidth_gbps * 1e9
+                assert lv.ridge(dtype, unit) == pytest.approx(tflops * 1e12 / bandwidth)
     # The compute level lists every peak, and its per-SM share (none without an SM count).
     peaks = {(u.unit, u.dtype): u.tflops for u in h.compute}
     assert peaks == {**{("tensor", d): v for d, v in c["tensor_tflops"].items()},
@@ -111,15 +114,26 @@ def test_hbm_ridge_is_the_engines_and_ridges_fall_towards_the_units(path):
 
 def test_h100_worked_numbers():
     """By hand from hardware/h100-sxm.yaml: 80 GiB / 132 SMs = 620.6 MiB each; 50 MiB / 132 = 387.9 KiB;
-    989.4 TFLOP/s bf16 ÷ 3,350 GB/s = 295.3 FLOP/B; ÷ the derived 33,454 GB/s of shared memory = 29.6."""
+    989.4 TFLOP/s bf16 ÷ 3,350 GB/s = 295.3 FLOP/B; ÷ the derived 30,920 GB/s of shared memory (128 B/clk/SM at
+    the 1.83 GHz the tensor peak is stated at) = 32.0, the 4,096 FLOP/clk ÷ 128 B/clk of one SM at any clock."""
     h = hierarchy(load_gpu("h100"))
     assert h.level("HBM").per_sm_bytes / 2**20 == pytest.approx(620.6, abs=0.05)
     assert h.level("L2").per_sm_bytes / 2**10 == pytest.approx(387.9, abs=0.05)
     assert h.level("HBM").ridge("bf16") == pytest.approx(295.3, abs=0.05)
     smem = h.level("shared memory / L1")
-    assert smem.ridge("bf16") == pytest.approx(29.6, abs=0.05)
+    assert smem.ridge("bf16") == pytest.approx(32.0, abs=0.05)
     assert smem.provenance == "derived" and "128 B/clk/SM" in smem.how
-    assert smem.bandwidth_per_sm_gbps == pytest.approx(33454 / 132)
+    assert smem.bandwidth_per_sm_gbps == pytest.approx(30920 / 132)
+    # One clock for both rates: the shared-memory ridge of every NVIDIA part whose tensor peak is stated below its
+    # maximum clock is its tensor FLOP per clock ÷ 128 B per clock.
+    for gpu, flop_per_clk in (("h100-sxm", 4096), ("h200", 4096), ("h800", 4096), ("h100-pcie", 4096),
+                              ("b200", 8192)):
+        ridge = hierarchy(load_gpu(gpu)).level("shared memory / L1").ridge("bf16")
+        assert ridge == pytest.approx(flop_per_clk / 128, rel=2e-3), gpu
+    # The fp32 vector peak is stated at the 1.98 GHz boost (132 SMs × 256 FLOP/clk): its ridge divides by the
+    # bandwidth at that clock, 128 B/clk × 132 × 1.98 GHz, not the file's 1.83 GHz figure (2.16).
+    assert smem.ridge("fp32", "vector") == pytest.approx(66.9e12 / (128 * 132 * 1.98e9), rel=1e-9)
+    assert smem.ridge("fp32", "vector") == pytest.approx(2.0, abs=0.01)
     # 65,536 registers for 2,048 resident threads: 32 each (128 B); 255 at most (1,020 B).
     assert "32 (128 B) each with all 2,048 threads resident" in h.level("register file").detail
 
