@@ -69,6 +69,7 @@ def pareto(
     from .. import api
     from ..plot.chart import check_output
     from ..plot.pareto import check_y
+    from ..render.console import say
     from ..units import gib
 
     one_format(json, csv)
@@ -111,4 +112,4 @@ def pareto(
     else:
         limits = ", ".join(f"{c.gpu} up to batch {c.largest_batch:,}" if c.largest_batch else f"{c.gpu} does not fit"
                            for c in curves)
-        print(f"wrote {chart} ({base.model.id}: {limits})")
+        say(f"wrote {chart} ({base.model.id}: {limits})")

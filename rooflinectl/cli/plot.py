@@ -126,6 +126,7 @@ def plot(
     """
     from ..engine.parallel import Layout
     from ..plot.build import chart_json, check_output, plot_workloads
+    from ..render.console import say
     from ..specs.hardware import load_gpu
     from ..specs.scenario import resolve_workload
 
@@ -145,4 +146,4 @@ def plot(
         print_json(chart_json(chart, output))
     else:
         panels = ", ".join(p.title for p in chart.panels)
-        print(f"wrote {output} ({panels}; {', '.join(chart.gpus)})")
+        say(f"wrote {output} ({panels}; {', '.join(chart.gpus)})")

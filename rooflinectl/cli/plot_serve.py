@@ -72,6 +72,8 @@ def plot_serve(
         raise UserError(f"{len(loads)} loads: one chart simulates at most {MAX_LOADS}")
     from .. import api
     from ..plot.serve import draw_serve
+    from ..render.console import say
+    from ..units import plural
 
     runs = [api.serve(gpu=gpu, **load, prompt=prompt, output=output, requests=requests, seed=seed,
                       max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
@@ -86,7 +88,7 @@ def plot_serve(
     if json:
         print_json({"chart": str(chart), "runs": [r.to_dict() for r in runs]})
     else:
-        print(f"wrote {chart} ({len(runs)} runs)")
+        say(f"wrote {chart} ({plural(len(runs), 'run')})")
 
 
 def _rate(text: str) -> float:

@@ -33,6 +33,9 @@ def load_measured(path: Path) -> MeasurementFile:
     record (nothing to draw), is a one-line UserError."""
     run = read_measurements(path)  # its schema bounds what the chart divides by: bytes, time_s > 0, finite
     if all(r.time_s is None for r in run.records):
+        if run.timer is None and not run.interpret and any(r.status == "passed" for r in run.records):
+            raise UserError(f"{path}: measured on the CPU, whose times have no place under a GPU's roofs: "
+                            f"nothing to draw (measure --workload on a GPU to plot it)")
         raise UserError(f"{path}: no record has a time (each failed its check, or ran in the Triton interpreter): "
                         f"nothing to draw")
     return run

@@ -21,6 +21,15 @@ def console(stderr: bool = False) -> Console:
     return Console(highlight=False, markup=False, stderr=stderr)
 
 
+def say(text: str) -> None:
+    """Print ``text`` on stdout wrapped at the console's width, at blanks only: a path or a name longer than the
+    width stays whole on its line (rich's wrap would fold it)."""
+    import textwrap
+
+    width = console().width
+    print(textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False) if len(text) > width else text)
+
+
 def _drawn(renderable: RenderableType, width: int, strip: bool = True) -> list[str]:
     """``renderable`` drawn at ``width`` columns, each line's trailing blanks dropped (kept: ``strip`` False)."""
     import io

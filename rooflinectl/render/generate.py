@@ -15,7 +15,7 @@ from ..engine.generate import Generation
 from ..engine.memory import MemoryBudget
 from ..engine.roofline import Analysis
 from ..serving.batch import BatchRun, Method
-from ..units import duration, gib, number
+from ..units import duration, gib, number, plural
 from .console import print_table
 
 # A served batch: the static one, or the simulated closed batch.
@@ -305,7 +305,7 @@ def simulated_lines(g: BatchRun, largest_batch: int) -> list[str]:
     blocks = g.memory.kv_cache_bytes_per_sequence / g.method.block_size if g.method.chunked_prefill else 0
     return [*lines,
             f"end-to-end latency:    {duration(g.e2e_s)} mean; the last token at {duration(g.duration_s)} "
-            f"({g.run.steps:,} steps)",
+            f"({plural(g.run.steps, 'step')})",
             f"per GPU:               {number(g.output_tokens_per_s_per_gpu)} output tokens/s, "
             f"{number(g.total_tokens_per_s_per_gpu)} tokens/s with the prompts",
             f"per request:           {per_request}",

@@ -238,9 +238,10 @@ def print_run(run: MeasurementFile) -> None:
             lines.append(f"ceilings measured in this run{how}: " + ", ".join(parts))
             lines += [f"ceilings: {n}" for n in cl.notes]
     lines.append(f"{versions}; {run.date}")
-    lines.append(f"reproduce: {run.command}")
     for line in lines:
         c.print(line, highlight=False, markup=False)
+    # One line however long: rich's wrap would break the command at a blank, and a paste would run two.
+    c.print(f"reproduce: {run.command}", highlight=False, markup=False, soft_wrap=True)
 
 
 def list_table(kernels: list[KernelInfo]) -> Table:

@@ -110,6 +110,7 @@ def print_workload_run(run: WorkloadRun, out: Console | None = None) -> None:
         lines.append(f"measured: median (CPU wall time, time.perf_counter), one instance; {rates}")
     lines += run.notes
     lines.append(f"torch {run.torch_version}, triton {run.triton_version}; {run.date}")
-    lines.append(f"reproduce: {run.command}")
     for line in lines:
         c.print(line, highlight=False, markup=False)
+    # One line however long: rich's wrap would break the command at a blank, and a paste would run two.
+    c.print(f"reproduce: {run.command}", highlight=False, markup=False, soft_wrap=True)

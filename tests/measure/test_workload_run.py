@@ -177,6 +177,9 @@ def test_the_cli_on_the_cpu_end_to_end(tmp_path):
     # On the chart: CPU times are no GPU's, so no record has a time (plot --measured draws none of them).
     m = as_measurement(saved)
     assert [r.op for r in m.records] == [o.name for o in run.ops] and all(r.time_s is None for r in m.records)
+    refused = cli("plot", "decode", "--measured", str(out), "-o", str(tmp_path / "cpu.png"))
+    assert refused.exit_code == 2 and "measured on the CPU, whose times have no place under a GPU's roofs" in (
+        refused.stderr)
     table = cli("measure", "--workload", "decode", "--model", TINY, "--batch", "2", "--context", "32",
                 "--device", "cpu", "--gpu", "h200")
     assert table.exit_code == 0, table.output
@@ -186,7 +189,8 @@ def test_the_cli_on_the_cpu_end_to_end(tmp_path):
     assert header.split() == ["op", "×", "measured", "p20–p80", "GB/s", "TF/s"]
     assert CPU_NO_PREDICTION_NOTE in table.stdout.splitlines()
     assert "step predicted" not in table.stdout and "h200" not in table.stdout.split("reproduce:")[0].lower()
-    assert max(len(line) for line in table.stdout.splitlines()) <= 100
+    # Every line within the width but the command to reproduce, which stays one line (a paste runs one command).
+    assert max(len(line) for line in table.stdout.splitlines() if not line.startswith("reproduce: ")) <= 100
 
 
 @pytest.mark.parametrize("args, fragments", [

@@ -142,3 +142,19 @@ def test_gpu_records_at_80_columns_cut_no_number(monkeypatch):
         cut = [line for line in lines[:said] if "…" in line]  # (profile's kernel names below are cut on purpose)
         assert cut == [], cut
         assert max(map(len, lines[:said])) <= 80
+
+
+def test_what_plot_wrote_wraps_at_80_columns_with_its_path_whole(tmp_path):
+    # A sweep of seven batches made a 150-character line; a path is never broken, however long.
+    chart = tmp_path / ("a-long-folder-name-" * 4) / "roofline.png"
+    chart.parent.mkdir()
+    out = cli("plot", "-o", str(chart), "--batch", "1,2,4,8,16,32,64", env={"COLUMNS": "80"}).stdout
+    lines = out.splitlines()
+    assert out.startswith("wrote") and any(line.split()[:1] == [str(chart)] for line in lines)
+    assert all(len(line) <= 80 for line in lines if str(chart) not in line)
+    assert " ".join(out.split()).endswith("seq_len 2048; h100-sxm)")
+
+
+def test_one_step_is_one_step():
+    out = cli("analyze", "generate", "--output", "1", env={"COLUMNS": "100"}).stdout
+    assert "(1 step)" in out and "(1 steps)" not in out

@@ -28,6 +28,15 @@ def test_timed_run_lays_out_every_number(capsys, monkeypatch):
     assert "reproduce: rooflinectl measure --kernel fake_softmax" in text
 
 
+def test_the_command_to_reproduce_is_one_line_at_any_width(capsys, monkeypatch):
+    # Wrapped at a blank, "--seed" and its value landed on two lines: a paste ran two commands.
+    monkeypatch.setenv("COLUMNS", "40")
+    run = run_fake(FakeSoftmax(), [(3, 7)], timed=False, spec=None)
+    print_run(run)
+    lines = capsys.readouterr().out.splitlines()
+    line = next(line for line in lines if line.startswith("reproduce: "))
+    assert line == f"reproduce: {run.command}" and len(line) > 40
+
 
 def test_fusion_table_shows_the_records_sums(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "140")
