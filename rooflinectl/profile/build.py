@@ -140,6 +140,35 @@ def engine_dtype(device: str) -> str:
     return "bf16" if device == "cuda" else "fp32"
 
 
+def available_bytes(device: str) -> int | None:
+    """Memory free for the model on ``device``: the GPU's free bytes (torch.cuda.mem_get_info), or the host's
+    MemAvailable (Linux's /proc/meminfo: free memory and the page cache it can drop); None where unknown."""
+    if device == "cuda":
+        import torch
+
+        return int(torch.cuda.mem_get_info()[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_fits(m: Model, device: str, available: int | None) -> None:
+    """A UserError, before anything is built, where the model's weights alone (every parameter in the profile's
+    dtype: fp32 on the CPU, bf16 on a GPU) exceed the memory ``available``: the build would be killed, or fail in
+    torch's allocator with a traceback."""
+    bytes_per_parameter = 2 if engine_dtype(device) == "bf16" else 4
+    need = m.parameter_count() * bytes_per_parameter
+    if available is not None and need > available:
+        where = "the GPU has" if device == "cuda" else "this machine has"
+        raise UserError(f"{m.id}'s weights take {need / 1e9:,.1f} GB in {engine_dtype(device)} and {where} "
+                        f"{available / 1e9:,.1f} GB free: profile a smaller model (a config.json of fewer layers)")
+
+
 def build_model(config: Any, device: str, attn_implementation: str, seed: int = 0) -> Any:
     """The model with random weights (transformers' own initialisation, seeded), on ``device``, in eval mode."""
     import torch

@@ -168,3 +168,19 @@ def test_bad_inputs_are_one_line(tmp_path, config, monkeypatch):
 def test_without_transformers_it_names_the_extra(monkeypatch, config):
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` raises ImportError
     assert_one_line_error(cli("profile", "--model", config, *CPU), "pip install -e '.[hf]'")
+
+
+def test_a_model_whose_weights_exceed_the_memory_is_refused_before_it_is_built():
+    # Llama 3 8B: 8,030,261,248 parameters, 4 bytes each in the CPU's fp32 = 32.1 GB; 2 in a GPU's bf16.
+    from rooflinectl.errors import UserError
+    from rooflinectl.profile.build import check_fits
+    from rooflinectl.specs.model import load_model
+
+    llama = load_model("llama-3-8b")
+    assert llama.parameter_count() == 8_030_261_248
+    with pytest.raises(UserError, match=r"llama-3-8b's weights take 32.1 GB in fp32 and this machine has 20.0 GB"):
+        check_fits(llama, "cpu", 20 * 10**9)
+    with pytest.raises(UserError, match=r"16.1 GB in bf16 and the GPU has 10.0 GB free"):
+        check_fits(llama, "cuda", 10 * 10**9)
+    check_fits(llama, "cpu", 33 * 10**9)  # fits
+    check_fits(llama, "cpu", None)  # unknown: not refused
