@@ -182,7 +182,7 @@ def resolve_workload(name: str, **overrides: Any) -> Workload:
             for key in ("weight_dtype", "act_dtype", "group_size"):
                 if key not in given:
                     data.pop(key, None)
-        scenario = validate(Scenario, data, "options")
+        scenario = validate(Scenario, data, "the options given")
     return workload_from_scenario(scenario)
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import UserError, format_validation_error
-from .load import Strict, validate
+from .load import Strict
 from .sizes import Batch, Positions
 
 # decode, prefill and attention are the presets of a step; a mixed step is any other set of sequence groups (a
@@ -42,10 +42,13 @@ class Seqs(Strict):
 
     def __init__(self, count: int, new: int, cached: int = 0) -> None:
         """``Seqs(16, 1, 4095)`` or by keyword; out-of-range sizes are a UserError naming the field."""
+        self._fill(count, new, cached, "Seqs")
+
+    def _fill(self, count: int, new: int, cached: int, where: str) -> None:
         try:
             BaseModel.__init__(self, count=count, new=new, cached=cached)
         except ValidationError as err:
-            raise UserError(format_validation_error("Seqs", err)) from None
+            raise UserError(format_validation_error(where, err)) from None
 
     @property
     def positions(self) -> int:
@@ -71,7 +74,9 @@ class Seqs(Strict):
         parts = (count, new, cached if at else "0")
         if not x or not all(p.strip().isdigit() for p in parts):
             raise UserError(f"--seqs '{text}': expected {form}")
-        return validate(Seqs, {"count": int(count), "new": int(new), "cached": int(parts[2])}, f"--seqs '{text}'")
+        seqs = cls.__new__(cls)
+        seqs._fill(int(count), int(new), int(parts[2]), f"--seqs '{text}'")  # a bad size named as the user wrote it
+        return seqs
 
 
 def preset_phase(seqs: tuple[Seqs, ...]) -> Phase:

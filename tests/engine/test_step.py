@@ -120,6 +120,11 @@ def test_groups_are_parsed_and_refused_in_one_line():
     for bad in ("16", "x1", "16x", "16x1@", "0x1", "-1x1", "axb", "16x1@-3"):
         with pytest.raises(UserError):
             Seqs.parse(bad)
+    # A size out of range is named as the user wrote it, not by the class.
+    with pytest.raises(UserError, match=r"^--seqs '0x1': field 'count': must be greater than 0$"):
+        Seqs.parse("0x1")
+    with pytest.raises(UserError, match=r"^Seqs: field 'new'"):
+        Seqs(count=1, new=0)
 
 
 def test_a_mixed_step_has_no_single_length():
