@@ -76,7 +76,7 @@ def pareto(
     if chart is None and not (json or csv):  # --json and --csv print the points; a chart only where asked
         chart = Path(DEFAULT_CHART)
     if chart is not None:
-        check_output(chart)
+        check_output(chart, DEFAULT_CHART)
     names = gpu or [DEFAULT_GPU]
     degrees = tp or [1]
     if len(names) * len(degrees) > MAX_GPUS:

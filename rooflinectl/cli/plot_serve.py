@@ -58,16 +58,17 @@ def plot_serve(
     one_format(json, False)
     from ..plot.chart import check_output
 
-    check_output(chart)
+    check_output(chart, "serve.png")
     if concurrency is not None and rate is not None:
         raise UserError("--concurrency and --rate: give one list of loads")
+    # Each load once, in order, as plot's sweeps take their values: a repeat would simulate the same run twice.
     if rate is not None:
-        rates = [_rate(v) for v in rate.split(",")]
+        rates = sorted({_rate(v) for v in rate.split(",")})
         loads = [{"rate": r} for r in rates]
     else:
         # None: the default loads; "" is refused by split_ints, not taken for them
-        loads = [{"concurrency": c} for c in split_ints("1,8,32,128" if concurrency is None else concurrency,
-                                                        "--concurrency")]
+        loads = [{"concurrency": c} for c in sorted(set(split_ints("1,8,32,128" if concurrency is None
+                                                                   else concurrency, "--concurrency")))]
     if len(loads) > MAX_LOADS:
         raise UserError(f"{len(loads)} loads: one chart simulates at most {MAX_LOADS}")
     from .. import api

@@ -152,12 +152,12 @@ class Chart:
     gpus: tuple[str, ...]  # GPU ids, in the order given (colours and markers follow it)
 
 
-def check_output(path: Path) -> None:
-    """Before any work: the extension picks the format (anything else is a UserError), and the folder exists."""
+def check_output(path: Path, name: str = "roofline.png") -> None:
+    """Before any work: the extension picks the format (anything else is a UserError), and the folder exists.
+    ``name``: the command's default file, which a folder's message suggests in it."""
     path = Path(path)
     if is_dir(path):  # "-o ." or "-o charts": a folder, not a file with no extension
-        raise UserError(f"-o {path}: cannot write: it is a folder; give the chart's file, e.g. "
-                        f"{path / 'roofline.png'}")
+        raise UserError(f"-o {path}: cannot write: it is a folder; give the chart's file, e.g. {path / name}")
     if path.suffix.lower() not in FORMATS:
         raise UserError(f"{path}: unknown image format '{path.suffix or '(none)'}': use {', '.join(FORMATS)}")
     check_writable(path, "-o")  # no folder, link, FIFO or device; the folder exists and may be written

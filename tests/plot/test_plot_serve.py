@@ -19,6 +19,11 @@ def test_plot_serve_draws_a_run_per_load(tmp_path):
     assert [r["load"]["concurrency"] for r in data["runs"]] == [1, 4]
     assert data["runs"][1] == rl.serve(gpu="h100", concurrency=4, prompt=256, output=8, requests=8).to_dict()
     assert cli(*args).stdout.strip() == f"wrote {chart} (2 runs)"
+    # Each load once, in order: a repeat simulated the same run twice.
+    again = cli(*[a if a != "1,4" else "4,1,4" for a in args], "--json")
+    assert [r["load"]["concurrency"] for r in json.loads(again.stdout)["runs"]] == [1, 4]
+    one = [a if a != "1,4" else "4,4" for a in args]
+    assert cli(*one).stdout.strip() == f"wrote {chart} (1 run)"
 
 
 def test_plot_serve_refuses_in_one_line(tmp_path):
@@ -54,3 +59,7 @@ def test_a_folder_as_the_chart_is_said_so(tmp_path):
     # "-o ." said "unknown image format '(none)'".
     assert_one_line_error(cli("plot", "decode", "-o", str(tmp_path)),
                           "cannot write: it is a folder; give the chart's file")
+    # Each command suggests its own default file in the folder.
+    for args, name in ((["plot", "decode", "-o"], "roofline.png"), (["plot", "serve", "-o"], "serve.png"),
+                       (["plot", "pareto", "--chart"], "pareto.png")):
+        assert_one_line_error(cli(*args, str(tmp_path)), f"e.g. {tmp_path / name}")
