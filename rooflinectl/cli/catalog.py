@@ -98,6 +98,8 @@ def workloads_show(
         try:
             spec = load_model(name)
         except UserError as model_error:  # a model's file says what is wrong with it as a model
+            if str(scenario_error).startswith("unknown workload"):  # no file: neither a scenario's nor a model's name
+                raise UserError(f"'{name}' is no scenario (decode, prefill, attention): {model_error}") from None
             raise (model_error if "not a scenario file" in str(scenario_error) else scenario_error) from None
     if json:
         print_json(spec_json(spec))

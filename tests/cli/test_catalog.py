@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import cli
+from helpers import assert_one_line_error, cli
 
 
 def test_hardware_and_workloads_commands():
@@ -18,6 +18,9 @@ def test_hardware_and_workloads_commands():
     assert "llama-3-8b" in listed.stdout and "decode" in listed.stdout
     assert "context: 4096" in cli("workloads", "show", "decode").stdout
     assert "hidden_size: 4096" in cli("workloads", "show", "llama-3-8b").stdout
+    # Neither a scenario nor a model: both named, with the nearest models.
+    assert_one_line_error(cli("workloads", "show", "lama-3-8b"), "'lama-3-8b' is no scenario (decode, prefill, "
+                          "attention): unknown model 'lama-3-8b' (did you mean: llama-3-8b")
 
 
 def test_workloads_show_an_moe_model_states_its_parameters_and_layers():
