@@ -156,9 +156,15 @@ def verdict(a: Analysis) -> list[str]:
         side, bound = side_of_ridge(intensity, ridge)
         decoding = sum(g.count for g in w.seqs if g.new == 1)
         attention = sum(p.share for p in a.placements if p.op.kind == "attention")
+        prompt, groups = w.tokens - decoding, plural(len(w.seqs), "group")
+        if prompt and decoding:
+            what = f"{plural(decoding, 'sequence')} decode and {plural(prompt, 'prompt token')} are computed beside them"
+        elif decoding:
+            what = f"{plural(decoding, 'sequence')} decode, in {groups} of their own lengths"
+        else:
+            what = f"{plural(prompt, 'prompt token')} are computed, in {groups}"
         lines.append(
-            f"A mixed step: {plural(decoding, 'sequence')} decode and {plural(w.tokens - decoding, 'prompt token')} "
-            f"are computed beside them, {w.tokens:,} tokens through each weight read: the linear layers sit at "
+            f"A mixed step: {what}, {w.tokens:,} tokens through each weight read: the linear layers sit at "
             f"intensity {number(intensity)} FLOP/byte, {side} {where}: {bound}."
         )
         lines.append(

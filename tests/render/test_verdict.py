@@ -80,3 +80,19 @@ def test_mla_prefill_names_the_expanded_keys_and_values_and_the_latent_cache():
     assert "16.4 GB of K and V expanded from 288 MB of latent KV cache" in totals_lines(a)[1]
     d = analyze(resolve_workload("decode", model="deepseek-v3", context=4096), load_gpu("h200"))
     assert kv_read_text(d, decimal_bytes) == f"{decimal_bytes(latent)} of KV cache"
+
+
+@pytest.mark.parametrize(("seqs", "said"), [
+    (("16x1@100", "8x1@200"), "A mixed step: 24 sequences decode, in 2 groups of their own lengths, 24 tokens"),
+    (("1x512@100", "1x256@10"), "A mixed step: 768 prompt tokens are computed, in 2 groups, 768 tokens"),
+    (("16x1@100", "1x512"), "A mixed step: 16 sequences decode and 512 prompt tokens are computed beside them, "
+                            "528 tokens"),
+])
+def test_a_mixed_step_says_what_it_holds(seqs, said):
+    # Decodes alone had "24 sequences decode and 0 prompt tokens are computed beside them".
+    from rooflinectl.specs.scenario import resolve_step
+    from rooflinectl.specs.step import Seqs
+
+    w = resolve_step(tuple(Seqs.parse(s) for s in seqs))
+    text = " ".join(verdict(analyze(w, load_gpu("h100"))))
+    assert said in text and "0 prompt tokens" not in text
