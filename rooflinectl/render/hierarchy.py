@@ -43,7 +43,8 @@ def ridge_columns(h: Hierarchy) -> list[tuple[Unit, str, str]]:
 SHORT = {"shared memory / L1": "shared/L1", "register file": "registers"}
 
 
-def _units_table(h: Hierarchy) -> Table:
+def _units_table(h: Hierarchy, marks: dict[str, str]) -> Table:
+    """The peaks, a row a unit; ``marks``: a field (tensor_tflops, vector_tflops) -> its note's mark ("≈2")."""
     dtypes = list(dict.fromkeys(c.dtype for c in h.compute))
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
     t.add_column("unit", no_wrap=True)
@@ -51,7 +52,8 @@ def _units_table(h: Hierarchy) -> Table:
         t.add_column(d, justify="right", no_wrap=True)
     for unit, label in (("tensor", "tensor cores"), ("vector", "vector units")):
         rates = {c.dtype: c.tflops for c in h.compute if c.unit == unit}
-        t.add_row(label, *[number(rates[d], 4) if d in rates else "—" for d in dtypes])
+        mark = marks.get(f"{unit}_tflops")
+        t.add_row(label + (f" {mark}" if mark else ""), *[number(rates[d], 4) if d in rates else "—" for d in dtypes])
     return t
 
 
@@ -91,8 +93,7 @@ def hierarchy_view(h: Hierarchy, source_mark: str = "") -> Group:
                   else binary_size(lv.per_sm_bytes) + ("*" if lv.chip_wide else "") + size_mark)
         table.add_row(name, binary_size(lv.size_bytes) + size_mark, per_sm, bandwidth,
                       _num(lv.bandwidth_per_sm_gbps), *[_num(lv.ridge(dtype, unit)) for unit, dtype, _ in cols])
-    for extra in h.compute_notes:
-        mark(extra, f"peak {extra.field}")
+    unit_marks = {extra.field: mark(extra, f"peak {extra.field}") for extra in h.compute_notes}
 
     share = (f"* an even share of a chip-wide level over {h.sm_count} SMs (the SM-local levels: each SM's own)"
              if h.sm_count is not None else "per SM: — (no SM count in this GPU file)")
@@ -102,7 +103,7 @@ def hierarchy_view(h: Hierarchy, source_mark: str = "") -> Group:
                for lv in h.levels]
     return Group(Text(""), table, legend, *[Text(n) for n in notes], *details, Text(""),
                  Text(f"Units {feeder} feed, dense peak TFLOP/s (int8: TOPS){' ' + source_mark if source_mark else ''}:"),
-                 _units_table(h))
+                 _units_table(h, unit_marks))
 
 
 def _level_json(lv: MemoryLevel) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def test_workload_file_and_gpu_file(tmp_path):
         (["analyze", "--attention", "paged"], ["attention"]),
         (["analyze", "--fuse", "everything"], ["fused"]),
         (["hardware", "show", "b300x"], ["unknown GPU"]),
-        (["workloads", "show", "nothing-like-this"], ["unknown workload"]),
+        (["workloads", "show", "nothing-like-this"], ["is no scenario", "unknown model"]),
         # Issue 18: a length beyond the model's positions passed silently. Llama 3 8B has 8,192.
         (["analyze", "decode", "--context", "8193"],
          ["context 8,193", "exceeds model llama-3-8b's max_position_embeddings of 8,192"]),

@@ -30,6 +30,16 @@ def test_detail_prints_the_peaks_and_the_hbm_ridges_once():
     assert "[3]" in out.split("Units the registers feed")[1].splitlines()[0]  # the peaks point to their source
 
 
+def test_every_note_on_a_peak_is_marked_where_the_peak_is_printed():
+    # Gaudi 3's FP32 vector peak is estimated: its note "≈2" had no mark in any table.
+    out = text(gpu_detail(load_gpu("gaudi3")))
+    note = next(line for line in out.splitlines() if "peak vector_tflops — estimated" in line)
+    mark = note.split()[0]
+    assert mark.startswith("≈")
+    row = next(line for line in out.splitlines() if line.startswith("vector units"))
+    assert row.split()[2] == mark and row.split()[-1] == "14.35"
+
+
 def test_measured_ceilings_stand_beside_the_spec(tmp_path):
     data = yaml.safe_load(CALIBRATED.read_text())
     data["measured"]["vector_tflops"] = {"fp32": 51.2}
