@@ -89,6 +89,13 @@ def preset_phase(seqs: tuple[Seqs, ...]) -> Phase:
     return "mixed"
 
 
+# The most groups a title or a message spells out: a step of 2,000 groups made a title of 424 lines.
+SHOWN_GROUPS = 6
+
+
 def seqs_text(seqs: tuple[Seqs, ...]) -> str:
-    """The groups in words, ``16×1 after 4,095 + 1×512 after 1,024`` (``after 0`` left out)."""
-    return " + ".join(f"{g.count:,}×{g.new:,}" + (f" after {g.cached:,}" if g.cached else "") for g in seqs)
+    """The groups in words, ``16×1 after 4,095 + 1×512 after 1,024`` (``after 0`` left out); past SHOWN_GROUPS,
+    the first of them and how many more."""
+    words = [f"{g.count:,}×{g.new:,}" + (f" after {g.cached:,}" if g.cached else "") for g in seqs[:SHOWN_GROUPS]]
+    more = len(seqs) - SHOWN_GROUPS
+    return " + ".join(words) + (f" + {more:,} more groups" if more > 0 else "")

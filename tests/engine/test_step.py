@@ -138,3 +138,14 @@ def test_a_mixed_step_has_no_single_length():
 def test_a_group_past_the_models_positions_is_refused():
     with pytest.raises(UserError, match="max_position_embeddings"):
         resolve_step((Seqs(count=1, new=1, cached=10), Seqs(count=1, new=8, cached=131_072)))
+
+
+def test_a_step_of_many_groups_names_the_first_few():
+    # 2,000 groups spelt out made a title of 424 lines at 80 columns.
+    from rooflinectl.specs.step import SHOWN_GROUPS, seqs_text
+
+    seqs = tuple(Seqs(1, 1, i) for i in range(1, 2001))
+    text = seqs_text(seqs)
+    assert text.startswith("1×1 after 1 + 1×1 after 2 + ") and text.endswith(" + 1,994 more groups")
+    assert text.count("×") == SHOWN_GROUPS == 6
+    assert seqs_text(seqs[:6]) == " + ".join(f"1×1 after {i}" for i in range(1, 7))
