@@ -138,7 +138,8 @@ def gib(n: float, places: int = 1) -> str:
 # A size as options take it: a number (whole or with a fraction), then an optional unit. Units are binary, as the
 # GPU files' sizes are: K, KB and KiB all mean 1024 bytes (as CUDA's "48 KB of shared memory" does), M, MB and MiB
 # 1024², G, GB and GiB 1024³; B or no unit is bytes. Case does not matter, and spaces around and between are read.
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmg])(?:i?b)?|(b))?\s*$", re.IGNORECASE)
+# ASCII digits only (re.ASCII), as click's integer options take them: \d also matches "٤" and "４".
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([kmg])(?:i?b)?|(b))?\s*$", re.IGNORECASE | re.ASCII)
 _SIZE_UNIT = {"": 1, "k": KIB, "m": MIB, "g": GIB}
 # The longest size text read: 2^63 bytes is 19 digits, and a unit or a fraction adds a few characters. A longer
 # text is refused before it is converted (a 5,000-digit one would make the error message itself fail, past

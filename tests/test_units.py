@@ -142,7 +142,7 @@ def test_parse_size_reads_one_grammar(text, size):
 @pytest.mark.parametrize(("text", "reason"), [
     ("48XB", "not a size"), ("KiB", "not a size"), ("-1K", "not a size"), ("", "not a size"), ("1e3", "not a size"),
     ("1TiB", "not a size"), ("48 K iB", "not a size"), ("1.3K", "not a whole number of bytes"),
-    ("0.5", "not a whole number of bytes"), ("9" * 41, "41 characters"),
+    ("0.5", "not a whole number of bytes"), ("9" * 41, "41 characters"), ("٤٨", "not a size"), ("４8K", "not a size"),
 ])
 def test_parse_size_refuses_naming_the_option(text, reason):
     with pytest.raises(UserError, match=reason) as e:

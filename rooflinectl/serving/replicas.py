@@ -234,7 +234,7 @@ def parse_disagg(value: object) -> tuple[int, int]:
     """``--disagg P:D`` (or a pair of ints): P prefill replicas and D decode replicas, each at least 1."""
     if isinstance(value, str):
         parts = value.split(":")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
             raise UserError(f"--disagg {value}: give P:D, the prefill and decode replicas (e.g. 2:6)")
         value = (int(parts[0]), int(parts[1]))
     if not (isinstance(value, tuple) and len(value) == 2 and all(type(n) is int for n in value)):

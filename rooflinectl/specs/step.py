@@ -72,7 +72,7 @@ class Seqs(Strict):
         head, at, cached = text.strip().partition("@")
         count, x, new = head.partition("x")
         parts = (count, new, cached if at else "0")
-        if not x or not all(p.strip().isdigit() for p in parts):
+        if not x or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):  # int() takes "１６"
             raise UserError(f"--seqs '{text}': expected {form}")
         seqs = cls.__new__(cls)
         seqs._fill(int(count), int(new), int(parts[2]), f"--seqs '{text}'")  # a bad size named as the user wrote it

@@ -195,6 +195,7 @@ def test_cli_json_is_the_api_and_bad_input_is_one_line():
     base = ["analyze", "serve", "--model", "llama-3-8b", "--requests", "2"]
     assert_one_line_error(cli(*base, "--disagg", "0:1"), "--disagg 0:1")
     assert_one_line_error(cli(*base, "--disagg", "two"), "--disagg two")
+    assert_one_line_error(cli(*base, "--disagg", "١:١"), "--disagg ١:١: give P:D")  # ASCII digits only
     assert_one_line_error(cli(*base, "--replicas", "0"), "--replicas 0")
     assert_one_line_error(cli(*base, "--disagg", "1:1", "--replicas", "2"), "--replicas")
     assert_one_line_error(cli(*base, "--disagg", "1:1", "--kv-transfer", "later"), "--kv-transfer later")
