@@ -177,9 +177,6 @@ def test_the_cli_on_the_cpu_end_to_end(tmp_path):
     # On the chart: CPU times are no GPU's, so no record has a time (plot --measured draws none of them).
     m = as_measurement(saved)
     assert [r.op for r in m.records] == [o.name for o in run.ops] and all(r.time_s is None for r in m.records)
-    refused = cli("plot", "decode", "--measured", str(out), "-o", str(tmp_path / "cpu.png"))
-    assert refused.exit_code == 2 and "measured on the CPU, whose times have no place under a GPU's roofs" in (
-        refused.stderr)
     table = cli("measure", "--workload", "decode", "--model", TINY, "--batch", "2", "--context", "32",
                 "--device", "cpu", "--gpu", "h200")
     assert table.exit_code == 0, table.output
@@ -236,7 +233,7 @@ def test_plot_measured_draws_a_gpu_runs_ops(tmp_path):
     cpu = tmp_path / "cpu.json"
     save(run, cpu)  # a CPU run's times are no GPU's: nothing to draw, said in one line
     assert_one_line_error(cli("plot", "decode", "--gpu", "h200", "--measured", str(cpu), "--output",
-                              str(tmp_path / "x.png")), "no record has a time")
+                              str(tmp_path / "x.png")), "measured on the CPU, whose times have no place")
 
 
 def test_the_gpu_files_op_model_times_each_op_as_analyze_calibrated_does():
