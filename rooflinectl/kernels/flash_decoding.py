@@ -327,6 +327,9 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
     if not ok or k.shape[3] != d or v.shape != k.shape or h % g or out.shape != q.shape:
         raise ValueError(f"flash_decoding: q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}"
                          + ("" if table is None else f", table {tuple(table.shape)}"))
+    if tuple(lengths.shape) != (b,) or not lengths.is_contiguous():  # the kernel reads lengths[b] at element b
+        raise ValueError(f"flash_decoding: lengths must be a contiguous vector of {b}, not {tuple(lengths.shape)} "
+                         f"with strides {lengths.stride()}")
     group = h // g
     cfg = config or decode_config(b, g, l_max, group=group, head_d=d)
     if group % cfg.head_slices:

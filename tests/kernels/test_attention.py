@@ -222,6 +222,12 @@ def test_flash_decoding_in_head_slices(dtype):
     with pytest.raises(ValueError, match="do not split into 3 slices"):
         flash_decoding(q, inputs["k"], inputs["v"], inputs["lengths"], torch.empty_like(q),
                        DecodeConfig(16, 2, 4, 2, head_slices=3))
+    # The kernel reads lengths[b] at element b: a strided view (a column of a wider tensor) read other
+    # sequences' lengths, past the cache; it is refused, as is a vector of another size.
+    wide = torch.stack([inputs["lengths"], torch.full_like(inputs["lengths"], 999_999)], dim=1)
+    for bad in (wide[:, 0], inputs["lengths"][:1]):
+        with pytest.raises(ValueError, match="lengths must be a contiguous vector of 2"):
+            flash_decoding(q, inputs["k"], inputs["v"], bad, torch.empty_like(q), DecodeConfig(16, 2, 4, 2))
 
 
 def _decode_job(group: int, slice_: int, paged: bool = False) -> Sm90Job:
