@@ -18,7 +18,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, islice, repeat
+from itertools import accumulate, chain, islice, repeat
 from operator import sub
 from typing import Literal, Protocol
 
@@ -62,7 +62,7 @@ class Tally:
     def fsum(self) -> float:
         """The samples' sum, rounded once, as ``math.fsum`` of them all."""
         counts = [b - a for a, b in zip([0, *self.ends], self.ends)]
-        return math.fsum(x for v, c in zip(self.values, counts) for x in repeat(v, c))
+        return math.fsum(chain.from_iterable(map(repeat, self.values, counts)))  # each value its count of times
 
 
 def percentile(sorted_samples: Ranked, q: float) -> float:
