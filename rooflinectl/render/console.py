@@ -39,16 +39,12 @@ def _drawn(renderable: RenderableType, width: int, strip: bool = True) -> list[s
     return [line.rstrip() if strip else line for line in out.getvalue().splitlines()]
 
 
-def natural_width(renderable: RenderableType) -> int:
-    """The widest line of ``renderable`` drawn whole, on a console without an edge."""
-    return max(map(len, _drawn(renderable, 100_000)), default=0)
-
-
-def fits(renderable: RenderableType, width: int) -> bool:
-    """Whether ``renderable`` drawn at ``width`` columns is drawn as it is whole: no cell cut or wrapped. (Its
-    widest line is no test: a table's blank right edge may or may not be a column rich can give up, so a table
-    whose lines were 80 wide was cut to "%ro…" at 80.)"""
-    return _drawn(renderable, width) == _drawn(renderable, 100_000)
+def fits(renderable: RenderableType, width: int, whole: list[str] | None = None) -> bool:
+    """Whether ``renderable`` drawn at ``width`` columns is drawn as it is whole (``whole``: its lines so drawn,
+    stripped, where the caller has them): no cell cut or wrapped. (Its widest line is no test: a table's blank
+    right edge may or may not be a column rich can give up, so a table whose lines were 80 wide was cut to "%ro…"
+    at 80.)"""
+    return _drawn(renderable, width) == (_drawn(renderable, 100_000) if whole is None else whole)
 
 
 def fit_table(table: Table, width: int, optional: Sequence[str]) -> tuple[Table, tuple[str, ...]]:
@@ -84,14 +80,17 @@ def print_table(console: Console, table: Table, optional: Sequence[str] = ()) ->
     and grep get every row on one line, whole."""
     table, left_out = fit_table(table, console.width, optional)
     title, table.title = table.title, None
+    whole = _drawn(table, 100_000, strip=False)  # drawn once, whole: rich's width, blank edges included
+    stripped = [line.rstrip() for line in whole]
     # The title on its own lines, wrapped at the table's width or the console's where that is less: rich wraps
     # it at the table's, blank edges included, which may pass the console's (81 at 80 columns, where "H100
     # SXM5" printed "H100 SXM").
     if title is not None:
         text = Text(title, style="table.title") if isinstance(title, str) else title
-        drawn = max(map(len, _drawn(table, 100_000, strip=False)), default=0)
-        console.print(text, width=min(console.width, drawn))
-    whole = console.width if fits(table, console.width) else natural_width(table) + 1  # + its blank right edge
-    console.print(table, width=max(console.width, whole))
+        console.print(text, width=min(console.width, max(map(len, whole), default=0)))
+    if fits(table, console.width, stripped):
+        console.print(table, width=console.width)
+    else:
+        console.print(table, width=max(console.width, max(map(len, stripped), default=0) + 1))  # + its blank edge
     if left_out:
         console.print(left_out_line(console.width, left_out), highlight=False)
