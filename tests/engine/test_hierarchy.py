@@ -127,7 +127,7 @@ def test_h100_worked_numbers():
     # One clock for both rates: the shared-memory ridge of every NVIDIA part whose tensor peak is stated below its
     # maximum clock is its tensor FLOP per clock ÷ 128 B per clock.
     for gpu, flop_per_clk in (("h100-sxm", 4096), ("h200", 4096), ("h800", 4096), ("h100-pcie", 4096),
-                              ("b200", 8192)):
+                              ("b200", 8192), ("b300", 8192), ("rtx-pro-6000", 1024)):
         ridge = hierarchy(load_gpu(gpu)).level("shared memory / L1").ridge("bf16")
         assert ridge == pytest.approx(flop_per_clk / 128, rel=2e-3), gpu
     # The fp32 vector peak is stated at the 1.98 GHz boost (132 SMs × 256 FLOP/clk): its ridge divides by the

@@ -70,8 +70,10 @@ def test_shared_memory_bandwidth_is_128_bytes_per_clock_per_sm(path):
     # Every derived smem bandwidth here is 32 banks x 4 B per clock per SM (CU) at the clock the tensor peaks are
     # stated at: the boost clock, or below it where NVIDIA's peak implies less (the ridge then compares two
     # rates at one clock): 989.4 TFLOP/s / (132 SMs x 4,096) = 1.83 GHz; 756 / (114 x 4,096) = 1.619;
-    # 2,250 / (148 x 8,192) = 1.856.
-    tensor_clock_mhz = {"h100-sxm": 1830, "h200": 1830, "h800": 1830, "h100-pcie": 1619, "b200": 1856}
+    # 2,250 / (148 x 8,192) = 1.856 (B200 and B300); 500 / (188 x 1,024) = 2.597 (RTX PRO 6000, below the 2.617
+    # its file lists as the boost clock).
+    tensor_clock_mhz = {"h100-sxm": 1830, "h200": 1830, "h800": 1830, "h100-pcie": 1619, "b200": 1856, "b300": 1856,
+                        "rtx-pro-6000": 2597}
     gpu = load_gpu_file(path)
     if gpu.memory.smem_bandwidth_gbps is None:
         return
