@@ -253,11 +253,18 @@ def totals_lines(a: Analysis) -> list[str]:
         f"holds {gib(t.memory_bytes)} of {gib(t.capacity_bytes, 0)} "
         f"({'fits' if t.fits else 'does not fit'}; largest batch that fits: {t.max_batch:,}"
         f"{f' over the {a.layout.batch_shards} GPUs' if a.layout.batch_shards > 1 else ''})",
-        f"roofs: {number(a.roofs.bandwidth_gbps)} GB/s, {number(a.peak_flops / 1e12)} TFLOP/s {w.matmul_dtype}{kernel}; "
+        f"roofs: {bandwidth_text(a)}, {number(a.peak_flops / 1e12)} TFLOP/s {w.matmul_dtype}{kernel}; "
         f"ridge {number(a.ridge)} FLOP/byte",
         *time_model_lines(a),
         *parallel_lines(a),
     ]
+
+
+def bandwidth_text(a: Analysis) -> str:
+    """The memory roof, "3,350 GB/s", marked "(estimated)" or "(derived)" where the spec's roof is not a
+    datasheet's figure (``Sourced.derivation``); a measured roof is the device's own."""
+    how = a.gpu.memory.derivation("hbm_bandwidth_gbps") if a.roofs.label == "spec" else None
+    return f"{number(a.roofs.bandwidth_gbps)} GB/s" + (f" ({how})" if how else "")
 
 
 def _comm_gpus(a: Analysis) -> int | str:
@@ -266,18 +273,42 @@ def _comm_gpus(a: Analysis) -> int | str:
     return comm.gpu_count if comm else "?"
 
 
+def _link_rates(a: Analysis) -> str:
+    """The rates the datasheet-timed collectives ran at, as ``roofline.place`` timed them: the interconnect's
+    one-direction bandwidth times the op's link share (a mesh gives a group of g (g − 1)/(N − 1) of it), or past
+    the scale-up domain the bus bandwidth of the binding link, with each network step's hop in the latency.
+    "450 GB/s a direction + 10 µs each" where one rate serves every collective, else each rate with its ops."""
+    rates: dict[str, tuple[list[str], set[float]]] = {}
+    for p in a.placements:
+        op = p.op
+        if op.kind != "communication" or (op.collective in a.roofs.measured_collectives and not op.network_bytes):
+            continue
+        how = "a direction" if not op.network_bytes else f"of bus bandwidth, the {p.link} binding"
+        names, latencies = rates.setdefault(f"{number(p.bandwidth / 1e9)} GB/s {how}", ([], set()))
+        names.append(op.name)
+        latencies.add(p.latency_s * 1e6)
+
+    def text(rate: str, latencies: set[float]) -> str:
+        lo, hi = min(latencies), max(latencies)
+        return f"{rate} + {number(lo)}{'' if lo == hi else f'–{number(hi)}'} µs"
+
+    if len(rates) == 1:
+        rate, (_, latencies) = next(iter(rates.items()))
+        return f"{text(rate, latencies)} each"
+    return "; ".join(f"{text(rate, latencies)} ({', '.join(names)})" for rate, (names, latencies) in rates.items())
+
+
 def parallel_lines(a: Analysis) -> list[str]:
     """Over several GPUs: every figure above is one GPU's; the collectives' share and the layout's notes."""
     if a.layout.single:
         return []
     r, t = a.roofs, a.totals
     who = "along the pass through the stages" if a.layout.pp > 1 else "a GPU"
-    gbps, latency = r.interconnect_gbps, r.interconnect_latency_us
-    assert gbps is not None and latency is not None  # several GPUs without an interconnect are refused before
+    rates = _link_rates(a)
     return [
         f"per GPU of {t.gpus} ({a.layout.label()}): {rate_text(t.tokens_per_s_per_gpu)} per GPU; "
         f"collectives send {si(t.communication_bytes, 'B')} {who}, {duration(t.communication_time_s)} "
-        f"({t.communication_share:.1%} of the step) at {number(gbps)} GB/s a direction + {number(latency)} µs each"
+        f"({t.communication_share:.1%} of the step)" + (f" at {rates}" if rates else "")
         + (", except where measured:" if r.measured_collectives else ""),
         *[f"  {c}: measured bus bandwidth {number(bus)} GB/s + {number(us)} µs (calibrate --comm on {_comm_gpus(a)} "
           f"GPUs)" for c, (bus, us) in r.measured_collectives.items()],

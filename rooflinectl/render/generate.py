@@ -16,6 +16,7 @@ from ..engine.memory import MemoryBudget
 from ..engine.roofline import Analysis
 from ..serving.batch import BatchRun, Method
 from ..units import duration, gib, number, plural
+from .analysis import bandwidth_text
 from .console import print_table
 
 # A served batch: the static one, or the simulated closed batch.
@@ -173,7 +174,7 @@ def title_lines(g: Batch) -> list[str]:
     a = _first(g)
     where = a.gpu.name if a.layout.single else f"{a.layout.gpus} × {a.gpu.name} ({a.layout.label()}, per GPU)"
     return [_workload_label(g),
-            f"on {where}, {a.roofs.label} roofs: {number(a.roofs.bandwidth_gbps)} GB/s, "
+            f"on {where}, {a.roofs.label} roofs: {bandwidth_text(a)}, "
             f"{number(a.peak_flops / 1e12)} TFLOP/s {a.workload.matmul_dtype}"
             + ("; each op timed by the calibrated op model" if a.op_model is not None else ""), method_text(g),
             *a.layout_notes]

@@ -85,7 +85,7 @@ def _spec_table(g: GPU, marks: dict[str, str]) -> Table:
         ("vendor / architecture", f"{g.vendor} {g.architecture}{cc}", ""),
         None if (sms := _sm_row(g)) is None else ("SMs × boost clock", sms, ""),
         ("HBM", f"{_marked(m, 'hbm_capacity_gib', f'{m.hbm_capacity_gib:g} GiB')} {m.hbm_type}, "
-                f"{m.hbm_bandwidth_gbps:,.0f} GB/s", mem),
+                f"{_marked(m, 'hbm_bandwidth_gbps', f'{m.hbm_bandwidth_gbps:,.0f} GB/s')}", mem),
         None if m.l2_size_mib is None else ("L2", f"{_marked(m, 'l2_size_mib', f'{m.l2_size_mib:g} MiB')}{l2_bw}", mem),
         None if m.smem_per_sm_kib is None else (
             "shared memory / SM", f"{m.smem_per_sm_kib:g} KiB"
@@ -99,7 +99,8 @@ def _spec_table(g: GPU, marks: dict[str, str]) -> Table:
     ]
     if g.interconnect:
         ic = g.interconnect
-        rows.append(("interconnect", f"{ic.name}, {ic.bandwidth_gbps:,.0f} GB/s both directions "
+        rows.append(("interconnect", f"{ic.name}, {_marked(ic, 'bandwidth_gbps', f'{ic.bandwidth_gbps:,.0f} GB/s')} "
+                                     f"both directions "
                      f"({ic.per_direction_gbps:,.0f} each way)", marks["interconnect"]))
         rows.append(("collective latency", f"{ic.latency_us:g} µs ({ic.derivation('latency_us') or 'datasheet'})",
                      marks["interconnect"]))

@@ -240,3 +240,13 @@ def test_analyze_refuses_impossible_experts_touched_in_one_line(args, message):
     result = cli(*base, *args)
     assert result.exit_code == 2
     assert message in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_an_estimated_memory_roof_says_so_where_the_roofs_are_printed():
+    # The H20-3e's 4,800 GB/s is an estimate (its file's memory.derived); analyze and analyze generate print
+    # the roof with that mark, and a datasheet's roof (the H100's 3,350 GB/s) without one.
+    for command in (("analyze", "decode"), ("analyze", "generate")):
+        out = " ".join(cli(*command, "--gpu", "h20-3e", env={"COLUMNS": "200"}).stdout.split())
+        assert "roofs: 4,800 GB/s (estimated), 148 TFLOP/s" in out
+        out = " ".join(cli(*command, "--gpu", "h100", env={"COLUMNS": "200"}).stdout.split())
+        assert "roofs: 3,350 GB/s, 989" in out

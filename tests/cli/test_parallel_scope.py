@@ -43,3 +43,22 @@ def test_the_verdicts_batches_under_ep_say_a_gpus_and_the_deployments():
     whole, per_gpu = (int(x.replace(",", "")) for x in fits.groups())
     assert whole == 4 * per_gpu
     assert f"largest batch that fits: {whole:,} over the 4 GPUs" in text
+
+
+def test_the_collectives_line_states_the_rate_each_op_ran_at():
+    # MI355X: xGMI 1,075 GB/s both directions over 7 links of a full mesh, 537.6 a direction; TP 2's two GPUs share
+    # 1 of the 7 links, 76.8 GB/s. One all-reduce of x (32 × 8192 bf16, 524,288 B, of which a GPU sends
+    # 2·(2 − 1)/2 = 1×) takes 524,288 / 76.8e9 + 10 µs = 16.83 µs: the line names 76.8, not 538.
+    cmd = ("analyze", "decode", "--gpu", "mi355x", "--model", "llama-3-70b", "--tp", "2", "--batch", "32",
+           "--context", "1024")
+    d = json.loads(cli(*cmd, "--json").stdout)
+    reduce = next(o for o in d["ops"] if o["name"] == "attn_all_reduce")
+    assert reduce["time_s"] == pytest.approx(524_288 / 76.8e9 + 10e-6, rel=1e-9)
+    text = " ".join(cli(*cmd, env={"COLUMNS": "200"}).stdout.split())
+    assert "of the step) at 76.8 GB/s a direction + 10 µs each" in text
+    # B200 TP 16 spans two 8-GPU NVLink domains: an all-reduce of S sends 1.875·S a GPU, 0.125·S of it over the
+    # 50 GB/s NIC, which binds (0.125·S / 50 GB/s > 1.75·S / 900 GB/s): a bus bandwidth of 1.875 / (0.125 / 50)
+    # = 750 GB/s, and 10 µs + 2 network steps × 5 µs of latency (the logits' all-gather: 1 step, 15 µs).
+    text = " ".join(cli("analyze", "decode", "--gpu", "b200", "--model", "llama-3-70b", "--tp", "16", "--batch",
+                        "64", "--context", "1024", env={"COLUMNS": "200"}).stdout.split())
+    assert "of the step) at 750 GB/s of bus bandwidth, the network binding + 15–20 µs each" in text

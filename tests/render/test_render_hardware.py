@@ -40,6 +40,17 @@ def test_every_note_on_a_peak_is_marked_where_the_peak_is_printed():
     assert row.split()[2] == mark and row.split()[-1] == "14.35"
 
 
+def test_a_bandwidth_no_datasheet_gives_is_marked_in_the_spec_table():
+    # H20-3e's 4,800 GB/s is estimated and MI355X's 1,075 GB/s of xGMI derived (7 links x 153.6): each figure
+    # carries its mark, as the capacity beside it did; the H100's datasheet figures carry none.
+    h20 = " ".join(text(gpu_detail(load_gpu("h20-3e"))).split())
+    assert "4,800 GB/s (estimated)" in h20
+    mi = " ".join(text(gpu_detail(load_gpu("mi355x"))).split())
+    assert "1,075 GB/s (derived)" in mi
+    h100 = " ".join(text(gpu_detail(load_gpu("h100"))).split())
+    assert "3,350 GB/s [1]" in h100 and "900 GB/s both directions" in h100
+
+
 def test_measured_ceilings_stand_beside_the_spec(tmp_path):
     data = yaml.safe_load(CALIBRATED.read_text())
     data["measured"]["vector_tflops"] = {"fp32": 51.2}
