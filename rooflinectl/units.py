@@ -93,26 +93,29 @@ def decimal_bytes(n: float) -> str:
 
 
 def duration(seconds: float, sep: str = " ") -> str:
-    """A time from ns to hours, three significant digits: 26.5 µs, 3.22 s, 4.1 min, 2.5 h."""
+    """A time from ns to hours, three significant digits: 26.5 µs, 3.22 s, 4.1 min, 2.5 h. Below a minute the unit
+    is the largest in which the rounded value is at least 1, so that 0.9996 s is "1 s", never "1e+03 ms"."""
     if seconds >= 3600:
         return f"{number(seconds / 3600)}{sep}h"
     if seconds >= 60:
         return f"{number(seconds / 60)}{sep}min"
-    if seconds >= 1:
-        return f"{seconds:.3g}{sep}s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g}{sep}ms"
-    if seconds >= 1e-6:
-        return f"{seconds * 1e6:.3g}{sep}µs"
-    return f"{number(seconds * 1e9)}{sep}ns"
+    scale, unit = _time_unit(seconds)
+    if unit == "ns":
+        return f"{number(seconds * 1e9)}{sep}ns"
+    return f"{seconds / scale:.3g}{sep}{unit}"
 
 
 _TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 
 
+def _time_unit(seconds: float) -> tuple[float, str]:
+    """The largest of s, ms, µs, ns in which ``seconds`` at three significant digits is at least 1 (ns below)."""
+    return next(((f, u) for f, u in _TIME_UNITS if float(f"{seconds / f:.3g}") >= 1), _TIME_UNITS[-1])
+
+
 def time_band(low: float, high: float, sep: str = " ") -> str:
     """A spread of times, both ends in the unit of the upper one, three significant digits: 1.9–2.2 µs."""
-    scale, unit = next(((f, u) for f, u in _TIME_UNITS if high >= f), _TIME_UNITS[-1])
+    scale, unit = _time_unit(high)
     return f"{low / scale:.3g}–{high / scale:.3g}{sep}{unit}"
 
 

@@ -93,6 +93,17 @@ def test_duration_runs_from_ns_to_hours(seconds, text):
     assert duration(seconds) == text
 
 
+@pytest.mark.parametrize(("seconds", "text"), [(0.9996, "1 s"), (0.9994, "999 ms"), (0.0009996, "1 ms"),
+                                               (9.996e-7, "1 µs"), (9.994e-7, "999 ns")])
+def test_a_duration_that_rounds_to_1000_of_a_unit_takes_the_next(seconds, text):
+    """0.9996 s at three digits is 1,000 ms: printed "1 s", never "1e+03 ms" (as ``si`` takes the next prefix)."""
+    assert duration(seconds) == text
+
+
+def test_a_time_band_whose_upper_end_rounds_to_1000_takes_the_next_unit():
+    assert time_band(0.5, 0.9996) == "0.5–1 s" and time_band(0.5e-3, 0.9996e-3) == "0.5–1 ms"
+
+
 def test_sizes_scale_with_their_prefix():
     """Issue 19: "moves 71743.13 GB", "holds 500000000015.0 GiB"."""
     assert decimal_bytes(71743.13e9) == "71.7 TB"

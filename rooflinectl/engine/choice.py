@@ -10,7 +10,7 @@ from typing import Protocol
 
 from ..errors import UserError
 from ..specs.workload import Workload
-from ..units import gib
+from ..units import duration, gib
 from .generate import Generation, Request, StepAnalyzer, budget_at, check_request, generate, largest_batch
 from .memory import MemoryBudget
 from .parallel import Layout
@@ -202,6 +202,6 @@ def choose_batch(server: Server, base: Workload, prompt: int, output: int, gpu: 
         if g is None:
             one = server.serve(1)
             assert one.tpot_s is not None
-            return Choice(gpu, rule, largest, None, f"TPOT is {one.tpot_s * 1e3:.3g} ms at batch 1", layout)
+            return Choice(gpu, rule, largest, None, f"TPOT is {duration(one.tpot_s)} at batch 1", layout)
         return Choice(gpu, rule, largest, g, layout=layout)
     return Choice(gpu, rule, largest, server.serve(top), layout=layout)
