@@ -73,7 +73,7 @@ def test_saved_scenario_round_trips(tmp_path):
 
 def test_saved_scenario_inlines_a_model_from_a_config(tmp_path):
     cfg = tmp_path / "config.json"
-    cfg.write_text('{"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8, '
+    cfg.write_text('{"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8, '
                    '"intermediate_size": 1024, "vocab_size": 1000}')
     w = resolve_workload("decode", model=str(cfg))
     assert w.model == model_from_hf_config(cfg)

@@ -189,7 +189,7 @@ def test_saved_yaml_inlines_a_model_that_is_not_in_the_catalog(tmp_path):
     config = tmp_path / "tiny-llama" / "config.json"
     config.parent.mkdir()
     config.write_text(json.dumps({
-        "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
         "intermediate_size": 1536, "vocab_size": 32000, "hidden_act": "silu",
     }))
     w = resolve_workload("decode", model=str(config))

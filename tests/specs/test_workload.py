@@ -108,7 +108,7 @@ def test_config_json_read_from_its_own_folder_is_named_after_it(tmp_path, monkey
     folder = tmp_path / "my-llama"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({
-        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "intermediate_size": 14336,
+        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "intermediate_size": 14336,
         "vocab_size": 128256}))
     monkeypatch.chdir(folder)
     assert model_from_hf_config(Path("config.json")).id == "my-llama"  # was ""

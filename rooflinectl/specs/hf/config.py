@@ -271,11 +271,14 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
     # architecture it does not count (experts outside Mixtral, Qwen3-MoE and gpt-oss, MLA's low-rank
     # attention), is refused by name.
     top_type = cfg.get("model_type")
-    if top_type is not None and not isinstance(top_type, str):
+    if top_type is None:  # the features are read by model type: without one, a window or a bias would be dropped
+        raise UserError(f"{path}: field 'model_type' is missing (transformers' AutoConfig needs it too); "
+                        f"rooflinectl counts {', '.join(_HF_MODEL_TYPES)} models")
+    if not isinstance(top_type, str):
         raise UserError(f"{path}: field 'model_type': expected a name such as 'llama', got {top_type!r}")
     if top_type in _HF_REFUSED:
         raise UserError(f"{path}: field 'model_type': '{top_type}' is not modelled: {_HF_REFUSED[top_type]}")
-    if top_type is not None and top_type not in _HF_MODEL_TYPES:
+    if top_type not in _HF_MODEL_TYPES:
         raise UserError(f"{path}: field 'model_type': '{top_type}' is not modelled; rooflinectl counts "
                         f"{', '.join(_HF_MODEL_TYPES)} models")
     architectures = cfg.get("architectures")
@@ -283,7 +286,7 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         if not isinstance(architectures, list):
             raise UserError(f"{path}: field 'architectures': expected a list of class names, got {architectures!r}")
         # A class of another model type (a Gemma class in a llama config) is refused too: which one is meant?
-        allowed = _HF_CLASSES[top_type] if isinstance(top_type, str) else _HF_ARCHITECTURES
+        allowed = _HF_CLASSES[top_type]
         for entry in architectures:
             if entry not in allowed:
                 raise UserError(f"{path}: field 'architectures': {entry!r} is not modelled"
