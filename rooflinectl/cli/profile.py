@@ -12,12 +12,12 @@ from ..shell import command_line
 from ._app import DEFAULT_GPU, app, command, console, print_json
 
 
-def _command_line(model: str, phase: str, batch: int, length: int, attn: str, cuda_graph: bool | None,
-                  device: str, gpu: str | None, module: str | None) -> str:
+def _command_line(model: str, phase: str, batch: int, context: int | None, seq_len: int | None, attn: str,
+                  cuda_graph: bool | None, device: str, gpu: str | None, module: str | None) -> str:
     """The command that reproduces the run (the record's ``command``)."""
     return command_line(["profile"], [
         ("--model", model), ("--phase", phase), ("--batch", batch),
-        ("--context" if phase == "decode" else "--seq-len", length), ("--attn-implementation", attn),
+        ("--context", context), ("--seq-len", seq_len), ("--attn-implementation", attn),
         ("--device", device), ("--cuda-graph", cuda_graph is True), ("--no-cuda-graph", cuda_graph is False),
         ("--gpu", gpu), ("--module", module)])
 
@@ -28,9 +28,10 @@ def profile(
                               "(llama, mistral, qwen2, qwen3); random weights, nothing downloaded."),
     phase: str = typer.Option("decode", "--phase", help="decode or prefill."),
     batch: int = typer.Option(1, "--batch", "-b", help="Sequences in the batch."),
-    context: int = typer.Option(4096, "--context", "-c", help="Decode: KV positions attended, the new token "
-                                "included (the cache holds context − 1 random ones)."),
-    seq_len: int = typer.Option(2048, "--seq-len", "-s", help="Prefill: prompt tokens per sequence."),
+    context: int = typer.Option(None, "--context", "-c", help="Decode: KV positions attended, the new token "
+                                "included (the cache holds context − 1 random ones; default: workloads/decode.yaml's)."),
+    seq_len: int = typer.Option(None, "--seq-len", "-s", help="Prefill: prompt tokens per sequence (default: "
+                                "workloads/prefill.yaml's)."),
     attn_implementation: str = typer.Option("sdpa", "--attn-implementation", help="sdpa (the engine's flash "
                                             "attention) or eager (its naive qk, softmax, pv)."),
     cuda_graph: bool = typer.Option(None, "--cuda-graph/--no-cuda-graph", help="Time the step replayed from a "
@@ -57,11 +58,10 @@ def profile(
 
     if save is not None:
         check_writable(save, "--save", will_read=(model, gpu))
-    length = context if phase == "decode" else seq_len
-    req = ProfileRequest(model=model, phase=phase, batch=batch, length=length, attn_implementation=attn_implementation,
-                         cuda_graph=cuda_graph, device=device, module=module,
-                         command=_command_line(model, phase, batch, length, attn_implementation, cuda_graph,
-                                               device, gpu, module))
+    req = ProfileRequest(model=model, phase=phase, batch=batch, context=context, seq_len=seq_len,
+                         attn_implementation=attn_implementation, cuda_graph=cuda_graph, device=device, module=module,
+                         command=_command_line(model, phase, batch, context, seq_len, attn_implementation,
+                                               cuda_graph, device, gpu, module))
     record = run_profile(req, gpu, DEFAULT_GPU)
     if json:
         print_json(record.model_dump(mode="json"))

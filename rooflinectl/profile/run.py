@@ -50,7 +50,10 @@ class ProfileRequest:
     model: str
     phase: str
     batch: int
-    length: int  # decode: context; prefill: seq_len
+    # The step's length, as analyze takes it: decode's context, prefill's seq_len; the other phase's is refused,
+    # and None is the bundled scenario's (workloads/decode.yaml, prefill.yaml).
+    context: int | None = None
+    seq_len: int | None = None
     attn_implementation: str = "sdpa"
     cuda_graph: bool | None = None  # None: on a GPU where it captures
     device: str = "cuda"
@@ -67,10 +70,9 @@ def workload_of(req: ProfileRequest) -> Workload:
         raise UserError(f"--phase {req.phase!r}: decode or prefill")
     if req.attn_implementation not in ATTN_IMPLEMENTATIONS:
         raise UserError(f"--attn-implementation {req.attn_implementation!r}: {' or '.join(ATTN_IMPLEMENTATIONS)}")
-    length = {"context": req.length} if req.phase == "decode" else {"seq_len": req.length}
     return resolve_workload(req.phase, model=req.model, batch=req.batch, dtype=hf.engine_dtype(req.device),
                             attention="naive" if req.attn_implementation == "eager" else "flash", fused=[],
-                            **length)
+                            context=req.context, seq_len=req.seq_len)
 
 
 def core_ops(ops: list[Op]) -> list[str]:

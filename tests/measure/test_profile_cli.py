@@ -61,7 +61,7 @@ def test_the_table_fits_100_columns_and_says_it_is_cpu_time(saved, config):
     assert max(len(line) for line in out.splitlines()) <= 100
     assert "CPU time, not a GPU figure" in out
     assert "of the step is in CPU ops the roofline does not count; the largest is" in out
-    ops = [o.name for o in step_ops(workload_of(ProfileRequest(model=config, phase="decode", batch=1, length=8,
+    ops = [o.name for o in step_ops(workload_of(ProfileRequest(model=config, phase="decode", batch=1, context=8,
                                                                 device="cpu")))]
     rows = [line.split()[0] for line in out.splitlines() if line.split() and line.split()[0] in ops]
     assert rows[:len(ops)] == ops  # the per-op table lists every engine op, in the engine's order
@@ -160,6 +160,9 @@ def test_bad_inputs_are_one_line(tmp_path, config, monkeypatch):
         (["--model", config, *CPU, "--module", "no_such_package_xyz.model:build"], "cannot import"),
         (["--model", config, *CPU, "--module", "json"], "package.module:function"),
         (["--model", config, *CPU, "--module", "json:no_such_function"], "has no function"),
+        # The other phase's length is refused as analyze refuses it, not silently dropped.
+        (["--model", config, *CPU, "--seq-len", "99999"], "decode processes one token per sequence"),
+        (["--model", config, *CPU, "--phase", "prefill"], "--context applies to decode"),
     ]
     for args, fragment in cases:
         assert_one_line_error(cli("profile", *args), fragment)

@@ -28,15 +28,15 @@ def tiny_config(tmp_path_factory, name: str, **changes) -> str:
 
 
 CASES = {
-    "decode-sdpa": ({}, dict(phase="decode", batch=2, length=24, attn_implementation="sdpa")),
-    "decode-eager": ({}, dict(phase="decode", batch=2, length=24, attn_implementation="eager")),
-    "prefill-sdpa": ({}, dict(phase="prefill", batch=1, length=16, attn_implementation="sdpa")),
+    "decode-sdpa": ({}, dict(phase="decode", batch=2, context=24, attn_implementation="sdpa")),
+    "decode-eager": ({}, dict(phase="decode", batch=2, context=24, attn_implementation="eager")),
+    "prefill-sdpa": ({}, dict(phase="prefill", batch=1, seq_len=16, attn_implementation="sdpa")),
     # Qwen3: q_norm and k_norm over each head, between the projections and RoPE.
     "qwen3-decode": ({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]},
-                     dict(phase="decode", batch=1, length=16, attn_implementation="sdpa")),
+                     dict(phase="decode", batch=1, context=16, attn_implementation="sdpa")),
     # Mistral with a window of 16 positions: every layer slides, the engine's core is attention_local.
     "mistral-window": ({"model_type": "mistral", "architectures": ["MistralForCausalLM"], "sliding_window": 16},
-                       dict(phase="decode", batch=1, length=24, attn_implementation="sdpa")),
+                       dict(phase="decode", batch=1, context=24, attn_implementation="sdpa")),
 }
 
 
@@ -113,7 +113,7 @@ def test_the_cpu_total_is_every_cpu_op_of_the_step(tmp_path_factory):
     from rooflinectl.profile import build, ranges, trace
     from rooflinectl.profile.attribute import HARNESS
 
-    req = ProfileRequest(model=tiny_config(tmp_path_factory, "total"), phase="decode", batch=1, length=8,
+    req = ProfileRequest(model=tiny_config(tmp_path_factory, "total"), phase="decode", batch=1, context=8,
                          device="cpu")
     w = workload_of(req)
     config = build.config_from_json(req.model)
@@ -152,7 +152,7 @@ def test_predictions_under_the_spec_and_the_measured_ceilings(tmp_path, tmp_path
         "copy_bandwidth_gbps": 2950.0, "tensor_tflops": {"bf16": 760.5}, "vector_tflops": {"fp32": 50.0}})
     path = tmp_path / "lab-h100.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    req = ProfileRequest(model=tiny_config(tmp_path_factory, "calib"), phase="decode", batch=2, length=8,
+    req = ProfileRequest(model=tiny_config(tmp_path_factory, "calib"), phase="decode", batch=2, context=8,
                          device="cpu", reps=1)
     r = run_profile(req, gpu=str(path))
     q = next(o for o in r.ops if o.op == "q_proj")
