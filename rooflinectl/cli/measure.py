@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from ..errors import UserError
-from ..records.kernel import MAX_SEED
+from ..records import MAX_SEED
 from . import options as opt
 from ._app import app, command, console, one_format, print_json
 from .measure_workload import Device, WorkloadSeqLen, measure_workload

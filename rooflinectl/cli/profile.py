@@ -29,9 +29,10 @@ def profile(
     phase: str = typer.Option("decode", "--phase", help="decode or prefill."),
     batch: int = typer.Option(1, "--batch", "-b", help="Sequences in the batch."),
     context: int = typer.Option(None, "--context", "-c", help="Decode: KV positions attended, the new token "
-                                "included (the cache holds context − 1 random ones; default: workloads/decode.yaml's)."),
-    seq_len: int = typer.Option(None, "--seq-len", "-s", help="Prefill: prompt tokens per sequence (default: "
-                                "workloads/prefill.yaml's)."),
+                                "included (the cache holds context − 1 random ones); default: the bundled decode "
+                                "scenario's."),
+    seq_len: int = typer.Option(None, "--seq-len", "-s", help="Prefill: prompt tokens per sequence; default: "
+                                "the bundled prefill scenario's."),
     attn_implementation: str = typer.Option("sdpa", "--attn-implementation", help="sdpa (the engine's flash "
                                             "attention) or eager (its naive qk, softmax, pv)."),
     cuda_graph: bool = typer.Option(None, "--cuda-graph/--no-cuda-graph", help="Time the step replayed from a "

@@ -61,9 +61,6 @@ def _upper(bounded: object) -> float:
 # a time from a nanosecond (below any timer's resolution) to a million seconds; bytes from 1 to 1e15 (a petabyte);
 # FLOPs from 0 (pure data movement) to 1e21 (a million seconds at 1e15 FLOP/s); both whole counts.
 MIN_TIME_S, MAX_TIME_S = 1e-9, 1e6
-# A run's input seed: torch.Generator.manual_seed takes up to 2**64 − 1, and a run seeds shape or op i with
-# seed + 1000·i (about 10**5 ops at most): 2**63 leaves that room and any seed a person types.
-MAX_SEED = 2**63
 MAX_BYTES = 10**15
 MAX_FLOPS = 10**21
 # ... and the rates they give no faster than a hardware spec's own numbers may be (specs.load's Rate, GB/s, and

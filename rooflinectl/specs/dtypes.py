@@ -3,10 +3,7 @@ and activation types a kernel runs together (engine/count/quant.py states each f
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
-
-from pydantic import AfterValidator
-from pydantic_core import PydanticCustomError
+from typing import Literal, get_args
 
 # Each Literal is the list; the tuple beside it is read from it (typing.get_args), for loops, checks and help text.
 DType = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
@@ -45,20 +42,7 @@ WEIGHT_ACTIVATION_PAIRS: dict[str, tuple[str, ...]] = {
     "int4_zp": ("bf16", "fp16"),
     "mxfp4": ("bf16", "fp16", "fp4"), "nvfp4": ("bf16", "fp16", "fp4"),
 }
-# int4's group along k: 128 is AWQ's and GPTQ's default; from 16 to a whole column (2**22, an MLP's widest).
-# (annotated_types' bounds, which pydantic reads as it reads Field(gt=..., le=...): this module imports no pydantic,
-# so that the CLI's help can list the types without loading it.)
-def _quantizer_group(size: int) -> int:
-    """A group size a quantizer makes: a power of two from 16 to 2**22. GPTQ and AWQ group 32, 64 or 128 weights
-    along k, bitsandbytes' 4-bit blocks hold 64, and a config's -1 (one group per column) is read as 2**22, the
-    widest k (specs.hf.quant); 1, 7 or 5,000 is no layout any of them stores."""
-    if not (16 <= size <= 2**22 and size & (size - 1) == 0):
-        raise PydanticCustomError("invalid", f"{size:,} is no group size a quantizer makes: give a power of two "
-                                  f"from 16 to {2**22:,} (GPTQ and AWQ use 32, 64 or 128)")
-    return size
-
-
-GroupSize = Annotated[int, AfterValidator(_quantizer_group)]
+# int4's group along k: 128 is AWQ's and GPTQ's default (specs.model.GroupSize validates a given one).
 DEFAULT_GROUP_SIZE = 128
 
 # The data types a GPU spec rates its units in: the tensor cores' (tf32 is fp32 inputs on the tensor cores; int8,

@@ -22,7 +22,7 @@ from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 from ..errors import UserError, closest
 from ..files import user_path
 from .dsa import SparseAttention
-from .dtypes import GroupSize, WeightDType, group_size_refusal
+from .dtypes import WeightDType, group_size_refusal
 from .hf.config import HF_KEY_OF_FIELD, model_fields
 from .layers import GATED_MLPS, KV_ATTENTIONS, LayerAttention, MlpKind, NormKind
 from .load import (
@@ -40,7 +40,7 @@ from .load import (
 from .mla import MLA
 from .moe import MoE
 from .recurrent import GatedDeltaNet
-from .sizes import HeadDim, Heads, HiddenSize, Layers, MlpWidth, Positions, Vocab
+from .sizes import GroupSize, HeadDim, Heads, HiddenSize, Layers, MlpWidth, Positions, Vocab
 from .ssm import Mamba2
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"

@@ -23,10 +23,10 @@ from typing_extensions import Self
 
 from ..errors import UserError, closest
 from ..files import user_path
-from .dtypes import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, ActDType, DType, GroupSize, WeightDType
+from .dtypes import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, ActDType, DType, WeightDType
 from .load import Strict, Text, invalid, leave_out_unused, looks_like_path, read_yaml, search_dirs, validate
 from .model import WORKLOADS_PATH_ENV, Model, load_model, model_catalog
-from .sizes import Batch, Experts, Positions
+from .sizes import Batch, Experts, GroupSize, Positions
 from .step import MAX_GROUPS, PRESETS, Phase, Seqs, preset_phase
 from .workload import AttentionImpl, Fusion, Workload, check_fusions, length_field, size_problem
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 # The largest published dense models sit far inside them: PaLM 540B (hidden 18,432, 118 layers, 48 heads,
 # MLP 73,728), Llama 3.1 405B (hidden 16,384, 126 layers, 128 heads, MLP 53,248), Gemma (head_dim 256,
@@ -33,3 +34,17 @@ SharedExperts = Annotated[int, Field(ge=0, le=2**10)]  # 1,024
 DenseLayers = Annotated[int, Field(ge=0, le=2**14)]  # as many as Layers
 # Multi-head latent attention's low ranks: DeepSeek-V3's q_lora_rank 1,536 and kv_lora_rank 512, far inside.
 LatentRank = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576, the widest residual stream
+
+
+def _quantizer_group(size: int) -> int:
+    """A group size a quantizer makes: a power of two from 16 to 2**22. GPTQ and AWQ group 32, 64 or 128 weights
+    along k, bitsandbytes' 4-bit blocks hold 64, and a config's -1 (one group per column) is read as 2**22, the
+    widest k (specs.hf.quant); 1, 7 or 5,000 is no layout any of them stores."""
+    if not (16 <= size <= 2**22 and size & (size - 1) == 0):
+        raise PydanticCustomError("invalid", f"{size:,} is no group size a quantizer makes: give a power of two "
+                                  f"from 16 to {2**22:,} (GPTQ and AWQ use 32, 64 or 128)")
+    return size
+
+
+# int4's group along k (specs.dtypes.DEFAULT_GROUP_SIZE when none is given): from 16 to a whole column.
+GroupSize = Annotated[int, AfterValidator(_quantizer_group)]

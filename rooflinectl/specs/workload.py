@@ -20,13 +20,12 @@ from .dtypes import (
     WEIGHT_ACTIVATION_PAIRS,
     ActDType,
     DType,
-    GroupSize,
     WeightDType,
 )
 from .layers import GATED_MLPS
 from .load import Strict, invalid, validate
 from .model import Model
-from .sizes import Experts
+from .sizes import Experts, GroupSize
 from .step import MAX_GROUPS, Phase, Seqs, preset_phase, seqs_text
 
 AttentionImpl = Literal["naive", "flash"]
