@@ -13,6 +13,7 @@ import pytest
 
 import rooflinectl as rl
 from helpers import cli
+from rooflinectl import api as rl_api
 
 ROOT = Path(__file__).parents[1]
 
@@ -105,6 +106,9 @@ def test_importing_the_package_loads_nothing_heavy():
     # A truthy string must not switch the measured roofs on.
     (lambda: rl.analyze("decode", calibrated="no"), "calibrated: give True or False, not 'no'"),
     (lambda: rl.analyze_step(seqs="16x1", calibrated=1), "calibrated: give True or False, not 1 (int)"),
+    (lambda: rl_api.curves(gpus=["h100"], output=4, calibrated="no"), "calibrated: give True or False, not 'no'"),
+    (lambda: rl_api.curves(gpus=["h100"], output=4, chunked_prefill="no"), "chunked_prefill: give True or False"),
+    (lambda: rl_api.curves(gpus=["h100"], output=4, prompt=None), "prompt: give an integer, not None"),
     (lambda: rl.analyze("decode", batch="4"), "batch: give an integer, not '4'"),
     (lambda: rl.analyze("decode", tp=2.0), "tp: give an integer"),
     (lambda: rl.analyze("decode", causal="yes"), "causal: give True or False"),

@@ -432,7 +432,8 @@ def curves(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256
     from ..engine.parallel import Layout
 
     check_numbers(dict(prompt=prompt, output=output, ep=ep, pp=pp, max_num_batched_tokens=max_num_batched_tokens),
-                  dict(reserve_gib=reserve_gib))
+                  dict(reserve_gib=reserve_gib), dict(chunked_prefill=chunked_prefill, calibrated=calibrated),
+                  required=("prompt", "output", "ep", "pp", "chunked_prefill", "calibrated"))
     check_curve_output(output)
     gpus, tp = _gpus(gpus), one_or_more(tp, "tp", (int,))
     _once("--tp", tp)
