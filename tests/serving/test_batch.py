@@ -14,7 +14,7 @@ from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.serving.batch import BatchRun, BatchServer, Method
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.stack import load_stack
+from rooflinectl.specs.stack import Stack, load_stack
 from rooflinectl.specs.step import Seqs
 
 H100 = load_gpu("h100")
@@ -148,3 +148,15 @@ def test_compare_stops_at_the_most_requests_one_step_runs():
         .to_dict()["gpus"][0]["rule"] == "largest one step runs (64: the token budget)"
     # Without chunked prefill a step holds the whole batch's prompts: no such limit.
     assert server(Method(load_stack("roofline"), chunked_prefill=False), 1, 2).most_at_once() is None
+
+
+@pytest.mark.parametrize("field", sorted(set(Stack.model_fields) - {
+    "id", "name", "source", "notes", "families", "family", "prefill_steps", "max_num_batched_tokens"}))
+def test_every_cost_of_a_stack_makes_it_costly(field):
+    # The static batch (engine.generate) applies no stack cost: a stack whose one changed figure is any cost
+    # field, a field added later included, must not pass for costless and be served as if it had none.
+    blank = load_stack("roofline")
+    assert Method(blank).costless
+    default = blank.model_dump()[field]
+    changed = {"attention": "batch_dense", "fused": ["rmsnorm_linear"]}.get(field, 0.5 if default == 1.0 else 3.0)
+    assert not Method(blank.model_copy(update={field: changed})).costless, field
