@@ -98,7 +98,8 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
     fixed or drawn (``"uniform:256-1024"``, ``"normal:512,128"``; by default 2,048 and 256, and none with a trace,
     whose requests give theirs); the scheduler's limits as vLLM names them;
     ``stack`` the serving stack's costs (an id of ``stacks/`` or a YAML path; its fusions unless ``fuse`` is given).
-    ``requests``: by default max(200, 8 × concurrency), so that the p99 rests on at least two samples above it.
+    ``requests``: by default 200 under a rate, and max(200, 8 × concurrency) in a closed loop, at most
+    ``MAX_REQUESTS``, so that the p99 rests on at least two samples above it.
     ``progress`` is called with the count of finished requests. ``spec``: speculative decoding, ``draft:MODEL:K``,
     ``mtp:K`` or ``ngram:K``, with ``accept`` the chance each draft is accepted (``0.7``, or per position
     ``"0.8,0.6,0.4"``); the run is then also simulated without it, for the speed-up. ``shared_prefix``: every

@@ -33,7 +33,9 @@ def served() -> bool:
     """Run by textual-serve for a browser tab: no terminal, Textual's web driver instead."""
     import os
 
-    return os.environ.get("TEXTUAL_DRIVER", "").endswith("web_driver:WebDriver")
+    from ..explore.serve import WEB_DRIVER
+
+    return os.environ.get("TEXTUAL_DRIVER") == WEB_DRIVER
 
 
 @command(app)
@@ -83,9 +85,13 @@ def explore(
         from ..explore.serve import serve as serve_app
         from ..explore.serve import tab_command
 
-        # The arguments as given, after "explore": each tab runs the same command, less the serving options.
-        args = sys.argv[sys.argv.index("explore") + 1:] if "explore" in sys.argv else []
-        serve_app(tab_command(args), host, port)
+        # Each tab runs the same command as parsed, less the serving options.
+        given = [("--gpu", gpu), ("--model", model), ("--batch", batch), ("--seq-len", seq_len),
+                 ("--context", context), ("--dtype", dtype), ("--kv-dtype", kv_dtype), ("--attention", attention),
+                 ("--causal", causal is True), ("--no-causal", causal is False), ("--fuse", fuse),
+                 ("--calibrated", calibrated), ("--tp", tp if tp != 1 else None), ("--ep", ep if ep != 1 else None),
+                 ("--pp", pp if pp != 1 else None), ("--out-dir", None if out_dir == Path(".") else out_dir)]
+        serve_app(tab_command(workload, given), host, port)
         return
     if not is_terminal() and not served():
         raise UserError(

@@ -99,7 +99,7 @@ def pareto(
     if chart is not None:
         from ..plot.pareto import draw_pareto
 
-        draw_pareto(curves, title, base.model.id, chart, y, pricing)
+        draw_pareto(curves, title, chart, y, pricing)
     if json or csv:
         from ..render.compare import CURVE_FIELDS, curve_rows, curves_json
         from ..render.csvout import to_csv

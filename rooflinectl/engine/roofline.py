@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from ..errors import UserError
 from ..specs.hardware import GPU, Roofs
 from ..specs.measured import OpModel
-from ..specs.workload import SIZE_FIELDS, SizeField, Workload
+from ..specs.workload import SizeField, Workload
 from ..units import dtype_bytes
 from .calibrated import timed_by_model
 from .count.op import Op, Unit, matmul_unit
@@ -244,9 +244,6 @@ def analyze(workload: Workload, gpu: GPU, calibrated: bool = False, layout: Layo
                     layout=layout, layout_notes=tuple(parallel_notes(whole, layout, measured, net)),
                     whole=None if layout.single else whole, op_model=op_model,
                     network=None if layout.single else net)
-
-
-SWEEP_FIELDS = SIZE_FIELDS
 
 
 def sweep(workload: Workload, gpu: GPU, field: SizeField, values: Sequence[int],

@@ -1,38 +1,25 @@
 """``rooflinectl explore --serve``: the same app in a browser, through textual-serve (Textualize's own server: an
 aiohttp page with xterm.js that starts one ``rooflinectl explore`` process per browser tab and relays its screen).
 
-No web code of our own: this module builds the command each tab runs (the user's own arguments, less the serving
-options) and hands it to ``textual_serve.server.Server``. textual-serve is an optional extra, imported only here.
+No web code of our own: this module builds the command each tab runs (the user's own options, less the serving
+ones) and hands it to ``textual_serve.server.Server``. textual-serve is an optional extra, imported only here.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from ..errors import UserError
-from ..shell import command_line
+from ..shell import Option, command_line
 
-# The serving options and whether each takes a value: they are dropped from the command each tab runs.
-SERVE_OPTIONS = {"--serve": False, "--host": True, "--port": True}
 WEB_DRIVER = "textual.drivers.web_driver:WebDriver"  # what textual-serve sets TEXTUAL_DRIVER to in each tab's process
 
 
-def tab_command(args: Sequence[str]) -> str:
-    """The command line each browser tab runs: ``python -m rooflinectl explore`` with ``args`` (explore's own
-    arguments as given) less --serve, --host and --port."""
-    kept: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if name in SERVE_OPTIONS:
-            skip = SERVE_OPTIONS[name] and not eq
-            continue
-        kept.append(arg)
-    return command_line(["explore", *kept], program=(sys.executable, "-m", "rooflinectl"))
+def tab_command(workload: str, options: Iterable[Option]) -> str:
+    """The command line each browser tab runs: ``python -m rooflinectl explore`` with the workload and explore's
+    options as parsed (``shell.command_line``'s pairs), the serving options left out by the caller."""
+    return command_line(["explore", workload], options, program=(sys.executable, "-m", "rooflinectl"))
 
 
 def check_port(port: int) -> None:

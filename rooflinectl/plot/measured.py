@@ -1,8 +1,8 @@
 """Measured kernels on the chart: each timed record at (flops / bytes, flops / time_s), with its share of the roof
 above it, tied to the engine's prediction for the same op when one sits close by.
 
-Nothing here reads JSON or does roofline arithmetic of its own: the file is read by measure's one reader
-(``records.kernel.load``), "measured on this GPU" is the specs' one matcher, exact or nothing (``specs.devices.device_matches``),
+Nothing here reads JSON or does roofline arithmetic of its own: the file is read by the records' one reader
+(``records.read.read_measurements``), "measured on this GPU" is the specs' one matcher, exact or nothing (``specs.devices.device_matches``),
 and a point's roof and fraction are the engine's (``engine.roofline.measured_share``), the same figures that
 ``rooflinectl measure`` prints for the record.
 """

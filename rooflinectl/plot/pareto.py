@@ -71,7 +71,7 @@ def check_y(y: str, pricing: Sequence[Pricing]) -> None:
         raise UserError("--y joules: a GPU file given states no board power (power.board_w)")
 
 
-def series(curves: Sequence[Curve], model: str, y: str = "tokens", pricing: Sequence[Pricing] = ()) -> list[Series]:
+def series(curves: Sequence[Curve], y: str = "tokens", pricing: Sequence[Pricing] = ()) -> list[Series]:
     out = []
     for i, c in enumerate(curves):
         note = ""
@@ -89,7 +89,7 @@ def series(curves: Sequence[Curve], model: str, y: str = "tokens", pricing: Sequ
     return out
 
 
-def draw_pareto(curves: Sequence[Curve], title: str, model: str, path: Path, y: str = "tokens",
+def draw_pareto(curves: Sequence[Curve], title: str, path: Path, y: str = "tokens",
                 pricing: Sequence[Pricing] = ()) -> Any:
     """Draw the curves to ``path`` (format from its extension), ``y`` one of Y_AXES; returns the figure."""
     check_y(y, pricing)
@@ -102,7 +102,7 @@ def draw_pareto(curves: Sequence[Curve], title: str, model: str, path: Path, y: 
     with matplotlib.rc_context({"text.parse_math": False}):
         fig, ax = plt.subplots(figsize=SIZE_IN)
         try:
-            _draw(fig, ax, series(curves, model, y, pricing), title, Y_AXES[y])
+            _draw(fig, ax, series(curves, y, pricing), title, Y_AXES[y])
             buffer = io.BytesIO()
             fig.savefig(buffer, dpi=DPI, format=Path(path).suffix.lower().lstrip("."))
         except (OSError, ValueError) as err:

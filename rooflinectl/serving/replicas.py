@@ -199,10 +199,10 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
         for live in finished:
             r.held -= 1
             done(live, r.clock)
-    return _deployment(load, served, sides, transfer, sent)
+    return _deployment(served, sides, transfer, sent)
 
 
-def _deployment(load: Load, served: list[Served], sides: list[tuple[Role, list[Replica], Layout, Capacity]],
+def _deployment(served: list[Served], sides: list[tuple[Role, list[Replica], Layout, Capacity]],
                 transfer: KvTransfer | None, sent: list[tuple[float, float, float, float]]) -> Deployment:
     """The run's totals, by side and over the whole."""
     summary = []

@@ -97,7 +97,6 @@ class Live:
     target: int
     computed: int = 0
     generated: int = 0
-    first_token_s: float | None = None
     token_times_s: array[float] = field(default_factory=lambda: array("d"))  # 8 bytes a token
     preemptions: int = 0
 

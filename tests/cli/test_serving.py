@@ -269,7 +269,7 @@ def test_pareto_crowded_labels_never_overlap(tmp_path):
         gpu = load_gpu(name)
         curves.append(latency_throughput_curve(base, 512, 512, lambda w, gpu=gpu: analyze(w, gpu),
                                                reserve_bytes(gpu.memory.hbm_capacity_gib * 2**30, None), gpu.id))
-    fig = draw_pareto(curves, "t", "llama-3-8b", tmp_path / "crowded.png")
+    fig = draw_pareto(curves, "t", tmp_path / "crowded.png")
     drawn, left_out = _labels_apart(fig)
     assert drawn + left_out == sum(len(c.points) for c in curves) and drawn > 0.9 * (drawn + left_out)
 
@@ -292,7 +292,7 @@ def test_pareto_draws_labels_apart_and_says_what_does_not_fit(tmp_path):
             curves.append(latency_throughput_curve(base, 2048, 256, lambda w, gpu=gpu: analyze(w, gpu),
                                                    reserve_bytes(gpu.memory.hbm_capacity_gib * 2**30, None),
                                                    gpu.id))
-        fig = draw_pareto(curves, "t", model, tmp_path / f"{model}.png")
+        fig = draw_pareto(curves, "t", tmp_path / f"{model}.png")
         ax = fig.axes[0]
         assert _labels_apart(fig) == (sum(len(c.points) for c in curves), 0)  # every point labelled
         legend = [t.get_text() for t in ax.get_legend().get_texts()]

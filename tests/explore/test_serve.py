@@ -26,9 +26,18 @@ from helpers import assert_one_line_error, cli
 from rooflinectl.explore.serve import tab_command
 
 
-def test_each_tab_runs_explore_with_the_users_arguments_less_the_serving_ones():
-    cmd = tab_command(["decode", "--gpu", "h100", "--serve", "--port", "9000", "--host=0.0.0.0", "-b", "8"])
-    assert cmd == f"{sys.executable} -m rooflinectl explore decode --gpu h100 -b 8"
+def test_each_tab_runs_explore_with_the_users_arguments_less_the_serving_ones(monkeypatch):
+    # Built from the options as parsed, not from sys.argv: an in-process call (here, pytest's argv) gets its own.
+    ran = []
+    monkeypatch.setattr("rooflinectl.explore.serve.serve", lambda command, host, port: ran.append((command, host,
+                                                                                                port)))
+    result = cli("explore", "decode", "--gpu", "h100", "--serve", "--port", "9000", "--host=0.0.0.0", "-b", "8",
+                 "--no-causal", "--tp", "2")
+    assert result.exit_code == 0, result.output
+    assert ran == [(f"{sys.executable} -m rooflinectl explore decode --gpu h100 --batch 8 --no-causal --tp 2",
+                    "0.0.0.0", 9000)]
+    assert tab_command("my workload.yaml", [("--fuse", ""), ("--calibrated", False)]) == \
+        f"{sys.executable} -m rooflinectl explore 'my workload.yaml' --fuse ''"
 
 
 def test_a_bad_port_is_one_line():

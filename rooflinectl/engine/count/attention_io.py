@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ...units import KIB, MIB, dtype_bytes
+from ...units import dtype_bytes
 from .op import SOFTMAX_FLOPS_PER_ELEMENT, Op, matmul_unit
 from .primitives import softmax_op
 
@@ -114,14 +114,6 @@ def flash_tiling(s: AttentionShape, dtype: str, *, l2_bytes: int, block_q: int) 
         served_from="l2" if fits else "hbm",
         hbm_kv_bytes=once if fits else stream,
     )
-
-
-def gpu_l2_bytes(l2_size_mib: float) -> int:
-    return int(l2_size_mib * MIB)
-
-
-def gpu_smem_bytes(smem_per_sm_kib: float) -> int:
-    return int(smem_per_sm_kib * KIB)
 
 
 def flash_attention_op(s: AttentionShape, dtype: str, tiling: FlashTiling) -> Op:

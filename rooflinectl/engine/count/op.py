@@ -53,7 +53,7 @@ NORM_LABEL = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 # The MLP activation of each model.mlp kind, FLOPs per element of its output (the gated kinds: the act of gate,
 # then one multiply by up; clamped_swiglu's count has its product in it).
 MLP_ACT_FLOPS_PER_ELEMENT = {
-    "gated_silu": SILU_FLOPS_PER_ELEMENT + 1,
+    "gated_silu": GATED_ACT_FLOPS_PER_ELEMENT,
     "gated_gelu_tanh": GELU_TANH_FLOPS_PER_ELEMENT + 1,
     "gelu_tanh": GELU_TANH_FLOPS_PER_ELEMENT,
     "clamped_swiglu": CLAMPED_SWIGLU_FLOPS_PER_ELEMENT,

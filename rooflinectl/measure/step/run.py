@@ -174,8 +174,8 @@ def _prepare(request: WorkloadRequest, cases: list[Case]) -> tuple[GPU | None, D
     return spec, info, *versions
 
 
-def _run_step(w: Workload, cases: list[Case], ops: list[WorkloadOp], spec: GPU | None, device: str, seed: int,
-              time_fn: TimeFn, calibrated: Calibrated | None, memory: StepMemory) -> WorkloadStep:
+def _run_step(w: Workload, cases: list[Case], ops: list[WorkloadOp], device: str, seed: int, time_fn: TimeFn,
+              memory: StepMemory) -> WorkloadStep:
     import torch
 
     timed = [o.timing.median_s * o.count for o in ops if o.timing is not None]
@@ -301,7 +301,7 @@ def run_workload(request: WorkloadRequest, reporter: Reporter, calibrated: Calib
     else:
         if memory.note:
             notes.append(memory.note)
-        step = _run_step(w, cases, ops, spec, device, seed, time_fn, calibrated, memory)
+        step = _run_step(w, cases, ops, device, seed, time_fn, memory)
     reporter.advance()
     command = request.command + (f" --gpu {spec.id}" if request.gpu is None and spec is not None else "") \
         + (f" --seed {seed}" if request.seed is None else "")  # what repeats this run: the spec and seed it used
