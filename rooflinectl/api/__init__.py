@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ..serving import defaults
 from ..specs.step import Seqs
 from .common import (
     DEFAULT_GPU,
@@ -232,7 +233,7 @@ def _server(g: GPU, prompt: int, output: int, reserve_gib: float | None, calibra
             method)
 
 
-def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = 2048, output: int = 256, batch: int = 1,
+def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = defaults.PROMPT, output: int = defaults.OUTPUT, batch: int = 1,
              reserve_gib: float | None = None, calibrated: bool = False, tp: int = 1, ep: int = 1, pp: int = 1,
              stack: str = "roofline", chunked_prefill: bool = True, max_num_batched_tokens: int | None = None,
              **options: Any) -> GenerateResult:
@@ -267,7 +268,7 @@ def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = 2048, output: int = 
     return GenerateResult(server.serve(batch), server.largest())
 
 
-def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
+def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = defaults.PROMPT, output: int = defaults.OUTPUT,
             batch: int | None = None, tpot_ms: float | None = None, reserve_gib: float | None = None,
             calibrated: bool = False, tp: int | Sequence[int] = (1,), ep: int = 1, pp: int = 1, stack: str = "roofline",
             chunked_prefill: bool = True, max_num_batched_tokens: int | None = None,
@@ -422,7 +423,7 @@ def pricing(*, gpus: GPUs = (DEFAULT_GPU,), tp: int | Sequence[int] = (1,),
     return tuple(out)
 
 
-def curves(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = 2048, output: int = 256,
+def curves(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = defaults.PROMPT, output: int = defaults.OUTPUT,
            reserve_gib: float | None = None, calibrated: bool = False, tp: int | Sequence[int] = (1,), ep: int = 1,
            pp: int = 1, stack: str = "roofline", chunked_prefill: bool = True,
            max_num_batched_tokens: int | None = None, **options: Any) -> tuple[list[Curve], Workload, Method]:

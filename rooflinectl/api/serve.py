@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..serving import defaults
 from .common import DEFAULT_GPU, _frame, _gpu, base_workload, check_numbers, name_arg
 
 if TYPE_CHECKING:
@@ -83,8 +84,8 @@ def _positive_ms(value: float | None, what: str) -> float | None:
 def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int | None = None,
           rate: float | None = None, trace: str | os.PathLike[str] | None = None, prompt: int | str | None = None,
           output: int | str | None = None, requests: int | None = None, seed: int = 0,
-          max_num_batched_tokens: int | None = None, max_num_seqs: int = 256, chunked_prefill: bool = True,
-          block_size: int = 16, reserve_gib: float | None = None, stack: str = "roofline",
+          max_num_batched_tokens: int | None = None, max_num_seqs: int = defaults.MAX_NUM_SEQS,
+          chunked_prefill: bool = True, block_size: int = defaults.BLOCK_SIZE, reserve_gib: float | None = None, stack: str = "roofline",
           slo_ttft_ms: float | None = None, slo_tpot_ms: float | None = None, calibrated: bool = False,
           tp: int = 1, ep: int = 1, pp: int = 1, progress: Any = None, spec: str | None = None,
           accept: str | float | None = None, shared_prefix: int | None = None,
@@ -158,17 +159,17 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
     slo_ttft, slo_tpot = _positive_ms(slo_ttft_ms, "--slo-ttft-ms"), _positive_ms(slo_tpot_ms, "--slo-tpot-ms")
     if trace is not None and (prompt is not None or output is not None):
         raise UserError("--prompt or --output with --trace: the trace gives each request's lengths")
-    prompt_len = Lengths.parse(str(2048 if prompt is None else prompt), "--prompt")
-    output_len = Lengths.parse(str(256 if output is None else output), "--output")
+    prompt_len = Lengths.parse(str(defaults.PROMPT if prompt is None else prompt), "--prompt")
+    output_len = Lengths.parse(str(defaults.OUTPUT if output is None else output), "--output")
     if trace is not None:
         if requests is not None:
             raise UserError("--requests with --trace: the trace's requests are the run's")
         load = read_trace(trace)
     elif rate is not None:
-        load = open_loop(rate, 200 if requests is None else requests, prompt_len, output_len, seed)
+        load = open_loop(rate, defaults.REQUESTS if requests is None else requests, prompt_len, output_len, seed)
     else:
         c = 1 if concurrency is None else concurrency
-        default = min(max(200, 8 * c), MAX_REQUESTS)  # 8 × C, so that the p99 rests on several samples above it
+        default = min(max(defaults.REQUESTS, defaults.REQUESTS_PER_CLIENT * c), MAX_REQUESTS)
         load = closed_loop(c, default if requests is None else requests, prompt_len, output_len, seed)
     if shared_prefix is not None:
         load = with_shared_prefix(load, shared_prefix)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from ..serving import defaults
 from . import options as opt
 from ._app import DEFAULT_GPU, app, command, console, one_format, print_json
 
@@ -47,8 +48,8 @@ def compare(
     concurrency: int = typer.Option(None, "--concurrency", help="Every row a closed loop of this many clients, each "
                                     "sending its next request when its last ends (analyze serve --concurrency), "
                                     "instead of a closed batch."),
-    requests: int = typer.Option(None, "--requests", help="With --concurrency: requests in all (default max(200, "
-                                 "8 × concurrency))."),
+    requests: int = typer.Option(None, "--requests", help="With --concurrency: requests in all (default "
+                                 f"max({defaults.REQUESTS}, {defaults.REQUESTS_PER_CLIENT} × concurrency))."),
     json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     csv: bool = typer.Option(False, "--csv", help="Print the rows as CSV."),
 ) -> None:

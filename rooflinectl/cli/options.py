@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..serving import defaults
 from ..specs.dtypes import ACT_DTYPES, DEFAULT_GROUP_SIZE, DTYPES, GROUPED_WEIGHT_DTYPES, WEIGHT_DTYPES
 
 # --- the GPU ---------------------------------------------------------------------------------------------------
@@ -90,8 +91,8 @@ Pp = Annotated[int, typer.Option(
 # --- a request (analyze generate, compare, plot pareto) ---------------------------------------------------------
 
 # The request the serving commands size when none is given.
-DEFAULT_PROMPT = 2048
-DEFAULT_OUTPUT = 256
+DEFAULT_PROMPT = defaults.PROMPT
+DEFAULT_OUTPUT = defaults.OUTPUT
 Prompt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per request.")]
 Output = Annotated[int, typer.Option("--output", help="Tokens each request generates (the first by the prefill).")]
 # How the batch is served: simulated (a closed batch, serving.batch) or the static batch.
@@ -104,7 +105,7 @@ BatchChunkedPrefill = Annotated[bool, typer.Option(
     "prefills every prompt in one step; with --stack roofline that is the static batch of earlier releases.")]
 BatchBudget = Annotated[int | None, typer.Option(
     "--max-num-batched-tokens", help="Tokens one simulated step may compute with chunked prefill (default: the stack's, "
-    "else vLLM's 8,192); it also sizes the activations the memory check counts.")]
+    f"else vLLM's {defaults.MAX_NUM_BATCHED_TOKENS:,}); it also sizes the activations the memory check counts.")]
 Reserve = Annotated[float | None, typer.Option(
     "--reserve-gib", help="HBM the framework holds beyond weights, KV cache and activations (CUDA context, "
     "workspaces, CUDA graphs, fragmentation); default 10% of the GPU's, as vLLM's --gpu-memory-utilization 0.9.",
@@ -146,21 +147,25 @@ def workload_overrides(
 # --- a serving simulation (analyze serve, plot serve) -------------------------------------------------------------
 
 ServePrompt = Annotated[str | None, typer.Option("--prompt", help="Prompt tokens: a number, uniform:A-B or "
-                                                                   "normal:MEAN,SD (default 2048; a trace's own).")]
+                                                                   f"normal:MEAN,SD (default {defaults.PROMPT}; a trace's own).")]
 ServeOutput = Annotated[str | None, typer.Option("--output", help="Output tokens: a number, uniform:A-B or "
-                                                                   "normal:MEAN,SD (default 256; a trace's own).")]
-Requests = Annotated[int | None, typer.Option("--requests", help="Requests in a run (default max(200, 8 × "
-                                               "concurrency) in a closed loop, 200 in an open loop).")]
+                                                                   f"normal:MEAN,SD (default {defaults.OUTPUT}; a trace's own).")]
+Requests = Annotated[int | None, typer.Option("--requests", help=f"Requests in a run (default max("
+                                               f"{defaults.REQUESTS}, {defaults.REQUESTS_PER_CLIENT} × concurrency) in "
+                                               f"a closed loop, {defaults.REQUESTS} in an open loop).")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of the drawn lengths and arrivals.")]
 MaxBatchedTokens = Annotated[int | None, typer.Option(
-    "--max-num-batched-tokens", help="Tokens one step may compute (default: the stack's, else vLLM's 8,192).")]
-MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Sequences one step may hold (vLLM's 256).")]
+    "--max-num-batched-tokens", help=f"Tokens one step may compute (default: the stack's, else vLLM's "
+    f"{defaults.MAX_NUM_BATCHED_TOKENS:,}).")]
+MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help=f"Sequences one step may hold (vLLM's "
+                                                             f"{defaults.MAX_NUM_SEQS}).")]
 ChunkedPrefill = Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill",
                                               help="Prefill prompts in chunks beside decodes (vLLM's default).")]
 PrefillSteps = Annotated[str | None, typer.Option(
     "--prefill-steps", help="mixed: prompt chunks in the decodes' step (vLLM, TensorRT-LLM); separate: a step of "
     "prompts whenever one can be formed, else of decodes (SGLang). Default: the stack's.")]
-BlockSize = Annotated[int, typer.Option("--block-size", help="Positions a KV block holds (vLLM's 16).")]
+BlockSize = Annotated[int, typer.Option("--block-size", help=f"Positions a KV block holds (vLLM's "
+                                                                 f"{defaults.BLOCK_SIZE}).")]
 Stack = Annotated[str, typer.Option("--stack", help="The serving stack's costs beyond the roofline: a fixed cost a "
                                     "step, a gap a kernel, the bandwidth and peak its kernels reach, its fusions (an "
                                     "id of stacks/, or a YAML path; default roofline, the floor).")]

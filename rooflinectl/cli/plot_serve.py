@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from ..errors import UserError
+from ..serving import defaults
 from . import options as opt
 from ._app import DEFAULT_GPU, command, one_format, print_json, split_ints
 
@@ -30,9 +31,9 @@ def plot_serve(
     requests: opt.Requests = None,
     seed: opt.Seed = 0,
     max_num_batched_tokens: opt.MaxBatchedTokens = None,
-    max_num_seqs: opt.MaxSeqs = 256,
+    max_num_seqs: opt.MaxSeqs = defaults.MAX_NUM_SEQS,
     chunked_prefill: opt.ChunkedPrefill = True,
-    block_size: opt.BlockSize = 16,
+    block_size: opt.BlockSize = defaults.BLOCK_SIZE,
     stack: opt.Stack = "roofline",
     dtype: opt.Dtype = None,
     kv_dtype: opt.KvDtype = None,

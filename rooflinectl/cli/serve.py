@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from ..serving import defaults
 from . import options as opt
 from ._app import DEFAULT_GPU, command, console, one_format, print_json
 
@@ -29,10 +30,10 @@ def serve(
     requests: opt.Requests = None,
     seed: opt.Seed = 0,
     max_num_batched_tokens: opt.MaxBatchedTokens = None,
-    max_num_seqs: opt.MaxSeqs = 256,
+    max_num_seqs: opt.MaxSeqs = defaults.MAX_NUM_SEQS,
     chunked_prefill: opt.ChunkedPrefill = True,
     prefill_steps: opt.PrefillSteps = None,
-    block_size: opt.BlockSize = 16,
+    block_size: opt.BlockSize = defaults.BLOCK_SIZE,
     stack: opt.Stack = "roofline",
     slo_ttft_ms: float = typer.Option(None, "--slo-ttft-ms", help="A TTFT target: goodput counts the requests "
                                       "that meet it."),

@@ -41,6 +41,7 @@ from ..specs.hardware import GPU
 from ..specs.stack import Stack
 from ..specs.step import Seqs
 from ..specs.workload import Workload
+from . import defaults
 from .capacity import Capacity, kv_capacity
 from .kvcache import BlockPool
 from .load import Lengths, closed_loop
@@ -64,8 +65,8 @@ class Method:
 
     stack: Stack
     chunked_prefill: bool = True
-    max_num_batched_tokens: int = 8192
-    block_size: int = 16
+    max_num_batched_tokens: int = defaults.MAX_NUM_BATCHED_TOKENS
+    block_size: int = defaults.BLOCK_SIZE
 
     @property
     def costless(self) -> bool:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from . import defaults
 from .kvcache import BlockPool
 from .load import Request
 
@@ -62,11 +63,11 @@ def check_limit(flag: str, value: int, most: int) -> None:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """The scheduler's limits. Defaults: vLLM V1's for its API server on a data-centre GPU (``max_num_seqs``
-    256, ``max_num_batched_tokens`` 8,192, chunked prefill on: vllm/engine/arg_utils.py, 0.10)."""
+    """The scheduler's limits. Defaults: vLLM V1's for its API server on a data-centre GPU (``serving.defaults``),
+    chunked prefill on."""
 
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
+    max_num_batched_tokens: int = defaults.MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int = defaults.MAX_NUM_SEQS
     chunked_prefill: bool = True
     mixed: bool = True  # prefill chunks and decodes in one step; False: steps apart, prefill first (the docstring)
 
@@ -75,7 +76,8 @@ class SchedulerConfig:
         check_limit("--max-num-seqs", self.max_num_seqs, MAX_SEQS)
 
     @classmethod
-    def on(cls, stack: Stack | None, max_num_batched_tokens: int | None = None, max_num_seqs: int = 256,
+    def on(cls, stack: Stack | None, max_num_batched_tokens: int | None = None,
+           max_num_seqs: int = defaults.MAX_NUM_SEQS,
            chunked_prefill: bool = True, prefill_steps: str | None = None) -> SchedulerConfig:
         """The scheduler of an engine on ``stack``: the limits given, else the stack's (its engine's as its figures
         were fitted: ``max_num_batched_tokens``, ``prefill_steps``), else the defaults above."""
