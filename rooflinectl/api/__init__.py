@@ -14,7 +14,6 @@ Nothing heavy is imported here: each function imports what it uses when called.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from .common import (
     model,
     name_arg,
     one_or_more,
+    seconds_of_ms,
     shown,
     step_options,
 )
@@ -293,7 +293,7 @@ def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = defaults.PROMPT, outpu
     from ..serving.cost import Pricing
     from ..serving.deployed import Plan
     from ..serving.replicas import check_replicas
-    from ..serving.transfer import TRANSFER_MODES
+    from ..serving.transfer import check_mode
     from .deployed import Options, check_disagg, deployment_choice
 
     check_numbers(dict(prompt=prompt, output=output, batch=batch, ep=ep, pp=pp, prefill_tp=prefill_tp,
@@ -302,8 +302,7 @@ def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = defaults.PROMPT, outpu
                   dict(tpot_ms=tpot_ms, reserve_gib=reserve_gib, price_per_gpu_hour=price_per_gpu_hour),
                   dict(chunked_prefill=chunked_prefill, calibrated=calibrated),
                   required=("prompt", "output", "ep", "pp", "chunked_prefill", "calibrated"))
-    if tpot_ms is not None and not 0 < tpot_ms < math.inf:
-        raise UserError(f"--tpot-ms {tpot_ms}: give a positive, finite number of milliseconds")
+    seconds_of_ms(tpot_ms, "--tpot-ms")
     gpus, tp, replicas = _gpus(gpus), one_or_more(tp, "tp", (int,)), one_or_more(replicas, "replicas", (int,))
     for n in replicas:
         check_replicas(n)
@@ -311,8 +310,7 @@ def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = defaults.PROMPT, outpu
     _once("--tp", tp)
     _once("--replicas", replicas)
     _once("--disagg", [f"{p}:{d}" for p, d in splits])
-    if kv_transfer not in TRANSFER_MODES:
-        raise UserError(f"--kv-transfer {kv_transfer}: give one of {', '.join(TRANSFER_MODES)}")
+    check_mode(kv_transfer)
     if kv_transfer != "after" and not splits:
         raise UserError("--kv-transfer: the KV moves between the sides of a disaggregated deployment; give --disagg P:D")
     load = _closed_loop(concurrency, requests, batch, tpot_ms)

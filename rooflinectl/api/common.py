@@ -59,6 +59,18 @@ def check_numbers(ints: dict[str, object], reals: dict[str, object], bools: dict
                 raise UserError(f"{name}: give {words}, not {shown(value)} ({type(value).__name__})")
 
 
+def seconds_of_ms(value: float | None, what: str) -> float | None:
+    """A target in milliseconds (``--tpot-ms``, ``--slo-ttft-ms``) in seconds: positive and finite, else a
+    one-line UserError naming ``what``; None stays None."""
+    from ..errors import UserError
+
+    if value is None:
+        return None
+    if not 0 < value < float("inf"):  # NaN fails both comparisons
+        raise UserError(f"{what} {value}: give a positive, finite number of milliseconds")
+    return value / 1e3
+
+
 def one_or_more(value: T | Sequence[T], what: str, single: tuple[type, ...]) -> tuple[T, ...]:
     """An argument that takes several values (``gpus``, ``tp``, ``replicas``, ``disagg``) as a tuple: one value
     of the ``single`` types is a tuple of one; an empty sequence is a UserError (nothing to compare)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..serving import defaults
-from .common import DEFAULT_GPU, _frame, _gpu, base_workload, check_numbers, name_arg
+from .common import DEFAULT_GPU, _frame, _gpu, base_workload, check_numbers, name_arg, seconds_of_ms
 
 if TYPE_CHECKING:
     from ..serving.metrics import Run, Simulation
@@ -49,10 +49,9 @@ def _check_sides(disagg: object, kv_transfer: str, prefill_tp: int | None, prefi
     from ..engine.parallel import check_degree
     from ..errors import UserError
     from ..serving.scheduler import MAX_BATCHED_TOKENS, MAX_SEQS, check_limit
-    from ..serving.transfer import TRANSFER_MODES
+    from ..serving.transfer import check_mode
 
-    if kv_transfer not in TRANSFER_MODES:
-        raise UserError(f"--kv-transfer {kv_transfer}: give one of {', '.join(TRANSFER_MODES)}")
+    check_mode(kv_transfer)
     degrees = {"--prefill-tp": prefill_tp, "--prefill-ep": prefill_ep, "--decode-tp": decode_tp,
                "--decode-ep": decode_ep}
     limits = {"--prefill-max-num-batched-tokens": (prefill_tokens, MAX_BATCHED_TOKENS),
@@ -71,15 +70,6 @@ def _check_sides(disagg: object, kv_transfer: str, prefill_tp: int | None, prefi
         if limit is not None:
             check_limit(flag, limit, most)
 
-
-def _positive_ms(value: float | None, what: str) -> float | None:
-    from ..errors import UserError
-
-    if value is None:
-        return None
-    if not value > 0 or value != value or value == float("inf"):
-        raise UserError(f"{what} {value}: give a positive number of milliseconds")
-    return value / 1e3
 
 def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int | None = None,
           rate: float | None = None, trace: str | os.PathLike[str] | None = None, prompt: int | str | None = None,
@@ -156,7 +146,7 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
     if layout.dp_attention and (replicas != 1 or spec is not None or accept is not None):
         raise UserError(f"--ep {ep} alone with {'--replicas' if replicas != 1 else '--spec or --accept'}: "
                         f"data-parallel attention is simulated on one deployment without speculation")
-    slo_ttft, slo_tpot = _positive_ms(slo_ttft_ms, "--slo-ttft-ms"), _positive_ms(slo_tpot_ms, "--slo-tpot-ms")
+    slo_ttft, slo_tpot = seconds_of_ms(slo_ttft_ms, "--slo-ttft-ms"), seconds_of_ms(slo_tpot_ms, "--slo-tpot-ms")
     if trace is not None and (prompt is not None or output is not None):
         raise UserError("--prompt or --output with --trace: the trace gives each request's lengths")
     prompt_len = Lengths.parse(str(defaults.PROMPT if prompt is None else prompt), "--prompt")

@@ -88,7 +88,7 @@ def smem_per_block_bytes(gpu: GPU | None = None) -> int:
     if gpu.limits is None:
         raise UserError(f"{gpu.id}'s spec gives no shared memory per block, which the Triton kernels' tile choice "
                         f"needs")
-    return int(gpu.limits.max_smem_per_block_kib * KIB)
+    return gpu.limits.max_smem_per_block_bytes
 
 
 # The SM count the tuning constants were measured with (H100 SXM and H200: 132). Used where no CUDA device is

@@ -81,8 +81,10 @@ class SchedulerConfig:
            chunked_prefill: bool = True, prefill_steps: str | None = None) -> SchedulerConfig:
         """The scheduler of an engine on ``stack``: the limits given, else the stack's (its engine's as its figures
         were fitted: ``max_num_batched_tokens``, ``prefill_steps``), else the defaults above."""
-        if prefill_steps not in (None, "mixed", "separate"):
-            raise UserError(f"--prefill-steps {prefill_steps}: give mixed or separate")
+        from ..specs.stack import PREFILL_STEPS
+
+        if prefill_steps is not None and prefill_steps not in PREFILL_STEPS:
+            raise UserError(f"--prefill-steps {prefill_steps}: give {' or '.join(PREFILL_STEPS)}")
         if max_num_batched_tokens is None:
             max_num_batched_tokens = (stack.max_num_batched_tokens if stack else None) or cls.max_num_batched_tokens
         steps = prefill_steps or (stack.prefill_steps if stack else "mixed")

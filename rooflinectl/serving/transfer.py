@@ -30,7 +30,7 @@ layer's share of its last chunk), the link then being the limit or the compute.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from ..engine.count.transformer import kv_cache_bytes_per_sequence
 from ..engine.parallel import Layout, kv_bytes_per_sequence_per_gpu, per_gpu_workload
@@ -40,7 +40,13 @@ from ..specs.hardware import GPU, ScaleUp
 from ..specs.workload import Workload
 
 TransferMode = Literal["after", "overlap"]
-TRANSFER_MODES: tuple[TransferMode, ...] = ("after", "overlap")
+TRANSFER_MODES: tuple[TransferMode, ...] = get_args(TransferMode)
+
+
+def check_mode(mode: object) -> None:
+    """A KV transfer mode: one of ``TRANSFER_MODES``, or a one-line UserError naming them."""
+    if mode not in TRANSFER_MODES:
+        raise UserError(f"--kv-transfer {mode}: give one of {', '.join(TRANSFER_MODES)}")
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,7 @@ class KvTransfer:
     mode: TransferMode
 
     def __post_init__(self) -> None:
-        if self.mode not in TRANSFER_MODES:
-            raise UserError(f"--kv-transfer {self.mode}: give one of {', '.join(TRANSFER_MODES)}")
+        check_mode(self.mode)
 
     def request_bytes(self, positions: int) -> float:
         """The KV cache of ``positions`` prompt positions, the whole model's."""

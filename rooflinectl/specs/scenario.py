@@ -23,7 +23,14 @@ from typing_extensions import Self
 
 from ..errors import UserError, closest
 from ..files import user_path
-from .dtypes import DEFAULT_GROUP_SIZE, GROUPED_WEIGHT_DTYPES, ActDType, DType, WeightDType
+from .dtypes import (
+    DEFAULT_GROUP_SIZE,
+    GROUPED_WEIGHT_DTYPES,
+    ActDType,
+    DType,
+    WeightDType,
+    group_size_refusal,
+)
 from .load import Strict, Text, invalid, leave_out_unused, looks_like_path, read_yaml, search_dirs, validate
 from .model import WORKLOADS_PATH_ENV, Model, load_model, model_catalog
 from .sizes import Batch, Experts, GroupSize, Positions
@@ -198,9 +205,8 @@ def workload_from_scenario(scenario: Scenario) -> Workload:
     # model's own (a quantized checkpoint's config.json), then dtype. The model's group size goes with its
     # format: it applies when the model's format does and no group_size is given.
     fmt = scenario.weight_dtype or model.weight_dtype or scenario.dtype
-    if scenario.group_size is not None and fmt not in GROUPED_WEIGHT_DTYPES:
-        raise UserError(f"group size {scenario.group_size}: only int4 weights take a group size "
-                        f"(--weight-dtype int4 or int4_zp)")
+    if refusal := group_size_refusal(scenario.group_size, fmt):
+        raise UserError(refusal)
     group = scenario.group_size or (model.group_size if scenario.weight_dtype is None else None)
     return Workload(
         phase=scenario.phase,

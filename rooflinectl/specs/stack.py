@@ -28,7 +28,7 @@ which replace the stack's own on that family's GPUs (``Stack.on``; ``load_stack`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
@@ -49,6 +49,7 @@ Steps = Annotated[float, Field(ge=0, le=1e4, allow_inf_nan=False)]
 StepAttention = Literal["varlen", "batch_dense"]
 # Whether the engine's scheduler puts prefill chunks and decodes in one step (Stack.prefill_steps).
 PrefillSteps = Literal["mixed", "separate"]
+PREFILL_STEPS: tuple[PrefillSteps, ...] = get_args(PrefillSteps)
 
 
 # A GPU family as a stack keys its own figures: the major version of NVIDIA's compute capability ("9": Hopper,

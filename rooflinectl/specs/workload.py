@@ -21,6 +21,7 @@ from .dtypes import (
     ActDType,
     DType,
     WeightDType,
+    group_size_refusal,
 )
 from .layers import GATED_MLPS
 from .load import Strict, invalid, validate
@@ -161,9 +162,9 @@ class Workload(Strict):
         if act not in allowed:
             raise UserError(f"weights in {fmt} with activations in {act} are not modelled: with {fmt} weights the "
                             f"activations are {' or '.join(allowed)}")
-        if fmt not in GROUPED_WEIGHT_DTYPES and self.group_size != DEFAULT_GROUP_SIZE:
-            raise UserError(f"group size {self.group_size}: only int4 weights take a group size ({fmt} has its "
-                            f"own layout)")
+        # A step keeps the default group size whatever its format: only another one is a refusal.
+        if refusal := group_size_refusal(None if self.group_size == DEFAULT_GROUP_SIZE else self.group_size, fmt):
+            raise UserError(refusal)
         return self
 
     @field_validator("fused")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...errors import UserError
 from ...specs.hardware import GPU
 from ...units import plural
-from .limits import KIB, MAX_GRID, Counts, LimitResult, Occupancy, counts, round_up, sm_level, sub_partitions
+from .limits import MAX_GRID, Counts, LimitResult, Occupancy, counts, round_up, sm_level, sub_partitions
 from .suggest import with_suggestions
 
 
@@ -27,7 +27,7 @@ def _check(gpu: GPU, threads: int, regs: int, smem_bytes: int, grid: int | None)
     if regs < 0 or regs > lim.max_registers_per_thread:
         raise UserError(f"registers per thread must be between 0 and {lim.max_registers_per_thread} on {gpu.id}, "
                         f"got {_shown(regs)}")
-    max_smem = int(lim.max_smem_per_block_kib * KIB)
+    max_smem = lim.max_smem_per_block_bytes
     if smem_bytes < 0 or smem_bytes > max_smem:
         raise UserError(f"shared memory per block must be between 0 and {lim.max_smem_per_block_kib:g} KiB "
                         f"({max_smem:,} bytes) on {gpu.id}, got {_shown(smem_bytes, grouped=True)} bytes")
