@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from ..serving import defaults
+from ..specs.choices import ATTENTION_IMPLS, FUSIONS
 from ..specs.dtypes import ACT_DTYPES, DEFAULT_GROUP_SIZE, DTYPES, GROUPED_WEIGHT_DTYPES, WEIGHT_DTYPES
 
 # --- the GPU ---------------------------------------------------------------------------------------------------
@@ -54,10 +55,11 @@ GroupSize = Annotated[int | None, typer.Option(
 KvDtype = Annotated[str | None, typer.Option(
     "--kv-dtype", help=f"KV cache data type: {', '.join(DTYPES)} (default: --dtype).",
 )]
-Attention = Annotated[str | None, typer.Option("--attention", help="naive (scores through HBM) or flash (on chip).")]
+Attention = Annotated[str | None, typer.Option("--attention", help=f"{' or '.join(ATTENTION_IMPLS)}: the "
+                                                "scores through HBM (three kernels) or on chip (one).")]
 Causal = Annotated[bool | None, typer.Option("--causal/--no-causal", help="Causal mask (flash skips masked scores).")]
 Fuse = Annotated[str | None, typer.Option(
-    "--fuse", help="Comma-separated fusions: qkv, gate_up, norm_linear, act, residual ('' for none)."
+    "--fuse", help=f"Comma-separated fusions: {', '.join(FUSIONS)} ('' for none)."
 )]
 ExpertsTouched = Annotated[int | None, typer.Option(
     "--experts-touched", help="Mixture of experts: distinct experts each MoE layer reads in the step, where "

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..errors import UserError
+from ..plot.chart import GPU_COLORS
 from . import options as opt
 from ._app import DEFAULT_GPU, app, command, print_json, split_ints
 from .options import workload_overrides
@@ -90,7 +91,7 @@ def plot(
     gpu: list[str] = typer.Option(
         None, "--gpu", "-g",
         # Parentheses, not brackets: typer's help reads "[default: …]" as rich markup and drops it.
-        help=f"GPU id, alias or YAML path; repeat to compare GPUs, at most 6 ({MAX_SWEPT_GPUS} with a size list; "
+        help=f"GPU id, alias or YAML path; repeat to compare GPUs, at most {len(GPU_COLORS)} ({MAX_SWEPT_GPUS} with a size list; "
         f"default: {DEFAULT_GPU}).",
     ),
     model: opt.Model = None,
@@ -126,13 +127,13 @@ def plot(
     """
     from ..engine.parallel import Layout
     from ..plot.build import chart_json, check_output, plot_workloads
+    from ..plot.chart import check_style
     from ..render.console import say
     from ..specs.hardware import load_gpu
     from ..specs.scenario import resolve_workload
 
     check_output(output)
-    if style not in ("light", "dark"):
-        raise UserError(f"--style {style!r}: use light or dark")
+    check_style(style)
     given: dict[SizeField, str | None] = {"batch": batch, "context": context, "seq_len": seq_len}
     overrides, field, values = sizes(given)
     check_gpu_count(gpu or [], field)

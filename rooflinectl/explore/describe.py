@@ -12,8 +12,9 @@ from ..engine.count.op import MLP_ACT_FORMULA, NORM_LABEL, Op
 from ..engine.count.transformer import step_ops
 from ..engine.roofline import ALL_EXPERTS, Analysis, Placement, linear_summary
 from ..errors import UserError
+from ..specs.choices import FUSIONS
 from ..specs.load import validate
-from ..specs.workload import FUSIONS, Workload
+from ..specs.workload import Workload
 from ..units import duration, number, si
 
 

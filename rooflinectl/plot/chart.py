@@ -14,6 +14,14 @@ from ..errors import UserError
 from ..files import check_writable, is_dir
 
 FORMATS = (".png", ".svg", ".pdf")
+STYLES = ("light", "dark")  # the slide a chart goes on: the dark style swaps ink and paper (plot.draw)
+
+
+def check_style(style: str) -> None:
+    """A chart style: one of ``STYLES``, else a one-line UserError."""
+    if style not in STYLES:
+        raise UserError(f"--style {style!r}: use {' or '.join(STYLES)}")
+
 BOUND_COLORS = {"memory": "#0072B2", "compute": "#D55E00"}  # Okabe-Ito blue and vermillion: colour-blind safe
 GPU_COLORS = ("#333333", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#7F3C8D")
 GPU_MARKERS = ("o", "s", "^", "D", "v", "P")

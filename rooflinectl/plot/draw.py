@@ -31,6 +31,7 @@ from .chart import (
     Panel,
     Roof,
     check_output,
+    check_style,
 )
 from .place import Placer
 
@@ -43,7 +44,6 @@ MEASURED_LABELS = 48
 # A slide's resolution: a 16:9 slide is 13.3 in wide, and a chart that fills it is 2,660 px across at 200 dpi (a
 # 4K projector's 3,840 over a slide and a half); PDF and SVG are vector (text kept as text, svg.fonttype "none").
 DPI = 200
-STYLES = ("light", "dark")
 # The dark style: the light colours the drawing uses for ink (text, frame, grey lines) and paper, and what each
 # becomes on a dark slide. The GPUs' and bounds' colours (Okabe-Ito) read on both; the first GPU's near-black
 # turns light grey.
@@ -60,8 +60,7 @@ def draw_chart(chart: Chart, path: Path | None = None, style: str = "light") -> 
     the extension) when given. Returns the figure."""
     if path is not None:
         check_output(path)
-    if style not in STYLES:
-        raise UserError(f"--style {style!r}: use {' or '.join(STYLES)}")
+    check_style(style)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -4,6 +4,7 @@ holds their positions (preemption by recompute when blocks run out), and each st
 roofline (``engine.roofline.analyze`` of that step, cached per shape) plus the serving stack's own costs. Pure: no
 I/O, no torch, no sentences.
 
+  defaults.py   the defaults every serving command and function reads: scheduler limits, request sizes, counts
   load.py       requests: lengths (fixed or drawn), arrivals (closed loop, Poisson, a trace)
   kvcache.py    the paged KV cache: blocks per request, prefix caching
   capacity.py   the KV blocks a GPU holds beside the model (weights, activations, the reserve)

@@ -23,6 +23,7 @@ from typing_extensions import Self
 
 from ..errors import UserError, closest
 from ..files import user_path
+from .choices import AttentionImpl, Fusion
 from .dtypes import (
     DEFAULT_GROUP_SIZE,
     GROUPED_WEIGHT_DTYPES,
@@ -35,7 +36,7 @@ from .load import Strict, Text, invalid, leave_out_unused, looks_like_path, read
 from .model import WORKLOADS_PATH_ENV, Model, load_model, model_catalog
 from .sizes import Batch, Experts, GroupSize, Positions
 from .step import MAX_GROUPS, PRESETS, Phase, Seqs, preset_phase
-from .workload import AttentionImpl, Fusion, Workload, check_fusions, length_field, size_problem
+from .workload import Workload, check_fusions, length_field, size_problem
 
 
 class Scenario(Strict):

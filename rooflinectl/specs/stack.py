@@ -34,8 +34,8 @@ from pydantic import Field
 
 from ..errors import UserError, closest
 from ..files import user_path
+from .choices import Fusion
 from .load import Id, Name, Strict, Text, looks_like_path, read_yaml, search_dirs, validate
-from .workload import Fusion
 
 STACKS_PATH_ENV = "ROOFLINECTL_STACKS_PATH"
 # Microseconds of a fixed cost: up to a second a step, beyond any engine's.

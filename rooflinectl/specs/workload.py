@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from typing_extensions import Self
 
 from ..errors import UserError
+from .choices import AttentionImpl, Fusion
 from .dtypes import (
     DEFAULT_GROUP_SIZE,
     GROUPED_WEIGHT_DTYPES,
@@ -29,15 +30,7 @@ from .model import Model
 from .sizes import Experts, GroupSize
 from .step import MAX_GROUPS, Phase, Seqs, preset_phase, seqs_text
 
-AttentionImpl = Literal["naive", "flash"]
-# Fusions the engine knows. Each removes an HBM round trip (see engine/count/transformer.py for the exact byte changes):
-#   qkv          one matmul for Q, K and V: x is read once instead of three times
-#   gate_up      one matmul for gate and up: x is read once instead of twice
-#   norm_linear  RMSNorm in the prologue of the projections that follow it: the normalized x is never written
-#   act          SiLU(gate)·up in the epilogue of gate_up: gate and up never reach HBM (needs gate_up)
-#   residual     the residual add in the epilogue of o_proj and down_proj
-Fusion = Literal["qkv", "gate_up", "norm_linear", "act", "residual"]
-FUSIONS: tuple[str, ...] = get_args(Fusion)
+# The attention kernel and the fusions: specs.choices states them (AttentionImpl, Fusion, FUSIONS).
 
 # --- the sizes of a step: THE one statement of which phase has which ------------------------------------------
 #   batch     sequences in the step, every phase
