@@ -47,6 +47,19 @@ def measured_section(ceilings: RunCeilings, *, device_name: str, date: str, comm
 OpModelRun = Callable[[GPU, Measured, Callable[[str], None]], tuple[OpModel, list[str]]]
 
 
+def step_count(op_model: bool) -> int:
+    """How many steps :func:`calibrate` announces through its ``step`` callback (a progress bar's length): the
+    warm-up, the copy, each matmul and its check, the vector FMAs; with the op model, its probes and the launch
+    floor."""
+    ceilings = 3 + 2 * len(probes.PROBE_DTYPES)
+    if not op_model:
+        return ceilings
+    from .op_model import PROBE_DTYPE
+    from .probes import DEFAULT_GRID, probe_cases
+
+    return ceilings + len(probe_cases(DEFAULT_GRID, PROBE_DTYPE)) + 1
+
+
 def calibrate(output: Path, gpu: str | None, *, step: Callable[[str], None] = lambda text: None,
               bench: Bench | None = None, timer: Timer = "cuda_graph",
               op_model: OpModelRun | None = None) -> Calibration:

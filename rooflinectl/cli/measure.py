@@ -197,15 +197,12 @@ def calibrate(
     for given, name in ((comm_max, "--comm-max"), (collectives, "--collectives"), (world_size, "--world-size")):
         if given is not None:
             raise UserError(f"{name} belongs to calibrate --comm")
-    from ..calibrate.op_model import PROBE_DTYPE, calibrate_op_model
-    from ..calibrate.probes import DEFAULT_GRID, probe_cases
+    from ..calibrate.op_model import calibrate_op_model
     from ..calibrate.run import calibrate as run_calibration
-    from ..measure.ceilings import PROBE_DTYPES
+    from ..calibrate.run import step_count
 
-    # The warm-up, the copy, each matmul and its check, the vector FMAs; then the op model's probes and the floor.
-    probes = len(probe_cases(DEFAULT_GRID, PROBE_DTYPE)) + 1 if op_model else 0
     with _reporter(json) as reporter:
-        reporter.start(3 + 2 * len(PROBE_DTYPES) + probes)
+        reporter.start(step_count(op_model))
         started: list[str] = []
 
         def step(text: str) -> None:  # each probe announces itself: the one before it is done
@@ -216,8 +213,7 @@ def calibrate(
 
         done = run_calibration(output, gpu, step=step, op_model=calibrate_op_model if op_model else None)
     if json:
-        print_json({"file": str(output), "id": done.written.id, "spec": done.spec.id,
-                    "measured": done.measured.model_dump(mode="json"), "notes": done.notes})
+        print_json(done.to_dict())
         return
     from ..render.measure import print_calibration  # rich tables and records: not for --help
     print_calibration(done)
@@ -241,8 +237,7 @@ def _calibrate_comm(output: Path, gpu: str | None, json: bool, comm_max: str | N
     if done is None:  # not rank 0
         return
     if json:
-        print_json({"file": str(output), "id": done.written.id, "spec": done.spec.id,
-                    "interconnect": done.measured.model_dump(mode="json")})
+        print_json(done.to_dict())
         return
     from ..render.comm import print_comm_calibration  # rich tables: not for --help
     print_comm_calibration(done)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..specs.hardware import GPU
 from ..specs.measured import Measured, MeasuredInterconnect
@@ -58,6 +59,11 @@ class Calibration:
     def rows(self) -> list[CalibrationRow]:
         return calibration_rows(self.spec, self.measured)
 
+    def to_dict(self) -> dict[str, Any]:
+        """``calibrate --json``: the file written, its id, the spec it started from, the measured section."""
+        return {"file": str(self.output), "id": self.written.id, "spec": self.spec.id,
+                "measured": self.measured.model_dump(mode="json"), "notes": self.notes}
+
 
 @dataclass(frozen=True)
 class CommCalibration:
@@ -67,3 +73,8 @@ class CommCalibration:
     written: GPU
     measured: MeasuredInterconnect
     output: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        """``calibrate --comm --json``: the file written, its id, the spec it started from, the collectives."""
+        return {"file": str(self.output), "id": self.written.id, "spec": self.spec.id,
+                "interconnect": self.measured.model_dump(mode="json")}

@@ -272,6 +272,13 @@ def test_ceilings_warm_up_first_time_with_the_runs_timer_and_check_the_matmul_by
     assert (got.timer, got.check_timer, got.warm_up_s, got.copy_probe) == ("cuda_graph", "events", 1.25,
                                                                           c.COPY_PROBE)
     assert got.notes == ["bf16 matmul: cuda_graph gives 0.5 TFLOP/s, events 0.5 (+5.0%): more than 3% apart"]
+    # calibrate's progress bar counts what is announced: the warm-up, the copy, two steps a dtype, and on a CUDA
+    # device (only there) the vector FMAs.
+    from rooflinectl.calibrate.run import step_count
+
+    announced = [o for o in order if o.startswith("ceiling:")]
+    assert len(announced) == 2 + 2 * 1
+    assert step_count(op_model=False) == 2 + 2 * len(c.PROBE_DTYPES) + 1
 
 
 def test_a_ceiling_that_does_not_capture_falls_back_to_events_and_is_not_checked_against_itself():
