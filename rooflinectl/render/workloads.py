@@ -1,5 +1,6 @@
 """The bundled scenarios and models as rich tables, and one of them in full (``workloads list`` and ``show``).
-Formats; computes nothing."""
+Formats; every derived figure (parameters, the KV cache a token adds, weight bytes by format) is the engine's
+own function (``engine.footprint``, ``Model.parameter_count``), called here and never restated."""
 
 from __future__ import annotations
 
