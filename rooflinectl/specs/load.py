@@ -79,6 +79,13 @@ MAX_KEYS = 10_000
 MAX_SPEC_BYTES = 256 * 2**10
 
 
+# The values a spec or record holds once YAML's aliases are expanded: a spec is a few hundred; 65,000 list items
+# fill MAX_SPEC_BYTES. Aliases nest ("billion laughs"): 468 bytes of nine levels of nine expand to 9^9 values,
+# which a walk over them (the control-character check, then pydantic) does not finish. Counted over the
+# distinct nodes, each once, so the count itself is quick.
+MAX_VALUES = 100_000
+
+
 def _too_many_keys(count: int) -> str:
     return f"a mapping of {count:,} keys, more than the {MAX_KEYS:,} a spec or record may have"
 
@@ -102,6 +109,42 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # "\u001b]8;;" in a name would be sent to the user's terminal as an escape sequence by every table and title, and a
 # "\f" reached matplotlib as a glyph it lacks. Refused in any string or key of a spec or record, naming the field.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _expanded_values(data: Any) -> int | None:
+    """How many values ``data`` holds with every alias expanded (a node shared by aliases counts each time it is
+    reached), computed over the distinct nodes, each container's count memoised by identity; None where a
+    container holds itself (a recursive alias, ``a: &a [*a]``), which no spec is."""
+    counts: dict[int, int] = {}
+    busy: set[int] = set()  # containers whose children are being counted: reaching one again is a cycle
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        node, children_counted = stack.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        items = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        if children_counted:
+            counts[id(node)] = 1 + sum(counts.get(id(item), 1) for item in items)
+            busy.discard(id(node))
+            continue
+        if id(node) in busy:
+            return None
+        if id(node) in counts:
+            continue
+        busy.add(id(node))
+        stack.append((node, True))
+        stack.extend((item, False) for item in items if isinstance(item, (dict, list)))
+    return counts.get(id(data), 1)
+
+
+def _refuse_alias_bombs(path: Path, data: Any) -> None:
+    """YAML's aliases, expanded: a value that holds itself, or more than MAX_VALUES values in all, is refused."""
+    values = _expanded_values(data)
+    if values is None:
+        raise UserError(f"{path}: a value holds itself (a recursive alias): no spec does")
+    if values > MAX_VALUES:
+        raise UserError(f"{path}: holds {values:,} values once its aliases are expanded, more than the "
+                        f"{MAX_VALUES:,} a spec may have")
 
 
 def _refuse_control_characters(path: Path, data: Any) -> None:
@@ -229,6 +272,7 @@ def read_yaml(path: Path, loader: type[yaml.SafeLoader] | None = None) -> dict[s
         raise UserError(f"{path}: {' '.join(str(err).split())}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of fields at the top level, found {type(data).__name__}")
+    _refuse_alias_bombs(path, data)
     _refuse_control_characters(path, data)
     return data
 

@@ -125,3 +125,23 @@ def test_a_spec_of_another_kind_is_named_as_what_it_is(tmp_path):
         load_model(str(root / "hardware" / "h100-sxm.yaml"))
     with pytest.raises(UserError, match=r"decode.yaml: this is a scenario file, not a GPU file$"):
         load_gpu(str(root / "workloads" / "decode.yaml"))
+
+
+def test_an_alias_bomb_and_a_recursive_alias_are_refused_before_any_walk(tmp_path):
+    # Nine levels of nine aliases are 468 bytes and 9^9 values: the control-character walk over the expanded
+    # values did not finish (a command hung). They are counted over the distinct nodes and refused.
+    levels = ["l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(levels) + "\n")
+    with pytest.raises(UserError, match=r"holds 490,329,064 values once its aliases are expanded"):
+        read_yaml(bomb)
+    for text in ("a: &a [*a]\n", "a: &a {b: *a}\n", "a: &a [1, [2, *a]]\n"):  # PyYAML builds these as cycles
+        looped = tmp_path / "loop.yaml"
+        looped.write_text(text)
+        with pytest.raises(UserError, match="a value holds itself"):
+            read_yaml(looped)
+    # Aliases a spec may use, reached more than once, are counted each time and accepted.
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("a: &a {x: [1, 2, 3]}\nb: *a\nc: [*a, *a]\n")
+    assert read_yaml(shared)["c"][1] == {"x": [1, 2, 3]}
