@@ -32,7 +32,9 @@ def test_the_roofline_stack_is_the_floor():
                                   "kv_position_ns: -1", "new_shape_us: .inf", "families: {hopper: {}}",
                                   "families: {'9': {kernel_gap: 1}}", "families: {'9': {fused: []}}",
                                   "families: {'9': {compute_efficiency: 2}}", "family: '9'",
-                                  "stream_lag_steps: -0.5", "families: {'10': {stream_lag_steps: .nan}}"])
+                                  "stream_lag_steps: -0.5", "families: {'10': {stream_lag_steps: .nan}}",
+                                  # a share so small that every time is inf and every share nan
+                                  "bandwidth_efficiency: 5e-324", "families: {'9': {compute_efficiency: 0.001}}"])
 def test_a_bad_stack_file_is_one_line(tmp_path, body):
     path = tmp_path / "bad.yaml"
     path.write_text(f"id: bad\nname: bad\nsource: a test\n{body}\n")
