@@ -138,6 +138,27 @@ def gib(n: float, places: int = 1) -> str:
     return f"{v:,.{places}f} GiB" if round(v, places) < 1000 else f"{v:,.0f} GiB"
 
 
+# A whole number as a user types one in a list, a pair or a file's field: ASCII digits (int() also takes "١٢٣",
+# "１６" and "1_000"), at most 30 of them (every count here is far smaller, and int() of 4,301 digits raises).
+_WHOLE = re.compile(r"^\s*([0-9]{1,30})\s*$")
+_REAL = re.compile(r"^\s*[+-]?(?:[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30})(?:[eE][+-]?[0-9]{1,4})?\s*$")
+
+
+def whole_number(text: str) -> int | None:
+    """``text`` as a whole number of ASCII digits (spaces around allowed), or None for anything else."""
+    m = _WHOLE.match(text)
+    return int(m.group(1)) if m else None
+
+
+def real_number(text: str) -> float | None:
+    """``text`` as a decimal number of ASCII digits ("0.5", "-3", "1e-3"), or None for anything else (a NaN, an
+    infinity, an underscore, other scripts' digits); a value past float's range is None too."""
+    if not _REAL.match(text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
 # A size as options take it: a number (whole or with a fraction), then an optional unit. Units are binary, as the
 # GPU files' sizes are: K, KB and KiB all mean 1024 bytes (as CUDA's "48 KB of shared memory" does), M, MB and MiB
 # 1024², G, GB and GiB 1024³; B or no unit is bytes. Case does not matter, and spaces around and between are read.

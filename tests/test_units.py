@@ -21,8 +21,10 @@ from rooflinectl.units import (
     parse_size,
     plural,
     rate,
+    real_number,
     si,
     time_band,
+    whole_number,
 )
 
 
@@ -159,3 +161,18 @@ def test_parse_size_refuses_naming_the_option(text, reason):
     with pytest.raises(UserError, match=reason) as e:
         parse_size(text, "--smem")
     assert str(e.value).startswith("--smem '")
+
+
+@pytest.mark.parametrize(("text", "value"), [("16", 16), (" 4095 ", 4095), ("0", 0), ("9" * 30, int("9" * 30)),
+                                             ("9" * 31, None), ("1_000", None), ("١٢", None), ("１６", None),
+                                             ("-1", None), ("1.0", None), ("", None), ("0x10", None)])
+def test_a_whole_number_is_ascii_digits_and_no_longer_than_any_count(text, value):
+    # int() takes the underscores and other scripts' digits, and raises past 4,300 digits.
+    assert whole_number(text) == value
+
+
+@pytest.mark.parametrize(("text", "value"), [("0.7", 0.7), ("-3", -3.0), ("1e-3", 1e-3), (".5", 0.5), ("2.", 2.0),
+                                             ("nan", None), ("inf", None), ("1e400", None), ("1_0", None),
+                                             ("٠.٧", None), ("", None), ("0x1p3", None)])
+def test_a_real_number_is_finite_and_in_ascii_digits(text, value):
+    assert real_number(text) == value

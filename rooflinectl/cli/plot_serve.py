@@ -94,7 +94,9 @@ def plot_serve(
 
 
 def _rate(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise UserError(f"--rate '{text}': give requests per second, e.g. 1,2,4") from None
+    from ..units import real_number
+
+    rate = real_number(text)
+    if rate is None:
+        raise UserError(f"--rate '{text[:40]}': give requests per second, e.g. 1,2,4")
+    return rate

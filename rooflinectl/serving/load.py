@@ -8,13 +8,16 @@ import csv
 import json
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ..errors import UserError
 from ..files import read_text
+from ..units import real_number, whole_number
+
+T = TypeVar("T")
 
 # The most requests one run simulates: a million output tokens of a thousand requests runs in seconds; ten
 # million requests would hold gigabytes of per-token times.
@@ -57,16 +60,16 @@ class Lengths:
         kind, colon, rest = text.strip().partition(":")
         try:
             if not colon:
-                n = int(kind)
+                n = _whole(kind)
                 lengths = cls("fixed", n)
                 low = n
             elif kind == "uniform":
-                lo, hi = (int(v) for v in rest.split("-"))
+                lo, hi = (_whole(v) for v in rest.split("-"))
                 if lo > hi:
                     raise UserError(f"{what} '{text}': the lower bound is above the upper")
                 lengths, low = cls("uniform", lo, hi), lo
             elif kind == "normal":
-                mean, sd = (float(v) for v in rest.split(","))
+                mean, sd = (_real(v) for v in rest.split(","))
                 if not (math.isfinite(mean) and math.isfinite(sd) and sd >= 0 and mean >= 1):
                     raise UserError(f"{what} '{text}': the mean must be at least 1 and the SD not negative")
                 lengths, low = cls("normal", mean, sd), 1
@@ -140,12 +143,37 @@ def with_shared_prefix(load: Load, tokens: int) -> Load:
     return replace(load, requests=tuple(replace(r, prefix_id=0, prefix=min(tokens, r.prompt)) for r in load.requests))
 
 
+def _whole(text: str) -> int:
+    """A whole number of ASCII digits (units.whole_number), else ValueError for the caller to word."""
+    n = whole_number(text)
+    if n is None:
+        raise ValueError(text)
+    return n
+
+
+def _real(text: str) -> float:
+    """A finite decimal number of ASCII digits (units.real_number), else ValueError for the caller to word."""
+    x = real_number(text)
+    if x is None:
+        raise ValueError(text)
+    return x
+
+
+def _field(value: object, parse: Callable[[str], T]) -> T:
+    """A trace field: a JSON number (not a boolean) or a CSV's or JSON's text, read by ``parse``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(value)
+    return parse(repr(value) if isinstance(value, float) else str(value))
+
+
 def _prefix(text: str, where: str) -> tuple[int | None, int]:
     """A trace's ``prefix`` field, ``ID:TOKENS`` (empty: none)."""
     if not text.strip():
         return None, 0
     try:
-        pid, tokens = (int(v) for v in text.split(":"))
+        pid, tokens = (_whole(v) for v in text.split(":"))
     except ValueError:
         raise UserError(f"{where}: prefix is ID:TOKENS (3:512), got '{text}'") from None
     if pid < 0 or not 1 <= tokens <= MAX_TOKENS:
@@ -192,16 +220,19 @@ def read_trace(path: str) -> Load:
     rows: list[tuple[int, dict[str, object]]] = []
     if path.lower().endswith(".csv"):
         reader = csv.DictReader(text.splitlines())
-        if reader.fieldnames is None or set(reader.fieldnames) - {"prefix"} != {"arrival_s", "prompt", "output"}:
-            raise UserError(f"{path}: a trace CSV has the header arrival_s,prompt,output (and prefix)")
-        rows = [(i + 2, dict(row)) for i, row in enumerate(reader)]
+        try:
+            if reader.fieldnames is None or set(reader.fieldnames) - {"prefix"} != {"arrival_s", "prompt", "output"}:
+                raise UserError(f"{path}: a trace CSV has the header arrival_s,prompt,output (and prefix)")
+            rows = [(i + 2, dict(row)) for i, row in enumerate(reader)]
+        except csv.Error as err:  # a field past the csv module's 131,072 characters, a NUL
+            raise UserError(f"{path}:{reader.line_num + 1}: not a trace row ({err})") from None
     else:
         for i, text_line in enumerate(text.splitlines()):
             if text_line.strip():
                 try:
                     row = json.loads(text_line)
-                except json.JSONDecodeError:
-                    raise UserError(f"{path}:{i + 1}: not a JSON object") from None
+                except (ValueError, RecursionError):  # malformed; an integer of over 4,300 digits; deep nesting
+                    raise UserError(f"{path}:{i + 1}: not a JSON object of a request") from None
                 if not isinstance(row, dict):
                     raise UserError(f"{path}:{i + 1}: not a JSON object")
                 rows.append((i + 1, row))
@@ -211,13 +242,16 @@ def read_trace(path: str) -> Load:
             raise UserError(f"{path}:{line}: a request has arrival_s, prompt and output (and prefix), got "
                             f"{', '.join(map(str, row))}")
         try:
-            arrival = float(str(row["arrival_s"]))
-            prompt, output = int(str(row["prompt"])), int(str(row["output"]))
+            arrival = _field(row["arrival_s"], _real)
+            prompt, output = _field(row["prompt"], _whole), _field(row["output"], _whole)
         except ValueError:
             raise UserError(f"{path}:{line}: arrival_s is seconds, prompt and output whole tokens") from None
         if not (math.isfinite(arrival) and arrival >= 0 and 1 <= prompt <= MAX_TOKENS and 1 <= output <= MAX_TOKENS):
             raise UserError(f"{path}:{line}: arrival_s at or after 0, prompt and output 1 to {MAX_TOKENS:,} tokens")
-        pid, prefix = _prefix(str(row.get("prefix") or ""), f"{path}:{line}")
+        given = row.get("prefix")
+        if given is not None and not isinstance(given, str):  # a JSON 0 or false is no ID:TOKENS
+            raise UserError(f"{path}:{line}: prefix is ID:TOKENS (3:512) in quotes, got {json.dumps(given)[:40]}")
+        pid, prefix = _prefix(given or "", f"{path}:{line}")
         if prefix > prompt:
             raise UserError(f"{path}:{line}: a prefix of {prefix:,} tokens in a prompt of {prompt:,}")
         requests.append((arrival, prompt, output, pid, prefix))

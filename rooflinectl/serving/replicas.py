@@ -32,6 +32,7 @@ from typing import cast
 from ..engine.parallel import Layout
 from ..errors import UserError
 from ..specs.stack import Stack
+from ..units import whole_number
 from .capacity import Capacity
 from .cost import Costs, split_costs
 from .kvcache import BlockPool
@@ -233,10 +234,10 @@ def _deployment(served: list[Served], sides: list[tuple[Role, list[Replica], Lay
 def parse_disagg(value: object) -> tuple[int, int]:
     """``--disagg P:D`` (or a pair of ints): P prefill replicas and D decode replicas, each at least 1."""
     if isinstance(value, str):
-        parts = value.split(":")
-        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
-            raise UserError(f"--disagg {value}: give P:D, the prefill and decode replicas (e.g. 2:6)")
-        value = (int(parts[0]), int(parts[1]))
+        numbers = [whole_number(p) for p in value.split(":")]
+        if len(numbers) != 2 or None in numbers:
+            raise UserError(f"--disagg {value[:40]}: give P:D, the prefill and decode replicas (e.g. 2:6)")
+        value = (numbers[0], numbers[1])
     if not (isinstance(value, tuple) and len(value) == 2 and all(type(n) is int for n in value)):
         raise UserError(f"disagg {value!r}: give 'P:D' or a pair (P, D), the prefill and decode replicas")
     p, d = value

@@ -31,6 +31,7 @@ from typing import Literal
 
 from ..errors import UserError
 from ..specs.workload import Workload
+from ..units import real_number, whole_number
 from .capacity import Capacity, kv_capacity
 from .stepmodel import StepModel
 
@@ -50,11 +51,8 @@ def parse_spec(text: str) -> tuple[Method, str | None, int]:
             raise UserError(form)
     elif method not in ("mtp", "ngram"):
         raise UserError(form)
-    try:
-        k = int(rest)
-    except ValueError:
-        raise UserError(form) from None
-    if not 1 <= k <= MAX_DRAFTS:
+    k = whole_number(rest)
+    if k is None or not 1 <= k <= MAX_DRAFTS:
         raise UserError(form)
     return method, draft, k  # type: ignore[return-value]
 
@@ -65,10 +63,10 @@ def parse_acceptance(text: str | float | None, k: int) -> tuple[float, ...]:
         raise UserError("--spec needs --accept: the chance a draft token is accepted (0.7, or per position "
                         "0.8,0.6,0.4)")
     form = f"--accept '{text}': give one chance in [0, 1] (0.7) or one for each of the {k} positions"
-    try:
-        values = [float(v) for v in str(text).split(",")]
-    except ValueError:
-        raise UserError(form) from None
+    read = [real_number(v) for v in str(text).split(",")]
+    values = [v for v in read if v is not None]
+    if len(values) != len(read):
+        raise UserError(form)
     if len(values) == 1:
         values *= k
     if len(values) != k or not all(0 <= v <= 1 for v in values):

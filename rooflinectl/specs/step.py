@@ -11,6 +11,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import UserError, format_validation_error
+from ..units import whole_number
 from .load import Strict
 from .sizes import Batch, Positions
 
@@ -72,10 +73,13 @@ class Seqs(Strict):
         head, at, cached = text.strip().partition("@")
         count, x, new = head.partition("x")
         parts = (count, new, cached if at else "0")
-        if not x or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):  # int() takes "１６"
-            raise UserError(f"--seqs '{text}': expected {form}")
+        numbers = [whole_number(p) for p in parts]
+        if not x or None in numbers:
+            shown = text if len(text) <= 60 else f"{text[:60]}…"
+            raise UserError(f"--seqs '{shown}': expected {form}")
+        n, new_tokens, past = (int(v) for v in numbers if v is not None)
         seqs = cls.__new__(cls)
-        seqs._fill(int(count), int(new), int(parts[2]), f"--seqs '{text}'")  # a bad size named as the user wrote it
+        seqs._fill(n, new_tokens, past, f"--seqs '{text}'")  # a bad size named as the user wrote it
         return seqs
 
 

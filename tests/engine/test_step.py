@@ -117,7 +117,8 @@ def test_groups_are_parsed_and_refused_in_one_line():
     assert Seqs.parse("16x1@4095") == Seqs(count=16, new=1, cached=4095)
     assert Seqs.parse("2x64") == Seqs(count=2, new=64, cached=0)
     assert Seqs(count=1, new=5, cached=3).text() == "1x5@3"
-    for bad in ("16", "x1", "16x", "16x1@", "0x1", "-1x1", "axb", "16x1@-3", "１６x1", "16x1@٣"):
+    for bad in ("16", "x1", "16x", "16x1@", "0x1", "-1x1", "axb", "16x1@-3", "１６x1", "16x1@٣", "1_6x1",
+                "9" * 5000 + "x1"):
         with pytest.raises(UserError):
             Seqs.parse(bad)
     # A size out of range is named as the user wrote it, not by the class.

@@ -263,6 +263,12 @@ def test_serve_to_dict_is_the_json():
     (["--slo-ttft-ms", "-5"], "--slo-ttft-ms"),
     (["--trace", "missing.jsonl"], "no such file"),
     (["--model", "llama-2-7b", "--prompt", "4000", "--output", "100"], "max_position_embeddings is 4,096"),
+    # Numbers int() and float() take but a count is not written in; 5,000 digits made int() itself raise.
+    (["--prompt", "\u0661\u0662\u0663"], "--prompt"),
+    (["--output", "uniform:1_0-20"], "--output"),
+    (["--spec", "ngram:\u0663", "--accept", "0.7"], "--spec 'ngram:"),
+    (["--spec", "ngram:3", "--accept", "0.7,nan,0.5"], "--accept"),
+    (["--disagg", "9" * 5000 + ":1"], "--disagg"),
 ])
 def test_bad_loads_get_one_line(args, fragment):
     assert_one_line_error(cli("analyze", "serve", *args), fragment)
@@ -280,6 +286,25 @@ def test_a_bad_trace_names_its_line(tmp_path):
     csv = tmp_path / "t.csv"
     csv.write_text("arrival_s,prompt,output\n0,64,4\n0.1,16,2\n")
     assert cli("analyze", "serve", "--trace", str(csv), "--json").exit_code == 0
+
+
+@pytest.mark.parametrize(("name", "text", "fragment"), [
+    # Each was a traceback (exit 1): the csv module's field limit, JSON nested past the recursion limit, an
+    # integer past Python's 4,300 digits.
+    ("big.csv", "arrival_s,prompt,output\n0,64," + "9" * 200_000 + "\n", "big.csv:2: not a trace row"),
+    ("nest.jsonl", "[" * 100_000 + "\n", "nest.jsonl:1: not a JSON object"),
+    ("huge.jsonl", '{"arrival_s": 0, "prompt": ' + "9" * 5000 + ', "output": 4}\n', "huge.jsonl:1: not a JSON"),
+    # Other scripts' digits and underscores, which int() and float() take, are no token count or time here.
+    ("arabic.jsonl", '{"arrival_s": 0, "prompt": "\u0661\u0662", "output": 4}\n', "arabic.jsonl:1: arrival_s is"),
+    ("under.csv", "arrival_s,prompt,output\n0,1_6,4\n", "under.csv:2: arrival_s is seconds"),
+    ("true.jsonl", '{"arrival_s": 0, "prompt": true, "output": 4}\n', "true.jsonl:1: arrival_s is seconds"),
+    # A prefix must be ID:TOKENS: a 0 or false was read as no prefix.
+    ("zero.jsonl", '{"arrival_s": 0, "prompt": 64, "output": 4, "prefix": 0}\n', "prefix is ID:TOKENS"),
+])
+def test_a_malformed_trace_row_is_one_line_naming_it(tmp_path, name, text, fragment):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    assert_one_line_error(cli("analyze", "serve", "--trace", str(path)), fragment)
 
 
 def test_a_trace_runs_from_its_first_arrival(tmp_path):
