@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.footprint import kv_cache_bytes_per_token
 from ..errors import UserError
-from ..files import read_text, user_path
+from ..files import user_path
+from ..specs.dtypes import DType
 from ..specs.model import Model
 from ..specs.workload import Workload
 
@@ -87,17 +89,12 @@ def config_from_model(m: Model) -> Any:
 def config_from_json(path_text: str) -> Any:
     """The user's config.json as a transformers config; an architecture transformers does not know, or one whose
     modules profile does not map, is a one-line UserError."""
-    import json
-
     from transformers import AutoConfig
 
+    from ..specs.load import read_json
+
     path = user_path(path_text)
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: not JSON ({err.msg}, line {err.lineno})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: a config.json holds an object")
+    data = read_json(path, "a config.json")  # malformed, nested too deep, 4,300-digit numbers: one line each
     model_type = data.get("model_type")
     if not isinstance(model_type, str):
         raise UserError(f"{path}: field 'model_type': missing (transformers builds a model by it)")
@@ -136,7 +133,8 @@ def torch_dtype(device: str) -> Any:
     return torch_dtype_of(engine_dtype(device))
 
 
-def engine_dtype(device: str) -> str:
+def engine_dtype(device: str) -> DType:
+    """The data type a profile runs in: bf16 on a GPU, fp32 on the CPU (whose bf16 matmuls are emulated)."""
     return "bf16" if device == "cuda" else "fp32"
 
 
@@ -157,16 +155,24 @@ def available_bytes(device: str) -> int | None:
     return None
 
 
-def check_fits(m: Model, device: str, available: int | None) -> None:
-    """A UserError, before anything is built, where the model's weights alone (every parameter in the profile's
-    dtype: fp32 on the CPU, bf16 on a GPU) exceed the memory ``available``: the build would be killed, or fail in
-    torch's allocator with a traceback."""
-    bytes_per_parameter = 2 if engine_dtype(device) == "bf16" else 4
-    need = m.parameter_count() * bytes_per_parameter
-    if available is not None and need > available:
-        where = "the GPU has" if device == "cuda" else "this machine has"
-        raise UserError(f"{m.id}'s weights take {need / 1e9:,.1f} GB in {engine_dtype(device)} and {where} "
+def check_fits(w: Workload, device: str, available: int | None) -> None:
+    """A UserError, before anything is built, where the model's weights (every parameter in the profile's dtype:
+    fp32 on the CPU, bf16 on a GPU), or they and the static KV cache the step allocates (batch × its positions,
+    :func:`decoder_step`), exceed the memory ``available``: the build would be killed, or fail in torch's
+    allocator with a traceback. Activations are not counted: a step that fits this may still not run."""
+    if available is None:
+        return
+    m, dtype = w.model, engine_dtype(device)
+    weights = m.parameter_count() * (2 if dtype == "bf16" else 4)
+    cache = w.batch * w.kv_len * kv_cache_bytes_per_token(m, dtype)
+    where = "the GPU has" if device == "cuda" else "this machine has"
+    if weights > available:
+        raise UserError(f"{m.id}'s weights take {weights / 1e9:,.1f} GB in {dtype} and {where} "
                         f"{available / 1e9:,.1f} GB free: profile a smaller model (a config.json of fewer layers)")
+    if weights + cache > available:
+        raise UserError(f"{m.id}'s weights ({weights / 1e9:,.1f} GB) and the KV cache of {w.batch:,} sequences × "
+                        f"{w.kv_len:,} positions ({cache / 1e9:,.1f} GB) in {dtype} take more than the "
+                        f"{available / 1e9:,.1f} GB {where} free: profile a smaller batch or length")
 
 
 def build_model(config: Any, device: str, attn_implementation: str, seed: int = 0) -> Any:

@@ -107,7 +107,7 @@ def run_profile(req: ProfileRequest, gpu: str | None = None, default_gpu: str = 
         built = hf.user_module(req.module, req.device)
     else:
         config = config if config is not None else hf.config_from_model(w.model)
-        hf.check_fits(w.model, req.device, hf.available_bytes(req.device))
+        hf.check_fits(w, req.device, hf.available_bytes(req.device))
         built = hf.decoder_step(hf.build_model(config, req.device, req.attn_implementation), config, w, req.device)
     notes: list[str] = []
     with torch.no_grad():

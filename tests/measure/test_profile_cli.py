@@ -177,13 +177,19 @@ def test_a_model_whose_weights_exceed_the_memory_is_refused_before_it_is_built()
     # Llama 3 8B: 8,030,261,248 parameters, 4 bytes each in the CPU's fp32 = 32.1 GB; 2 in a GPU's bf16.
     from rooflinectl.errors import UserError
     from rooflinectl.profile.build import check_fits
-    from rooflinectl.specs.model import load_model
+    from rooflinectl.specs.scenario import resolve_workload
 
-    llama = load_model("llama-3-8b")
-    assert llama.parameter_count() == 8_030_261_248
+    one = resolve_workload("decode", model="llama-3-8b", batch=1, context=64)
+    assert one.model.parameter_count() == 8_030_261_248
     with pytest.raises(UserError, match=r"llama-3-8b's weights take 32.1 GB in fp32 and this machine has 20.0 GB"):
-        check_fits(llama, "cpu", 20 * 10**9)
+        check_fits(one, "cpu", 20 * 10**9)
     with pytest.raises(UserError, match=r"16.1 GB in bf16 and the GPU has 10.0 GB free"):
-        check_fits(llama, "cuda", 10 * 10**9)
-    check_fits(llama, "cpu", 33 * 10**9)  # fits
-    check_fits(llama, "cpu", None)  # unknown: not refused
+        check_fits(one, "cuda", 10 * 10**9)
+    check_fits(one, "cpu", 33 * 10**9)  # fits: its cache is 64 positions × 131,072 B in fp32, 8.4 MB
+    check_fits(one, "cpu", None)  # unknown: not refused
+    # The static cache counts too: 64 sequences × 4,096 positions × 32 layers × 2 × 8 KV heads × 128 × 4 B =
+    # 68.7 GB in fp32 beside the 32.1 GB of weights (a batch of a million was a torch allocator traceback).
+    big = resolve_workload("decode", model="llama-3-8b", batch=64, context=4096)
+    with pytest.raises(UserError, match=r"weights \(32.1 GB\) and the KV cache of 64 sequences × 4,096 positions "
+                                        r"\(68.7 GB\) in fp32 take more than the 80.0 GB this machine has free"):
+        check_fits(big, "cpu", 80 * 10**9)
