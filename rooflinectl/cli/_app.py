@@ -88,7 +88,12 @@ class _OptionsOnce:
         for arg in args:
             if arg == "--":  # what follows is arguments, not options
                 break
-            name = arg.split("=", 1)[0] if arg.startswith("--") else arg
+            if arg.startswith("--"):
+                name = arg.split("=", 1)[0]  # --batch=8
+            elif arg.startswith("-") and arg[:2] in single:
+                name = arg[:2]  # -b8, click's short option with its value attached
+            else:
+                name = arg
             if name in single:
                 given.setdefault(single[name].name, []).append(name)
         for names in given.values():

@@ -59,6 +59,10 @@ def test_every_command_is_documented_in_the_readme():
         (["analyze", "serve", "--gpu", "h100", "--gpu", "h200", "--requests", "2"], "--gpu given 2 times"),
         (["plot", "serve", "--gpu", "h100", "-g", "h200"], "--gpu and -g given 2 times: it takes one value"),
         (["analyze", "decode", "--batch", "2", "--batch=3"], "--batch given 2 times"),
+        # A short option with its value attached (click reads -b64 as -b 64) counts as given too.
+        (["analyze", "-b1", "-b64"], "-b given 2 times"),
+        (["analyze", "--batch=1", "-b64"], "--batch and -b given 2 times"),
+        (["plot", "-ofoo.svg", "-obar.svg"], "-o given 2 times"),
     ],
 )
 def test_usage_errors_through_the_entry_point_are_one_line(args, fragment):
