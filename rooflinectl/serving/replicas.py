@@ -253,10 +253,20 @@ def check_replicas(replicas: int) -> None:
 
 def side(role: Role, count: int, model: StepModel, capacity: Capacity, config: SchedulerConfig,
          block_size: int) -> tuple[Role, list[Replica], Layout, Capacity]:
-    """``count`` replicas of one role, each with its own KV cache of ``capacity``'s blocks; they share ``model``
-    (its caches, and so a stack's cost of an attention shape new to the run is paid once a side)."""
-    return role, [Replica(role, model, capacity.pool(block_size), config) for _ in range(count)], \
-        model.layout, capacity
+    """``count`` replicas of one role, each with its own KV cache of ``capacity``'s blocks; they share ``model``'s
+    caches of step times (pure: the same step costs the same on each), and each has its own set of the attention
+    shapes it has run, since each engine process builds its own plans (a stack's ``new_shape_us``)."""
+    return role, [Replica(role, _own_shapes(model) if count > 1 else model, capacity.pool(block_size), config)
+                  for _ in range(count)], model.layout, capacity
+
+
+def _own_shapes(model: StepModel) -> StepModel:
+    """``model`` with the same step-time caches and a set of seen attention shapes of its own."""
+    import copy
+
+    own = copy.copy(model)
+    own.seen_shapes = set()
+    return own
 
 
 def deployment_costs(d: Deployment, input_tokens: int, price_per_gpu_hour: float | None,
