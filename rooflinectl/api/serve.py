@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..serving import defaults
-from .common import DEFAULT_GPU, _frame, _gpu, base_workload, check_numbers, name_arg, seconds_of_ms
+from .common import DEFAULT_GPU, _frame, _gpu, base_workload, check_numbers, name_arg, seconds_of_ms, shown
 
 if TYPE_CHECKING:
     from ..serving.metrics import Run, Simulation
@@ -136,6 +136,15 @@ def serve(*, gpu: str | os.PathLike[str] | GPU = DEFAULT_GPU, concurrency: int |
                             "calibrated"))
     if trace is not None:
         trace = name_arg(trace, "trace")
+    if spec is not None and not isinstance(spec, str):
+        raise UserError(f"spec: give 'draft:MODEL:K', 'mtp:K' or 'ngram:K', not {shown(spec)} "
+                        f"({type(spec).__name__})")
+    if accept is not None and (isinstance(accept, bool) or not isinstance(accept, (str, int, float))):
+        raise UserError(f"accept: give a chance (0.7) or one a position ('0.8,0.6'), not {shown(accept)} "
+                        f"({type(accept).__name__})")
+    if progress is not None and not callable(progress):
+        raise UserError(f"progress: give a function of the finished requests' count, not {shown(progress)} "
+                        f"({type(progress).__name__})")
     _check_sides(disagg, kv_transfer, prefill_tp, prefill_ep, decode_tp, decode_ep, prefill_max_num_batched_tokens,
                  prefill_max_num_seqs)
     given = [name for name, v in (("--concurrency", concurrency), ("--rate", rate), ("--trace", trace))

@@ -27,13 +27,16 @@ from ..errors import UserError
 # orders of magnitude, and low enough that a run's cost prints as a number of sensible length, never as pages of
 # digits or an overflow.
 MAX_PRICE_PER_GPU_HOUR = 1e6
+# The lowest, a hundredth of a cent an hour: below any rental by four orders of magnitude, and high enough that a
+# cost a million tokens prints in a few digits (1e-300 printed 300 of them).
+MIN_PRICE_PER_GPU_HOUR = 1e-4
 
 
 def check_price(price_per_gpu_hour: float | None) -> None:
-    """A GPU-hour price, where one is given, is a positive number of dollars up to MAX_PRICE_PER_GPU_HOUR."""
+    """A GPU-hour price, where one is given, is MIN_PRICE_PER_GPU_HOUR to MAX_PRICE_PER_GPU_HOUR dollars."""
     p = price_per_gpu_hour
-    if p is not None and not (math.isfinite(p) and 0 < p <= MAX_PRICE_PER_GPU_HOUR):
-        raise UserError(f"--price-per-gpu-hour {p}: give a positive price in dollars, at most "
+    if p is not None and not (math.isfinite(p) and MIN_PRICE_PER_GPU_HOUR <= p <= MAX_PRICE_PER_GPU_HOUR):
+        raise UserError(f"--price-per-gpu-hour {p}: give a price in dollars from {MIN_PRICE_PER_GPU_HOUR:g} to "
                         f"{MAX_PRICE_PER_GPU_HOUR:,.0f}")
 
 

@@ -70,6 +70,8 @@ class Seqs(Strict):
         """``COUNTxNEW[@CACHED]`` (``16x1@4095``: 16 decode tokens after 4,095 cached; ``1x512@1024``: a 512-token
         prefill chunk after 1,024): a UserError naming the form for anything else."""
         form = "COUNTxNEW[@CACHED], e.g. 16x1@4095 (16 sequences decoding after 4,095 cached tokens)"
+        if not isinstance(text, str):
+            raise UserError(f"Seqs.parse: give a text of the form {form}, not {type(text).__name__}")
         head, at, cached = text.strip().partition("@")
         count, x, new = head.partition("x")
         parts = (count, new, cached if at else "0")

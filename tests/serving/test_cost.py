@@ -49,6 +49,8 @@ def test_serve_gives_cost_and_energy():
     # A GPU whose file states no board power gives no energy.
     assert rl.serve(**{**kw, "gpu": "l4"}).to_dict()["cost"]["joules_per_output_token"] is None
     assert_one_line_error(cli("analyze", "serve", "--price-per-gpu-hour", "-1"), "--price-per-gpu-hour -1")
+    # A price so small that a cost printed as 300 digits of zeros: below a hundredth of a cent an hour.
+    assert_one_line_error(cli("analyze", "serve", "--price-per-gpu-hour", "1e-300"), "from 0.0001 to 1,000,000")
 
 
 @pytest.mark.parametrize("command", [("analyze", "serve", "--requests", "4", "--output", "8"),
@@ -56,5 +58,5 @@ def test_serve_gives_cost_and_energy():
 def test_a_price_past_a_million_dollars_an_hour_is_one_line(command):
     # 1e308 used to print six lines of dollar digits (and --json an overflow "please report this").
     for price in ("1e308", "inf"):
-        assert_one_line_error(cli(*command, "--price-per-gpu-hour", price), "at most 1,000,000")
+        assert_one_line_error(cli(*command, "--price-per-gpu-hour", price), "to 1,000,000")
     assert cli(*command, "--price-per-gpu-hour", "1000000").exit_code == 0
