@@ -198,10 +198,14 @@ def _speculation_lines(r: Simulation) -> list[str]:
     accept = ", ".join(f"{a:g}" for a in spec.speculation.acceptance)
     tpot = data["speedup"]["tpot"]
     where = data["break_even_batch"]
+    # A run whose requests end at their first token (--output 1) or before a draft is verified verifies none:
+    # its tokens a step are no measure of the acceptance.
+    verified = (f"{data['tokens_per_step']:.2f} tokens a sequence and step (expected "
+                f"{data['expected_tokens_per_step']:.2f}), {spec.accepted:,} of {spec.drafted:,} drafts accepted"
+                if spec.drafted else f"no step verified drafts (each request ended before one; expected "
+                f"{data['expected_tokens_per_step']:.2f} tokens a sequence and step)")
     return [
-        f"speculation: {spec.speculation.label()}, acceptance {accept}: {data['tokens_per_step']:.2f} tokens a "
-        f"sequence and step (expected {data['expected_tokens_per_step']:.2f}), {spec.accepted:,} of "
-        f"{spec.drafted:,} drafts accepted",
+        f"speculation: {spec.speculation.label()}, acceptance {accept}: {verified}",
         f"against the same run without it: {data['speedup']['output_tokens_per_s']:.2f}× the output tokens/s"
         + ("" if tpot is None else f", TPOT {duration(spec.plain_tpot_s or 0.0)} → "
            f"{duration(spec.plain_tpot_s / tpot if spec.plain_tpot_s else 0.0)} ({tpot:.2f}×)"),

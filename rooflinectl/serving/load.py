@@ -221,8 +221,10 @@ def read_trace(path: str) -> Load:
     if path.lower().endswith(".csv"):
         reader = csv.DictReader(text.splitlines())
         try:
-            if reader.fieldnames is None or set(reader.fieldnames) - {"prefix"} != {"arrival_s", "prompt", "output"}:
-                raise UserError(f"{path}: a trace CSV has the header arrival_s,prompt,output (and prefix)")
+            names = reader.fieldnames
+            if names is None or set(names) - {"prefix"} != {"arrival_s", "prompt", "output"} or \
+                    len(set(names)) != len(names):  # a column twice: the csv module keeps its last silently
+                raise UserError(f"{path}: a trace CSV has the header arrival_s,prompt,output (and prefix), each once")
             rows = [(i + 2, dict(row)) for i, row in enumerate(reader)]
         except csv.Error as err:  # a field past the csv module's 131,072 characters, a NUL
             raise UserError(f"{path}:{reader.line_num + 1}: not a trace row ({err})") from None

@@ -298,6 +298,7 @@ def test_a_bad_trace_names_its_line(tmp_path):
     ("arabic.jsonl", '{"arrival_s": 0, "prompt": "\u0661\u0662", "output": 4}\n', "arabic.jsonl:1: arrival_s is"),
     ("under.csv", "arrival_s,prompt,output\n0,1_6,4\n", "under.csv:2: arrival_s is seconds"),
     ("true.jsonl", '{"arrival_s": 0, "prompt": true, "output": 4}\n', "true.jsonl:1: arrival_s is seconds"),
+    ("twice.csv", "arrival_s,arrival_s,prompt,output\n0,5,64,4\n", "twice.csv: a trace CSV has the header"),
     # A prefix must be ID:TOKENS: a 0 or false was read as no prefix.
     ("zero.jsonl", '{"arrival_s": 0, "prompt": 64, "output": 4, "prefix": 0}\n', "prefix is ID:TOKENS"),
 ])

@@ -232,3 +232,11 @@ def test_a_drafter_takes_its_room_in_the_kv_cache():
 ])
 def test_bad_speculation_gets_one_line(args, fragment):
     assert_one_line_error(cli("analyze", "serve", "--requests", "2", *args), fragment)
+
+
+def test_a_run_that_verifies_no_draft_says_so_instead_of_a_zero_rate():
+    # Two output tokens: the prefill's and one more, before which no draft is verified; the line printed
+    # "0.00 tokens a sequence and step (expected 5.00), 0 of 0 drafts accepted".
+    out = cli("analyze", "serve", "--concurrency", "4", "--requests", "8", "--prompt", "100", "--output", "2",
+              "--spec", "ngram:4", "--accept", "1", env={"COLUMNS": "200"}).stdout
+    assert "no step verified drafts" in out and "0 of 0 drafts" not in out
