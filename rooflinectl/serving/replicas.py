@@ -220,7 +220,9 @@ def _deployment(served: list[Served], sides: list[tuple[Role, list[Replica], Lay
               prefill_steps=sum(r.prefill_steps for r in replicas),
               prefill_time_s=sum(s.prefill_time_s for s in summary),
               max_tokens_in_step=max(s.max_tokens_in_step for s in summary), kv_blocks=decoding.pool.total,
-              kv_blocks_peak=max(s.kv_blocks_peak for s in summary), block_size=decoding.pool.block_size,
+              # the run's cache is a decoding replica's: its blocks and its side's peak (each side's in "sides")
+              kv_blocks_peak=next(s.kv_blocks_peak for s in summary if s.role != "prefill"),
+              block_size=decoding.pool.block_size,
               preemptions=sum(s.preemptions for s in summary), timeline=_thin(decoding.timeline),
               busy_s=sum(s.busy_s for s in summary))
     transfers = None

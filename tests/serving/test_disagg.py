@@ -239,3 +239,14 @@ def test_a_sides_option_is_checked_in_its_own_name_and_never_ignored(args, fragm
 def test_compare_refuses_a_repeat_or_a_transfer_without_a_split(args, fragment):
     assert_one_line_error(cli("compare", "--model", "llama-3-70b", "--prompt", "64", "--output", "8", "--batch",
                               "2", *args), fragment)
+
+
+def test_the_runs_kv_peak_is_the_decode_sides_beside_its_blocks():
+    # The run's kv_cache gives a decode replica's blocks; its peak was the largest of either side's, so a prefill
+    # side of TP 4 (111,764 blocks) printed a peak of 37,918 of 28,869 blocks. Each side keeps its own.
+    r = rl.serve(gpu="h100", model="llama-3-8b", disagg="1:1", prefill_tp=4, decode_tp=1, concurrency=512,
+                 requests=512, prompt=7000, output=2, prefill_max_num_batched_tokens=600000,
+                 prefill_max_num_seqs=512).to_dict()
+    assert r["kv_cache"]["peak_blocks"] <= r["kv_cache"]["blocks"]
+    sides = r["deployment"]["sides"]
+    assert max(s["kv_peak_blocks"] for s in sides) > r["kv_cache"]["blocks"]  # the prefill side's, kept there
