@@ -25,10 +25,26 @@ def _click_error_classes() -> tuple[Any, Any]:
     return mro["UsageError"], mro["ClickException"]
 
 
+# The terminal widths taken from COLUMNS: rich and textwrap fail on 0 (ValueError) or on one past a C index
+# (OverflowError); any width outside this range is treated as no COLUMNS at all (the terminal's own, or 80).
+_COLUMNS_RANGE = range(20, 10_001)
+
+
+def _sane_columns() -> None:
+    """Drop a COLUMNS that is no width the renderers can draw at (0, negative, 10^20, not a number)."""
+    import os
+
+    text = os.environ.get("COLUMNS")
+    if text is not None and not (text.strip().isascii() and text.strip().isdigit()
+                                 and int(text.strip()[:6]) in _COLUMNS_RANGE and len(text.strip()) <= 6):
+        del os.environ["COLUMNS"]
+
+
 def main() -> None:
     """The console entry point. Click's usage errors (an unknown option, ``--batch abc``) become one line on
     stderr and exit code 2, like every other bad input; ``rooflinectl`` alone prints the help."""
     usage_error, click_exception = _click_error_classes()
+    _sane_columns()
     try:
         code = app(standalone_mode=False)
     except usage_error as err:

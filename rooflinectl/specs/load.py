@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 from ..errors import UserError, format_validation_error
-from ..files import is_file, read_text, user_path
+from ..files import is_dir, is_file, read_text, user_path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # rooflinectl/
 
@@ -59,8 +59,10 @@ def data_dir(kind: str) -> Path:
 
 
 def search_dirs(kind: str, env_var: str) -> list[Path]:
-    """The user's folders (from ``env_var``, separated like PATH) first, then the bundled folder."""
-    extra = [user_path(p) for p in os.environ.get(env_var, "").split(os.pathsep) if p]
+    """The user's folders (from ``env_var``, separated like PATH) first, then the bundled folder. A name that is
+    no folder, one the system refuses (too long, unreadable) included, holds no spec and is passed over, as the
+    shell passes over such a PATH entry."""
+    extra = [user_path(p) for p in os.environ.get(env_var, "").split(os.pathsep) if p and is_dir(user_path(p))]
     return [*extra, data_dir(kind)]
 
 

@@ -4,6 +4,7 @@ import at start."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -241,3 +242,12 @@ def test_explore_help_names_no_data_type_option_it_lacks():
     assert "--dtype" in own and "--weight-dtype" not in own and "--act-dtype" not in own
     assert "--weight-dtype" not in helps and "--act-dtype" not in helps
 
+
+
+@pytest.mark.parametrize("columns", ["0", "99999999999999999999", "-5", "wide"])
+def test_a_columns_no_renderer_can_draw_at_is_ignored(columns):
+    # COLUMNS=0 made textwrap raise ValueError (plot's "wrote" line), 10^20 rich's help an OverflowError.
+    env = {**os.environ, "COLUMNS": columns}
+    for args in (["analyze", "--help"], ["workloads", "list"]):
+        proc = subprocess.run([sys.executable, "-m", "rooflinectl", *args], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -76,6 +77,11 @@ def test_paths_and_search_dirs(tmp_path, monkeypatch):
     assert looks_like_path("my.yaml") and looks_like_path("dir/h100") and looks_like_path("x.json")
     assert not looks_like_path("h100")
     monkeypatch.setenv("ROOFLINECTL_TEST_PATH", str(tmp_path))
+    assert search_dirs("hardware", "ROOFLINECTL_TEST_PATH") == [tmp_path, data_dir("hardware")]
+    # A name that is no folder, or one the system refuses (ENAMETOOLONG was a traceback in every command that
+    # looked a GPU up), holds no spec: passed over, as the shell passes over such a PATH entry.
+    too_long = str(tmp_path / ("a" * 300))
+    monkeypatch.setenv("ROOFLINECTL_TEST_PATH", os.pathsep.join([too_long, str(tmp_path / "none"), str(tmp_path)]))
     assert search_dirs("hardware", "ROOFLINECTL_TEST_PATH") == [tmp_path, data_dir("hardware")]
     with pytest.raises(UserError, match="bundled 'nothing' folder is missing"):
         data_dir("nothing")
