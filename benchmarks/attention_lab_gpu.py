@@ -454,6 +454,7 @@ def past_deadline(what: str) -> bool:
 
 def main():
     out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)  # made first: a missing folder lost a whole call's JSON at its end
     RES["env"] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                   "cuda": torch.version.cuda, "sms": dg.SMS, "l2_bytes": dg.L2, "rep_ms": dg.REP_MS,
                   "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "clock_idle": dg.sm_clock(),

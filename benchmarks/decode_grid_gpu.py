@@ -20,6 +20,7 @@ prints a table per part.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -591,6 +592,7 @@ def prefill(shapes):
 
 def main():
     out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)  # made first: a missing folder lost a whole call's JSON at its end
     quick = "--quick" in sys.argv
     RES["env"] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
                   "cuda": torch.version.cuda, "sms": SMS, "l2_bytes": L2, "rep_ms": REP_MS,

@@ -285,6 +285,17 @@ _CONFIG_D128 = FlashConfig(128, 128, num_warps=8, num_stages=3)
 # ran 13-24% slower and 128×64 blocks 4-10% (in 3 or 4 stages); 4 stages of 128×128 exceed the shared memory
 # (288 kB of 227).
 _CONFIG_D128_HEADS_FAST = FlashConfig(128, 128, num_warps=8, num_stages=3, heads_fast=True)
+# On Hopper (sm_90), bf16/fp16, d 128: the Gluon kernel (flash_attention_sm90), FlashAttention-3's schedule, in 3
+# K/V buffers. Measured on an H200 (torch 2.11, triton 3.6, graph replays, two runs each; checked first at 1 to
+# 4,097 tokens, d 64 and 128, groups 1 to 7, NaN past each end, bit-identical repeats: benchmarks/
+# attention_lab_gpu.py --prefill-gluon, docs/results/h200-2026-12-05-gluon/lab.log), TFLOP/s, causal, 128×128
+# blocks against the shipped Triton kernel and cuDNN: 1 × 32/8 × 4,096 565/560 against 451/449 and 500/495;
+# 4 × 32/8 × 4,096 503/505 against 428/429 and 542/535; 1 × 64/8 × 8,192 585/584 against 483/487 and 574/565;
+# 1 × 32/8 × 16,384 602 against 507 and 590. Ping-pong between the warpgroups was level (510-564, 565-595) and 2
+# buffers slower (381-444). Without the mask 128×64 blocks: 557 against 488 (4,096) and 528 against 507 (16,384),
+# cuDNN 625 at 16,384.
+_CONFIG_GLUON_CAUSAL = FlashConfig(128, 128, num_warps=12, num_stages=3, gluon=True)
+_CONFIG_GLUON_FULL = FlashConfig(128, 64, num_warps=12, num_stages=3, gluon=True)
 _CONFIG_D64 = FlashConfig(128, 64, num_warps=4, num_stages=3)
 _CONFIG_SMALL = FlashConfig(32, 16, num_warps=4, num_stages=2)  # the interpreter's and odd small shapes'
 
@@ -295,7 +306,7 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
     g = k.shape[1]
     if k.shape != (b, g, s, d) or v.shape != k.shape or h % g or out.shape != q.shape:
         raise ValueError(f"flash_attention: Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}")
-    cfg = config or _config_for(s, d, b * h, causal)
+    cfg = config or (_gluon_config(causal) if _gluon_fits(q, k, v) else _config_for(s, d, b * h, causal))
     if cfg.block_m % cfg.block_n:
         raise ValueError("flash_attention: block_m must be a multiple of block_n")
     if cfg.gluon:
@@ -339,6 +350,18 @@ def _kv_descriptors(cfg: FlashConfig, k, v) -> dict:
     box = [1, cfg.block_n, d]
     return {"k_td": TensorDescriptor.from_tensor(k.view(b * g, s, d), box),
             "v_td": TensorDescriptor.from_tensor(v.view(b * g, s, d), box), "TMA": True}
+
+
+def _gluon_fits(q, k, v) -> bool:
+    """Whether the Gluon kernel takes these tensors: on an sm_90 GPU, bf16 or fp16, d 128, past the small shapes'
+    256 tokens, every tensor contiguous (its TMA descriptors' rule)."""
+    return (q.is_cuda and torch.cuda.get_device_capability(q.device) == (9, 0)
+            and q.dtype in (torch.bfloat16, torch.float16) and q.shape[-1] == 128 and q.shape[2] > 256
+            and all(t.is_contiguous() for t in (q, k, v)))
+
+
+def _gluon_config(causal: bool) -> FlashConfig:
+    return _CONFIG_GLUON_CAUSAL if causal else _CONFIG_GLUON_FULL
 
 
 def _config_for(s: int, d: int, pairs: int, causal: bool) -> FlashConfig:
@@ -471,9 +494,7 @@ class FlashAttention(Kernel):
     def run(self, inputs: Inputs, out: torch.Tensor, config: FlashConfig | None = None) -> None:
         q = inputs["q"]
         self._start_run()
-        cfg, grid, handle = flash_attention(q, inputs["k"], inputs["v"], out, self.causal,
-                                            config or _config_for(q.shape[2], q.shape[3],
-                                                                  q.shape[0] * q.shape[1], self.causal))
+        cfg, grid, handle = flash_attention(q, inputs["k"], inputs["v"], out, self.causal, config)
         self._record(_fa3_kernel() if cfg.gluon else _flash_fwd_kernel, grid, cfg, handle, causal=self.causal)
 
     def reference(self, inputs: Inputs) -> torch.Tensor:

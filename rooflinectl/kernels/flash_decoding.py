@@ -225,15 +225,26 @@ def _floor_pow2(n: int) -> int:
     return 1 << (max(1, n).bit_length() - 1)
 
 
+# A group of this many query heads or more is split over two programs a split where the rule's programs fill at most
+# half the SMs (DecodeConfig.head_slices). Measured on an H200 (bf16, d 128, graph replays, two runs each;
+# benchmarks/attention_lab_gpu.py --decode-slices, docs/results/h200-2026-12-05-gluon/slices.log), µs, one slice
+# against two at the rule's 16 splits, SDPA beside: 1 × 64/4 × 4,096 9.95/9.91 against 9.12/9.05, SDPA 9.45/9.47;
+# 1 × 64/4 × 3,000 9.05/9.10 against 8.23/8.25, SDPA 9.30/9.28. Where the programs fill more (1 × 64/4 × 16,384
+# at 32 splits, 16.6 against 19.3-20.3; groups of 4 at 32/8, 128 programs, 10.5 against 12.5) one slice is faster.
+_SLICED_GROUP = 16
+
+
 def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None = None, num_warps: int = 4,
                   num_stages: int = 3, programs_per_sm: int | None = None,
                   min_split: int = _MIN_SPLIT, splits: int | None = None,
                   tensor_cores: bool = True, group: int = 0, head_d: int = 128,
-                  head_slices: int = 1) -> DecodeConfig:
+                  head_slices: int | None = None) -> DecodeConfig:
     """Splits by the rule above (``splits``, or ``programs_per_sm`` programs on every SM, when given), none
     shorter than ``min_split`` positions, at most ``_MAX_SPLITS``, and in the latency regime at most
     ``_COMBINE_ROUNDS`` combine tiles for ``group`` query heads a K/V head at ``head_d`` (0: the group not
-    known, no such cap); every split gets whole blocks and positions (none empty)."""
+    known, no such cap); every split gets whole blocks and positions (none empty). ``head_slices`` None: by the
+    rule, two where the group has 16 query heads or more and the rule's programs fill at most half the SMs
+    (:data:`_SLICED_GROUP`), else one."""
     pairs = batch * kv_heads
     sms = sm_count()
     most = max(1, -(-max_len // max(min_split, block_n or _BLOCK_N)))
@@ -263,7 +274,10 @@ def decode_config(batch: int, kv_heads: int, max_len: int, block_n: int | None =
         block = _BLOCK_N_FEW_SPLITS  # a whole sequence in one program: blocks of 128 (64 × 4,096, run 1)
     block = block_n or block
     chunk = triton.cdiv(triton.cdiv(max_len, splits), block) * block  # positions a split, whole blocks
-    return DecodeConfig(block, triton.cdiv(max_len, chunk), num_warps, stages, tensor_cores, head_slices)
+    splits = triton.cdiv(max_len, chunk)
+    if head_slices is None:
+        head_slices = 2 if group >= _SLICED_GROUP and group % 2 == 0 and 2 * pairs * splits <= sms else 1
+    return DecodeConfig(block, splits, num_warps, stages, tensor_cores, head_slices)
 
 
 _MAX_TABLE_PAD = 512  # page numbers a split holds in registers: 4 int32 a thread at 4 warps
@@ -358,21 +372,21 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
 
 def decode_candidates(batch: int, kv_heads: int, max_len: int, group: int = 0, head_d: int = 128
                       ) -> list[DecodeConfig]:
-    """The rule's config first, then its neighbours: one and two programs an SM, one split more and one fewer,
-    bigger blocks with 8 warps, a deeper pipeline (the last two with the rule's splits for this group); and where
-    the (sequence, K/V head) pairs and splits leave more than half the SMs idle and the group has 8 query heads or
-    more, the rule's config in two head slices (twice the programs)."""
+    """The rule's config first, then its neighbours, each in one head slice: one and two programs an SM, one split
+    more and one fewer, bigger blocks with 8 warps, a deeper pipeline (the last two with the rule's splits for this
+    group); and where the (sequence, K/V head) pairs and splits leave more than half the SMs idle and the group has
+    8 query heads or more, the rule's config in the other number of slices, one or two (twice the programs)."""
     chosen = decode_config(batch, kv_heads, max_len, group=group, head_d=head_d)
     sliced = []
     if group >= 8 and group % 2 == 0 and 2 * batch * kv_heads * chosen.splits <= sm_count():
-        sliced = [replace(chosen, head_slices=2)]
+        sliced = [replace(chosen, head_slices=1 if chosen.head_slices > 1 else 2)]
     return list(dict.fromkeys([
-        chosen, decode_config(batch, kv_heads, max_len, programs_per_sm=1),
-        decode_config(batch, kv_heads, max_len, programs_per_sm=2),
-        decode_config(batch, kv_heads, max_len, splits=chosen.splits + 1),
-        decode_config(batch, kv_heads, max_len, splits=max(1, chosen.splits - 1)),
-        decode_config(batch, kv_heads, max_len, block_n=128, num_warps=8, group=group, head_d=head_d),
-        decode_config(batch, kv_heads, max_len, num_stages=4, group=group, head_d=head_d),
+        chosen, decode_config(batch, kv_heads, max_len, programs_per_sm=1, head_slices=1),
+        decode_config(batch, kv_heads, max_len, programs_per_sm=2, head_slices=1),
+        decode_config(batch, kv_heads, max_len, splits=chosen.splits + 1, head_slices=1),
+        decode_config(batch, kv_heads, max_len, splits=max(1, chosen.splits - 1), head_slices=1),
+        decode_config(batch, kv_heads, max_len, block_n=128, num_warps=8, group=group, head_d=head_d, head_slices=1),
+        decode_config(batch, kv_heads, max_len, num_stages=4, group=group, head_d=head_d, head_slices=1),
         *sliced,
     ]))
 

@@ -260,3 +260,27 @@ def test_the_emulator_catches_a_broken_kernel(mutant, tmp_path, monkeypatch):
         return
     assert torch.isnan(out).any() or relative_error(out, ref) > 2e-2
 
+
+
+def test_the_gluon_kernel_is_the_default_where_it_runs(monkeypatch):
+    # On an sm_90 GPU, bf16/fp16, d 128, past 256 tokens, contiguous: FlashAttention-3's schedule in Gluon (the
+    # H200's measure --kernel flash_attention: 1.03-1.08× cuDNN at batch 1, 0.95× at batch 4, against 0.82-0.90×
+    # for the Triton kernel); anywhere else, the Triton kernel's config for the shape.
+    from types import SimpleNamespace
+
+    from rooflinectl.kernels import flash_attention as fa
+
+    def tensor(s=4096, d=128, dtype=torch.bfloat16, cuda=True, contiguous=True):
+        return SimpleNamespace(is_cuda=cuda, device="cuda:0", dtype=dtype, shape=(1, 32, s, d),
+                               is_contiguous=lambda: contiguous)
+
+    capability = (9, 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert fa._gluon_fits(tensor(), tensor(), tensor())
+    assert fa._gluon_config(True) == FlashConfig(128, 128, 12, 3, gluon=True)
+    assert fa._gluon_config(False) == FlashConfig(128, 64, 12, 3, gluon=True)
+    for q in (tensor(cuda=False), tensor(d=64), tensor(s=256), tensor(dtype=torch.float32),
+              tensor(contiguous=False)):
+        assert not fa._gluon_fits(q, tensor(), tensor())
+    capability = (10, 0)  # Blackwell: no wgmma, the Gluon kernel's instructions
+    assert not fa._gluon_fits(tensor(), tensor(), tensor())
