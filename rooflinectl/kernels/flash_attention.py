@@ -306,7 +306,7 @@ def flash_attention(q, k, v, out, causal: bool = True, config: FlashConfig | Non
     g = k.shape[1]
     if k.shape != (b, g, s, d) or v.shape != k.shape or h % g or out.shape != q.shape:
         raise ValueError(f"flash_attention: Q {tuple(q.shape)}, K {tuple(k.shape)}, V {tuple(v.shape)}")
-    cfg = config or (_gluon_config(causal) if _gluon_fits(q, k, v) else _config_for(s, d, b * h, causal))
+    cfg = config or (_gluon_config(causal) if _gluon_fits(q, k, v, out, causal) else _config_for(s, d, b * h, causal))
     if cfg.block_m % cfg.block_n:
         raise ValueError("flash_attention: block_m must be a multiple of block_n")
     if cfg.gluon:
@@ -352,12 +352,20 @@ def _kv_descriptors(cfg: FlashConfig, k, v) -> dict:
             "v_td": TensorDescriptor.from_tensor(v.view(b * g, s, d), box), "TMA": True}
 
 
-def _gluon_fits(q, k, v) -> bool:
-    """Whether the Gluon kernel takes these tensors: on an sm_90 GPU, bf16 or fp16, d 128, past the small shapes'
-    256 tokens, every tensor contiguous (its TMA descriptors' rule)."""
-    return (q.is_cuda and torch.cuda.get_device_capability(q.device) == (9, 0)
-            and q.dtype in (torch.bfloat16, torch.float16) and q.shape[-1] == 128 and q.shape[2] > 256
-            and all(t.is_contiguous() for t in (q, k, v)))
+def _gluon_fits(q, k, v, out, causal: bool) -> bool:
+    """Whether the Gluon kernel is the default for these tensors: d 128 past the small shapes' 256 tokens (where it
+    was measured faster), on a GPU where the kernel's own checks (``flash_attention_sm90.check_inputs``: sm_90,
+    bf16 or fp16, contiguous, 16-byte aligned, its buffers in the shared memory) take them."""
+    if not (q.is_cuda and q.shape[-1] == 128 and q.shape[2] > 256):
+        return False
+    cfg = _gluon_config(causal)
+    try:
+        from .flash_attention_sm90 import check_inputs
+
+        check_inputs(q, k, v, out, cfg.block_n, cfg.num_stages)
+    except (ImportError, ValueError):  # a triton without Gluon; inputs it does not take
+        return False
+    return True
 
 
 def _gluon_config(causal: bool) -> FlashConfig:

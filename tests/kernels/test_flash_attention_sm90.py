@@ -263,24 +263,31 @@ def test_the_emulator_catches_a_broken_kernel(mutant, tmp_path, monkeypatch):
 
 
 def test_the_gluon_kernel_is_the_default_where_it_runs(monkeypatch):
-    # On an sm_90 GPU, bf16/fp16, d 128, past 256 tokens, contiguous: FlashAttention-3's schedule in Gluon (the
-    # H200's measure --kernel flash_attention: 1.03-1.08× cuDNN at batch 1, 0.95× at batch 4, against 0.82-0.90×
-    # for the Triton kernel); anywhere else, the Triton kernel's config for the shape.
+    # d 128 past 256 tokens on a GPU whose inputs the kernel's own checks take: FlashAttention-3's schedule in
+    # Gluon (the H200's measure --kernel flash_attention: 1.03-1.08× cuDNN at batch 1, 0.95× at batch 4, against
+    # 0.82-0.90× for the Triton kernel); anywhere else the Triton kernel's config for the shape.
     from types import SimpleNamespace
 
     from rooflinectl.kernels import flash_attention as fa
+    from rooflinectl.kernels import flash_attention_sm90 as sm90
 
-    def tensor(s=4096, d=128, dtype=torch.bfloat16, cuda=True, contiguous=True):
-        return SimpleNamespace(is_cuda=cuda, device="cuda:0", dtype=dtype, shape=(1, 32, s, d),
-                               is_contiguous=lambda: contiguous)
+    def tensor(s=4096, d=128, cuda=True):
+        return SimpleNamespace(is_cuda=cuda, shape=(1, 32, s, d))
 
-    capability = (9, 0)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    assert fa._gluon_fits(tensor(), tensor(), tensor())
+    asked = []
+
+    def check(q, k, v, out, block_n, stages):
+        asked.append((block_n, stages))
+        if q.shape[1] != 32:
+            raise ValueError("flash_attention sm90: not this one")
+
+    monkeypatch.setattr(sm90, "check_inputs", check)
+    assert fa._gluon_fits(tensor(), tensor(), tensor(), tensor(), True)
+    assert fa._gluon_fits(tensor(), tensor(), tensor(), tensor(), False)
+    assert asked == [(128, 3), (64, 3)]  # each default's own tiling checked
     assert fa._gluon_config(True) == FlashConfig(128, 128, 12, 3, gluon=True)
     assert fa._gluon_config(False) == FlashConfig(128, 64, 12, 3, gluon=True)
-    for q in (tensor(cuda=False), tensor(d=64), tensor(s=256), tensor(dtype=torch.float32),
-              tensor(contiguous=False)):
-        assert not fa._gluon_fits(q, tensor(), tensor())
-    capability = (10, 0)  # Blackwell: no wgmma, the Gluon kernel's instructions
-    assert not fa._gluon_fits(tensor(), tensor(), tensor())
+    for q in (tensor(cuda=False), tensor(d=64), tensor(s=256)):
+        assert not fa._gluon_fits(q, tensor(), tensor(), tensor(), True)
+    other = SimpleNamespace(is_cuda=True, shape=(1, 8, 4096, 128))  # one the kernel's checks refuse
+    assert not fa._gluon_fits(other, tensor(), tensor(), tensor(), True)
