@@ -289,8 +289,8 @@ def _link_rates(a: Analysis) -> str:
         latencies.add(p.latency_s * 1e6)
 
     def text(rate: str, latencies: set[float]) -> str:
-        lo, hi = min(latencies), max(latencies)
-        return f"{rate} + {number(lo)}{'' if lo == hi else f'–{number(hi)}'} µs"
+        lo, hi = number(min(latencies)), number(max(latencies))  # equal as printed: one figure, not "15–15"
+        return f"{rate} + {lo}{'' if lo == hi else f'–{hi}'} µs"
 
     if len(rates) == 1:
         rate, (_, latencies) = next(iter(rates.items()))
