@@ -34,9 +34,10 @@ def _sane_columns() -> None:
     """Drop a COLUMNS that is no width the renderers can draw at (0, negative, 10^20, not a number)."""
     import os
 
+    from ..units import whole_number
+
     text = os.environ.get("COLUMNS")
-    if text is not None and not (text.strip().isascii() and text.strip().isdigit()
-                                 and int(text.strip()[:6]) in _COLUMNS_RANGE and len(text.strip()) <= 6):
+    if text is not None and whole_number(text) not in _COLUMNS_RANGE:  # None (not a number) is in no range
         del os.environ["COLUMNS"]
 
 
