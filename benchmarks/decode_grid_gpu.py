@@ -374,7 +374,11 @@ def grid(quick):
 
 
 def rule_grid():
-    """The shipped rule only, against SDPA, over the same grid (the confirmation run after the rule was set)."""
+    """The shipped rule only, against SDPA, over the same grid (the confirmation run after the rule was set).
+
+    Ours and SDPA are timed alternately, twice each (ours, SDPA, ours, SDPA), so that a drift of the clocks over
+    the call moves both. A row is behind only where both of ours are slower than both of SDPA's; where the two
+    pairs overlap the row is level within the call's spread, and the log says which."""
     for h, g in [*LAYOUTS, (32, 16)]:
         for b, n in POINTS:
             lengths = [n] * b
@@ -383,28 +387,28 @@ def rule_grid():
             sets = [make_decode_inputs(b, h, g, lengths, d, "bf16", DEV, gen(b + n + i)) for i in range(sets_n)]
             outs = [torch.empty_like(x["q"]) for x in sets]
             rule = decode_config(b, g, n, group=h // g, head_d=d)
-            row = {"shape": [b, h, g, n, d], "rule": str(rule), "sets": sets_n}
-            row["ours"] = timed(lambda i, sets=sets, outs=outs, rule=rule: flash_decoding(
-                sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], rule), list(range(sets_n)))
-            row["alternatives"] = {}
-            if rule.splits <= 2:  # the blocks the rule chose between, at its splits
-                for bn, st in ((128, 3), (64, 3), (64, 2)):
-                    alt = decode_config(b, g, n, splits=rule.splits, block_n=bn, num_stages=st)
-                    if alt != rule:
-                        row["alternatives"][str(alt)] = timed(
-                            lambda i, sets=sets, outs=outs, alt=alt: flash_decoding(
-                                sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], alt),
-                            list(range(sets_n)))
-            row["sdpa"] = timed(lambda i, sets=sets, gqa=h != g: torch.nn.functional.scaled_dot_product_attention(
-                sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=gqa), list(range(sets_n)))
+            row = {"shape": [b, h, g, n, d], "rule": str(rule), "sets": sets_n, "ours": [], "sdpa": []}
+            for _ in range(2):
+                row["ours"].append(timed(lambda i, sets=sets, outs=outs, rule=rule: flash_decoding(
+                    sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], rule),
+                    list(range(sets_n))))
+                row["sdpa"].append(timed(lambda i, sets=sets, gqa=h != g:
+                                         torch.nn.functional.scaled_dot_product_attention(
+                                             sets[i]["q"][:, :, None], sets[i]["k"], sets[i]["v"], enable_gqa=gqa),
+                                         list(range(sets_n))))
+            ours = [t[0] for t in row["ours"]]
+            sdpa = [t[0] for t in row["sdpa"]]
+            row["verdict"] = "behind" if min(ours) > max(sdpa) else "ahead" if max(ours) < min(sdpa) else "level"
             RES.setdefault("rule_grid", []).append(row)
-            alts = ", ".join(f"n{k.split('block_n=')[1].split(',')[0]} s{k.split('num_stages=')[1].split(',')[0]} "
-                             f"{v[0] * 1e6:.1f}" for k, v in row["alternatives"].items())
-            log(f"rule {b}x{h}/{g}x{n} sp{rule.splits} n{rule.block_n} s{rule.num_stages}: ours "
-                f"{row['ours'][0] * 1e6:.1f} µs, sdpa {row['sdpa'][0] * 1e6:.1f} -> "
-                f"{row['sdpa'][0] / row['ours'][0]:.3f}x{' | ' + alts if alts else ''}")
+            log(f"rule {b}x{h}/{g}x{n} sp{rule.splits} n{rule.block_n} s{rule.num_stages} w{rule.num_warps} "
+                f"hs{rule.head_slices}: ours {ours[0] * 1e6:.2f}/{ours[1] * 1e6:.2f} µs, sdpa "
+                f"{sdpa[0] * 1e6:.2f}/{sdpa[1] * 1e6:.2f} -> {sdpa[0] / ours[0]:.3f}x/{sdpa[1] / ours[1]:.3f}x "
+                f"{row['verdict']}")
             sets = outs = None
             torch.cuda.empty_cache()
+    rows = RES.get("rule_grid", [])
+    tally = {v: sum(r["verdict"] == v for r in rows) for v in ("ahead", "level", "behind")}
+    log(f"rule grid: {len(rows)} rows, {tally}")
 
 
 def cuda_core_lab():
@@ -474,6 +478,37 @@ def miss_lab():
             + "; ".join(f"{k.replace('DecodeConfig', '')} {v * 1e6:.1f}" for v, k in ok[:4]))
         RES.setdefault("miss_lab", []).append(row)
         sets = outs = None
+        torch.cuda.empty_cache()
+
+
+def paged_short_lab():
+    """The paged kernel where its programs are short (batch 1, a group of 16 heads in two slices; one split of
+    1,024 positions): each of decode_candidates' configs, paged (pages of 16) against contiguous at the same
+    config, alternately twice, over rotated input sets (these caches fit in the L2 one at a time)."""
+    from rooflinectl.kernels.flash_decoding import decode_candidates
+
+    for b, h, g, n in ((1, 64, 4, 4096), (1, 64, 4, 3000), (16, 32, 8, 1024), (1, 32, 8, 16384), (1, 32, 8, 4096)):
+        d, page = 128, 16
+        sets_n = min(input_sets(2 * b * g * n * d * 2 + 4 * b * h * d, L2), 16)
+        flat = [make_decode_inputs(b, h, g, [n] * b, d, "bf16", DEV, gen(b + n + i)) for i in range(sets_n)]
+        paged = [make_paged_inputs(b, h, g, [n] * b, d, page, "bf16", DEV, gen(7 + b + n + i)) for i in range(sets_n)]
+        outs = [torch.empty_like(x["q"]) for x in flat]
+        ids = list(range(sets_n))
+        for cfg in decode_candidates(b, g, n, h // g, d):
+            row = {"shape": [b, h, g, n, d, page], "config": str(cfg), "contiguous": [], "paged": []}
+            for _ in range(2):
+                row["contiguous"].append(timed(lambda i, cfg=cfg, flat=flat, outs=outs: flash_decoding(
+                    flat[i]["q"], flat[i]["k"], flat[i]["v"], flat[i]["lengths"], outs[i], cfg), ids))
+                row["paged"].append(timed(lambda i, cfg=cfg, paged=paged, outs=outs: flash_decoding(
+                    paged[i]["q"], paged[i]["k"], paged[i]["v"], paged[i]["lengths"], outs[i], cfg,
+                    table=paged[i]["table"]), ids))
+            RES.setdefault("paged_short", []).append(row)
+            c = [t[0] * 1e6 for t in row["contiguous"]]
+            pg = [t[0] * 1e6 for t in row["paged"]]
+            log(f"paged-short {b}x{h}/{g}x{n} sp{cfg.splits} n{cfg.block_n} s{cfg.num_stages} w{cfg.num_warps} "
+                f"hs{cfg.head_slices}: contiguous {c[0]:.2f}/{c[1]:.2f} µs, paged {pg[0]:.2f}/{pg[1]:.2f} "
+                f"({min(pg) / min(c) - 1:+.1%})")
+        flat = paged = outs = None
         torch.cuda.empty_cache()
 
 
@@ -613,6 +648,9 @@ def main():
         if "--paged-lab" in sys.argv:
             warm_clocks()
             paged_lab()
+        if "--paged-short" in sys.argv:
+            warm_clocks()
+            paged_short_lab()
         if "--rule-grid" in sys.argv:
             warm_clocks()
             rule_grid()
