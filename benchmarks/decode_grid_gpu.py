@@ -512,6 +512,47 @@ def paged_short_lab():
         torch.cuda.empty_cache()
 
 
+def paged_layout_short():
+    """Where the pages cost most (a group of 16 heads, short programs) against where they cost little (a group of
+    4, programs of the same length), at the rule's config: contiguous, then paged with each sequence's pages in
+    random or in sequential order, NHD or HND, pages of 16 or 64, each alternately twice with the contiguous
+    kernel over rotated input sets."""
+    for b, h, g, n in ((1, 64, 4, 4096), (1, 32, 8, 4096)):
+        d = 128
+        cfg = decode_config(b, g, n, group=h // g, head_d=d)
+        sets_n = min(input_sets(2 * b * g * n * d * 2 + 4 * b * h * d, L2), 16)
+        ids = list(range(sets_n))
+        flat = [make_decode_inputs(b, h, g, [n] * b, d, "bf16", DEV, gen(b + n + i)) for i in range(sets_n)]
+        outs = [torch.empty_like(x["q"]) for x in flat]
+        for page in (16, 64):
+            for order in ("random", "sequential"):
+                for layout in ("nhd", "hnd"):
+                    paged = [make_paged_inputs(b, h, g, [n] * b, d, page, "bf16", DEV, gen(7 + i)) for i in ids]
+                    for x in paged:
+                        if order == "sequential":
+                            x["table"] = torch.arange(x["table"].numel(), device=DEV, dtype=torch.int32).view(
+                                x["table"].shape)
+                        if layout == "hnd":
+                            x["k"] = x["k"].transpose(1, 2).contiguous().transpose(1, 2)
+                            x["v"] = x["v"].transpose(1, 2).contiguous().transpose(1, 2)
+                    row = {"shape": [b, h, g, n, d, page], "order": order, "layout": layout, "config": str(cfg),
+                           "contiguous": [], "paged": []}
+                    for _ in range(2):
+                        row["contiguous"].append(timed(lambda i, flat=flat, outs=outs, cfg=cfg: flash_decoding(
+                            flat[i]["q"], flat[i]["k"], flat[i]["v"], flat[i]["lengths"], outs[i], cfg), ids))
+                        row["paged"].append(timed(lambda i, paged=paged, outs=outs, cfg=cfg: flash_decoding(
+                            paged[i]["q"], paged[i]["k"], paged[i]["v"], paged[i]["lengths"], outs[i], cfg,
+                            table=paged[i]["table"]), ids))
+                    RES.setdefault("paged_layout", []).append(row)
+                    c = [t[0] * 1e6 for t in row["contiguous"]]
+                    pg = [t[0] * 1e6 for t in row["paged"]]
+                    log(f"paged-layout {b}x{h}/{g}x{n} page {page} {order} {layout} {cfg}: contiguous "
+                        f"{c[0]:.2f}/{c[1]:.2f} µs, paged {pg[0]:.2f}/{pg[1]:.2f} ({min(pg) / min(c) - 1:+.1%})")
+                    paged = None
+        flat = outs = None
+        torch.cuda.empty_cache()
+
+
 def paged_lab():
     """What the pages cost, and why: random against sequential page order, page sizes, the NHD and HND layouts,
     pipeline depth and splits, each against the contiguous kernel at the same config."""
@@ -648,6 +689,9 @@ def main():
         if "--paged-lab" in sys.argv:
             warm_clocks()
             paged_lab()
+        if "--paged-layout" in sys.argv:
+            warm_clocks()
+            paged_layout_short()
         if "--paged-short" in sys.argv:
             warm_clocks()
             paged_short_lab()
