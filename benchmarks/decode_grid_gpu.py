@@ -512,6 +512,61 @@ def paged_short_lab():
         torch.cuda.empty_cache()
 
 
+def paged_k_rows():
+    """K loaded as rows in the paged kernel (``flash_decoding._PAGED_K_ROWS``: the page numbers gathered in V's
+    layout only, one gather a block instead of two) against K as columns (``paged`` in the log: the paged kernel
+    before rows were taken) and the contiguous kernel, at the rule's config, alternately twice, over rotated input
+    sets; the rows' output first checked, NaN-poisoned, against the columns'."""
+    from rooflinectl.kernels import flash_decoding as fd
+
+    shapes = [(1, 32, 8, 4096, 16), (16, 32, 8, 4096, 16), (64, 32, 8, 4096, 16), (16, 32, 8, 4096, 32),
+              (1, 32, 8, 16384, 16), (16, 32, 8, 1024, 16), (1, 32, 32, 1024, 16), (1, 64, 4, 3000, 16),
+              (1, 64, 4, 16384, 32), (1, 64, 4, 4096, 16), (16, 64, 4, 4096, 16), (4, 32, 32, 4096, 16)]
+    for b, h, g, n, page in shapes:
+        d = 128
+        cfg = decode_config(b, g, n, group=h // g, head_d=d)
+        sets_n = min(input_sets(2 * b * g * n * d * 2 + 4 * b * h * d, L2), 16)
+        ids = list(range(sets_n))
+        flat = [make_decode_inputs(b, h, g, [n] * b, d, "bf16", DEV, gen(b + n + i)) for i in ids]
+        paged = [make_paged_inputs(b, h, g, [n] * b, d, page, "bf16", DEV, gen(7 + b + n + i)) for i in ids]
+        outs = [torch.empty_like(x["q"]) for x in flat]
+
+        def run_paged(i, k_rows, paged=paged, outs=outs, cfg=cfg, shipped=fd._PAGED_K_ROWS):
+            fd._PAGED_K_ROWS = k_rows
+            try:
+                flash_decoding(paged[i]["q"], paged[i]["k"], paged[i]["v"], paged[i]["lengths"], outs[i], cfg,
+                               table=paged[i]["table"])
+            finally:
+                fd._PAGED_K_ROWS = shipped
+
+        checked = []
+        for k_rows in (False, True):
+            outs[0].fill_(float("nan"))
+            run_paged(0, k_rows)
+            torch.cuda.synchronize()
+            checked.append(outs[0].clone())
+        err = relative_error(checked[1], checked[0])
+        ok = not torch.isnan(checked[1]).any().item() and err < 1e-2
+        row = {"shape": [b, h, g, n, d, page], "config": str(cfg), "err_vs_shipped": err, "ok": ok,
+               "contiguous": [], "paged": [], "paged_k_rows": []}
+        if ok:
+            for _ in range(2):
+                row["contiguous"].append(timed(lambda i, flat=flat, outs=outs, cfg=cfg: flash_decoding(
+                    flat[i]["q"], flat[i]["k"], flat[i]["v"], flat[i]["lengths"], outs[i], cfg), ids))
+                row["paged"].append(timed(lambda i: run_paged(i, False), ids))
+                row["paged_k_rows"].append(timed(lambda i: run_paged(i, True), ids))
+        RES.setdefault("paged_k_rows", []).append(row)
+        if ok:
+            c, p0, p1 = ([t[0] * 1e6 for t in row[key]] for key in ("contiguous", "paged", "paged_k_rows"))
+            log(f"paged-k-rows {b}x{h}/{g}x{n} page {page} {cfg}: contiguous {c[0]:.2f}/{c[1]:.2f} µs, paged "
+                f"{p0[0]:.2f}/{p0[1]:.2f} ({min(p0) / min(c) - 1:+.1%}), K rows {p1[0]:.2f}/{p1[1]:.2f} "
+                f"({min(p1) / min(c) - 1:+.1%}); err {err:.1e}")
+        else:
+            log(f"paged-k-rows {b}x{h}/{g}x{n} page {page}: K rows FAILED its check (err {err:.1e}), not timed")
+        flat = paged = outs = None
+        torch.cuda.empty_cache()
+
+
 def paged_layout_short():
     """Where the pages cost most (a group of 16 heads, short programs) against where they cost little (a group of
     4, programs of the same length), at the rule's config: contiguous, then paged with each sequence's pages in
@@ -689,6 +744,9 @@ def main():
         if "--paged-lab" in sys.argv:
             warm_clocks()
             paged_lab()
+        if "--paged-k-rows" in sys.argv:
+            warm_clocks()
+            paged_k_rows()
         if "--paged-layout" in sys.argv:
             warm_clocks()
             paged_layout_short()

@@ -57,6 +57,7 @@ def _flash_decode_kernel(
     HEAD_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
     SPLITS_PAD: tl.constexpr, HEADS_STEP: tl.constexpr, ONE_SPLIT: tl.constexpr, PAGE: tl.constexpr,
     TABLE_PAD: tl.constexpr, DOT: tl.constexpr, SLICE: tl.constexpr, TABLE_WAITS_LEN: tl.constexpr = False,
+    K_ROWS: tl.constexpr = False,
 ):  # fmt: skip
     # Program (split, (sequence, K/V head, slice)): a slice is SLICE of the group's GROUP query heads (GROUP: all).
     split = tl.program_id(0)
@@ -111,7 +112,10 @@ def _flash_decode_kernel(
         else:
             k_rows = b.to(tl.int64) * skb + cols.to(tl.int64) * skn
             v_rows = b.to(tl.int64) * svb + cols.to(tl.int64) * svn
-        k = tl.load(k_base + k_rows[None, :] + offs_d[:, None] * skd, mask=keep[None, :], other=0.0)
+        if K_ROWS:  # K as BLOCK_N × d rows, V's layout: the position offsets are made in one layout, not two
+            k = tl.trans(tl.load(k_base + k_rows[:, None] + offs_d[None, :] * skd, mask=keep[:, None], other=0.0))
+        else:
+            k = tl.load(k_base + k_rows[None, :] + offs_d[:, None] * skd, mask=keep[None, :], other=0.0)
         v = tl.load(v_base + v_rows[:, None] + offs_d[None, :] * svd, mask=keep[:, None], other=0.0)
         if DOT:
             qk = tl.dot(q, k) * qk_scale
@@ -300,6 +304,15 @@ def _table_pad(chunk: int, page: int) -> int:
 # by the split's end and the table's width: slower at every shape measured, 0.1-1.1 µs (1 × 4,096 11.2 against
 # 10.9 µs; 16 × 1,024 20.7 against 20.5; 64 × 4,096 241.0-241.8 against 240.6-240.8; run1.log above).
 _TABLE_WAITS_LEN = False
+# The paged kernel loads K as BLOCK_N × d rows (V's layout) and transposes it for the product, so that a block's
+# page numbers are gathered in one layout, not two (tl.gather goes through shared memory: 24 fewer ld.shared and 6
+# fewer bar.sync in the sm_90 compile, benchmarks/decode_ir_counts.py). Measured against K as d × BLOCK_N columns
+# on an H100 (bf16, d 128, pages of 16 unless named, the rule's config, graph replays, two runs each; outputs
+# bit-identical): 16 × 32/8 × 1,024 27.04-27.12 against 27.45-27.49 µs, 16 × 32/8 × 4,096 in pages of 32
+# 91.98-91.99 against 92.78-92.90, 1 × 32/8 × 16,384 29.24-29.43 against 29.38-29.57; level (within 0.1 µs) at
+# 1 × 64/4 × 4,096 and 16 × 64/4 × 4,096, and never slower by more than that
+# (docs/results/h100-2026-12-05-decode/paged-k-rows.log). The contiguous kernel keeps K as columns.
+_PAGED_K_ROWS = True
 
 
 class _Counters:
@@ -365,7 +378,7 @@ def flash_decoding(q, k, v, lengths, out, config: DecodeConfig | None = None, sc
         SPLITS_PAD=_next_pow2(cfg.splits), HEADS_STEP=_heads_step(per_slice, cfg.splits, d),
         ONE_SPLIT=cfg.splits == 1,
         PAGE=page, TABLE_PAD=_table_pad(chunk, page), DOT=cfg.tensor_cores, TABLE_WAITS_LEN=_TABLE_WAITS_LEN,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        K_ROWS=page > 0 and _PAGED_K_ROWS, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )  # fmt: skip
     return cfg, grid, handle
 

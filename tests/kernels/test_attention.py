@@ -239,11 +239,44 @@ def _decode_job(group: int, slice_: int, paged: bool = False) -> Sm90Job:
     consts = {"sqd": 1, "skd": 1, "svd": 1, "sod": 1, "HEAD_D": 128, "GROUP": group, "GROUP_PAD": 16,
               "BLOCK_N": 64, "SPLITS_PAD": 16, "HEADS_STEP": min(slice_, 8), "ONE_SPLIT": False,
               "PAGE": 16 if paged else 0, "TABLE_PAD": 32 if paged else 0, "DOT": True, "SLICE": slice_,
-              "TABLE_WAITS_LEN": False}
+              "TABLE_WAITS_LEN": False, "K_ROWS": paged}
     aligned = tuple(n for n in sig if n.endswith("_ptr") or n in ("sqb", "sqh", "skb", "skh", "skn", "svb", "svh",
                                                                    "svn", "sob", "soh"))
     return Sm90Job("rooflinectl.kernels.flash_decoding:_flash_decode_kernel", sig, consts, num_warps=4,
                    num_stages=3, aligned=aligned)
+
+
+def test_paged_decoding_gathers_page_numbers_in_one_layout():
+    """For sm_90: the paged kernel loads K as rows (V's layout), so a block's page numbers are gathered once for
+    both, where K as columns gathers them twice (each gather a round trip through shared memory); the loop's
+    buffers stay the same."""
+    rows, cols = _decode_job(16, 8, True), _decode_job(16, 8, True)
+    cols.constexprs["K_ROWS"] = False
+    made_rows, made_cols = compile_for_hopper([rows, cols])
+    assert 2 * made_rows.ttgir.count("tt.gather") == made_cols.ttgir.count("tt.gather") > 0
+    assert made_rows.ptx.count("ld.shared") < made_cols.ptx.count("ld.shared")
+    assert made_rows.shared == made_cols.shared and "cp.async" in made_rows.ptx
+
+
+def test_paged_decoding_k_as_rows_or_columns_is_the_same_result():
+    """K loaded as rows and transposed for the product gives the output of K loaded as columns on ragged lengths
+    through a block table, on the tensor cores and off: to fp32 rounding here (the interpreter's products are
+    numpy's, whose order follows the operand's layout), bit for bit in bf16 on the H100 (the lab's check)."""
+    from unittest import mock
+
+    from rooflinectl.kernels import flash_decoding as fd
+    from rooflinectl.kernels.paged_decoding import make_paged_inputs
+
+    inputs = make_paged_inputs(3, 8, 2, [45, 1, 130], 16, 16, "fp32", "cpu", _gen(21))
+    for dot in (True, False):
+        outs = []
+        for k_rows in (True, False):
+            out = torch.full_like(inputs["q"], float("nan"))
+            with mock.patch.object(fd, "_PAGED_K_ROWS", k_rows):
+                fd.flash_decoding(inputs["q"], inputs["k"], inputs["v"], inputs["lengths"], out,
+                                  fd.DecodeConfig(16, 2, 4, 2, tensor_cores=dot), table=inputs["table"])
+            outs.append(out)
+        assert relative_error(outs[0], outs[1]) < 1e-6
 
 
 def test_paged_decoding_in_head_slices_is_the_one_slice_result():
