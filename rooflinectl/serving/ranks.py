@@ -103,6 +103,9 @@ def serve_ranks(load: Load, model: StepModel, capacity: Capacity, config: Schedu
         if not any(batches):
             if not arrivals:  # nothing runs, nothing will arrive: a bug in the scheduler
                 raise RuntimeError("the simulated ranks stalled with requests left")
+            # Idle until the next arrival, and the timeline says so (simulate's rule).
+            used = sum(p.used for p in pools)
+            timeline += [Point(t, 0, 0, used), Point(arrivals[0][0], 0, 0, used)]
             t = arrivals[0][0]
             continue
         used = sum(p.used for p in pools)

@@ -69,6 +69,14 @@ class Replica:
     def working(self) -> bool:
         return bool(self.scheduler.running or self.scheduler.waiting)
 
+    def wake(self, t: float, idle: bool) -> None:
+        """Bring the clock to ``t``, where a request reached the replica; one that was ``idle`` until then says so
+        in its timeline (0 sequences from its last step to ``t``: simulate's rule), so that a chart of it does not
+        draw the last step's batch across the gap."""
+        if idle and t > self.clock:
+            self.timeline += [Point(self.clock, 0, 0, self.pool.used), Point(t, 0, 0, self.pool.used)]
+        self.clock = max(self.clock, t)
+
     def step(self, horizon: float) -> tuple[list[tuple[Live, int]], list[Live]]:
         """Run the next step from the clock (a run of identical decode steps, stopping at ``horizon``, where the
         scheduler finds one). Returns the requests whose prompt a prefill replica computed, each with its last
@@ -159,6 +167,7 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
             if kind == _ARRIVE:
                 assert isinstance(payload, Request)
                 r = least(entry)
+                idle = not r.working
                 r.scheduler.add(payload, payload.prompt if r.role == "prefill" else None)
                 r.held += 1
                 r.taken += 1
@@ -184,10 +193,11 @@ def serve_replicas(load: Load, sides: list[tuple[Role, list[Replica], Layout, Ca
                 continue
             else:  # a KV cache landed: its request holds its prompt's positions and its first token
                 live, r = cast(tuple[Live, Replica], payload)
+                idle = not r.working
                 live.computed, live.target, live.generated = live.request.prompt, live.request.prompt + 1, 1
                 live.token_times_s = array('d', (te,))
                 r.scheduler.queue(live)
-            r.clock = max(r.clock, te)
+            r.wake(te, idle)
             continue
         if not working:  # nothing runs and nothing will arrive: a bug
             raise RuntimeError("the simulated deployment stalled with requests left")

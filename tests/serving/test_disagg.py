@@ -250,3 +250,17 @@ def test_the_runs_kv_peak_is_the_decode_sides_beside_its_blocks():
     assert r["kv_cache"]["peak_blocks"] <= r["kv_cache"]["blocks"]
     sides = r["deployment"]["sides"]
     assert max(s["kv_peak_blocks"] for s in sides) > r["kv_cache"]["blocks"]  # the prefill side's, kept there
+
+
+@pytest.mark.parametrize("layout", [{"replicas": 2}, {"disagg": (1, 1)}, {"model": "qwen3-30b-a3b", "ep": 4}])
+def test_an_idle_deployment_is_drawn_idle(layout):
+    """Requests 2 s apart at 0.5/s, a few ms of work each: the timeline of replicas, of a disaggregated decode
+    side and of expert-parallel ranks holds 0 sequences across the gaps between arrivals, as one engine's does,
+    so that a chart of it does not draw the last step's batch across them; its times never go back."""
+    kwargs = {"model": "llama-3-8b", **layout}
+    run = rl.serve(gpu="h200", rate=0.5, output=4, prompt=64, requests=4, seed=3, **kwargs).run
+    points = run.timeline
+    assert all(a.time_s <= b.time_s for a, b in zip(points, points[1:]))
+    gaps = [(a.time_s, b.time_s) for a, b in zip(points, points[1:]) if a.sequences == b.sequences == 0]
+    assert sum(b - a for a, b in gaps) > 0.5 * run.duration_s
+    assert max(p.sequences for p in points) >= 1
