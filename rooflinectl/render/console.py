@@ -10,15 +10,51 @@ not recolour numbers and paths by its guesses.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import IO, cast
 
 from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 
+class _NoTrailingBlanks:
+    """A text stream that passes each whole line on without its trailing blanks. rich pads a table's rows and the
+    blank lines between parts to the console's width and ends a wrapped line with the blank it broke at: in a
+    pipe, a file or a diff those are noise (a line of 80 blanks between two paragraphs). A part line is held
+    until its end comes or the stream is flushed."""
+
+    def __init__(self, target: IO[str]) -> None:
+        self._target = target
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        if lines:
+            self._target.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._target.write(self._pending)
+            self._pending = ""
+        self._target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._target.fileno()
+
+
 def console(stderr: bool = False) -> Console:
-    """A console on stdout (stderr with ``stderr``) that prints every string literally."""
-    return Console(highlight=False, markup=False, stderr=stderr)
+    """A console on stdout (stderr with ``stderr``) that prints every string literally. Where stdout is not a
+    terminal, lines leave it without trailing blanks (``_NoTrailingBlanks``); a terminal and stderr (where a
+    progress bar redraws its line) get rich's own output."""
+    import sys
+
+    if stderr or sys.stdout.isatty():
+        return Console(highlight=False, markup=False, stderr=stderr)
+    return Console(file=cast(IO[str], _NoTrailingBlanks(sys.stdout)), highlight=False, markup=False)
 
 
 def say(text: str) -> None:
