@@ -31,8 +31,9 @@ BUILDS: dict[str, tuple[str, ...]] = {"llama": (), "mistral": ("sliding_window",
                                       "qwen3": ("qk_norm",)}
 MAPPED_TYPES = tuple(BUILDS)
 # Variants every family builds: the tied LM head, the position limit, RoPE over the whole head (a rotary_dim of
-# head_dim; a partial one is refused).
-EVERY_FAMILY_BUILDS = ("tie_embeddings", "max_position_embeddings")
+# head_dim; a partial one is refused); and the multi-token-prediction modules, which no family builds and no step
+# runs (they draft for speculation alone).
+EVERY_FAMILY_BUILDS = ("tie_embeddings", "max_position_embeddings", "mtp_layers")
 
 def require_transformers() -> str:
     """transformers' version; a UserError saying which extra to install when it (or torch) is missing."""

@@ -16,9 +16,10 @@ The rules, as vLLM and SGLang run draft-then-verify (Leviathan et al., arXiv 221
   every prompt); ``mtp`` the same with the model's multi-token-prediction module, priced as a one-layer copy of the
   model (its embedding, one layer of its last kind, its norm and LM head: DeepSeek-V3's module, arXiv 2412.19437
   section 2.2, num_nextn_predict_layers 1, run once per draft token as vLLM and SGLang do for k > 1; its 2H → H
-  projection of the two normed inputs is not counted, 2·H² weights); ``ngram`` drafts by matching the prompt and
-  costs nothing. The drafter's steps are priced by the same roofline and stack, less the stack's fixed cost per
-  step, which the engine's step pays once.
+  projection of the two normed inputs is not counted, 2·H² weights; the weights and caches of all the model's
+  ``mtp_layers`` modules are held), refused for a model that ships none (``mtp_layers`` 0); ``ngram`` drafts by
+  matching the prompt and costs nothing. The drafter's steps are priced by the same roofline and stack, less the
+  stack's fixed cost per step, which the engine's step pays once.
 """
 
 from __future__ import annotations
@@ -193,6 +194,10 @@ def speculate(spec: str, accept: str | float | None, model: StepModel, capacity:
     the stack's cost per step), and the KV capacity left beside the drafter's weights and cache. ``workload``
     gives a draft model's step options (the model's dtypes and fusions) by its id."""
     method, draft_id, k = parse_spec(spec)
+    m = model.base.model
+    if method == "mtp" and m.mtp_layers == 0:
+        raise UserError(f"--spec '{spec}': model {m.id} has no multi-token-prediction module (mtp_layers 0) to "
+                        f"draft with; give draft:MODEL:K (a draft model) or ngram:K (prompt lookup)")
     acceptance = parse_acceptance(accept, k)
     if model.layout.pp > 1:
         raise UserError("--spec with --pp: speculative decoding under pipeline parallelism is not simulated")
@@ -204,8 +209,7 @@ def speculate(spec: str, accept: str | float | None, model: StepModel, capacity:
         drafter = StepModel(workload(draft_id), model.gpu, model.calibrated, model.layout, stack)
         own = kv_capacity(drafter, budget, block_size, reserve)
         weights, block = own.weight_bytes, own.block_bytes
-    else:  # the MTP module: one layer of the model's last kind, with its embedding and LM head
-        m = model.base.model
+    else:  # the MTP modules: each one layer of the model's last kind, with its embedding and LM head
         moe = None if m.moe is None else m.moe.model_copy(update={"first_dense_layers": 0})
 
         def layers(n: int) -> StepModel:
@@ -214,8 +218,10 @@ def speculate(spec: str, accept: str | float | None, model: StepModel, capacity:
 
         drafter = layers(1)
         one, two = (kv_capacity(layers(n), budget, block_size, reserve) for n in (1, 2))
-        # The module's own weights: a layer's (two layers' footprint less one's); it shares the embedding and the
-        # LM head with the model (DeepSeek-V3, arXiv 2412.19437, section 2.2). Its cache: one layer's.
-        weights, block = two.weight_bytes - one.weight_bytes, one.block_bytes
+        # A module's own weights: a layer's (two layers' footprint less one's); it shares the embedding and the
+        # LM head with the model (DeepSeek-V3, arXiv 2412.19437, section 2.2). Its cache: one layer's. The engine
+        # holds every module the checkpoint ships, each with its cache (vLLM's DeepSeekMultiTokenPredictor builds
+        # all num_nextn_predict_layers of them; draft j runs module j mod n, one layer either way).
+        weights, block = m.mtp_layers * (two.weight_bytes - one.weight_bytes), m.mtp_layers * one.block_bytes
     return (Speculation(method, acceptance, drafter, draft_id if method == "draft" else None),
             with_drafter(capacity, weights, block))

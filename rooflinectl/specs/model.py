@@ -40,7 +40,7 @@ from .load import (
 from .mla import MLA
 from .moe import MoE
 from .recurrent import GatedDeltaNet
-from .sizes import GroupSize, HeadDim, Heads, HiddenSize, Layers, MlpWidth, Positions, Vocab
+from .sizes import GroupSize, HeadDim, Heads, HiddenSize, Layers, MlpWidth, MtpModules, Positions, Vocab
 from .ssm import Mamba2
 
 WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
@@ -53,11 +53,11 @@ QuantizedScope = Literal["linear", "experts"]
 
 # Variant fields every model's dump shows, at their default too (the other variants are left out where unused).
 SHOWN_AT_DEFAULT = ("mlp", "tie_embeddings", "max_position_embeddings", "sliding_window")
-# The variants engine/count/mla.py models beside multi-head latent attention (its MLP's and the model's); any other (an
-# attention variant DeepSeek's attention does not have: Q/K norms, biases, sinks, windows, post norms, LayerNorm, a
-# new field) is refused with it.
+# The variants engine/count/mla.py models beside multi-head latent attention (its MLP's and the model's, DeepSeek-V3's
+# MTP module among them); any other (an attention variant DeepSeek's attention does not have: Q/K norms, biases,
+# sinks, windows, post norms, LayerNorm, a new field) is refused with it.
 MLA_MODELS = ("mla", "sparse_attention", "moe", "mlp", "mlp_bias", "tie_embeddings", "scale_embeddings", "max_position_embeddings",
-              "final_logit_softcapping", "weight_dtype", "group_size", "quantized")
+              "final_logit_softcapping", "weight_dtype", "group_size", "quantized", "mtp_layers")
 
 
 class Model(Strict):
@@ -147,6 +147,11 @@ class Model(Strict):
     weight_dtype: WeightDType | None = Field(None, description="a quantized checkpoint")
     group_size: GroupSize | None = Field(None, description="an int4 group size")
     quantized: QuantizedScope = Field("linear", description="the quantized matrices")
+    # The multi-token-prediction modules the checkpoint ships beside its layers (config.json's
+    # num_nextn_predict_layers for DeepSeek-V3 and GLM-4.5, num_mtp_modules for MiniMax-M2): they draft for
+    # speculative decoding alone (serving.speculation's mtp:K), and no step counts them. 0: none, and mtp:K is
+    # refused.
+    mtp_layers: MtpModules = Field(0, description="multi-token-prediction modules")
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -32,6 +32,9 @@ Batch = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576 sequences in one step
 Experts = Annotated[int, Field(gt=0, le=2**16)]  # 65,536 routed experts in a layer, or a top-k of them
 SharedExperts = Annotated[int, Field(ge=0, le=2**10)]  # 1,024
 DenseLayers = Annotated[int, Field(ge=0, le=2**14)]  # as many as Layers
+# Multi-token-prediction modules a checkpoint ships beside its layers: DeepSeek-V3's and GLM-4.5's 1, MiniMax-M2's 3.
+MAX_MTP_MODULES = 2**6  # 64, twenty times the most published
+MtpModules = Annotated[int, Field(ge=0, le=MAX_MTP_MODULES)]
 # Multi-head latent attention's low ranks: DeepSeek-V3's q_lora_rank 1,536 and kv_lora_rank 512, far inside.
 LatentRank = Annotated[int, Field(gt=0, le=2**20)]  # 1,048,576, the widest residual stream
 

@@ -327,6 +327,8 @@ MOE_MODEL = {
     # Nemotron-H's Mamba-2 layers.
     "mamba.num_heads": (int,), "mamba.head_dim": (int,), "mamba.state_size": (int,), "mamba.n_groups": (int,),
     "mamba.conv_kernel": (int,), "mamba.conv_bias": (bool,), "mamba.chunk_size": (int,),
+    # The multi-token-prediction modules of DeepSeek-V3, GLM-4.5 and MiniMax-M2 (speculation's mtp:K).
+    "mtp_layers": (int,),
 }
 MODEL_SHOWN = {**MOE_MODEL, "parameters.total": (int,), "parameters.active_per_token": (int,),
                "layers.dense": (int,), "layers.moe": (int,), "layers.sliding": (int,), "layers.linear": (int,),

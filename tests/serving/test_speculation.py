@@ -13,6 +13,7 @@ import rooflinectl as rl
 from helpers import assert_one_line_error, cli
 from rooflinectl.engine.parallel import Layout
 from rooflinectl.engine.roofline import analyze
+from rooflinectl.errors import UserError
 from rooflinectl.serving.kvcache import BlockPool
 from rooflinectl.serving.load import Lengths, Request, closed_loop
 from rooflinectl.serving.scheduler import Live, Scheduler, SchedulerConfig
@@ -20,6 +21,7 @@ from rooflinectl.serving.simulate import simulate
 from rooflinectl.serving.speculation import Speculation, expected_tokens, parse_acceptance
 from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.specs.hardware import load_gpu
+from rooflinectl.specs.model import model_catalog
 from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.specs.step import Seqs
 
@@ -217,6 +219,49 @@ def test_a_drafter_takes_its_room_in_the_kv_cache():
     assert plain["block_bytes"] == 80 * 2 * 2 * 128 * 2 * 16
     assert spec["block_bytes"] == plain["block_bytes"] + 32 * 2 * 2 * 128 * 2 * 16
     assert spec["weight_bytes"] > plain["weight_bytes"] and spec["blocks"] < plain["blocks"]
+
+
+# The one line for mtp:K on a model whose checkpoint ships no multi-token-prediction module.
+MTP_REFUSED = ("--spec 'mtp:2': model {} has no multi-token-prediction module (mtp_layers 0) to draft with; give "
+               "draft:MODEL:K (a draft model) or ngram:K (prompt lookup)")
+
+
+@pytest.mark.parametrize("model, options", [
+    ("llama-3.1-8b", ["--accept", "0.7"]),
+    ("llama-3.1-8b", []),  # refused for the model before --accept is asked for
+    ("kimi-k2", ["--gpu", "h200", "--tp", "8", "--weight-dtype", "fp8_block", "--accept", "0.7"]),  # MLA, none
+])
+def test_mtp_is_refused_for_a_model_that_ships_no_module(model, options):
+    # mtp:K priced a one-layer copy of Llama 3.1 8B as its drafter, a module its checkpoint does not have.
+    result = cli("analyze", "serve", "--model", model, "--requests", "2", "--spec", "mtp:2", *options)
+    assert_one_line_error(result)
+    assert result.stderr == f"error: {MTP_REFUSED.format(model)}\n"
+
+
+def test_the_api_refuses_mtp_in_the_same_words():
+    with pytest.raises(UserError) as err:
+        rl.serve(model="llama-3.1-8b", requests=2, spec="mtp:2", accept=0.7)
+    assert str(err.value) == MTP_REFUSED.format("llama-3.1-8b")
+
+
+def test_every_mtp_module_the_checkpoint_ships_is_held(tmp_path):
+    # MiniMax-M2 ships 3 modules, each a layer with its own K and V; the engine holds them all (vLLM builds every
+    # one). A copy of the model that ships one holds a third of their weights, and one layer's K and V a block:
+    # 8 KV heads over TP 8, head_dim 128, bf16, 16 positions.
+    import yaml
+
+    one = yaml.safe_load(model_catalog()["minimax-m2"].read_text())
+    path = tmp_path / "minimax-m2-one.yaml"
+    path.write_text(yaml.safe_dump({**one, "id": "minimax-m2-one", "mtp_layers": 1}))
+    kw = dict(gpu="h200", tp=8, concurrency=1, requests=2, prompt=128, output=8)
+    plain = rl.serve(model="minimax-m2", **kw).to_dict()["kv_cache"]
+    three = rl.serve(model="minimax-m2", spec="mtp:1", accept=0.8, **kw).to_dict()["kv_cache"]
+    single = rl.serve(model=str(path), spec="mtp:1", accept=0.8, **kw).to_dict()["kv_cache"]
+    assert single["block_bytes"] - plain["block_bytes"] == 2 * 1 * 128 * 2 * 16
+    assert three["block_bytes"] - plain["block_bytes"] == 3 * (2 * 1 * 128 * 2 * 16)
+    assert three["weight_bytes"] - plain["weight_bytes"] == pytest.approx(
+        3 * (single["weight_bytes"] - plain["weight_bytes"]), rel=1e-12)
+    assert single["weight_bytes"] > plain["weight_bytes"]
 
 
 @pytest.mark.parametrize(("args", "fragment"), [

@@ -25,8 +25,9 @@ def _refuse(w: Workload, what: str, why: str) -> UserError:
 #   tie_embeddings            the LM head is its own GEMM, tied or not
 #   max_position_embeddings   a limit on the sizes, no kernel
 #   weight_dtype, group_size, quantized   the checkpoint's format; the step's own (w.quantized) is checked below
+#   mtp_layers                the multi-token-prediction modules draft for speculation alone: no step runs them
 RUNS = ("qkv_bias", "sliding_window", "layer_pattern", "rotary_dim", "tie_embeddings", "max_position_embeddings",
-        "weight_dtype", "group_size", "quantized")
+        "weight_dtype", "group_size", "quantized", "mtp_layers")
 
 
 def check_supported(w: Workload) -> None:

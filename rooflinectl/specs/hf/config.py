@@ -26,6 +26,7 @@ from .experts import (
 from .glm4_moe import GLM4_MOE_DEFAULTS, GLM4_MOE_KEYS, glm4_moe_keys, hf_glm4_moe
 from .llama4 import LLAMA4_DEFAULTS, LLAMA4_MOE_KEYS, hf_llama4
 from .minimax_m2 import MINIMAX_M2_DEFAULTS, MINIMAX_M2_MOE_KEYS, hf_minimax_m2, minimax_m2_keys
+from .mtp import hf_mtp_layers
 from .nemotron_h import NEMOTRON_H_DEFAULTS, NEMOTRON_H_MOE_KEYS, hf_nemotron_h, nemotron_h_keys
 from .quant import hf_quantization
 from .qwen3_next import QWEN3_NEXT_DEFAULTS, QWEN3_NEXT_MOE_KEYS, hf_qwen3_next
@@ -375,6 +376,7 @@ def model_fields(cfg: dict[str, Any], path: Path) -> dict[str, Any]:
         data.update(hf_glm4_moe(cfg, path))
     elif model_type == "minimax_m2":
         data.update(hf_minimax_m2(cfg, path))
+    data.update(hf_mtp_layers(cfg, cast(str, model_type), path))
     data.update(hf_quantization(cfg, path, experts="moe" in data))
     if model_type == "qwen2" or biases["attention_bias"]:
         data["qkv_bias"] = True  # Qwen2Attention builds q_proj, k_proj, v_proj with bias=True (no config key)

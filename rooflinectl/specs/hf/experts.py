@@ -91,7 +91,7 @@ def hf_deepseek(cfg: dict[str, Any], model_type: str, path: Path) -> dict[str, A
     scaling of the k weights (``routed_scaling_factor``, ``norm_topk_prob``: O(k) per token) are not counted
     apart, each under 0.1% of the gate's 2·H·E FLOPs. ``num_nextn_predict_layers``: the multi-token-prediction
     module (DeepSeek-V3: one more layer, 14 B of the checkpoint's 685 B) runs only for speculative decoding, and
-    is not counted. MLA: ``q_lora_rank`` (null: a full-rank q_proj, DeepSeek-V2-Lite), ``kv_lora_rank``,
+    is not counted in a step (``specs.hf.mtp`` reads it as ``mtp_layers``). MLA: ``q_lora_rank`` (null: a full-rank q_proj, DeepSeek-V2-Lite), ``kv_lora_rank``,
     ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``."""
     def need(key: str) -> Any:
         if cfg.get(key) is None:

@@ -11,7 +11,8 @@ transformers' Glm4MoeConfig and Glm4MoeDecoderLayer build it. Pure translation, 
   weight), group-limited top-k (``n_group``, ``topk_group``) and scaling of the k weights
   (``routed_scaling_factor``, ``norm_topk_prob``), counted as engine.count's softmax router (5 FLOPs a logit).
 - ``num_nextn_predict_layers``: the multi-token-prediction layer (the checkpoint's layer 92 in GLM-4.5) runs only
-  for speculative decoding; transformers does not build it, and it is not counted.
+  for speculative decoding; transformers does not build it, and no step counts it (``specs.hf.mtp`` reads it as
+  ``mtp_layers``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ MiniMaxM2Config and MiniMaxM2DecoderLayer build it. Pure translation, for ``spec
   sigmoid scores and correction bias (``scoring_func`` sigmoid, ``use_routing_bias``: a buffer, no weight) count
   as engine.count's softmax router.
 - ``use_mtp``, ``num_mtp_modules``, ``mtp_transformer_layers``: the multi-token-prediction modules run only for
-  speculative decoding; transformers does not build them, and they are not counted.
+  speculative decoding; transformers does not build them, and no step counts them (``specs.hf.mtp`` reads them as
+  ``mtp_layers``).
 """
 
 from __future__ import annotations
