@@ -40,7 +40,7 @@ def serve(
     slo_tpot_ms: float = typer.Option(None, "--slo-tpot-ms", help="A TPOT target for goodput."),
     spec: str = typer.Option(None, "--spec", help="Speculative decoding: draft:MODEL:K (a draft model), mtp:K "
                              "(the model's multi-token-prediction module, where its checkpoint ships one: "
-                             "DeepSeek-V3, GLM-4.5, MiniMax-M2) or ngram:K (prompt lookup), K drafts a step."),
+                             "DeepSeek-V3, GLM-4.5, MiniMax-M2, Qwen3-Next) or ngram:K (prompt lookup), K drafts a step."),
     accept: str = typer.Option(None, "--accept", help="With --spec: the chance a draft is accepted, 0.7, or per "
                                "position 0.8,0.6,0.4 (each given the ones before it were)."),
     shared_prefix: int = typer.Option(None, "--shared-prefix", help="Every prompt's first TOKENS are the same: "

@@ -14,7 +14,8 @@ The rules, as vLLM and SGLang run draft-then-verify (Leviathan et al., arXiv 221
   model d times, draft step j one token of each drafting sequence after cached + j positions (a decode group of the
   draft model), the first of them together with the step's prompt chunks (the drafter keeps its own KV cache of
   every prompt); ``mtp`` the same with the model's multi-token-prediction module, priced as a one-layer copy of the
-  model (its embedding, one layer of its last kind, its norm and LM head: DeepSeek-V3's module, arXiv 2412.19437
+  model (its embedding, one layer of its last layer's kind, full, sliding or chunked attention with no layer
+  pattern (Qwen3-Next's: full), its norm and LM head: DeepSeek-V3's module, arXiv 2412.19437
   section 2.2, num_nextn_predict_layers 1, run once per draft token as vLLM and SGLang do for k > 1; its 2H → H
   projection of the two normed inputs is not counted, 2·H² weights; the weights and caches of all the model's
   ``mtp_layers`` modules are held), refused for a model that ships none (``mtp_layers`` 0); ``ngram`` drafts by
@@ -210,10 +211,19 @@ def speculate(spec: str, accept: str | float | None, model: StepModel, capacity:
         own = kv_capacity(drafter, budget, block_size, reserve)
         weights, block = own.weight_bytes, own.block_bytes
     else:  # the MTP modules: each one layer of the model's last kind, with its embedding and LM head
-        moe = None if m.moe is None else m.moe.model_copy(update={"first_dense_layers": 0})
+        kind = m.layer_attention(m.num_layers - 1)
+        if kind not in ("full", "sliding", "chunked"):
+            raise UserError(f"--spec '{spec}': model {m.id}'s last layer is '{kind}': a multi-token-prediction "
+                            f"module is modelled as a full, sliding or chunked attention layer; give draft:MODEL:K "
+                            f"or ngram:K")
+        # Every layer of the copy is of that kind: no pattern, and only that kind's window or chunk.
+        one_kind = {"layer_pattern": None, "linear_attention": None, "mamba": None,
+                    "sliding_window": m.sliding_window if kind == "sliding" else None,
+                    "attention_chunk_size": m.attention_chunk_size if kind == "chunked" else None,
+                    "moe": None if m.moe is None else m.moe.model_copy(update={"first_dense_layers": 0})}
 
         def layers(n: int) -> StepModel:
-            w = model.base.model_copy(update={"model": m.model_copy(update={"num_layers": n, "moe": moe})})
+            w = model.base.model_copy(update={"model": m.model_copy(update={"num_layers": n, **one_kind})})
             return StepModel(w, model.gpu, model.calibrated, model.layout, stack)
 
         drafter = layers(1)

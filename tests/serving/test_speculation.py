@@ -221,6 +221,33 @@ def test_a_drafter_takes_its_room_in_the_kv_cache():
     assert spec["weight_bytes"] > plain["weight_bytes"] and spec["blocks"] < plain["blocks"]
 
 
+def test_an_mtp_module_is_one_layer_of_the_models_last_kind():
+    # Qwen3-Next's layers run linear, linear, linear, full, and its MTP module is a full-attention layer with the
+    # experts (vLLM's qwen3_next_mtp). The one-layer copy kept the pattern of four, which validation refused
+    # ("layer_pattern has 4 entries, more than the 1 layers"); it is now one full-attention layer, whose K and V
+    # (2 KV heads over TP 2, head_dim 256, bf16, 16 positions) are what a block adds.
+    kw = dict(gpu="h200", model="qwen3-next-80b-a3b", tp=2, concurrency=1, requests=2, prompt=128, output=8)
+    plain = rl.serve(**kw).to_dict()["kv_cache"]
+    spec = rl.serve(**kw, spec="mtp:1", accept=0.8).to_dict()["kv_cache"]
+    assert spec["block_bytes"] == plain["block_bytes"] + 2 * 1 * 256 * 2 * 16
+    assert spec["weight_bytes"] > plain["weight_bytes"] and spec["blocks"] < plain["blocks"]
+
+
+def test_an_mtp_module_of_a_layer_other_than_attention_is_refused(tmp_path):
+    # Nemotron-H 8B's last layer is an MLP layer apart; a model file that gives it a module has no layer of
+    # attention to copy there.
+    import yaml
+
+    data = yaml.safe_load(model_catalog()["nemotron-h-8b"].read_text())
+    path = tmp_path / "nemotron-h-mtp.yaml"
+    path.write_text(yaml.safe_dump({**data, "id": "nemotron-h-mtp", "mtp_layers": 1}))
+    result = cli("analyze", "serve", "--model", str(path), "--requests", "2", "--spec", "mtp:1", "--accept", "0.7")
+    assert_one_line_error(result)
+    assert result.stderr == ("error: --spec 'mtp:1': model nemotron-h-mtp's last layer is 'mlp': a multi-token-"
+                             "prediction module is modelled as a full, sliding or chunked attention layer; give "
+                             "draft:MODEL:K or ngram:K\n")
+
+
 # The one line for mtp:K on a model whose checkpoint ships no multi-token-prediction module.
 MTP_REFUSED = ("--spec 'mtp:2': model {} has no multi-token-prediction module (mtp_layers 0) to draft with; give "
                "draft:MODEL:K (a draft model) or ngram:K (prompt lookup)")

@@ -30,7 +30,8 @@ def read(tmp_path, cfg):
 
 
 @pytest.mark.parametrize("name, mtp", [
-    ("deepseek-v3", 1), ("deepseek-v3.2-exp", 1), ("glm-4.5", 1), ("minimax-m2", 3), ("kimi-k2", 0),
+    ("deepseek-v3", 1), ("deepseek-v3.2-exp", 1), ("glm-4.5", 1), ("minimax-m2", 3), ("qwen3-next-80b-a3b", 1),
+    ("kimi-k2", 0),
     ("llama-3.1-8b", 0), ("qwen3-235b-a22b", 0),
 ])
 def test_the_bundled_models_that_ship_modules_say_how_many(name, mtp):
