@@ -285,7 +285,10 @@ def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = defaults.PROMPT, outpu
     Deployments beside them, each row :func:`serve` of the same load: ``replicas`` N > 1, N aggregated copies of
     each TP layout; each ``disagg`` P:D, P prefill replicas of ``prefill_tp`` and D decode replicas of
     ``decode_tp`` (by default each ``tp``), the KV moved ``kv_transfer``. ``concurrency``: every row (one engine
-    too) is that closed loop of clients sending ``requests`` in all, not a closed batch (``serving.deployed``)."""
+    too) is that closed loop of clients sending ``requests`` in all, not a closed batch (``serving.deployed``).
+
+    Where no row has a result (nothing fits, no batch meets ``tpot_ms``, ``batch`` fits nowhere), the request has no
+    answer: a UserError names each row's reason, as ``plot pareto`` refuses a model that fits on none of its GPUs."""
     from ..engine.choice import choose_batch
     from ..engine.parallel import Layout, check_degree
     from ..errors import UserError
@@ -362,8 +365,22 @@ def compare(*, gpus: GPUs = (DEFAULT_GPU,), prompt: int = defaults.PROMPT, outpu
             plans.append(plan)
             prices.append(price)
     assert base is not None and method is not None
+    if all(c.generation is None for c in choices):
+        raise UserError(_no_result(base.model.id, choices))
     return CompareResult(tuple(choices), tuple(names), prompt, output, base.model.id, base.types_label(), method,
                          base, tuple(prices), tuple(plans), load)
+
+
+def _no_result(model_id: str, choices: Sequence[Choice]) -> str:
+    """Why ``compare`` has nothing to show, in one line: each row's reason (the rows with the same one named
+    together), and, where nothing fits anywhere, what would make it fit (``plot pareto``'s advice)."""
+    rows: dict[str, list[str]] = {}
+    for c in choices:
+        rows.setdefault(c.note, []).append(c.gpu)
+    reasons = "; ".join(f"{', '.join(gpus)}: {note}" for note, gpus in rows.items())
+    advice = ("; split it with --tp or --pp, or quantize it (--weight-dtype)"
+              if all(c.largest_batch == 0 for c in choices) else "")
+    return f"{model_id}: no row has a result: {reasons}{advice}"
 
 
 def _once(flag: str, values: Sequence[object]) -> None:

@@ -62,6 +62,11 @@ def compare(
     so TTFT, TPOT and E2E are the requests' means and the memory check counts one step of the token budget.
     --stack roofline --no-chunked-prefill gives the static batch (every prompt in one prefill step).
 
+    A row without numbers (the model does not fit, no batch meets --tpot-ms, --batch does not fit) says why under
+    the table. Exit code 2, with one line naming each row's reason and nothing on stdout, when no row has numbers:
+    the request has no answer on those GPUs (as analyze generate refuses a batch that does not fit, and plot pareto
+    a model that fits on none).
+
     Example: rooflinectl compare --gpu a100 --gpu h100 --gpu h200 --gpu b200 --gpu mi300x --model llama-3-8b
     --tpot-ms 20
 

@@ -9,7 +9,9 @@ import io
 import pytest
 from test_json_schema import check_schema, run_json
 
+import rooflinectl as rl
 from helpers import assert_one_line_error, cli
+from rooflinectl.errors import UserError
 
 NONE = type(None)
 
@@ -165,7 +167,8 @@ def test_compare_json_schema_and_rows():
         run_json("compare", "--gpu", "a100", "--gpu", "h100", "--gpu", "b200", "--model", "llama-3-8b", "--tpot-ms",
                  "20"),
         run_json("compare", "--gpu", "h100", "--gpu", "b200", "--model", "llama-3-70b", "--batch", "8"),
-        run_json("compare", "--gpu", "h100", "--model", "llama-3-70b", "--output", "1"),
+        # One output token: no TPOT (null). On the B200: on the H100 no row would have a result (exit 2).
+        run_json("compare", "--gpu", "b200", "--model", "llama-3-70b", "--output", "1"),
         run_json("compare", "--gpu", "h100", "--model", "llama-3-8b", "--batch", "8", "--output", "8", "--replicas",
                  "2", "--disagg", "1:1"),
         run_json("compare", "--gpu", "h100", "--model", "llama-3-8b", "--concurrency", "4", "--requests", "8",
@@ -194,6 +197,35 @@ def test_compare_text_names_what_does_not_fit():
     result = cli("compare", "--gpu", "h100", "--gpu", "b200", "--model", "llama-3-70b")
     assert result.exit_code == 0, result.output
     assert "h100-sxm: does not fit: one request needs" in result.stdout and "b200" in result.stdout
+
+
+# Where no row has a result, compare printed a table of dashes and exited 0, as if it had answered.
+@pytest.mark.parametrize("args, message", [
+    (["--gpu", "h100", "--gpu", "a100", "--model", "llama-3.1-405b"],
+     "llama-3.1-405b: no row has a result: h100-sxm, a100-80gb: does not fit: one request needs 767.5 GiB (weights "
+     "756.0 GiB) of 80 GiB; split it with --tp or --pp, or quantize it (--weight-dtype)"),
+    (["--gpu", "h100", "--gpu", "h200", "--model", "llama-3-8b", "--tpot-ms", "1"],
+     "llama-3-8b: no row has a result: h100-sxm: TPOT is 4.57 ms at batch 1; h200: TPOT is 3.19 ms at batch 1"),
+    (["--gpu", "h100", "--model", "llama-3-70b", "--tp", "1", "--tp", "2", "--batch", "4000"],
+     "llama-3-70b: no row has a result: h100-sxm TP1: does not fit: one request needs 141.4 GiB (weights 131.4 GiB) "
+     "of 80 GiB; h100-sxm TP2: batch 4,000 does not fit (largest 16)"),
+    (["--gpu", "h100", "--model", "llama-3.1-405b", "--replicas", "2", "--concurrency", "2", "--requests", "2"],
+     "llama-3.1-405b: no row has a result: h100-sxm 2×TP1: does not fit: one request needs 767.5 GiB (weights 756.0 "
+     "GiB) of 80 GiB; split it with --tp or --pp, or quantize it (--weight-dtype)"),
+], ids=["fits-nowhere", "tpot-target", "batch", "replicas"])
+@pytest.mark.parametrize("output", [[], ["--json"], ["--csv"]], ids=["text", "json", "csv"])
+def test_compare_with_no_result_exits_2_naming_each_rows_reason(args, message, output):
+    result = cli("compare", *args, *output)
+    assert_one_line_error(result)
+    assert result.stderr == f"error: {message}\n"
+
+
+def test_the_api_refuses_a_compare_with_no_result():
+    with pytest.raises(UserError, match="^llama-3.1-405b: no row has a result: h100-sxm: does not fit"):
+        rl.compare(gpus=["h100"], model="llama-3.1-405b")
+    # One row with a result is an answer: the rows without one keep their notes.
+    r = rl.compare(gpus=["h100", "b200"], model="llama-3-70b", batch=8)
+    assert [row["batch"] for row in r.to_dict()["gpus"]] == [None, 8]
 
 
 # --- plot pareto ------------------------------------------------------------------------------------------------
