@@ -232,6 +232,35 @@ def _serial(layout: Any, flag: str) -> None:
                         f"not simulated yet; give --tp {layout.ep} with it (the experts spread over the TP GPUs)")
 
 
+def _check_sides_fit(load: Any, prefill: tuple[int, Any, Any], decode: tuple[int, Any, Any], block_size: int) -> None:
+    """A disaggregated deployment whose prefill replicas cannot hold the longest prompt, or whose decode replicas
+    the longest request (its prompt and output but the last token; none with one output token, which ends at its
+    prefill), is refused in one line naming each side that does not fit, its replicas and GPUs, and the sum that
+    overflows one of its GPUs (each ``Capacity`` is one GPU's)."""
+    from ..errors import UserError
+    from ..units import plural
+
+    decoding = [r for r in load.requests if r.output > 1]
+    longest_prompt = max(r.prompt for r in load.requests)
+    longest = max(decoding, key=lambda r: r.prompt + r.output, default=None)
+    needs = {"prefill": (longest_prompt, f"a prompt of {longest_prompt:,} tokens"),
+             "decode": (0, "one KV block") if longest is None else (
+                 longest.prompt + longest.output - 1,
+                 f"a request of {longest.prompt:,} prompt and {longest.output:,} output tokens")}
+    short = []
+    for role, (count, layout, capacity) in (("prefill", prefill), ("decode", decode)):
+        positions, what = needs[role]
+        overflow = capacity.overflow(positions, block_size)
+        if overflow is not None:
+            short.append((role, f"the {role} side ({plural(count, f'{role} replica')} of {layout.label()}, "
+                                f"{plural(count * layout.gpus, 'GPU')}) cannot hold {what}: each GPU needs "
+                                f"{overflow}"))
+    if short:
+        p, d = prefill[0], decode[0]
+        raise UserError(f"--disagg {p}:{d}: {'; '.join(why for _, why in short)}; give a larger "
+                        f"{' and '.join(f'--{role}-tp' for role, _ in short)}")
+
+
 def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, replicas: int,
               config: Any, block_size: int, reserve: float, degrees: tuple[int, int, int, int, int],
               prefill_limits: tuple[int | None, int | None], kv_transfer: str, progress: Any, price: float | None,
@@ -267,6 +296,7 @@ def _deployed(load: Any, model: Any, disagg: str | tuple[int, int] | None, repli
         decode_model = StepModel(base, g, model.calibrated, decode_layout, stack)
         prefill_capacity = kv_capacity(prefill_model, prefill_config.max_num_batched_tokens, block_size, reserve)
         decode_capacity = kv_capacity(decode_model, config.max_num_batched_tokens, block_size, reserve)
+        _check_sides_fit(load, (p, prefill_layout, prefill_capacity), (d, decode_layout, decode_capacity), block_size)
         gpus = p * prefill_layout.gpus + d * decode_layout.gpus
         transfer = KvTransfer(base, prefill_layout, decode_layout, kv_link(g, gpus), kv_transfer)  # type: ignore[arg-type]
         sides = [side("prefill", p, prefill_model, prefill_capacity, prefill_config, block_size),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 from ..specs.step import Seqs
-from ..units import gib
+from ..units import gib, plural
 from .kvcache import BlockPool
 from .stepmodel import StepModel
 
@@ -38,6 +38,19 @@ class Capacity:
                             f"activations ({gib(self.activation_bytes)}) and the reserve ({gib(self.reserve_bytes)}, "
                             f"--reserve-gib) fill the GPU's {gib(self.capacity_bytes)}")
         return BlockPool(self.blocks, block_size, self.state_blocks)
+
+    def overflow(self, positions: int, block_size: int) -> str | None:
+        """Where one request of ``positions`` does not fit in these blocks (its own, its state's too, and at least
+        one: ``BlockPool.blocks_for``, as the scheduler admits it), the sum that overflows one GPU: weights + its KV
+        cache + activations + reserve = total of capacity; None where it fits."""
+        blocks = max(1, -(-positions // block_size) + (self.state_blocks if positions > 0 else 0))
+        if blocks <= self.blocks:
+            return None
+        kv = blocks * self.block_bytes
+        total = self.weight_bytes + kv + self.activation_bytes + self.reserve_bytes
+        return (f"{gib(self.weight_bytes)} weights + {gib(kv)} KV cache ({plural(blocks, 'block')} of {block_size}) "
+                f"+ {gib(self.activation_bytes)} activations + {gib(self.reserve_bytes)} reserve = {gib(total)} of "
+                f"{gib(self.capacity_bytes)}")
 
 
 def kv_capacity(model: StepModel, budget_tokens: int, block_size: int, reserve: float) -> Capacity:

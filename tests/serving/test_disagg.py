@@ -264,3 +264,48 @@ def test_an_idle_deployment_is_drawn_idle(layout):
     gaps = [(a.time_s, b.time_s) for a, b in zip(points, points[1:]) if a.sequences == b.sequences == 0]
     assert sum(b - a for a, b in gaps) > 0.5 * run.duration_s
     assert max(p.sequences for p in points) >= 1
+
+
+# A side that does not fit said "no room for a single KV block" or "request 0: … need 6,250 KV blocks; the cache
+# holds 2,307", naming neither the side nor its GPUs. Each side is now checked before the run, in one line.
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "llama-3.1-405b", "--disagg", "1:1"],
+     "--disagg 1:1: the prefill side (1 prefill replica of TP 1, 1 GPU) cannot hold a prompt of 2,048 tokens: each "
+     "GPU needs 756.0 GiB weights + 1.0 GiB KV cache (128 blocks of 16) + 2.4 GiB activations + 8.0 GiB reserve = "
+     "767.4 GiB of 80.0 GiB; the decode side (1 decode replica of TP 1, 1 GPU) cannot hold a request of 2,048 prompt "
+     "and 256 output tokens: each GPU needs 756.0 GiB weights + 1.1 GiB KV cache (144 blocks of 16) + 2.4 GiB "
+     "activations + 8.0 GiB reserve = 767.5 GiB of 80.0 GiB; give a larger --prefill-tp and --decode-tp"),
+    (["--model", "llama-3.1-70b", "--disagg", "1:1", "--prefill-tp", "2", "--decode-tp", "4", "--prompt", "100000",
+      "--output", "16"],
+     "--disagg 1:1: the prefill side (1 prefill replica of TP 2, 2 GPUs) cannot hold a prompt of 100,000 tokens: "
+     "each GPU needs 65.7 GiB weights + 15.3 GiB KV cache (6,250 blocks of 16) + 0.7 GiB activations + 8.0 GiB "
+     "reserve = 89.6 GiB of 80.0 GiB; give a larger --prefill-tp"),
+    (["--model", "llama-3.1-70b", "--disagg", "1:1", "--prefill-tp", "4", "--decode-tp", "2", "--prompt", "100000",
+      "--output", "16"],
+     "--disagg 1:1: the decode side (1 decode replica of TP 2, 2 GPUs) cannot hold a request of 100,000 prompt and "
+     "16 output tokens: each GPU needs 65.7 GiB weights + 15.3 GiB KV cache (6,251 blocks of 16) + 0.7 GiB "
+     "activations + 8.0 GiB reserve = 89.6 GiB of 80.0 GiB; give a larger --decode-tp"),
+    (["--model", "llama-3.1-70b", "--disagg", "2:3", "--prefill-tp", "1", "--decode-tp", "4"],
+     "--disagg 2:3: the prefill side (2 prefill replicas of TP 1, 2 GPUs) cannot hold a prompt of 2,048 tokens: "
+     "each GPU needs 131.4 GiB weights + 0.6 GiB KV cache (128 blocks of 16) + 1.3 GiB activations + 8.0 GiB "
+     "reserve = 141.4 GiB of 80.0 GiB; give a larger --prefill-tp"),
+    # One output token: the request ends at its prefill, and a decode replica needs room for a block alone.
+    (["--model", "llama-3.1-70b", "--disagg", "1:1", "--prefill-tp", "4", "--decode-tp", "1", "--output", "1"],
+     "--disagg 1:1: the decode side (1 decode replica of TP 1, 1 GPU) cannot hold one KV block: each GPU needs "
+     "131.4 GiB weights + 0.0 GiB KV cache (1 block of 16) + 1.3 GiB activations + 8.0 GiB reserve = 140.7 GiB of "
+     "80.0 GiB; give a larger --decode-tp"),
+], ids=["both", "prefill", "decode", "prefill-replicas", "decode-one-token"])
+def test_a_side_that_does_not_fit_is_named_with_its_sum(args, message):
+    result = cli("analyze", "serve", "--gpu", "h100", "--requests", "2", *args)
+    assert_one_line_error(result)
+    assert result.stderr == f"error: {message}\n"
+
+
+def test_the_api_names_the_side_that_does_not_fit_in_the_same_words():
+    from rooflinectl.errors import UserError
+
+    with pytest.raises(UserError, match=r"^--disagg 2:3: the prefill side \(2 prefill replicas of TP 1, 2 GPUs\) "
+                                        r"cannot hold a prompt of 2,048 tokens: each GPU needs 131\.4 GiB weights"):
+        rl.serve(gpu="h100", model="llama-3.1-70b", disagg="2:3", prefill_tp=1, decode_tp=4, requests=2)
+    # Sides that fit run as before.
+    assert rl.serve(gpu="h100", model="llama-3.1-70b", disagg="2:3", tp=4, requests=2, output=8).run.served
