@@ -41,11 +41,21 @@ def _sane_columns() -> None:
         del os.environ["COLUMNS"]
 
 
+def _lossy_stdout() -> None:
+    """Let stdout write what its encoding cannot hold as '?': rooflinectl prints '×', '·', 'µ' and box lines, and
+    on an ASCII stdout (LANG=C, PYTHONIOENCODING=ascii) Python's strict default raised UnicodeEncodeError, a
+    traceback after half the output. (stderr already replaces them: Python opens it with backslashreplace.)"""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="replace")
+
+
 def main() -> None:
     """The console entry point. Click's usage errors (an unknown option, ``--batch abc``) become one line on
     stderr and exit code 2, like every other bad input; ``rooflinectl`` alone prints the help."""
     usage_error, click_exception = _click_error_classes()
     _sane_columns()
+    _lossy_stdout()
     try:
         code = app(standalone_mode=False)
     except usage_error as err:

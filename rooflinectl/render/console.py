@@ -42,6 +42,11 @@ class _NoTrailingBlanks:
     def isatty(self) -> bool:
         return False
 
+    @property
+    def encoding(self) -> str:
+        """The target's: rich draws its boxes in ASCII where the stream cannot hold the line characters."""
+        return getattr(self._target, "encoding", None) or "utf-8"
+
     def fileno(self) -> int:
         return self._target.fileno()
 

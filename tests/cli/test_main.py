@@ -251,3 +251,20 @@ def test_a_columns_no_renderer_can_draw_at_is_ignored(columns):
     for args in (["analyze", "--help"], ["workloads", "list"]):
         proc = subprocess.run([sys.executable, "-m", "rooflinectl", *args], capture_output=True, text=True, env=env)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_pipe_gets_no_trailing_blanks_and_an_ascii_stdout_no_traceback():
+    """At 80 columns rich padded table rows and blank lines to the width and ended wrapped lines with a blank (11
+    lines of analyze decode); an ASCII stdout (LANG=C) raised UnicodeEncodeError at the first '×'. Through the
+    entry point, stdout a pipe: no line ends in a blank, every line fits 80 columns; with ASCII, the run ends with
+    exit 0, no traceback, the characters the encoding lacks printed as '?' and the boxes drawn in ASCII."""
+    args = [sys.executable, "-m", "rooflinectl", "analyze", "decode", "--gpu", "a100"]
+    env = {**os.environ, "COLUMNS": "80", "PYTHONIOENCODING": "utf-8"}
+    out = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.splitlines()
+    assert len(out) > 20 and all(line == line.rstrip() and len(line) <= 80 for line in out)
+    assert any("─" in line for line in out)
+    ascii_env = {**env, "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run(args, capture_output=True, env=ascii_env)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr[-2000:]
+    text = proc.stdout.decode("ascii")  # every byte ASCII
+    assert "llama-3-8b decode" in text and "?" in text and "─" not in text
