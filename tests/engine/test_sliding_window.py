@@ -1,7 +1,7 @@
 """Sliding-window attention and per-layer patterns (issue 12): a sliding layer reads min(Lk, W + T − 1) KV
 positions, computes F(Lk) − F(Lk − T) causal scores per (sequence, head) with F(n) = Σ_{j ≤ n} min(j, W), holds
-min(length, W) positions of cache; its ops are named _local with their own counts. Every figure derived by hand
-below."""
+min(length, W) positions of cache (in blocks of b, at most the ⌈(W − 1)/b⌉ + 1 blocks its window spans); its ops
+are named _local with their own counts. Every figure derived by hand below."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rooflinectl.engine.count.attention import group_scores, positions_read, scores_computed
+from rooflinectl.engine.count.attention import group_scores, positions_held, positions_read, scores_computed
 from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import Model, load_model
@@ -43,6 +43,27 @@ def test_the_closed_form_is_the_sum_over_queries(t, extra, window):
     assert group_scores(g, causal=True, causal_skip=True, window=window) == brute
     # The keys the T queries read together: positions lk − t − W + 2 … lk, at most lk.
     assert positions_read(g, window) == min(lk, window + t - 1)
+
+
+def test_a_sliding_layer_holds_at_most_the_blocks_its_window_spans():
+    # A window of W = 40 positions starting anywhere in a block of 16 spans at most ⌈39/16⌉ + 1 = 4 blocks
+    # (positions 15 … 54: blocks 0 … 3); a full layer holds ⌈n/16⌉ blocks.
+    held = [positions_held(n, 40, block_size=16) // 16 for n in (1, 16, 17, 40, 48, 49, 64, 65, 100, 1000)]
+    assert held == [1, 1, 2, 3, 3, 4, 4, 4, 4, 4]
+    assert [positions_held(n, None, block_size=16) // 16 for n in (40, 65, 1000)] == [3, 5, 63]
+    # One position a block: the window itself (a ring buffer of W), what analyze counts.
+    assert [positions_held(n, 40) for n in (39, 40, 41, 1000)] == [39, 40, 40, 40]
+    # A window a multiple of the block, as gpt-oss's 128 in blocks of 16: 8 blocks when aligned, 9 when not.
+    assert positions_held(128, 128, block_size=16) == 128 and positions_held(129, 128, block_size=16) == 144
+    assert positions_held(10_000, 128, block_size=16) == 9 * 16
+    # A chunk starts at a multiple of C: C = 48 in blocks of 16 is 3 whole blocks; C = 40 in blocks of 16
+    # (gcd 8) starts at offset 0 or 8 of a block, 40 + 8 positions spanning ⌈(40 + 16 − 8)/16⌉ = 3 blocks.
+    assert positions_held(10_000, None, 48, 16) == 48 and positions_held(10_000, None, 40, 16) == 48
+    assert positions_held(10_000, None, 40) == 40
+    # gpt-oss-120b at 4,096 positions in blocks of 16: 18 full layers of 4,096 and 18 sliding ones of 9 blocks
+    # (144 positions), 2,048 B a layer and position: (73,728 + 2,592)·2,048 B; analyze's 76,032 positions below.
+    g = resolve_workload("decode", model="gpt-oss-120b", context=4096)
+    assert kv_cache_bytes_per_sequence(g, 4096, 16) == 76_320 * 2048 == 156_303_360
 
 
 def test_mistral_decode_reads_its_window_only():

@@ -38,6 +38,7 @@ kinds shows each with its own count.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -102,15 +103,36 @@ def scores_computed(w: Workload, causal_skip: bool, window: int | None = None, c
     return group_scores(w.uniform, w.causal, causal_skip, window, chunk)
 
 
-def positions_held(positions: int, window: int | None, chunk: int | None = None) -> int:
-    """KV positions one sequence of ``positions`` holds in a layer: all of them, min(positions, W) in a
-    sliding layer, min(positions, C) in a chunked one. The assumption: positions that left the window, or whose
-    chunk has passed, are not kept (a ring buffer of W slots, or vLLM's hybrid KV cache manager freeing the
-    blocks wholly outside the window or before the current chunk; block granularity, at most one block per
-    layer, is left out), and a chunk's C positions are planned for whole (module docstring)."""
+def positions_held(positions: int, window: int | None, chunk: int | None = None, block_size: int = 1) -> int:
+    """KV positions one sequence of ``positions`` holds in a layer, kept in whole blocks of ``block_size``
+    positions (1: each position on its own, as ``analyze`` counts; a paged cache: ``--block-size``). With
+    k = ⌈positions / b⌉ blocks of its positions (b the block size):
+
+    - a full layer holds all k of them: k·b positions;
+    - a sliding layer holds at most the blocks its window can span: W positions that start anywhere in a block
+      span at most ⌈(W − 1)/b⌉ + 1 blocks, so min(k, ⌈(W − 1)/b⌉ + 1)·b positions (min(positions, W) when b is
+      1: a ring buffer of W slots). Source: vLLM's hybrid KV cache manager frees each block that lies wholly
+      before position c − W + 1 once a request has computed c positions (``SlidingWindowManager
+      .remove_skipped_blocks``) and plans ⌈(W − 1 + T)/b⌉ + 1 blocks a request for T new tokens a step
+      (``SlidingWindowSpec``: the + 1 for a window that does not start at a block's start); SGLang's
+      sliding-window pool frees, in whole pages, the positions more than W and a page behind
+      (``ScheduleBatch._evict_swa``, every few decode steps), about a page more than this. vLLM's count is one
+      block below this one at one length in b (where the window starts a block); this is the most a sequence
+      holds at any length past the window, what the paged pool plans for (``serving.kvcache``). Not counted: a
+      prompt chunk of T tokens holds, for its step, up to T − 1 positions more than this in each sliding layer
+      (its own, written before the window moves past them);
+    - a chunked layer holds at most the blocks of one chunk: its C positions start at a multiple of C, so they
+      span at most ⌈(C + b − gcd(C, b))/b⌉ blocks (C/b where b divides C), min(k, that)·b positions
+      (min(positions, C) when b is 1): vLLM's chunked local attention frees the blocks before the current
+      chunk's start, and a chunk's C positions are planned for whole (module docstring).
+
+    The assumption: positions that left the window, or whose chunk has passed, are not kept."""
+    blocks = -(-positions // block_size)
     if chunk is not None:
-        return min(positions, chunk)
-    return positions if window is None else min(positions, window)
+        blocks = min(blocks, -(-(chunk + block_size - math.gcd(chunk, block_size)) // block_size))
+    elif window is not None:
+        blocks = min(blocks, -(-(window - 1) // block_size) + 1)
+    return blocks * block_size
 
 
 def kv_positions_held(w: Workload, window: int | None) -> int:

@@ -78,7 +78,7 @@ from .rope import position_ops
 from .ssm import mamba2_block
 from .ssm import state_bytes_per_sequence as ssm_state_bytes
 
-__all__ = ["attention_ops", "kv_cache_bytes_per_sequence", "layer_ops", "model_ops", "moe_layer_ops",
+__all__ = ["attention_ops", "kv_cache_bytes_per_sequence", "kv_spans", "layer_ops", "model_ops", "moe_layer_ops",
            "scores_computed", "step_ops", "weight_footprint_bytes"]
 
 
@@ -381,18 +381,33 @@ def step_ops(w: Workload) -> list[Op]:
     return [*before, *_merge_layers(blocks), *after]
 
 
-def kv_cache_bytes_per_sequence(w: Workload, positions: int | None = None) -> float:
-    """The cache held for one sequence of ``positions`` (default: a preset step's kv_len): K and V of every
-    attention layer and KV head, over all positions in a full layer, min(positions, W) in a sliding one and
-    min(positions, C) in a chunked one (engine.count.attention.positions_held states the assumption), and the
-    fixed state of every linear and mamba layer (:func:`fixed_state_bytes_per_sequence`), whatever the
-    positions."""
+# A kind of layer that holds K and V: (its layers, the window of a sliding one, the chunk of a chunked one).
+KVSpan = tuple[int, int | None, int | None]
+
+
+def kv_spans(w: Workload) -> tuple[KVSpan, ...]:
+    """Each kind of layer the model has that holds K and V (full, sliding, chunked, in that order) as (layers,
+    window, chunk): what a sequence's KV cache is made of (:func:`kv_cache_bytes_per_sequence`), every such
+    layer the same K and V a position. MLA's latent layers are full ones."""
+    m = w.model
+    if m.mla is not None:
+        return ((m.num_layers, None, None),)
+    return tuple((n, *span_of(w, kind)) for kind in KV_ATTENTIONS if (n := m.attention_layers(kind)))
+
+
+def kv_cache_bytes_per_sequence(w: Workload, positions: int | None = None, block_size: int = 1) -> float:
+    """The cache held for one sequence of ``positions`` (default: a preset step's kv_len), kept in blocks of
+    ``block_size`` positions (1: each position on its own, as ``analyze`` counts): K and V of every attention
+    layer and KV head, over all positions in a full layer, min(positions, W) in a sliding one and
+    min(positions, C) in a chunked one, each rounded to whole blocks (engine.count.attention.positions_held
+    states the rule and its source), and the fixed state of every linear and mamba layer
+    (:func:`fixed_state_bytes_per_sequence`), whatever the positions."""
     m = w.model
     lk = w.kv_len if positions is None else positions
     if m.mla is not None:  # the latent cache: r + d_r values a position and layer (engine/count/mla.py)
-        return mla_kv_cache_bytes_per_sequence(w, lk)
-    positions = sum(m.attention_layers(kind) * positions_held(lk, *span_of(w, kind)) for kind in KV_ATTENTIONS)
-    return 2 * m.kv_dim * positions * dtype_bytes(w.kv_dtype) + fixed_state_bytes_per_sequence(w)
+        return mla_kv_cache_bytes_per_sequence(w, positions_held(lk, None, None, block_size))
+    held = sum(layers * positions_held(lk, window, chunk, block_size) for layers, window, chunk in kv_spans(w))
+    return 2 * m.kv_dim * held * dtype_bytes(w.kv_dtype) + fixed_state_bytes_per_sequence(w)
 
 
 def fixed_state_bytes_per_sequence(w: Workload) -> float:

@@ -32,7 +32,7 @@ from ...units import dtype_bytes
 from ..count.moe import experts_touched
 from ..count.op import Op
 from ..count.quant import weight_matrix_bytes
-from ..count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
+from ..count.transformer import KVSpan, kv_cache_bytes_per_sequence, kv_spans, weight_footprint_bytes
 from .layout import Layout
 from .stages import stage_workload
 
@@ -211,12 +211,20 @@ def _local_combine(op: Op, per_gpu: Workload, e: int) -> Op:
     )
 
 
-def kv_bytes_per_sequence_per_gpu(per_gpu: Workload, layout: Layout, positions: int | None = None) -> float:
-    """One sequence's KV cache on one GPU, at ``positions`` (default: a preset step's kv_len): of its stage's
-    layers under PP."""
+def kv_bytes_per_sequence_per_gpu(per_gpu: Workload, layout: Layout, positions: int | None = None,
+                                  block_size: int = 1) -> float:
+    """One sequence's KV cache on one GPU, at ``positions`` (default: a preset step's kv_len), in blocks of
+    ``block_size`` positions (``kv_cache_bytes_per_sequence``): of its stage's layers under PP."""
     if layout.pp > 1:
         per_gpu = stage_workload(per_gpu, layout.pp)
-    return kv_cache_bytes_per_sequence(per_gpu, positions)
+    return kv_cache_bytes_per_sequence(per_gpu, positions, block_size)
+
+
+def kv_spans_per_gpu(per_gpu: Workload, layout: Layout) -> tuple[KVSpan, ...]:
+    """The kinds of layer that hold one GPU's K and V (``kv_spans``): its stage's under PP."""
+    if layout.pp > 1:
+        per_gpu = stage_workload(per_gpu, layout.pp)
+    return kv_spans(per_gpu)
 
 
 def weight_bytes_per_gpu(whole: Workload, per_gpu: Workload, layout: Layout) -> float:
