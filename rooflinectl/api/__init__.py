@@ -258,7 +258,7 @@ def generate(*, gpu: str | GPU = DEFAULT_GPU, prompt: int = defaults.PROMPT, out
     request = Request(prompt, output, batch)
     check_request(base, request)
     memory = server.budget(batch)
-    block = server.method.block_size if isinstance(server, BatchServer) and server.method.chunked_prefill else None
+    block = server.paged if isinstance(server, BatchServer) else None
     if not memory.fits:
         where = g.id if tp * ep * pp == 1 else f"{g.id} at --tp {tp} --ep {ep} --pp {pp} (per GPU)"
         raise UserError(f"batch {batch:,} does not fit on {where}: "

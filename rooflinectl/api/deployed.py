@@ -88,10 +88,10 @@ def check_disagg(g: GPU, plan: Plan, decode: BatchServer, prefill: BatchServer, 
     if decode.largest() == 0:
         m = decode.budget(1)
         raise UserError(f"{split}: a decode replica ({plan.layout.label()}) cannot hold one request: "
-                        f"{memory_sum(m, 1, prompt + output - 1, decode.method.block_size)}; give a larger --decode-tp")
+                        f"{memory_sum(m, 1, prompt + output - 1, decode.paged)}; give a larger --decode-tp")
     c = prefill.capacity
     assert c is not None  # a deployment's replicas run chunked prefill
-    if c.blocks * prefill.method.block_size < prompt + c.state_blocks * prefill.method.block_size:
+    if c.most_positions(prefill.method.block_size) < prompt:
         raise UserError(f"{split}: a prefill replica ({plan.prefill_layout.label()}) holds {c.blocks:,} KV blocks of "
                         f"{prefill.method.block_size}, less than one prompt of {prompt:,} tokens; give a larger "
                         f"--prefill-tp")

@@ -214,10 +214,11 @@ def ops_table(g: Batch) -> Table:
     return table
 
 
-def memory_sum(m: MemoryBudget, batch: int, longest_context: int, block_size: int | None = None) -> str:
-    """The budget as one sum: weights + KV cache + activations + reserve = total of capacity."""
+def memory_sum(m: MemoryBudget, batch: int, longest_context: int, paged: tuple[int, int] | None = None) -> str:
+    """The budget as one sum: weights + KV cache + activations + reserve = total of capacity (``paged``: as in
+    :func:`memory_lines`)."""
     return (f"{gib(m.weight_bytes)} weights + {gib(m.kv_cache_bytes)} KV cache "
-            f"({_kv_text(batch, longest_context, block_size)}) + {gib(m.activation_bytes)} activations "
+            f"({_kv_text(batch, longest_context, paged)}) + {gib(m.activation_bytes)} activations "
             f"({m.activations.phase} {m.activations.op}) + {gib(m.reserve_bytes)} reserve = "
             f"{gib(m.total_bytes)} of {gib(m.capacity_bytes, 0)}")
 
@@ -247,11 +248,12 @@ def summary_lines(g: Batch, largest_batch: int) -> list[str]:
     return lines
 
 
-def _kv_text(batch: int, longest_context: int, block_size: int | None) -> str:
+def _kv_text(batch: int, longest_context: int, paged: tuple[int, int] | None) -> str:
     """The KV cache's positions: exact (the static batch) or in whole blocks of the paged cache."""
-    if block_size is None:
+    if paged is None:
         return f"{batch:,} × {longest_context:,} positions"
-    return f"{batch:,} × {-(-longest_context // block_size):,} blocks of {block_size} positions"
+    blocks, block_size = paged
+    return f"{batch:,} × {blocks:,} blocks of {block_size} positions"
 
 
 # The summary's labels ("time to first token:   ") are this wide; a value that wraps keeps under itself.
@@ -270,15 +272,16 @@ def print_labelled(console: Console, lines: list[str]) -> None:
 
 
 def memory_lines(m: MemoryBudget, batch: int, longest_context: int, largest_batch: int,
-                 block_size: int | None = None) -> list[str]:
-    """The memory budget in four lines of the summary's layout (``block_size``: the paged cache's), each part
-    on a line of its own so that no line outgrows a 100-column terminal."""
+                 paged: tuple[int, int] | None = None) -> list[str]:
+    """The memory budget in four lines of the summary's layout (``paged``: the paged cache's blocks a sequence
+    takes in its attention layers at its longest, and their size in positions), each part on a line of its own
+    so that no line outgrows a 100-column terminal."""
     pad = " " * LABEL_WIDTH
     return [
         f"memory:                {gib(m.total_bytes)} of {gib(m.capacity_bytes, 0)}, "
         f"{'fits' if m.fits else 'does not fit'}; largest batch that fits: {largest_batch:,}",
         f"{pad}= {gib(m.weight_bytes)} weights + {gib(m.kv_cache_bytes)} KV cache "
-        f"({_kv_text(batch, longest_context, block_size)})",
+        f"({_kv_text(batch, longest_context, paged)})",
         f"{pad}+ {gib(m.activation_bytes)} activations (the largest op: {m.activations.phase} "
         f"{m.activations.op})",
         f"{pad}+ {gib(m.reserve_bytes)} reserve",
@@ -303,15 +306,13 @@ def simulated_lines(g: BatchRun, largest_batch: int) -> list[str]:
     per_request = f"{number(g.output_tokens_per_s_per_request)} output tokens/s over the request"
     if g.decode_tokens_per_s_per_request is not None:
         per_request += f", {number(g.decode_tokens_per_s_per_request)} while decoding (1 / TPOT)"
-    blocks = g.memory.kv_cache_bytes_per_sequence / g.method.block_size if g.method.chunked_prefill else 0
     return [*lines,
             f"end-to-end latency:    {duration(g.e2e_s)} mean; the last token at {duration(g.duration_s)} "
             f"({plural(g.run.steps, 'step')})",
             f"per GPU:               {number(g.output_tokens_per_s_per_gpu)} output tokens/s, "
             f"{number(g.total_tokens_per_s_per_gpu)} tokens/s with the prompts",
             f"per request:           {per_request}",
-            *memory_lines(g.memory, r.batch, r.longest_context, largest_batch,
-                          g.method.block_size if blocks else None)]
+            *memory_lines(g.memory, r.batch, r.longest_context, largest_batch, g.paged)]
 
 
 def print_generation(console: Console, g: Batch, largest_batch: int) -> None:

@@ -40,7 +40,8 @@ def serve_json(r: Simulation) -> dict[str, Any]:
         "kv_cache": {"blocks": run.kv_blocks, "block_size": run.block_size, "block_bytes": cap.block_bytes,
                      "peak_blocks": run.kv_blocks_peak, "capacity_bytes": cap.capacity_bytes,
                      "weight_bytes": cap.weight_bytes, "activation_bytes": cap.activation_bytes,
-                     "reserve_bytes": cap.reserve_bytes},
+                     "reserve_bytes": cap.reserve_bytes,
+                     "parts": [{"blocks": n, "window": window, "chunk": chunk} for n, window, chunk in cap.parts]},
         "ttft_s": _stats(run.ttft),
         "tpot_s": _stats(run.tpot),
         "itl_s": _stats(run.itl),
@@ -74,6 +75,16 @@ def _ranks_json(r: Simulation) -> dict[str, Any] | None:
         return None
     return {"ranks": len(k.requests), "routing": "least loaded", "kv_blocks_per_rank": r.capacity.blocks,
             "requests": list(k.requests), "kv_peak_blocks": list(k.kv_blocks_peak), "preemptions": list(k.preemptions)}
+
+
+def _parts_text(parts: tuple[tuple[int, int | None, int | None], ...]) -> str:
+    """What a block holds where it is not every layer's: the blocks a sequence takes in each kind of layer."""
+    if len(parts) == 1 and parts[0] == (1, None, None):
+        return ""
+    words = [f"{n} a block of its last {window:,} positions (sliding layers)" if window is not None
+             else f"{n} a block of its current chunk of {chunk:,} (chunked layers)" if chunk is not None
+             else f"{n} a block of its positions (full layers)" for n, window, chunk in parts]
+    return "; a sequence takes " + ", ".join(words)
 
 
 def _busy(r: Simulation) -> float:
@@ -158,7 +169,8 @@ def print_serve(out: Console, r: Simulation) -> None:
         f"{run.prefill_time_s / _busy(r):.0%} of the busy time in steps that carry prompt tokens; at most "
         f"{run.max_tokens_in_step:,} tokens a step; {plural(run.preemptions, 'preemption')}",
         *_ranks_lines(r),
-        *([f"KV cache: {run.kv_blocks:,} blocks of {run.block_size} positions ({si(cap.block_bytes, 'B')} each), at "
+        *([f"KV cache: {run.kv_blocks:,} blocks of {run.block_size} positions ({si(cap.block_bytes, 'B')} each"
+           f"{_parts_text(cap.parts)}), at "
            f"most {run.kv_blocks_peak:,} in use; beside weights {gib(cap.weight_bytes)}, activations "
            f"{gib(cap.activation_bytes)} and a reserve of {gib(cap.reserve_bytes)} in {gib(cap.capacity_bytes, 0)}"
            + (" a GPU" if r.ranks is not None else "")]

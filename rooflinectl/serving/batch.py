@@ -12,7 +12,8 @@ step (the budget B·P), then B decodes a step: the static batch of ``engine.gene
 
 Memory follows the engine. With chunked prefill a step holds at most the budget's tokens, so the activations are
 those of one step of the budget (``capacity.kv_capacity``), whatever B; the KV cache is paged, each request holding
-⌈(P + O − 1) / block⌉ blocks at its end; the batch fits when B of those fit the blocks the GPU has left (then
+⌈(P + O − 1) / block⌉ blocks at its end (in its sliding and chunked layers at most those of a window or a chunk:
+``kvcache.kv_blocks``); the batch fits when B of those fit the blocks the GPU has left (then
 nothing is preempted), so the largest batch is blocks // blocks a request. Without chunked prefill the whole
 batch's prefill sets the activations (``engine.memory``).
 """
@@ -42,8 +43,8 @@ from ..specs.stack import Stack
 from ..specs.step import Seqs
 from ..specs.workload import Workload
 from . import defaults
-from .capacity import Capacity, kv_capacity
-from .kvcache import BlockPool
+from .capacity import Capacity, kv_capacity, kv_parts
+from .kvcache import EVERY_LAYER, BlockPool, kv_blocks
 from .load import Lengths, closed_loop
 from .metrics import Run, Stats
 from .scheduler import SchedulerConfig
@@ -175,6 +176,7 @@ class BatchRun(BatchRates):
     first: Analysis  # the run's first step, analysed: the GPU, its roofs, the layout and the workload it ran on
     steps: tuple[tuple[Counts, float], ...] = field(repr=False)
     model: StepModel = field(repr=False, compare=False)
+    paged: tuple[int, int] | None = None  # the blocks a request takes in its attention layers, and their size
 
     @property
     def ttft(self) -> Stats:
@@ -262,19 +264,25 @@ class BatchServer:
         self.reserve, self.method, self.analyze_step, self.layout = reserve_bytes, method, analyze_step, layout
         check_request(base, Request(prompt, output, 1))
         self.model = RecordingStepModel(base, gpu, calibrated, layout, method.stack)
-        self.blocks_per_request = -(-(prompt + output - 1) // method.block_size)
         self.capacity: Capacity | None = None
         self.live: LiveSet | None = None
+        self.parts = EVERY_LAYER  # what a request's positions take in each kind of layer (serving.kvcache)
         if method.chunked_prefill:
             budget = method.max_num_batched_tokens
             SchedulerConfig(max_num_batched_tokens=budget)  # checks the budget
             self.capacity = kv_capacity(self.model, budget, method.block_size, reserve_bytes)
-            self.blocks_per_request += self.capacity.state_blocks  # a recurrent model's state, per request
+            self.parts = self.capacity.parts
             # The step kv_capacity sizes: the budget's tokens as sequences the model's positions allow.
             limit = base.model.max_length()
             longest = min(budget, limit[0] if limit else budget)
             live = activation_live_set([self.model.analyze((Seqs(max(1, budget // longest), longest),))])
             self.live = LiveSet("prefill chunk", live.op, self.capacity.activation_bytes)
+        elif base.model.sliding_window is not None or base.model.attention_chunk_size is not None:
+            self.parts = kv_parts(self.model.analyze((Seqs(1, 1),)).workload, layout, method.block_size)[1]
+        kv = kv_blocks(prompt + output - 1, method.block_size, self.parts)  # its attention layers' at its end
+        # With chunked prefill, the paged cache's blocks a request takes in its attention layers and their size.
+        self.paged = (kv, method.block_size) if self.capacity is not None else None
+        self.blocks_per_request = kv + (self.capacity.state_blocks if self.capacity else 0)  # and a state's
 
     def budget(self, batch: int) -> MemoryBudget:
         """What ``batch`` requests hold (the module's docstring says how, with and without chunked prefill)."""
@@ -312,9 +320,9 @@ class BatchServer:
         model = self.model
         model.seen_shapes.clear()  # a run's new attention shapes are its own
         model.steps.clear()
-        run = simulate(load, model, BlockPool(blocks, m.block_size, self.capacity.state_blocks if self.capacity else 0),
-                       SchedulerConfig.on(m.stack, tokens, batch, m.chunked_prefill))
+        pool = BlockPool(blocks, m.block_size, self.capacity.state_blocks if self.capacity else 0, self.parts)
+        run = simulate(load, model, pool, SchedulerConfig.on(m.stack, tokens, batch, m.chunked_prefill))
         steps = tuple(model.steps)
         first = model.analyze(_seqs(steps[0][0]))
-        return BatchRun(request, run, memory, m, self.layout.gpus, first, steps, model)
+        return BatchRun(request, run, memory, m, self.layout.gpus, first, steps, model, self.paged)
 

@@ -153,7 +153,7 @@ def _decode_run(most: int, t: float, model: StepModel, active: list[Scheduler], 
         for live in scheduler.running:
             found[live.computed] = found.get(live.computed, 0) + 1
             for i in range(-live.computed % scheduler.pool.block_size, most, scheduler.pool.block_size):
-                opened[i] += 1
+                opened[i] += scheduler.pool.opens(live.request.id, live.computed + i)
         groups.append(found)
     times: list[float] = []
     used = sum(p.used for p in pools)

@@ -247,7 +247,8 @@ class Scheduler:
             return None
         new = min(left, budget)
         cost = self.pool.attach_cost(live.request.prefix_id) if found else 0  # type: ignore[arg-type]
-        if self.pool.blocks_for(hit + new) - found + cost > self.pool.total - self.pool.used:
+        # Its own blocks: those of its positions past the prefix it finds (kvcache.BlockPool).
+        if self.pool.blocks_for(hit + new - found * self.pool.block_size) + cost > self.pool.total - self.pool.used:
             return None
         return found, hit, new
 
@@ -267,7 +268,7 @@ class Scheduler:
         if (request.prefix_id is not None and blocks and live.computed >= blocks * pool.block_size
                 and request.id not in pool.attached and not pool.cached_prefix(request.prefix_id)
                 and request.id in pool.held):
-            pool.share(request.id, request.prefix_id, blocks)
+            pool.share(request.id, request.prefix_id, blocks, live.computed)
 
     def decode_run(self) -> int:
         """How many of the next steps are certain to be the same decodes of every running request, each step one
@@ -297,8 +298,7 @@ class Scheduler:
     def _blocks_to_grow(self, steps: int) -> int:
         """The blocks the running requests need to hold ``steps`` more positions each."""
         pool = self.pool
-        return sum(pool.blocks_for(live.computed + steps) - pool.holds(live.request.id)
-                   for live in self.running)
+        return sum(pool.needs(live.request.id, live.computed + steps) for live in self.running)
 
     def finish(self, live: Live) -> None:
         self.running.remove(live)

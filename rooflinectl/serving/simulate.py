@@ -156,7 +156,7 @@ def decode_run(most: int, t: float, model: StepModel, scheduler: Scheduler, pool
     opened = [0] * most  # blocks opened in each step: where a request's next position starts a new block
     for live in running:
         for i in range(-live.computed % pool.block_size, most, pool.block_size):
-            opened[i] += 1
+            opened[i] += pool.opens(live.request.id, live.computed + i)
     times: list[float] = []
     used, n = pool.used, len(running)
     for i in range(most):

@@ -29,12 +29,14 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Literal
 
 from ..errors import UserError
 from ..specs.workload import Workload
 from ..units import real_number, whole_number
 from .capacity import Capacity, kv_capacity
+from .kvcache import EVERY_LAYER, Part
 from .stepmodel import StepModel
 
 Method = Literal["draft", "mtp", "ngram"]
@@ -157,14 +159,33 @@ class Speculation:
         return None
 
 
-def with_drafter(cap: Capacity, weight_bytes: float, block_bytes: float) -> Capacity:
-    """The KV blocks left beside a drafter that holds ``weight_bytes`` of weights and ``block_bytes`` of its own KV
-    cache a block (each block of a sequence holds both caches' positions). Its activations are not added: it runs
-    before or after the model's, never with them, and on fewer tokens."""
-    weights, block = cap.weight_bytes + weight_bytes, cap.block_bytes + block_bytes
+def with_drafter(cap: Capacity, weight_bytes: float, drafter: Capacity) -> Capacity:
+    """The KV blocks left beside a drafter that holds ``weight_bytes`` of weights and the KV cache of
+    ``drafter``'s blocks (each block of a sequence holds both caches' positions). Its activations are not added:
+    it runs before or after the model's, never with them, and on fewer tokens. Where either model has sliding or
+    chunked layers, a block is the largest amount of bytes that divides each kind's block of positions in both
+    (``serving.kvcache``: each part a whole number of blocks)."""
+    if cap.parts == EVERY_LAYER and drafter.parts == EVERY_LAYER:
+        block, parts = cap.block_bytes + drafter.block_bytes, EVERY_LAYER
+    else:
+        block, parts = _merged(((cap.block_bytes, cap.parts), (drafter.block_bytes, drafter.parts)))
+    weights = cap.weight_bytes + weight_bytes
     room = cap.capacity_bytes - cap.reserve_bytes - weights - cap.activation_bytes
-    return replace(cap, weight_bytes=weights, block_bytes=block,
+    return replace(cap, weight_bytes=weights, block_bytes=block, parts=parts,
                    blocks=max(0, math.floor(room / block)) if room > 0 else 0)
+
+
+def _merged(caches: tuple[tuple[float, tuple[Part, ...]], ...]) -> tuple[float, tuple[Part, ...]]:
+    """(a block's bytes, the parts) of one pool holding several caches, each (its block's bytes, its parts): the
+    bytes a block of positions takes in each kind of layer, summed over the caches, in blocks of their greatest
+    common divisor (taken exactly, as fractions: a 4-bit cache's bytes may be halves)."""
+    kinds: dict[tuple[int | None, int | None], Fraction] = {}
+    for block_bytes, parts in caches:
+        for n, window, chunk in parts:
+            kinds[window, chunk] = kinds.get((window, chunk), Fraction(0)) + n * Fraction(block_bytes)
+    scale = math.lcm(*(f.denominator for f in kinds.values()))
+    unit = Fraction(math.gcd(*(int(f * scale) for f in kinds.values())), scale)
+    return float(unit), tuple((int(f / unit), window, chunk) for (window, chunk), f in kinds.items())
 
 
 @dataclass(frozen=True)
@@ -209,7 +230,7 @@ def speculate(spec: str, accept: str | float | None, model: StepModel, capacity:
         assert draft_id is not None
         drafter = StepModel(workload(draft_id), model.gpu, model.calibrated, model.layout, stack)
         own = kv_capacity(drafter, budget, block_size, reserve)
-        weights, block = own.weight_bytes, own.block_bytes
+        weights, cache = own.weight_bytes, own
     else:  # the MTP modules: each one layer of the model's last kind, with its embedding and LM head
         kind = m.layer_attention(m.num_layers - 1)
         if kind not in ("full", "sliding", "chunked"):
@@ -232,6 +253,7 @@ def speculate(spec: str, accept: str | float | None, model: StepModel, capacity:
         # LM head with the model (DeepSeek-V3, arXiv 2412.19437, section 2.2). Its cache: one layer's. The engine
         # holds every module the checkpoint ships, each with its cache (vLLM's DeepSeekMultiTokenPredictor builds
         # all num_nextn_predict_layers of them; draft j runs module j mod n, one layer either way).
-        weights, block = m.mtp_layers * (two.weight_bytes - one.weight_bytes), m.mtp_layers * one.block_bytes
+        weights = m.mtp_layers * (two.weight_bytes - one.weight_bytes)
+        cache = replace(one, block_bytes=m.mtp_layers * one.block_bytes)
     return (Speculation(method, acceptance, drafter, draft_id if method == "draft" else None),
-            with_drafter(capacity, weights, block))
+            with_drafter(capacity, weights, cache))

@@ -29,7 +29,7 @@ def base():
 def test_shared_blocks_count_once_and_are_evicted_when_the_room_is_needed():
     pool = BlockPool(20, 16)
     pool.grow(1, 100)  # 7 blocks
-    pool.share(1, 9, 4)  # its first 4 become prefix 9's
+    pool.share(1, 9, 4, 100)  # its first 4 become prefix 9's
     assert (pool.used, pool.held[1], pool.holds(1), pool.cached_prefix(9)) == (7, 3, 7, 4)
     pool.attach(2, 9, 4)
     pool.grow(2, 100)  # 7 blocks, 4 of them the prefix's: 3 more
