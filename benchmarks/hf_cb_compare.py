@@ -47,7 +47,6 @@ import rooflinectl.api as rl
 from rooflinectl.engine.memory import reserve_bytes
 from rooflinectl.engine.parallel import Layout
 from rooflinectl.serving.capacity import kv_capacity
-from rooflinectl.serving.kvcache import BlockPool
 from rooflinectl.serving.load import Lengths, Load, Request, closed_loop
 from rooflinectl.serving.metrics import Run
 from rooflinectl.serving.scheduler import SchedulerConfig
@@ -118,7 +117,7 @@ def simulate_point(point: dict[str, Any], records: dict[str, Any], rows: list[li
     else:
         arrivals = sorted(max(0.0, r["arrival_s"]) for r in point["per_request"])
         requests = Load("trace", tuple(Request(i, t, point["prompt"], point["output"]) for i, t in enumerate(arrivals)))
-    return simulate(requests, model, BlockPool(capacity.blocks, block), config)
+    return simulate(requests, model, capacity.pool(block), config)
 
 
 def predicted(run: Run) -> dict[str, dict[str, float] | None]:

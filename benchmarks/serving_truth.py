@@ -449,7 +449,6 @@ def record(case: Case, model, reuse: Recorded | None = None) -> Recorded:
     from rooflinectl.engine.memory import reserve_bytes
     from rooflinectl.errors import UserError
     from rooflinectl.serving.capacity import kv_capacity
-    from rooflinectl.serving.kvcache import BlockPool
     from rooflinectl.serving.load import Lengths, closed_loop
     from rooflinectl.serving.scheduler import SchedulerConfig
     from rooflinectl.serving.simulate import simulate
@@ -464,7 +463,7 @@ def record(case: Case, model, reuse: Recorded | None = None) -> Recorded:
         return reuse
     clock = _Clock()
     config = SchedulerConfig(case.budget, case.concurrency, case.chunked, case.mixed)
-    run = simulate(load, clock, BlockPool(capacity.blocks, 16), config)  # type: ignore[arg-type]
+    run = simulate(load, clock, capacity.pool(16), config)  # type: ignore[arg-type]
     requests = [(round(s.request.arrival_s), round(s.token_times_s[0]), round(s.token_times_s[-1]),
                  len(s.token_times_s)) for s in run.served]
     return Recorded(clock.steps, requests, capacity.blocks)
@@ -649,7 +648,9 @@ def fit_backend(backend: str, lins: Sequence[Linear], cases: Sequence[Case], fam
 class Result:
     case: Case
     predictions: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # method → (TTFT, TPOT) ms
-    kv_tokens: int = 0  # the tokens its simulated KV cache holds
+    # The bytes of its simulated KV cache, and of one client's whole sequence (isl + osl positions) as analyze
+    # counts them (a sliding layer its window: engine.count.attention.positions_held)
+    kv_room: tuple[float, float] = (0.0, 0.0)
 
     @property
     def represented(self) -> bool:
@@ -659,9 +660,10 @@ class Result:
 
     @property
     def kv_bound(self) -> bool:
-        """Whether the simulated KV cache holds fewer tokens than every client's whole sequence: the simulation
-        then queues or preempts requests where the engine, given its own memory split, may not have."""
-        return self.kv_tokens < self.case.concurrency * (self.case.isl + self.case.osl)
+        """Whether the simulated KV cache holds less than every client's whole sequence: the simulation then
+        queues or preempts requests where the engine, given its own memory split, may not have."""
+        cache_bytes, sequence_bytes = self.kv_room
+        return cache_bytes < self.case.concurrency * sequence_bytes
     errors: dict[str, str] = field(default_factory=dict)  # method → why it has no prediction
 
 
@@ -874,7 +876,7 @@ def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid:
         if r.predictions.get("roofline") is None:
             failed[f"serve: {r.errors.get('roofline', '')}"] += 1
             continue
-        r.kv_tokens = int(cached(case, "kv tokens", lambda case=case: kv_tokens(case)))  # type: ignore[call-overload]
+        r.kv_room = tuple(cached(case, "kv room", lambda case=case: list(kv_room(case))))  # type: ignore[arg-type]
         if grid is not None:
             def make_linear(case: Case = case) -> dict:
                 model, rec = steps_with(FUSED)
@@ -886,13 +888,21 @@ def simulate_rows(cases: Sequence[Case], cache: Path | None, stacks: dict, grid:
     return results, linears, failed
 
 
-def kv_tokens(case: Case) -> int:
-    """The tokens the case's KV cache holds (api.serve's: the GPU less weights, activations and the reserve)."""
+def kv_room(case: Case) -> tuple[float, float]:
+    """(the bytes of the case's KV cache, api.serve's: the GPU less weights, activations and the reserve, in whole
+    blocks; the bytes one client's whole sequence of isl + osl positions holds, as analyze counts them on one
+    GPU). Without sliding layers, the cache's positions against the clients' as before: blocks · 16 against
+    concurrency · (isl + osl)."""
     from rooflinectl.engine.memory import reserve_bytes
+    from rooflinectl.engine.parallel import kv_bytes_per_sequence_per_gpu
     from rooflinectl.serving.capacity import kv_capacity
+    from rooflinectl.specs.step import Seqs
 
     model = step_model(case, ())
-    return kv_capacity(model, case.budget, 16, reserve_bytes(model.gpu.capacity_bytes, None)).blocks * 16
+    capacity = kv_capacity(model, case.budget, 16, reserve_bytes(model.gpu.capacity_bytes, None))
+    per_gpu = model.analyze((Seqs(1, 1),)).workload
+    return (capacity.blocks * capacity.block_bytes,
+            kv_bytes_per_sequence_per_gpu(per_gpu, model.layout, case.isl + case.osl))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

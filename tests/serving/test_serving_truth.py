@@ -115,6 +115,29 @@ def test_a_recorded_run_repriced_under_a_stack_is_that_stacks_simulation(tmp_pat
         assert tpot == pytest.approx(got.tpot.mean * 1e3, rel=1e-9)
 
 
+def test_a_recorded_run_holds_a_sliding_models_kv_as_serve_does():
+    """gpt-oss-120b (a window of 128 on 18 of its 36 layers) on one H100, 48 clients of 6,000 + 1,000 tokens: the
+    cache overflows, so the replay's steps are api.serve's only where its pool charges a request's blocks as
+    api.serve's does, the sliding layers their window alone (serving.kvcache; every layer's blocks preempted 459
+    times in 9,057 steps)."""
+    case = st.Case(id="t", backend="vllm", system="h100_sxm", model="gpt-oss-120b", gpu="h100-sxm", tp=1, ep=1,
+                   concurrency=48, isl=6000, osl=1000, dtypes=(), tpot_ms=1.0, ttft_ms=1.0, fit=True)
+    model = st.step_model(case, ())
+    steps = st.record(case, model)
+    ttft, tpot = st.linear_of(case, steps, model, [(1.0, 1.0)]).at(1.0, 1.0, (0.0,) * len(st.UNKNOWNS), 0.0)
+    got = rl.serve(stack="roofline", **case.options).run
+    assert (got.preemptions, got.steps, got.kv_blocks) == (778, 9081, 20_207)
+    assert got.steps == len(steps.steps)
+    assert got.ttft is not None and got.tpot is not None
+    assert ttft == pytest.approx(got.ttft.mean * 1e3, rel=1e-9)
+    assert tpot == pytest.approx(got.tpot.mean * 1e3, rel=1e-9)
+    # Not represented: the cache is 20,207 blocks of 16 positions of 18 layers, 589,824 B each; one client's 7,000
+    # positions are (18 · 7,000 + 18 · 128) · 2,048 B as analyze counts them, and 48 of those do not fit.
+    cache, sequence = st.kv_room(case)
+    assert (cache, sequence) == (20_207 * 16 * 18 * 2048, (18 * 7000 + 18 * 128) * 2048)
+    assert st.Result(case, kv_room=(cache, sequence)).kv_bound
+
+
 def test_the_fit_recovers_the_figures_it_was_made_with():
     """Rows whose measured means are a stack's own predictions are fitted back to that stack's figures."""
     grid = [(b, c) for b in st.BANDWIDTH_GRID for c in st.COMPUTE_GRID]
