@@ -81,10 +81,10 @@ def _parts_text(parts: tuple[tuple[int, int | None, int | None], ...]) -> str:
     """What a block holds where it is not every layer's: the blocks a sequence takes in each kind of layer."""
     if len(parts) == 1 and parts[0] == (1, None, None):
         return ""
-    words = [f"{n} a block of its last {window:,} positions (sliding layers)" if window is not None
-             else f"{n} a block of its current chunk of {chunk:,} (chunked layers)" if chunk is not None
-             else f"{n} a block of its positions (full layers)" for n, window, chunk in parts]
-    return "; a sequence takes " + ", ".join(words)
+    words = [f"{n} for each block of its last {window:,} positions in the sliding layers" if window is not None
+             else f"{n} for each block of its current chunk of {chunk:,} in the chunked layers" if chunk is not None
+             else f"{n} for each block of its positions in the full layers" for n, window, chunk in parts]
+    return "; a sequence takes " + " and ".join(words)
 
 
 def _busy(r: Simulation) -> float:
