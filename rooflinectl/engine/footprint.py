@@ -1,7 +1,7 @@
 """What a model holds in memory, per token of KV cache and per weight format: ``workloads show``'s numbers.
 
-Nothing is counted here: each figure is the engine's own function (``transformer.kv_cache_bytes_per_sequence``,
-``transformer.weight_footprint_bytes``) applied to the smallest step that has it, a decode of one sequence at one
+Nothing is counted here: each figure is the engine's own function (``resident.kv_cache_bytes_per_sequence``,
+``resident.weight_footprint_bytes``) applied to the smallest step that has it, a decode of one sequence at one
 position, so that a model the engine counts differently (its attention, its experts, its weight formats) is
 counted here by the same rule as in ``analyze``.
 """
@@ -12,7 +12,7 @@ from ..specs.dtypes import DEFAULT_GROUP_SIZE, DType, WeightDType
 from ..specs.model import Model
 from ..specs.step import Seqs
 from ..specs.workload import Workload
-from .count.transformer import (
+from .count.resident import (
     fixed_state_bytes_per_sequence,
     kv_cache_bytes_per_sequence,
     weight_footprint_bytes,
@@ -50,7 +50,7 @@ def kv_cache_bytes_per_token(model: Model, kv_dtype: DType = "bf16") -> int:
 
 def recurrent_state_bytes(model: Model, dtype: DType = "bf16") -> int:
     """The fixed state one sequence holds in the model's recurrent layers, whatever its length (0 without
-    any): engine.count.transformer.fixed_state_bytes_per_sequence, in the activations' ``dtype``."""
+    any): engine.count.resident.fixed_state_bytes_per_sequence, in the activations' ``dtype``."""
     return _exact(fixed_state_bytes_per_sequence(one_token_step(model, dtype=dtype)))
 
 

@@ -3,7 +3,7 @@
 Pure: it reads the engine's step analyses (``roofline.Analysis``), never a model, so that a per-GPU analysis
 (tensor, expert or pipeline parallelism: engine/parallel/) gives a per-GPU budget with no change here.
 
-  weights      the weights one GPU holds (``Totals.weight_footprint_bytes``: ``transformer.weight_footprint_bytes``
+  weights      the weights one GPU holds (``Totals.weight_footprint_bytes``: ``resident.weight_footprint_bytes``
                of its share, every parameter as stored, quantized formats with their scales, every expert of a
                mixture of experts, or its E/ep under expert parallelism, its stage's under pipeline parallelism).
   KV cache     the step's batch (one GPU's: ⌈B/ep⌉ under expert parallelism) × one sequence's cache on the GPU

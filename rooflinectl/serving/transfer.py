@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from ..engine.count.transformer import kv_cache_bytes_per_sequence
+from ..engine.count.resident import kv_cache_bytes_per_sequence
 from ..engine.parallel import Layout, kv_bytes_per_sequence_per_gpu, per_gpu_workload
 from ..engine.parallel.network import Fabric
 from ..errors import UserError

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
+from rooflinectl.engine.count.resident import weight_footprint_bytes
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import load_model, model_from_hf_config
 from rooflinectl.specs.scenario import resolve_workload

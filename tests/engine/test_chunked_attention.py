@@ -4,7 +4,8 @@ to the positions of its own chunk of C, ⌊p/C⌋·C … p; the NoPE full layers
 from __future__ import annotations
 
 from rooflinectl.engine.count.attention import group_scores, positions_read
-from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops
+from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.specs.step import Seqs
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops
+from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.footprint import kv_cache_bytes_per_token
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import load_model

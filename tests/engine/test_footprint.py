@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence
+from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
 from rooflinectl.engine.footprint import (
     kv_cache_bytes_per_token,
     kv_cache_bytes_per_token_past_window,

@@ -9,7 +9,8 @@ import pytest
 
 from helpers import cli
 from rooflinectl.engine.count.quant import bits_per_weight, kernel_name, weight_matrix_bytes
-from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops, weight_footprint_bytes
+from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence, weight_footprint_bytes
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from helpers import assert_one_line_error, cli
-from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
+from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence, weight_footprint_bytes
 from rooflinectl.engine.generate import Request, generate
 from rooflinectl.engine.parallel import Layout, all_reduce_bytes, padded_vocab, per_gpu_model
 from rooflinectl.engine.roofline import analyze

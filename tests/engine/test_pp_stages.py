@@ -8,7 +8,7 @@ import json
 import yaml
 
 from helpers import cli
-from rooflinectl.engine.count.transformer import weight_footprint_bytes
+from rooflinectl.engine.count.resident import weight_footprint_bytes
 from rooflinectl.engine.parallel import Layout
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import load_gpu

@@ -9,7 +9,8 @@ import pytest
 
 from helpers import assert_one_line_error, cli
 from rooflinectl.engine.count.quant import bits_per_weight, kernel_name, weight_matrix_bytes
-from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
+from rooflinectl.engine.count.resident import weight_footprint_bytes
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu

@@ -4,7 +4,8 @@ in the other 12 (gated full attention), and the recurrent state as fixed memory 
 from __future__ import annotations
 
 from rooflinectl.engine.count.recurrent import chunked_flops_per_head
-from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops
+from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.footprint import kv_cache_bytes_per_token, recurrent_state_bytes
 from rooflinectl.serving.kvcache import BlockPool
 from rooflinectl.specs.model import load_model

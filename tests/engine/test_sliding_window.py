@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rooflinectl.engine.count.attention import group_scores, positions_held, positions_read, scores_computed
-from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops
+from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import Model, load_model
 from rooflinectl.specs.scenario import resolve_workload

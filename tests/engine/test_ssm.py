@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
 from rooflinectl.engine.count.ssm import chunked_flops
-from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence, step_ops
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.footprint import kv_cache_bytes_per_token, recurrent_state_bytes
 from rooflinectl.specs.model import load_model
 from rooflinectl.specs.scenario import resolve_workload

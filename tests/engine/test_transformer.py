@@ -9,7 +9,8 @@ from rooflinectl.engine.count.op import (
     RMSNORM_FLOPS_PER_ELEMENT,
     SOFTMAX_FLOPS_PER_ELEMENT,
 )
-from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
+from rooflinectl.engine.count.resident import weight_footprint_bytes
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu

@@ -13,7 +13,8 @@ from rooflinectl.engine.count.op import (
     GELU_TANH_FLOPS_PER_ELEMENT,
     LAYERNORM_FLOPS_PER_ELEMENT,
 )
-from rooflinectl.engine.count.transformer import step_ops, weight_footprint_bytes
+from rooflinectl.engine.count.resident import weight_footprint_bytes
+from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.specs.model import load_model
 from rooflinectl.specs.scenario import resolve_workload

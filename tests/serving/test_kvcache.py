@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.engine.count.transformer import kv_cache_bytes_per_sequence
+from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
 from rooflinectl.engine.parallel import Layout, kv_bytes_per_sequence_per_gpu
 from rooflinectl.serving.capacity import Capacity, kv_capacity
 from rooflinectl.serving.kvcache import EVERY_LAYER, UNBOUNDED, BlockPool, kv_blocks

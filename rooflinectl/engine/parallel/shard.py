@@ -32,7 +32,7 @@ from ...units import dtype_bytes
 from ..count.moe import experts_touched
 from ..count.op import Op
 from ..count.quant import weight_matrix_bytes
-from ..count.transformer import KVSpan, kv_cache_bytes_per_sequence, kv_spans, weight_footprint_bytes
+from ..count.resident import KVSpan, kv_cache_bytes_per_sequence, kv_spans, weight_footprint_bytes
 from .layout import Layout
 from .stages import stage_workload
 

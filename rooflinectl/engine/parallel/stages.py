@@ -16,7 +16,7 @@ from ...errors import UserError
 from ...specs.load import validate
 from ...specs.model import Model
 from ...specs.workload import Workload
-from ..count.transformer import kv_cache_bytes_per_sequence, weight_footprint_bytes
+from ..count.resident import kv_cache_bytes_per_sequence, weight_footprint_bytes
 
 
 def _stage_layers(m: Model, p: int, i: int) -> range:
