@@ -281,7 +281,7 @@ def family(gpu: str) -> str | None:
 
 @functools.cache
 def _has_experts(model: str) -> bool:
-    from rooflinectl.specs.model import load_model
+    from rooflinectl.specs.models import load_model
 
     return load_model(model).moe is not None
 

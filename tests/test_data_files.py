@@ -10,7 +10,7 @@ import yaml
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import list_gpus, load_gpu
-from rooflinectl.specs.model import load_model, model_from_hf_config
+from rooflinectl.specs.models import load_model, model_from_hf_config
 from rooflinectl.specs.scenario import (
     load_scenario,
     resolve_workload,

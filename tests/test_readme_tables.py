@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rooflinectl.specs.hardware import GPU, list_gpus
-from rooflinectl.specs.model import Model, list_models
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import list_models
 
 README = Path(__file__).parents[1] / "README.md"
 YES = "✓"

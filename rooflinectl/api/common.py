@@ -114,7 +114,8 @@ def gpu(id_or_path: str | os.PathLike[str] | GPU) -> GPU:
 def model(id_or_path: str | os.PathLike[str] | Model) -> Model:
     """A model by id, model YAML or a local Hugging Face config.json (``rooflinectl workloads list``); a model is
     itself."""
-    from ..specs.model import Model, load_model
+    from ..specs.model import Model
+    from ..specs.models import load_model
 
     return id_or_path if isinstance(id_or_path, Model) else load_model(name_arg(id_or_path, "model"))
 

@@ -62,7 +62,7 @@ def workloads_list(json: bool = typer.Option(False, "--json", help="Print as JSO
     """
     one_format(json, csv)
     from ..render.workloads import catalog_json, print_catalog
-    from ..specs.model import list_models
+    from ..specs.models import list_models
     from ..specs.scenario import list_scenarios
 
     scenarios, models = list_scenarios(), list_models()
@@ -87,7 +87,8 @@ def workloads_show(
     """
     from ..errors import UserError
     from ..render.workloads import spec_json, spec_view
-    from ..specs.model import Model, load_model
+    from ..specs.model import Model
+    from ..specs.models import load_model
     from ..specs.scenario import Scenario, load_scenario
 
     spec: Scenario | Model

@@ -31,7 +31,8 @@ from ..engine.roofline import Analysis
 from ..errors import UserError
 from ..render.verdict import verdict
 from ..specs.hardware import GPU, list_gpus
-from ..specs.model import Model, list_models
+from ..specs.model import Model
+from ..specs.models import list_models
 from ..specs.workload import Workload
 from ..units import duration
 from . import state

@@ -1,14 +1,13 @@
-"""Models: a decoder-only transformer's architecture and its variants, and the bundled catalog of them.
+"""Models: a decoder-only transformer's architecture and its variants.
 
 A mixture of experts is :mod:`specs.moe`'s, multi-head latent attention :mod:`specs.mla`'s, and each size's range
-is in :mod:`specs.sizes`. Models come from ``workloads/models/*.yaml``, a model YAML path, or a local Hugging
-Face ``config.json`` (nothing is downloaded; :mod:`specs.hf.config` reads its keys).
+is in :mod:`specs.sizes`. Where a model comes from (the bundled catalog, a YAML path, a Hugging Face
+``config.json``) is :mod:`specs.models`'.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,11 +18,8 @@ from pydantic import (
 )
 from typing_extensions import Self  # typing.Self is 3.11+; the floor is 3.10
 
-from ..errors import UserError, closest
-from ..files import user_path
 from .dsa import SparseAttention
 from .dtypes import WeightDType, group_size_refusal
-from .hf.config import HF_KEY_OF_FIELD, model_fields
 from .layers import GATED_MLPS, KV_ATTENTIONS, LayerAttention, MlpKind, NormKind
 from .load import (
     Id,
@@ -31,19 +27,12 @@ from .load import (
     Strict,
     Text,
     invalid,
-    looks_like_path,
-    read_json,
-    read_yaml,
-    search_dirs,
-    validate,
 )
 from .mla import MLA
 from .moe import MoE
 from .recurrent import GatedDeltaNet
 from .sizes import GroupSize, HeadDim, Heads, HiddenSize, Layers, MlpWidth, MtpModules, Positions, Vocab
 from .ssm import Mamba2
-
-WORKLOADS_PATH_ENV = "ROOFLINECTL_WORKLOADS_PATH"
 
 # A soft cap's value (cap·tanh(x/cap)): the count does not depend on it; Gemma 2's are 50 and 30.
 Softcap = Annotated[float, Field(gt=0, le=1e6)]
@@ -415,39 +404,3 @@ class Model(Strict):
         router included (the convention of the published "active" counts: Mixtral 8x7B's 12.9 B is 12.88 B
         so counted). A dense model's are all of them."""
         return self._parameters(self.moe.experts_per_token if self.moe else 0)
-
-
-# --- models --------------------------------------------------------------------------------------------------
-
-
-def model_catalog() -> dict[str, Path]:
-    names: dict[str, Path] = {}
-    for folder in reversed(search_dirs("workloads", WORKLOADS_PATH_ENV)):
-        models = folder / "models"
-        if models.is_dir():
-            for path in sorted(models.glob("*.y*ml")):
-                names[path.stem.lower()] = path
-    return names
-
-
-def list_models() -> list[Model]:
-    return [load_model(str(p)) for p in model_catalog().values()]
-
-
-def model_from_hf_config(path: Path) -> Model:
-    """A Model from a Hugging Face ``config.json`` (the keys and refusals: :mod:`specs.hf.config`)."""
-    return validate(Model, model_fields(read_json(path), path), str(path), HF_KEY_OF_FIELD)
-
-
-def load_model(name: str) -> Model:
-    """A model by id (``workloads/models/<id>.yaml``), model YAML path, or Hugging Face config.json path."""
-    if looks_like_path(name):
-        path = user_path(name)
-        if path.suffix == ".json":
-            return model_from_hf_config(path)
-        return validate(Model, read_yaml(path), str(path))
-    catalog = model_catalog()
-    found = catalog.get(name.lower())
-    if found is None:
-        raise UserError(f"unknown model '{name}'{closest(name, catalog)}; 'rooflinectl workloads list' shows them all")
-    return validate(Model, read_yaml(found), str(found))

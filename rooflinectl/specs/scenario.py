@@ -33,7 +33,8 @@ from .dtypes import (
     group_size_refusal,
 )
 from .load import Strict, Text, invalid, leave_out_unused, looks_like_path, read_yaml, search_dirs, validate
-from .model import WORKLOADS_PATH_ENV, Model, load_model, model_catalog
+from .model import Model
+from .models import WORKLOADS_PATH_ENV, load_model, model_catalog
 from .sizes import Batch, Experts, GroupSize, Positions
 from .step import MAX_GROUPS, PRESETS, Phase, Seqs, preset_phase
 from .workload import Workload, check_fusions, length_field, size_problem

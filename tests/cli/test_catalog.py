@@ -38,7 +38,7 @@ def test_workloads_show_an_moe_model_states_its_parameters_and_layers():
 
 def test_workloads_show_of_an_moe_model_is_the_yaml_that_defines_it(tmp_path):
     """The derived lines are YAML comments: the text output read back as a model file is the same model."""
-    from rooflinectl.specs.model import load_model
+    from rooflinectl.specs.models import load_model
 
     path = tmp_path / "copy.yaml"
     path.write_text(cli("workloads", "show", "qwen3-235b-a22b").stdout)

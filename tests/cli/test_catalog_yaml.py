@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from helpers import cli
-from rooflinectl.specs.model import Model, model_catalog
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import model_catalog
 from rooflinectl.specs.scenario import list_scenarios
 
 

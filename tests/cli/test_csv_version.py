@@ -15,7 +15,7 @@ import pytest
 from helpers import assert_one_line_error, cli
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import list_gpus, load_gpu
-from rooflinectl.specs.model import list_models
+from rooflinectl.specs.models import list_models
 from rooflinectl.specs.scenario import list_scenarios, resolve_workload
 
 

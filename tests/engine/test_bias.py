@@ -10,7 +10,7 @@ import pytest
 from rooflinectl.engine.count.resident import weight_footprint_bytes
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import load_model, model_from_hf_config
+from rooflinectl.specs.models import load_model, model_from_hf_config
 from rooflinectl.specs.scenario import resolve_workload
 
 # Qwen2 7B (config.json): H = 3584, 28 heads of 128 (q 3584), 4 KV heads (kv 512), I = 18944, V = 152064,

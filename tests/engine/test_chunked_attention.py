@@ -88,7 +88,7 @@ def test_maverick_alternates_dense_and_moe_layers():
 
 
 def test_the_serving_step_model_is_told_attention_is_not_affine_in_context():
-    from rooflinectl.specs.model import load_model
+    from rooflinectl.specs.models import load_model
 
     assert not load_model("llama-4-scout").attention_affine_in_context
     assert load_model("llama-3.1-8b").attention_affine_in_context
@@ -101,7 +101,7 @@ def test_the_runners_refuse_llama4_in_one_line():
     from rooflinectl.errors import UserError
     from rooflinectl.measure.step.support import check_supported
     from rooflinectl.profile.build import check_buildable
-    from rooflinectl.specs.model import load_model
+    from rooflinectl.specs.models import load_model
 
     w = resolve_workload("decode", model="llama-4-scout", context=4096)
     with pytest.raises(UserError) as measured:

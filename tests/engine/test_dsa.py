@@ -11,7 +11,7 @@ from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.footprint import kv_cache_bytes_per_token
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_step, resolve_workload
 from rooflinectl.specs.step import Seqs
 

@@ -12,7 +12,7 @@ from rooflinectl.engine.footprint import (
     weight_bytes,
     weight_bytes_by_format,
 )
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 
 

@@ -15,7 +15,8 @@ from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.model import Model, load_model
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 
 # A small MLA model: H 64, 2 layers, h 4 heads, q_lora r_q 32, kv_lora r 16, d_nope 8, d_rope 4, d_v 8 (head_dim

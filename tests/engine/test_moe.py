@@ -18,7 +18,8 @@ from rooflinectl.errors import UserError
 from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.model import Model, load_model, model_from_hf_config
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import load_model, model_from_hf_config
 from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.units import GIB
 

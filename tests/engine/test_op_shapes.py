@@ -19,7 +19,7 @@ from rooflinectl.engine.count.op import (
     Op,
 )
 from rooflinectl.engine.count.transformer import step_ops
-from rooflinectl.specs.model import list_models
+from rooflinectl.specs.models import list_models
 from rooflinectl.specs.scenario import resolve_step, resolve_workload
 from rooflinectl.specs.step import Seqs
 from rooflinectl.specs.workload import Workload

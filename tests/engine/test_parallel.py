@@ -22,7 +22,8 @@ from rooflinectl.engine.roofline import analyze
 from rooflinectl.errors import UserError
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.model import Model, load_model
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 
 H, L, HEADS, G, D, I, V = 8192, 80, 64, 8, 128, 28672, 128256

@@ -13,7 +13,8 @@ from rooflinectl.engine.parallel import Layout
 from rooflinectl.engine.roofline import analyze
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.model import Model, load_model
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 
 KV_PER_LAYER_TOKEN = 2 * 8 * 128 * 2  # Llama 3 8B: K and V, 8 KV heads of 128, bf16: 4,096 bytes

@@ -8,7 +8,7 @@ from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.footprint import kv_cache_bytes_per_token, recurrent_state_bytes
 from rooflinectl.serving.kvcache import BlockPool
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 
 MODEL = "qwen3-next-80b-a3b"

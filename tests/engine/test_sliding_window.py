@@ -13,7 +13,8 @@ from rooflinectl.engine.count.attention import group_scores, positions_held, pos
 from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import Model, load_model
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.specs.step import Seqs
 

@@ -7,7 +7,7 @@ from rooflinectl.engine.count.resident import kv_cache_bytes_per_sequence
 from rooflinectl.engine.count.ssm import chunked_flops
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.engine.footprint import kv_cache_bytes_per_token, recurrent_state_bytes
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 
 MODEL = "nemotron-h-8b"

@@ -38,7 +38,8 @@ torch = pytest.importorskip("torch")
 
 from rooflinectl.engine.count.op import SOFTMAX_FLOPS_PER_ELEMENT, TOPK_FLOPS_PER_ELEMENT_PER_PICK  # noqa: E402
 from rooflinectl.engine.count.transformer import step_ops  # noqa: E402
-from rooflinectl.specs.model import Model, model_from_hf_config  # noqa: E402
+from rooflinectl.specs.model import Model  # noqa: E402
+from rooflinectl.specs.models import model_from_hf_config  # noqa: E402
 from rooflinectl.specs.scenario import resolve_workload  # noqa: E402
 from rooflinectl.specs.workload import Workload  # noqa: E402
 

@@ -15,7 +15,8 @@ from rooflinectl.engine.roofline import analyze
 from rooflinectl.render.verdict import verdict
 from rooflinectl.specs.hardware import load_gpu
 from rooflinectl.specs.load import validate
-from rooflinectl.specs.model import Model, load_model
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 
 

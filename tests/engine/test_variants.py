@@ -16,7 +16,7 @@ from rooflinectl.engine.count.op import (
 from rooflinectl.engine.count.resident import weight_footprint_bytes
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.specs.workload import Workload
 

@@ -21,7 +21,7 @@ from rooflinectl.errors import UserError
 from rooflinectl.explore import state
 from rooflinectl.explore.app import ExploreApp
 from rooflinectl.explore.panels import ops_in_time_order
-from rooflinectl.specs.model import list_models
+from rooflinectl.specs.models import list_models
 from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.units import number
 

@@ -9,7 +9,7 @@ import pytest
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
 from rooflinectl.measure.step.cases import Case, TensorSpec, _case, build_cases
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 
 FAMILIES = {"linear", "norm_linear", "rmsnorm", "rope", "kv_write", "sdpa", "qk", "softmax", "pv", "act",

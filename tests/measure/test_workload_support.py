@@ -9,7 +9,8 @@ import pytest
 from rooflinectl.errors import UserError
 from rooflinectl.measure.step.support import check_supported
 from rooflinectl.profile.build import BUILDS, check_buildable
-from rooflinectl.specs.model import Model, load_model
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 
 

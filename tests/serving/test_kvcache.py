@@ -17,7 +17,7 @@ from rooflinectl.serving.simulate import simulate
 from rooflinectl.serving.speculation import with_drafter
 from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.models import load_model
 from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.specs.step import Seqs
 

@@ -21,7 +21,7 @@ from rooflinectl.serving.simulate import simulate
 from rooflinectl.serving.speculation import Speculation, expected_tokens, parse_acceptance
 from rooflinectl.serving.stepmodel import StepModel
 from rooflinectl.specs.hardware import load_gpu
-from rooflinectl.specs.model import model_catalog
+from rooflinectl.specs.models import model_catalog
 from rooflinectl.specs.scenario import resolve_workload
 from rooflinectl.specs.step import Seqs
 

@@ -9,7 +9,7 @@ import pytest
 
 from helpers import assert_one_line_error, cli
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import model_from_hf_config
+from rooflinectl.specs.models import model_from_hf_config
 
 DENSE = {"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 8,
          "intermediate_size": 1024,

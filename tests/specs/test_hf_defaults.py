@@ -14,7 +14,8 @@ import pytest
 from helpers import assert_one_line_error, cli
 from hf_published import PUBLISHED
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import Model, model_from_hf_config
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import model_from_hf_config
 
 
 def config(model_type: str, drop: tuple[str, ...] = (), **keys: Any) -> dict[str, Any]:

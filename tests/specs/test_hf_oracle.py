@@ -19,7 +19,8 @@ import pytest
 
 from hf_published import PUBLISHED
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import Model, model_from_hf_config
+from rooflinectl.specs.model import Model
+from rooflinectl.specs.models import model_from_hf_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

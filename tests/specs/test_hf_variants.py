@@ -10,7 +10,7 @@ import pytest
 
 from helpers import assert_one_line_error, cli
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import load_model, model_from_hf_config
+from rooflinectl.specs.models import load_model, model_from_hf_config
 
 # https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json
 GPT_OSS_120B = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinectl.specs.model import load_model
+from rooflinectl.specs.models import load_model
 
 
 def test_llama_3_1_405b_parameters():

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import load_model, model_from_hf_config
+from rooflinectl.specs.models import load_model, model_from_hf_config
 
 # meta-llama/Llama-4-Maverick-17B-128E-Instruct's config.json, its text_config's keys that set the count (the
 # published values; the vision_config is left out: it is not read).

@@ -120,7 +120,7 @@ def test_a_spec_of_another_kind_is_named_as_what_it_is(tmp_path):
     from pathlib import Path
 
     from rooflinectl.specs.hardware import load_gpu
-    from rooflinectl.specs.model import load_model
+    from rooflinectl.specs.models import load_model
 
     root = Path(__file__).parents[2]
     config = tmp_path / "config.json"

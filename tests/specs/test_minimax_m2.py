@@ -10,7 +10,7 @@ import pytest
 
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import load_model, model_from_hf_config
+from rooflinectl.specs.models import load_model, model_from_hf_config
 from rooflinectl.specs.scenario import resolve_workload
 
 torch = pytest.importorskip("torch")
@@ -94,7 +94,7 @@ def test_what_is_not_modelled_is_refused_by_its_key(tmp_path, changes, field):
 
 def test_workloads_show_names_the_norm_over_the_whole_q_and_k():
     from rooflinectl.render.workloads import layer_pattern
-    from rooflinectl.specs.model import load_model
+    from rooflinectl.specs.models import load_model
 
     assert ", q/k RMSNorm over the whole Q and K" in layer_pattern(load_model("minimax-m2"))
     assert ", q/k RMSNorm per head" in layer_pattern(load_model("qwen3-32b"))

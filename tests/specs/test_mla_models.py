@@ -10,7 +10,7 @@ import pytest
 
 from helpers import assert_one_line_error, cli
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import load_model, model_from_hf_config
+from rooflinectl.specs.models import load_model, model_from_hf_config
 
 
 def mla_attention(hidden: int, heads: int, q_lora: int | None, kv_lora: int = 512, nope: int = 128, rope: int = 64,

@@ -10,7 +10,7 @@ import pytest
 
 from hf_published import PUBLISHED
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import load_model, model_from_hf_config
+from rooflinectl.specs.models import load_model, model_from_hf_config
 
 # config.json's fields, for the small configs below: a DeepSeek-V3 of four layers, a MiniMax-M2 of two.
 DEEPSEEK = {**PUBLISHED["deepseek_v3"], "num_hidden_layers": 4, "first_k_dense_replace": 1}

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import load_model, model_from_hf_config
+from rooflinectl.specs.models import load_model, model_from_hf_config
 
 PATTERN = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
 # The keys of the published config.json (nvidia/Nemotron-H-8B-Base-8K) that set its shape, under their names there.

@@ -13,7 +13,7 @@ import pytest
 from helpers import assert_one_line_error, cli
 from rooflinectl.engine.count.transformer import step_ops
 from rooflinectl.errors import UserError
-from rooflinectl.specs.model import model_from_hf_config
+from rooflinectl.specs.models import model_from_hf_config
 from rooflinectl.specs.scenario import resolve_workload, scenario_from_workload, workload_from_scenario
 
 # Llama 3 8B's sizes: H = 4096, 32 heads of 128, 8 KV heads, I = 14336.

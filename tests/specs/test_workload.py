@@ -90,7 +90,7 @@ def test_config_json_that_would_be_analysed_wrongly_is_refused(tmp_path, extra, 
     """Issue 18: each of these gave a dense model (or a traceback) instead of one line and exit 2."""
     import json
 
-    from rooflinectl.specs.model import model_from_hf_config
+    from rooflinectl.specs.models import model_from_hf_config
 
     cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
            "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256, **extra}
@@ -103,7 +103,7 @@ def test_config_json_that_would_be_analysed_wrongly_is_refused(tmp_path, extra, 
 def test_config_json_read_from_its_own_folder_is_named_after_it(tmp_path, monkeypatch):
     import json
 
-    from rooflinectl.specs.model import model_from_hf_config
+    from rooflinectl.specs.models import model_from_hf_config
 
     folder = tmp_path / "my-llama"
     folder.mkdir()
@@ -157,7 +157,7 @@ PUBLISHED_POSITIONS = {
 
 
 def test_every_bundled_model_states_its_published_positions():
-    from rooflinectl.specs.model import list_models
+    from rooflinectl.specs.models import list_models
 
     models = {m.id: m for m in list_models()}
     assert set(models) == set(PUBLISHED_POSITIONS)  # a new model file must state its limit here too
@@ -191,7 +191,7 @@ def test_a_length_beyond_the_models_positions_is_refused_at_limit_plus_one(phase
 def test_a_model_that_states_no_limit_is_not_limited(tmp_path):
     import json
 
-    from rooflinectl.specs.model import model_from_hf_config
+    from rooflinectl.specs.models import model_from_hf_config
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2,
@@ -213,7 +213,7 @@ def test_a_model_that_states_no_limit_is_not_limited(tmp_path):
 def test_config_json_positions_are_read(tmp_path, extra, expected):
     import json
 
-    from rooflinectl.specs.model import model_from_hf_config
+    from rooflinectl.specs.models import model_from_hf_config
 
     cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
            "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, **extra}
@@ -231,7 +231,7 @@ def test_config_json_positions_are_read(tmp_path, extra, expected):
 def test_config_json_bad_positions_are_refused(tmp_path, extra, reason):
     import json
 
-    from rooflinectl.specs.model import model_from_hf_config
+    from rooflinectl.specs.models import model_from_hf_config
 
     cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
            "intermediate_size": 14336, "vocab_size": 32000, **extra}
