@@ -481,6 +481,21 @@ def miss_lab():
         torch.cuda.empty_cache()
 
 
+def alternately(row, calls, ids):
+    """Each of ``calls`` (a name → a call of input set i) timed in turn, the round twice, so that a drift of the
+    clocks over the call moves every one alike; the timings into ``row[name]``, their medians (µs) returned."""
+    for _ in range(2):
+        for name, call in calls.items():
+            row.setdefault(name, []).append(timed(call, ids))
+    return {name: [t[0] * 1e6 for t in row[name]] for name in calls}
+
+
+def decode_call(sets, outs, cfg):
+    """flash_decoding of input set i into ``outs[i]`` under ``cfg``, through the set's block table where it has one."""
+    return lambda i: flash_decoding(sets[i]["q"], sets[i]["k"], sets[i]["v"], sets[i]["lengths"], outs[i], cfg,
+                                    table=sets[i].get("table"))
+
+
 def paged_short_lab():
     """The paged kernel where its programs are short (batch 1, a group of 16 heads in two slices; one split of
     1,024 positions): each of decode_candidates' configs, paged (pages of 16) against contiguous at the same
@@ -495,16 +510,11 @@ def paged_short_lab():
         outs = [torch.empty_like(x["q"]) for x in flat]
         ids = list(range(sets_n))
         for cfg in decode_candidates(b, g, n, h // g, d):
-            row = {"shape": [b, h, g, n, d, page], "config": str(cfg), "contiguous": [], "paged": []}
-            for _ in range(2):
-                row["contiguous"].append(timed(lambda i, cfg=cfg, flat=flat, outs=outs: flash_decoding(
-                    flat[i]["q"], flat[i]["k"], flat[i]["v"], flat[i]["lengths"], outs[i], cfg), ids))
-                row["paged"].append(timed(lambda i, cfg=cfg, paged=paged, outs=outs: flash_decoding(
-                    paged[i]["q"], paged[i]["k"], paged[i]["v"], paged[i]["lengths"], outs[i], cfg,
-                    table=paged[i]["table"]), ids))
+            row = {"shape": [b, h, g, n, d, page], "config": str(cfg)}
+            us = alternately(row, {"contiguous": decode_call(flat, outs, cfg), "paged": decode_call(paged, outs, cfg)},
+                             ids)
             RES.setdefault("paged_short", []).append(row)
-            c = [t[0] * 1e6 for t in row["contiguous"]]
-            pg = [t[0] * 1e6 for t in row["paged"]]
+            c, pg = us["contiguous"], us["paged"]
             log(f"paged-short {b}x{h}/{g}x{n} sp{cfg.splits} n{cfg.block_n} s{cfg.num_stages} w{cfg.num_warps} "
                 f"hs{cfg.head_slices}: contiguous {c[0]:.2f}/{c[1]:.2f} µs, paged {pg[0]:.2f}/{pg[1]:.2f} "
                 f"({min(pg) / min(c) - 1:+.1%})")
@@ -531,11 +541,10 @@ def paged_k_rows():
         paged = [make_paged_inputs(b, h, g, [n] * b, d, page, "bf16", DEV, gen(7 + b + n + i)) for i in ids]
         outs = [torch.empty_like(x["q"]) for x in flat]
 
-        def run_paged(i, k_rows, paged=paged, outs=outs, cfg=cfg, shipped=fd._PAGED_K_ROWS):
+        def run_paged(i, k_rows, call=decode_call(paged, outs, cfg), shipped=fd._PAGED_K_ROWS):
             fd._PAGED_K_ROWS = k_rows
             try:
-                flash_decoding(paged[i]["q"], paged[i]["k"], paged[i]["v"], paged[i]["lengths"], outs[i], cfg,
-                               table=paged[i]["table"])
+                call(i)
             finally:
                 fd._PAGED_K_ROWS = shipped
 
@@ -547,17 +556,13 @@ def paged_k_rows():
             checked.append(outs[0].clone())
         err = relative_error(checked[1], checked[0])
         ok = not torch.isnan(checked[1]).any().item() and err < 1e-2
-        row = {"shape": [b, h, g, n, d, page], "config": str(cfg), "err_vs_shipped": err, "ok": ok,
-               "contiguous": [], "paged": [], "paged_k_rows": []}
-        if ok:
-            for _ in range(2):
-                row["contiguous"].append(timed(lambda i, flat=flat, outs=outs, cfg=cfg: flash_decoding(
-                    flat[i]["q"], flat[i]["k"], flat[i]["v"], flat[i]["lengths"], outs[i], cfg), ids))
-                row["paged"].append(timed(lambda i: run_paged(i, False), ids))
-                row["paged_k_rows"].append(timed(lambda i: run_paged(i, True), ids))
+        row = {"shape": [b, h, g, n, d, page], "config": str(cfg), "err_vs_shipped": err, "ok": ok}
         RES.setdefault("paged_k_rows", []).append(row)
         if ok:
-            c, p0, p1 = ([t[0] * 1e6 for t in row[key]] for key in ("contiguous", "paged", "paged_k_rows"))
+            us = alternately(row, {"contiguous": decode_call(flat, outs, cfg),
+                                   "paged": lambda i, run=run_paged: run(i, False),
+                                   "paged_k_rows": lambda i, run=run_paged: run(i, True)}, ids)
+            c, p0, p1 = us["contiguous"], us["paged"], us["paged_k_rows"]
             log(f"paged-k-rows {b}x{h}/{g}x{n} page {page} {cfg}: contiguous {c[0]:.2f}/{c[1]:.2f} µs, paged "
                 f"{p0[0]:.2f}/{p0[1]:.2f} ({min(p0) / min(c) - 1:+.1%}), K rows {p1[0]:.2f}/{p1[1]:.2f} "
                 f"({min(p1) / min(c) - 1:+.1%}); err {err:.1e}")
@@ -590,17 +595,11 @@ def paged_layout_short():
                         if layout == "hnd":
                             x["k"] = x["k"].transpose(1, 2).contiguous().transpose(1, 2)
                             x["v"] = x["v"].transpose(1, 2).contiguous().transpose(1, 2)
-                    row = {"shape": [b, h, g, n, d, page], "order": order, "layout": layout, "config": str(cfg),
-                           "contiguous": [], "paged": []}
-                    for _ in range(2):
-                        row["contiguous"].append(timed(lambda i, flat=flat, outs=outs, cfg=cfg: flash_decoding(
-                            flat[i]["q"], flat[i]["k"], flat[i]["v"], flat[i]["lengths"], outs[i], cfg), ids))
-                        row["paged"].append(timed(lambda i, paged=paged, outs=outs, cfg=cfg: flash_decoding(
-                            paged[i]["q"], paged[i]["k"], paged[i]["v"], paged[i]["lengths"], outs[i], cfg,
-                            table=paged[i]["table"]), ids))
+                    row = {"shape": [b, h, g, n, d, page], "order": order, "layout": layout, "config": str(cfg)}
+                    us = alternately(row, {"contiguous": decode_call(flat, outs, cfg),
+                                           "paged": decode_call(paged, outs, cfg)}, ids)
                     RES.setdefault("paged_layout", []).append(row)
-                    c = [t[0] * 1e6 for t in row["contiguous"]]
-                    pg = [t[0] * 1e6 for t in row["paged"]]
+                    c, pg = us["contiguous"], us["paged"]
                     log(f"paged-layout {b}x{h}/{g}x{n} page {page} {order} {layout} {cfg}: contiguous "
                         f"{c[0]:.2f}/{c[1]:.2f} µs, paged {pg[0]:.2f}/{pg[1]:.2f} ({min(pg) / min(c) - 1:+.1%})")
                     paged = None
@@ -735,27 +734,13 @@ def main():
         warm_clocks()
         RES["env"]["copy_bytes_per_s"] = copy_ceiling()
         log(f"copy ceiling (SM kernel, read + write): {RES['env']['copy_bytes_per_s'] / 1e12:.3f} TB/s")
-        if "--miss-lab" in sys.argv:
-            warm_clocks()
-            miss_lab()
-        if "--cuda-core-lab" in sys.argv:
-            warm_clocks()
-            cuda_core_lab()
-        if "--paged-lab" in sys.argv:
-            warm_clocks()
-            paged_lab()
-        if "--paged-k-rows" in sys.argv:
-            warm_clocks()
-            paged_k_rows()
-        if "--paged-layout" in sys.argv:
-            warm_clocks()
-            paged_layout_short()
-        if "--paged-short" in sys.argv:
-            warm_clocks()
-            paged_short_lab()
-        if "--rule-grid" in sys.argv:
-            warm_clocks()
-            rule_grid()
+        labs = {"--miss-lab": miss_lab, "--cuda-core-lab": cuda_core_lab, "--paged-lab": paged_lab,
+                "--paged-k-rows": paged_k_rows, "--paged-layout": paged_layout_short, "--paged-short": paged_short_lab,
+                "--rule-grid": rule_grid}
+        for flag, lab in labs.items():  # each asked for, in this order, on warm clocks
+            if flag in sys.argv:
+                warm_clocks()
+                lab()
         if "--skip-harness" not in sys.argv:
             harness((16, 32, 8, 4096, 128))
         log(f"elapsed {time.time() - t0:.0f} s")
